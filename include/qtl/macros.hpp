@@ -1,0 +1,34 @@
+#pragma once
+/// \file
+/// The only header that looks at `__CUDACC__` / `__CUDA_ARCH__`: execution-space annotations.
+///
+/// * `QTL_HOST_DEVICE` — callable from host and device code (and `inline` on the host).
+/// * `QTL_DEVICE`      — device-only helper.
+/// * `QTL_KERNEL`      — a `__global__` kernel with hidden visibility (CCCL's rule, so copies built for
+///                       different architecture lists in different shared objects do not collide).
+/// * `QTL_UNROLL`      — `#pragma unroll` in the device pass only.
+
+#if defined(__CUDACC__)
+#  define QTL_HOST_DEVICE __host__ __device__ __forceinline__
+#  define QTL_DEVICE __device__ __forceinline__
+#  define QTL_KERNEL __global__ __attribute__((visibility("hidden")))
+#else
+#  define QTL_HOST_DEVICE inline
+#  define QTL_DEVICE inline
+#endif  // ^^^ __CUDACC__ ^^^
+
+#if defined(__CUDA_ARCH__)
+#  define QTL_UNROLL _Pragma("unroll")
+#else
+#  define QTL_UNROLL
+#endif  // ^^^ __CUDA_ARCH__ ^^^
+
+// Element code that must be bit-exact is written so that it never depends on floating-point
+// contraction: the headers that need it turn contraction off for their own code on the host.
+#if defined(__clang__)
+#  define QTL_FP_CONTRACT_OFF _Pragma("clang fp contract(off)")
+#elif defined(__GNUC__) && !defined(__CUDACC__)
+#  define QTL_FP_CONTRACT_OFF _Pragma("STDC FP_CONTRACT OFF")
+#else
+#  define QTL_FP_CONTRACT_OFF
+#endif

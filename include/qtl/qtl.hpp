@@ -1,0 +1,9 @@
+#pragma once
+/// \file
+/// Umbrella of every QTL header that compiles without nvcc and without nlohmann-json
+/// (`qtl/cuda/*.cuh` need nvcc; `qtl/io/*.hpp` need nlohmann-json).
+
+#include <qtl/error.hpp>
+#include <qtl/fixed_string.hpp>
+#include <qtl/macros.hpp>
+#include <qtl/view.hpp>

@@ -1,0 +1,159 @@
+#pragma once
+/// \file
+/// `qtl::view<T, Rank>`: a small non-owning row-major view (pointer, extents, strides in elements)
+/// usable in host and device code; `qtl::host_tensor<T, Rank>`: an owning host buffer with a view.
+///
+/// Shapes follow torch: `view2d<T>` of extents {rows, cols} has element (i, j) at
+/// `data[i * stride[0] + j * stride[1]]`; contiguous views have strides {cols, 1}.
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <qtl/error.hpp>
+#include <qtl/macros.hpp>
+
+namespace qtl {
+
+using index_t = std::int64_t;
+
+/// Non-owning strided view of `Rank` dimensions (1 to 3).
+template <class T, int Rank>
+struct view {
+  static_assert(Rank >= 1 && Rank <= 3, "qtl::view: Rank must be 1, 2 or 3");
+  using element_type = T;
+
+  T* data = nullptr;
+  index_t extent[Rank] = {};
+  index_t stride[Rank] = {};
+
+  QTL_HOST_DEVICE constexpr index_t size() const {
+    index_t n = 1;
+    for (int d = 0; d < Rank; ++d) {
+      n *= extent[d];
+    }
+    return n;
+  }
+  QTL_HOST_DEVICE constexpr index_t rows() const requires(Rank >= 2) { return extent[Rank - 2]; }
+  QTL_HOST_DEVICE constexpr index_t cols() const requires(Rank >= 2) { return extent[Rank - 1]; }
+  QTL_HOST_DEVICE constexpr bool is_contiguous() const {
+    index_t s = 1;
+    for (int d = Rank - 1; d >= 0; --d) {
+      if (extent[d] != 1 && stride[d] != s) {
+        return false;
+      }
+      s *= extent[d];
+    }
+    return true;
+  }
+
+  QTL_HOST_DEVICE constexpr T& operator()(index_t i) const requires(Rank == 1) { return data[i * stride[0]]; }
+  QTL_HOST_DEVICE constexpr T& operator()(index_t i, index_t j) const requires(Rank == 2) {
+    return data[i * stride[0] + j * stride[1]];
+  }
+  QTL_HOST_DEVICE constexpr T& operator()(index_t b, index_t i, index_t j) const requires(Rank == 3) {
+    return data[b * stride[0] + i * stride[1] + j * stride[2]];
+  }
+
+  /// The same memory as a view of `T const`.
+  QTL_HOST_DEVICE constexpr operator view<T const, Rank>() const {
+    view<T const, Rank> v;
+    v.data = data;
+    for (int d = 0; d < Rank; ++d) {
+      v.extent[d] = extent[d];
+      v.stride[d] = stride[d];
+    }
+    return v;
+  }
+};
+
+template <class T>
+using view1d = view<T, 1>;
+template <class T>
+using view2d = view<T, 2>;
+template <class T>
+using view3d = view<T, 3>;
+
+/// A contiguous 1-D view of `n` elements.
+template <class T>
+QTL_HOST_DEVICE constexpr view1d<T> make_view(T* data, index_t n) {
+  view1d<T> v;
+  v.data = data;
+  v.extent[0] = n;
+  v.stride[0] = 1;
+  return v;
+}
+/// A contiguous row-major [rows, cols] view.
+template <class T>
+QTL_HOST_DEVICE constexpr view2d<T> make_view(T* data, index_t rows, index_t cols) {
+  view2d<T> v;
+  v.data = data;
+  v.extent[0] = rows;
+  v.extent[1] = cols;
+  v.stride[0] = cols;
+  v.stride[1] = 1;
+  return v;
+}
+/// A contiguous row-major [batch, rows, cols] view.
+template <class T>
+QTL_HOST_DEVICE constexpr view3d<T> make_view(T* data, index_t batch, index_t rows, index_t cols) {
+  view3d<T> v;
+  v.data = data;
+  v.extent[0] = batch;
+  v.extent[1] = rows;
+  v.extent[2] = cols;
+  v.stride[0] = rows * cols;
+  v.stride[1] = cols;
+  v.stride[2] = 1;
+  return v;
+}
+
+/// An owning, contiguous, row-major host tensor; `view()` lends it to the operations.
+template <class T, int Rank>
+class host_tensor {
+ public:
+  host_tensor() = default;
+  /// Allocates `extents` (all ≥ 0) value-initialised elements.
+  explicit host_tensor(index_t const (&extents)[Rank]) {
+    index_t n = 1;
+    for (int d = 0; d < Rank; ++d) {
+      if (extents[d] < 0) {
+        throw shape_error("qtl::host_tensor: extent " + std::to_string(d) + " is negative (" +
+                          std::to_string(extents[d]) + ")");
+      }
+      extent_[d] = extents[d];
+      n *= extents[d];
+    }
+    data_.assign(static_cast<std::size_t>(n), T{});
+  }
+
+  T* data() { return data_.data(); }
+  T const* data() const { return data_.data(); }
+  index_t size() const { return static_cast<index_t>(data_.size()); }
+  index_t extent(int d) const { return extent_[d]; }
+  std::vector<T>& storage() { return data_; }
+  std::vector<T> const& storage() const { return data_; }
+
+  qtl::view<T, Rank> view() { return make(data_.data()); }
+  qtl::view<T const, Rank> view() const { return make(data_.data()); }
+
+ private:
+  template <class U>
+  qtl::view<U, Rank> make(U* p) const {
+    qtl::view<U, Rank> v;
+    v.data = p;
+    index_t s = 1;
+    for (int d = Rank - 1; d >= 0; --d) {
+      v.extent[d] = extent_[d];
+      v.stride[d] = s;
+      s *= extent_[d];
+    }
+    return v;
+  }
+
+  std::vector<T> data_;
+  index_t extent_[Rank] = {};
+};
+
+}  // namespace qtl

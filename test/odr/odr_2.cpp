@@ -1,0 +1,3 @@
+#include <qtl/qtl.hpp>
+
+int odr_2() { return 0; }
