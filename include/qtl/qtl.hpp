@@ -6,4 +6,6 @@
 #include <qtl/error.hpp>
 #include <qtl/fixed_string.hpp>
 #include <qtl/macros.hpp>
+#include <qtl/numeric.hpp>
+#include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>
