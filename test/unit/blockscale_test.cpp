@@ -1,0 +1,229 @@
+// Tests of qtl/blockscale.hpp: the host swizzle against an independent oracle (the reference's
+// 6-D reshape/permute, written out as loops), the inverse, padding, strides, scale types, errors.
+#include <catch2/catch.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <qtl/blockscale.hpp>
+#include <random>
+#include <vector>
+
+namespace {
+
+using qtl::index_t;
+
+// A stand-in for a one-byte scale storage struct (qtl::float8_e4m3fn_t has this shape).
+struct scale_e4m3 {
+  std::uint8_t bits;
+  friend bool operator==(scale_e4m3, scale_e4m3) = default;
+};
+
+std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::uint8_t> v(n);
+  for (auto& b : v) {
+    b = static_cast<std::uint8_t>(1 + rng() % 255);  // never 0, so a misplaced pad byte shows
+  }
+  return v;
+}
+
+// sglang's swizzle_blockscale, literally: zeros(B, Mp, Kp); copy; reshape(B, Mp/128, 4, 32, Kp/4, 4);
+// permute(0, 1, 4, 3, 2, 5); contiguous. Output index = row-major over the permuted dims.
+std::vector<std::uint8_t> oracle_swizzle_128x4(std::vector<std::uint8_t> const& in, index_t B, index_t M, index_t K) {
+  index_t const mp = (M + 127) / 128 * 128;
+  index_t const kp = (K + 3) / 4 * 4;
+  std::vector<std::uint8_t> padded(static_cast<std::size_t>(B * mp * kp), 0);
+  for (index_t b = 0; b < B; ++b) {
+    for (index_t m = 0; m < M; ++m) {
+      for (index_t k = 0; k < K; ++k) {
+        padded[static_cast<std::size_t>((b * mp + m) * kp + k)] = in[static_cast<std::size_t>((b * M + m) * K + k)];
+      }
+    }
+  }
+  // dims of the 6-D view: d0=b, d1=m/128, d2=(m%128)/32, d3=m%32, d4=k/4, d5=k%4
+  index_t const D[6] = {B, mp / 128, 4, 32, kp / 4, 4};
+  std::vector<std::uint8_t> out(padded.size());
+  std::size_t o = 0;
+  // permuted order (0, 1, 4, 3, 2, 5): iterate d0, d1, d4, d3, d2, d5 row-major
+  for (index_t i0 = 0; i0 < D[0]; ++i0) {
+    for (index_t i1 = 0; i1 < D[1]; ++i1) {
+      for (index_t i4 = 0; i4 < D[4]; ++i4) {
+        for (index_t i3 = 0; i3 < D[3]; ++i3) {
+          for (index_t i2 = 0; i2 < D[2]; ++i2) {
+            for (index_t i5 = 0; i5 < D[5]; ++i5) {
+              index_t const src = ((((i0 * D[1] + i1) * D[2] + i2) * D[3] + i3) * D[4] + i4) * D[5] + i5;
+              out[o++] = padded[static_cast<std::size_t>(src)];
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+index_t const shapes_m[] = {1, 2, 3, 31, 32, 33, 127, 128, 129, 130, 200, 256, 300};
+index_t const shapes_k[] = {1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 33, 36, 70};
+
+}  // namespace
+
+TEST_CASE("swizzle_blockscale equals the reference's reshape/permute, 2-D and 3-D, any M and K", "[blockscale]") {
+  for (index_t const batch : {1, 3}) {
+    for (index_t const m : shapes_m) {
+      for (index_t const k : shapes_k) {
+        CAPTURE(batch, m, k);
+        auto const in = random_bytes(static_cast<std::size_t>(batch * m * k), static_cast<std::uint32_t>(m * 977 + k));
+        auto const expected = oracle_swizzle_128x4(in, batch, m, k);
+        index_t const mp = qtl::layout_128x4::pad_rows(m);
+        index_t const kp = qtl::layout_128x4::pad_cols(k);
+        std::vector<std::uint8_t> out(expected.size(), 0xEE);
+        if (batch == 1) {
+          qtl::swizzle_blockscale(qtl::make_view(in.data(), m, k), qtl::make_view(out.data(), mp, kp));
+        } else {
+          qtl::swizzle_blockscale(qtl::make_view(in.data(), batch, m, k), qtl::make_view(out.data(), batch, mp, kp));
+        }
+        REQUIRE(out == expected);
+        // ... and the exact inverse brings back the input.
+        std::vector<std::uint8_t> back(in.size(), 0xEE);
+        qtl::unswizzle_blockscale(qtl::make_view(static_cast<std::uint8_t const*>(out.data()), batch, mp, kp),
+                                  qtl::make_view(back.data(), batch, m, k));
+        REQUIRE(back == in);
+      }
+    }
+  }
+}
+
+TEST_CASE("the 1x1 scale matrix swizzles into one 512-byte tile, the rest zero", "[blockscale]") {
+  std::uint8_t const one = 0x7E;
+  auto const t = qtl::swizzle_blockscale(qtl::make_view(&one, 1, 1));
+  REQUIRE(t.extent(0) == 128);
+  REQUIRE(t.extent(1) == 4);
+  CHECK(t.storage()[0] == 0x7E);
+  for (std::size_t i = 1; i < 512; ++i) {
+    REQUIRE(t.storage()[i] == 0);
+  }
+  auto const back = qtl::unswizzle_blockscale(t.view(), 1, 1);
+  CHECK(back.storage()[0] == 0x7E);
+}
+
+TEMPLATE_TEST_CASE("every layout: padding is zero and unswizzle(swizzle(x)) == x", "[blockscale]", qtl::layout_128x4,
+                   qtl::layout_8x4, qtl::layout_8x16, qtl::layout_linear) {
+  using layout = TestType;
+  for (index_t const m : shapes_m) {
+    for (index_t const k : shapes_k) {
+      CAPTURE(m, k);
+      index_t const batch = 2;
+      auto const in = random_bytes(static_cast<std::size_t>(batch * m * k), static_cast<std::uint32_t>(m + 1000 * k));
+      index_t const mp = layout::pad_rows(m);
+      index_t const kp = layout::pad_cols(k);
+      std::vector<std::uint8_t> out(static_cast<std::size_t>(batch * mp * kp), 0xEE);
+      qtl::swizzle_blockscale<layout>(qtl::make_view(in.data(), batch, m, k),
+                                      qtl::make_view(out.data(), batch, mp, kp));
+      for (index_t b = 0; b < batch; ++b) {
+        for (index_t r = 0; r < mp; ++r) {
+          for (index_t c = 0; c < kp; ++c) {
+            std::uint8_t const want = r < m && c < k ? in[static_cast<std::size_t>((b * m + r) * k + c)] : 0;
+            REQUIRE(out[static_cast<std::size_t>(qtl::blockscale_offset<layout>(b, r, c, mp, kp))] == want);
+          }
+        }
+      }
+      std::vector<std::uint8_t> back(in.size(), 0xEE);
+      qtl::unswizzle_blockscale<layout>(qtl::make_view(static_cast<std::uint8_t const*>(out.data()), batch, mp, kp),
+                                        qtl::make_view(back.data(), batch, m, k));
+      REQUIRE(back == in);
+    }
+  }
+}
+
+TEST_CASE("strided scale views (a column slice, a transposed matrix) swizzle as their values", "[blockscale]") {
+  index_t const m = 130;
+  index_t const k = 9;
+  // The scales are columns 2..10 of a [130, 16] buffer: row stride 16.
+  auto const wide = random_bytes(static_cast<std::size_t>(m * 16), 7);
+  qtl::view2d<std::uint8_t const> sliced = qtl::make_view(wide.data() + 2, m, index_t{16});
+  sliced.extent[1] = k;
+  std::vector<std::uint8_t> dense(static_cast<std::size_t>(m * k));
+  for (index_t r = 0; r < m; ++r) {
+    for (index_t c = 0; c < k; ++c) {
+      dense[static_cast<std::size_t>(r * k + c)] = sliced(r, c);
+    }
+  }
+  // Transposed: stored [k, m], viewed [m, k] with strides {1, m}.
+  std::vector<std::uint8_t> transposed(dense.size());
+  for (index_t r = 0; r < m; ++r) {
+    for (index_t c = 0; c < k; ++c) {
+      transposed[static_cast<std::size_t>(c * m + r)] = dense[static_cast<std::size_t>(r * k + c)];
+    }
+  }
+  qtl::view2d<std::uint8_t const> tview{transposed.data(), {m, k}, {1, m}};
+  auto const expected = oracle_swizzle_128x4(dense, 1, m, k);
+  CHECK(qtl::swizzle_blockscale(sliced).storage() == expected);
+  CHECK(qtl::swizzle_blockscale(tview).storage() == expected);
+
+  // Unswizzle into a strided destination.
+  std::vector<std::uint8_t> target(static_cast<std::size_t>(m * 16), 0xAB);
+  qtl::view2d<std::uint8_t> tgt = qtl::make_view(target.data() + 3, m, index_t{16});
+  tgt.extent[1] = k;
+  qtl::unswizzle_blockscale(qtl::make_view(expected.data(), index_t{256}, index_t{12}), tgt);
+  for (index_t r = 0; r < m; ++r) {
+    for (index_t c = 0; c < 16; ++c) {
+      bool const inside = c >= 3 && c < 3 + k;
+      REQUIRE(target[static_cast<std::size_t>(r * 16 + c)] ==
+              (inside ? dense[static_cast<std::size_t>(r * k + c - 3)] : 0xAB));
+    }
+  }
+}
+
+TEST_CASE("swizzle keeps the scale type: E4M3 storage structs and std::byte", "[blockscale]") {
+  index_t const m = 33;
+  index_t const k = 6;
+  auto const raw = random_bytes(static_cast<std::size_t>(m * k), 3);
+  std::vector<scale_e4m3> typed(raw.size());
+  std::vector<std::byte> bytes(raw.size());
+  for (std::size_t i = 0; i < raw.size(); ++i) {
+    typed[i].bits = raw[i];
+    bytes[i] = std::byte{raw[i]};
+  }
+  auto const expected = oracle_swizzle_128x4(raw, 1, m, k);
+  auto const t = qtl::swizzle_blockscale(qtl::make_view(typed.data(), m, k));
+  STATIC_REQUIRE(std::is_same_v<std::remove_cvref_t<decltype(t.storage()[0])>, scale_e4m3>);
+  auto const b = qtl::swizzle_blockscale(qtl::make_view(bytes.data(), m, k));
+  REQUIRE(t.size() == static_cast<index_t>(expected.size()));
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    REQUIRE(t.storage()[i].bits == expected[i]);
+    REQUIRE(std::to_integer<std::uint8_t>(b.storage()[i]) == expected[i]);
+  }
+}
+
+TEST_CASE("swizzle_blockscale and unswizzle_blockscale reject bad outputs with the expected shape", "[blockscale]") {
+  std::vector<std::uint8_t> in(3 * 5, 1);
+  std::vector<std::uint8_t> out(128 * 8);
+  auto const src = qtl::make_view(static_cast<std::uint8_t const*>(in.data()), 3, 5);
+  CHECK_THROWS_AS(qtl::swizzle_blockscale(src, qtl::make_view(out.data(), 128, 5)), qtl::shape_error);
+  CHECK_THROWS_WITH(qtl::swizzle_blockscale(src, qtl::make_view(out.data(), 3, 8)),
+                    Catch::Contains("expected [128, 8]"));
+  qtl::view2d<std::uint8_t> strided{out.data(), {128, 4}, {8, 1}};
+  CHECK_THROWS_AS(qtl::swizzle_blockscale(qtl::make_view(static_cast<std::uint8_t const*>(in.data()), 3, 1), strided),
+                  qtl::shape_error);
+  // Output overlapping the input.
+  std::vector<std::uint8_t> buf(2048);
+  CHECK_THROWS_AS(qtl::swizzle_blockscale(qtl::make_view(static_cast<std::uint8_t const*>(buf.data() + 100), 3, 5),
+                                          qtl::make_view(buf.data(), 128, 8)),
+                  qtl::value_error);
+  // Unswizzle: the swizzled input must be [pad_rows(M), pad_cols(K)].
+  std::vector<std::uint8_t> back(15);
+  CHECK_THROWS_WITH(qtl::unswizzle_blockscale(qtl::make_view(static_cast<std::uint8_t const*>(out.data()), 64, 16),
+                                              qtl::make_view(back.data(), 3, 5)),
+                    Catch::Contains("expected [128, 8]"));
+  CHECK_THROWS_AS(
+      qtl::unswizzle_blockscale(qtl::make_view(static_cast<std::uint8_t const*>(out.data()), 128, 8), -1, 5),
+      qtl::shape_error);
+}
+
+TEST_CASE("empty scale matrices give empty outputs", "[blockscale]") {
+  std::vector<std::uint8_t> none;
+  auto const t = qtl::swizzle_blockscale(qtl::make_view(static_cast<std::uint8_t const*>(none.data()), 2, 0, 5));
+  CHECK(t.extent(0) == 2);
+  CHECK(t.extent(1) == 0);
+  CHECK(t.extent(2) == 8);
+  CHECK(t.size() == 0);
+}
