@@ -15,8 +15,8 @@
 ///     }
 ///   }
 ///
-/// Storage types without a builtin dtype (F16, BF16, F8_*) are read as their bits with an explicit
-/// dtype: `tensor_values<std::uint16_t>(c.in, "w", qtl::io::dtype::BF16)`.
+/// F16/BF16/F8_* read as QTL's storage types (`tensor_values<qtl::bfloat16_t>(c.in, "w")`) or as
+/// their bits with an explicit dtype: `tensor_values<std::uint16_t>(c.in, "w", qtl::io::dtype::BF16)`.
 
 #include <cstdint>
 #include <filesystem>

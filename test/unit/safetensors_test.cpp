@@ -88,6 +88,7 @@ TEST_CASE("dtype names, sizes and parsing agree for every dtype") {
   CHECK_FALSE(qtl::io::dtype_from_name("").has_value());
   STATIC_REQUIRE(qtl::io::dtype_of<float> == dtype::F32);
   STATIC_REQUIRE(qtl::io::dtype_of<std::int64_t> == dtype::I64);
+  STATIC_REQUIRE(qtl::io::dtype_of<qtl::float8_e4m3fn_t> == dtype::F8_E4M3);
   STATIC_REQUIRE_FALSE(qtl::io::dtype_of<char const*>.has_value());
 }
 
@@ -159,6 +160,9 @@ TEST_CASE("tensor_values copies elements and checks the dtype") {
   auto const file = qtl::io::safetensors_file::open(dir.path / "t.safetensors");
   CHECK(qtl::test::tensor_values<float>(file, "f") == f);
   CHECK(qtl::test::tensor_values<std::uint16_t>(file, "h", dtype::BF16) == h);
+  auto const hb = qtl::test::tensor_values<qtl::bfloat16_t>(file, "h");
+  CHECK((hb.size() == 2 && hb[0].bits == 0x3c00 && hb[1].bits == 0xc000));
+  CHECK_THROWS_AS(qtl::test::tensor_values<qtl::half_t>(file, "h"), qtl::format_error);
   CHECK_THROWS_AS(qtl::test::tensor_values<std::int32_t>(file, "f"), qtl::format_error);
   CHECK_THROWS_WITH(qtl::test::tensor_values<std::uint16_t>(file, "h"),
                     Contains("'h'") && Contains("BF16"));

@@ -50,6 +50,7 @@
 #include <nlohmann/json.hpp>
 
 #include <qtl/error.hpp>
+#include <qtl/numeric.hpp>
 
 namespace qtl::io {
 
@@ -98,8 +99,8 @@ constexpr std::optional<dtype> dtype_from_name(std::string_view name) {
   return std::nullopt;
 }
 
-/// `dtype_of<T>`: the dtype whose elements are C++ `T` (arithmetic types only; QTL's 16- and
-/// 8-bit float storage types are specialised where they are defined or used).
+/// `dtype_of<T>`: the dtype whose elements are C++ `T` (arithmetic types and QTL's storage types
+/// of qtl/numeric.hpp), nullopt for any other type.
 template <class T>
 inline constexpr std::optional<dtype> dtype_of = std::nullopt;
 template <> inline constexpr std::optional<dtype> dtype_of<double> = dtype::F64;
@@ -113,6 +114,11 @@ template <> inline constexpr std::optional<dtype> dtype_of<std::uint32_t> = dtyp
 template <> inline constexpr std::optional<dtype> dtype_of<std::uint16_t> = dtype::U16;
 template <> inline constexpr std::optional<dtype> dtype_of<std::uint8_t> = dtype::U8;
 template <> inline constexpr std::optional<dtype> dtype_of<bool> = dtype::BOOL;
+template <> inline constexpr std::optional<dtype> dtype_of<half_t> = dtype::F16;
+template <> inline constexpr std::optional<dtype> dtype_of<bfloat16_t> = dtype::BF16;
+template <> inline constexpr std::optional<dtype> dtype_of<float8_e4m3fn_t> = dtype::F8_E4M3;
+template <> inline constexpr std::optional<dtype> dtype_of<float8_e5m2_t> = dtype::F8_E5M2;
+template <> inline constexpr std::optional<dtype> dtype_of<float8_e8m0fnu_t> = dtype::F8_E8M0;
 
 /// Limits of the reader (those of the format's reference reader, plus a nesting bound).
 inline constexpr std::uint64_t max_header_bytes = 100'000'000;
