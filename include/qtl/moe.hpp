@@ -1,0 +1,409 @@
+#pragma once
+/// \file
+/// MoE weight preparation: the gate/up half swaps (`swap_w13_to_w31`, `reorder_w1w3_to_w3w1`) and
+/// the TRT-LLM (trtllm-gen) FP4 MoE static weight preparation of sglang's
+/// `prepare_static_weights_for_trtllm_fp4_moe`: row permutations for the epilogue tile and the gated
+/// activation, applied to every expert's packed E2M1 weights and E4M3 scales, the scales then laid
+/// out 128x4. Spec: `research/blockscale.md` §3.2-§3.4 and §4. The row maps are
+/// `QTL_HOST_DEVICE constexpr` closed forms shared with `qtl/cuda/moe.cuh`; the host keeps them as
+/// index vectors computed once per shape (`trtllm_fp4_moe_plan`) and applies them to all experts.
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <qtl/blockscale.hpp>
+#include <qtl/error.hpp>
+#include <qtl/macros.hpp>
+#include <qtl/view.hpp>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+namespace qtl {
+
+// ------------------------------------------------------------------------------------------------
+// Half swaps: [w1; w3] <-> [w3; w1]
+// ------------------------------------------------------------------------------------------------
+
+/// Source index of index `i` when the two halves of an even extent `n` are exchanged:
+/// `[a0 .. a(n/2-1) | b0 .. b(n/2-1)]` becomes `[b0 .. | a0 ..]`. The map is an involution.
+QTL_HOST_DEVICE constexpr index_t swap_halves_source(index_t i, index_t n) { return i < n / 2 ? i + n / 2 : i - n / 2; }
+
+namespace detail {
+
+template <int Dim, int Rank>
+inline constexpr int normalized_dim = Dim < 0 ? Rank + Dim : Dim;
+
+template <class T, int Rank>
+view<T, 3> as_rank3(view<T, Rank> v) {
+  view<T, 3> r;
+  r.data = v.data;
+  for (int d = 0; d < 3 - Rank; ++d) {
+    r.extent[d] = 1;
+    r.stride[d] = 0;
+  }
+  for (int d = 0; d < Rank; ++d) {
+    r.extent[d + 3 - Rank] = v.extent[d];
+    r.stride[d + 3 - Rank] = v.stride[d];
+  }
+  return r;
+}
+
+// Copies `n` elements of one innermost row, strided or not.
+template <class In, class Out>
+void copy_row(In* src, index_t src_stride, Out* dst, index_t dst_stride, index_t n) {
+  if (src_stride == 1 && dst_stride == 1) {
+    if (n > 0) {
+      std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(Out));
+    }
+    return;
+  }
+  for (index_t i = 0; i < n; ++i) {
+    dst[i * dst_stride] = src[i * src_stride];
+  }
+}
+
+// out = in with the halves of dimension `d` (0, 1 or 2 of a rank-3 view) exchanged.
+template <class In, class Out>
+void swap_halves_rank3(view<In, 3> in, view<Out, 3> out, int d) {
+  index_t const n = in.extent[d];
+  for (index_t i0 = 0; i0 < in.extent[0]; ++i0) {
+    for (index_t i1 = 0; i1 < in.extent[1]; ++i1) {
+      if (d == 2) {  // the halves of one row
+        index_t const h = n / 2;
+        copy_row(&in(i0, i1, h), in.stride[2], &out(i0, i1, 0), out.stride[2], h);
+        copy_row(&in(i0, i1, 0), in.stride[2], &out(i0, i1, h), out.stride[2], h);
+      } else {
+        index_t const s0 = d == 0 ? swap_halves_source(i0, n) : i0;
+        index_t const s1 = d == 1 ? swap_halves_source(i1, n) : i1;
+        copy_row(&in(s0, s1, 0), in.stride[2], &out(i0, i1, 0), out.stride[2], in.extent[2]);
+      }
+    }
+  }
+}
+
+template <class In, class Out, int Rank>
+void check_same_shape(char const* fn, char const* in_name, view<In, Rank> const& in, char const* out_name,
+                      view<Out, Rank> const& out) {
+  for (int d = 0; d < Rank; ++d) {
+    if (in.extent[d] < 0) {
+      throw shape_error(std::string(fn) + ": " + in_name + " extent " + std::to_string(d) + " is negative (" +
+                        std::to_string(in.extent[d]) + ")");
+    }
+    if (out.extent[d] != in.extent[d]) {
+      throw shape_error(std::string(fn) + ": " + out_name + " has shape " + shape_string(out.extent, Rank) +
+                        ", expected the shape of " + in_name + " " + shape_string(in.extent, Rank));
+    }
+  }
+  if (overlaps(in, out)) {
+    throw value_error(std::string(fn) + ": " + out_name + " overlaps " + in_name);
+  }
+}
+
+template <int D, class In, class Out, int Rank>
+void swap_halves_checked(char const* fn, char const* in_name, view<In, Rank> in, char const* out_name,
+                         view<Out, Rank> out) {
+  check_same_shape(fn, in_name, in, out_name, out);
+  if (in.extent[D] % 2 != 0) {
+    throw shape_error(std::string(fn) + ": " + in_name + " dimension " + std::to_string(D) + " has odd size " +
+                      std::to_string(in.extent[D]) + "; it must hold two equal halves");
+  }
+  if (in.size() == 0) {
+    return;
+  }
+  swap_halves_rank3(as_rank3(in), as_rank3(out), D + 3 - Rank);
+}
+
+}  // namespace detail
+
+/// sglang `swap_w13_to_w31`: exchanges the top and bottom halves of the row dimension (-2) of every
+/// `[.., R, C]` matrix, `[w1; w3] -> [w3; w1]` (`[gate; up] -> [up; gate]`):
+/// `out(.., r, c) = x(.., (r + R/2) % R, c)`. Any element type; `x` and `out` any strides.
+/// @throws shape_error if R is odd or `out`'s shape differs; value_error if they overlap.
+template <class In, class Out, int Rank>
+requires(std::is_same_v<std::remove_const_t<In>, Out>&& std::is_trivially_copyable_v<Out>&& Rank >=
+         2) void swap_w13_to_w31(view<In, Rank> x, view<Out, Rank> out) {
+  detail::swap_halves_checked<Rank - 2>("qtl::swap_w13_to_w31", "x", x, "out", out);
+}
+
+/// sglang `reorder_w1w3_to_w3w1(weight, scale, dim=Dim)`: the concatenation `[w1, w3]` along
+/// dimension `Dim` (negative counts from the end, as torch) becomes `[w3, w1]`, for the weight and
+/// its scale alike (each of any element type and strides). The reference splits the scale with the
+/// weight's half size; QTL requires the scale to have the same size along `Dim` as the weight.
+/// @throws shape_error if the weight's size along `Dim` is odd, the scale's differs from it, or an
+///         output's shape differs from its input's; value_error if an output overlaps its input.
+template <int Dim = -2, class WIn, class WOut, class SIn, class SOut, int Rank>
+requires(std::is_same_v<std::remove_const_t<WIn>, WOut>&& std::is_same_v<std::remove_const_t<SIn>, SOut>&&
+             std::is_trivially_copyable_v<WOut>&&
+                 std::is_trivially_copyable_v<SOut>) void reorder_w1w3_to_w3w1(view<WIn, Rank> weight,
+                                                                               view<SIn, Rank> scale,
+                                                                               view<WOut, Rank> weight_out,
+                                                                               view<SOut, Rank> scale_out) {
+  constexpr int d = detail::normalized_dim<Dim, Rank>;
+  static_assert(d >= 0 && d < Rank, "qtl::reorder_w1w3_to_w3w1: Dim must be in [-Rank, Rank)");
+  if (scale.extent[d] != weight.extent[d]) {
+    throw shape_error("qtl::reorder_w1w3_to_w3w1: scale has size " + std::to_string(scale.extent[d]) +
+                      " along dimension " + std::to_string(Dim) + " but weight has " +
+                      std::to_string(weight.extent[d]) + "; both are split into the same two halves");
+  }
+  detail::check_same_shape("qtl::reorder_w1w3_to_w3w1", "scale", scale, "scale_out", scale_out);
+  detail::swap_halves_checked<d>("qtl::reorder_w1w3_to_w3w1", "weight", weight, "weight_out", weight_out);
+  if (scale.size() != 0) {
+    detail::swap_halves_rank3(detail::as_rank3(scale), detail::as_rank3(scale_out), d + 3 - Rank);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// trtllm-gen row permutations (gather form: out row n = in row source(n))
+// ------------------------------------------------------------------------------------------------
+
+/// Rows of one trtllm-gen shuffle block: 32 when `epilogue_tile_m` is a multiple of 128, else 16
+/// (flashinfer `get_shuffle_block_size`).
+template <int EpilogueTileM>
+inline constexpr int shuffle_block_rows = EpilogueTileM % 128 == 0 ? 32 : 16;
+
+/// Source row of output row `n` of the epilogue-tile row shuffle (flashinfer
+/// `get_shuffle_matrix_a_row_indices`, trtllm-gen `shuffleMatrixA`). Each block of `Bs` rows is an
+/// `8 x g` grid (`g = Bs / 8`) read column by column, e.g. `Bs = 32`:
+///
+///     in rows (8 x 4 grid, r = 4a + c)       out rows 0..31
+///       0  1  2  3                           0  4  8 12 16 20 24 28 | 1  5 .. 29 | 2 .. 30 | 3 .. 31
+///       4  5  6  7          ==>              (column c of the grid becomes out rows 8c .. 8c+7)
+///      ...
+///      28 29 30 31
+///
+/// `source(n) = (n / Bs) * Bs + g * (n % 8) + (n % Bs) / 8`. @pre the row count is a multiple of Bs.
+template <int EpilogueTileM = 128>
+QTL_HOST_DEVICE constexpr index_t shuffle_row_source(index_t n) {
+  constexpr index_t bs = shuffle_block_rows<EpilogueTileM>;
+  constexpr index_t g = bs / 8;
+  return (n / bs) * bs + g * (n % 8) + (n % bs) / 8;
+}
+
+/// Source row of output row `n` of the gated-activation interleave of `rows` rows (flashinfer
+/// `get_reorder_rows_for_gated_act_gemm_row_indices`): `[u0 u1 .. | g0 g1 ..] -> [u0 g0 u1 g1 ..]`,
+/// i.e. `source(2i) = i`, `source(2i + 1) = rows/2 + i`. @pre `rows` even.
+QTL_HOST_DEVICE constexpr index_t gated_interleave_source(index_t n, index_t rows) {
+  return n % 2 == 0 ? n / 2 : rows / 2 + n / 2;
+}
+
+/// Source row of output row `n` of GEMM1 (`[w3; w1]`, `rows` rows) for trtllm-gen: the gated
+/// interleave (if `gated`) followed by the row shuffle (flashinfer
+/// `_maybe_get_cached_w3_w1_permute_indices`): `source(n) = interleave(shuffle(n))`. The same map
+/// is used for the weights and for the linear scales (before their 128x4 layout).
+template <int EpilogueTileM = 128>
+QTL_HOST_DEVICE constexpr index_t w3w1_row_source(index_t n, index_t rows, bool gated) {
+  index_t const j = shuffle_row_source<EpilogueTileM>(n);
+  return gated ? gated_interleave_source(j, rows) : j;
+}
+
+/// Source row of output row `n` of GEMM2 (flashinfer `get_w2_permute_indices_with_cache`): the
+/// row shuffle alone.
+template <int EpilogueTileM = 128>
+QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
+  return shuffle_row_source<EpilogueTileM>(n);
+}
+
+/// The GEMM1 gather vector for `rows` rows (`out[n] = in[indices[n]]`).
+/// @throws shape_error unless `rows` is a non-negative multiple of the shuffle block (and even).
+template <int EpilogueTileM = 128>
+std::vector<std::int32_t> w3w1_row_indices(index_t rows, bool gated) {
+  constexpr int bs = shuffle_block_rows<EpilogueTileM>;
+  if (rows < 0 || rows % bs != 0 || rows > INT32_MAX) {
+    throw shape_error("qtl::w3w1_row_indices: rows (" + std::to_string(rows) + ") must be a multiple of the " +
+                      std::to_string(bs) + "-row shuffle block of epilogue_tile_m " + std::to_string(EpilogueTileM));
+  }
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(rows));
+  for (index_t n = 0; n < rows; ++n) {
+    idx[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(w3w1_row_source<EpilogueTileM>(n, rows, gated));
+  }
+  return idx;
+}
+
+/// The GEMM2 gather vector for `rows` rows. @throws shape_error as `w3w1_row_indices`.
+template <int EpilogueTileM = 128>
+std::vector<std::int32_t> w2_row_indices(index_t rows) {
+  constexpr int bs = shuffle_block_rows<EpilogueTileM>;
+  if (rows < 0 || rows % bs != 0 || rows > INT32_MAX) {
+    throw shape_error("qtl::w2_row_indices: rows (" + std::to_string(rows) + ") must be a multiple of the " +
+                      std::to_string(bs) + "-row shuffle block of epilogue_tile_m " + std::to_string(EpilogueTileM));
+  }
+  std::vector<std::int32_t> idx(static_cast<std::size_t>(rows));
+  for (index_t n = 0; n < rows; ++n) {
+    idx[static_cast<std::size_t>(n)] = static_cast<std::int32_t>(w2_row_source<EpilogueTileM>(n));
+  }
+  return idx;
+}
+
+// ------------------------------------------------------------------------------------------------
+// prepare_static_weights_for_trtllm_fp4_moe
+// ------------------------------------------------------------------------------------------------
+
+/// The sizes of one MoE layer for trtllm-gen FP4 (NVFP4: 16 elements per E4M3 scale).
+///
+///     gemm1_weights  [E, R1, H/2]   packed E2M1, rows [w3; w1] = [up; gate] when gated   R1 = 2I (gated) or I
+///     gemm1_scales   [E, R1, H/16]  E4M3, linear
+///     gemm2_weights  [E, H,  I/2]
+///     gemm2_scales   [E, H,  I/16]
+struct trtllm_fp4_moe_shape {
+  index_t hidden_size = 0;        ///< H
+  index_t intermediate_size = 0;  ///< I
+  index_t num_experts = 0;        ///< E
+  bool gated = true;              ///< GEMM1 computes gate and up (SwiGLU-style) rather than one projection
+
+  constexpr index_t gemm1_rows() const { return (gated ? 2 : 1) * intermediate_size; }
+};
+
+/// A set of the four MoE tensors (inputs or outputs); `W`, `S` are byte types, const for inputs.
+template <class W, class S>
+struct trtllm_fp4_moe_tensors {
+  view3d<W> gemm1_weights;  ///< [E, R1, H/2]
+  view3d<S> gemm1_scales;   ///< [E, R1, H/16]
+  view3d<W> gemm2_weights;  ///< [E, H, I/2]
+  view3d<S> gemm2_scales;   ///< [E, H, I/16]
+};
+
+/// The row permutations of one MoE shape, computed once and applied to every expert (flashinfer
+/// caches them per call in a dict; QTL keeps them in the plan, keyed by everything they depend on:
+/// the shape, `gated` and `EpilogueTileM`).
+///
+/// The constructor checks what the reference leaves unchecked (`research/blockscale.md` §3.4), so
+/// that its "per-expert output size equals the per-expert input numel" holds and no padding is
+/// needed: `H % 128 == 0` (GEMM2 has H rows, the scale shuffle needs whole 128-row tiles, and
+/// `H/16` must be a multiple of 4) and `I % 64 == 0` (`I/16` a multiple of 4) — `I % 128 == 0`
+/// when not gated (GEMM1 then has I rows).
+template <int EpilogueTileM = 128>
+class trtllm_fp4_moe_plan {
+ public:
+  /// @throws shape_error naming the size that breaks a precondition.
+  explicit trtllm_fp4_moe_plan(trtllm_fp4_moe_shape shape) : shape_(validated(shape)) {
+    gemm1_rows_ = w3w1_row_indices<EpilogueTileM>(shape_.gemm1_rows(), shape_.gated);
+    gemm2_rows_ = w2_row_indices<EpilogueTileM>(shape_.hidden_size);
+  }
+
+  trtllm_fp4_moe_shape const& shape() const { return shape_; }
+  /// GEMM1 gather vector (weights and scales rows).
+  std::vector<std::int32_t> const& gemm1_row_indices() const { return gemm1_rows_; }
+  /// GEMM2 gather vector (weights and scales rows).
+  std::vector<std::int32_t> const& gemm2_row_indices() const { return gemm2_rows_; }
+
+  /// Writes the four prepared tensors of `out` from `in` (same shapes, see
+  /// `trtllm_fp4_moe_shape`): `out.w[e][n] = in.w[e][P[n]]` for the weights, and each expert's
+  /// scales row-permuted the same way, then laid out 128x4 (a flat `R1 * H/16` buffer per expert,
+  /// viewed with the input's shape). Every tensor needs a contiguous innermost dimension; the output
+  /// scales must be contiguous.
+  /// @throws shape_error on a shape or stride mismatch (naming the tensor); value_error on overlap.
+  template <class WIn, class SIn, class WOut, class SOut>
+  requires(std::is_same_v<std::remove_const_t<WIn>, WOut>&& std::is_same_v<std::remove_const_t<SIn>, SOut>&&
+               blockscale_byte<WOut>&& blockscale_byte<SOut>) void apply(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                                                         trtllm_fp4_moe_tensors<WOut, SOut> const& out)
+      const {
+    index_t const e = shape_.num_experts;
+    index_t const h = shape_.hidden_size;
+    index_t const i = shape_.intermediate_size;
+    index_t const r1 = shape_.gemm1_rows();
+    check("gemm1_weights", in.gemm1_weights, out.gemm1_weights, {e, r1, h / 2}, false);
+    check("gemm1_scales", in.gemm1_scales, out.gemm1_scales, {e, r1, h / 16}, true);
+    check("gemm2_weights", in.gemm2_weights, out.gemm2_weights, {e, h, i / 2}, false);
+    check("gemm2_scales", in.gemm2_scales, out.gemm2_scales, {e, h, i / 16}, true);
+    for (index_t x = 0; x < e; ++x) {
+      gather_rows(in.gemm1_weights, out.gemm1_weights, x, gemm1_rows_);
+      gather_scales(in.gemm1_scales, out.gemm1_scales, x, gemm1_rows_);
+      gather_rows(in.gemm2_weights, out.gemm2_weights, x, gemm2_rows_);
+      gather_scales(in.gemm2_scales, out.gemm2_scales, x, gemm2_rows_);
+    }
+  }
+
+ private:
+  static trtllm_fp4_moe_shape validated(trtllm_fp4_moe_shape s) {
+    std::string const fn = "qtl::trtllm_fp4_moe_plan: ";
+    if (s.num_experts < 0) {
+      throw shape_error(fn + "num_experts (" + std::to_string(s.num_experts) + ") is negative");
+    }
+    if (s.hidden_size <= 0 || s.hidden_size % 128 != 0) {
+      throw shape_error(fn + "hidden_size (" + std::to_string(s.hidden_size) +
+                        ") must be a positive multiple of 128 (GEMM2 has hidden_size rows, shuffled and laid out in "
+                        "128-row scale tiles; hidden_size/16 scales per GEMM1 row must fill 4-column tiles)");
+    }
+    index_t const need = s.gated ? 64 : 128;
+    if (s.intermediate_size <= 0 || s.intermediate_size % need != 0) {
+      throw shape_error(fn + "intermediate_size (" + std::to_string(s.intermediate_size) +
+                        ") must be a positive multiple of " + std::to_string(need) +
+                        (s.gated ? " (GEMM1 has 2*intermediate_size rows in 128-row scale tiles; "
+                                   "intermediate_size/16 scales per GEMM2 row must fill 4-column tiles)"
+                                 : " when not gated (GEMM1 has intermediate_size rows, laid out in 128-row scale "
+                                   "tiles)"));
+    }
+    return s;
+  }
+
+  template <class In, class Out>
+  static void check(char const* name, view3d<In> const& in, view3d<Out> const& out, index_t const (&want)[3],
+                    bool is_scale) {
+    std::string const fn = "qtl::trtllm_fp4_moe_plan::apply: ";
+    for (int d = 0; d < 3; ++d) {
+      if (in.extent[d] != want[d]) {
+        throw shape_error(fn + "input " + name + " has shape " + detail::shape_string(in.extent, 3) + ", expected " +
+                          detail::shape_string(want, 3));
+      }
+      if (out.extent[d] != want[d]) {
+        throw shape_error(fn + "output " + name + " has shape " + detail::shape_string(out.extent, 3) + ", expected " +
+                          detail::shape_string(want, 3));
+      }
+    }
+    if ((in.stride[2] != 1 && want[2] > 1) || (out.stride[2] != 1 && want[2] > 1)) {
+      throw shape_error(fn + name + ": the innermost dimension must be contiguous (stride 1)");
+    }
+    if (is_scale && !out.is_contiguous()) {
+      throw shape_error(fn + "output " + std::string(name) + " must be contiguous (128x4 layout, a flat buffer)");
+    }
+    if (detail::overlaps(in, out)) {
+      throw value_error(fn + "output " + name + " overlaps its input");
+    }
+  }
+
+  template <class In, class Out>
+  static void gather_rows(view3d<In> const& in, view3d<Out> const& out, index_t e,
+                          std::vector<std::int32_t> const& rows) {
+    auto const width = static_cast<std::size_t>(in.extent[2]);
+    for (std::size_t n = 0; n < rows.size(); ++n) {
+      std::memcpy(&out(e, static_cast<index_t>(n), 0), &in(e, rows[n], 0), width);
+    }
+  }
+
+  // Row permutation fused with the 128x4 layout: the band gathers its 128 rows through the plan.
+  template <class In, class Out>
+  static void gather_scales(view3d<In> const& in, view3d<Out> const& out, index_t e,
+                            std::vector<std::int32_t> const& rows) {
+    index_t const cols = in.extent[2];
+    if (cols == 0) {
+      return;
+    }
+    detail::byte_t* dst = detail::bytes_of(&out(e, 0, 0));
+    detail::byte_t const* row_ptr[128];
+    for (std::size_t m0 = 0; m0 < rows.size(); m0 += 128) {
+      for (std::size_t r = 0; r < 128; ++r) {
+        row_ptr[r] = detail::bytes_of(&in(e, rows[m0 + r], 0));
+      }
+      detail::swizzle_band_128x4(row_ptr, cols, cols / 4, dst);
+      dst += 128 * cols;
+    }
+  }
+
+  trtllm_fp4_moe_shape shape_;
+  std::vector<std::int32_t> gemm1_rows_;
+  std::vector<std::int32_t> gemm2_rows_;
+};
+
+/// sglang `prepare_static_weights_for_trtllm_fp4_moe(g1_w, g2_w, g1_sf, g2_sf, H, I, E, is_gated)`
+/// with `epilogue_tile_m = 128`: builds the plan for `shape` and applies it (see
+/// `trtllm_fp4_moe_plan::apply`). Outputs: `gemm1_weights_fp4_shuffled`, `gemm1_scales_fp4_shuffled`,
+/// `gemm2_weights_fp4_shuffled`, `gemm2_scales_fp4_shuffled`, written into `out`.
+template <class WIn, class SIn, class WOut, class SOut>
+void prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const& shape,
+                                               trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                               trtllm_fp4_moe_tensors<WOut, SOut> const& out) {
+  trtllm_fp4_moe_plan<128>(shape).apply(in, out);
+}
+
+}  // namespace qtl

@@ -1,0 +1,358 @@
+// Tests of qtl/moe.hpp: half swaps (involutions, every dimension, errors), the trtllm-gen row
+// permutations (blockscale.md §8.2/§8.3 vectors, bijections), and the FP4 MoE weight preparation
+// against a straightforward implementation written here from the formulas (flashinfer's
+// source->destination block map inverted, the gated reorder vector, composition, the 6-D permute).
+#include <algorithm>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <numeric>
+#include <qtl/moe.hpp>
+#include <random>
+#include <vector>
+
+namespace {
+
+using qtl::index_t;
+
+std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::uint8_t> v(n);
+  for (auto& b : v) {
+    b = static_cast<std::uint8_t>(rng());
+  }
+  return v;
+}
+
+bool is_bijection(std::vector<std::int32_t> const& p) {
+  std::vector<std::int32_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    if (sorted[i] != static_cast<std::int32_t>(i)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// --- the oracle, from the formulas of research/blockscale.md §4 ---------------------------------
+// trtllm-gen srcToDstBlk{16,32}RowMap: row r of a block goes to 8 * (r % g) + r / g; the gather
+// vector is its inverse.
+std::vector<std::int32_t> oracle_shuffle(index_t m, int epilogue_tile_m) {
+  int const bs = epilogue_tile_m % 128 == 0 ? 32 : 16;
+  int const g = bs / 8;
+  std::vector<std::int32_t> gather(static_cast<std::size_t>(m));
+  for (index_t blk = 0; blk < m / bs; ++blk) {
+    for (int r = 0; r < bs; ++r) {
+      int const dst = 8 * (r % g) + r / g;
+      gather[static_cast<std::size_t>(blk * bs + dst)] = static_cast<std::int32_t>(blk * bs + r);
+    }
+  }
+  return gather;
+}
+// get_reorder_rows_for_gated_act_gemm_row_indices, then perm[n] = p0[p1[n]].
+std::vector<std::int32_t> oracle_w3w1(index_t m, int epilogue_tile_m, bool gated) {
+  std::vector<std::int32_t> p0(static_cast<std::size_t>(m));
+  std::iota(p0.begin(), p0.end(), 0);
+  if (gated) {
+    for (index_t i = 0; i < m / 2; ++i) {
+      p0[static_cast<std::size_t>(2 * i)] = static_cast<std::int32_t>(i);
+      p0[static_cast<std::size_t>(2 * i + 1)] = static_cast<std::int32_t>(m / 2 + i);
+    }
+  }
+  auto const p1 = oracle_shuffle(m, epilogue_tile_m);
+  std::vector<std::int32_t> perm(p1.size());
+  for (std::size_t n = 0; n < p1.size(); ++n) {
+    perm[n] = p0[static_cast<std::size_t>(p1[n])];
+  }
+  return perm;
+}
+// block_scale_interleave of one [M, K] matrix (M % 128 == 0, K % 4 == 0): 6-D reshape
+// (M/128, 4, 32, K/4, 4) permuted to (M/128, K/4, 32, 4, 4).
+std::vector<std::uint8_t> oracle_interleave(std::uint8_t const* in, index_t m, index_t k) {
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(m * k));
+  std::size_t o = 0;
+  for (index_t mt = 0; mt < m / 128; ++mt) {
+    for (index_t kt = 0; kt < k / 4; ++kt) {
+      for (index_t m0 = 0; m0 < 32; ++m0) {
+        for (index_t m1 = 0; m1 < 4; ++m1) {
+          for (index_t k0 = 0; k0 < 4; ++k0) {
+            out[o++] = in[(mt * 128 + m1 * 32 + m0) * k + kt * 4 + k0];
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+struct moe_case {
+  std::vector<std::uint8_t> g1w, g1s, g2w, g2s;
+};
+
+moe_case oracle_prepare(moe_case const& in, index_t h, index_t i, index_t e, bool gated) {
+  index_t const r1 = (gated ? 2 : 1) * i;
+  auto const p1 = oracle_w3w1(r1, 128, gated);
+  auto const p2 = oracle_shuffle(h, 128);
+  moe_case out{std::vector<std::uint8_t>(in.g1w.size()), {}, std::vector<std::uint8_t>(in.g2w.size()), {}};
+  std::vector<std::uint8_t> scratch;
+  for (index_t x = 0; x < e; ++x) {
+    for (index_t n = 0; n < r1; ++n) {
+      for (index_t c = 0; c < h / 2; ++c) {
+        out.g1w[static_cast<std::size_t>((x * r1 + n) * (h / 2) + c)] =
+            in.g1w[static_cast<std::size_t>((x * r1 + p1[static_cast<std::size_t>(n)]) * (h / 2) + c)];
+      }
+    }
+    scratch.assign(static_cast<std::size_t>(r1 * (h / 16)), 0);
+    for (index_t n = 0; n < r1; ++n) {
+      for (index_t c = 0; c < h / 16; ++c) {
+        scratch[static_cast<std::size_t>(n * (h / 16) + c)] =
+            in.g1s[static_cast<std::size_t>((x * r1 + p1[static_cast<std::size_t>(n)]) * (h / 16) + c)];
+      }
+    }
+    auto const s1 = oracle_interleave(scratch.data(), r1, h / 16);
+    out.g1s.insert(out.g1s.end(), s1.begin(), s1.end());
+    for (index_t n = 0; n < h; ++n) {
+      for (index_t c = 0; c < i / 2; ++c) {
+        out.g2w[static_cast<std::size_t>((x * h + n) * (i / 2) + c)] =
+            in.g2w[static_cast<std::size_t>((x * h + p2[static_cast<std::size_t>(n)]) * (i / 2) + c)];
+      }
+    }
+    scratch.assign(static_cast<std::size_t>(h * (i / 16)), 0);
+    for (index_t n = 0; n < h; ++n) {
+      for (index_t c = 0; c < i / 16; ++c) {
+        scratch[static_cast<std::size_t>(n * (i / 16) + c)] =
+            in.g2s[static_cast<std::size_t>((x * h + p2[static_cast<std::size_t>(n)]) * (i / 16) + c)];
+      }
+    }
+    auto const s2 = oracle_interleave(scratch.data(), h, i / 16);
+    out.g2s.insert(out.g2s.end(), s2.begin(), s2.end());
+  }
+  return out;
+}
+
+}  // namespace
+
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("row shuffles reproduce the vectors of blockscale.md §8.2", "[moe]") {
+  auto const s128 = qtl::w2_row_indices<128>(64);
+  std::vector<std::int32_t> const want128 = {0, 4, 8,  12, 16, 20, 24, 28, 1, 5, 9,  13, 17, 21, 25, 29,
+                                             2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
+  CHECK(std::vector<std::int32_t>(s128.begin(), s128.begin() + 32) == want128);
+  auto const s64 = qtl::w2_row_indices<64>(64);
+  std::vector<std::int32_t> const want64 = {0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15};
+  CHECK(std::vector<std::int32_t>(s64.begin(), s64.begin() + 16) == want64);
+  auto const g = qtl::w3w1_row_indices<128>(128, true);
+  std::vector<std::int32_t> const want_g = {0,  2,  4,  6,  8,  10, 12, 14, 64, 66, 68, 70, 72, 74,
+                                            76, 78, 1,  3,  5,  7,  9,  11, 13, 15, 65, 67, 69, 71,
+                                            73, 75, 77, 79, 16, 18, 20, 22, 24, 26, 28, 30};
+  CHECK(std::vector<std::int32_t>(g.begin(), g.begin() + 40) == want_g);
+  STATIC_REQUIRE(qtl::shuffle_row_source<128>(8) == 1);
+  STATIC_REQUIRE(qtl::gated_interleave_source(3, 128) == 65);
+}
+
+TEST_CASE("every row permutation is a bijection and equals the oracle", "[moe]") {
+  for (index_t m = 0; m <= 1024; m += 32) {
+    CAPTURE(m);
+    for (bool const gated : {true, false}) {
+      auto const p = qtl::w3w1_row_indices<128>(m, gated);
+      REQUIRE(is_bijection(p));
+      REQUIRE(p == oracle_w3w1(m, 128, gated));
+      auto const p64 = qtl::w3w1_row_indices<64>(m, gated);
+      REQUIRE(is_bijection(p64));
+      REQUIRE(p64 == oracle_w3w1(m, 64, gated));
+    }
+    REQUIRE(qtl::w2_row_indices<128>(m) == oracle_shuffle(m, 128));
+    REQUIRE(qtl::w2_row_indices<192>(m + 16) == oracle_shuffle(m + 16, 192));  // 192 % 128 != 0: 16-row block
+  }
+  CHECK_THROWS_AS(qtl::w2_row_indices<128>(48), qtl::shape_error);
+  CHECK_THROWS_WITH(qtl::w3w1_row_indices<128>(40, true), Catch::Contains("32-row shuffle block"));
+}
+
+TEST_CASE("GEMM1 and GEMM2 scale bytes land where blockscale.md §8.3 says", "[moe]") {
+  // GEMM1, I = 64, H = 64: scales [128 x 4] with rows [w3; w1]; each byte is tagged by its source.
+  index_t const h = 64;
+  index_t const i = 64;
+  qtl::trtllm_fp4_moe_plan<> const plan({.hidden_size = 128, .intermediate_size = 64, .num_experts = 1});
+  auto const& p1 = plan.gemm1_row_indices();
+  struct probe {
+    int src_row, col, offset;
+  };
+  // Offsets of the table: (src row, col) -> byte offset in the expert's 128x4 buffer.
+  for (auto const [row, col, off] :
+       {probe{0, 0, 0}, probe{0, 3, 3}, probe{64, 0, 128}, probe{1, 0, 256}, probe{65, 2, 386}, probe{2, 1, 17},
+        probe{31, 0, 372}, probe{32, 0, 8}, probe{63, 3, 383}, probe{127, 3, 511}}) {
+    auto const n = std::find(p1.begin(), p1.end(), row) - p1.begin();
+    CHECK(qtl::blockscale_offset(n, col, h / 16) == off);
+  }
+  // GEMM2, H = 128, I = 64.
+  auto const& p2 = plan.gemm2_row_indices();
+  for (auto const [row, col, off] : {probe{0, 0, 0}, probe{1, 0, 128}, probe{4, 1, 17}, probe{8, 0, 32},
+                                     probe{31, 3, 499}, probe{32, 0, 4}, probe{100, 2, 30}, probe{127, 3, 511}}) {
+    auto const n = std::find(p2.begin(), p2.end(), row) - p2.begin();
+    CHECK(qtl::blockscale_offset(n, col, i / 16) == off);
+  }
+}
+
+TEST_CASE("prepare_static_weights_for_trtllm_fp4_moe equals the straightforward implementation", "[moe]") {
+  struct dims {
+    index_t h, i, e;
+    bool gated;
+  };
+  for (auto const d : {dims{128, 64, 3, true}, dims{256, 128, 2, true}, dims{128, 128, 2, false},
+                       dims{384, 192, 3, true}, dims{256, 256, 1, false}, dims{128, 64, 0, true}}) {
+    CAPTURE(d.h, d.i, d.e, d.gated);
+    index_t const r1 = (d.gated ? 2 : 1) * d.i;
+    moe_case in;
+    in.g1w = random_bytes(static_cast<std::size_t>(d.e * r1 * d.h / 2), 1);
+    in.g1s = random_bytes(static_cast<std::size_t>(d.e * r1 * d.h / 16), 2);
+    in.g2w = random_bytes(static_cast<std::size_t>(d.e * d.h * d.i / 2), 3);
+    in.g2s = random_bytes(static_cast<std::size_t>(d.e * d.h * d.i / 16), 4);
+    auto const want = oracle_prepare(in, d.h, d.i, d.e, d.gated);
+    moe_case got{std::vector<std::uint8_t>(in.g1w.size()), std::vector<std::uint8_t>(in.g1s.size()),
+                 std::vector<std::uint8_t>(in.g2w.size()), std::vector<std::uint8_t>(in.g2s.size())};
+    qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> const src{
+        qtl::make_view(static_cast<std::uint8_t const*>(in.g1w.data()), d.e, r1, d.h / 2),
+        qtl::make_view(static_cast<std::uint8_t const*>(in.g1s.data()), d.e, r1, d.h / 16),
+        qtl::make_view(static_cast<std::uint8_t const*>(in.g2w.data()), d.e, d.h, d.i / 2),
+        qtl::make_view(static_cast<std::uint8_t const*>(in.g2s.data()), d.e, d.h, d.i / 16)};
+    qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const dst{
+        qtl::make_view(got.g1w.data(), d.e, r1, d.h / 2), qtl::make_view(got.g1s.data(), d.e, r1, d.h / 16),
+        qtl::make_view(got.g2w.data(), d.e, d.h, d.i / 2), qtl::make_view(got.g2s.data(), d.e, d.h, d.i / 16)};
+    qtl::prepare_static_weights_for_trtllm_fp4_moe(
+        {.hidden_size = d.h, .intermediate_size = d.i, .num_experts = d.e, .gated = d.gated}, src, dst);
+    CHECK(got.g1w == want.g1w);
+    CHECK(got.g1s == want.g1s);
+    CHECK(got.g2w == want.g2w);
+    CHECK(got.g2s == want.g2s);
+  }
+}
+
+TEST_CASE("the MoE preparation checks what the reference leaves unchecked", "[moe]") {
+  using plan = qtl::trtllm_fp4_moe_plan<>;
+  CHECK_THROWS_WITH(plan({.hidden_size = 96, .intermediate_size = 64, .num_experts = 1}),
+                    Catch::Contains("hidden_size (96) must be a positive multiple of 128"));
+  CHECK_THROWS_WITH(plan({.hidden_size = 128, .intermediate_size = 96, .num_experts = 1}),
+                    Catch::Contains("intermediate_size (96) must be a positive multiple of 64"));
+  CHECK_THROWS_WITH(plan({.hidden_size = 128, .intermediate_size = 64, .num_experts = 1, .gated = false}),
+                    Catch::Contains("multiple of 128 when not gated"));
+  CHECK_THROWS_AS(plan({.hidden_size = 128, .intermediate_size = 64, .num_experts = -1}), qtl::shape_error);
+  CHECK_THROWS_AS(plan({.hidden_size = 0, .intermediate_size = 64, .num_experts = 1}), qtl::shape_error);
+
+  // Shapes of the tensors: a gemm2_scales with the padded-to-4 column count of a bad I is caught.
+  plan const p({.hidden_size = 128, .intermediate_size = 64, .num_experts = 2});
+  std::vector<std::uint8_t> buf(1 << 16);
+  std::vector<std::uint8_t> out(1 << 16);
+  auto const* b = buf.data();
+  auto* o = out.data();
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> src{
+      qtl::make_view(b, 2, 128, 64), qtl::make_view(b, 2, 128, 8), qtl::make_view(b, 2, 128, 32),
+      qtl::make_view(b, 2, 128, 4)};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> dst{
+      qtl::make_view(o, 2, 128, 64), qtl::make_view(o + 20000, 2, 128, 8), qtl::make_view(o + 30000, 2, 128, 32),
+      qtl::make_view(o + 40000, 2, 128, 4)};
+  CHECK_NOTHROW(p.apply(src, dst));
+  auto bad = src;
+  bad.gemm2_scales = qtl::make_view(b, 2, 128, 5);
+  CHECK_THROWS_WITH(p.apply(bad, dst),
+                    Catch::Contains("input gemm2_scales has shape [2, 128, 5], expected [2, 128, 4]"));
+  auto bad_out = dst;
+  bad_out.gemm1_scales.stride[0] = 2048;  // experts not adjacent: the output scales must be contiguous
+  CHECK_THROWS_WITH(p.apply(src, bad_out), Catch::Contains("must be contiguous"));
+  auto overlapping = dst;
+  overlapping.gemm1_weights = qtl::make_view(const_cast<std::uint8_t*>(b), 2, 128, 64);
+  CHECK_THROWS_AS(p.apply(src, overlapping), qtl::value_error);
+}
+
+// ------------------------------------------------------------------------------------------------
+
+TEST_CASE("swap_w13_to_w31 exchanges the row halves and is an involution", "[moe]") {
+  std::vector<int> const x = {0, 1, 2, 3, 4, 5, 6, 7};  // [g0 g1 | u0 u1] rows of 2 columns
+  std::vector<int> y(8);
+  qtl::swap_w13_to_w31(qtl::make_view(x.data(), 4, 2), qtl::make_view(y.data(), 4, 2));
+  CHECK(y == std::vector<int>{4, 5, 6, 7, 0, 1, 2, 3});
+  auto const in = random_bytes(3 * 10 * 7, 9);
+  std::vector<std::uint8_t> once(in.size());
+  std::vector<std::uint8_t> twice(in.size());
+  qtl::swap_w13_to_w31(qtl::make_view(in.data(), 3, 10, 7), qtl::make_view(once.data(), 3, 10, 7));
+  for (index_t b = 0; b < 3; ++b) {
+    for (index_t r = 0; r < 10; ++r) {
+      for (index_t c = 0; c < 7; ++c) {
+        REQUIRE(once[static_cast<std::size_t>((b * 10 + r) * 7 + c)] ==
+                in[static_cast<std::size_t>((b * 10 + (r + 5) % 10) * 7 + c)]);
+      }
+    }
+  }
+  qtl::swap_w13_to_w31(qtl::make_view(static_cast<std::uint8_t const*>(once.data()), 3, 10, 7),
+                       qtl::make_view(twice.data(), 3, 10, 7));
+  CHECK(twice == in);
+  std::vector<float> odd(9);
+  std::vector<float> odd_out(9);
+  CHECK_THROWS_WITH(qtl::swap_w13_to_w31(qtl::make_view(odd.data(), 3, 3), qtl::make_view(odd_out.data(), 3, 3)),
+                    Catch::Contains("odd size 3"));
+}
+
+TEMPLATE_TEST_CASE_SIG("reorder_w1w3_to_w3w1 swaps weight and scale halves along any dimension", "[moe]",
+                       ((int Dim), Dim), -1, -2, -3, 0, 1, 2) {
+  constexpr int d = Dim < 0 ? 3 + Dim : Dim;
+  index_t const ext[3] = {4, 6, 8};
+  index_t sext[3] = {4, 6, 8};
+  for (int k = 0; k < 3; ++k) {
+    if (k != d) {
+      sext[k] = k == 2 ? 1 : sext[k];  // the scale may be narrower except along Dim
+    }
+  }
+  auto const w = random_bytes(4 * 6 * 8, 11);
+  std::vector<std::uint16_t> s(static_cast<std::size_t>(sext[0] * sext[1] * sext[2]));
+  std::iota(s.begin(), s.end(), std::uint16_t{100});
+  std::vector<std::uint8_t> w_out(w.size());
+  std::vector<std::uint16_t> s_out(s.size());
+  qtl::reorder_w1w3_to_w3w1<Dim>(
+      qtl::make_view(w.data(), ext[0], ext[1], ext[2]), qtl::make_view(s.data(), sext[0], sext[1], sext[2]),
+      qtl::make_view(w_out.data(), ext[0], ext[1], ext[2]), qtl::make_view(s_out.data(), sext[0], sext[1], sext[2]));
+  for (index_t a = 0; a < ext[0]; ++a) {
+    for (index_t b = 0; b < ext[1]; ++b) {
+      for (index_t c = 0; c < ext[2]; ++c) {
+        index_t src[3] = {a, b, c};
+        src[d] = (src[d] + ext[d] / 2) % ext[d];
+        REQUIRE(w_out[static_cast<std::size_t>((a * ext[1] + b) * ext[2] + c)] ==
+                w[static_cast<std::size_t>((src[0] * ext[1] + src[1]) * ext[2] + src[2])]);
+      }
+    }
+  }
+  for (index_t a = 0; a < sext[0]; ++a) {
+    for (index_t b = 0; b < sext[1]; ++b) {
+      for (index_t c = 0; c < sext[2]; ++c) {
+        index_t src[3] = {a, b, c};
+        src[d] = (src[d] + sext[d] / 2) % sext[d];
+        REQUIRE(s_out[static_cast<std::size_t>((a * sext[1] + b) * sext[2] + c)] ==
+                s[static_cast<std::size_t>((src[0] * sext[1] + src[1]) * sext[2] + src[2])]);
+      }
+    }
+  }
+  // Involution.
+  std::vector<std::uint8_t> w_back(w.size());
+  std::vector<std::uint16_t> s_back(s.size());
+  qtl::reorder_w1w3_to_w3w1<Dim>(
+      qtl::make_view(w_out.data(), ext[0], ext[1], ext[2]), qtl::make_view(s_out.data(), sext[0], sext[1], sext[2]),
+      qtl::make_view(w_back.data(), ext[0], ext[1], ext[2]), qtl::make_view(s_back.data(), sext[0], sext[1], sext[2]));
+  CHECK(w_back == w);
+  CHECK(s_back == s);
+}
+
+TEST_CASE("reorder_w1w3_to_w3w1 rejects a scale split differently from the weight", "[moe]") {
+  std::vector<std::uint8_t> w(2 * 8 * 4);
+  std::vector<std::uint8_t> w_out(w.size());
+  std::vector<float> s(2 * 6 * 1);
+  std::vector<float> s_out(s.size());
+  CHECK_THROWS_WITH(
+      qtl::reorder_w1w3_to_w3w1(qtl::make_view(w.data(), 2, 8, 4), qtl::make_view(s.data(), 2, 6, 1),
+                                qtl::make_view(w_out.data(), 2, 8, 4), qtl::make_view(s_out.data(), 2, 6, 1)),
+      Catch::Contains("scale has size 6 along dimension -2 but weight has 8"));
+  std::vector<float> s2(2 * 8);
+  std::vector<float> s2_out(2 * 8);
+  CHECK_THROWS_AS(
+      qtl::reorder_w1w3_to_w3w1(qtl::make_view(w.data(), 2, 8, 4), qtl::make_view(s2.data(), 2, 8, 1),
+                                qtl::make_view(w_out.data(), 2, 8, 4), qtl::make_view(s2_out.data(), 2, 4, 2)),
+      qtl::shape_error);
+}
