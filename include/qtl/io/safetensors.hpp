@@ -395,7 +395,8 @@ inline json validate_header(json const& header, std::uint64_t data_size,
 // reader
 // ---------------------------------------------------------------------------------------------
 
-/// A validated safetensors file, memory-mapped read-only for its lifetime. Move-only.
+/// A validated safetensors file, memory-mapped read-only for its lifetime (`open`) or viewing
+/// bytes owned by the caller (`view`). Move-only; moving keeps `tensors()` addresses valid.
 class safetensors_file {
  public:
   safetensors_file() = default;
@@ -409,7 +410,7 @@ class safetensors_file {
   safetensors_file& operator=(safetensors_file const&) = delete;
   ~safetensors_file() {
     if (map_ != nullptr) {
-      ::munmap(map_, map_size_);
+      ::munmap(map_, size_);
     }
   }
 
@@ -443,7 +444,24 @@ class safetensors_file {
       detail::fail(path, "cannot map: " + detail::errno_text(err));
     }
     f.map_ = map;
-    f.map_size_ = size;
+    f.size_ = size;
+    f.bytes_ = static_cast<unsigned char const*>(map);
+    f.parse();
+    return f;
+  }
+
+  /// Validates `bytes` (a whole file's content) without copying or owning them: the result
+  /// refers to them and must not outlive them. `name` stands for the file in error messages.
+  /// @throws qtl::format_error as `open` does.
+  static safetensors_file view(std::span<std::byte const> bytes, std::filesystem::path name) {
+    safetensors_file f;
+    f.path_ = std::move(name);
+    if (bytes.size() < 8) {
+      detail::fail(f.path_, "file of " + std::to_string(bytes.size()) +
+                                " bytes is too short for the 8-byte header length");
+    }
+    f.bytes_ = reinterpret_cast<unsigned char const*>(bytes.data());
+    f.size_ = bytes.size();
     f.parse();
     return f;
   }
@@ -468,13 +486,14 @@ class safetensors_file {
   json const& metadata() const { return metadata_; }
   /// Byte length of the JSON header (N) and the whole file.
   std::uint64_t header_size() const { return header_size_; }
-  std::uint64_t file_size() const { return map_size_; }
+  std::uint64_t file_size() const { return size_; }
 
  private:
   void swap(safetensors_file& o) noexcept {
     std::swap(path_, o.path_);
     std::swap(map_, o.map_);
-    std::swap(map_size_, o.map_size_);
+    std::swap(bytes_, o.bytes_);
+    std::swap(size_, o.size_);
     std::swap(header_size_, o.header_size_);
     std::swap(tensors_, o.tensors_);
     std::swap(index_, o.index_);
@@ -482,7 +501,7 @@ class safetensors_file {
   }
 
   void parse() {
-    auto const* bytes = static_cast<unsigned char const*>(map_);
+    auto const* bytes = bytes_;
     std::uint64_t n = 0;
     for (int i = 7; i >= 0; --i) {
       n = (n << 8) | bytes[i];
@@ -491,14 +510,14 @@ class safetensors_file {
       detail::fail(path_, "header length " + std::to_string(n) + " exceeds the limit of " +
                               std::to_string(max_header_bytes) + " bytes");
     }
-    if (n > map_size_ - 8) {
+    if (n > size_ - 8) {
       detail::fail(path_, "header length " + std::to_string(n) + " reaches past the end of the " +
-                              std::to_string(map_size_) + "-byte file");
+                              std::to_string(size_) + "-byte file");
     }
     header_size_ = n;
     std::string_view text(reinterpret_cast<char const*>(bytes + 8), n);
     json header = detail::parse_json_strict(text, path_, "header");
-    std::uint64_t const data_size = map_size_ - 8 - n;
+    std::uint64_t const data_size = size_ - 8 - n;
     metadata_ = detail::validate_header(header, data_size, path_, tensors_);
     auto const* data = reinterpret_cast<std::byte const*>(bytes + 8 + n);
     index_.reserve(tensors_.size());
@@ -510,8 +529,9 @@ class safetensors_file {
   }
 
   std::filesystem::path path_;
-  void* map_ = nullptr;
-  std::uint64_t map_size_ = 0;
+  void* map_ = nullptr;                  // the mapping when opened from a path (owned)
+  unsigned char const* bytes_ = nullptr; // the file's bytes (mapped or viewed)
+  std::uint64_t size_ = 0;
   std::uint64_t header_size_ = 0;
   std::vector<tensor_info> tensors_;
   std::unordered_map<std::string, std::size_t> index_;
@@ -699,7 +719,7 @@ inline bool write_all(int fd, void const* data, std::size_t size) {
 /// The header `write_safetensors` writes for `tensors` (offsets assigned back to back in the
 /// given order; `__metadata__` first when `metadata` is a non-empty object), padded with spaces
 /// to a multiple of 8 bytes so that the data section starts 8-aligned.
-/// @throws qtl::value_error for a duplicate, empty or reserved name, a byte count that does not
+/// @throws qtl::value_error for a duplicate or reserved (`__metadata__`) name, a byte count that does not
 ///         match dtype and shape, a negative dimension, or metadata that is not {string: string}.
 inline std::string safetensors_header(std::span<tensor_entry const> tensors,
                                       json const& metadata = json::object()) {
@@ -721,7 +741,7 @@ inline std::string safetensors_header(std::span<tensor_entry const> tensors,
   std::uint64_t offset = 0;
   for (auto const& t : tensors) {
     std::string const who = "tensor " + detail::quote_name(t.name);
-    if (t.name.empty() || t.name == "__metadata__") {
+    if (t.name == "__metadata__") {
       throw value_error("cannot write a tensor named " + detail::quote_name(t.name));
     }
     if (!names.insert(t.name).second) {

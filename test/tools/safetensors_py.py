@@ -1,0 +1,49 @@
+"""Minimal safetensors reading and writing with the standard library only (struct + json), for the
+end-to-end tests of the qtl tool: they must not trust the C++ reader they are testing."""
+import json
+import struct
+
+DTYPE_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
+              "U64": 8, "U32": 4, "U16": 2, "U8": 1, "BOOL": 1, "F8_E4M3": 1, "F8_E5M2": 1,
+              "F8_E8M0": 1}
+
+
+def raw(header_text, data=b"", length=None):
+    """The bytes of a file with header text `header_text` (str or bytes), verbatim."""
+    h = header_text.encode() if isinstance(header_text, str) else header_text
+    n = len(h) if length is None else length
+    return struct.pack("<Q", n) + h + data
+
+
+def build(tensors, metadata=None):
+    """The bytes of a well-formed file; `tensors` is a list of (name, dtype, shape, bytes)."""
+    header = {}
+    if metadata:
+        header["__metadata__"] = metadata
+    offset = 0
+    for name, dt, shape, data in tensors:
+        header[name] = {"dtype": dt, "shape": list(shape), "data_offsets": [offset, offset + len(data)]}
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":"))
+    text += " " * ((8 - (8 + len(text)) % 8) % 8)
+    return raw(text, b"".join(t[3] for t in tensors))
+
+
+def read(path):
+    """{name: (dtype, shape, bytes)} and the metadata of a file, checking the basics."""
+    with open(path, "rb") as f:
+        b = f.read()
+    (n,) = struct.unpack("<Q", b[:8])
+    header = json.loads(b[8:8 + n])
+    data = b[8 + n:]
+    meta = header.pop("__metadata__", {})
+    out = {}
+    for name, e in header.items():
+        begin, end = e["data_offsets"]
+        count = 1
+        for d in e["shape"]:
+            count *= d
+        assert end - begin == count * DTYPE_SIZE[e["dtype"]], (path, name)
+        assert end <= len(data), (path, name)
+        out[name] = (e["dtype"], list(e["shape"]), data[begin:end])
+    return out, meta
