@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <golden.hpp>
 #include <qtl/blockscale.hpp>
 #include <random>
 #include <vector>
@@ -226,4 +227,66 @@ TEST_CASE("empty scale matrices give empty outputs", "[blockscale]") {
   CHECK(t.extent(1) == 0);
   CHECK(t.extent(2) == 8);
   CHECK(t.size() == 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Golden cases (outputs of sglang's swizzle_blockscale itself; unswizzle is its exact inverse)
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+std::vector<std::uint8_t> bytes_of(qtl::io::tensor_info const& t) {
+  auto const* p = reinterpret_cast<std::uint8_t const*>(t.bytes.data());
+  return {p, p + t.bytes.size()};
+}
+
+}  // namespace
+
+TEST_CASE("swizzle_blockscale reproduces every golden swizzle-blockscale case", "[blockscale][golden]") {
+  for (auto const& c : qtl::test::golden_cases("swizzle-blockscale")) {
+    INFO(c.name);
+    auto const& in = c.in.at("scale");
+    auto const& want = c.expected.at("scale");
+    REQUIRE(c.expected.tensors().size() == 1);
+    REQUIRE((in.shape.size() == 2 || in.shape.size() == 3));
+    REQUIRE(qtl::io::dtype_size(in.type) == 1);
+    auto const src = bytes_of(in);
+    std::vector<std::int64_t> shape = in.shape;
+    shape[shape.size() - 2] = qtl::layout_128x4::pad_rows(shape[shape.size() - 2]);
+    shape[shape.size() - 1] = qtl::layout_128x4::pad_cols(shape[shape.size() - 1]);
+    std::vector<std::uint8_t> got;
+    if (in.shape.size() == 2) {
+      got = qtl::swizzle_blockscale(qtl::make_view(src.data(), in.shape[0], in.shape[1])).storage();
+    } else {
+      got = qtl::swizzle_blockscale(qtl::make_view(src.data(), in.shape[0], in.shape[1], in.shape[2])).storage();
+    }
+    CHECK(want.type == in.type);  // the scale type is kept
+    CHECK(want.shape == shape);
+    CHECK(got == bytes_of(want));
+  }
+}
+
+TEST_CASE("unswizzle_blockscale reproduces every golden unswizzle-blockscale case", "[blockscale][golden]") {
+  for (auto const& c : qtl::test::golden_cases("unswizzle-blockscale")) {
+    INFO(c.name);
+    auto const& in = c.in.at("scale");
+    auto const& want = c.expected.at("scale");
+    REQUIRE(c.expected.tensors().size() == 1);
+    index_t const rows = c.params.at("rows").get<index_t>();
+    index_t const cols = c.params.at("cols").get<index_t>();
+    auto const src = bytes_of(in);
+    std::vector<std::uint8_t> got;
+    std::vector<std::int64_t> shape;
+    if (in.shape.size() == 2) {
+      got = qtl::unswizzle_blockscale(qtl::make_view(src.data(), in.shape[0], in.shape[1]), rows, cols).storage();
+      shape = {rows, cols};
+    } else {
+      got = qtl::unswizzle_blockscale(qtl::make_view(src.data(), in.shape[0], in.shape[1], in.shape[2]), rows, cols)
+                .storage();
+      shape = {in.shape[0], rows, cols};
+    }
+    CHECK(want.type == in.type);
+    CHECK(want.shape == shape);
+    CHECK(got == bytes_of(want));
+  }
 }

@@ -5,6 +5,8 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstring>
+#include <golden.hpp>
 #include <numeric>
 #include <qtl/moe.hpp>
 #include <random>
@@ -355,4 +357,97 @@ TEST_CASE("reorder_w1w3_to_w3w1 rejects a scale split differently from the weigh
       qtl::reorder_w1w3_to_w3w1(qtl::make_view(w.data(), 2, 8, 4), qtl::make_view(s2.data(), 2, 8, 1),
                                 qtl::make_view(w_out.data(), 2, 8, 4), qtl::make_view(s2_out.data(), 2, 4, 2)),
       qtl::shape_error);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Golden cases (outputs of sglang's swap_w13_to_w31 and reorder_w1w3_to_w3w1 themselves)
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Elements of 1, 2, 4 or 8 bytes as unsigned words: the half swaps only move elements.
+template <class F>
+void with_element_size(std::size_t size, F&& f) {
+  switch (size) {
+    case 1:
+      return f(std::uint8_t{});
+    case 2:
+      return f(std::uint16_t{});
+    case 4:
+      return f(std::uint32_t{});
+    case 8:
+      return f(std::uint64_t{});
+    default:
+      FAIL("unexpected element size " << size);
+  }
+}
+
+template <class T>
+std::vector<T> words_of(qtl::io::tensor_info const& t) {
+  std::vector<T> v(t.bytes.size() / sizeof(T));
+  std::memcpy(v.data(), t.bytes.data(), t.bytes.size());
+  return v;
+}
+
+template <class T>
+qtl::view3d<T> as_view3d(std::vector<T>& v, std::vector<std::int64_t> const& shape) {
+  // [..., R, C] with the leading dims flattened (rank 2 gets a batch of 1).
+  index_t lead = 1;
+  for (std::size_t d = 0; d + 2 < shape.size(); ++d) {
+    lead *= shape[d];
+  }
+  return qtl::make_view(v.data(), lead, shape[shape.size() - 2], shape[shape.size() - 1]);
+}
+
+}  // namespace
+
+TEST_CASE("swap_w13_to_w31 reproduces every golden swap-w13-to-w31 case", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("swap-w13-to-w31")) {
+    INFO(c.name);
+    auto const& x = c.in.at("x");
+    auto const& want = c.expected.at("x");
+    REQUIRE(c.expected.tensors().size() == 1);
+    REQUIRE(x.shape.size() >= 2);
+    CHECK(want.type == x.type);
+    CHECK(want.shape == x.shape);
+    with_element_size(qtl::io::dtype_size(x.type), [&](auto word) {
+      using T = decltype(word);
+      auto in = words_of<T>(x);
+      std::vector<T> out(in.size());
+      qtl::swap_w13_to_w31(as_view3d(in, x.shape), as_view3d(out, x.shape));
+      CHECK(out == words_of<T>(want));
+    });
+  }
+}
+
+TEST_CASE("reorder_w1w3_to_w3w1 reproduces every golden reorder-w1w3-to-w3w1 case", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("reorder-w1w3-to-w3w1")) {
+    INFO(c.name);
+    REQUIRE(c.params.at("dim").get<int>() == -2);  // the only dim the cases use; others are tested above
+    auto const& w = c.in.at("weight");
+    auto const& s = c.in.at("scale");
+    auto const& want_w = c.expected.at("weight");
+    auto const& want_s = c.expected.at("scale");
+    REQUIRE(c.expected.tensors().size() == 2);
+    REQUIRE(w.shape.size() == 3);
+    REQUIRE(s.shape.size() == 3);
+    CHECK(want_w.type == w.type);
+    CHECK(want_s.type == s.type);
+    CHECK(want_w.shape == w.shape);
+    CHECK(want_s.shape == s.shape);
+    with_element_size(qtl::io::dtype_size(w.type), [&](auto wword) {
+      with_element_size(qtl::io::dtype_size(s.type), [&](auto sword) {
+        using W = decltype(wword);
+        using S = decltype(sword);
+        auto win = words_of<W>(w);
+        auto sin = words_of<S>(s);
+        std::vector<W> wout(win.size());
+        std::vector<S> sout(sin.size());
+        qtl::reorder_w1w3_to_w3w1<-2>(as_view3d(win, w.shape), as_view3d(sin, s.shape), as_view3d(wout, w.shape),
+                                      as_view3d(sout, s.shape));
+        CHECK(wout == words_of<W>(want_w));
+        CHECK(sout == words_of<S>(want_s));
+      });
+    });
+  }
 }
