@@ -5,6 +5,8 @@
 
 #include <qtl/error.hpp>
 #include <qtl/fixed_string.hpp>
+#include <qtl/fp4.hpp>
+#include <qtl/fp8.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/scalar_type.hpp>

@@ -1,0 +1,322 @@
+#pragma once
+/// \file
+/// Block-scaled quantization: NVFP4 (E2M1 values, one E4M3 scale per 16 elements, a float32
+/// global scale), MXFP4 (E2M1 values, one UE8M0 scale per 32) and MXFP8 (E4M3 values, one UE8M0
+/// scale per 32), with their dequantization. `research/blockscale.md` §1 and §5 is the spec; the
+/// block size, the value format and the scale format are template parameters (`block_format`).
+///
+/// Values of a row of K elements, E2M1 packed two per byte, element 2i in the low nibble:
+///
+///     byte i:   bit 7      4 3      0
+///               | x[2i+1]  | x[2i]   |     each nibble s.ee.m: 0 0.5 1 1.5 2 3 4 6 (bit 3: sign)
+///
+/// Scales: one byte per (row m, K-block k) of the `[M, K / BlockSize]` scale matrix, written at
+/// `blockscale_offset<Layout>(m, k, Layout::pad_cols(K / BlockSize))` (qtl/blockscale.hpp):
+/// `layout_linear` (row-major) or `layout_128x4` (the swizzled layout Blackwell's block-scaled MMA
+/// reads), directly, without a second pass. Every padding byte of the layout is written +0 (the
+/// peers' `torch.empty` padding caused NaN incidents, blockscale.md §7).
+///
+/// The recipes (float32, each operation rounded; `vmax` = max |x| of the block):
+///
+///     NVFP4  gs   = 448 * 6 / amax(x)                (or given; ModelOpt's 1/weight_scale_2)
+///            sf   = e4m3_rne(min(gs * (vmax / 6), 448))                  scale byte
+///            os   = sf == 0 ? 0 : 1 / (float(sf) * (1 / gs))              (vLLM/sgl-kernel guard)
+///            q_i  = e2m1_rne(clamp(x_i * os, -6, 6))
+///            x_i ≈ e2m1(q_i) * (float(sf) / gs)
+///     MX     sf   = e8m0_up(vmax / vmax_elem)        vmax_elem = 6 (E2M1) or 448 (E4M3)
+///            os   = vmax == 0 ? 0 : 2^(127 - sf)
+///            q_i  = rne(clamp(x_i * os, ±vmax_elem))
+///            x_i ≈ value(q_i) * 2^(sf - 127)
+///
+/// This is the Python reference recipe of §5.4 with exact IEEE division (flashinfer's default
+/// kernels use `rcp.approx` and can differ by one step near rounding boundaries; TE's "exact"
+/// path is this one). Choices where the peers differ, documented and tested:
+///   - an all-zero input has `amax = 0`; its global scale is taken as 1 (the reference's `inf`
+///     makes every block scale NaN); a given global scale must be finite and > 0;
+///   - NaN elements are ignored by `vmax` (CUDA `fmaxf`) and encode as +6 (E2M1, as CUDA's
+///     `satfinite` conversion) or +448 (E4M3), blockscale.md §1.1 leaving NaN out of contract;
+///   - a negative value that rounds to zero keeps its sign (code 0x8, as the hardware does).
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include <qtl/blockscale.hpp>
+#include <qtl/error.hpp>
+#include <qtl/fp8.hpp>
+#include <qtl/macros.hpp>
+#include <qtl/numeric.hpp>
+#include <qtl/view.hpp>
+
+namespace qtl {
+
+/// Two float4_e2m1f codes in one byte: element 2i in bits 0-3, element 2i+1 in bits 4-7
+/// (torch `float4_e2m1fn_x2`, CUDA `__nv_fp4x2_e2m1`).
+struct float4_e2m1x2_t {
+  std::uint8_t bits;
+  friend constexpr bool operator==(float4_e2m1x2_t, float4_e2m1x2_t) = default;
+};
+
+/// A block-scaled format: `Element` values (`float4_e2m1x2_t`: E2M1 pairs, or
+/// `float8_e4m3fn_t`), one `Scale` (`float8_e4m3fn_t` with a float32 global scale: the NVFP4
+/// recipe; `float8_e8m0fnu_t`: the MX recipe) per `BlockSize` consecutive elements of a row.
+template <class Element, class Scale, int BlockSize>
+struct block_format {
+  static_assert(std::is_same_v<Element, float4_e2m1x2_t> || std::is_same_v<Element, float8_e4m3fn_t>,
+                "qtl::block_format: Element must be float4_e2m1x2_t (E2M1 pairs) or float8_e4m3fn_t");
+  static_assert(std::is_same_v<Scale, float8_e4m3fn_t> || std::is_same_v<Scale, float8_e8m0fnu_t>,
+                "qtl::block_format: Scale must be float8_e4m3fn_t (NVFP4 recipe) or float8_e8m0fnu_t (MX)");
+  static_assert(BlockSize >= 2 && BlockSize % 2 == 0 && BlockSize <= 256,
+                "qtl::block_format: BlockSize must be even, between 2 and 256 (16 for NVFP4, 32 for MX)");
+
+  using element = Element;
+  using scale = Scale;
+  static constexpr int block_size = BlockSize;
+  /// Elements per stored `element` (2 for E2M1 pairs).
+  static constexpr int elements_per_value = std::is_same_v<Element, float4_e2m1x2_t> ? 2 : 1;
+  /// Largest magnitude of an element: 6 (E2M1) or 448 (E4M3).
+  static constexpr float element_max = std::is_same_v<Element, float4_e2m1x2_t> ? 6.0f : 448.0f;
+  /// True for the NVFP4 recipe (E4M3 scales relative to a float32 global scale).
+  static constexpr bool has_global_scale = std::is_same_v<Scale, float8_e4m3fn_t>;
+};
+
+/// NVFP4: E2M1, E4M3 scale per 16, float32 global scale.
+using nvfp4 = block_format<float4_e2m1x2_t, float8_e4m3fn_t, 16>;
+/// MXFP4 (OCP MX): E2M1, UE8M0 scale per 32.
+using mxfp4 = block_format<float4_e2m1x2_t, float8_e8m0fnu_t, 32>;
+/// MXFP8 (OCP MX): E4M3, UE8M0 scale per 32.
+using mxfp8 = block_format<float8_e4m3fn_t, float8_e8m0fnu_t, 32>;
+
+namespace detail {
+template <class F>
+inline constexpr bool is_block_format = false;
+template <class E, class S, int B>
+inline constexpr bool is_block_format<block_format<E, S, B>> = true;
+}  // namespace detail
+
+/// A specialisation of `qtl::block_format`.
+template <class F>
+concept block_format_type = detail::is_block_format<F>;
+
+// ---------------------------------------------------------------------------------------------
+// element code (shared with qtl/cuda/fp4.cuh)
+// ---------------------------------------------------------------------------------------------
+
+/// E2M1 code (low nibble) of `x`, RNE on the 8 magnitudes with ties to the even code, saturating
+/// at ±6, NaN -> +6: numeric.hpp's `float_to_e2m1` (tested equal), as seven threshold compares so
+/// that host loops vectorize:
+///
+///     |x|  [0,.25] (.25,.75) [.75,1.25] (1.25,1.75) [1.75,2.5] (2.5,3.5) [3.5,5] (5,inf]
+///     code    0        1         2          3           4          5        6       7
+QTL_HOST_DEVICE constexpr std::uint8_t e2m1_encode(float x) {
+  std::uint32_t const bits = float_to_bits(x);
+  float const a = bits_to_float(bits & 0x7fffffffu);
+  int const code = int(a > 0.25f) + int(a >= 0.75f) + int(a > 1.25f) + int(a >= 1.75f) + int(a > 2.5f) +
+                   int(a >= 3.5f) + int(a > 5.0f);
+  bool const nan = (bits & 0x7fffffffu) > 0x7f800000u;
+  return nan ? std::uint8_t{0x7} : static_cast<std::uint8_t>(((bits >> 28) & 0x8u) | static_cast<std::uint32_t>(code));
+}
+
+/// NVFP4 global scale from the tensor's amax: `448 * 6 / amax`; 1 when amax is 0 (see the file
+/// comment).
+QTL_HOST_DEVICE constexpr float nvfp4_global_scale_from_amax(float amax) {
+  return amax == 0.0f ? 1.0f : detail::div_rn(448.0f * 6.0f, amax);
+}
+
+/// The scale byte of a block whose max magnitude is `vmax` (`global_scale` is used by the NVFP4
+/// recipe only).
+template <block_format_type F>
+QTL_HOST_DEVICE constexpr std::uint8_t block_scale_code(float vmax, float global_scale) {
+  float const unit = detail::div_rn(vmax, F::element_max);
+  if constexpr (F::has_global_scale) {
+    float sf = detail::mul_rn(global_scale, unit);
+    sf = sf < 448.0f ? sf : 448.0f;
+    return float_to_e4m3fn(sf, saturation::finite);
+  } else {
+    return float_to_e8m0(unit, e8m0_rounding::up, saturation::finite);
+  }
+}
+
+/// 2^(127 - code) exactly (code 254 gives the subnormal 2^-127).
+QTL_HOST_DEVICE constexpr float e8m0_reciprocal(std::uint8_t code) {
+  int const e = 254 - int(code);
+  return bits_to_float(e > 0 ? static_cast<std::uint32_t>(e) << 23 : 0x00400000u);
+}
+
+/// The multiplier applied to each element of a block: `os` of the file comment.
+template <block_format_type F>
+QTL_HOST_DEVICE constexpr float block_output_scale(std::uint8_t scale_code, float vmax, float global_scale) {
+  if constexpr (F::has_global_scale) {
+    float const sf = e4m3fn_to_float(scale_code);
+    return sf == 0.0f ? 0.0f : detail::div_rn(1.0f, detail::mul_rn(sf, detail::div_rn(1.0f, global_scale)));
+  } else {
+    return vmax == 0.0f ? 0.0f : e8m0_reciprocal(scale_code);
+  }
+}
+
+/// The code of one element (low nibble for E2M1, the byte for E4M3) under output scale `os`.
+template <block_format_type F>
+QTL_HOST_DEVICE constexpr std::uint8_t block_element_code(float x, float os) {
+  float const v = detail::mul_rn(x, os);
+  if constexpr (F::elements_per_value == 2) {
+    return e2m1_encode(v);
+  } else {
+    return fp8_saturate_encode<float8_e4m3fn_t>(v);
+  }
+}
+
+/// The dequantization factor of a block: `float(sf) / gs` (NVFP4) or `2^(sf - 127)` (MX).
+template <block_format_type F>
+QTL_HOST_DEVICE constexpr float block_dequant_scale(std::uint8_t scale_code, float global_scale) {
+  if constexpr (F::has_global_scale) {
+    return detail::div_rn(e4m3fn_to_float(scale_code), global_scale);
+  } else {
+    return e8m0_to_float(scale_code);
+  }
+}
+
+/// The value of element code `c` (nibble or byte).
+template <block_format_type F>
+QTL_HOST_DEVICE constexpr float block_element_value(std::uint8_t c) {
+  if constexpr (F::elements_per_value == 2) {
+    return e2m1_to_float(c);
+  } else {
+    return e4m3fn_to_float(c);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// shapes
+// ---------------------------------------------------------------------------------------------
+
+/// Bytes of the scale buffer of an [M, K] input in `Layout` (padding included).
+template <block_format_type F, blockscale_layout_type Layout = layout_linear>
+constexpr index_t block_scale_bytes(index_t rows, index_t cols) {
+  return Layout::pad_rows(rows) * Layout::pad_cols(cols / F::block_size);
+}
+
+namespace detail {
+
+template <class F, class Layout, class T>
+void check_block_shapes(char const* fn, view2d<T const> in, view2d<typename F::element const> values,
+                        std::size_t scale_bytes) {
+  index_t const m = in.extent[0];
+  index_t const k = in.extent[1];
+  if (m < 0 || k < 0) {
+    throw shape_error(std::string(fn) + ": negative extent " + shape_string(m, k));
+  }
+  if (k % F::block_size != 0) {
+    throw shape_error(std::string(fn) + ": K = " + std::to_string(k) + " is not a multiple of the block size " +
+                      std::to_string(F::block_size));
+  }
+  if (k > 1 && in.stride[1] != 1) {
+    throw shape_error(std::string(fn) + ": input rows must be contiguous (stride[1] == 1)");
+  }
+  index_t const vk = k / F::elements_per_value;
+  if (values.extent[0] != m || values.extent[1] != vk || (vk > 1 && values.stride[1] != 1)) {
+    throw shape_error(std::string(fn) + ": values must be a row-contiguous " + shape_string(m, vk) + ", got " +
+                      shape_string(values.extent[0], values.extent[1]));
+  }
+  auto const need = static_cast<std::size_t>(block_scale_bytes<F, Layout>(m, k));
+  if (scale_bytes != need) {
+    throw shape_error(std::string(fn) + ": the scale buffer has " + std::to_string(scale_bytes) +
+                      " bytes, the layout needs " + std::to_string(need));
+  }
+}
+
+inline void check_global_scale(char const* fn, float gs) {
+  if (!(gs > 0.0f) || is_inf(gs)) {
+    throw value_error(std::string(fn) + ": the global scale must be finite and > 0, got " + std::to_string(gs));
+  }
+}
+
+}  // namespace detail
+
+// ---------------------------------------------------------------------------------------------
+// host loops
+// ---------------------------------------------------------------------------------------------
+
+/// NVFP4 global scale of a tensor: `448 * 6 / amax(|x|)` (NaN ignored; 1 for an all-zero tensor).
+template <fp8_quant_input T>
+float nvfp4_global_scale(view2d<T const> in) {
+  return nvfp4_global_scale_from_amax(fp8_amax(in));
+}
+
+/// Quantizes `in` [M, K] (K a multiple of the block size) to `values` [M, K / elements_per_value]
+/// and `scales` (`block_scale_bytes<F, Layout>(M, K)` bytes, padding zeroed). `global_scale` is
+/// the NVFP4 `gs` (ignored by MX formats); see `nvfp4_global_scale`.
+template <block_format_type F, blockscale_layout_type Layout = layout_linear, fp8_quant_input T>
+void block_quantize(view2d<T const> in, view2d<typename F::element> values, std::span<typename F::scale> scales,
+                    float global_scale = 1.0f) {
+  detail::check_block_shapes<F, Layout>("qtl::block_quantize", in, values, scales.size());
+  if constexpr (F::has_global_scale) {
+    detail::check_global_scale("qtl::block_quantize", global_scale);
+  }
+  index_t const m = in.extent[0];
+  index_t const kb = in.extent[1] / F::block_size;
+  index_t const padded_cols = Layout::pad_cols(kb);
+  for (auto& s : scales) {
+    s.bits = 0;
+  }
+  for (index_t i = 0; i < m; ++i) {
+    T const* row = &in(i, 0);
+    typename F::element* out = &values(i, 0);
+    for (index_t b = 0; b < kb; ++b) {
+      T const* x = row + b * F::block_size;
+      float const vmax = amax_value<T>(detail::row_amax_bits(x, F::block_size));
+      std::uint8_t const sc = block_scale_code<F>(vmax, global_scale);
+      float const os = block_output_scale<F>(sc, vmax, global_scale);
+      scales[static_cast<std::size_t>(blockscale_offset<Layout>(i, b, padded_cols))].bits = sc;
+      typename F::element* o = out + b * (F::block_size / F::elements_per_value);
+      if constexpr (F::elements_per_value == 2) {
+        for (int j = 0; j < F::block_size / 2; ++j) {
+          std::uint8_t const lo = block_element_code<F>(to_float(x[2 * j]), os);
+          std::uint8_t const hi = block_element_code<F>(to_float(x[2 * j + 1]), os);
+          o[j].bits = static_cast<std::uint8_t>(lo | (hi << 4));
+        }
+      } else {
+        for (int j = 0; j < F::block_size; ++j) {
+          o[j].bits = block_element_code<F>(to_float(x[j]), os);
+        }
+      }
+    }
+  }
+}
+
+/// The inverse: `out[i, j] = value(q) * dequant_scale(block)`, as float32, or rounded once to
+/// `Out` (half_t, bfloat16_t) as the reference's `dequantize_to_dtype`.
+template <block_format_type F, blockscale_layout_type Layout = layout_linear, class Out>
+void block_dequantize(view2d<typename F::element const> values, std::span<typename F::scale const> scales,
+                      float global_scale, view2d<Out> out) {
+  index_t const m = out.extent[0];
+  index_t const k = out.extent[1];
+  if (k % F::block_size != 0 || values.extent[0] != m || values.extent[1] != k / F::elements_per_value) {
+    throw shape_error("qtl::block_dequantize: values " + detail::shape_string(values.extent[0], values.extent[1]) +
+                      " do not match the output " + detail::shape_string(m, k) + " (block size " +
+                      std::to_string(F::block_size) + ")");
+  }
+  if (scales.size() != static_cast<std::size_t>(block_scale_bytes<F, Layout>(m, k))) {
+    throw shape_error("qtl::block_dequantize: the scale buffer has " + std::to_string(scales.size()) +
+                      " bytes, the layout needs " + std::to_string(block_scale_bytes<F, Layout>(m, k)));
+  }
+  if constexpr (F::has_global_scale) {
+    detail::check_global_scale("qtl::block_dequantize", global_scale);
+  }
+  index_t const padded_cols = Layout::pad_cols(k / F::block_size);
+  for (index_t i = 0; i < m; ++i) {
+    for (index_t j = 0; j < k; ++j) {
+      std::uint8_t const sc = scales[static_cast<std::size_t>(blockscale_offset<Layout>(i, j / F::block_size,
+                                                                                         padded_cols))].bits;
+      std::uint8_t c = values(i, j / F::elements_per_value).bits;
+      if constexpr (F::elements_per_value == 2) {
+        c = (j % 2 == 0) ? (c & 0xFu) : (c >> 4);
+      }
+      float const v = detail::mul_rn(block_element_value<F>(c), block_dequant_scale<F>(sc, global_scale));
+      out(i, j) = from_float<Out>(v);
+    }
+  }
+}
+
+}  // namespace qtl

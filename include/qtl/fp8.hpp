@@ -1,0 +1,795 @@
+#pragma once
+/// \file
+/// FP8 quantization as sglang's and vLLM's kernels compute it (`scaled_fp8_quant`,
+/// `per_token_group_quant_fp8`), the requantization of fused FP8 checkpoints
+/// (`requantize_with_max_scale`, `per_tensor_dequantize`) and the byte-distance comparison of the
+/// sglang tests (`fp8_all_close`). `research/semantics.md` §2-§3 and §4.6-§4.11 is the spec.
+///
+/// Scales are *dequantization* scales, as in the reference: `x ≈ float(q) * scale`. Every variant
+/// quantizes one element as
+///
+///     q = rne(clamp(x * (1/scale), -max, max))      in float32, max = 448 (e4m3fn) or 57344 (e5m2)
+///
+/// with `x` converted exactly to float32 first, `1/scale` an IEEE division and one rounding to the
+/// fp8 grid (round to nearest, ties to even). The variants differ only in where the scale comes
+/// from:
+///
+/// | function                      | scale                                         | zero scale  |
+/// | ----------------------------- | --------------------------------------------- | ----------- |
+/// | `scaled_fp8_quant_static`     | given, one per tensor                          | -> +max     |
+/// | `scaled_fp8_quant_dynamic`    | `amax(|x|) / max`, one per tensor, no floor    | -> +max     |
+/// | `scaled_fp8_quant_per_token`  | `min(amax_row, upper_bound) / max` per row     | -> 0        |
+/// | `per_token_group_quant_fp8`   | `max(amax_group, eps) / max`, opt. 2^ceil(log2) | (eps > 0)   |
+///
+/// Where the peers disagree, QTL's defaults follow sglang's CUDA kernels (which the golden cases
+/// reproduce), and the other behaviour is an option:
+///   - **NaN input**: the kernels clamp with `fminf/fmaxf`, which drop a NaN operand, so a NaN
+///     becomes `+max` (0x7E for e4m3fn) whatever its sign: `fp8_nan::to_max` (default). torch's
+///     `clamp` keeps it and the cast gives the NaN code: `fp8_nan::propagate`.
+///   - **zero scale** (static scale 0, or an all-zero tensor under dynamic per-tensor): sglang's
+///     per-tensor kernels multiply by `1/0 = inf`, so 0 * inf = NaN -> +max and nonzero -> ±max:
+///     `fp8_zero_scale::reciprocal` (default there). sglang's per-token kernels guard
+///     `inv = scale == 0 ? 0 : 1/scale`, so the row quantizes to zeros: `fp8_zero_scale::guard`
+///     (default for per-token).
+///   - **vLLM's per-token recipe** floors the scale at `1/(max * 512)` and divides `x / scale`
+///     instead of multiplying by the reciprocal: `vllm_per_token_options<Fp8>()`.
+///   - **amax ignores NaN** (CUDA `fmaxf` reductions; torch's `amax` would give NaN). An infinite
+///     input gives an infinite scale, `1/scale = 0`, and the Inf element itself becomes NaN -> see
+///     the NaN policy.
+///   - **padding**: an output with more rows than the input (sglang's `num_token_padding`) has its
+///     extra rows written with +0 codes (the peers leave `torch.empty` garbage), and the extra
+///     per-token / per-group scales with 0.
+///
+/// Shapes: inputs are row-major `[M, N]` views whose rows are contiguous (`stride[1] == 1`; any
+/// row stride); outputs likewise. Errors (`qtl::shape_error`, `qtl::value_error`) name the argument
+/// and value and are thrown before anything is written.
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <type_traits>
+
+#include <qtl/error.hpp>
+#include <qtl/macros.hpp>
+#include <qtl/numeric.hpp>
+#include <qtl/view.hpp>
+
+namespace qtl {
+
+// ---------------------------------------------------------------------------------------------
+// formats and element code
+// ---------------------------------------------------------------------------------------------
+
+/// The FP8 storage formats `scaled_fp8_quant` writes.
+template <class T>
+concept fp8_storage = std::is_same_v<T, float8_e4m3fn_t> || std::is_same_v<T, float8_e5m2_t>;
+
+/// The element types it reads (converted exactly to float32 before any arithmetic).
+template <class T>
+concept fp8_quant_input =
+    std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
+
+/// Layout constants of an FP8 format: 1 sign bit | `exponent_bits` | `mantissa_bits`.
+template <fp8_storage Fp8>
+struct fp8_format;
+
+/// e4m3fn: bias 7, no Inf, NaN = 0x7F/0xFF, max 448 (0x7E), min subnormal 2^-9 (0x01).
+template <>
+struct fp8_format<float8_e4m3fn_t> {
+  static constexpr int exponent_bits = 4;
+  static constexpr int mantissa_bits = 3;
+  static constexpr int bias = 7;
+  static constexpr float max = 448.0f;
+  static constexpr char const* name = "float8_e4m3fn";
+};
+/// e5m2: bias 15, IEEE-like (Inf 0x7C), max 57344 (0x7B), min subnormal 2^-16 (0x01).
+template <>
+struct fp8_format<float8_e5m2_t> {
+  static constexpr int exponent_bits = 5;
+  static constexpr int mantissa_bits = 2;
+  static constexpr int bias = 15;
+  static constexpr float max = 57344.0f;
+  static constexpr char const* name = "float8_e5m2";
+};
+
+/// What a NaN element becomes (see the file comment).
+enum class fp8_nan : std::uint8_t {
+  to_max,     ///< +max, as the CUDA kernels' `fminf/fmaxf` clamp (default)
+  propagate,  ///< the format's NaN code, as torch's `clamp(...).to(fp8)`
+};
+
+/// How a zero scale turns into the multiplier `1/scale`.
+enum class fp8_zero_scale : std::uint8_t {
+  reciprocal,  ///< `1/0 = inf`: zeros -> NaN -> per the NaN policy, others -> ±max (per-tensor)
+  guard,       ///< `scale == 0 ? 0 : 1/scale`: everything quantizes to ±0 (sglang per-token)
+};
+
+/// How the scale is applied to an element.
+enum class fp8_scale_op : std::uint8_t {
+  multiply_reciprocal,  ///< `x * (1/scale)` (every sglang/vLLM CUDA kernel)
+  divide,               ///< `x / scale` (vLLM per-token kernel, the torch references)
+};
+
+namespace detail {
+
+// Explicitly rounded float32 arithmetic: on the device the intrinsics keep nvcc's contraction and
+// `-use_fast_math` away from the operations whose rounding the results depend on; on the host a
+// lone multiply, divide or add is always IEEE, and no product here feeds an addition, so host
+// contraction (-ffp-contract=fast, -march=native) has nothing to fuse.
+QTL_HOST_DEVICE constexpr float mul_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  if (!std::is_constant_evaluated()) {
+    return __fmul_rn(a, b);
+  }
+#endif  // ^^^ __CUDA_ARCH__ ^^^
+  return a * b;
+}
+QTL_HOST_DEVICE constexpr float div_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  if (!std::is_constant_evaluated()) {
+    return __fdiv_rn(a, b);
+  }
+#endif  // ^^^ __CUDA_ARCH__ ^^^
+  return a / b;
+}
+QTL_HOST_DEVICE constexpr float add_rn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  if (!std::is_constant_evaluated()) {
+    return __fadd_rn(a, b);
+  }
+#endif  // ^^^ __CUDA_ARCH__ ^^^
+  return a + b;
+}
+
+// Raw bits of the input types, for the exact amax reduction: for non-negative, non-NaN values the
+// integer order of the bits is the numeric order, so amax is an integer max of |x|'s bits.
+template <class T>
+struct input_bits;
+template <>
+struct input_bits<float> {
+  using word = std::uint32_t;
+  static constexpr word abs_mask = 0x7fffffffu;
+  static constexpr word inf = 0x7f800000u;
+  QTL_HOST_DEVICE static constexpr word get(float x) { return float_to_bits(x); }
+  QTL_HOST_DEVICE static constexpr float value(word w) { return bits_to_float(w); }
+};
+template <>
+struct input_bits<half_t> {
+  using word = std::uint16_t;
+  static constexpr word abs_mask = 0x7fffu;
+  static constexpr word inf = 0x7c00u;
+  QTL_HOST_DEVICE static constexpr word get(half_t x) { return x.bits; }
+  QTL_HOST_DEVICE static constexpr float value(word w) { return to_float(half_t{w}); }
+};
+template <>
+struct input_bits<bfloat16_t> {
+  using word = std::uint16_t;
+  static constexpr word abs_mask = 0x7fffu;
+  static constexpr word inf = 0x7f80u;
+  QTL_HOST_DEVICE static constexpr word get(bfloat16_t x) { return x.bits; }
+  QTL_HOST_DEVICE static constexpr float value(word w) { return to_float(bfloat16_t{w}); }
+};
+
+}  // namespace detail
+
+/// Bits of |x| with NaN mapped to +0: the leaf of every amax reduction (max of these = bits of
+/// the largest non-NaN magnitude).
+template <fp8_quant_input T>
+QTL_HOST_DEVICE constexpr typename detail::input_bits<T>::word amax_bits(T x) {
+  using B = detail::input_bits<T>;
+  auto const a = static_cast<typename B::word>(B::get(x) & B::abs_mask);
+  return a > B::inf ? typename B::word{0} : a;
+}
+/// The float32 value of `amax_bits` (exact).
+template <fp8_quant_input T>
+QTL_HOST_DEVICE constexpr float amax_value(typename detail::input_bits<T>::word bits) {
+  return detail::input_bits<T>::value(bits);
+}
+
+/// FP8 code of a float already inside [-max, max] and not NaN: one round-to-nearest-even to the
+/// format's grid, branch-free so that host loops vectorize. Equal to numeric.hpp's
+/// `from_float<Fp8>` on that domain (tested), which it only specialises.
+///
+///   normal |v| >= 2^(1-bias):  round the 23-bit float mantissa to M bits (RNE on the integer
+///                              bits, a carry rolls into the exponent), then re-bias 127 -> bias
+///   subnormal:                 |v| + 2^E, E = 24-bias-M, is a float whose ulp is the fp8
+///                              subnormal step 2^(1-bias-M): the FPU's RNE does the rounding and
+///                              the low bits of the sum are the code (0 .. 2^M, the last one
+///                              being the smallest normal)
+template <fp8_storage Fp8>
+QTL_HOST_DEVICE constexpr std::uint8_t fp8_encode_clamped(float v) {
+  using F = fp8_format<Fp8>;
+  constexpr int drop = 23 - F::mantissa_bits;
+  constexpr std::uint32_t rebias = std::uint32_t(127 - F::bias) << F::mantissa_bits;
+  constexpr std::uint32_t min_normal = std::uint32_t(127 + 1 - F::bias) << 23;
+  constexpr float magic = bits_to_float(std::uint32_t(127 + 24 - F::bias - F::mantissa_bits) << 23);
+  constexpr std::uint32_t magic_bits = float_to_bits(magic);
+
+  std::uint32_t const bits = float_to_bits(v);
+  std::uint32_t const sign = (bits >> 24) & 0x80u;
+  std::uint32_t const mag = bits & 0x7fffffffu;
+  std::uint32_t const rounded = mag + ((1u << (drop - 1)) - 1u) + ((mag >> drop) & 1u);
+  std::uint32_t const normal = (rounded >> drop) - rebias;
+  std::uint32_t const subnormal =
+      float_to_bits(detail::add_rn(bits_to_float(mag), magic)) - magic_bits;
+  return static_cast<std::uint8_t>(sign | (mag < min_normal ? subnormal : normal));
+}
+
+/// The FP8 code of `v` (= x * (1/scale), already scaled) after the kernels' clamp to ±max.
+/// NaN per `Nan`; ±Inf -> ±max.
+template <fp8_storage Fp8, fp8_nan Nan = fp8_nan::to_max>
+QTL_HOST_DEVICE constexpr std::uint8_t fp8_saturate_encode(float v) {
+  constexpr float m = fp8_format<Fp8>::max;
+  if constexpr (Nan == fp8_nan::propagate) {
+    if (v != v) {
+      return from_float<Fp8>(v).bits;  // numeric.hpp's canonical NaN of the format, sign kept
+    }
+  }
+  v = v < m ? v : m;    // fminf(v, m): NaN -> m
+  v = v > -m ? v : -m;  // fmaxf(v, -m)
+  return fp8_encode_clamped<Fp8>(v);
+}
+
+/// The multiplier `1/scale` of the reciprocal recipe, with the zero-scale policy.
+QTL_HOST_DEVICE constexpr float fp8_inverse_scale(float scale, fp8_zero_scale zero = fp8_zero_scale::reciprocal) {
+  if (scale == 0.0f) {  // ±inf, spelled out so that the function stays usable in constant expressions
+    return zero == fp8_zero_scale::guard ? 0.0f : bits_to_float((float_to_bits(scale) & 0x80000000u) | 0x7f800000u);
+  }
+  return detail::div_rn(1.0f, scale);
+}
+
+/// The per-element operation of every variant: the code of `x` under scale `scale` whose
+/// reciprocal is `inv` (the caller computes `fp8_inverse_scale(scale)` once).
+template <fp8_storage Fp8, fp8_nan Nan = fp8_nan::to_max, fp8_scale_op Op = fp8_scale_op::multiply_reciprocal>
+QTL_HOST_DEVICE constexpr std::uint8_t fp8_quantize_element(float x, float scale, float inv) {
+  if constexpr (Op == fp8_scale_op::divide) {
+    return fp8_saturate_encode<Fp8, Nan>(detail::div_rn(x, scale));
+  } else {
+    return fp8_saturate_encode<Fp8, Nan>(detail::mul_rn(x, inv));
+  }
+}
+
+/// Dynamic per-tensor / per-token scale: `amax / max` (IEEE division), no floor.
+template <fp8_storage Fp8>
+QTL_HOST_DEVICE constexpr float fp8_scale_from_amax(float amax) {
+  return detail::div_rn(amax, fp8_format<Fp8>::max);
+}
+
+/// Rounds a positive finite float up to a power of two, exactly: `2^ceil(log2(s))` (a power of two
+/// stays). This is CUDA's `__nv_cvt_float_to_e8m0(s, satfinite, cudaRoundPosInf)` read back, and
+/// what the UE8M0 scales of DeepGEMM mean; `exp2(ceil(log2(s)))` in float can round down for s
+/// just above a power of two, which this does not. 0 stays 0; Inf and NaN are returned unchanged.
+QTL_HOST_DEVICE constexpr float round_up_to_power_of_two(float s) {
+  std::uint32_t const bits = float_to_bits(s);
+  std::uint32_t const mag = bits & 0x7fffffffu;
+  if (mag == 0 || mag >= 0x7f800000u) {
+    return s;
+  }
+  if (mag < 0x00800000u) {  // subnormal: the next power of two above its highest set bit
+    std::uint32_t p = 1;
+    while (p < mag) {
+      p <<= 1;
+    }
+    return bits_to_float((bits & 0x80000000u) | p);
+  }
+  std::uint32_t const up = (mag & 0x007fffffu) != 0 ? (mag & 0x7f800000u) + 0x00800000u : mag;
+  return bits_to_float((bits & 0x80000000u) | up);
+}
+
+/// Per-token-group scale: `max(amax, eps) / max`, then optionally `2^ceil(log2(.))` (UE8M0).
+template <fp8_storage Fp8>
+QTL_HOST_DEVICE constexpr float fp8_group_scale(float amax, float eps, bool power_of_two) {
+  float const a = amax > eps ? amax : eps;
+  float const s = detail::div_rn(a, fp8_format<Fp8>::max);
+  return power_of_two ? round_up_to_power_of_two(s) : s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// options
+// ---------------------------------------------------------------------------------------------
+
+/// Options of the per-tensor variants (static and dynamic).
+struct fp8_tensor_options {
+  fp8_nan nan = fp8_nan::to_max;
+  fp8_zero_scale zero_scale = fp8_zero_scale::reciprocal;
+};
+
+/// Options of dynamic per-token quantization. Defaults: sglang (`amax/max`, no floor, guarded
+/// reciprocal, multiply); `vllm_per_token_options` gives vLLM's recipe.
+struct fp8_token_options {
+  fp8_nan nan = fp8_nan::to_max;
+  fp8_zero_scale zero_scale = fp8_zero_scale::guard;
+  fp8_scale_op op = fp8_scale_op::multiply_reciprocal;
+  /// vLLM's `scale_ub`: each row's amax is first lowered to at most this (+inf: no bound).
+  float upper_bound = std::numeric_limits<float>::infinity();
+  /// Lower bound of each scale (vLLM: `1/(max*512)`); 0: none.
+  float min_scale = 0.0f;
+};
+
+/// vLLM's per-token recipe: `scale = max(min(amax, ub)/max, 1/(max*512))`, `q = x / scale`.
+template <fp8_storage Fp8>
+constexpr fp8_token_options vllm_per_token_options(float upper_bound = std::numeric_limits<float>::infinity()) {
+  fp8_token_options o;
+  o.op = fp8_scale_op::divide;
+  o.upper_bound = upper_bound;
+  o.min_scale = 1.0f / (fp8_format<Fp8>::max * 512.0f);
+  return o;
+}
+
+/// Per-token scale of one row from its amax, under `o` (the element code shared by host and GPU).
+template <fp8_storage Fp8>
+QTL_HOST_DEVICE constexpr float fp8_token_scale(float amax, fp8_token_options const& o) {
+  float const a = amax < o.upper_bound ? amax : o.upper_bound;
+  float const s = fp8_scale_from_amax<Fp8>(a);
+  return s > o.min_scale ? s : o.min_scale;
+}
+
+/// Where the per-token-group scales go: scale (m, g) of an [M, N] input with G = N / GroupSize
+/// groups per row.
+enum class group_scale_layout : std::uint8_t {
+  row_major,     ///< `[M, G]`: offset m * G + g
+  column_major,  ///< `[G, Mp]` storage of the logical `[M, G]`: offset g * Mp + m, Mp = M rounded
+                 ///< up to `row_align` (4 for DeepGEMM's TMA-aligned scales, else 1)
+};
+
+/// Options of per-token-group quantization (defaults: sglang/vLLM `per_token_group_quant_fp8`).
+struct fp8_group_options {
+  fp8_nan nan = fp8_nan::to_max;
+  fp8_scale_op op = fp8_scale_op::divide;  ///< the torch reference divides; Triton multiplies
+  float eps = 1e-10f;                      ///< floor of each group's amax
+  bool power_of_two_scale = false;         ///< UE8M0: scale = 2^ceil(log2(scale))
+  group_scale_layout layout = group_scale_layout::row_major;
+  index_t row_align = 1;  ///< column-major only: rows of the scale storage rounded up to this
+};
+
+/// Offset of scale (m, g) in the storage of `layout` (rows = M of the output, groups = G).
+QTL_HOST_DEVICE constexpr index_t group_scale_offset(group_scale_layout layout, index_t m, index_t g,
+                                                     index_t rows, index_t groups, index_t row_align) {
+  if (layout == group_scale_layout::row_major) {
+    return m * groups + g;
+  }
+  index_t const padded = (rows + row_align - 1) / row_align * row_align;
+  return g * padded + m;
+}
+/// Number of floats the scale storage of `layout` needs.
+constexpr index_t group_scale_storage_size(group_scale_layout layout, index_t rows, index_t groups,
+                                           index_t row_align) {
+  if (layout == group_scale_layout::row_major) {
+    return rows * groups;
+  }
+  return (rows + row_align - 1) / row_align * row_align * groups;
+}
+
+// ---------------------------------------------------------------------------------------------
+// host loops (the reference executor; qtl/cuda/fp8.cuh runs the same element code on the GPU)
+// ---------------------------------------------------------------------------------------------
+
+namespace detail {
+
+inline std::string shape_string(index_t r, index_t c) {
+  return "[" + std::to_string(r) + ", " + std::to_string(c) + "]";
+}
+
+// Checks of every variant: rows contiguous, same width, output at least as tall as the input.
+template <class T, class Fp8>
+void check_fp8_shapes(char const* fn, view2d<T const> in, view2d<Fp8> out) {
+  if (in.extent[0] < 0 || in.extent[1] < 0) {
+    throw shape_error(std::string(fn) + ": input has a negative extent " + shape_string(in.extent[0], in.extent[1]));
+  }
+  if (in.extent[1] > 1 && in.stride[1] != 1) {
+    throw shape_error(std::string(fn) + ": input rows must be contiguous (stride[1] == 1), got stride " +
+                      std::to_string(in.stride[1]));
+  }
+  if (out.extent[1] > 1 && out.stride[1] != 1) {
+    throw shape_error(std::string(fn) + ": output rows must be contiguous (stride[1] == 1), got stride " +
+                      std::to_string(out.stride[1]));
+  }
+  if (out.extent[1] != in.extent[1] || out.extent[0] < in.extent[0]) {
+    throw shape_error(std::string(fn) + ": output " + shape_string(out.extent[0], out.extent[1]) +
+                      " must have the input's columns and at least its rows; input is " +
+                      shape_string(in.extent[0], in.extent[1]));
+  }
+}
+
+template <class Fp8>
+void zero_padding_rows(view2d<Fp8> out, index_t from_row) {
+  for (index_t i = from_row; i < out.extent[0]; ++i) {
+    Fp8* o = &out(i, 0);
+    for (index_t j = 0; j < out.extent[1]; ++j) {
+      o[j].bits = 0;
+    }
+  }
+}
+
+// One row, `x * inv` (or `x / scale`), written so that g++ vectorizes it.
+template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
+void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv) {
+  for (index_t j = 0; j < n; ++j) {
+    out[j].bits = fp8_quantize_element<Fp8, Nan, Op>(to_float(in[j]), scale, inv);
+  }
+}
+
+template <class Fp8, fp8_scale_op Op, class T>
+void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv, fp8_nan nan) {
+  if (nan == fp8_nan::to_max) {
+    quantize_row<Fp8, fp8_nan::to_max, Op>(in, out, n, scale, inv);
+  } else {
+    quantize_row<Fp8, fp8_nan::propagate, Op>(in, out, n, scale, inv);
+  }
+}
+
+template <class T>
+typename input_bits<T>::word row_amax_bits(T const* in, index_t n) {
+  typename input_bits<T>::word m = 0;
+  for (index_t j = 0; j < n; ++j) {
+    auto const a = amax_bits(in[j]);
+    m = a > m ? a : m;
+  }
+  return m;
+}
+
+}  // namespace detail
+
+/// max |x| over the whole input (NaN ignored), exact.
+template <fp8_quant_input T>
+float fp8_amax(view2d<T const> in) {
+  typename detail::input_bits<T>::word m = 0;
+  for (index_t i = 0; i < in.extent[0]; ++i) {
+    auto const r = detail::row_amax_bits(&in(i, 0), in.extent[1]);
+    m = r > m ? r : m;
+  }
+  return amax_value<T>(m);
+}
+
+/// Static per-tensor quantization: `out[i, j] = q(in[i, j] * (1/scale))`; rows of `out` past the
+/// input's are zeroed (padding).
+/// @pre `scale` is the dequantization scale (any float; 0, Inf and NaN follow `o`).
+template <fp8_storage Fp8 = float8_e4m3fn_t, fp8_quant_input T>
+void scaled_fp8_quant_static(view2d<T const> in, float scale, view2d<Fp8> out, fp8_tensor_options o = {}) {
+  detail::check_fp8_shapes("qtl::scaled_fp8_quant_static", in, out);
+  float const inv = fp8_inverse_scale(scale, o.zero_scale);
+  for (index_t i = 0; i < in.extent[0]; ++i) {
+    detail::quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(&in(i, 0), &out(i, 0), in.extent[1], scale,
+                                                                 inv, o.nan);
+  }
+  detail::zero_padding_rows(out, in.extent[0]);
+}
+
+/// Dynamic per-tensor quantization: `scale = amax(|in|) / max` (no floor), then as static.
+/// Returns the scale (sglang returns it as a float32 tensor of shape [1]).
+template <fp8_storage Fp8 = float8_e4m3fn_t, fp8_quant_input T>
+float scaled_fp8_quant_dynamic(view2d<T const> in, view2d<Fp8> out, fp8_tensor_options o = {}) {
+  detail::check_fp8_shapes("qtl::scaled_fp8_quant_dynamic", in, out);
+  float const scale = fp8_scale_from_amax<Fp8>(fp8_amax(in));
+  scaled_fp8_quant_static<Fp8>(in, scale, out, o);
+  return scale;
+}
+
+/// Dynamic per-token quantization: one scale per row, `scales[i] = fp8_token_scale(amax_i)`;
+/// `scales` holds at least `out.extent[0]` floats, those of padding rows are set to 0.
+template <fp8_storage Fp8 = float8_e4m3fn_t, fp8_quant_input T>
+void scaled_fp8_quant_per_token(view2d<T const> in, view2d<Fp8> out, view1d<float> scales,
+                                fp8_token_options o = {}) {
+  detail::check_fp8_shapes("qtl::scaled_fp8_quant_per_token", in, out);
+  if (scales.extent[0] < out.extent[0]) {
+    throw shape_error("qtl::scaled_fp8_quant_per_token: scales has " + std::to_string(scales.extent[0]) +
+                      " entries, the output " + std::to_string(out.extent[0]) + " rows");
+  }
+  if (!(o.upper_bound > 0.0f) || !(o.min_scale >= 0.0f)) {
+    throw value_error("qtl::scaled_fp8_quant_per_token: upper_bound must be > 0 and min_scale >= 0 (got " +
+                      std::to_string(o.upper_bound) + ", " + std::to_string(o.min_scale) + ")");
+  }
+  index_t const n = in.extent[1];
+  for (index_t i = 0; i < in.extent[0]; ++i) {
+    T const* row = &in(i, 0);
+    float const s = fp8_token_scale<Fp8>(amax_value<T>(detail::row_amax_bits(row, n)), o);
+    float const inv = fp8_inverse_scale(s, o.zero_scale);
+    scales(i) = s;
+    if (o.op == fp8_scale_op::divide) {
+      detail::quantize_row<Fp8, fp8_scale_op::divide>(row, &out(i, 0), n, s, inv, o.nan);
+    } else {
+      detail::quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(row, &out(i, 0), n, s, inv, o.nan);
+    }
+  }
+  for (index_t i = in.extent[0]; i < out.extent[0]; ++i) {
+    scales(i) = 0.0f;
+  }
+  detail::zero_padding_rows(out, in.extent[0]);
+}
+
+/// Per-token-group quantization (`per_token_group_quant_fp8`): each row is cut into
+/// `N / GroupSize` groups of consecutive elements, each with its own scale
+/// `fp8_group_scale(amax_group)`, written at `group_scale_offset(o.layout, m, g, ...)` of
+/// `scales` (`group_scale_storage_size(...)` floats over the output's rows; padding rows get 0).
+///
+///   in  [M, N]  ──►  out [M, N] fp8,   scales row-major [M, N/G]  or  column-major [N/G, Mp]
+template <int GroupSize, fp8_storage Fp8 = float8_e4m3fn_t, fp8_quant_input T>
+void per_token_group_quant_fp8(view2d<T const> in, view2d<Fp8> out, std::span<float> scales,
+                               fp8_group_options o = {}) {
+  static_assert(GroupSize > 0, "qtl::per_token_group_quant_fp8: GroupSize must be positive");
+  detail::check_fp8_shapes("qtl::per_token_group_quant_fp8", in, out);
+  index_t const n = in.extent[1];
+  if (n % GroupSize != 0) {
+    throw shape_error("qtl::per_token_group_quant_fp8: the input's " + std::to_string(n) +
+                      " columns are not a multiple of the group size " + std::to_string(GroupSize));
+  }
+  if (o.row_align < 1) {
+    throw value_error("qtl::per_token_group_quant_fp8: row_align must be >= 1, got " + std::to_string(o.row_align));
+  }
+  if (!(o.eps >= 0.0f)) {
+    throw value_error("qtl::per_token_group_quant_fp8: eps must be >= 0, got " + std::to_string(o.eps));
+  }
+  index_t const groups = n / GroupSize;
+  index_t const rows = out.extent[0];
+  index_t const need = group_scale_storage_size(o.layout, rows, groups, o.row_align);
+  if (static_cast<index_t>(scales.size()) < need) {
+    throw shape_error("qtl::per_token_group_quant_fp8: scales has " + std::to_string(scales.size()) +
+                      " floats, the layout needs " + std::to_string(need));
+  }
+  for (index_t i = 0; i < in.extent[0]; ++i) {
+    for (index_t g = 0; g < groups; ++g) {
+      T const* x = &in(i, g * GroupSize);
+      float const s = fp8_group_scale<Fp8>(amax_value<T>(detail::row_amax_bits(x, GroupSize)), o.eps,
+                                           o.power_of_two_scale);
+      float const inv = fp8_inverse_scale(s);
+      scales[static_cast<std::size_t>(group_scale_offset(o.layout, i, g, rows, groups, o.row_align))] = s;
+      if (o.op == fp8_scale_op::divide) {
+        detail::quantize_row<Fp8, fp8_scale_op::divide>(x, &out(i, g * GroupSize), GroupSize, s, inv, o.nan);
+      } else {
+        detail::quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(x, &out(i, g * GroupSize), GroupSize, s,
+                                                                     inv, o.nan);
+      }
+    }
+  }
+  for (index_t i = in.extent[0]; i < rows; ++i) {
+    for (index_t g = 0; g < groups; ++g) {
+      scales[static_cast<std::size_t>(group_scale_offset(o.layout, i, g, rows, groups, o.row_align))] = 0.0f;
+    }
+  }
+  detail::zero_padding_rows(out, in.extent[0]);
+}
+
+/// The result of the allocating `scaled_fp8_quant`.
+template <fp8_storage Fp8>
+struct fp8_quant_result {
+  host_tensor<Fp8, 2> output;  ///< [max(M, num_token_padding), N]
+  host_tensor<float, 2> scale;  ///< [1, 1] per tensor, [rows, 1] per token
+};
+
+/// sglang's `scaled_fp8_quant(input, scale=None, num_token_padding=None,
+/// use_per_token_if_dynamic=False)`: static when `scale` is given (then `per_token` must be
+/// false), else dynamic per tensor or per token. Padding rows are zero (codes and scales).
+template <fp8_storage Fp8 = float8_e4m3fn_t, fp8_quant_input T>
+fp8_quant_result<Fp8> scaled_fp8_quant(view2d<T const> in, float const* scale = nullptr,
+                                       index_t num_token_padding = 0, bool per_token = false) {
+  if (scale != nullptr && per_token) {
+    throw value_error("qtl::scaled_fp8_quant: a static scale is per tensor; per_token needs scale == nullptr");
+  }
+  if (num_token_padding < 0) {
+    throw shape_error("qtl::scaled_fp8_quant: num_token_padding is negative (" + std::to_string(num_token_padding) +
+                      ")");
+  }
+  index_t const rows = in.extent[0] > num_token_padding ? in.extent[0] : num_token_padding;
+  fp8_quant_result<Fp8> r{host_tensor<Fp8, 2>({rows, in.extent[1]}),
+                          host_tensor<float, 2>({per_token ? rows : 1, 1})};
+  if (scale != nullptr) {
+    scaled_fp8_quant_static<Fp8>(in, *scale, r.output.view());
+    r.scale.data()[0] = *scale;
+  } else if (per_token) {
+    scaled_fp8_quant_per_token<Fp8>(in, r.output.view(), make_view(r.scale.data(), rows));
+  } else {
+    r.scale.data()[0] = scaled_fp8_quant_dynamic<Fp8>(in, r.output.view());
+  }
+  return r;
+}
+
+// ---------------------------------------------------------------------------------------------
+// per_tensor_dequantize, requantize_with_max_scale
+// ---------------------------------------------------------------------------------------------
+
+/// One element of `per_tensor_dequantize`: `fp8 -> fp16` (exact), times the scale in float32,
+/// rounded once to `Out` (half_t: the reference's result when the scale is a float or a 0-dim
+/// tensor; float: when it is a 1-element tensor, which torch promotes to float32).
+template <class Out, fp8_storage Fp8>
+QTL_HOST_DEVICE constexpr Out dequantize_fp8_element(Fp8 q, float scale) {
+  float const p = detail::mul_rn(to_float(q), scale);
+  if constexpr (std::is_same_v<Out, float>) {
+    return p;
+  } else {
+    return from_float<Out>(p);
+  }
+}
+
+/// `per_tensor_dequantize(tensor, inv_scale)`: `out = Out(float(q) * scale)` elementwise.
+/// `Out` = half_t (default; a 0-dim or Python-float scale) or float (a [1] tensor scale).
+template <class Out = half_t, fp8_storage Fp8>
+void per_tensor_dequantize(view2d<Fp8 const> q, float scale, view2d<Out> out) {
+  static_assert(std::is_same_v<Out, half_t> || std::is_same_v<Out, float>,
+                "qtl::per_tensor_dequantize: Out is half_t (0-dim scale) or float ([1] scale)");
+  if (out.extent[0] != q.extent[0] || out.extent[1] != q.extent[1]) {
+    throw shape_error("qtl::per_tensor_dequantize: output " + detail::shape_string(out.extent[0], out.extent[1]) +
+                      " differs from the input " + detail::shape_string(q.extent[0], q.extent[1]));
+  }
+  for (index_t i = 0; i < q.extent[0]; ++i) {
+    for (index_t j = 0; j < q.extent[1]; ++j) {
+      out(i, j) = dequantize_fp8_element<Out>(q(i, j), scale);
+    }
+  }
+}
+
+/// One element of `requantize_with_max_scale`: dequantize with the shard's scale through fp16
+/// (lossy, as the reference), then quantize statically with the maximum scale, `inv_max = 1/max`.
+template <fp8_storage Fp8>
+QTL_HOST_DEVICE constexpr Fp8 requantize_fp8_element(Fp8 q, float shard_scale, float inv_max) {
+  float const x = to_float(dequantize_fp8_element<half_t>(q, shard_scale));
+  return Fp8{fp8_quantize_element<Fp8>(x, 0.0f, inv_max)};
+}
+
+/// The weight-scale argument of `requantize_with_max_scale`: a 1-D float32 tensor of one scale per
+/// shard, or a 0-dim tensor (`is_scalar`, `values` of size 1).
+struct weight_scales {
+  std::span<float const> values;
+  bool is_scalar = false;
+};
+
+/// The row ranges and decision of `requantize_with_max_scale`, validated (host only).
+struct requantize_plan {
+  float max_scale = 0.0f;
+  bool requantize = false;  ///< the reference's `unfused_module_in_checkpoint`
+};
+
+/// Validates the arguments of `requantize_with_max_scale` and takes its decisions:
+///   max_scale  = max(weight_scale)                        (NaN scales: value_error)
+///   requantize = weight_scale is 1-D and weight_scale[-1] > finfo(e4m3fn).min (-448): shards
+///                whose scales were never loaded keep the default float32-min value, which marks a
+///                checkpoint that stored one fused scale (then nothing is requantized)
+/// Differences from the reference, which crashes or is silent there: a 0-dim scale is one fused
+/// scale (vLLM's guard; the reference raises IndexError); fewer scales than shards, negative
+/// widths, or widths summing past the weight's rows throw `shape_error` (the reference raises, or
+/// silently clips the slice); zero-width shards are skipped.
+inline requantize_plan plan_requantize_with_max_scale(index_t weight_rows, weight_scales s,
+                                                      std::span<index_t const> logical_widths) {
+  if (s.values.empty()) {
+    throw shape_error("qtl::requantize_with_max_scale: weight_scale is empty");
+  }
+  if (s.is_scalar && s.values.size() != 1) {
+    throw shape_error("qtl::requantize_with_max_scale: a 0-dim weight_scale holds one value, got " +
+                      std::to_string(s.values.size()));
+  }
+  requantize_plan p;
+  p.max_scale = s.values[0];
+  for (float v : s.values) {
+    if (v != v) {
+      throw value_error("qtl::requantize_with_max_scale: weight_scale holds NaN");
+    }
+    p.max_scale = v > p.max_scale ? v : p.max_scale;
+  }
+  p.requantize = !s.is_scalar && s.values.back() > -448.0f;
+  if (!p.requantize) {
+    return p;
+  }
+  index_t total = 0;
+  for (std::size_t k = 0; k < logical_widths.size(); ++k) {
+    index_t const w = logical_widths[k];
+    if (w < 0) {
+      throw shape_error("qtl::requantize_with_max_scale: logical_widths[" + std::to_string(k) + "] is negative (" +
+                        std::to_string(w) + ")");
+    }
+    if (w > 0 && k >= s.values.size()) {
+      throw shape_error("qtl::requantize_with_max_scale: shard " + std::to_string(k) + " has no scale (" +
+                        std::to_string(s.values.size()) + " scales)");
+    }
+    total += w;
+  }
+  if (total > weight_rows) {
+    throw shape_error("qtl::requantize_with_max_scale: logical_widths sum to " + std::to_string(total) +
+                      " rows, the weight has " + std::to_string(weight_rows));
+  }
+  return p;
+}
+
+/// `requantize_with_max_scale(weight, weight_scale, logical_widths)`: requantizes each shard of
+/// rows `[start, start + w)` of the fused FP8 weight from its own scale to the maximum scale, in
+/// place, and returns that maximum. Rows past `sum(widths)` are untouched.
+///
+///   weight [N, K] fp8, rows:  | shard 0 (w0 rows, scale s0) | shard 1 (w1, s1) | ... | rest |
+///   each element:  q' = q(fp16(float(q) * s_idx) * (1/max_s))
+template <fp8_storage Fp8 = float8_e4m3fn_t>
+float requantize_with_max_scale(view2d<Fp8> weight, weight_scales s, std::span<index_t const> logical_widths) {
+  requantize_plan const p = plan_requantize_with_max_scale(weight.extent[0], s, logical_widths);
+  if (!p.requantize) {
+    return p.max_scale;
+  }
+  float const inv = fp8_inverse_scale(p.max_scale);
+  index_t start = 0;
+  for (std::size_t k = 0; k < logical_widths.size(); ++k) {
+    index_t const w = logical_widths[k];
+    for (index_t i = start; i < start + w; ++i) {
+      for (index_t j = 0; j < weight.extent[1]; ++j) {
+        weight(i, j) = requantize_fp8_element(weight(i, j), s.values[k], inv);
+      }
+    }
+    start += w;
+  }
+  return p.max_scale;
+}
+
+// ---------------------------------------------------------------------------------------------
+// fp8_all_close
+// ---------------------------------------------------------------------------------------------
+
+/// The counts of `assert_fp8_all_close` and its verdict.
+struct fp8_compare_report {
+  index_t numel = 0;
+  index_t sign_flips = 0;     ///< both finite and nonzero, opposite signs (the reference's check
+                              ///< `(a_u8 >= 0) & (b_u8 < 0)` on uint8 can never fire)
+  index_t differ = 0;         ///< byte distance |a - b| >= 1 (the reference's `count_tiny_diff`)
+  index_t differ_large = 0;   ///< byte distance >= 2 (`count_large_diff`)
+  bool passed = true;         ///< no sign flip, differ/numel < 0.005, differ_large == 0
+
+  /// The reference's failure message fields.
+  std::string describe() const {
+    return "count_diff_sign=" + std::to_string(sign_flips) + " count_tiny_diff=" + std::to_string(differ) +
+           " count_large_diff=" + std::to_string(differ_large) + " numel=" + std::to_string(numel);
+  }
+};
+
+/// Per-pair contribution to an `fp8_compare_report` (shared with the GPU counter).
+struct fp8_compare_counts {
+  bool sign_flip = false;
+  bool differ = false;
+  bool differ_large = false;
+};
+/// Compares two codes as `assert_fp8_all_close` does: distance of the raw bytes as integers (so
+/// +0/-0, 0x00/0x80, are 128 apart and 448/NaN, 0x7E/0x7F, one apart); a sign flip is two
+/// non-zero, non-NaN values of opposite sign.
+template <fp8_storage Fp8>
+QTL_HOST_DEVICE constexpr fp8_compare_counts fp8_compare_codes(std::uint8_t a, std::uint8_t b) {
+  int const d = a > b ? a - b : b - a;
+  auto const is_number = [](std::uint8_t c) {
+    std::uint8_t const mag = c & 0x7fu;
+    if constexpr (std::is_same_v<Fp8, float8_e4m3fn_t>) {
+      return mag != 0 && mag != 0x7fu;
+    } else {
+      return mag != 0 && mag <= 0x7cu;  // e5m2: 0x7C is Inf, above are NaNs
+    }
+  };
+  bool const flip = ((a ^ b) & 0x80u) != 0 && is_number(a) && is_number(b);
+  return {flip, d >= 1, d >= 2};
+}
+
+/// The verdict of the reference's thresholds on the counts: no sign flip (the reference's dead
+/// check, which every sign flip fails through the byte distance anyway), fewer than 0.5 % codes
+/// apart, none two or more apart. An empty comparison passes (the reference divides by zero).
+inline bool fp8_all_close_verdict(fp8_compare_report const& r) {
+  if (r.numel == 0) {
+    return true;
+  }
+  return r.sign_flips == 0 && static_cast<double>(r.differ) / static_cast<double>(r.numel) < 0.005 &&
+         r.differ_large == 0;
+}
+
+/// `assert_fp8_all_close(a, b)` as a report instead of an assertion. Same shapes required.
+template <fp8_storage Fp8 = float8_e4m3fn_t>
+fp8_compare_report fp8_all_close(view2d<Fp8 const> a, view2d<Fp8 const> b) {
+  if (a.extent[0] != b.extent[0] || a.extent[1] != b.extent[1]) {
+    throw shape_error("qtl::fp8_all_close: shapes differ, " + detail::shape_string(a.extent[0], a.extent[1]) +
+                      " vs " + detail::shape_string(b.extent[0], b.extent[1]));
+  }
+  fp8_compare_report r;
+  r.numel = a.extent[0] * a.extent[1];
+  for (index_t i = 0; i < a.extent[0]; ++i) {
+    for (index_t j = 0; j < a.extent[1]; ++j) {
+      fp8_compare_counts const c = fp8_compare_codes<Fp8>(a(i, j).bits, b(i, j).bits);
+      r.sign_flips += c.sign_flip;
+      r.differ += c.differ;
+      r.differ_large += c.differ_large;
+    }
+  }
+  r.passed = fp8_all_close_verdict(r);
+  return r;
+}
+
+}  // namespace qtl
