@@ -9,5 +9,6 @@
 #include <qtl/fp8.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
+#include <qtl/pack.hpp>
 #include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>
