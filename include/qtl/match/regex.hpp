@@ -1,0 +1,536 @@
+#pragma once
+/// \file
+/// Python-`re`-compatible regular expressions for module names, usable in constant evaluation
+/// and at run time, on one engine.
+///
+///   static_assert(qtl::re_match(R"(model\.layers\.\d+\.mlp)", "model.layers.3.mlp.down_proj"));
+///   qtl::regex const r(pattern_from_config);          // throws qtl::regex_error
+///   bool const skip = r.match(module_name);            // Python: re.match(pattern, name)
+///   using not_first = qtl::static_regex<R"(^model\.layers\.(?!0\.)\d+\.)">;  // checked at compile time
+///
+/// Verbs (boolean results, as the quantization rules use them):
+///   match      re.match      anchored at the start, may end anywhere
+///   fullmatch  re.fullmatch  anchored at both ends
+///   search     re.search     anywhere
+///
+/// Syntax (Python 3.11 `re`, default flags): literals; escapes of punctuation; \a \f \n \r \t \v,
+/// \xhh \uhhhh \Uhhhhhhhh \0 \ooo (ASCII values); `.` (any byte but '\n'); \d \w \s \D \W \S;
+/// [...] and [^...] with ranges and class escapes; groups ( ), (?:...), (?P<name>...);
+/// alternation |; * + ? {m} {m,} {,n} {m,n} {,} and their lazy forms; a '{' that does not start a
+/// valid repeat is a literal, as in Python; ^ and \A (start), $ (end or before a final '\n'),
+/// \Z (end), \b \B; lookahead (?=...) and (?!...).
+/// Anything else — backreferences, lookbehind, atomic groups, possessive quantifiers, inline
+/// flags, conditionals, comments, non-ASCII pattern characters — is rejected: `qtl::regex_error`
+/// (with the position and the construct) at run time, a compile error in constant evaluation.
+/// (Not checked: Python's "redefinition of group name" for a repeated (?P<name>...).)
+///
+/// Characters: the engine works on bytes with ASCII semantics. On ASCII text the results equal
+/// Python's default (Unicode) mode, including \s matching \x1c-\x1f (str.isspace(); re.ASCII
+/// would not). Python would also let \d, \w, \s and \b see non-ASCII letters, digits and spaces,
+/// and `.`/[^...] consume one code point; here bytes >= 0x80 are in none of \d \w \s and `.`
+/// consumes one byte. Module names are ASCII, so this never differs on them.
+///
+/// Complexity: O(n * m) time for a text of n bytes and a program of m instructions (m grows
+/// linearly with the pattern, times the counts of {m,n} repeats); with lookahead
+/// O(n * m * (1 + d)), d the lookahead nesting depth. Never exponential, no recursion on the
+/// system stack (`(a*)*b` on 30,000 'a's takes milliseconds). `qtl::regex` additionally builds a
+/// DFA (at most 4096 states per verb) for patterns without lookahead and \b, making a run O(n).
+
+#include <algorithm>
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include <qtl/error.hpp>
+#include <qtl/fixed_string.hpp>
+#include <qtl/match/detail/regex_nfa.hpp>
+#include <qtl/match/detail/regex_program.hpp>
+
+namespace qtl {
+
+/// Capacities of the engine. Constant evaluation uses fixed arrays of these sizes; run-time
+/// patterns get the larger program capacity and unbounded text.
+struct regex_limits {
+  /// Instructions of a pattern parsed in constant evaluation (re_match & co., static_regex).
+  static constexpr std::size_t constexpr_instructions = 1024;
+  /// Distinct character sets of a pattern parsed in constant evaluation.
+  static constexpr std::size_t constexpr_sets = 64;
+  /// Bits of lookahead results in constant evaluation: lookaheads x (text length + 1).
+  static constexpr std::size_t constexpr_look_bits = 16 * 1024;
+  /// Instructions of a run-time pattern (`qtl::regex`, or re_match & co. at run time).
+  static constexpr std::size_t runtime_instructions = 32768;
+  /// Distinct character sets of a run-time pattern.
+  static constexpr std::size_t runtime_sets = 1024;
+  /// DFA states per verb of a `qtl::regex`; a pattern needing more runs on the NFA.
+  static constexpr std::size_t dfa_states = 4096;
+};
+
+namespace detail::re {
+
+using constexpr_program = program<regex_limits::constexpr_instructions, regex_limits::constexpr_sets>;
+using runtime_program = program<regex_limits::runtime_instructions, regex_limits::runtime_sets>;
+
+[[noreturn]] inline void throw_regex_error(errc e, std::size_t pos, std::string_view pattern) {
+  throw regex_error("qtl::regex: " + std::string(errc_message(e)) + " in pattern \"" + std::string(pattern) + "\"",
+                    pos);
+}
+
+/// Run-time scratch, reused by each thread.
+struct runtime_scratch {
+  std::vector<std::uint32_t> mark;
+  std::vector<std::int32_t> list_a, list_b, stack;
+  std::vector<std::uint64_t> look_bits;
+
+  scratch_view get(std::int32_t size, std::int32_t n_looks, std::size_t text_size) {
+    std::size_t const m = static_cast<std::size_t>(size) + 1;
+    if (mark.size() < m) {
+      mark.resize(m);
+      list_a.resize(m);
+      list_b.resize(m);
+      stack.resize(m);
+    }
+    std::size_t const words = look_words(n_looks, text_size);
+    if (look_bits.size() < words) {
+      look_bits.resize(words);
+    }
+    return {mark.data(), list_a.data(), list_b.data(), stack.data(), look_bits.data()};
+  }
+};
+
+inline scratch_view thread_scratch(std::int32_t size, std::int32_t n_looks, std::size_t text_size) {
+  thread_local runtime_scratch scratch;
+  return scratch.get(size, n_looks, text_size);
+}
+
+/// Runs a program in constant evaluation with fixed-size scratch.
+template <std::size_t Cap, std::size_t SetCap>
+constexpr bool run_constant(program<Cap, SetCap> const& prog, std::string_view text, verb v) {
+  std::array<std::uint32_t, Cap + 1> mark{};
+  std::array<std::int32_t, Cap + 1> list_a{};
+  std::array<std::int32_t, Cap + 1> list_b{};
+  std::array<std::int32_t, Cap + 1> stack{};
+  std::array<std::uint64_t, regex_limits::constexpr_look_bits / 64> look_bits{};
+  if (look_words(prog.n_looks, text.size()) > look_bits.size()) {
+    regex_text_too_long_for_constant_evaluation();
+  }
+  return run_nfa(prog.view(), text, v, {mark.data(), list_a.data(), list_b.data(), stack.data(), look_bits.data()});
+}
+
+/// One-shot run-time path of re_match & co.: a small program on the stack, a large one on the
+/// heap when the pattern needs it.
+inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
+  constexpr_program small;
+  parse(pattern, small);
+  if (small.error == errc::none) {
+    return run_nfa(small.view(), text, v, thread_scratch(small.size, small.n_looks, text.size()));
+  }
+  if (small.error != errc::too_large && small.error != errc::too_many_sets) {
+    throw_regex_error(small.error, small.error_pos, pattern);
+  }
+  auto big = std::make_unique<runtime_program>();
+  parse(pattern, *big);
+  if (big->error != errc::none) {
+    throw_regex_error(big->error, big->error_pos, pattern);
+  }
+  return run_nfa(big->view(), text, v, thread_scratch(big->size, big->n_looks, text.size()));
+}
+
+template <verb V>
+constexpr bool run_pattern(std::string_view pattern, std::string_view text) {
+  if (std::is_constant_evaluated()) {
+    constexpr_program prog;
+    parse(pattern, prog);
+    if (prog.error != errc::none) {
+      report_in_constant_evaluation(prog.error);  // the pattern does not compile: see the name
+      return false;
+    }
+    return run_constant(prog, text, V);
+  }
+  return run_once(pattern, text, V);
+}
+
+struct program_summary {
+  std::int32_t size;
+  std::int32_t n_sets;
+};
+
+/// Parses a literal pattern at compile time; an invalid one stops compilation here, and the
+/// diagnostic names the problem (the non-constexpr function called).
+template <fixed_string P>
+consteval program_summary static_summary() {
+  constexpr_program prog;
+  parse(P.view(), prog);
+  if (prog.error != errc::none) {
+    report_in_constant_evaluation(prog.error);
+  }
+  return {prog.size, prog.n_sets};
+}
+
+/// The program of a literal pattern, compacted to exactly its size (every element initialised, so
+/// that it can be a constexpr variable).
+template <fixed_string P, std::size_t N, std::size_t S>
+consteval program<N, S> static_compile() {
+  constexpr_program parsed;
+  parse(P.view(), parsed);
+  program<N, S> out;
+  auto const n = static_cast<std::size_t>(parsed.size);
+  for (std::size_t i = 0; i != N; ++i) {
+    out.code[i] = i < n ? parsed.code[i] : inst{op::match, 0, none, none};
+  }
+  for (std::size_t i = 0; i != S; ++i) {
+    out.sets[i] = i < static_cast<std::size_t>(parsed.n_sets) ? parsed.sets[i] : empty_set();
+  }
+  for (std::size_t i = 0; i != N + 1; ++i) {
+    out.pred_begin[i] = i <= n ? parsed.pred_begin[i] : parsed.pred_begin[n];
+  }
+  for (std::size_t i = 0; i != 2 * N; ++i) {
+    out.preds[i] = i < static_cast<std::size_t>(parsed.n_edges) ? parsed.preds[i] : 0;
+  }
+  out.size = parsed.size;
+  out.n_sets = parsed.n_sets;
+  out.n_looks = parsed.n_looks;
+  out.n_edges = parsed.n_edges;
+  out.anchored = parsed.anchored;
+  out.has_word_boundary = parsed.has_word_boundary;
+  out.has_end_newline = parsed.has_end_newline;
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// DFA for run-time patterns without lookahead and \b/\B (subset construction, built eagerly at
+// construction so that a const qtl::regex is safe to share between threads).
+//
+// A DFA state is the sorted set of NFA instructions a thread can be parked at: consuming
+// instructions, `match`, and end anchors ($ \Z) whose truth is only known at the end of the text.
+// State 0 is dead; state 1 is the accepting sink of the match/search verbs (a match anywhere
+// decides them).
+// ---------------------------------------------------------------------------------------------
+struct dfa {
+  std::vector<std::int32_t> next;        // (states, byte classes)
+  std::vector<std::uint8_t> accept_end;  // (states,): accepts when the text ends here
+  std::int32_t start = 0;
+  bool ok = false;
+};
+
+class dfa_builder {
+ public:
+  dfa_builder(program_view const& p, std::array<std::uint8_t, 256> const& byte_class, int n_classes)
+      : p_(p), n_classes_(n_classes), mark_(static_cast<std::size_t>(p.size), 0) {
+    for (int c = 255; c >= 0; --c) {
+      representative_[byte_class[static_cast<std::size_t>(c)]] = static_cast<unsigned char>(c);
+    }
+  }
+
+  dfa build(bool unanchored, bool sink, std::size_t max_states) {
+    dfa d;
+    std::map<std::vector<std::int32_t>, std::int32_t> ids;
+    std::vector<std::vector<std::int32_t>> sets;
+    sets.emplace_back();  // 0: dead
+    sets.emplace_back();  // 1: accepting sink
+    ids[{}] = 0;
+    auto intern = [&](std::vector<std::int32_t> k) -> std::int32_t {
+      if (sink && contains_match(k)) {
+        return 1;
+      }
+      auto const it = ids.find(k);
+      if (it != ids.end()) {
+        return it->second;
+      }
+      auto const id = static_cast<std::int32_t>(sets.size());
+      ids.emplace(k, id);
+      sets.push_back(std::move(k));
+      return id;
+    };
+    std::vector<std::int32_t> seeds{0};
+    d.start = intern(closure(seeds, true));
+    std::vector<std::int32_t> start_mid;  // the start's closure away from position 0 (search)
+    if (unanchored) {
+      start_mid = closure(seeds, false);
+    }
+    auto const k_count = static_cast<std::size_t>(n_classes_);
+    for (std::size_t s = 2; s < sets.size(); ++s) {
+      if (sets.size() > max_states) {
+        return dfa{};
+      }
+      for (std::size_t k = 0; k != k_count; ++k) {
+        unsigned char const c = representative_[k];
+        seeds.clear();
+        for (std::int32_t const pc : sets[s]) {
+          if (consumes(p_.code[pc], p_.sets, c)) {
+            seeds.push_back(pc + 1);
+          }
+        }
+        std::vector<std::int32_t> k_set = closure(seeds, false);
+        if (unanchored) {
+          k_set.insert(k_set.end(), start_mid.begin(), start_mid.end());
+          std::sort(k_set.begin(), k_set.end());
+          k_set.erase(std::unique(k_set.begin(), k_set.end()), k_set.end());
+        }
+        std::int32_t const t = intern(std::move(k_set));
+        d.next.resize(sets.size() * k_count, 0);
+        d.next[s * k_count + k] = t;
+      }
+    }
+    d.next.resize(sets.size() * k_count, 0);
+    for (std::size_t k = 0; k != k_count; ++k) {  // the sink stays
+      d.next[k_count + k] = 1;
+    }
+    d.accept_end.assign(sets.size(), 0);
+    d.accept_end[1] = 1;
+    for (std::size_t s = 2; s < sets.size(); ++s) {
+      d.accept_end[s] = accepts_at_end(sets[s]) ? 1 : 0;
+    }
+    d.ok = true;
+    return d;
+  }
+
+ private:
+  program_view p_;
+  int n_classes_;
+  std::array<unsigned char, 256> representative_{};
+  std::vector<std::uint32_t> mark_;
+  std::uint32_t gen_ = 0;
+
+  bool contains_match(std::vector<std::int32_t> const& k) const {
+    return std::any_of(k.begin(), k.end(), [&](std::int32_t pc) { return p_.code[pc].code == op::match; });
+  }
+
+  // Parked instructions reachable from `seeds` at a position that is (at_begin) or is not 0, and is
+  // not the end: \A is decided, $ and \Z are parked.
+  std::vector<std::int32_t> closure(std::vector<std::int32_t> const& seeds, bool at_begin) {
+    ++gen_;
+    std::vector<std::int32_t> out;
+    std::vector<std::int32_t> stack;
+    auto push = [&](std::int32_t t) {
+      if (mark_[static_cast<std::size_t>(t)] != gen_) {
+        mark_[static_cast<std::size_t>(t)] = gen_;
+        stack.push_back(t);
+      }
+    };
+    for (std::int32_t const s : seeds) {
+      push(s);
+    }
+    while (!stack.empty()) {
+      std::int32_t const pc = stack.back();
+      stack.pop_back();
+      inst const& in = p_.code[pc];
+      switch (in.code) {
+        case op::byte:
+        case op::any:
+        case op::set:
+        case op::match: out.push_back(pc); break;
+        case op::jmp: push(in.x); break;
+        case op::split: push(in.y); push(in.x); break;
+        case op::assert_at:
+          if (static_cast<anchor>(in.arg) == anchor::begin) {
+            if (at_begin) {
+              push(pc + 1);
+            }
+          } else {
+            out.push_back(pc);  // $ or \Z: decided at the end
+          }
+          break;
+        default: break;  // look / look_end / \b: such programs get no DFA (see regex::regex)
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }
+
+  // Whether `match` is reachable from the parked set at the end of a non-empty text: there $ and
+  // \Z hold and \A does not.
+  bool accepts_at_end(std::vector<std::int32_t> const& k) {
+    std::vector<std::uint8_t> done(static_cast<std::size_t>(p_.size), 0);
+    std::vector<std::int32_t> seeds;
+    std::vector<std::int32_t> work(k);
+    while (!work.empty()) {
+      seeds.clear();
+      for (std::int32_t const pc : work) {
+        inst const& in = p_.code[pc];
+        if (in.code == op::match) {
+          return true;
+        }
+        if (in.code == op::assert_at && done[static_cast<std::size_t>(pc)] == 0) {
+          done[static_cast<std::size_t>(pc)] = 1;
+          seeds.push_back(pc + 1);
+        }
+      }
+      if (seeds.empty()) {
+        break;
+      }
+      work = closure(seeds, false);
+    }
+    return false;
+  }
+};
+
+}  // namespace detail::re
+
+/// re.match(pattern, text): whether `pattern` matches at the start of `text`.
+/// @throws qtl::regex_error at run time for a pattern outside the supported syntax; in constant
+/// evaluation such a pattern is a compile error naming the problem.
+constexpr bool re_match(std::string_view pattern, std::string_view text) {
+  return detail::re::run_pattern<detail::re::verb::match>(pattern, text);
+}
+/// re.fullmatch(pattern, text): whether `pattern` matches the whole of `text`.
+constexpr bool re_fullmatch(std::string_view pattern, std::string_view text) {
+  return detail::re::run_pattern<detail::re::verb::fullmatch>(pattern, text);
+}
+/// re.search(pattern, text): whether `pattern` matches anywhere in `text`.
+constexpr bool re_search(std::string_view pattern, std::string_view text) {
+  return detail::re::run_pattern<detail::re::verb::search>(pattern, text);
+}
+
+/// A pattern compiled once, for repeated matching. Immutable after construction: its const
+/// member functions may be called from several threads at once.
+class regex {
+ public:
+  /// Compiles `pattern`.
+  /// @throws qtl::regex_error naming the construct and its position when the pattern is outside
+  /// the supported syntax (see the file comment) or too large.
+  explicit regex(std::string_view pattern) : pattern_(pattern) {
+    auto prog = std::make_unique<detail::re::runtime_program>();
+    detail::re::parse(pattern, *prog);
+    if (prog->error != detail::re::errc::none) {
+      detail::re::throw_regex_error(prog->error, prog->error_pos, pattern);
+    }
+    auto const n = static_cast<std::ptrdiff_t>(prog->size);
+    code_.assign(prog->code.begin(), prog->code.begin() + n);
+    sets_.assign(prog->sets.begin(), prog->sets.begin() + prog->n_sets);
+    pred_begin_.assign(prog->pred_begin.begin(), prog->pred_begin.begin() + n + 1);
+    preds_.assign(prog->preds.begin(), prog->preds.begin() + prog->n_edges);
+    n_looks_ = prog->n_looks;
+    anchored_ = prog->anchored;
+    has_end_newline_ = prog->has_end_newline;
+    if (n_looks_ == 0 && !prog->has_word_boundary) {
+      build_dfas();
+    }
+  }
+
+  /// re.match: a match starting at position 0.
+  bool match(std::string_view text) const { return run(text, detail::re::verb::match); }
+  /// re.fullmatch: a match covering the whole text.
+  bool fullmatch(std::string_view text) const { return run(text, detail::re::verb::fullmatch); }
+  /// re.search: a match anywhere.
+  bool search(std::string_view text) const { return run(text, detail::re::verb::search); }
+
+  /// The pattern as given.
+  std::string const& pattern() const noexcept { return pattern_; }
+  /// Number of NFA instructions (the m of the complexity bound).
+  std::size_t program_size() const noexcept { return code_.size(); }
+  /// Whether a DFA serves the verbs (patterns without lookahead and \b, within the state limit).
+  bool uses_dfa() const noexcept { return dfa_[0].ok && dfa_[1].ok && dfa_[2].ok; }
+
+ private:
+  std::string pattern_;
+  std::vector<detail::re::inst> code_;
+  std::vector<detail::re::charset> sets_;
+  std::vector<std::int32_t> pred_begin_;
+  std::vector<std::int32_t> preds_;
+  std::int32_t n_looks_ = 0;
+  bool anchored_ = false;
+  bool has_end_newline_ = false;
+  std::array<std::uint8_t, 256> byte_class_{};
+  int n_classes_ = 0;
+  detail::re::dfa dfa_[3];
+
+  detail::re::program_view view() const {
+    return {code_.data(), static_cast<std::int32_t>(code_.size()), sets_.data(), pred_begin_.data(), preds_.data(),
+            n_looks_, anchored_};
+  }
+
+  void build_dfas() {
+    using namespace detail::re;
+    // Byte classes: bytes that no instruction tells apart share a class (refined per instruction).
+    std::array<std::uint16_t, 256> cls{};
+    int n = 1;
+    for (inst const& in : code_) {
+      if (!is_consuming(in.code)) {
+        continue;
+      }
+      std::array<int, 512> remap{};
+      remap.fill(-1);
+      int m = 0;
+      for (std::size_t c = 0; c != 256; ++c) {
+        bool const in_set = consumes(in, sets_.data(), static_cast<unsigned char>(c));
+        auto const key = static_cast<std::size_t>(cls[c]) * 2 + (in_set ? 1 : 0);
+        if (remap[key] < 0) {
+          remap[key] = m++;
+        }
+        cls[c] = static_cast<std::uint16_t>(remap[key]);
+      }
+      n = m;
+    }
+    for (std::size_t c = 0; c != 256; ++c) {
+      byte_class_[c] = static_cast<std::uint8_t>(cls[c]);
+    }
+    n_classes_ = n;
+    dfa_builder b(view(), byte_class_, n_classes_);
+    dfa_[0] = b.build(false, true, regex_limits::dfa_states);
+    dfa_[1] = b.build(false, false, regex_limits::dfa_states);
+    dfa_[2] = b.build(!anchored_, true, regex_limits::dfa_states);
+  }
+
+  bool run(std::string_view text, detail::re::verb v) const {
+    using namespace detail::re;
+    dfa const& d = dfa_[static_cast<int>(v)];
+    // The DFA decides \A by position 0 and $ at the very end; an empty text, or a final '\n'
+    // before which $ also holds, goes to the NFA.
+    if (d.ok && !text.empty() && !(has_end_newline_ && text.back() == '\n')) {
+      std::int32_t const* next = d.next.data();
+      auto const k = static_cast<std::size_t>(n_classes_);
+      std::int32_t s = d.start;
+      if (s == 1) {
+        return true;
+      }
+      for (char const ch : text) {
+        s = next[static_cast<std::size_t>(s) * k + byte_class_[static_cast<unsigned char>(ch)]];
+        if (s <= 1) {
+          return s == 1;
+        }
+      }
+      return d.accept_end[static_cast<std::size_t>(s)] != 0;
+    }
+    program_view const p = view();
+    return run_nfa(p, text, v, thread_scratch(p.size, p.n_looks, text.size()));
+  }
+};
+
+/// A pattern given as a literal and compiled at compile time: a malformed or unsupported pattern is
+/// a compile error whose message names the problem (e.g. `regex_has_unbalanced_parenthesis`).
+/// All member functions are constexpr and static; `static_regex<P>{}.match(s)` works too.
+template <fixed_string Pattern>
+class static_regex {
+  static constexpr detail::re::program_summary info = detail::re::static_summary<Pattern>();
+  static constexpr auto compiled =
+      detail::re::static_compile<Pattern, (info.size < 2 ? 2 : static_cast<std::size_t>(info.size)),
+                                 (info.n_sets < 1 ? 1 : static_cast<std::size_t>(info.n_sets))>();
+
+  static constexpr bool run(std::string_view text, detail::re::verb v) {
+    if (std::is_constant_evaluated()) {
+      return detail::re::run_constant(compiled, text, v);
+    }
+    detail::re::program_view const p = compiled.view();
+    return detail::re::run_nfa(p, text, v, detail::re::thread_scratch(p.size, p.n_looks, text.size()));
+  }
+
+ public:
+  /// The pattern.
+  static constexpr std::string_view pattern() { return Pattern.view(); }
+  /// Number of NFA instructions.
+  static constexpr std::size_t program_size() { return static_cast<std::size_t>(info.size); }
+  /// re.match
+  static constexpr bool match(std::string_view text) { return run(text, detail::re::verb::match); }
+  /// re.fullmatch
+  static constexpr bool fullmatch(std::string_view text) { return run(text, detail::re::verb::fullmatch); }
+  /// re.search
+  static constexpr bool search(std::string_view text) { return run(text, detail::re::verb::search); }
+};
+
+}  // namespace qtl
