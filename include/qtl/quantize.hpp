@@ -1,0 +1,1011 @@
+#pragma once
+/// \file
+/// Group quantization of float weights to integer codes, bit for bit as the reference Python
+/// (`quantize_weights`, `gptq_quantize_weights`, `permute_rows`, `sort_weights`,
+/// `per_tensor_dequantize`, `convert_to_channelwise`, `all_close_1d` of sglang's
+/// `quantization/utils.py`; `research/semantics.md` §4 is the spec).
+///
+/// Shapes (torch's, row-major): the weight `w` is (K, N), K the reduction dimension. A group is
+/// `G` consecutive rows of one column; group `g` of column `n` is rows [g·G, g·G + G):
+///
+///        n →                         w_s, w_zp: (K/G, N)
+///   k  ┌───────────┐  group 0        ┌───────────┐
+///   ↓  │ G rows    │ ───────────────▶│ s[0][n]   │
+///      ├───────────┤  group 1        │ s[1][n]   │
+///      │ G rows    │ ───────────────▶│ ...       │
+///      └───────────┘                 └───────────┘
+///
+/// **Numerics** (the reference runs in the weight's dtype `T`: every torch operation computes in
+/// float32 and rounds its result back to `T`, which is what `round_to<T>` does after each step
+/// below; `rne` is torch.round, round half to even; qmax/qmin are the type's value range with the
+/// bias removed, e.g. uint4b8: 7 and -8):
+///
+///   mx, mn = max, min of the group                              (NaN if the group holds a NaN)
+///   symmetric:  s  = max(|T(mx / qmax)|, |T(mn / qmin)|)        (x / ∞ for a zero qmax or qmin)
+///   zero point: s  = T(T(max(T(mx - mn), T(1e-5))) / qmax)
+///               zp = int(clamp(rne(|T(mn / s)|), qmin, qmax))
+///   code:       q  = clamp(int(rne(T(w / s))) + zp, qmin, qmax)   (zp = 0 when symmetric)
+///   reference:  w_ref = T(T(q - zp) · s)
+///               or, zero points applied after scales, T(T(q · s) - T(zp · s))
+///   stored:     w_q = q + bias                                  (after w_ref, as the reference)
+///   no groups:  q = clamp(int(rne(w)), qmin, qmax), w_ref = float(q) in float32 (the reference
+///               divides by a float32 tensor [1.0], which promotes the result), no scales.
+///
+/// **Where the reference is undefined or device-dependent, QTL defines** (and tests):
+///  - `int(x)` of NaN is 0 and out-of-range values saturate, as CUDA's conversion (CPU torch gives
+///    INT_MIN for NaN), and `+ zp` saturates instead of wrapping. Consequences: an all-zero
+///    symmetric group (s = 0, 0/0 = NaN) quantizes to code 0 + bias with w_ref = +0 and s = 0;
+///    a NaN in a group makes that group's s and w_ref NaN and its codes 0 + bias (zp 0);
+///    ±Inf makes s = Inf, the codes of the finite weights 0 + bias and w_ref NaN (0 · Inf).
+///  - A group size that is ≥ K (or -1) means one group per column (the reference does the same);
+///    a positive group size below K that does not divide K throws `qtl::shape_error` (the
+///    reference crashes in a reshape). K = 0 throws `qtl::shape_error` (torch cannot reduce it).
+///  - `gptq_quantize_weights` with act-order and channelwise groups throws (the reference returns
+///    nonsense for -1); `sort_weights` is stable (torch's argsort is not).
+///
+/// **Contraction.** `-ffp-contract=fast` (GCC's default in GNU modes) with FMA hardware would fuse
+/// `q·s - zp·s` into one rounding. Products that feed a subtraction go through `detail::qnt::mul`,
+/// whose result is xor-ed with a zero the compiler cannot see (read from a `volatile` once per
+/// call), so no FMA can absorb it and loops still vectorise; on the device `__fmul_rn` and friends
+/// are used. `-ffast-math` is not supported (it licenses re-association and flushes subnormals).
+
+#include <algorithm>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <qtl/error.hpp>
+#include <qtl/macros.hpp>
+#include <qtl/numeric.hpp>
+#include <qtl/scalar_type.hpp>
+#include <qtl/view.hpp>
+
+namespace qtl {
+
+// ------------------------------------------------------------------------------------------------
+// Vocabulary
+
+/// Group-size template argument: one group per column (the reference's -1; same as G = K).
+inline constexpr int group_channelwise = -1;
+/// Group-size template argument: no groups and no scales (the reference's `group_size=None`).
+inline constexpr int group_none = 0;
+/// Group-size template argument: the size is a run-time value.
+inline constexpr int group_dynamic = std::numeric_limits<int>::min();
+
+/// The weight dtypes `quantize_weights` takes.
+template <class T>
+concept weight_float = std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
+
+/// True for a group-size template argument QTL accepts: channelwise, none, dynamic, or positive.
+QTL_HOST_DEVICE constexpr bool is_valid_group_size_param(int g) {
+  return g == group_channelwise || g == group_none || g == group_dynamic || g > 0;
+}
+/// True for the quantization types of the reference's `SUPPORTED_GPTQ_QUANT_TYPES`.
+QTL_HOST_DEVICE constexpr bool is_gptq_quant_type(scalar_type q) { return q == uint4b8 || q == uint8b128; }
+/// True for a group size of the reference's `SUPPORTED_GROUP_SIZES` (-1, 32, 64, 128); K itself
+/// is also accepted at run time.
+QTL_HOST_DEVICE constexpr bool is_gptq_group_size(int g) { return g == -1 || g == 32 || g == 64 || g == 128; }
+
+/// Options of `quantize_weights` (the reference's keyword arguments).
+struct quantize_options {
+  bool zero_points = false;                   ///< asymmetric, with per-group zero points
+  bool ref_zero_points_after_scales = false;  ///< w_ref = q·s - zp·s (Machete's order)
+};
+
+/// Caller-owned outputs of `quantize_weights`. `R` is the weight dtype, float when ungrouped.
+template <class R>
+struct quantize_outputs {
+  view2d<R> w_ref;            ///< (K, N) dequantized reference
+  view2d<std::int32_t> w_q;   ///< (K, N) stored codes (bias added)
+  view2d<R> w_s;              ///< (K/G, N) scales; unused when ungrouped
+  view2d<std::int32_t> w_zp;  ///< (K/G, N) zero points; only with zero points
+};
+
+/// Allocated outputs of `quantize_weights` (`w_s`, `w_zp` empty where the reference returns None).
+template <class R>
+struct quantized_weights {
+  host_tensor<R, 2> w_ref;
+  host_tensor<std::int32_t, 2> w_q;
+  host_tensor<R, 2> w_s;
+  host_tensor<std::int32_t, 2> w_zp;
+  /// Views of the buffers, as the view-taking overloads want them.
+  quantize_outputs<R> views() { return {w_ref.view(), w_q.view(), w_s.view(), w_zp.view()}; }
+};
+
+/// The value range of an integer quantization type as floats (bias removed) and its bias.
+struct quant_range {
+  float qmin = 0;
+  float qmax = 0;
+  std::int32_t bias = 0;
+};
+/// `quant_range` of `q`. @pre q.is_integer(), q.size_bits() ≤ 24
+QTL_HOST_DEVICE constexpr quant_range quant_range_of(scalar_type q) {
+  return {static_cast<float>(q.min_int()), static_cast<float>(q.max_int()), q.bias};
+}
+
+// ------------------------------------------------------------------------------------------------
+// Element functions (host and device): each float operation rounds once, as IEEE and torch do.
+
+namespace detail::qnt {
+
+/// A zero the optimiser cannot see, read once per host call (see the file comment on contraction).
+inline volatile std::uint32_t opaque_zero_source = 0;
+inline std::uint32_t opaque_zero() { return opaque_zero_source; }
+
+QTL_HOST_DEVICE constexpr float div(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif  // ^^^ __CUDA_ARCH__ ^^^
+}
+QTL_HOST_DEVICE constexpr float sub(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif  // ^^^ __CUDA_ARCH__ ^^^
+}
+QTL_HOST_DEVICE constexpr float add(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif  // ^^^ __CUDA_ARCH__ ^^^
+}
+/// a·b rounded once, never fused into a later addition: `opaque` is 0 but unknown to the compiler.
+QTL_HOST_DEVICE constexpr float mul(float a, float b, std::uint32_t opaque) {
+#if defined(__CUDA_ARCH__)
+  (void)opaque;
+  return __fmul_rn(a, b);
+#else
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a * b) ^ opaque);
+#endif  // ^^^ __CUDA_ARCH__ ^^^
+}
+QTL_HOST_DEVICE constexpr float abs(float x) {
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu);
+}
+QTL_HOST_DEVICE constexpr bool isnan(float x) { return x != x; }
+
+/// fp16 bits → float, exact; branch-free so that loops vectorise (subnormals go through an exact
+/// int → float conversion, so DAZ/FTZ modes cannot flush them). NaN → quiet NaN, sign kept.
+QTL_HOST_DEVICE constexpr float fp16_to_float(std::uint16_t h) {
+  std::uint32_t const sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
+  std::uint32_t const em = static_cast<std::uint32_t>(h) & 0x7FFFu;
+  //  s eeeee mmmmmmmmmm  →  s eeeeeeee mmmmmmmmmm0000000000000   (rebias 15 → 127: + 112 << 23)
+  std::uint32_t const normal = (em << 13) + (112u << 23);
+  std::uint32_t const special = em > 0x7C00u ? (0x7FC00000u | (em << 13)) : 0x7F800000u;
+  float const sub = static_cast<float>(static_cast<std::int32_t>(em)) * 0x1p-24f;  // m · 2^-24, exact
+  std::uint32_t const mag = em >= 0x7C00u ? special : (em < 0x400u ? std::bit_cast<std::uint32_t>(sub) : normal);
+  return std::bit_cast<float>(sign | mag);
+}
+/// float → fp16 bits, round to nearest even, overflow to ±Inf, NaN → sign | 0x7E00 (torch's);
+/// equal to `qtl::float_to_fp16` for every input, branch-free.
+QTL_HOST_DEVICE constexpr std::uint16_t float_to_fp16(float x) {
+  std::uint32_t const f = std::bit_cast<std::uint32_t>(x);
+  std::uint32_t const sign = (f >> 16) & 0x8000u;
+  std::uint32_t const a = f & 0x7FFFFFFFu;
+  // Normal fp16 (|x| ≥ 2^-14): round the 23-bit mantissa at bit 13, ties to even, then rebias.
+  std::uint32_t const normal = (a + 0xFFFu + ((a >> 13) & 1u) - (112u << 23)) >> 13;
+  // Subnormal fp16 (|x| < 2^-14): |x| + 0.5 has ulp 2^-24, so the addition rounds |x| to a
+  // multiple of 2^-24 (nearest even); the low bits of the sum are that multiple.
+  float const shifted = std::bit_cast<float>(a) + 0.5f;
+  std::uint32_t const subnormal = std::bit_cast<std::uint32_t>(shifted) - 0x3F000000u;
+  std::uint32_t const mag = a > 0x7F800000u   ? 0x7E00u
+                            : a >= 0x477FF000u ? 0x7C00u  // ≥ 65520 rounds to Inf
+                            : a < 0x38800000u  ? subnormal
+                                               : normal;
+  return static_cast<std::uint16_t>(sign | mag);
+}
+/// float → bf16 bits, round to nearest even, overflow to ±Inf, NaN → 0x7FC0 (torch's).
+QTL_HOST_DEVICE constexpr std::uint16_t float_to_bf16(float x) {
+  std::uint32_t const f = std::bit_cast<std::uint32_t>(x);
+  std::uint32_t const r = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
+  return static_cast<std::uint16_t>((f & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : r);
+}
+
+/// `x` of storage type T as float (exact).
+template <class T>
+QTL_HOST_DEVICE constexpr float load(T x) {
+  if constexpr (std::is_same_v<T, half_t>) {
+    return fp16_to_float(x.bits);
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return std::bit_cast<float>(static_cast<std::uint32_t>(x.bits) << 16);
+  } else if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return qtl::to_float(x);
+  }
+}
+/// `x` rounded to T (nearest even), as `qtl::from_float<T>`.
+template <class T>
+QTL_HOST_DEVICE constexpr T store(float x) {
+  if constexpr (std::is_same_v<T, half_t>) {
+    return half_t{float_to_fp16(x)};
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return bfloat16_t{float_to_bf16(x)};
+  } else {
+    return x;
+  }
+}
+/// `x` rounded to T's precision and range, as a float: what torch does after each operation.
+template <class T>
+QTL_HOST_DEVICE constexpr float round_to(float x) {
+  if constexpr (std::is_same_v<T, float>) {
+    return x;
+  } else {
+    return load<T>(store<T>(x));
+  }
+}
+
+/// torch.round: nearest integer, ties to even, sign of zero kept, NaN/Inf unchanged. |x| + 2^23
+/// has ulp 1, so the addition does the rounding; |x| ≥ 2^23 is already an integer.
+QTL_HOST_DEVICE constexpr float round_even(float x) {
+  float const a = abs(x);
+  float const r = sub(add(a, 0x1p23f), 0x1p23f);
+  float const m = a >= 0x1p23f ? a : r;
+  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(m) | (std::bit_cast<std::uint32_t>(x) & 0x80000000u));
+}
+
+/// NaN-propagating max/min (torch.max/min and torch.maximum propagate NaN).
+QTL_HOST_DEVICE constexpr float nan_max(float acc, float x) { return (x > acc || isnan(x)) ? x : acc; }
+QTL_HOST_DEVICE constexpr float nan_min(float acc, float x) { return (x < acc || isnan(x)) ? x : acc; }
+
+/// Scale and zero point of one group (zp 0 when symmetric).
+struct group_params {
+  float s = 0;
+  float zp = 0;
+};
+
+/// Symmetric scale: max(|T(mx / qmax)|, |T(mn / qmin)|), dividing by +∞ where the bound is 0.
+template <class T>
+QTL_HOST_DEVICE constexpr group_params symmetric_scale(float mx, float mn, quant_range r) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  float const a = abs(round_to<T>(div(mx, r.qmax != 0 ? r.qmax : inf)));
+  float const b = abs(round_to<T>(div(mn, r.qmin != 0 ? r.qmin : inf)));
+  return {(isnan(a) || isnan(b)) ? std::numeric_limits<float>::quiet_NaN() : (a > b ? a : b), 0.0f};
+}
+
+/// Asymmetric scale and zero point: s = T(clamp_min(T(mx - mn), T(1e-5)) / qmax),
+/// zp = int(clamp(rne(|T(mn / s)|), qmin, qmax)) with int(NaN) = 0.
+template <class T>
+QTL_HOST_DEVICE constexpr group_params asymmetric_scale(float mx, float mn, quant_range r) {
+  float const lo = round_to<T>(1e-5f);  // torch converts the Python scalar to T
+  float d = round_to<T>(sub(mx, mn));
+  d = d < lo ? lo : d;  // clamp(min=): NaN stays NaN
+  float const s = round_to<T>(div(d, r.qmax));
+  float z = round_even(abs(round_to<T>(div(mn, s))));
+  z = z < r.qmin ? r.qmin : (z > r.qmax ? r.qmax : z);
+  return {s, isnan(z) ? 0.0f : z};
+}
+
+/// The clamped code (value domain, bias not added) of weight `w` in a group of scale `s`, zero
+/// point `zp`: clamp(int(rne(T(w / s))) + zp, qmin, qmax), int(NaN) = 0, saturating.
+template <class T>
+QTL_HOST_DEVICE constexpr float quantize_code(float w, group_params p, quant_range r) {
+  float q = round_even(round_to<T>(div(w, p.s)));
+  q = isnan(q) ? 0.0f : q;
+  q = q > 0x1p24f ? 0x1p24f : (q < -0x1p24f ? -0x1p24f : q);  // saturate: exact below
+  q = add(q, p.zp);
+  return q < r.qmin ? r.qmin : (q > r.qmax ? r.qmax : q);
+}
+
+/// The dequantized reference of clamped code `q` (see the file comment), as a float of T's precision.
+template <class T>
+QTL_HOST_DEVICE constexpr float dequantize_code(float q, group_params p, bool zp_after_scales, std::uint32_t opaque) {
+  if (zp_after_scales) {
+    float const a = round_to<T>(mul(round_to<T>(q), p.s, opaque));
+    float const b = round_to<T>(mul(round_to<T>(p.zp), p.s, opaque));
+    return round_to<T>(sub(a, b));
+  }
+  return round_to<T>(mul(round_to<T>(sub(q, p.zp)), p.s, opaque));
+}
+
+/// Ungrouped code: clamp(int(rne(w)), qmin, qmax) (w / 1.0f is w).
+QTL_HOST_DEVICE constexpr float quantize_code_ungrouped(float w, quant_range r) {
+  return quantize_code<float>(w, group_params{1.0f, 0.0f}, r);
+}
+
+}  // namespace detail::qnt
+
+/// One group (one column of K weights) quantized in constant evaluation, as `quantize_weights`
+/// does it with G = K: the element functions without the host executor, so `static_assert` can
+/// check the numerics. `codes` are stored codes (bias added).
+template <class T, std::size_t K>
+struct quantized_group {
+  T w_ref[K] = {};
+  std::int32_t codes[K] = {};
+  T scale = {};
+  std::int32_t zero_point = 0;
+};
+/// See `quantized_group`. @pre Q is an integer type; zero points need an unsigned Q.
+template <scalar_type Q, class T, std::size_t K>
+QTL_HOST_DEVICE constexpr quantized_group<T, K> quantize_group(T const (&w)[K], quantize_options opt = {}) {
+  static_assert(Q.is_integer(), "qtl::quantize_group: Q must be an integer scalar type");
+  static_assert(K > 0, "qtl::quantize_group: a group has at least one weight");
+  using namespace detail::qnt;
+  constexpr quant_range r = quant_range_of(Q);
+  float mx = load<T>(w[0]);
+  float mn = mx;
+  for (std::size_t i = 1; i < K; ++i) {
+    mx = nan_max(mx, load<T>(w[i]));
+    mn = nan_min(mn, load<T>(w[i]));
+  }
+  group_params const p = opt.zero_points ? asymmetric_scale<T>(mx, mn, r) : symmetric_scale<T>(mx, mn, r);
+  quantized_group<T, K> g;
+  g.scale = store<T>(p.s);
+  g.zero_point = static_cast<std::int32_t>(p.zp);
+  for (std::size_t i = 0; i < K; ++i) {
+    float const q = quantize_code<T>(load<T>(w[i]), p, r);
+    g.w_ref[i] = store<T>(dequantize_code<T>(q, p, opt.zero_points && opt.ref_zero_points_after_scales, 0));
+    g.codes[i] = static_cast<std::int32_t>(q) + r.bias;
+  }
+  return g;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Shape checks (host)
+
+namespace detail::qnt {
+
+inline std::string shape_str(index_t a, index_t b) {
+  return "(" + std::to_string(a) + ", " + std::to_string(b) + ")";
+}
+template <class V>
+void check_2d(char const* fn, char const* arg, V const& v, index_t rows, index_t cols) {
+  if (v.extent[0] != rows || v.extent[1] != cols) {
+    throw shape_error(std::string(fn) + ": " + arg + " has shape " + shape_str(v.extent[0], v.extent[1]) +
+                      ", expected " + shape_str(rows, cols));
+  }
+  if (rows * cols > 0 && v.data == nullptr) {
+    throw shape_error(std::string(fn) + ": " + arg + " has no data");
+  }
+  if (cols > 1 && v.stride[1] != 1) {
+    throw shape_error(std::string(fn) + ": " + arg + " must have unit stride along its last dimension (stride " +
+                      std::to_string(v.stride[1]) + ")");
+  }
+}
+template <class V>
+void check_1d(char const* fn, char const* arg, V const& v, index_t n) {
+  if (v.extent[0] != n) {
+    throw shape_error(std::string(fn) + ": " + arg + " has " + std::to_string(v.extent[0]) +
+                      " elements, expected " + std::to_string(n));
+  }
+  if (n > 0 && v.data == nullptr) {
+    throw shape_error(std::string(fn) + ": " + arg + " has no data");
+  }
+}
+
+/// The effective group size (rows per group) for K rows, as the reference: -1 and sizes ≥ K mean
+/// K; 0 < g < K must divide K.
+inline index_t effective_group_size(char const* fn, index_t g, index_t k) {
+  if (k <= 0) {
+    throw shape_error(std::string(fn) + ": w has no rows (K = " + std::to_string(k) + ")");
+  }
+  if (g == -1 || g >= k) {
+    return k;
+  }
+  if (g <= 0) {
+    throw value_error(std::string(fn) + ": group_size " + std::to_string(g) +
+                      " is not a positive size, -1 (channelwise) or none");
+  }
+  if (k % g != 0) {
+    throw shape_error(std::string(fn) + ": group_size " + std::to_string(g) + " does not divide K = " +
+                      std::to_string(k) + " (a group size below K must divide it)");
+  }
+  return g;
+}
+
+/// Columns per tile so that a group of a tile (rows × cols × bytes) stays in L2 between the
+/// min/max pass and the quantization pass.
+inline constexpr index_t max_tile_cols = 512;
+inline index_t tile_cols(index_t group_rows, std::size_t elem_bytes) {
+  index_t const budget = index_t{256} * 1024 / (group_rows * static_cast<index_t>(elem_bytes));
+  index_t c = std::clamp<index_t>(budget, 64, max_tile_cols);
+  return c & ~index_t{15};
+}
+
+/// Host executor of grouped quantization: one group (gs rows) × one column tile at a time.
+/// `row_out[r]` (optional) is the output row of input row r (act-order writes permuted rows).
+template <class T, int G>
+void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantize_options opt,
+                           quantize_outputs<T> out, std::int32_t const* row_out) {
+  index_t const k = w.extent[0];
+  index_t const n = w.extent[1];
+  if constexpr (G > 0) {
+    gs = G <= k ? G : k;  // a fixed size lets the compiler see the row loop bounds
+  }
+  std::uint32_t const opaque = opaque_zero();
+  index_t const tc = tile_cols(gs, sizeof(T));
+  float mx[max_tile_cols];
+  float mn[max_tile_cols];
+  float sc[max_tile_cols];
+  float zp[max_tile_cols];
+  for (index_t g = 0; g < k / gs; ++g) {
+    index_t const r0 = g * gs;
+    for (index_t c0 = 0; c0 < n; c0 += tc) {
+      index_t const cn = std::min(tc, n - c0);
+      // Pass 1: NaN-propagating max/min down the group's rows.
+      T const* row = w.data + r0 * w.stride[0] + c0;
+      for (index_t j = 0; j < cn; ++j) {
+        mx[j] = load<T>(row[j]);
+        mn[j] = mx[j];
+      }
+      for (index_t i = 1; i < gs; ++i) {
+        row = w.data + (r0 + i) * w.stride[0] + c0;
+        for (index_t j = 0; j < cn; ++j) {
+          float const x = load<T>(row[j]);
+          mx[j] = nan_max(mx[j], x);
+          mn[j] = nan_min(mn[j], x);
+        }
+      }
+      // Scales (and zero points) of this group's columns.
+      T* s_out = out.w_s.data + g * out.w_s.stride[0] + c0;
+      if (opt.zero_points) {
+        std::int32_t* zp_out = out.w_zp.data + g * out.w_zp.stride[0] + c0;
+        for (index_t j = 0; j < cn; ++j) {
+          group_params const p = asymmetric_scale<T>(mx[j], mn[j], r);
+          sc[j] = p.s;
+          zp[j] = p.zp;
+          s_out[j] = store<T>(p.s);
+          zp_out[j] = static_cast<std::int32_t>(p.zp);
+        }
+      } else {
+        for (index_t j = 0; j < cn; ++j) {
+          group_params const p = symmetric_scale<T>(mx[j], mn[j], r);
+          sc[j] = p.s;
+          zp[j] = 0.0f;
+          s_out[j] = store<T>(p.s);
+        }
+      }
+      // Pass 2: codes and reference values (the tile is still in L2).
+      bool const after = opt.zero_points && opt.ref_zero_points_after_scales;
+      for (index_t i = 0; i < gs; ++i) {
+        index_t const ri = r0 + i;
+        index_t const ro = row_out ? row_out[ri] : ri;
+        T const* in = w.data + ri * w.stride[0] + c0;
+        std::int32_t* q_out = out.w_q.data + ro * out.w_q.stride[0] + c0;
+        T* ref_out = out.w_ref.data + ro * out.w_ref.stride[0] + c0;
+        float const bias = static_cast<float>(r.bias);
+        if (after) {
+          for (index_t j = 0; j < cn; ++j) {
+            group_params const p{sc[j], zp[j]};
+            float const q = quantize_code<T>(load<T>(in[j]), p, r);
+            ref_out[j] = store<T>(dequantize_code<T>(q, p, true, opaque));
+            q_out[j] = static_cast<std::int32_t>(q + bias);
+          }
+        } else {
+          for (index_t j = 0; j < cn; ++j) {
+            group_params const p{sc[j], zp[j]};
+            float const q = quantize_code<T>(load<T>(in[j]), p, r);
+            ref_out[j] = store<T>(dequantize_code<T>(q, p, false, opaque));
+            q_out[j] = static_cast<std::int32_t>(q + bias);
+          }
+        }
+      }
+    }
+  }
+}
+
+/// Host executor of ungrouped quantization (`group_size=None`).
+template <class T>
+void quantize_ungrouped_host(view2d<T const> w, quant_range r, view2d<float> w_ref, view2d<std::int32_t> w_q) {
+  float const bias = static_cast<float>(r.bias);
+  for (index_t i = 0; i < w.extent[0]; ++i) {
+    T const* in = w.data + i * w.stride[0];
+    float* ref_out = w_ref.data + i * w_ref.stride[0];
+    std::int32_t* q_out = w_q.data + i * w_q.stride[0];
+    for (index_t j = 0; j < w.extent[1]; ++j) {
+      float const q = quantize_code_ungrouped(load<T>(in[j]), r);
+      ref_out[j] = round_to<T>(q);  // (w_q - 0).to(T) * float32 [1.0]
+      q_out[j] = static_cast<std::int32_t>(q + bias);
+    }
+  }
+}
+
+template <class V>
+auto as_const(V const& v) {
+  using E = std::remove_const_t<typename V::element_type>;
+  return static_cast<view<E const, 2>>(v);
+}
+
+template <scalar_type Q>
+constexpr void check_quant_type() {
+  static_assert(Q.is_integer(),
+                "qtl::quantize_weights: Q must be an integer scalar type (int4, uint4b8, uint8, ...); "
+                "floating-point quantization types are not supported, as in the reference");
+  static_assert(Q.size_bits() <= 24, "qtl::quantize_weights: Q wider than 24 bits is not supported");
+}
+
+/// Runs the grouped or ungrouped executor after every argument check.
+template <scalar_type Q, int G, class T, class R>
+void quantize_weights_impl(view2d<T const> w, index_t group_size, bool ungrouped, quantize_outputs<R> out,
+                           quantize_options opt, std::int32_t const* row_out) {
+  constexpr char const* fn = "qtl::quantize_weights";
+  constexpr quant_range r = quant_range_of(Q);
+  index_t const k = w.extent[0];
+  index_t const n = w.extent[1];
+  check_2d(fn, "w", w, k, n);
+  if (k <= 0) {
+    throw shape_error(std::string(fn) + ": w has no rows (K = " + std::to_string(k) + ")");
+  }
+  if (opt.zero_points && (Q.is_signed || Q.max_int() <= 0)) {
+    throw value_error(std::string(fn) + ": zero points need an unsigned type with a positive max; " +
+                      std::string(Q.name().c_str()) + " is not");
+  }
+  if (ungrouped) {
+    if (opt.zero_points) {
+      throw value_error(std::string(fn) + ": zero points need a group size (-1 is channelwise)");
+    }
+    if constexpr (std::is_same_v<R, float>) {
+      check_2d(fn, "w_ref", out.w_ref, k, n);
+      check_2d(fn, "w_q", out.w_q, k, n);
+      quantize_ungrouped_host<T>(w, r, out.w_ref, out.w_q);
+    } else {
+      throw value_error(std::string(fn) + ": without groups w_ref is float32 (torch promotes); pass float outputs");
+    }
+    return;
+  }
+  if constexpr (!std::is_same_v<R, T>) {
+    throw value_error(std::string(fn) + ": with groups w_ref and w_s have the weight's dtype");
+  } else {
+    index_t const gs = effective_group_size(fn, group_size, k);
+    check_2d(fn, "w_ref", out.w_ref, k, n);
+    check_2d(fn, "w_q", out.w_q, k, n);
+    check_2d(fn, "w_s", out.w_s, k / gs, n);
+    if (opt.zero_points) {
+      check_2d(fn, "w_zp", out.w_zp, k / gs, n);
+    }
+    quantize_grouped_host<T, G>(w, gs, r, opt, out, row_out);
+  }
+}
+
+}  // namespace detail::qnt
+
+// ------------------------------------------------------------------------------------------------
+// quantize_weights
+
+/// Quantizes `w` (K, N) to `Q` with a compile-time group size `G` (32, 64, 128, any positive
+/// size, `group_channelwise`, `group_none`) into caller-owned outputs, bit for bit as the
+/// reference (see the file comment for the numerics and the defined edge cases).
+/// `R` is T, or float when G is `group_none`.
+/// @throws shape_error for output shapes, a G < K that does not divide K, K = 0;
+///         value_error for zero points with a signed type or without groups.
+template <scalar_type Q, int G, class W, class R>
+void quantize_weights(view2d<W> w, quantize_outputs<R> out, quantize_options opt = {}) {
+  using T = std::remove_const_t<W>;
+  detail::qnt::check_quant_type<Q>();
+  static_assert(weight_float<T>, "qtl::quantize_weights: w must be float, half_t or bfloat16_t");
+  static_assert(is_valid_group_size_param(G) && G != group_dynamic,
+                "qtl::quantize_weights: G must be positive, group_channelwise or group_none; "
+                "pass a run-time group size to the overload that takes one");
+  static_assert(std::is_same_v<R, std::conditional_t<G == group_none, float, T>>,
+                "qtl::quantize_weights: outputs are of the weight's dtype, float32 when G is group_none");
+  detail::qnt::quantize_weights_impl<Q, G>(detail::qnt::as_const(w), G, G == group_none, out, opt, nullptr);
+}
+
+/// As above with a run-time group size, the reference's `Optional[int]`: nullopt is None, -1 is
+/// channelwise. 32, 64 and 128 run their compile-time instantiations, any other size (channelwise
+/// included: K is a run-time value anyway) the run-time one.
+template <scalar_type Q, class W, class R>
+void quantize_weights(view2d<W> w, std::optional<index_t> group_size, quantize_outputs<R> out,
+                      quantize_options opt = {}) {
+  using T = std::remove_const_t<W>;
+  detail::qnt::check_quant_type<Q>();
+  static_assert(weight_float<T>, "qtl::quantize_weights: w must be float, half_t or bfloat16_t");
+  auto const v = detail::qnt::as_const(w);
+  if (!group_size) {
+    detail::qnt::quantize_weights_impl<Q, group_none>(v, 0, true, out, opt, nullptr);
+    return;
+  }
+  index_t const k = v.extent[0];
+  index_t const g = *group_size;
+  index_t const eff = (g == -1 || g >= k) ? k : g;
+  switch (eff == k ? -1 : g) {
+    case 32: detail::qnt::quantize_weights_impl<Q, 32>(v, g, false, out, opt, nullptr); break;
+    case 64: detail::qnt::quantize_weights_impl<Q, 64>(v, g, false, out, opt, nullptr); break;
+    case 128: detail::qnt::quantize_weights_impl<Q, 128>(v, g, false, out, opt, nullptr); break;
+    default: detail::qnt::quantize_weights_impl<Q, group_dynamic>(v, g, false, out, opt, nullptr); break;
+  }
+}
+
+/// Allocating form: returns w_ref, w_q, w_s (empty when G is group_none), w_zp (empty without
+/// zero points), shaped as the reference returns them.
+template <scalar_type Q, int G, class W>
+auto quantize_weights(view2d<W> w, quantize_options opt = {}) {
+  using T = std::remove_const_t<W>;
+  using R = std::conditional_t<G == group_none, float, T>;
+  index_t const k = w.extent[0];
+  index_t const n = w.extent[1];
+  index_t const gs = G == group_none ? k : detail::qnt::effective_group_size("qtl::quantize_weights", G, k);
+  quantized_weights<R> res{host_tensor<R, 2>({k, n}), host_tensor<std::int32_t, 2>({k, n}),
+                           host_tensor<R, 2>({G == group_none ? 0 : k / gs, n}),
+                           host_tensor<std::int32_t, 2>({opt.zero_points ? k / gs : 0, n})};
+  quantize_weights<Q, G>(w, res.views(), opt);
+  return res;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Act-order: permute_rows, sort_weights, gptq_quantize_weights
+
+namespace detail::qnt {
+/// The high 64 bits of the 128-bit product a·b (portable; no __int128 under -Wpedantic).
+QTL_HOST_DEVICE constexpr std::uint64_t mul_hi(std::uint64_t a, std::uint64_t b) {
+  std::uint64_t const a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32, b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
+  std::uint64_t const ll = a_lo * b_lo, lh = a_lo * b_hi, hl = a_hi * b_lo, hh = a_hi * b_hi;
+  std::uint64_t const mid = (ll >> 32) + (lh & 0xFFFFFFFFu) + (hl & 0xFFFFFFFFu);
+  return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
+}
+}  // namespace detail::qnt
+
+/// A uniformly shuffled permutation of [0, K) from `seed`, written to `perm`: Fisher–Yates from
+/// the last element down, j = ⌊u · (i + 1) / 2^64⌋ with u the next output of SplitMix64
+/// (state += 0x9E3779B97F4A7C15, then the usual mix). Deterministic across platforms; it is not
+/// torch.randperm's sequence, so golden cases pass their permutation explicitly.
+inline void random_permutation(std::uint64_t seed, view1d<std::int64_t> perm) {
+  index_t const k = perm.extent[0];
+  for (index_t i = 0; i < k; ++i) {
+    perm(i) = i;
+  }
+  std::uint64_t state = seed;
+  for (index_t i = k - 1; i > 0; --i) {
+    state += 0x9E3779B97F4A7C15ull;
+    std::uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    auto const j = static_cast<index_t>(detail::qnt::mul_hi(z, static_cast<std::uint64_t>(i + 1)));
+    std::swap(perm(i), perm(j));
+  }
+}
+
+namespace detail::qnt {
+
+/// Throws unless `perm` is a permutation of [0, K) (the reference does not check; we must, to
+/// stay in bounds).
+template <class I>
+void check_permutation(char const* fn, view1d<I> perm, index_t k, std::vector<bool>* seen_buf = nullptr) {
+  check_1d(fn, "perm", perm, k);
+  std::vector<bool> local;
+  std::vector<bool>& seen = seen_buf ? *seen_buf : local;
+  seen.assign(static_cast<std::size_t>(k), false);
+  for (index_t i = 0; i < k; ++i) {
+    auto const p = static_cast<index_t>(perm(i));
+    if (p < 0 || p >= k || seen[static_cast<std::size_t>(p)]) {
+      throw value_error(std::string(fn) + ": perm is not a permutation of [0, " + std::to_string(k) + "): entry " +
+                        std::to_string(i) + " is " + std::to_string(p) + (p >= 0 && p < k ? " (repeated)" : ""));
+    }
+    seen[static_cast<std::size_t>(p)] = true;
+  }
+}
+
+/// Python's floor division i // g (g ≠ 0), as the reference's g_idx.
+QTL_HOST_DEVICE constexpr std::int64_t floor_div(std::int64_t i, std::int64_t g) {
+  std::int64_t const q = i / g;
+  return (i % g != 0 && ((i < 0) != (g < 0))) ? q - 1 : q;
+}
+
+/// dst[i, :] = src[idx[i], :].
+template <class S, class D, class I>
+void gather_rows(view2d<S> src, view1d<I> idx, view2d<D> dst) {
+  for (index_t i = 0; i < dst.extent[0]; ++i) {
+    auto const* in = src.data + static_cast<index_t>(idx(i)) * src.stride[0];
+    auto* out = dst.data + i * dst.stride[0];
+    std::copy(in, in + dst.extent[1], out);
+  }
+}
+
+}  // namespace detail::qnt
+
+/// Caller-owned outputs of `permute_rows` (the reference's return order: w_ref first).
+template <class T>
+struct permute_rows_outputs {
+  view2d<T> w_ref;                 ///< (K, N) w_ref[perm]
+  view2d<std::int32_t> q_w;        ///< (K, N) q_w[perm]
+  view1d<std::int32_t> g_idx;      ///< (K) (i // group_size)[perm], Python floor division
+  view1d<std::int64_t> rand_perm;  ///< (K) perm
+};
+
+/// `permute_rows(q_w, w_ref, group_size, perm)`: the rows of q_w and w_ref in the order `perm`,
+/// and g_idx[i] = perm[i] // group_size (floor division, so -1 gives -perm[i] as the
+/// reference). Scales are not permuted. @throws value_error when perm is not a permutation of
+/// [0, K) or group_size is 0; shape_error for shapes.
+template <class QW, class WR, class P, class T>
+void permute_rows(view2d<QW> q_w, view2d<WR> w_ref, index_t group_size, view1d<P> perm, permute_rows_outputs<T> out) {
+  constexpr char const* fn = "qtl::permute_rows";
+  index_t const k = q_w.extent[0];
+  index_t const n = q_w.extent[1];
+  detail::qnt::check_2d(fn, "w_ref", w_ref, k, n);
+  detail::qnt::check_2d(fn, "out.w_ref", out.w_ref, k, n);
+  detail::qnt::check_2d(fn, "out.q_w", out.q_w, k, n);
+  detail::qnt::check_1d(fn, "out.g_idx", out.g_idx, k);
+  detail::qnt::check_1d(fn, "out.rand_perm", out.rand_perm, k);
+  if (group_size == 0) {
+    throw value_error(std::string(fn) + ": group_size is 0");
+  }
+  detail::qnt::check_permutation(fn, perm, k);
+  detail::qnt::gather_rows(w_ref, perm, out.w_ref);
+  detail::qnt::gather_rows(q_w, perm, out.q_w);
+  for (index_t i = 0; i < k; ++i) {
+    auto const p = static_cast<std::int64_t>(perm(i));
+    out.g_idx(i) = static_cast<std::int32_t>(detail::qnt::floor_div(p, group_size));
+    out.rand_perm(i) = p;
+  }
+}
+
+/// Caller-owned outputs of `sort_weights`.
+struct sort_weights_outputs {
+  view2d<std::int32_t> q_w;           ///< (K, N) q_w[sort_indices]
+  view1d<std::int32_t> g_idx;         ///< (K) g_idx[sort_indices], non-decreasing
+  view1d<std::int32_t> sort_indices;  ///< (K) the stable argsort of g_idx
+};
+
+/// `sort_weights(q_w, g_idx)`: rows ordered by g_idx with a **stable** sort (ties keep their
+/// input order; torch's argsort is unstable, so the reference's order within a group is
+/// unspecified). @throws shape_error for shapes.
+template <class QW, class GI>
+void sort_weights(view2d<QW> q_w, view1d<GI> g_idx, sort_weights_outputs out) {
+  constexpr char const* fn = "qtl::sort_weights";
+  index_t const k = q_w.extent[0];
+  index_t const n = q_w.extent[1];
+  detail::qnt::check_1d(fn, "g_idx", g_idx, k);
+  detail::qnt::check_2d(fn, "out.q_w", out.q_w, k, n);
+  detail::qnt::check_1d(fn, "out.g_idx", out.g_idx, k);
+  detail::qnt::check_1d(fn, "out.sort_indices", out.sort_indices, k);
+  std::int32_t* si = out.sort_indices.data;
+  index_t const ss = out.sort_indices.stride[0];
+  for (index_t i = 0; i < k; ++i) {
+    si[i * ss] = static_cast<std::int32_t>(i);
+  }
+  if (ss == 1) {
+    std::stable_sort(si, si + k, [&](std::int32_t a, std::int32_t b) { return g_idx(a) < g_idx(b); });
+  } else {
+    std::vector<std::int32_t> tmp(si == nullptr ? 0 : static_cast<std::size_t>(k));
+    for (index_t i = 0; i < k; ++i) {
+      tmp[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(i);
+    }
+    std::stable_sort(tmp.begin(), tmp.end(), [&](std::int32_t a, std::int32_t b) { return g_idx(a) < g_idx(b); });
+    for (index_t i = 0; i < k; ++i) {
+      si[i * ss] = tmp[static_cast<std::size_t>(i)];
+    }
+  }
+  detail::qnt::gather_rows(q_w, out.sort_indices, out.q_w);
+  for (index_t i = 0; i < k; ++i) {
+    out.g_idx(i) = static_cast<std::int32_t>(g_idx(out.sort_indices(i)));
+  }
+}
+
+/// Options of `gptq_quantize_weights`.
+struct gptq_options {
+  bool act_order = false;                      ///< permute rows (GPTQ's desc_act)
+  std::optional<view1d<std::int64_t const>> perm;  ///< the permutation (the reference's test_perm)
+  std::uint64_t seed = 0;                      ///< without perm: `random_permutation(seed, ...)`
+};
+
+/// Caller-owned outputs of `gptq_quantize_weights`.
+template <class T>
+struct gptq_outputs {
+  view2d<T> w_ref;                 ///< (K, N), rows permuted with act-order
+  view2d<std::int32_t> w_q;        ///< (K, N), rows permuted with act-order
+  view2d<T> w_s;                   ///< (K/G, N), never permuted
+  view1d<std::int32_t> g_idx;      ///< (K) with act-order, else (0)
+  view1d<std::int64_t> rand_perm;  ///< (K) with act-order, else (0)
+};
+
+namespace detail::qnt {
+
+template <scalar_type Q, int G, class T>
+void gptq_impl(view2d<T const> w, index_t group_size, gptq_options const& opt, gptq_outputs<T> out) {
+  constexpr char const* fn = "qtl::gptq_quantize_weights";
+  index_t const k = w.extent[0];
+  if (group_size > std::numeric_limits<int>::max() ||
+      !(is_gptq_group_size(static_cast<int>(group_size)) || group_size == k)) {
+    throw unsupported_error(std::string(fn) + ": group_size " + std::to_string(group_size) +
+                            " is not supported (-1, 32, 64, 128 or K = " + std::to_string(k) + ")");
+  }
+  quantize_outputs<T> qo{out.w_ref, out.w_q, out.w_s, {}};
+  if (!opt.act_order) {
+    check_1d(fn, "g_idx", out.g_idx, 0);
+    check_1d(fn, "rand_perm", out.rand_perm, 0);
+    quantize_weights_impl<Q, G>(w, group_size, false, qo, {}, nullptr);
+    return;
+  }
+  if (group_size == -1 || group_size >= k) {
+    throw value_error(std::string(fn) + ": act_order needs group_size < K (got " + std::to_string(group_size) +
+                      ", K = " + std::to_string(k) + "); with one group per column it has no effect");
+  }
+  check_1d(fn, "g_idx", out.g_idx, k);
+  check_1d(fn, "rand_perm", out.rand_perm, k);
+  if (opt.perm) {
+    check_permutation(fn, *opt.perm, k);
+    for (index_t i = 0; i < k; ++i) {
+      out.rand_perm(i) = (*opt.perm)(i);
+    }
+  } else {
+    random_permutation(opt.seed, out.rand_perm);
+  }
+  // g_idx first holds the inverse permutation, so that quantization writes row r straight to
+  // its permuted place (no scratch buffer); then its final values.
+  for (index_t i = 0; i < k; ++i) {
+    out.g_idx(out.rand_perm(i)) = static_cast<std::int32_t>(i);
+  }
+  std::vector<std::int32_t> inv;
+  std::int32_t const* row_out = out.g_idx.data;
+  if (out.g_idx.stride[0] != 1) {
+    inv.resize(static_cast<std::size_t>(k));
+    for (index_t i = 0; i < k; ++i) {
+      inv[static_cast<std::size_t>(i)] = out.g_idx(i);
+    }
+    row_out = inv.data();
+  }
+  quantize_weights_impl<Q, G>(w, group_size, false, qo, {}, row_out);
+  for (index_t i = 0; i < k; ++i) {
+    out.g_idx(i) = static_cast<std::int32_t>(floor_div(out.rand_perm(i), group_size));
+  }
+}
+
+}  // namespace detail::qnt
+
+/// `gptq_quantize_weights` with compile-time Q (uint4b8 or uint8b128) and G (-1, 32, 64, 128):
+/// symmetric quantization, then with act-order the rows of w_ref and w_q permuted by
+/// `opt.perm` (validated) or by `random_permutation(opt.seed)`, g_idx = perm // G.
+/// @throws value_error for act-order with channelwise groups or a bad perm; shape_error for shapes.
+template <scalar_type Q, int G, class W>
+void gptq_quantize_weights(view2d<W> w, gptq_outputs<std::remove_const_t<W>> out, gptq_options const& opt = {}) {
+  static_assert(is_gptq_quant_type(Q), "qtl::gptq_quantize_weights: Q must be uint4b8 or uint8b128");
+  static_assert(is_gptq_group_size(G),
+                "qtl::gptq_quantize_weights: G must be -1, 32, 64 or 128 (use the run-time overload for G = K)");
+  detail::qnt::gptq_impl<Q, G>(detail::qnt::as_const(w), G, opt, out);
+}
+
+/// As above with a run-time group size (-1, 32, 64, 128 or K).
+/// @throws unsupported_error for any other group size.
+template <scalar_type Q, class W>
+void gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<std::remove_const_t<W>> out,
+                           gptq_options const& opt = {}) {
+  static_assert(is_gptq_quant_type(Q), "qtl::gptq_quantize_weights: Q must be uint4b8 or uint8b128");
+  auto const v = detail::qnt::as_const(w);
+  index_t const k = v.extent[0];
+  bool const channelwise = group_size == -1 || group_size >= k;
+  switch (channelwise ? -1 : group_size) {
+    case 32: detail::qnt::gptq_impl<Q, 32>(v, group_size, opt, out); break;
+    case 64: detail::qnt::gptq_impl<Q, 64>(v, group_size, opt, out); break;
+    case 128: detail::qnt::gptq_impl<Q, 128>(v, group_size, opt, out); break;
+    default: detail::qnt::gptq_impl<Q, group_dynamic>(v, group_size, opt, out); break;
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// per_tensor_dequantize, convert_to_channelwise, all_close_1d
+
+/// Element of `per_tensor_dequantize` with a scalar (0-dim) scale: fp16(fp16(x) · inv_scale),
+/// the scale kept in float32 as torch ≥ 2.1 does for a CPU scalar operand.
+template <class T>
+QTL_HOST_DEVICE constexpr half_t per_tensor_dequantize_element(T x, float inv_scale) {
+  float const h = detail::qnt::round_to<half_t>(detail::qnt::load<T>(x));
+  return detail::qnt::store<half_t>(detail::qnt::mul(h, inv_scale, 0));
+}
+/// Element with a 1-element scale tensor: float32(fp16(x)) · inv_scale in float32 (torch promotes).
+template <class T>
+QTL_HOST_DEVICE constexpr float per_tensor_dequantize_element_f32(T x, float inv_scale) {
+  return detail::qnt::mul(detail::qnt::round_to<half_t>(detail::qnt::load<T>(x)), inv_scale, 0);
+}
+
+/// `per_tensor_dequantize(tensor, inv_scale)`: `tensor.to(float16) * inv_scale`. With a half_t
+/// output: the scale is a Python float or 0-dim tensor, the product is rounded to fp16 (overflow
+/// to Inf). With a float output: the scale is a 1-element tensor, and torch promotes to float32.
+template <class T, class O>
+void per_tensor_dequantize(view2d<T> tensor, float inv_scale, view2d<O> out) {
+  static_assert(std::is_same_v<O, half_t> || std::is_same_v<O, float>,
+                "qtl::per_tensor_dequantize: the output is half_t (scalar scale) or float (1-element scale)");
+  detail::qnt::check_2d("qtl::per_tensor_dequantize", "out", out, tensor.extent[0], tensor.extent[1]);
+  for (index_t i = 0; i < tensor.extent[0]; ++i) {
+    for (index_t j = 0; j < tensor.extent[1]; ++j) {
+      if constexpr (std::is_same_v<O, half_t>) {
+        out(i, j) = per_tensor_dequantize_element(tensor(i, j), inv_scale);
+      } else {
+        out(i, j) = per_tensor_dequantize_element_f32(tensor(i, j), inv_scale);
+      }
+    }
+  }
+}
+
+/// `convert_to_channelwise(weight_scale, logical_widths)` for a 1-D scale: out (Σ widths, 1)
+/// float32 with rows [start, start + w) = weight_scale[idx]. Extra scales are ignored, as in the
+/// reference. @throws shape_error when there are fewer scales than widths or out is mis-shaped;
+/// value_error for a negative width.
+template <class S>
+void convert_to_channelwise(view1d<S> weight_scale, std::span<index_t const> logical_widths, view2d<float> out) {
+  constexpr char const* fn = "qtl::convert_to_channelwise";
+  index_t total = 0;
+  for (index_t w : logical_widths) {
+    if (w < 0) {
+      throw value_error(std::string(fn) + ": negative logical width " + std::to_string(w));
+    }
+    total += w;
+  }
+  if (static_cast<index_t>(logical_widths.size()) > weight_scale.extent[0]) {
+    throw shape_error(std::string(fn) + ": " + std::to_string(logical_widths.size()) + " logical widths but only " +
+                      std::to_string(weight_scale.extent[0]) + " scales");
+  }
+  detail::qnt::check_2d(fn, "out", out, total, 1);
+  index_t start = 0;
+  for (std::size_t idx = 0; idx < logical_widths.size(); ++idx) {
+    float const s = detail::qnt::load<std::remove_const_t<S>>(weight_scale(static_cast<index_t>(idx)));
+    for (index_t r = 0; r < logical_widths[idx]; ++r) {
+      out(start + r, 0) = s;
+    }
+    start += logical_widths[idx];
+  }
+}
+/// `convert_to_channelwise` for a 0-dim scale: every row is `weight_scale`.
+inline void convert_to_channelwise(float weight_scale, std::span<index_t const> logical_widths, view2d<float> out) {
+  float const one[1] = {weight_scale};
+  std::vector<index_t> widths(logical_widths.begin(), logical_widths.end());
+  index_t total = 0;
+  for (index_t w : logical_widths) {
+    if (w < 0) {
+      throw value_error("qtl::convert_to_channelwise: negative logical width " + std::to_string(w));
+    }
+    total += w;
+  }
+  index_t const single[1] = {total};
+  convert_to_channelwise(make_view(one, 1), std::span<index_t const>(single), out);
+}
+/// Allocating forms of `convert_to_channelwise`.
+template <class S>
+host_tensor<float, 2> convert_to_channelwise(view1d<S> weight_scale, std::span<index_t const> logical_widths) {
+  index_t total = 0;
+  for (index_t w : logical_widths) {
+    total += w < 0 ? 0 : w;
+  }
+  host_tensor<float, 2> out({total, 1});
+  convert_to_channelwise(weight_scale, logical_widths, out.view());
+  return out;
+}
+inline host_tensor<float, 2> convert_to_channelwise(float weight_scale, std::span<index_t const> logical_widths) {
+  index_t total = 0;
+  for (index_t w : logical_widths) {
+    total += w < 0 ? 0 : w;
+  }
+  host_tensor<float, 2> out({total, 1});
+  convert_to_channelwise(weight_scale, logical_widths, out.view());
+  return out;
+}
+
+/// torch.isclose(a, b) with rtol = 1e-5, atol = 1e-8, equal_nan = False, each step in T as torch:
+/// a == b, or |T(a - b)| finite and ≤ T(atol + |T(rtol · b)|). The tolerance scales with `b`.
+template <class T>
+QTL_HOST_DEVICE constexpr bool torch_isclose(T a_, T b_, std::uint32_t opaque = 0) {
+  using namespace detail::qnt;
+  float const a = load<T>(a_);
+  float const b = load<T>(b_);
+  if (a == b) {
+    return true;
+  }
+  float const allowed = round_to<T>(add(1e-8f, abs(round_to<T>(mul(1e-5f, b, opaque)))));
+  float const actual = abs(round_to<T>(sub(a, b)));
+  return actual < std::numeric_limits<float>::infinity() && actual <= allowed;
+}
+
+/// `all_close_1d(x)`: every element is torch.allclose to x[0] (tolerance relative to the other
+/// element). Empty is true; any NaN is false; Inf equals Inf.
+template <class X>
+bool all_close_1d(view1d<X> x) {
+  using T = std::remove_const_t<X>;
+  std::uint32_t const opaque = detail::qnt::opaque_zero();
+  for (index_t i = 0; i < x.extent[0]; ++i) {
+    if (!torch_isclose<T>(x(0), x(i), opaque)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+}  // namespace qtl
