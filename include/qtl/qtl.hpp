@@ -10,5 +10,6 @@
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/pack.hpp>
+#include <qtl/quantize.hpp>
 #include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>
