@@ -3,6 +3,7 @@
 /// Umbrella of every QTL header that compiles without nvcc and without nlohmann-json
 /// (`qtl/cuda/*.cuh` need nvcc; `qtl/io/*.hpp` need nlohmann-json).
 
+#include <qtl/dispatch.hpp>
 #include <qtl/error.hpp>
 #include <qtl/fixed_string.hpp>
 #include <qtl/fp4.hpp>
