@@ -59,11 +59,12 @@ namespace detail {
 // qtl::scalar_type (`scalar_constant<V>::value` is one too).
 template <auto Width>
 consteval bool width_is_bits() {
-  return std::is_integral_v<decltype(Width)> && !std::is_same_v<decltype(Width), bool>;
+  return std::is_integral_v<std::remove_cvref_t<decltype(Width)>> &&
+         !std::is_same_v<std::remove_cvref_t<decltype(Width)>, bool>;
 }
 template <auto Width>
 consteval bool width_is_scalar_type() {
-  return std::is_same_v<std::remove_cv_t<decltype(Width)>, scalar_type>;
+  return std::is_same_v<std::remove_cvref_t<decltype(Width)>, scalar_type>;
 }
 template <auto Width>
 consteval int width_bits() {
@@ -199,6 +200,18 @@ QTL_HOST_DEVICE constexpr void unpack_word(std::uint32_t word, std::int32_t* cod
                                              std::make_integer_sequence<int, 32 / Bits>{});
 }
 
+/// True when `codes` (K, N) and `packed` fit an op that packs along `dim` (0: rows, 1: cols) with
+/// pack factor `pf`: extents non-negative, pf divides the packed dimension of `codes`, and `packed`
+/// is (K/pf, N) for dim 0 or (K, N/pf) for dim 1. (The host ops throw shape_error when it is false;
+/// the CUDA launchers return cudaErrorInvalidValue.)
+QTL_HOST_DEVICE constexpr bool pack_shapes_fit(index_t pf, int dim, view2d<std::int32_t const> codes,
+                                               view2d<std::int32_t const> packed) {
+  int const other = 1 - dim;
+  return pf > 0 && (dim == 0 || dim == 1) && codes.extent[0] >= 0 && codes.extent[1] >= 0 &&
+         packed.extent[0] >= 0 && packed.extent[1] >= 0 && codes.extent[dim] % pf == 0 &&
+         packed.extent[dim] == codes.extent[dim] / pf && packed.extent[other] == codes.extent[other];
+}
+
 namespace detail {
 
 // "qtl::pack_rows<4>" or "qtl::pack_rows<uint4b8>", for messages.
@@ -264,13 +277,7 @@ template <auto Width>
 template <auto Width>
 constexpr void check_pack_shapes(char const* op, int dim, view2d<std::int32_t const> codes,
                                  view2d<std::int32_t const> packed, bool codes_are_input) {
-  constexpr index_t pf = pack_factor<Width>;
-  int const other = 1 - dim;
-  bool const ok = codes.extent[0] >= 0 && codes.extent[1] >= 0 && packed.extent[0] >= 0 &&
-                  packed.extent[1] >= 0 && codes.extent[dim] % pf == 0 &&
-                  packed.extent[dim] == codes.extent[dim] / pf &&
-                  packed.extent[other] == codes.extent[other];
-  if (!ok) {
+  if (!pack_shapes_fit(pack_factor<Width>, dim, codes, packed)) {
     throw_pack_shape_error<Width>(op, dim, codes, packed, codes_are_input);
   }
 }
