@@ -1,0 +1,232 @@
+// qtl/cuda/fp8.cuh against the host reference of qtl/fp8.hpp, bit for bit: every quantization
+// variant (with NaN, Inf, zero rows and padding in the input), requantization and the
+// fp8_all_close counts. Skipped (77) without a GPU by test/cuda/main.cu.
+#include <qtl/cuda/fp8.cuh>
+#include <qtl/fp8.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+using qtl::bfloat16_t;
+using qtl::float8_e4m3fn_t;
+using qtl::half_t;
+using qtl::index_t;
+
+// A device buffer of n T, filled from / copied back to host vectors.
+template <class T>
+struct device_buffer {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+  explicit device_buffer(std::size_t count) : n(count) {
+    REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(T)) == cudaSuccess);
+  }
+  explicit device_buffer(std::vector<T> const& v) : device_buffer(v.size()) {
+    REQUIRE(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  ~device_buffer() { cudaFree(ptr); }
+  device_buffer(device_buffer const&) = delete;
+  device_buffer& operator=(device_buffer const&) = delete;
+  std::vector<T> get() const {
+    std::vector<T> v(n);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return v;
+  }
+};
+
+template <class T>
+std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::uniform_real_distribution<float> expo(-10.0f, 10.0f);
+  std::vector<T> v(static_cast<std::size_t>(rows * cols));
+  for (auto& e : v) {
+    e = qtl::from_float<T>(normal(gen) * std::exp2(expo(gen)));
+  }
+  // a zero row, a NaN, a negative NaN and an Inf
+  for (index_t j = 0; j < cols && rows > 2; ++j) {
+    v[static_cast<std::size_t>(2 * cols + j)] = qtl::from_float<T>(0.0f);
+  }
+  if (v.size() > 10) {
+    v[3] = qtl::from_float<T>(std::numeric_limits<float>::quiet_NaN());
+    v[5] = qtl::from_float<T>(-std::numeric_limits<float>::quiet_NaN());
+    v[v.size() - 1] = qtl::from_float<T>(std::numeric_limits<float>::infinity());
+  }
+  return v;
+}
+
+std::vector<std::uint8_t> codes(std::vector<float8_e4m3fn_t> const& v) {
+  std::vector<std::uint8_t> c;
+  for (auto q : v) {
+    c.push_back(q.bits);
+  }
+  return c;
+}
+std::vector<std::uint32_t> bits(std::vector<float> const& v) {
+  std::vector<std::uint32_t> b;
+  for (float f : v) {
+    b.push_back(qtl::float_to_bits(f));
+  }
+  return b;
+}
+
+template <class T>
+void per_tensor_and_token(index_t m, index_t n, index_t padded, qtl::fp8_nan nan) {
+  auto const x = random_input<T>(m, n, static_cast<std::uint32_t>(m * 131 + n));
+  auto const in = qtl::make_view<T const>(x.data(), m, n);
+  device_buffer<T> dx(x);
+  auto const din = qtl::make_view<T const>(dx.ptr, m, n);
+  std::size_t const out_n = static_cast<std::size_t>(padded * n);
+
+  // dynamic per tensor (then static with the same scale)
+  std::vector<float8_e4m3fn_t> hq(out_n);
+  qtl::fp8_tensor_options to;
+  to.nan = nan;
+  float const hs = qtl::scaled_fp8_quant_dynamic(in, qtl::make_view(hq.data(), padded, n), to);
+  device_buffer<float8_e4m3fn_t> dq(out_n);
+  device_buffer<float> ds(1);
+  REQUIRE(qtl::cuda::scaled_fp8_quant_dynamic(din, qtl::make_view(dq.ptr, padded, n), ds.ptr, to) == cudaSuccess);
+  CHECK(bits(ds.get()) == bits({hs}));
+  CHECK(codes(dq.get()) == codes(hq));
+
+  // per token, sglang and vLLM recipes
+  for (auto const& o : {qtl::fp8_token_options{}, qtl::vllm_per_token_options<float8_e4m3fn_t>(3.0f)}) {
+    qtl::fp8_token_options oo = o;
+    oo.nan = nan;
+    std::vector<float> hsc(static_cast<std::size_t>(padded));
+    qtl::scaled_fp8_quant_per_token(in, qtl::make_view(hq.data(), padded, n), qtl::make_view(hsc.data(), padded), oo);
+    device_buffer<float> dsc(static_cast<std::size_t>(padded));
+    REQUIRE(qtl::cuda::scaled_fp8_quant_per_token(din, qtl::make_view(dq.ptr, padded, n), dsc.ptr, oo) ==
+            cudaSuccess);
+    CHECK(bits(dsc.get()) == bits(hsc));
+    CHECK(codes(dq.get()) == codes(hq));
+  }
+}
+
+template <int G, class T>
+void per_group(index_t m, index_t n, qtl::fp8_group_options o) {
+  auto const x = random_input<T>(m, n, static_cast<std::uint32_t>(m * 7 + n + G));
+  index_t const rows = m + 3;
+  index_t const groups = n / G;
+  std::vector<float8_e4m3fn_t> hq(static_cast<std::size_t>(rows * n));
+  std::vector<float> hs(static_cast<std::size_t>(qtl::group_scale_storage_size(o.layout, rows, groups, o.row_align)),
+                        -1.0f);
+  qtl::per_token_group_quant_fp8<G>(qtl::make_view<T const>(x.data(), m, n), qtl::make_view(hq.data(), rows, n), hs,
+                                    o);
+  device_buffer<T> dx(x);
+  device_buffer<float8_e4m3fn_t> dq(hq.size());
+  device_buffer<float> ds(std::vector<float>(hs.size(), -1.0f));
+  REQUIRE(qtl::cuda::per_token_group_quant_fp8<G>(qtl::make_view<T const>(dx.ptr, m, n),
+                                                  qtl::make_view(dq.ptr, rows, n), ds.ptr, o) == cudaSuccess);
+  CHECK(codes(dq.get()) == codes(hq));
+  CHECK(bits(ds.get()) == bits(hs));
+}
+
+}  // namespace
+
+TEST_CASE("device per-tensor and per-token quantization equal the host", "[cuda][fp8]") {
+  auto const nan = GENERATE(qtl::fp8_nan::to_max, qtl::fp8_nan::propagate);
+  per_tensor_and_token<bfloat16_t>(37, 1000, 40, nan);
+  per_tensor_and_token<float>(5, 4099, 5, nan);
+  per_tensor_and_token<half_t>(300, 64, 301, nan);
+  per_tensor_and_token<bfloat16_t>(2048, 520, 2048, nan);  // many blocks contend in the amax
+}
+
+TEST_CASE("device static quantization equals the host, zero scale included", "[cuda][fp8]") {
+  index_t const m = 9;
+  index_t const n = 333;
+  auto const x = random_input<float>(m, n, 1);
+  for (float s : {0.01f, 0.0f, 3e-30f}) {
+    std::vector<float8_e4m3fn_t> hq(static_cast<std::size_t>(m * n));
+    qtl::scaled_fp8_quant_static(qtl::make_view<float const>(x.data(), m, n), s, qtl::make_view(hq.data(), m, n));
+    device_buffer<float> dx(x);
+    device_buffer<float> ds(std::vector<float>{s});
+    device_buffer<float8_e4m3fn_t> dq(hq.size());
+    REQUIRE(qtl::cuda::scaled_fp8_quant_static(qtl::make_view<float const>(dx.ptr, m, n), ds.ptr,
+                                               qtl::make_view(dq.ptr, m, n)) == cudaSuccess);
+    CHECK(codes(dq.get()) == codes(hq));
+  }
+}
+
+TEST_CASE("device per-token-group quantization equals the host in every layout", "[cuda][fp8]") {
+  qtl::fp8_group_options o;
+  o.power_of_two_scale = GENERATE(false, true);
+  o.layout = GENERATE(qtl::group_scale_layout::row_major, qtl::group_scale_layout::column_major);
+  o.row_align = o.layout == qtl::group_scale_layout::column_major ? 4 : 1;
+  per_group<128, bfloat16_t>(77, 1024, o);
+  per_group<16, float>(13, 256, o);
+  o.op = qtl::fp8_scale_op::multiply_reciprocal;
+  o.nan = qtl::fp8_nan::propagate;
+  per_group<64, half_t>(10, 192, o);
+}
+
+TEST_CASE("device requantize_with_max_scale equals the host", "[cuda][fp8]") {
+  index_t const rows = 300;
+  index_t const k = 257;
+  std::vector<float8_e4m3fn_t> w(static_cast<std::size_t>(rows * k));
+  std::mt19937 gen(4);
+  for (auto& q : w) {
+    q.bits = static_cast<std::uint8_t>(gen() % 256);
+    if ((q.bits & 0x7F) == 0x7F) {
+      q.bits = 0;
+    }
+  }
+  std::vector<float> const scales = {0.02f, 0.5f, 0.0f, 0.125f};
+  std::vector<index_t> const widths = {100, 0, 50, 120};
+  device_buffer<float8_e4m3fn_t> dw(w);
+  auto hw = w;
+  float const mx =
+      qtl::requantize_with_max_scale(qtl::make_view(hw.data(), rows, k), {scales, false}, widths);
+  auto const plan = qtl::plan_requantize_with_max_scale(rows, {scales, false}, widths);
+  CHECK(plan.max_scale == mx);
+  REQUIRE(qtl::cuda::requantize_with_max_scale(qtl::make_view(dw.ptr, rows, k), plan, scales, widths) ==
+          cudaSuccess);
+  CHECK(codes(dw.get()) == codes(hw));
+}
+
+TEST_CASE("device fp8_all_close counts equal the host report", "[cuda][fp8]") {
+  index_t const m = 123;
+  index_t const n = 456;
+  std::vector<float8_e4m3fn_t> a(static_cast<std::size_t>(m * n));
+  std::mt19937 gen(2);
+  for (auto& q : a) {
+    q.bits = static_cast<std::uint8_t>(gen() % 256);
+  }
+  auto b = a;
+  for (std::size_t i = 0; i < b.size(); i += 97) {
+    b[i].bits = static_cast<std::uint8_t>(b[i].bits + (i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : 0x80));
+  }
+  auto const host = qtl::fp8_all_close(qtl::make_view<float8_e4m3fn_t const>(a.data(), m, n),
+                                       qtl::make_view<float8_e4m3fn_t const>(b.data(), m, n));
+  device_buffer<float8_e4m3fn_t> da(a);
+  device_buffer<float8_e4m3fn_t> db(b);
+  device_buffer<unsigned long long> dc(3);
+  REQUIRE(qtl::cuda::fp8_compare(qtl::make_view<float8_e4m3fn_t const>(da.ptr, m, n),
+                                 qtl::make_view<float8_e4m3fn_t const>(db.ptr, m, n), dc.ptr) == cudaSuccess);
+  auto const c = dc.get();
+  unsigned long long const counts[3] = {c[0], c[1], c[2]};
+  auto const dev = qtl::cuda::fp8_compare_report_of(m * n, counts);
+  CHECK(dev.sign_flips == host.sign_flips);
+  CHECK(dev.differ == host.differ);
+  CHECK(dev.differ_large == host.differ_large);
+  CHECK(dev.passed == host.passed);
+  CHECK(host.differ > 0);
+}
+
+TEST_CASE("device launchers refuse bad shapes without launching", "[cuda][fp8]") {
+  std::vector<float> const x(12, 1.0f);
+  device_buffer<float> dx(x);
+  device_buffer<float8_e4m3fn_t> dq(12);
+  device_buffer<float> ds(4);
+  auto const in = qtl::make_view<float const>(dx.ptr, 3, 4);
+  CHECK(qtl::cuda::scaled_fp8_quant_dynamic(in, qtl::make_view(dq.ptr, 2, 4), ds.ptr) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::per_token_group_quant_fp8<32>(in, qtl::make_view(dq.ptr, 3, 4), ds.ptr) == cudaErrorInvalidValue);
+}
