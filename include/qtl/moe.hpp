@@ -312,6 +312,7 @@ class trtllm_fp4_moe_plan {
       gather_rows(in.gemm2_weights, out.gemm2_weights, x, gemm2_rows_);
       gather_scales(in.gemm2_scales, out.gemm2_scales, x, gemm2_rows_);
     }
+    detail::stream_fence();
   }
 
  private:
@@ -362,12 +363,21 @@ class trtllm_fp4_moe_plan {
     }
   }
 
+  // Whole-row byte copies; rows of large outputs go around the caches (streaming stores), which
+  // is what memcpy does for buffers this size.
   template <class In, class Out>
   static void gather_rows(view3d<In> const& in, view3d<Out> const& out, index_t e,
                           std::vector<std::int32_t> const& rows) {
     auto const width = static_cast<std::size_t>(in.extent[2]);
+    bool const stream = detail::use_stream_stores(out.data, out.size());
     for (std::size_t n = 0; n < rows.size(); ++n) {
-      std::memcpy(&out(e, static_cast<index_t>(n), 0), &in(e, rows[n], 0), width);
+      auto* const dst = detail::bytes_of(&out(e, static_cast<index_t>(n), 0));
+      auto const* const src = detail::bytes_of(&in(e, rows[n], 0));
+      if (stream) {
+        detail::copy_bytes<true>(dst, src, width);
+      } else {
+        detail::copy_bytes<false>(dst, src, width);
+      }
     }
   }
 

@@ -1,0 +1,131 @@
+// Host throughput of the block-scale layouts and the FP4 MoE weight preparation beside memcpy
+// (DESIGN's performance contract), one core:
+//   swizzle / unswizzle  the E4M3 scales of a 16384 x 16384 NVFP4 weight: [16384, 1024] bytes
+//                        (16 MiB in, 16 MiB out)                  -> compare with BM_memcpy/16777216
+//   moe_prepare          64 experts, H = 4096, I = 1536, gated: gemm1/gemm2 weights and scales
+//                        (648 MiB in, 648 MiB out; the plan is built inside the timed loop)
+//                                                                 -> compare with BM_memcpy_moe
+// bytes_per_second counts every input byte read once and every output byte written once; the
+// memcpy benchmarks copy a buffer as large as the operation's input and count twice its size.
+
+#include <qtl/blockscale.hpp>
+#include <qtl/moe.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <vector>
+
+namespace {
+
+using qtl::index_t;
+
+constexpr index_t weight_rows = 16384;
+constexpr index_t scale_cols = 16384 / 16;  // NVFP4: one scale per 16 elements
+
+std::vector<std::uint8_t> random_bytes(std::size_t n) {
+  std::vector<std::uint8_t> v(n);
+  std::mt19937 rng(42);
+  for (auto& b : v) {
+    b = static_cast<std::uint8_t>(rng());
+  }
+  return v;
+}
+
+void memcpy_loop(benchmark::State& state, std::uint8_t const* src, std::uint8_t* dst, std::size_t bytes) {
+  for (auto _ : state) {
+    std::memcpy(dst, src, bytes);
+    benchmark::DoNotOptimize(dst);
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
+}
+
+void bm_memcpy(benchmark::State& state) {
+  auto const bytes = static_cast<std::size_t>(state.range(0));
+  auto const src = random_bytes(bytes);
+  std::vector<std::uint8_t> dst(bytes, 0);
+  memcpy_loop(state, src.data(), dst.data(), bytes);
+}
+BENCHMARK(bm_memcpy)->Name("BM_memcpy")->Arg(weight_rows * scale_cols)->Unit(benchmark::kMillisecond);
+
+void bm_swizzle(benchmark::State& state) {
+  auto const in = random_bytes(static_cast<std::size_t>(weight_rows * scale_cols));
+  std::vector<std::uint8_t> out(in.size(), 0);
+  for (auto _ : state) {
+    qtl::swizzle_blockscale(qtl::make_view(in.data(), weight_rows, scale_cols),
+                            qtl::make_view(out.data(), weight_rows, scale_cols));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(in.size()));
+}
+BENCHMARK(bm_swizzle)->Name("BM_swizzle_blockscale/16384x1024")->Unit(benchmark::kMillisecond);
+
+void bm_unswizzle(benchmark::State& state) {
+  auto const in = random_bytes(static_cast<std::size_t>(weight_rows * scale_cols));
+  std::vector<std::uint8_t> out(in.size(), 0);
+  for (auto _ : state) {
+    qtl::unswizzle_blockscale(qtl::make_view(in.data(), weight_rows, scale_cols),
+                              qtl::make_view(out.data(), weight_rows, scale_cols));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(in.size()));
+}
+BENCHMARK(bm_unswizzle)->Name("BM_unswizzle_blockscale/16384x1024")->Unit(benchmark::kMillisecond);
+
+// The MoE layer's four tensors, back to back in one input and one output buffer, so that the
+// memcpy baseline copies exactly the same bytes.
+struct moe_buffers {
+  static constexpr index_t e = 64;
+  static constexpr index_t h = 4096;
+  static constexpr index_t i = 1536;
+  static constexpr index_t r1 = 2 * i;
+  static constexpr std::size_t g1w = e * r1 * h / 2;
+  static constexpr std::size_t g1s = e * r1 * h / 16;
+  static constexpr std::size_t g2w = e * h * i / 2;
+  static constexpr std::size_t g2s = e * h * i / 16;
+  static constexpr std::size_t total = g1w + g1s + g2w + g2s;
+  std::vector<std::uint8_t> in = random_bytes(total);
+  std::vector<std::uint8_t> out = std::vector<std::uint8_t>(total, 0);
+
+  template <class T>
+  static qtl::trtllm_fp4_moe_tensors<T, T> tensors(T* p) {
+    return {qtl::make_view(p, e, r1, h / 2), qtl::make_view(p + g1w, e, r1, h / 16),
+            qtl::make_view(p + g1w + g1s, e, h, i / 2), qtl::make_view(p + g1w + g1s + g2w, e, h, i / 16)};
+  }
+};
+
+moe_buffers& moe() {
+  static moe_buffers b;
+  return b;
+}
+
+void bm_memcpy_moe(benchmark::State& state) {
+  auto& b = moe();
+  memcpy_loop(state, b.in.data(), b.out.data(), moe_buffers::total);
+}
+BENCHMARK(bm_memcpy_moe)->Name("BM_memcpy_moe/679477248")->Unit(benchmark::kMillisecond);
+
+void bm_moe_prepare(benchmark::State& state) {
+  auto& b = moe();
+  auto const in = moe_buffers::tensors(static_cast<std::uint8_t const*>(b.in.data()));
+  auto const out = moe_buffers::tensors(b.out.data());
+  qtl::trtllm_fp4_moe_shape const shape{
+      .hidden_size = moe_buffers::h, .intermediate_size = moe_buffers::i, .num_experts = moe_buffers::e};
+  for (auto _ : state) {
+    qtl::prepare_static_weights_for_trtllm_fp4_moe(shape, in, out);
+    benchmark::DoNotOptimize(b.out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 *
+                          static_cast<std::int64_t>(moe_buffers::total));
+}
+BENCHMARK(bm_moe_prepare)->Name("BM_prepare_trtllm_fp4_moe/E64_H4096_I1536")->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();
