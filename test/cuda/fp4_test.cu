@@ -1,0 +1,124 @@
+// qtl/cuda/fp4.cuh against the host reference of qtl/fp4.hpp, bit for bit: NVFP4 global scale,
+// NVFP4/MXFP4/MXFP8 block quantization in the linear and 128x4 layouts (padding zeroed), and
+// dequantization. Skipped (77) without a GPU by test/cuda/main.cu.
+#include <qtl/cuda/fp4.cuh>
+#include <qtl/fp4.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+namespace {
+
+using qtl::bfloat16_t;
+using qtl::index_t;
+
+template <class T>
+struct device_buffer {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+  explicit device_buffer(std::size_t count) : n(count) {
+    REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(T)) == cudaSuccess);
+  }
+  explicit device_buffer(std::vector<T> const& v) : device_buffer(v.size()) {
+    REQUIRE(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  ~device_buffer() { cudaFree(ptr); }
+  device_buffer(device_buffer const&) = delete;
+  device_buffer& operator=(device_buffer const&) = delete;
+  std::vector<T> get() const {
+    std::vector<T> v(n);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return v;
+  }
+};
+
+template <class T>
+std::vector<std::uint8_t> raw(std::vector<T> const& v) {
+  std::vector<std::uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+template <class T>
+std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<T> v(static_cast<std::size_t>(rows * cols));
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    float const e = static_cast<float>((i / 16 * 2654435761u) % 15) - 7.0f;  // per-block ranges
+    v[i] = qtl::from_float<T>(normal(gen) * std::exp2(e));
+  }
+  for (std::size_t i = 32; i < 64 && i < v.size(); ++i) {
+    v[i] = qtl::from_float<T>(0.0f);  // an all-zero block
+  }
+  if (v.size() > 100) {
+    v[70] = qtl::from_float<T>(std::numeric_limits<float>::quiet_NaN());
+  }
+  return v;
+}
+
+template <class F, class Layout, class T>
+void compare(index_t m, index_t k) {
+  auto const x = random_input<T>(m, k, static_cast<std::uint32_t>(m + k));
+  auto const in = qtl::make_view<T const>(x.data(), m, k);
+  index_t const vk = k / F::elements_per_value;
+  std::vector<typename F::element> hq(static_cast<std::size_t>(m * vk));
+  std::vector<typename F::scale> hs(static_cast<std::size_t>(qtl::block_scale_bytes<F, Layout>(m, k)));
+  float const hgs = F::has_global_scale ? qtl::nvfp4_global_scale(in) : 1.0f;
+  qtl::block_quantize<F, Layout>(in, qtl::make_view(hq.data(), m, vk), std::span(hs), hgs);
+
+  device_buffer<T> dx(x);
+  auto const din = qtl::make_view<T const>(dx.ptr, m, k);
+  device_buffer<float> dgs(1);
+  if constexpr (F::has_global_scale) {
+    REQUIRE(qtl::cuda::nvfp4_global_scale(din, dgs.ptr) == cudaSuccess);
+    CHECK(qtl::float_to_bits(dgs.get()[0]) == qtl::float_to_bits(hgs));
+  }
+  device_buffer<typename F::element> dq(hq.size());
+  device_buffer<typename F::scale> ds(std::vector<typename F::scale>(hs.size(), typename F::scale{0xCD}));
+  REQUIRE(qtl::cuda::block_quantize<F, Layout>(din, qtl::make_view(dq.ptr, m, vk), ds.ptr,
+                                               F::has_global_scale ? dgs.ptr : nullptr) == cudaSuccess);
+  CHECK(raw(dq.get()) == raw(hq));
+  CHECK(raw(ds.get()) == raw(hs));
+
+  std::vector<float> hd(static_cast<std::size_t>(m * k));
+  qtl::block_dequantize<F, Layout>(qtl::make_view<typename F::element const>(hq.data(), m, vk),
+                                   std::span<typename F::scale const>(hs), hgs, qtl::make_view(hd.data(), m, k));
+  device_buffer<float> dd(hd.size());
+  REQUIRE(qtl::cuda::block_dequantize<F, Layout>(qtl::make_view<typename F::element const>(dq.ptr, m, vk), ds.ptr,
+                                                 F::has_global_scale ? dgs.ptr : nullptr,
+                                                 qtl::make_view(dd.ptr, m, k)) == cudaSuccess);
+  CHECK(raw(dd.get()) == raw(hd));
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("device block quantization equals the host (linear scales)", "[cuda][fp4]", qtl::nvfp4,
+                   qtl::mxfp4, qtl::mxfp8) {
+  compare<TestType, qtl::layout_linear, bfloat16_t>(37, 512);
+  compare<TestType, qtl::layout_linear, float>(3, 96);
+}
+
+TEMPLATE_TEST_CASE("device block quantization equals the host (128x4 scales, padding zeroed)", "[cuda][fp4]",
+                   qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+  compare<TestType, qtl::layout_128x4, bfloat16_t>(130, 6 * TestType::block_size);
+  compare<TestType, qtl::layout_128x4, qtl::half_t>(300, 1024);
+}
+
+TEST_CASE("device block quantization refuses bad shapes", "[cuda][fp4]") {
+  device_buffer<float> dx(48);
+  device_buffer<qtl::float4_e2m1x2_t> dq(24);
+  device_buffer<qtl::float8_e4m3fn_t> ds(3);
+  device_buffer<float> dgs(1);
+  CHECK(qtl::cuda::block_quantize<qtl::nvfp4>(qtl::make_view<float const>(dx.ptr, 2, 24),
+                                              qtl::make_view(dq.ptr, 2, 12), ds.ptr, dgs.ptr) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::block_quantize<qtl::nvfp4>(qtl::make_view<float const>(dx.ptr, 1, 48),
+                                              qtl::make_view(dq.ptr, 1, 24), ds.ptr, nullptr) == cudaErrorInvalidValue);
+}
