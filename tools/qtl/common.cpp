@@ -1,0 +1,122 @@
+// op_io and the small shared helpers of the qtl tool (see common.hpp).
+
+#include "common.hpp"
+
+#include <algorithm>
+#include <charconv>
+
+namespace qtl::tool {
+
+void check_device(std::string const& device) {
+  if (device == "cuda") {
+    throw data_error(
+        "--device cuda: no CUDA GPU available to this qtl (it was built host-only); use --device cpu");
+  }
+}
+
+std::string dtype_list(std::initializer_list<dtype> types) {
+  std::string s;
+  std::size_t i = 0;
+  for (dtype t : types) {
+    if (i > 0) {
+      s += i + 1 == types.size() ? " or " : ", ";
+    }
+    s += qtl::io::dtype_name(t);
+    ++i;
+  }
+  return s;
+}
+
+op_io::op_io(std::string op, std::filesystem::path in, std::filesystem::path out)
+    : op_(std::move(op)), out_path_(std::move(out)), in_(qtl::io::safetensors_file::open(in)) {}
+
+std::string op_io::where(std::string_view tensor) const {
+  return in_.path().string() + ": tensor '" + std::string(tensor) + "'";
+}
+
+tensor_info const* op_io::optional_tensor(std::string_view name, std::initializer_list<dtype> types,
+                                          std::initializer_list<int> ranks) const {
+  tensor_info const* t = in_.find(name);
+  if (t == nullptr) {
+    return nullptr;
+  }
+  if (std::find(types.begin(), types.end(), t->type) == types.end()) {
+    throw data_error(where(name) + " has dtype " + std::string(qtl::io::dtype_name(t->type)) +
+                     "; " + op_ + " needs " + dtype_list(types));
+  }
+  int const rank = static_cast<int>(t->shape.size());
+  if (std::find(ranks.begin(), ranks.end(), rank) == ranks.end()) {
+    std::string want;
+    for (int r : ranks) {
+      want += (want.empty() ? "" : " or ") + std::to_string(r);
+    }
+    throw data_error(where(name) + " has shape " + qtl::io::shape_string(t->shape) + " (" +
+                     std::to_string(rank) + " dimensions); " + op_ + " needs " + want +
+                     " dimensions");
+  }
+  return t;
+}
+
+tensor_info const& op_io::tensor(std::string_view name, std::initializer_list<dtype> types,
+                                 std::initializer_list<int> ranks) const {
+  if (tensor_info const* t = optional_tensor(name, types, ranks)) {
+    return *t;
+  }
+  throw data_error(in_.path().string() + ": has no tensor '" + std::string(name) + "', which " +
+                   op_ + " needs (" + dtype_list(types) + ")");
+}
+
+tensor_info const& op_io::any_tensor(std::string_view name, int min_rank) const {
+  tensor_info const* t = in_.find(name);
+  if (t == nullptr) {
+    throw data_error(in_.path().string() + ": has no tensor '" + std::string(name) + "', which " +
+                     op_ + " needs");
+  }
+  if (static_cast<int>(t->shape.size()) < min_rank) {
+    throw data_error(where(name) + " has shape " + qtl::io::shape_string(t->shape) + "; " + op_ +
+                     " needs at least " + std::to_string(min_rank) + " dimensions");
+  }
+  return *t;
+}
+
+void op_io::add(qtl::io::tensor_entry e, std::shared_ptr<void const> keep) {
+  outputs_.push_back(std::move(e));
+  keep_.push_back(std::move(keep));
+}
+
+void op_io::emit_input(std::string name, tensor_info const& t) {
+  qtl::io::tensor_entry e = t;
+  e.name = std::move(name);
+  add(std::move(e), nullptr);
+}
+
+void op_io::write() const {
+  json meta = json::object();
+  meta["producer"] = "qtl op " + op_;
+  qtl::io::write_safetensors(out_path_, outputs_, meta);
+}
+
+std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string const& text) {
+  std::vector<std::int64_t> out;
+  char const* p = text.data();
+  char const* const end = p + text.size();
+  while (true) {
+    std::int64_t v = 0;
+    auto [next, ec] = std::from_chars(p, end, v);
+    if (ec != std::errc() || v < 0) {
+      throw usage_error(flag + " " + text + ": expected comma-separated non-negative integers");
+    }
+    out.push_back(v);
+    p = next;
+    if (p == end) {
+      break;
+    }
+    if (*p != ',') {
+      throw usage_error(flag + " " + text + ": expected comma-separated non-negative integers");
+    }
+    ++p;
+  }
+  return out;
+}
+
+}  // namespace qtl::tool

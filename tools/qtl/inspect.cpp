@@ -1,0 +1,143 @@
+// qtl inspect (see inspect.hpp).
+
+#include "inspect.hpp"
+
+#include <algorithm>
+#include <map>
+#include <ostream>
+#include <tuple>
+
+#include <qtl/io/safetensors.hpp>
+
+#include "recognize.hpp"
+
+namespace qtl::tool {
+namespace {
+
+using qtl::io::json;
+
+/// Per-scheme summary: (scheme, variant) -> module count, in first-seen order of the sorted list.
+std::vector<std::tuple<std::string, std::string, std::size_t>> summarize(
+    std::vector<quantized_module> const& mods) {
+  std::vector<std::tuple<std::string, std::string, std::size_t>> s;
+  for (auto const& m : mods) {
+    auto it = std::find_if(s.begin(), s.end(), [&](auto const& e) {
+      return std::get<0>(e) == m.scheme && std::get<1>(e) == m.variant;
+    });
+    if (it == s.end()) {
+      s.emplace_back(m.scheme, m.variant, 1);
+    } else {
+      ++std::get<2>(*it);
+    }
+  }
+  return s;
+}
+
+json report(std::string const& path, qtl::io::safetensors_checkpoint const& ck) {
+  json r = json::object();
+  r["path"] = path;
+  json shards = json::array();
+  for (auto const& s : ck.shards()) {
+    shards.push_back(s.path().string());
+  }
+  r["shards"] = shards;
+  r["metadata"] = ck.metadata();
+  json tensors = json::array();
+  std::uint64_t total = 0;
+  std::vector<qtl::io::tensor_info const*> infos;
+  for (auto const& e : ck.tensors()) {
+    auto const& t = *e.tensor;
+    json j = json::object();
+    j["name"] = t.name;
+    j["dtype"] = std::string(qtl::io::dtype_name(t.type));
+    j["shape"] = t.shape;
+    j["bytes"] = t.bytes.size();
+    if (ck.shards().size() > 1) {
+      j["shard"] = ck.shards()[e.shard].path().filename().string();
+    }
+    tensors.push_back(std::move(j));
+    total += t.bytes.size();
+    infos.push_back(&t);
+  }
+  r["tensor_count"] = infos.size();
+  r["tensor_bytes"] = total;
+  r["tensors"] = std::move(tensors);
+  auto const mods = recognize(infos);
+  json schemes = json::array();
+  for (auto const& [scheme, variant, count] : summarize(mods)) {
+    schemes.push_back({{"scheme", scheme}, {"variant", variant}, {"modules", count}});
+  }
+  json modules = json::array();
+  for (auto const& m : mods) {
+    modules.push_back(
+        {{"module", m.module}, {"scheme", m.scheme}, {"variant", m.variant}, {"tensors", m.tensors}});
+  }
+  r["quantization"] = {{"schemes", std::move(schemes)}, {"modules", std::move(modules)}};
+  return r;
+}
+
+std::string pad(std::string s, std::size_t width) {
+  if (s.size() < width) {
+    s.append(width - s.size(), ' ');
+  }
+  return s;
+}
+
+void print_table(json const& r, std::ostream& out) {
+  out << r["path"].get<std::string>() << ": " << r["tensor_count"].get<std::size_t>()
+      << " tensors, " << r["tensor_bytes"].get<std::uint64_t>() << " bytes";
+  if (r["shards"].size() > 1) {
+    out << " in " << r["shards"].size() << " shards";
+  }
+  out << "\n";
+  for (auto const& [k, v] : r["metadata"].items()) {
+    out << "  metadata " << k << " = " << (v.is_string() ? v.get<std::string>() : v.dump()) << "\n";
+  }
+  std::size_t wn = 6, wd = 5, ws = 5;
+  for (auto const& t : r["tensors"]) {
+    wn = std::max(wn, t["name"].get_ref<std::string const&>().size());
+    wd = std::max(wd, t["dtype"].get_ref<std::string const&>().size());
+    ws = std::max(ws, qtl::io::shape_string(t["shape"].get<std::vector<std::int64_t>>()).size());
+  }
+  bool const sharded = r["shards"].size() > 1;
+  out << "  " << pad("TENSOR", wn) << "  " << pad("DTYPE", wd) << "  " << pad("SHAPE", ws)
+      << "  BYTES" << (sharded ? "        SHARD" : "") << "\n";
+  for (auto const& t : r["tensors"]) {
+    std::string const bytes = std::to_string(t["bytes"].get<std::uint64_t>());
+    out << "  " << pad(t["name"].get<std::string>(), wn) << "  "
+        << pad(t["dtype"].get<std::string>(), wd) << "  "
+        << pad(qtl::io::shape_string(t["shape"].get<std::vector<std::int64_t>>()), ws) << "  "
+        << (sharded ? pad(bytes, 11) + "  " + t["shard"].get<std::string>() : bytes) << "\n";
+  }
+  auto const& schemes = r["quantization"]["schemes"];
+  if (schemes.empty()) {
+    out << "  quantization: none recognised (GPTQ, AWQ, FP8, NVFP4, MXFP4 tensor naming)\n";
+  }
+  for (auto const& s : schemes) {
+    out << "  quantization: " << s["scheme"].get<std::string>() << " ("
+        << s["variant"].get<std::string>() << "): " << s["modules"].get<std::size_t>()
+        << (s["modules"].get<std::size_t>() == 1 ? " module\n" : " modules\n");
+  }
+}
+
+}  // namespace
+
+void inspect(std::vector<std::string> const& paths, bool as_json, std::ostream& out) {
+  json files = json::array();
+  for (auto const& p : paths) {
+    auto const ck = qtl::io::safetensors_checkpoint::open(p);
+    files.push_back(report(p, ck));
+  }
+  if (as_json) {
+    out << json{{"files", files}}.dump(2) << "\n";
+    return;
+  }
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    if (i > 0) {
+      out << "\n";
+    }
+    print_table(files[i], out);
+  }
+}
+
+}  // namespace qtl::tool

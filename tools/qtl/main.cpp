@@ -1,0 +1,121 @@
+// qtl: the command-line tool of the Quantization Template Library.
+//
+//   qtl inspect FILE...                         tensors, dtypes, shapes, metadata, scheme
+//   qtl op NAME [FLAGS] IN.safetensors OUT.safetensors
+//                                               one library operation on a file's tensors
+//
+// Exit codes: 0 success, 1 command line, 2 files and data (see common.hpp).
+
+#include <iostream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "common.hpp"
+#include "inspect.hpp"
+#include "ops.hpp"
+
+namespace {
+
+constexpr char const* version = "qtl 0.1.0";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace qtl::tool;
+  CLI::App app{"qtl: quantize, repack and inspect safetensors checkpoints (QTL, the Quantization "
+               "Template Library).\nExit codes: 0 success, 1 command-line error, 2 file or data "
+               "error.",
+               "qtl"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", version);
+
+  // qtl inspect ---------------------------------------------------------------------------------
+  auto* inspect_cmd = app.add_subcommand(
+      "inspect", "list tensors, dtypes, shapes, bytes, metadata and the quantization scheme "
+                 "(GPTQ, AWQ, FP8, NVFP4, MXFP4 naming) of safetensors files");
+  std::vector<std::string> inspect_paths;
+  bool inspect_json = false;
+  inspect_cmd
+      ->add_option("FILE", inspect_paths,
+                   "a .safetensors file, a *.safetensors.index.json, or a folder holding one")
+      ->required();
+  inspect_cmd->add_flag("--json", inspect_json, "print JSON instead of a table");
+
+  // qtl op NAME -----------------------------------------------------------------------------------
+  auto* op_cmd = app.add_subcommand(
+      "op", "apply one library operation to the tensors of IN and write the results to OUT "
+            "(the contract of each op: test/data/golden/README.md)");
+  op_cmd->require_subcommand(1);
+  std::string device = "cpu";
+  op_cmd->add_option("--device", device, "where to run: cpu (default) or cuda")
+      ->check(CLI::IsMember({"cpu", "cuda"}));
+  std::string in_path, out_path;
+  struct registered {
+    CLI::App* cmd;
+    op_runner run;
+    std::string name;
+  };
+  std::vector<registered> ops;
+  for (auto const& spec : all_ops()) {
+    auto* cmd = op_cmd->add_subcommand(spec.name, spec.help);
+    cmd->fallthrough();  // --device may follow the op's name
+    op_runner run = spec.define(*cmd);
+    cmd->add_option("IN", in_path, "input .safetensors file")->required();
+    cmd->add_option("OUT", out_path,
+                    "output .safetensors file (written to a temporary file, then renamed)")
+        ->required();
+    ops.push_back({cmd, std::move(run), spec.name});
+  }
+
+  // CLI11 would report an unknown subcommand or op as "A subcommand is required"; name it instead.
+  if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != "op" &&
+      std::string_view(argv[1]) != "inspect") {
+    std::cerr << "qtl: error: unknown subcommand '" << argv[1] << "'; `qtl --help` lists them\n";
+    return exit_usage;
+  }
+  // Likewise an unknown op as "A subcommand is required"; name it instead.
+  if (argc >= 3 && std::string_view(argv[1]) == "op" && argv[2][0] != '-') {
+    bool known = false;
+    for (auto const& op : ops) {
+      known = known || op.name == argv[2];
+    }
+    if (!known) {
+      std::cerr << "qtl: error: unknown op '" << argv[2] << "'; `qtl op --help` lists the ops\n";
+      return exit_usage;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (CLI::ParseError const& e) {
+    // --help and --version exit 0; every parse error of CLI11's is a command-line error.
+    return app.exit(e) == 0 ? exit_ok : exit_usage;
+  }
+
+  try {
+    if (inspect_cmd->parsed()) {
+      inspect(inspect_paths, inspect_json, std::cout);
+      return exit_ok;
+    }
+    check_device(device);
+    for (auto const& op : ops) {
+      if (op.cmd->parsed()) {
+        op_io io(op.name, in_path, out_path);
+        op.run(io);
+        io.write();
+        return exit_ok;
+      }
+    }
+    std::cerr << "qtl: error: no operation given\n";
+    return exit_usage;
+  } catch (usage_error const& e) {
+    std::cerr << "qtl: error: " << e.what() << "\nRun with --help for more information.\n";
+    return exit_usage;
+  } catch (std::exception const& e) {  // qtl::error and its subclasses, std::bad_alloc, ...
+    std::cerr << "qtl: error: " << e.what() << "\n";
+    return exit_data;
+  }
+}

@@ -1,0 +1,156 @@
+// qtl op scaled-fp8-quant | per-tensor-dequantize | requantize-with-max-scale | nvfp4-quant
+// (qtl/fp8.hpp, qtl/fp4.hpp)
+//
+//   scaled-fp8-quant [--per-token | --scale S]   input [M,N] F32|F16|BF16
+//                      -> output F8_E4M3 [M,N], scale F32 [1] (per tensor) or [M,1] (per token)
+//   per-tensor-dequantize   tensor F8_E4M3, inv_scale F32 [] (-> dq_weight F16) or [1] (-> F32)
+//   requantize-with-max-scale --logical-widths a,b,c
+//                      weight F8_E4M3 [N,K], weight_scale F32 [S] or []
+//                      -> max_w_scale F32 [], weight F8_E4M3 [N,K]
+//   nvfp4-quant [--swizzle]   input [M,K] F32|F16|BF16, global_scale F32 [] (optional)
+//                      -> output U8 [M,K/2], scale F8_E4M3 [M,K/16] (linear) or
+//                         [pad128(M), pad4(K/16)] (128x4 layout), global_scale F32 []
+
+#include <qtl/blockscale.hpp>
+#include <qtl/fp4.hpp>
+#include <qtl/fp8.hpp>
+
+#include "ops.hpp"
+
+namespace qtl::tool {
+namespace {
+
+constexpr auto float_types = {dtype::F32, dtype::F16, dtype::BF16};
+
+op_spec scaled_fp8_quant_op() {
+  return {"scaled-fp8-quant",
+          "FP8 E4M3 quantization of input [M,N]: dynamic per tensor (default), --per-token, or "
+          "static with --scale S",
+          [](CLI::App& cmd) -> op_runner {
+            auto per_token = std::make_shared<bool>(false);
+            auto scale = std::make_shared<std::optional<double>>();
+            auto* pt = cmd.add_flag("--per-token", *per_token, "one dynamic scale per row");
+            cmd.add_option("--scale", *scale, "static per-tensor dequantization scale")
+                ->excludes(pt);
+            return [per_token, scale](op_io& io) {
+              auto const& t = io.tensor("input", float_types, {2});
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const in(t);
+                float const s = scale->has_value() ? static_cast<float>(**scale) : 0.0f;
+                auto r = qtl::scaled_fp8_quant<float8_e4m3fn_t>(
+                    in.view2(), scale->has_value() ? &s : nullptr, 0, *per_token);
+                auto const m = r.output.extent(0);
+                auto const n = r.output.extent(1);
+                io.emit("output", dtype::F8_E4M3, shape_of(m, n), std::move(r.output.storage()));
+                io.emit("scale", dtype::F32, *per_token ? shape_of(m, 1) : shape_of(1),
+                        std::move(r.scale.storage()));
+              });
+            };
+          }};
+}
+
+op_spec per_tensor_dequantize_op() {
+  return {"per-tensor-dequantize",
+          "dq_weight = tensor (F8_E4M3) * inv_scale: F16 for a 0-dim inv_scale, F32 for a [1] one "
+          "(torch promotes)",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              auto const& q = io.tensor("tensor", {dtype::F8_E4M3}, {1, 2, 3});
+              auto const& s = io.tensor("inv_scale", {dtype::F32}, {0, 1});
+              if (s.numel() != 1) {
+                throw data_error(io.where("inv_scale") + " has shape " +
+                                 qtl::io::shape_string(s.shape) + "; it must be [] or [1]");
+              }
+              typed_tensor<float8_e4m3fn_t> const in(q);
+              index_t const cols = q.shape.back();
+              index_t const rows = cols == 0 ? 0 : in.size() / cols;
+              auto const view = make_view(in.data(), rows, cols);
+              float const scale = scalar_value(s);
+              if (s.shape.empty()) {
+                std::vector<half_t> out(static_cast<std::size_t>(in.size()));
+                qtl::per_tensor_dequantize<half_t>(view, scale, make_view(out.data(), rows, cols));
+                io.emit("dq_weight", dtype::F16, q.shape, std::move(out));
+              } else {
+                std::vector<float> out(static_cast<std::size_t>(in.size()));
+                qtl::per_tensor_dequantize<float>(view, scale, make_view(out.data(), rows, cols));
+                io.emit("dq_weight", dtype::F32, q.shape, std::move(out));
+              }
+            };
+          }};
+}
+
+op_spec requantize_op() {
+  return {"requantize-with-max-scale",
+          "requantize each shard (rows given by --logical-widths) of an FP8 weight to the largest "
+          "of its per-shard scales",
+          [](CLI::App& cmd) -> op_runner {
+            auto widths = std::make_shared<std::string>();
+            cmd.add_option("--logical-widths", *widths, "rows of each shard, e.g. 16,16,9")
+                ->required();
+            return [widths](op_io& io) {
+              auto const lw = parse_int_list("--logical-widths", *widths);
+              auto const& w = io.tensor("weight", {dtype::F8_E4M3}, {2});
+              auto const& s = io.tensor("weight_scale", {dtype::F32}, {0, 1});
+              std::vector<float8_e4m3fn_t> weight = qtl::io::tensor_values<float8_e4m3fn_t>(w);
+              std::vector<float> const scales = qtl::io::tensor_values<float>(s);
+              float const max_scale = qtl::requantize_with_max_scale<float8_e4m3fn_t>(
+                  make_view(weight.data(), w.shape[0], w.shape[1]),
+                  qtl::weight_scales{scales, s.shape.empty()}, lw);
+              io.emit("max_w_scale", dtype::F32, {}, std::vector<float>{max_scale});
+              io.emit("weight", dtype::F8_E4M3, w.shape, std::move(weight));
+            };
+          }};
+}
+
+op_spec nvfp4_quant_op() {
+  return {"nvfp4-quant",
+          "NVFP4 quantization of input [M,K]: E2M1 codes (two per byte), one E4M3 scale per 16 "
+          "elements (128x4 layout with --swizzle), global scale 448*6/amax unless given",
+          [](CLI::App& cmd) -> op_runner {
+            auto swizzle = std::make_shared<bool>(false);
+            cmd.add_flag("--swizzle", *swizzle, "write the scales in the 128x4 (tcgen05) layout");
+            return [swizzle](op_io& io) {
+              auto const& t = io.tensor("input", float_types, {2});
+              auto const* g = io.optional_tensor("global_scale", {dtype::F32}, {0});
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const in(t);
+                index_t const m = in.dim(0);
+                index_t const k = in.dim(1);
+                float const gs = g != nullptr ? scalar_value(*g) : qtl::nvfp4_global_scale(in.view2());
+                if (k % 16 != 0) {
+                  throw data_error(io.where("input") + " has K = " + std::to_string(k) +
+                                   " columns, not a multiple of the NVFP4 block of 16");
+                }
+                std::vector<float4_e2m1x2_t> values(static_cast<std::size_t>(m * (k / 2)));
+                auto const vview = make_view(values.data(), m, k / 2);
+                std::vector<float8_e4m3fn_t> scales;
+                std::vector<std::int64_t> scale_shape;
+                if (*swizzle) {
+                  scales.resize(static_cast<std::size_t>(
+                      qtl::block_scale_bytes<qtl::nvfp4, qtl::layout_128x4>(m, k)));
+                  qtl::block_quantize<qtl::nvfp4, qtl::layout_128x4>(in.view2(), vview,
+                                                                     std::span(scales), gs);
+                  scale_shape = shape_of(qtl::layout_128x4::pad_rows(m),
+                                         qtl::layout_128x4::pad_cols(k / 16));
+                } else {
+                  scales.resize(static_cast<std::size_t>(
+                      qtl::block_scale_bytes<qtl::nvfp4, qtl::layout_linear>(m, k)));
+                  qtl::block_quantize<qtl::nvfp4, qtl::layout_linear>(in.view2(), vview,
+                                                                      std::span(scales), gs);
+                  scale_shape = shape_of(m, k / 16);
+                }
+                io.emit("output", dtype::U8, shape_of(m, k / 2), std::move(values));
+                io.emit("scale", dtype::F8_E4M3, std::move(scale_shape), std::move(scales));
+                io.emit("global_scale", dtype::F32, {}, std::vector<float>{gs});
+              });
+            };
+          }};
+}
+
+}  // namespace
+
+std::vector<op_spec> fp8_ops() {
+  return {scaled_fp8_quant_op(), per_tensor_dequantize_op(), requantize_op(), nvfp4_quant_op()};
+}
+
+}  // namespace qtl::tool

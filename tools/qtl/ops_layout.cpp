@@ -1,0 +1,189 @@
+// Layout ops: byte permutations of scales and MoE weights (qtl/blockscale.hpp, qtl/moe.hpp).
+//
+//   swizzle-blockscale                  scale U8|F8_E4M3 [M,K] or [B,M,K]
+//                                       -> scale, same dtype, [pad128(M), pad4(K)] (or [B,..])
+//   unswizzle-blockscale --rows --cols  scale [Mp,Kp] or [B,Mp,Kp] -> scale [M,K] or [B,M,K]
+//   swap-w13-to-w31                     x [..., 2R, C] any dtype -> x, halves of dim -2 swapped
+//   reorder-w1w3-to-w3w1 --dim d        weight, scale (any dtypes, same size along d)
+//                                       -> both with the halves along d swapped
+//   prepare-trtllm-fp4-moe --hidden-size H --intermediate-size I --num-experts E [--no-gated]
+//       gemm1_weights U8 [E,R1,H/2], gemm1_scales F8_E4M3 [E,R1,H/16], gemm2_weights U8 [E,H,I/2],
+//       gemm2_scales F8_E4M3 [E,H,I/16]  (R1 = 2I gated, I otherwise)
+//       -> gemm{1,2}_{weights,scales}_fp4_shuffled, same dtypes and shapes
+//
+// The halves swaps move whole elements, so they run on bytes: a tensor split along dimension d
+// is seen as [outer, size(d), inner * element bytes], and its halves are swapped along the middle.
+
+#include <qtl/blockscale.hpp>
+#include <qtl/moe.hpp>
+
+#include "ops.hpp"
+
+namespace qtl::tool {
+namespace {
+
+/// `t` as bytes [prod(shape[:d]), shape[d], prod(shape[d+1:]) * element size].
+view3d<std::uint8_t const> split_view(tensor_info const& t, int d) {
+  index_t outer = 1;
+  index_t inner = static_cast<index_t>(qtl::io::dtype_size(t.type));
+  for (int i = 0; i < static_cast<int>(t.shape.size()); ++i) {
+    if (i < d) {
+      outer *= t.shape[static_cast<std::size_t>(i)];
+    } else if (i > d) {
+      inner *= t.shape[static_cast<std::size_t>(i)];
+    }
+  }
+  auto const* p = reinterpret_cast<std::uint8_t const*>(t.bytes.data());
+  return make_view(p, outer, t.shape[static_cast<std::size_t>(d)], inner);
+}
+
+view3d<std::uint8_t> same_shape(std::vector<std::uint8_t>& buf, view3d<std::uint8_t const> v) {
+  buf.resize(static_cast<std::size_t>(v.size()));
+  return make_view(buf.data(), v.extent[0], v.extent[1], v.extent[2]);
+}
+
+op_spec swizzle_op() {
+  return {"swizzle-blockscale",
+          "lay out block scales [M,K] (or [B,M,K]) in the 128x4 tcgen05 layout, padded with zeros "
+          "to [pad128(M), pad4(K)]",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              auto const& t = io.tensor("scale", {dtype::U8, dtype::F8_E4M3}, {2, 3});
+              typed_tensor<std::uint8_t> const in(t);
+              if (t.shape.size() == 2) {
+                emit(io, "scale", t.type, qtl::swizzle_blockscale(in.view2()));
+              } else {
+                emit(io, "scale", t.type, qtl::swizzle_blockscale(in.view3()));
+              }
+            };
+          }};
+}
+
+op_spec unswizzle_op() {
+  return {"unswizzle-blockscale",
+          "read 128x4-layout scales [Mp,Kp] (or [B,Mp,Kp]) back into [M,K] (inverse of "
+          "swizzle-blockscale)",
+          [](CLI::App& cmd) -> op_runner {
+            auto rows = std::make_shared<index_t>(0);
+            auto cols = std::make_shared<index_t>(0);
+            cmd.add_option("--rows", *rows, "M, the rows of the unswizzled scales")
+                ->required()
+                ->check(CLI::NonNegativeNumber);
+            cmd.add_option("--cols", *cols, "K, the columns (K-blocks) of the unswizzled scales")
+                ->required()
+                ->check(CLI::NonNegativeNumber);
+            return [rows, cols](op_io& io) {
+              auto const& t = io.tensor("scale", {dtype::U8, dtype::F8_E4M3}, {2, 3});
+              typed_tensor<std::uint8_t> const in(t);
+              if (t.shape.size() == 2) {
+                emit(io, "scale", t.type, qtl::unswizzle_blockscale(in.view2(), *rows, *cols));
+              } else {
+                emit(io, "scale", t.type, qtl::unswizzle_blockscale(in.view3(), *rows, *cols));
+              }
+            };
+          }};
+}
+
+op_spec swap_op() {
+  return {"swap-w13-to-w31",
+          "x [..., 2R, C] (any dtype): exchange the halves of dimension -2 ([w1; w3] -> [w3; w1])",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              auto const& t = io.any_tensor("x", 2);
+              auto const in = split_view(t, static_cast<int>(t.shape.size()) - 2);
+              std::vector<std::uint8_t> out;
+              qtl::swap_w13_to_w31(in, same_shape(out, in));
+              io.emit("x", t.type, t.shape, std::move(out));
+            };
+          }};
+}
+
+op_spec reorder_op() {
+  return {"reorder-w1w3-to-w3w1",
+          "weight and scale (any dtypes): exchange the halves along --dim ([w1, w3] -> [w3, w1])",
+          [](CLI::App& cmd) -> op_runner {
+            auto dim = std::make_shared<int>(-2);
+            cmd.add_option("--dim", *dim, "the dimension split in halves (negative: from the end)")
+                ->capture_default_str();
+            return [dim](op_io& io) {
+              auto const& w = io.any_tensor("weight", 1);
+              auto const& s = io.any_tensor("scale", 1);
+              int const rank = static_cast<int>(w.shape.size());
+              if (static_cast<int>(s.shape.size()) != rank) {
+                throw data_error(io.where("scale") + " has shape " + qtl::io::shape_string(s.shape) +
+                                 ", not of the rank of weight " + qtl::io::shape_string(w.shape));
+              }
+              if (*dim < -rank || *dim >= rank) {
+                throw data_error("--dim " + std::to_string(*dim) + " is outside the " +
+                                 std::to_string(rank) + " dimensions of " + io.where("weight"));
+              }
+              int const d = *dim < 0 ? *dim + rank : *dim;
+              auto const win = split_view(w, d);
+              auto const sin = split_view(s, d);
+              std::vector<std::uint8_t> wout, sout;
+              qtl::reorder_w1w3_to_w3w1<1>(win, sin, same_shape(wout, win), same_shape(sout, sin));
+              io.emit("weight", w.type, w.shape, std::move(wout));
+              io.emit("scale", s.type, s.shape, std::move(sout));
+            };
+          }};
+}
+
+op_spec prepare_trtllm_op() {
+  return {"prepare-trtllm-fp4-moe",
+          "shuffle NVFP4 MoE weights and scales for trtllm-gen (epilogue tile 128; scales laid "
+          "out 128x4 per expert)",
+          [](CLI::App& cmd) -> op_runner {
+            auto shape = std::make_shared<qtl::trtllm_fp4_moe_shape>();
+            auto no_gated = std::make_shared<bool>(false);
+            cmd.add_option("--hidden-size", shape->hidden_size, "H")->required()->check(CLI::PositiveNumber);
+            cmd.add_option("--intermediate-size", shape->intermediate_size, "I")
+                ->required()
+                ->check(CLI::PositiveNumber);
+            cmd.add_option("--num-experts", shape->num_experts, "E")->required()->check(CLI::PositiveNumber);
+            cmd.add_flag("--no-gated", *no_gated, "GEMM1 is one projection of I rows, not [up; gate]");
+            return [shape, no_gated](op_io& io) {
+              shape->gated = !*no_gated;
+              index_t const e = shape->num_experts;
+              index_t const h = shape->hidden_size;
+              index_t const i = shape->intermediate_size;
+              index_t const r1 = shape->gemm1_rows();
+              struct want {
+                char const* name;
+                dtype type;
+                index_t rows, cols;
+              };
+              want const wants[] = {{"gemm1_weights", dtype::U8, r1, h / 2},
+                                    {"gemm1_scales", dtype::F8_E4M3, r1, h / 16},
+                                    {"gemm2_weights", dtype::U8, h, i / 2},
+                                    {"gemm2_scales", dtype::F8_E4M3, h, i / 16}};
+              view3d<std::uint8_t const> in[4];
+              std::vector<std::uint8_t> out[4];
+              view3d<std::uint8_t> outv[4];
+              for (int k = 0; k < 4; ++k) {
+                auto const& t = io.tensor(wants[k].name, {wants[k].type}, {3});
+                if (t.shape != shape_of(e, wants[k].rows, wants[k].cols)) {
+                  throw data_error(io.where(wants[k].name) + " has shape " +
+                                   qtl::io::shape_string(t.shape) + "; the flags need " +
+                                   qtl::io::shape_string(shape_of(e, wants[k].rows, wants[k].cols)));
+                }
+                in[k] = split_view(t, 1);
+                outv[k] = same_shape(out[k], in[k]);
+              }
+              qtl::prepare_static_weights_for_trtllm_fp4_moe(
+                  *shape, qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{in[0], in[1], in[2], in[3]},
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{outv[0], outv[1], outv[2], outv[3]});
+              for (int k = 0; k < 4; ++k) {
+                io.emit(std::string(wants[k].name) + "_fp4_shuffled", wants[k].type,
+                        shape_of(e, wants[k].rows, wants[k].cols), std::move(out[k]));
+              }
+            };
+          }};
+}
+
+}  // namespace
+
+std::vector<op_spec> layout_ops() {
+  return {swizzle_op(), unswizzle_op(), swap_op(), reorder_op(), prepare_trtllm_op()};
+}
+
+}  // namespace qtl::tool
