@@ -213,6 +213,32 @@ TEST_CASE("strided views take the general path and give the same words", "[pack]
   }
 }
 
+TEST_CASE("outputs large enough for streaming stores give the same words", "[pack]") {
+  // 16-bit codes: a (2048, 4096) matrix packs to 16 MiB, the streaming threshold, along rows and
+  // cols, and unpacks to 32 MiB; the chunked and the remainder columns are both covered (4096 + 48).
+  STATIC_REQUIRE(qtl::detail::streaming_threshold_bytes == index_t{16} << 20);
+  std::mt19937 rng(3);
+  index_t const k = 2048;
+  index_t const n = 4096 + 48;
+  auto const q = random_codes(k * n, 0, 0xFFFF, rng);
+  auto const in = make_view(q.data(), k, n);
+  auto const rows = qtl::pack_rows<16>(in);
+  CHECK(rows.storage() == reference_pack(q, k, n, 16, true));
+  auto const cols = qtl::pack_cols<16>(in);
+  CHECK(cols.storage() == reference_pack(q, k, n, 16, false));
+  CHECK(qtl::unpack_rows<16>(rows.view()).storage() == q);
+  CHECK(qtl::unpack_cols<16>(cols.view()).storage() == q);
+  // An error in a streamed output still leaves it zeroed.
+  auto bad = q;
+  bad[static_cast<std::size_t>(1500 * n + 7)] = 0x10000;
+  qtl::host_tensor<std::int32_t, 2> out({k / 2, n});
+  std::fill(out.storage().begin(), out.storage().end(), 77);
+  CHECK(qtl::detail::use_streaming_stores(out.view()) == (QTL_PACK_STREAMING_STORES == 1));
+  CHECK_THROWS_MATCHES(qtl::pack_rows<16>(make_view(bad.data(), k, n), out.view()), qtl::value_error,
+                       Catch::Message("qtl::pack_rows<16>: in(1500, 7) = 65536 is outside [0, 65535], the range of 16-bit codes"));
+  CHECK(std::all_of(out.storage().begin(), out.storage().end(), [](std::int32_t v) { return v == 0; }));
+}
+
 TEST_CASE("empty matrices pack to empty matrices", "[pack]") {
   std::vector<std::int32_t> none;
   CHECK(qtl::pack_rows<4>(make_view(none.data(), 0, 5)).size() == 0);
