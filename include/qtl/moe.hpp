@@ -252,6 +252,12 @@ struct trtllm_fp4_moe_shape {
   bool gated = true;              ///< GEMM1 computes gate and up (SwiGLU-style) rather than one projection
 
   constexpr index_t gemm1_rows() const { return (gated ? 2 : 1) * intermediate_size; }
+  /// The preconditions of `trtllm_fp4_moe_plan` (`H % 128 == 0`, `I % 64 == 0`, `I % 128 == 0`
+  /// when not gated, all positive, `E >= 0`); the plan's constructor says which one fails.
+  constexpr bool valid() const {
+    return num_experts >= 0 && hidden_size > 0 && hidden_size % 128 == 0 && intermediate_size > 0 &&
+           intermediate_size % (gated ? 64 : 128) == 0;
+  }
 };
 
 /// A set of the four MoE tensors (inputs or outputs); `W`, `S` are byte types, const for inputs.

@@ -1,0 +1,91 @@
+// <qtl/cuda/moe.cuh> against the host plan of <qtl/moe.hpp>, byte for byte: the four prepared
+// tensors of small MoE layers, gated and not, epilogue tiles 128 and 64, and launcher errors. The
+// shared main exits 77 (skipped) without a GPU.
+
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <qtl/cuda/moe.cuh>
+#include <qtl/moe.hpp>
+#include <random>
+#include <vector>
+
+namespace {
+
+using qtl::index_t;
+using qtl::make_view;
+
+#define CUDA_REQUIRE(expr) REQUIRE((expr) == cudaSuccess)
+
+struct device_bytes {
+  std::uint8_t* p = nullptr;
+  explicit device_bytes(std::size_t n) {
+    CUDA_REQUIRE(cudaMalloc(&p, n + 64));
+    CUDA_REQUIRE(cudaMemset(p, 0xAB, n + 64));
+  }
+  ~device_bytes() { cudaFree(p); }
+  device_bytes(device_bytes const&) = delete;
+  device_bytes& operator=(device_bytes const&) = delete;
+};
+
+template <int EpilogueTileM>
+void check_moe(index_t h, index_t i, index_t e, bool gated) {
+  CAPTURE(EpilogueTileM, h, i, e, gated);
+  qtl::trtllm_fp4_moe_shape const shape{.hidden_size = h, .intermediate_size = i, .num_experts = e, .gated = gated};
+  index_t const r1 = shape.gemm1_rows();
+  std::size_t const sizes[4] = {static_cast<std::size_t>(e * r1 * h / 2), static_cast<std::size_t>(e * r1 * h / 16),
+                                static_cast<std::size_t>(e * h * i / 2), static_cast<std::size_t>(e * h * i / 16)};
+  std::size_t const total = sizes[0] + sizes[1] + sizes[2] + sizes[3];
+  std::vector<std::uint8_t> host_in(total);
+  std::mt19937 rng(static_cast<std::uint32_t>(h + i + e));
+  for (auto& b : host_in) {
+    b = static_cast<std::uint8_t>(rng());
+  }
+  std::vector<std::uint8_t> host_out(total);
+  auto const tensors = [&](auto* p) {
+    using T = std::remove_pointer_t<decltype(p)>;
+    return qtl::trtllm_fp4_moe_tensors<T, T>{make_view(p, e, r1, h / 2), make_view(p + sizes[0], e, r1, h / 16),
+                                             make_view(p + sizes[0] + sizes[1], e, h, i / 2),
+                                             make_view(p + sizes[0] + sizes[1] + sizes[2], e, h, i / 16)};
+  };
+  qtl::trtllm_fp4_moe_plan<EpilogueTileM>(shape).apply(tensors(static_cast<std::uint8_t const*>(host_in.data())),
+                                                       tensors(host_out.data()));
+  device_bytes in(total);
+  device_bytes out(total);
+  CUDA_REQUIRE(cudaMemcpy(in.p, host_in.data(), total, cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe<EpilogueTileM>(
+      shape, tensors(static_cast<std::uint8_t const*>(in.p)), tensors(out.p)));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  std::vector<std::uint8_t> got(total);
+  CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, total, cudaMemcpyDeviceToHost));
+  REQUIRE(got == host_out);
+}
+
+}  // namespace
+
+TEST_CASE("device MoE preparation equals the host plan, byte for byte", "[cuda][moe]") {
+  check_moe<128>(128, 64, 3, true);
+  check_moe<128>(256, 128, 2, false);
+  check_moe<128>(384, 192, 5, true);
+  check_moe<64>(256, 128, 2, true);
+  check_moe<128>(1024, 512, 8, true);
+}
+
+TEST_CASE("device MoE launcher rejects shapes the host plan rejects", "[cuda][moe]") {
+  device_bytes buf(1 << 16);
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> const in{
+      make_view(static_cast<std::uint8_t const*>(buf.p), 1, 128, 64),
+      make_view(static_cast<std::uint8_t const*>(buf.p), 1, 128, 8),
+      make_view(static_cast<std::uint8_t const*>(buf.p), 1, 128, 32),
+      make_view(static_cast<std::uint8_t const*>(buf.p), 1, 128, 4)};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const out{
+      make_view(buf.p + 20000, 1, 128, 64), make_view(buf.p + 30000, 1, 128, 8), make_view(buf.p + 40000, 1, 128, 32),
+      make_view(buf.p + 50000, 1, 128, 4)};
+  CHECK(qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe(
+            {.hidden_size = 96, .intermediate_size = 64, .num_experts = 1}, in, out) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe(
+            {.hidden_size = 128, .intermediate_size = 32, .num_experts = 1}, in, out) == cudaErrorInvalidValue);
+  auto bad = out;
+  bad.gemm2_scales = make_view(buf.p + 50000, 1, 128, 5);
+  CHECK(qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe(
+            {.hidden_size = 128, .intermediate_size = 64, .num_experts = 1}, in, bad) == cudaErrorInvalidValue);
+}
