@@ -22,7 +22,6 @@
 /// Anything else — backreferences, lookbehind, atomic groups, possessive quantifiers, inline
 /// flags, conditionals, comments, non-ASCII pattern characters — is rejected: `qtl::regex_error`
 /// (with the position and the construct) at run time, a compile error in constant evaluation.
-/// (Not checked: Python's "redefinition of group name" for a repeated (?P<name>...).)
 ///
 /// Characters: the engine works on bytes with ASCII semantics. On ASCII text the results equal
 /// Python's default (Unicode) mode, including \s matching \x1c-\x1f (str.isspace(); re.ASCII

@@ -44,6 +44,9 @@ constexpr bool anchor_holds(std::uint8_t kind, std::string_view t, std::size_t p
     case anchor::end: return pos == n;
     case anchor::word_boundary:
     case anchor::not_word_boundary: {
+      if (n == 0) {
+        return false;  // CPython: neither \b nor \B matches in an empty text
+      }
       bool const before = pos > 0 && is_word_byte(static_cast<unsigned char>(t[pos - 1]));
       bool const after = pos < n && is_word_byte(static_cast<unsigned char>(t[pos]));
       return (before != after) == (static_cast<anchor>(kind) == anchor::word_boundary);

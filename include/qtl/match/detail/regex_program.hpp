@@ -130,6 +130,8 @@ enum class errc : std::uint8_t {
   lookbehind,
   unsupported_group,
   bad_group_name,
+  duplicate_group_name,
+  too_many_names,
   possessive,
   non_ascii,
   unexpected_end,
@@ -159,6 +161,8 @@ constexpr char const* errc_message(errc e) {
     case errc::unsupported_group:
       return "'(?...)': group extension not supported (only (?:...), (?P<name>...), (?=...), (?!...))";
     case errc::bad_group_name: return "'(?P<name>': bad or unterminated group name";
+    case errc::duplicate_group_name: return "'(?P<name>': redefinition of group name";
+    case errc::too_many_names: return "'(?P<name>': more than 128 named groups";
     case errc::possessive: return "'*+' / '++' / '?+' / '{m,n}+': possessive quantifiers are not supported";
     case errc::non_ascii: return "non-ASCII character or escape: only ASCII patterns are supported";
     case errc::unexpected_end: return "'(?': unexpected end of pattern";
@@ -187,6 +191,8 @@ inline void regex_backreferences_are_not_supported() {}
 inline void regex_lookbehind_is_not_supported() {}
 inline void regex_group_extension_is_not_supported() {}
 inline void regex_has_bad_group_name() {}
+inline void regex_redefines_a_group_name() {}
+inline void regex_has_too_many_named_groups() {}
 inline void regex_possessive_quantifiers_are_not_supported() {}
 inline void regex_non_ascii_is_not_supported() {}
 inline void regex_ends_unexpectedly() {}
@@ -214,6 +220,8 @@ constexpr void report_in_constant_evaluation(errc e) {
     case errc::lookbehind: regex_lookbehind_is_not_supported(); return;
     case errc::unsupported_group: regex_group_extension_is_not_supported(); return;
     case errc::bad_group_name: regex_has_bad_group_name(); return;
+    case errc::duplicate_group_name: regex_redefines_a_group_name(); return;
+    case errc::too_many_names: regex_has_too_many_named_groups(); return;
     case errc::possessive: regex_possessive_quantifiers_are_not_supported(); return;
     case errc::non_ascii: regex_non_ascii_is_not_supported(); return;
     case errc::unexpected_end: regex_ends_unexpectedly(); return;
@@ -318,6 +326,9 @@ class parser {
   last last_ = last::nothing;
   std::int32_t last_start_ = 0;
   bool failed_ = false;
+  static constexpr std::size_t max_names = 128;
+  std::array<std::string_view, max_names> names_{};  // (?P<name>...) seen so far
+  std::size_t n_names_ = 0;
 
   constexpr std::int32_t capacity() const { return static_cast<std::int32_t>(p_.code.size()); }
 
@@ -788,6 +799,16 @@ class parser {
           if (i_ >= s_.size() || i_ == name_begin) {
             return fail(errc::bad_group_name, name_begin);
           }
+          std::string_view const name = s_.substr(name_begin, i_ - name_begin);
+          for (std::size_t k = 0; k != n_names_; ++k) {
+            if (names_[k] == name) {
+              return fail(errc::duplicate_group_name, name_begin);
+            }
+          }
+          if (n_names_ == max_names) {
+            return fail(errc::too_many_names, name_begin);
+          }
+          names_[n_names_++] = name;
           ++i_;  // '>'
         } else if (i_ < s_.size() && s_[i_] == '=') {
           return fail(errc::backreference, at);

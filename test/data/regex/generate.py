@@ -1,0 +1,223 @@
+#!/usr/bin/env python3
+"""Differential corpus for qtl's regex engine: random patterns in the supported subset of
+Python's `re`, random module names and short strings, and CPython's verdicts for re.match,
+re.fullmatch and re.search. Patterns CPython rejects are recorded as errors (qtl must reject
+them too).
+
+usage: generate.py [--seed N] [--patterns N] [--per-pattern N] [--texts N] > corpus.txt
+
+Format (one record per line; strings are %-encoded: bytes 0x21-0x7e except '%' as themselves,
+everything else %XX):
+  text <s>                      the next text of the pool (indexed from 0)
+  pattern <s> <i>=<mfs> ...     a pattern and, for pool texts i, three digits: match,
+                                fullmatch, search (1 = CPython finds a match)
+  error <s>                     CPython raises re.error for this pattern
+"""
+import argparse
+import random
+import re
+import signal
+import sys
+import warnings
+
+warnings.simplefilter("ignore")  # FutureWarning on '[[' and friends: semantics unchanged
+
+LETTERS = "abdegmlopru_"
+DIGITS = "0129"
+PUNCT = ".-_"
+
+
+def enc(s: str) -> str:
+    out = []
+    for ch in s:
+        o = ord(ch)
+        if 0x21 <= o <= 0x7E and ch != "%":
+            out.append(ch)
+        else:
+            out.append("%%%02X" % o)
+    return "".join(out)
+
+
+def gen_class(r: random.Random) -> str:
+    items = []
+    for _ in range(r.randint(1, 3)):
+        k = r.random()
+        if k < 0.3:
+            a, b = sorted(r.sample("abdeglmopru", 2))
+            items.append(f"{a}-{b}")
+        elif k < 0.45:
+            a, b = sorted(r.sample("0129", 2))
+            items.append(f"{a}-{b}")
+        elif k < 0.6:
+            items.append(r.choice([r"\d", r"\w", r"\s", r"\D", r"\W", r"\S", r"\.", r"\-", r"\]", r"\\", r"\n"]))
+        else:
+            items.append(r.choice(LETTERS + DIGITS + ".-_^ "))
+    body = "".join(items)
+    neg = "^" if r.random() < 0.3 else ""
+    if body.startswith("^") and not neg:
+        body = "\\" + body
+    if r.random() < 0.05:
+        body = "]" + body  # ']' first is a literal
+    if r.random() < 0.05:
+        body = body + "-"  # trailing '-' is a literal
+    return f"[{neg}{body}]"
+
+
+def gen_atom(r: random.Random, depth: int) -> str:
+    k = r.random()
+    if depth < 3 and k < 0.18:
+        inner = gen_alt(r, depth + 1)
+        kind = r.choice(["(", "(?:", "(?:", "(?=", "(?!", "(?P<g%d>" % r.randint(0, 99)])
+        return f"{kind}{inner})"
+    if k < 0.45:
+        return r.choice(LETTERS + DIGITS)
+    if k < 0.55:
+        return "."
+    if k < 0.65:
+        return r.choice([r"\.", r"\_", r"\-", r"\d", r"\w", r"\s", r"\D", r"\W", r"\S", r"\x2e", r"\t", r"\n", r"\056", r"\0"])
+    if k < 0.8:
+        return gen_class(r)
+    if k < 0.88:
+        return r.choice(["^", "$", r"\A", r"\Z", r"\b", r"\B"])
+    if k < 0.9:
+        return r.choice(["{", "}", "a{", "{1", "{x}", "{}", "]"])
+    return r.choice(LETTERS)
+
+
+def gen_quant(r: random.Random) -> str:
+    k = r.random()
+    if k < 0.55:
+        return ""
+    q = r.choice(["*", "+", "?", "*", "+", "{%d}" % r.randint(0, 3), "{%d,}" % r.randint(0, 2),
+                  "{,%d}" % r.randint(0, 3), "{%d,%d}" % (lambda a: (a, a + r.randint(0, 2)))(r.randint(0, 2)),
+                  "{,}"])
+    if r.random() < 0.25:
+        q += "?"
+    return q
+
+
+def gen_seq(r: random.Random, depth: int) -> str:
+    parts = []
+    for _ in range(r.randint(0 if depth else 1, 4)):
+        a = gen_atom(r, depth)
+        if a not in ("^", "$", r"\A", r"\Z", r"\b", r"\B"):
+            a += gen_quant(r)
+        parts.append(a)
+    return "".join(parts)
+
+
+def gen_alt(r: random.Random, depth: int) -> str:
+    alts = [gen_seq(r, depth)]
+    while r.random() < 0.25:
+        alts.append(gen_seq(r, depth))
+    return "|".join(alts)
+
+
+REAL = [
+    r"^model\.layers\.(?!0\.)\d+\.",
+    r"^model\.layers\.(?!(?:0|2)\.)\d+\.",
+    r".*\.(?:[1-9]|1[0-9]|2[0-1])\..*",
+    r".*\.18\..*gate.*",
+    r".*down.*",
+    r".*mlp\.(gate|up|gate_up|down)_proj.*",
+    r".*mlp[.]gate$",
+    r"model.layers.*.self_attn",
+    r"(?:.*\.)?(?:q|k|v)_proj$",
+    r"^(?!.*(?:lm_head|embed)).*proj$",
+]
+
+
+def gen_pattern(r: random.Random):
+    """(pattern, mutated): a mutated pattern is kept only when CPython rejects it, since a
+    mutation may produce valid syntax outside the subset (possessive repeats, backreferences)."""
+    if r.random() < 0.03:
+        return r.choice(REAL), False
+    p = gen_alt(r, 0)
+    if r.random() < 0.1:
+        i = r.randint(0, len(p))
+        return p[:i] + r.choice("()[]{}*+?|\\") + p[i:], True
+    return p, False
+
+
+def gen_text(r: random.Random) -> str:
+    k = r.random()
+    if k < 0.55:
+        layer = r.choice([0, 1, 2, 9, 12, 18, 19, 20, 21, 22, r.randint(0, 93)])
+        tail = r.choice([
+            "self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+            "self_attn.qkv_proj", "mlp.gate", "mlp.gate_up_proj", "mlp.down_proj",
+            "mlp.experts.%d.%s" % (r.randint(0, 127), r.choice(["gate_proj", "up_proj", "down_proj"])),
+        ])
+        t = f"model.layers.{layer}.{tail}"
+        if r.random() < 0.1:
+            t = r.choice(["lm_head", "model.embed_tokens", "language_model." + t, t + "."])
+    else:
+        alphabet = LETTERS + DIGITS + PUNCT + " \t"
+        t = "".join(r.choice(alphabet) for _ in range(r.randint(0, 12)))
+    if r.random() < 0.05:
+        t += "\n"
+    if r.random() < 0.02:
+        t = t[:len(t) // 2] + "\x1c" + t[len(t) // 2:]
+    return t
+
+
+class Timeout(Exception):
+    pass
+
+
+def on_alarm(signum, frame):
+    raise Timeout()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--seed", type=int, default=20261202)
+    ap.add_argument("--patterns", type=int, default=3000)
+    ap.add_argument("--per-pattern", type=int, default=24)
+    ap.add_argument("--texts", type=int, default=400)
+    a = ap.parse_args()
+    signal.signal(signal.SIGALRM, on_alarm)
+    r = random.Random(a.seed)
+    texts = [gen_text(r) for _ in range(a.texts)]
+    out = sys.stdout
+    out.write("# generated by test/data/regex/generate.py --seed %d --patterns %d --per-pattern %d --texts %d"
+              " (CPython %s)\n" % (a.seed, a.patterns, a.per_pattern, a.texts, sys.version.split()[0]))
+    for t in texts:
+        out.write("text %s\n" % enc(t))
+    made = 0
+    seen = set()
+    while made < a.patterns:
+        p, mutated = gen_pattern(r)
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            c = re.compile(p)
+        except re.error:
+            out.write("error %s\n" % enc(p))
+            made += 1
+            continue
+        except (OverflowError, RecursionError):
+            continue
+        if mutated or any(ord(ch) > 0x7E for ch in p):
+            continue
+        idx = sorted(r.sample(range(len(texts)), a.per_pattern))
+        res = []
+        # CPython backtracks: a pattern that takes it too long is dropped (qtl does not care).
+        signal.setitimer(signal.ITIMER_REAL, 0.5)
+        try:
+            for i in idx:
+                t = texts[i]
+                res.append("%d=%d%d%d" % (i, c.match(t) is not None, c.fullmatch(t) is not None,
+                                          c.search(t) is not None))
+        except Timeout:
+            continue
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
+        out.write("pattern %s %s\n" % (enc(p), " ".join(res)))
+        made += 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

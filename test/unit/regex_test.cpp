@@ -1,0 +1,313 @@
+// Unit tests of qtl/match/regex.hpp: the differential corpus against CPython's `re` (committed,
+// and regenerated live when python3 is present), the complexity bound, lookahead, anchors and
+// the errors.
+#include <qtl/match/regex.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+std::string decode(std::string const& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+struct verdict {
+  std::size_t text;
+  bool match, fullmatch, search;
+};
+struct case_ {
+  std::string pattern;
+  bool error;
+  std::vector<verdict> verdicts;
+};
+struct corpus {
+  std::vector<std::string> texts;
+  std::vector<case_> cases;
+};
+
+corpus load(std::string const& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  corpus c;
+  std::string line;
+  while (std::getline(in, line)) {
+    std::istringstream ls(line);
+    std::string kind, s;
+    ls >> kind;
+    if (kind == "text") {
+      ls >> s;  // empty when the text is empty
+      c.texts.push_back(decode(s));
+    } else if (kind == "error" || kind == "pattern") {
+      ls >> s;
+      case_ k{decode(s), kind == "error", {}};
+      std::string r;
+      while (ls >> r) {
+        auto const eq = r.find('=');
+        k.verdicts.push_back({std::stoul(r.substr(0, eq)), r[eq + 1] == '1', r[eq + 2] == '1', r[eq + 3] == '1'});
+      }
+      c.cases.push_back(std::move(k));
+    }
+  }
+  return c;
+}
+
+// Replays a corpus through qtl::regex (DFA where it applies) and the one-shot re_* functions
+// (NFA); returns the number of disagreements with CPython and prints the first few.
+std::size_t replay(corpus const& c, std::size_t& n_checks, std::size_t& n_dfa) {
+  std::size_t bad = 0;
+  auto report = [&](std::string const& what, case_ const& k, std::string const& text) {
+    if (++bad <= 20) {
+      std::printf("disagreement (%s): pattern %s text \"%s\"\n", what.c_str(), k.pattern.c_str(), text.c_str());
+    }
+  };
+  for (case_ const& k : c.cases) {
+    if (k.error) {
+      bool threw = false;
+      try {
+        qtl::regex r(k.pattern);
+      } catch (qtl::regex_error const&) {
+        threw = true;
+      }
+      ++n_checks;
+      if (!threw) {
+        report("CPython rejects it, qtl accepts it", k, "");
+      }
+      continue;
+    }
+    std::unique_ptr<qtl::regex> r;
+    try {
+      r = std::make_unique<qtl::regex>(k.pattern);
+    } catch (qtl::regex_error const& e) {
+      report(std::string("CPython accepts it, qtl rejects it: ") + e.what(), k, "");
+      continue;
+    }
+    n_dfa += r->uses_dfa() ? 1 : 0;
+    for (verdict const& v : k.verdicts) {
+      std::string const& t = c.texts.at(v.text);
+      n_checks += 6;
+      if (r->match(t) != v.match) report("regex::match", k, t);
+      if (r->fullmatch(t) != v.fullmatch) report("regex::fullmatch", k, t);
+      if (r->search(t) != v.search) report("regex::search", k, t);
+      if (qtl::re_match(k.pattern, t) != v.match) report("re_match", k, t);
+      if (qtl::re_fullmatch(k.pattern, t) != v.fullmatch) report("re_fullmatch", k, t);
+      if (qtl::re_search(k.pattern, t) != v.search) report("re_search", k, t);
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("the committed corpus agrees with CPython re on every pattern and text", "[regex]") {
+  corpus const c = load(std::string(QTL_TEST_DATA_DIR) + "/regex/corpus.txt");
+  REQUIRE(c.cases.size() >= 3000);
+  std::size_t checks = 0, dfa = 0;
+  CHECK(replay(c, checks, dfa) == 0);
+  std::printf("regex corpus: %zu patterns, %zu checks, %zu patterns on the DFA\n", c.cases.size(), checks, dfa);
+  CHECK(checks > 100000);
+}
+
+TEST_CASE("a corpus generated now by python3 agrees with qtl (skipped without python3)", "[regex]") {
+  if (std::system("python3 -c 'import re' > /dev/null 2>&1") != 0) {
+    WARN("python3 not found: only the committed corpus was checked");
+    return;
+  }
+  std::string const out = "regex_live_corpus.txt";
+  unsigned const seed = Catch::rngSeed();
+  std::string const cmd = "python3 " + std::string(QTL_TEST_DATA_DIR) + "/regex/generate.py --seed " +
+                          std::to_string(seed) + " --patterns 600 > " + out;
+  REQUIRE(std::system(cmd.c_str()) == 0);
+  corpus const c = load(out);
+  std::size_t checks = 0, dfa = 0;
+  CHECK(replay(c, checks, dfa) == 0);
+  std::remove(out.c_str());
+}
+
+TEST_CASE("(a*)*b on 30,000 characters answers in milliseconds", "[regex]") {
+  std::string const text(30000, 'a');
+  auto const t0 = std::chrono::steady_clock::now();
+  CHECK_FALSE(qtl::re_search("(a*)*b", text));
+  CHECK_FALSE(qtl::re_match("(a*)*b", text));
+  CHECK_FALSE(qtl::re_fullmatch("(a|aa)*b", text));
+  CHECK_FALSE(qtl::re_search("(?:a+)+(?!a)b", text));
+  auto const t1 = std::chrono::steady_clock::now();
+  qtl::regex const r("(a*)*b");
+  CHECK_FALSE(r.search(text));
+  CHECK(r.search(text + "b"));
+  auto const t2 = std::chrono::steady_clock::now();
+  double const nfa_ms = std::chrono::duration<double, std::milli>(t1 - t0).count();
+  double const dfa_ms = std::chrono::duration<double, std::milli>(t2 - t1).count();
+  std::printf("(a*)*b on 30,000 chars: NFA (4 patterns) %.2f ms, qtl::regex %.2f ms\n", nfa_ms, dfa_ms);
+  CHECK(nfa_ms < 500.0);  // a backtracking engine takes longer than the age of the universe
+  CHECK(dfa_ms < 100.0);
+}
+
+TEST_CASE("lookahead as GPTQModel writes it", "[regex]") {
+  qtl::regex const r(R"(^model\.layers\.(?!(?:0|2)\.)\d+\.)");
+  CHECK_FALSE(r.uses_dfa());
+  CHECK_FALSE(r.match("model.layers.0.mlp.down_proj"));
+  CHECK_FALSE(r.match("model.layers.2.self_attn.o_proj"));
+  CHECK(r.match("model.layers.1.mlp.down_proj"));
+  CHECK(r.match("model.layers.20.mlp.down_proj"));
+  CHECK(r.match("model.layers.02.mlp.down_proj"));
+  CHECK_FALSE(r.match("lm_head"));
+  // lookahead at every position of a long text, and nested
+  std::string long_text(5000, 'a');
+  long_text += "b";
+  CHECK(qtl::re_search("a(?=a*b)", long_text));
+  CHECK_FALSE(qtl::re_search("a(?=a*c)", long_text));
+  CHECK(qtl::re_fullmatch("(?:a(?!(?=a*b)c))*b", long_text));
+  CHECK(qtl::re_match("(?=(?!x)a)a", "a"));
+}
+
+TEST_CASE("anchors follow Python: $ also before a final newline, \\Z only at the end", "[regex]") {
+  CHECK(qtl::re_match("a$", "a\n"));
+  CHECK(qtl::regex("a$").match("a\n"));
+  CHECK_FALSE(qtl::re_match("a$", "a\n\n"));
+  CHECK_FALSE(qtl::re_match(R"(a\Z)", "a\n"));
+  CHECK_FALSE(qtl::re_fullmatch("a$", "a\n"));
+  CHECK(qtl::re_search("^$", ""));
+  CHECK(qtl::regex("^$").search(""));
+  CHECK_FALSE(qtl::re_search("b^", "ab"));
+  CHECK(qtl::re_search(R"(\bproj\b)", "q.proj"));
+  CHECK_FALSE(qtl::re_search(R"(\bproj\b)", "q_proj"));
+  CHECK(qtl::regex(".*mlp[.]gate$").match("model.layers.0.mlp.gate"));
+  CHECK_FALSE(qtl::regex(".*mlp[.]gate$").match("model.layers.0.mlp.gate_up_proj"));
+}
+
+TEST_CASE("escapes and classes are ASCII and follow Python's default mode on ASCII text", "[regex]") {
+  CHECK(qtl::re_fullmatch(R"(\s)", "\x1c"));  // str.isspace('\x1c'): re.ASCII would say no
+  CHECK(qtl::re_fullmatch(R"(\s+)", " \t\n\r\f\v"));
+  CHECK(qtl::re_fullmatch(R"(\w+)", "gate_up_proj09"));
+  CHECK_FALSE(qtl::re_fullmatch(R"(\w)", "\xc3"));  // bytes >= 0x80 are not word characters
+  CHECK(qtl::re_fullmatch(R"(\W)", "\xc3"));
+  CHECK(qtl::re_fullmatch("[^a]", "\xc3"));
+  CHECK(qtl::re_fullmatch(".", "\xc3"));
+  CHECK_FALSE(qtl::re_fullmatch(".", "\n"));
+  CHECK(qtl::re_fullmatch(R"(\x41\101\0\n)", std::string("AA\0\n", 4)));
+  CHECK(qtl::re_fullmatch(R"([\]\-\\]+)", "]-\\"));
+  CHECK(qtl::re_fullmatch("[]a]+", "]a"));
+  CHECK(qtl::re_fullmatch("[a-]+", "a-"));
+  CHECK(qtl::re_fullmatch(R"([\b])", "\b"));
+  CHECK(qtl::re_fullmatch(R"(\_\:\#\ )", "_:# "));
+  CHECK(qtl::re_fullmatch("a{,2}b{2,}c{,}d{1}", "aabbbd"));
+  CHECK(qtl::re_fullmatch("a{1,2}?b??c*?d+?", "abd"));
+  CHECK(qtl::re_fullmatch("a{x}{}{1", "a{x}{}{1"));
+  CHECK(qtl::re_fullmatch("(?P<name>ab)+", "abab"));
+  CHECK(qtl::re_fullmatch("x{0}y", "y"));
+}
+
+namespace {
+std::size_t error_position(std::string const& pattern) {
+  try {
+    qtl::regex r(pattern);
+  } catch (qtl::regex_error const& e) {
+    std::string const what = e.what();
+    CHECK(what.find(pattern) != std::string::npos);  // the message quotes the pattern
+    // the one-shot functions reject it the same way
+    CHECK_THROWS_AS(qtl::re_match(pattern, "x"), qtl::regex_error);
+    return e.position();
+  }
+  FAIL("no regex_error for " << pattern);
+  return 0;
+}
+std::string error_text(std::string const& pattern) {
+  try {
+    qtl::regex r(pattern);
+  } catch (qtl::regex_error const& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST_CASE("unsupported or malformed patterns throw regex_error with position and construct", "[regex]") {
+  CHECK(error_position("ab(c") == 2);
+  CHECK(error_position("abc)") == 3);
+  CHECK(error_position("a[bc") == 1);
+  CHECK(error_position("[z-a]") == 1);
+  CHECK(error_position("a|*") == 2);
+  CHECK(error_position("a**") == 2);
+  CHECK(error_position("^*") == 1);
+  CHECK(error_position("a{3,2}") == 1);
+  CHECK(error_position(R"(\q)") == 0);
+  CHECK(error_position(R"(ab\)") == 2);
+  CHECK(error_position(R"(\x4)") == 0);
+  CHECK(error_position(R"((a)\1)") == 3);
+  CHECK(error_position("x(?<=a)b") == 1);
+  CHECK(error_position("(?<!a)b") == 0);
+  CHECK(error_position("(?>a)") == 0);
+  CHECK(error_position("(?i)a") == 0);
+  CHECK(error_position("(?#c)a") == 0);
+  CHECK(error_position("(?P=n)") == 0);
+  CHECK(error_position("(?P<1>a)") == 4);
+  CHECK(error_position("(?P<n>a)(?P<n>b)") == 12);
+  CHECK(error_position("a*+") == 2);
+  CHECK(error_position("a{1,2}+") == 6);
+  CHECK(error_position("(?") == 0);
+  CHECK(error_position("caf\xc3\xa9") == 3);
+  CHECK(error_position(R"(\u00e9)") == 0);
+  CHECK(error_position(R"([\d-z])") == 1);
+  CHECK(error_position("a{99999999999}") == 1);
+  CHECK(error_text("x(?<=a)b").find("lookbehind") != std::string::npos);
+  CHECK(error_text("a*+").find("possessive") != std::string::npos);
+  CHECK(error_text(R"((a)\1)").find("backreference") != std::string::npos);
+  CHECK(error_text("(ab").find("missing )") != std::string::npos);
+  // too large for any program: an error, not a truncation
+  CHECK_THROWS_AS(qtl::regex("(?:(?:a{100}){100}){100}"), qtl::regex_error);
+}
+
+TEST_CASE("static_regex and the one-shot functions agree with qtl::regex", "[regex]") {
+  using layer_skip = qtl::static_regex<R"(.*\.(?:[1-9]|1[0-9]|2[0-1])\..*)">;
+  STATIC_REQUIRE(layer_skip::match("model.layers.21.mlp.down_proj"));
+  STATIC_REQUIRE_FALSE(layer_skip::match("model.layers.0.mlp.down_proj"));
+  qtl::regex const r(layer_skip::pattern());
+  for (int layer = 0; layer != 30; ++layer) {
+    std::string const name = "model.layers." + std::to_string(layer) + ".mlp.down_proj";
+    bool const expect = layer >= 1 && layer <= 21;
+    CHECK(layer_skip::match(name) == expect);  // at run time
+    CHECK(r.match(name) == expect);
+    CHECK(qtl::re_match(layer_skip::pattern(), name) == expect);
+  }
+}
+
+TEST_CASE("qtl::regex is usable from several threads at once", "[regex]") {
+  qtl::regex const dfa_rule(R"(.*\.mlp\.experts\.\d+\.(?:gate|up)_proj)");
+  qtl::regex const look_rule(R"(^model\.layers\.(?!0\.)\d+\.)");
+  std::vector<std::thread> threads;
+  std::atomic<int> wrong{0};
+  for (int t = 0; t != 2; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i != 2000; ++i) {
+        std::string const name = "model.layers." + std::to_string((i + t) % 3) + ".mlp.experts." +
+                                 std::to_string(i % 128) + ".up_proj";
+        wrong += dfa_rule.match(name) ? 0 : 1;
+        wrong += look_rule.match(name) == ((i + t) % 3 != 0) ? 0 : 1;
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  CHECK(wrong == 0);
+}
