@@ -173,6 +173,17 @@ QTL_HOST_DEVICE constexpr float abs(float x) {
 }
 QTL_HOST_DEVICE constexpr bool isnan(float x) { return x != x; }
 
+// Selects with both arms already computed and conditions evaluated unconditionally. Loops built
+// from them are if-converted and vectorised even under -ftrapping-math (GCC's default), which
+// forbids speculating a float comparison or division that the source evaluates conditionally.
+QTL_HOST_DEVICE constexpr std::uint32_t select(bool c, std::uint32_t a, std::uint32_t b) {
+  std::uint32_t const m = 0u - static_cast<std::uint32_t>(c);
+  return (a & m) | (b & ~m);
+}
+QTL_HOST_DEVICE constexpr float select(bool c, float a, float b) {
+  return std::bit_cast<float>(select(c, std::bit_cast<std::uint32_t>(a), std::bit_cast<std::uint32_t>(b)));
+}
+
 /// fp16 bits → float, exact; branch-free so that loops vectorise (subnormals go through an exact
 /// int → float conversion, so DAZ/FTZ modes cannot flush them). NaN → quiet NaN, sign kept.
 QTL_HOST_DEVICE constexpr float fp16_to_float(std::uint16_t h) {
@@ -180,10 +191,10 @@ QTL_HOST_DEVICE constexpr float fp16_to_float(std::uint16_t h) {
   std::uint32_t const em = static_cast<std::uint32_t>(h) & 0x7FFFu;
   //  s eeeee mmmmmmmmmm  →  s eeeeeeee mmmmmmmmmm0000000000000   (rebias 15 → 127: + 112 << 23)
   std::uint32_t const normal = (em << 13) + (112u << 23);
-  std::uint32_t const special = em > 0x7C00u ? (0x7FC00000u | (em << 13)) : 0x7F800000u;
+  std::uint32_t const special = select(em > 0x7C00u, 0x7FC00000u | (em << 13), 0x7F800000u);
   float const sub = static_cast<float>(static_cast<std::int32_t>(em)) * 0x1p-24f;  // m · 2^-24, exact
-  std::uint32_t const mag = em >= 0x7C00u ? special : (em < 0x400u ? std::bit_cast<std::uint32_t>(sub) : normal);
-  return std::bit_cast<float>(sign | mag);
+  std::uint32_t const finite = select(em < 0x400u, std::bit_cast<std::uint32_t>(sub), normal);
+  return std::bit_cast<float>(sign | select(em >= 0x7C00u, special, finite));
 }
 /// float → fp16 bits, round to nearest even, overflow to ±Inf, NaN → sign | 0x7E00 (torch's);
 /// equal to `qtl::float_to_fp16` for every input, branch-free.
@@ -197,17 +208,16 @@ QTL_HOST_DEVICE constexpr std::uint16_t float_to_fp16(float x) {
   // multiple of 2^-24 (nearest even); the low bits of the sum are that multiple.
   float const shifted = std::bit_cast<float>(a) + 0.5f;
   std::uint32_t const subnormal = std::bit_cast<std::uint32_t>(shifted) - 0x3F000000u;
-  std::uint32_t const mag = a > 0x7F800000u   ? 0x7E00u
-                            : a >= 0x477FF000u ? 0x7C00u  // ≥ 65520 rounds to Inf
-                            : a < 0x38800000u  ? subnormal
-                                               : normal;
+  std::uint32_t mag = select(a < 0x38800000u, subnormal, normal);
+  mag = select(a >= 0x477FF000u, 0x7C00u, mag);  // ≥ 65520 rounds to Inf
+  mag = select(a > 0x7F800000u, 0x7E00u, mag);   // NaN
   return static_cast<std::uint16_t>(sign | mag);
 }
 /// float → bf16 bits, round to nearest even, overflow to ±Inf, NaN → 0x7FC0 (torch's).
 QTL_HOST_DEVICE constexpr std::uint16_t float_to_bf16(float x) {
   std::uint32_t const f = std::bit_cast<std::uint32_t>(x);
   std::uint32_t const r = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
-  return static_cast<std::uint16_t>((f & 0x7FFFFFFFu) > 0x7F800000u ? 0x7FC0u : r);
+  return static_cast<std::uint16_t>(select((f & 0x7FFFFFFFu) > 0x7F800000u, 0x7FC0u, r));
 }
 
 /// `x` of storage type T as float (exact).
@@ -244,18 +254,47 @@ QTL_HOST_DEVICE constexpr float round_to(float x) {
   }
 }
 
+/// `x` rounded to T's precision (11 significant bits for fp16, 8 for bf16, nearest even) by bit
+/// logic on the float, with no range handling: equal to `round_to<T>` wherever it is then fed to
+/// `round_even` and clamped to a code range. (fp16 subnormal results are < 0.5 either way and
+/// round to ±0; results ≥ 65520 become Inf in fp16 and ≥ 65536 here, and both clamp to qmax;
+/// NaN and ±Inf pass through.)
+template <class T>
+QTL_HOST_DEVICE constexpr float round_precision_for_code(float x) {
+  std::uint32_t const u = std::bit_cast<std::uint32_t>(x);
+  if constexpr (std::is_same_v<T, half_t>) {
+    return std::bit_cast<float>((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return std::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & ~0xFFFFu);
+  } else {
+    return x;
+  }
+}
+
 /// torch.round: nearest integer, ties to even, sign of zero kept, NaN/Inf unchanged. |x| + 2^23
 /// has ulp 1, so the addition does the rounding; |x| ≥ 2^23 is already an integer.
 QTL_HOST_DEVICE constexpr float round_even(float x) {
   float const a = abs(x);
   float const r = sub(add(a, 0x1p23f), 0x1p23f);
-  float const m = a >= 0x1p23f ? a : r;
+  float const m = select(a >= 0x1p23f, a, r);
   return std::bit_cast<float>(std::bit_cast<std::uint32_t>(m) | (std::bit_cast<std::uint32_t>(x) & 0x80000000u));
 }
 
 /// NaN-propagating max/min (torch.max/min and torch.maximum propagate NaN).
-QTL_HOST_DEVICE constexpr float nan_max(float acc, float x) { return (x > acc || isnan(x)) ? x : acc; }
-QTL_HOST_DEVICE constexpr float nan_min(float acc, float x) { return (x < acc || isnan(x)) ? x : acc; }
+QTL_HOST_DEVICE constexpr float nan_max(float acc, float x) {
+  bool const take = (x > acc) | isnan(x);
+  return select(take, x, acc);
+}
+QTL_HOST_DEVICE constexpr float nan_min(float acc, float x) {
+  bool const take = (x < acc) | isnan(x);
+  return select(take, x, acc);
+}
+/// clamp(x, lo, hi) with NaN kept (torch.clamp).
+QTL_HOST_DEVICE constexpr float clamp(float x, float lo, float hi) {
+  bool const below = x < lo;
+  bool const above = x > hi;
+  return select(above, hi, select(below, lo, x));
+}
 
 /// Scale and zero point of one group (zp 0 when symmetric).
 struct group_params {
@@ -269,7 +308,7 @@ QTL_HOST_DEVICE constexpr group_params symmetric_scale(float mx, float mn, quant
   constexpr float inf = std::numeric_limits<float>::infinity();
   float const a = abs(round_to<T>(div(mx, r.qmax != 0 ? r.qmax : inf)));
   float const b = abs(round_to<T>(div(mn, r.qmin != 0 ? r.qmin : inf)));
-  return {(isnan(a) || isnan(b)) ? std::numeric_limits<float>::quiet_NaN() : (a > b ? a : b), 0.0f};
+  return {nan_max(a, b), 0.0f};  // torch.maximum: NaN if either is NaN
 }
 
 /// Asymmetric scale and zero point: s = T(clamp_min(T(mx - mn), T(1e-5)) / qmax),
@@ -278,33 +317,35 @@ template <class T>
 QTL_HOST_DEVICE constexpr group_params asymmetric_scale(float mx, float mn, quant_range r) {
   float const lo = round_to<T>(1e-5f);  // torch converts the Python scalar to T
   float d = round_to<T>(sub(mx, mn));
-  d = d < lo ? lo : d;  // clamp(min=): NaN stays NaN
+  bool const below = d < lo;
+  d = select(below, lo, d);  // clamp(min=): NaN stays NaN
   float const s = round_to<T>(div(d, r.qmax));
-  float z = round_even(abs(round_to<T>(div(mn, s))));
-  z = z < r.qmin ? r.qmin : (z > r.qmax ? r.qmax : z);
-  return {s, isnan(z) ? 0.0f : z};
+  float const z = clamp(round_even(abs(round_to<T>(div(mn, s)))), r.qmin, r.qmax);
+  return {s, select(isnan(z), 0.0f, z)};
 }
 
 /// The clamped code (value domain, bias not added) of weight `w` in a group of scale `s`, zero
 /// point `zp`: clamp(int(rne(T(w / s))) + zp, qmin, qmax), int(NaN) = 0, saturating.
 template <class T>
 QTL_HOST_DEVICE constexpr float quantize_code(float w, group_params p, quant_range r) {
-  float q = round_even(round_to<T>(div(w, p.s)));
-  q = isnan(q) ? 0.0f : q;
-  q = q > 0x1p24f ? 0x1p24f : (q < -0x1p24f ? -0x1p24f : q);  // saturate: exact below
-  q = add(q, p.zp);
-  return q < r.qmin ? r.qmin : (q > r.qmax ? r.qmax : q);
+  float q = round_even(round_precision_for_code<T>(div(w, p.s)));
+  q = select(isnan(q), 0.0f, q);
+  q = clamp(q, -0x1p24f, 0x1p24f);  // saturate; sums below are exact
+  return clamp(add(q, p.zp), r.qmin, r.qmax);
 }
 
-/// The dequantized reference of clamped code `q` (see the file comment), as a float of T's precision.
-template <class T>
+/// The dequantized reference of clamped code `q` (see the file comment) before its last rounding:
+/// `store<T>` of the result is w_ref. `SmallCodes`: |q|, |zp|, |q - zp| ≤ 256, so converting them
+/// to T is exact (every type of ≤ 8 bits) and skipped.
+template <class T, bool SmallCodes = false>
 QTL_HOST_DEVICE constexpr float dequantize_code(float q, group_params p, bool zp_after_scales, std::uint32_t opaque) {
+  auto const to_t = [](float x) { return SmallCodes ? x : round_to<T>(x); };
   if (zp_after_scales) {
-    float const a = round_to<T>(mul(round_to<T>(q), p.s, opaque));
-    float const b = round_to<T>(mul(round_to<T>(p.zp), p.s, opaque));
-    return round_to<T>(sub(a, b));
+    float const a = round_to<T>(mul(to_t(q), p.s, opaque));
+    float const b = round_to<T>(mul(to_t(p.zp), p.s, opaque));
+    return sub(a, b);
   }
-  return round_to<T>(mul(round_to<T>(sub(q, p.zp)), p.s, opaque));
+  return mul(to_t(sub(q, p.zp)), p.s, opaque);
 }
 
 /// Ungrouped code: clamp(int(rne(w)), qmin, qmax) (w / 1.0f is w).
@@ -402,20 +443,70 @@ inline index_t effective_group_size(char const* fn, index_t g, index_t k) {
   return g;
 }
 
-/// Columns per tile so that a group of a tile (rows × cols × bytes) stays in L2 between the
-/// min/max pass and the quantization pass.
-inline constexpr index_t max_tile_cols = 512;
+/// Columns per tile. Small groups: 512 columns, so that a group of a tile (≤ 256 KiB) is still in
+/// L2 when pass 2 reads it again. Large groups (channelwise): 4096 columns, streamed twice from
+/// memory in long contiguous runs (narrow tiles of thousands of rows a power-of-two stride apart
+/// would thrash a few cache sets).
+inline constexpr index_t max_tile_cols = 4096;
 inline index_t tile_cols(index_t group_rows, std::size_t elem_bytes) {
-  index_t const budget = index_t{256} * 1024 / (group_rows * static_cast<index_t>(elem_bytes));
-  index_t c = std::clamp<index_t>(budget, 64, max_tile_cols);
-  return c & ~index_t{15};
+  return group_rows * 512 * static_cast<index_t>(elem_bytes) <= 256 * 1024 ? 512 : max_tile_cols;
 }
 
-/// Host executor of grouped quantization: one group (gs rows) × one column tile at a time.
+/// W consecutive columns of pass 1 (max/min). Fixed-width blocks with local arrays vectorise
+/// even under -O2's very-cheap cost model (no trip-count epilogue, no alias versioning).
+template <class T, int W>
+QTL_HOST_DEVICE void minmax_block(T const* row, float* mx, float* mn) {
+  float x[W];
+  for (int l = 0; l < W; ++l) {
+    x[l] = load<T>(row[l]);
+  }
+  for (int l = 0; l < W; ++l) {
+    mx[l] = nan_max(mx[l], x[l]);
+    mn[l] = nan_min(mn[l], x[l]);
+  }
+}
+
+/// W consecutive columns of pass 2 (codes and reference values) of one row.
+template <class T, bool SmallCodes, bool After, int W>
+QTL_HOST_DEVICE void quantize_block(T const* in, float const* sc, float const* zp, quant_range r, std::uint32_t opaque,
+                                    std::int32_t* q_out, T* ref_out) {
+  float x[W];
+  float q[W];
+  T ref[W];
+  for (int l = 0; l < W; ++l) {
+    x[l] = load<T>(in[l]);
+  }
+  for (int l = 0; l < W; ++l) {
+    group_params const p{sc[l], zp[l]};
+    q[l] = quantize_code<T>(x[l], p, r);
+    ref[l] = store<T>(dequantize_code<T, SmallCodes>(q[l], p, After, opaque));
+  }
+  for (int l = 0; l < W; ++l) {
+    ref_out[l] = ref[l];
+    q_out[l] = static_cast<std::int32_t>(q[l]) + r.bias;
+  }
+}
+
+template <class T, bool SmallCodes, bool After>
+void quantize_row(T const* in, float const* sc, float const* zp, index_t cn, quant_range r, std::uint32_t opaque,
+                  std::int32_t* q_out, T* ref_out) {
+  constexpr int block = 16;
+  index_t j = 0;
+  for (; j + block <= cn; j += block) {
+    quantize_block<T, SmallCodes, After, block>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
+  }
+  for (; j < cn; ++j) {
+    quantize_block<T, SmallCodes, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
+  }
+}
+
+/// Host executor of grouped quantization: one group (gs rows) × one column tile at a time, so the
+/// tile is still in L2 when pass 2 reads it again.
 /// `row_out[r]` (optional) is the output row of input row r (act-order writes permuted rows).
-template <class T, int G>
+template <class T, int G, bool SmallCodes>
 void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantize_options opt,
                            quantize_outputs<T> out, std::int32_t const* row_out) {
+  constexpr int block = 16;
   index_t const k = w.extent[0];
   index_t const n = w.extent[1];
   if constexpr (G > 0) {
@@ -427,6 +518,7 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
   float mn[max_tile_cols];
   float sc[max_tile_cols];
   float zp[max_tile_cols];
+  bool const after = opt.zero_points && opt.ref_zero_points_after_scales;
   for (index_t g = 0; g < k / gs; ++g) {
     index_t const r0 = g * gs;
     for (index_t c0 = 0; c0 < n; c0 += tc) {
@@ -439,10 +531,12 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
       }
       for (index_t i = 1; i < gs; ++i) {
         row = w.data + (r0 + i) * w.stride[0] + c0;
-        for (index_t j = 0; j < cn; ++j) {
-          float const x = load<T>(row[j]);
-          mx[j] = nan_max(mx[j], x);
-          mn[j] = nan_min(mn[j], x);
+        index_t j = 0;
+        for (; j + block <= cn; j += block) {
+          minmax_block<T, block>(row + j, mx + j, mn + j);
+        }
+        for (; j < cn; ++j) {
+          minmax_block<T, 1>(row + j, mx + j, mn + j);
         }
       }
       // Scales (and zero points) of this group's columns.
@@ -464,29 +558,17 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
           s_out[j] = store<T>(p.s);
         }
       }
-      // Pass 2: codes and reference values (the tile is still in L2).
-      bool const after = opt.zero_points && opt.ref_zero_points_after_scales;
+      // Pass 2: codes and reference values.
       for (index_t i = 0; i < gs; ++i) {
         index_t const ri = r0 + i;
         index_t const ro = row_out ? row_out[ri] : ri;
         T const* in = w.data + ri * w.stride[0] + c0;
         std::int32_t* q_out = out.w_q.data + ro * out.w_q.stride[0] + c0;
         T* ref_out = out.w_ref.data + ro * out.w_ref.stride[0] + c0;
-        float const bias = static_cast<float>(r.bias);
         if (after) {
-          for (index_t j = 0; j < cn; ++j) {
-            group_params const p{sc[j], zp[j]};
-            float const q = quantize_code<T>(load<T>(in[j]), p, r);
-            ref_out[j] = store<T>(dequantize_code<T>(q, p, true, opaque));
-            q_out[j] = static_cast<std::int32_t>(q + bias);
-          }
+          quantize_row<T, SmallCodes, true>(in, sc, zp, cn, r, opaque, q_out, ref_out);
         } else {
-          for (index_t j = 0; j < cn; ++j) {
-            group_params const p{sc[j], zp[j]};
-            float const q = quantize_code<T>(load<T>(in[j]), p, r);
-            ref_out[j] = store<T>(dequantize_code<T>(q, p, false, opaque));
-            q_out[j] = static_cast<std::int32_t>(q + bias);
-          }
+          quantize_row<T, SmallCodes, false>(in, sc, zp, cn, r, opaque, q_out, ref_out);
         }
       }
     }
@@ -562,7 +644,7 @@ void quantize_weights_impl(view2d<T const> w, index_t group_size, bool ungrouped
     if (opt.zero_points) {
       check_2d(fn, "w_zp", out.w_zp, k / gs, n);
     }
-    quantize_grouped_host<T, G>(w, gs, r, opt, out, row_out);
+    quantize_grouped_host<T, G, (Q.size_bits() <= 8)>(w, gs, r, opt, out, row_out);
   }
 }
 
