@@ -495,8 +495,10 @@ constexpr void pack_rows(view2d<std::int32_t const> in, view2d<std::int32_t> out
   using detail::row_mode;
   detail::check_pack_shapes<Width>("pack_rows", 0, in, out, true);
   bool const unit = in.stride[1] == 1 && out.stride[1] == 1;
-  row_mode const mode = std::is_constant_evaluated() ? (unit ? row_mode::unit : row_mode::strided)
-                                                     : detail::pick_mode(unit, out);
+  row_mode mode = unit ? row_mode::unit : row_mode::strided;
+  if (!std::is_constant_evaluated()) {
+    mode = detail::pick_mode(unit, out);  // streaming stores are run-time only
+  }
   for (index_t r = 0; r < out.extent[0]; ++r) {
     std::int32_t const* src = in.data + r * pf * in.stride[0];
     std::int32_t* dst = out.data + r * out.stride[0];
@@ -531,8 +533,10 @@ constexpr void pack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> out
   using detail::row_mode;
   detail::check_pack_shapes<Width>("pack_cols", 1, in, out, true);
   bool const unit = in.stride[1] == 1 && out.stride[1] == 1;
-  row_mode const mode = std::is_constant_evaluated() ? (unit ? row_mode::unit : row_mode::strided)
-                                                     : detail::pick_mode(unit, out);
+  row_mode mode = unit ? row_mode::unit : row_mode::strided;
+  if (!std::is_constant_evaluated()) {
+    mode = detail::pick_mode(unit, out);  // streaming stores are run-time only
+  }
   for (index_t k = 0; k < in.extent[0]; ++k) {
     std::int32_t const* src = in.data + k * in.stride[0];
     std::int32_t* dst = out.data + k * out.stride[0];
@@ -566,8 +570,10 @@ constexpr void unpack_rows(view2d<std::int32_t const> in, view2d<std::int32_t> o
   using detail::row_mode;
   detail::check_pack_shapes<Width>("unpack_rows", 0, out, in, false);
   bool const unit = in.stride[1] == 1 && out.stride[1] == 1;
-  row_mode const mode = std::is_constant_evaluated() ? (unit ? row_mode::unit : row_mode::strided)
-                                                     : detail::pick_mode(unit, out);
+  row_mode mode = unit ? row_mode::unit : row_mode::strided;
+  if (!std::is_constant_evaluated()) {
+    mode = detail::pick_mode(unit, out);  // streaming stores are run-time only
+  }
   for (index_t r = 0; r < in.extent[0]; ++r) {
     std::int32_t const* src = in.data + r * in.stride[0];
     for (int j = 0; j < pf; ++j) {
@@ -597,8 +603,10 @@ constexpr void unpack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> o
   using detail::row_mode;
   detail::check_pack_shapes<Width>("unpack_cols", 1, out, in, false);
   bool const unit = in.stride[1] == 1 && out.stride[1] == 1;
-  row_mode const mode = std::is_constant_evaluated() ? (unit ? row_mode::unit : row_mode::strided)
-                                                     : detail::pick_mode(unit, out);
+  row_mode mode = unit ? row_mode::unit : row_mode::strided;
+  if (!std::is_constant_evaluated()) {
+    mode = detail::pick_mode(unit, out);  // streaming stores are run-time only
+  }
   for (index_t k = 0; k < in.extent[0]; ++k) {
     std::int32_t const* src = in.data + k * in.stride[0];
     std::int32_t* dst = out.data + k * out.stride[0];
