@@ -34,14 +34,14 @@
 ///
 /// **Canonical NaN** (what QTL's encoders produce for a NaN input; peers differ, so tests compare
 /// NaNs as NaNs). QTL follows torch (c10), the reference of the library:
-/// | format  | canonical NaN code           | torch (c10)  | CUDA host conversion          |
-/// |---------|------------------------------|--------------|-------------------------------|
-/// | fp16    | sign \| 0x7E00               | same         | 0x7FFF                        |
-/// | bf16    | 0x7FC0 (sign dropped)        | same         | 0x7FFF                        |
-/// | e4m3fn  | sign \| 0x7F                 | same         | same                          |
-/// | e5m2    | sign \| 0x7F                 | same         | sign \| 0x7E \| top payload bit |
-/// | e8m0    | 0xFF                         | same         | same                          |
-/// | fp6/fp4 | no NaN: NaN encodes as +max (0x1F / 0x7), as CUDA; torch has no conversion   |
+/// | format  | canonical NaN code           | torch (c10)  | CUDA host conversion of a float NaN |
+/// |---------|------------------------------|--------------|-------------------------------------|
+/// | fp16    | sign \| 0x7E00               | same         | 0x7FFF                              |
+/// | bf16    | 0x7FC0 (sign dropped)        | same         | 0x7FFF                              |
+/// | e4m3fn  | sign \| 0x7F                 | same         | 0x7F                                |
+/// | e5m2    | sign \| 0x7F                 | same         | 0x7F                                |
+/// | e8m0    | 0xFF                         | same         | same                                |
+/// | fp6/fp4 | no NaN: NaN encodes as +max (0x1F / 0x7), as CUDA; torch has no conversion         |
 /// Decoders map every NaN code to a quiet `float` NaN with the code's sign.
 
 #include <bit>
@@ -89,7 +89,9 @@ enum class round_mode : std::uint8_t {
 enum class e8m0_rounding : std::uint8_t {
   /// torch's `.to(torch.float8_e8m0fnu)` (c10 `fp8e8m0fnu_from_fp32_value`): keep the exponent
   /// field of the float and add one when its guard bit (mantissa bit 22) is set and either a lower
-  /// bit is set or the float is normal — i.e. round to nearest with `1.5 * 2^e` going up.
+  /// bit is set or the float is normal. On values: for 2^e ≤ |x| < 2^(e+1) (e ≥ -126) the result
+  /// is 2^(e+1) when |x| ≥ 1.5·2^e (so ties go up, not to an even code), else 2^e; below 2^-126 it
+  /// is 2^-126 when |x| > 2^-127, else 2^-127.
   nearest,
   /// Largest power of two ≤ |x| (CUDA `cudaRoundZero`; the exponent field of x).
   toward_zero,

@@ -121,4 +121,32 @@ static_assert(qtl::float_to_bits(qtl::round_half_even(-0.4f)) == 0x80000000u);  
 static_assert(qtl::round_half_even(16777217.0f) == 16777217.0f && qtl::round_half_even(-inf) == -inf);
 static_assert(qtl::is_nan(qtl::round_half_even(nan)));
 
+// Every non-NaN code of every 8-bit-or-narrower format survives decode then encode, and decoding is
+// monotone in the magnitude code (so the encoders' "nearest" has one meaning).
+consteval bool narrow_codes_round_trip() {
+  for (unsigned c = 0; c < 256; ++c) {
+    auto const b = static_cast<std::uint8_t>(c);
+    if ((c & 0x7F) != 0x7F && qtl::float_to_e4m3fn(qtl::e4m3fn_to_float(b), saturation::finite) != b) {
+      return false;
+    }
+    if ((c & 0x7C) != 0x7C && qtl::float_to_e5m2(qtl::e5m2_to_float(b), saturation::finite) != b) {
+      return false;
+    }
+    if (c < 255 && qtl::float_to_e8m0(qtl::e8m0_to_float(b), qtl::e8m0_rounding::toward_zero) != b) {
+      return false;
+    }
+    if (c < 64 && (qtl::float_to_e3m2(qtl::e3m2_to_float(b)) != b || qtl::float_to_e2m3(qtl::e2m3_to_float(b)) != b)) {
+      return false;
+    }
+    if (c < 16 && qtl::float_to_e2m1(qtl::e2m1_to_float(b)) != b) {
+      return false;
+    }
+    if (c > 0 && c < 0x7E && !(qtl::e4m3fn_to_float(b - 1) < qtl::e4m3fn_to_float(b))) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(narrow_codes_round_trip());
+
 }  // namespace
