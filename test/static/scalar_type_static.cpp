@@ -21,6 +21,7 @@ struct expected {
   std::string_view name;
   double max, min;
   std::uint64_t id;
+  bool has_nans, has_infs, is_ieee_754;  // vLLM C++ semantics (false for integers)
 };
 
 consteval bool matches(scalar_type t, expected e) {
@@ -28,40 +29,43 @@ consteval bool matches(scalar_type t, expected e) {
          t.bias == e.bias && t.finite_values_only == e.finite && t.nan == e.nan && t.size_bits() == e.bits &&
          t.name() == e.name && t.max() == e.max && t.min() == e.min && t.id() == e.id &&
          t.is_integer() == (e.exponent == 0) && t.is_floating_point() == (e.exponent != 0) &&
-         t.has_bias() == (e.bias != 0) && scalar_type::from_id(e.id) == t && scalar_type::from_name(e.name) == t;
+         t.has_bias() == (e.bias != 0) && t.has_nans() == e.has_nans && t.has_infs() == e.has_infs &&
+         t.is_ieee_754() == e.is_ieee_754 &&
+         (t.is_floating_point() || (t.max_int() == e.max && t.min_int() == e.min)) &&
+         scalar_type::from_id(e.id) == t && scalar_type::from_name(e.name) == t;
 }
 
 constexpr nan_repr N0 = nan_repr::none, N1 = nan_repr::ieee_754, N2 = nan_repr::extd_range_max_min;
 
-//                               e  m  sgn   bias fin    nan bits name              max     min     id
-static_assert(matches(qtl::int4, {0, 3, true, 0, false, N1, 4, "int4", 7, -8, 0x4000000010300}));
-static_assert(matches(qtl::uint4, {0, 4, false, 0, false, N1, 4, "uint4", 15, 0, 0x4000000000400}));
-static_assert(matches(qtl::int8, {0, 7, true, 0, false, N1, 8, "int8", 127, -128, 0x4000000010700}));
-static_assert(matches(qtl::uint8, {0, 8, false, 0, false, N1, 8, "uint8", 255, 0, 0x4000000000800}));
-static_assert(matches(qtl::uint2b2, {0, 2, false, 2, false, N1, 2, "uint2b2", 1, -2, 0x4000000040200}));
-static_assert(matches(qtl::uint3b4, {0, 3, false, 4, false, N1, 3, "uint3b4", 3, -4, 0x4000000080300}));
-static_assert(matches(qtl::uint4b8, {0, 4, false, 8, false, N1, 4, "uint4b8", 7, -8, 0x4000000100400}));
+//                   e  m  sgn   bias fin    nan bits name    max  min  id  has_nans has_infs is_ieee_754
+static_assert(matches(qtl::int4, {0, 3, true, 0, false, N1, 4, "int4", 7, -8, 0x4000000010300, false, false, false}));
+static_assert(matches(qtl::uint4, {0, 4, false, 0, false, N1, 4, "uint4", 15, 0, 0x4000000000400, false, false, false}));
+static_assert(matches(qtl::int8, {0, 7, true, 0, false, N1, 8, "int8", 127, -128, 0x4000000010700, false, false, false}));
+static_assert(matches(qtl::uint8, {0, 8, false, 0, false, N1, 8, "uint8", 255, 0, 0x4000000000800, false, false, false}));
+static_assert(matches(qtl::uint2b2, {0, 2, false, 2, false, N1, 2, "uint2b2", 1, -2, 0x4000000040200, false, false, false}));
+static_assert(matches(qtl::uint3b4, {0, 3, false, 4, false, N1, 3, "uint3b4", 3, -4, 0x4000000080300, false, false, false}));
+static_assert(matches(qtl::uint4b8, {0, 4, false, 8, false, N1, 4, "uint4b8", 7, -8, 0x4000000100400, false, false, false}));
 static_assert(matches(qtl::uint8b128,
-                      {0, 8, false, 128, false, N1, 8, "uint8b128", 127, -128, 0x4000001000800}));
+                      {0, 8, false, 128, false, N1, 8, "uint8b128", 127, -128, 0x4000001000800, false, false, false}));
 static_assert(matches(qtl::float4_e2m1f,
-                      {2, 1, true, 0, true, N0, 4, "float4_e2m1f", 6.0, -6.0, 0x2000000010102}));
+                      {2, 1, true, 0, true, N0, 4, "float4_e2m1f", 6.0, -6.0, 0x2000000010102, false, false, false}));
 static_assert(matches(qtl::float6_e3m2f,
-                      {3, 2, true, 0, true, N0, 6, "float6_e3m2f", 28.0, -28.0, 0x2000000010203}));
+                      {3, 2, true, 0, true, N0, 6, "float6_e3m2f", 28.0, -28.0, 0x2000000010203, false, false, false}));
 static_assert(matches(qtl::float6_e2m3f,
-                      {2, 3, true, 0, true, N0, 6, "float6_e2m3f", 7.5, -7.5, 0x2000000010302}));
+                      {2, 3, true, 0, true, N0, 6, "float6_e2m3f", 7.5, -7.5, 0x2000000010302, false, false, false}));
 static_assert(matches(qtl::float8_e4m3fn,
-                      {4, 3, true, 0, true, N2, 8, "float8_e4m3fn", 448.0, -448.0, 0xa000000010304}));
+                      {4, 3, true, 0, true, N2, 8, "float8_e4m3fn", 448.0, -448.0, 0xa000000010304, true, false, false}));
 static_assert(matches(qtl::float8_e5m2,
-                      {5, 2, true, 0, false, N1, 8, "float8_e5m2", 57344.0, -57344.0, 0x4000000010205}));
+                      {5, 2, true, 0, false, N1, 8, "float8_e5m2", 57344.0, -57344.0, 0x4000000010205, true, true, true}));
 // 2^127 = 1.7014118346046923e38 and 2^-127 = 5.877471754111438e-39, exactly.
 static_assert(matches(qtl::float8_e8m0fnu, {8, 0, false, 0, true, N2, 8, "float8_e8m0fnu",
-                                            1.7014118346046923e38, 5.877471754111438e-39, 0xa000000000008}));
+                                            1.7014118346046923e38, 5.877471754111438e-39, 0xa000000000008, true, false, false}));
 static_assert(qtl::float8_e8m0fnu.max() == 170141183460469231731687303715884105728.0);
 static_assert(qtl::float8_e8m0fnu.min() * qtl::float8_e8m0fnu.max() == 1.0);
 static_assert(matches(qtl::float16_e8m7, {8, 7, true, 0, false, N1, 16, "float16_e8m7",
-                                          3.3895313892515355e38, -3.3895313892515355e38, 0x4000000010708}));
+                                          3.3895313892515355e38, -3.3895313892515355e38, 0x4000000010708, true, true, true}));
 static_assert(matches(qtl::float16_e5m10,
-                      {5, 10, true, 0, false, N1, 16, "float16_e5m10", 65504.0, -65504.0, 0x4000000010a05}));
+                      {5, 10, true, 0, false, N1, 16, "float16_e5m10", 65504.0, -65504.0, 0x4000000010a05, true, true, true}));
 
 // The float maxima are the largest finite codes of qtl/numeric.hpp.
 static_assert(qtl::float8_e4m3fn.max() == qtl::e4m3fn_to_float(0x7E));
