@@ -111,12 +111,16 @@ concept block_format_type = detail::is_block_format<F>;
 ///     |x|  [0,.25] (.25,.75) [.75,1.25] (1.25,1.75) [1.75,2.5] (2.5,3.5) [3.5,5] (5,inf]
 ///     code    0        1         2          3           4          5        6       7
 QTL_HOST_DEVICE constexpr std::uint8_t e2m1_encode(float x) {
+  // On the bits of |x| (integer order = numeric order for non-negative floats): no float
+  // comparison, which g++'s default -ftrapping-math treats as control flow.
   std::uint32_t const bits = float_to_bits(x);
-  float const a = bits_to_float(bits & 0x7fffffffu);
-  int const code = int(a > 0.25f) + int(a >= 0.75f) + int(a > 1.25f) + int(a >= 1.75f) + int(a > 2.5f) +
-                   int(a >= 3.5f) + int(a > 5.0f);
-  bool const nan = (bits & 0x7fffffffu) > 0x7f800000u;
-  return nan ? std::uint8_t{0x7} : static_cast<std::uint8_t>(((bits >> 28) & 0x8u) | static_cast<std::uint32_t>(code));
+  std::uint32_t const a = bits & 0x7fffffffu;
+  std::uint32_t const code = std::uint32_t(a > float_to_bits(0.25f)) + std::uint32_t(a >= float_to_bits(0.75f)) +
+                             std::uint32_t(a > float_to_bits(1.25f)) + std::uint32_t(a >= float_to_bits(1.75f)) +
+                             std::uint32_t(a > float_to_bits(2.5f)) + std::uint32_t(a >= float_to_bits(3.5f)) +
+                             std::uint32_t(a > float_to_bits(5.0f));
+  bool const nan = a > 0x7f800000u;
+  return static_cast<std::uint8_t>(nan ? 0x7u : (((bits >> 28) & 0x8u) | code));
 }
 
 /// NVFP4 global scale from the tensor's amax: `448 * 6 / amax`; 1 when amax is 0 (see the file
@@ -271,10 +275,13 @@ void block_quantize(view2d<T const> in, view2d<typename F::element> values, std:
       scales[static_cast<std::size_t>(blockscale_offset<Layout>(i, b, padded_cols))].bits = sc;
       typename F::element* o = out + b * (F::block_size / F::elements_per_value);
       if constexpr (F::elements_per_value == 2) {
+        // codes first (one uniform loop, which g++ vectorizes), then the nibble pairs
+        std::uint8_t codes[F::block_size];
+        for (int j = 0; j < F::block_size; ++j) {
+          codes[j] = block_element_code<F>(to_float(x[j]), os);
+        }
         for (int j = 0; j < F::block_size / 2; ++j) {
-          std::uint8_t const lo = block_element_code<F>(to_float(x[2 * j]), os);
-          std::uint8_t const hi = block_element_code<F>(to_float(x[2 * j + 1]), os);
-          o[j].bits = static_cast<std::uint8_t>(lo | (hi << 4));
+          o[j].bits = static_cast<std::uint8_t>(codes[2 * j] | (codes[2 * j + 1] << 4));
         }
       } else {
         for (int j = 0; j < F::block_size; ++j) {

@@ -50,6 +50,7 @@
 #include <span>
 #include <string>
 #include <type_traits>
+#include <vector>
 
 #include <qtl/error.hpp>
 #include <qtl/macros.hpp>
@@ -82,6 +83,8 @@ struct fp8_format<float8_e4m3fn_t> {
   static constexpr int mantissa_bits = 3;
   static constexpr int bias = 7;
   static constexpr float max = 448.0f;
+  static constexpr std::uint8_t max_code = 0x7E;
+  static constexpr std::uint8_t nan_code = 0x7F;  ///< with the sign bit: numeric.hpp's canonical NaN
   static constexpr char const* name = "float8_e4m3fn";
 };
 /// e5m2: bias 15, IEEE-like (Inf 0x7C), max 57344 (0x7B), min subnormal 2^-16 (0x01).
@@ -91,6 +94,8 @@ struct fp8_format<float8_e5m2_t> {
   static constexpr int mantissa_bits = 2;
   static constexpr int bias = 15;
   static constexpr float max = 57344.0f;
+  static constexpr std::uint8_t max_code = 0x7B;
+  static constexpr std::uint8_t nan_code = 0x7F;  ///< with the sign bit: numeric.hpp's canonical NaN
   static constexpr char const* name = "float8_e5m2";
 };
 
@@ -180,7 +185,7 @@ template <fp8_quant_input T>
 QTL_HOST_DEVICE constexpr typename detail::input_bits<T>::word amax_bits(T x) {
   using B = detail::input_bits<T>;
   auto const a = static_cast<typename B::word>(B::get(x) & B::abs_mask);
-  return a > B::inf ? typename B::word{0} : a;
+  return static_cast<typename B::word>(a & (0u - static_cast<unsigned>(a <= B::inf)));  // NaN -> 0
 }
 /// The float32 value of `amax_bits` (exact).
 template <fp8_quant_input T>
@@ -188,48 +193,68 @@ QTL_HOST_DEVICE constexpr float amax_value(typename detail::input_bits<T>::word 
   return detail::input_bits<T>::value(bits);
 }
 
-/// FP8 code of a float already inside [-max, max] and not NaN: one round-to-nearest-even to the
-/// format's grid, branch-free so that host loops vectorize. Equal to numeric.hpp's
-/// `from_float<Fp8>` on that domain (tested), which it only specialises.
-///
-///   normal |v| >= 2^(1-bias):  round the 23-bit float mantissa to M bits (RNE on the integer
-///                              bits, a carry rolls into the exponent), then re-bias 127 -> bias
-///   subnormal:                 |v| + 2^E, E = 24-bias-M, is a float whose ulp is the fp8
-///                              subnormal step 2^(1-bias-M): the FPU's RNE does the rounding and
-///                              the low bits of the sum are the code (0 .. 2^M, the last one
-///                              being the smallest normal)
-template <fp8_storage Fp8>
-QTL_HOST_DEVICE constexpr std::uint8_t fp8_encode_clamped(float v) {
+namespace detail {
+
+// FP8 code (sign excluded) of the float whose bits are `mag` (sign clear, at most the bits of
+// the format's max, not NaN): one round-to-nearest-even to the format's grid, branch-free.
+//
+//   normal |v| >= 2^(1-bias):  round the 23-bit float mantissa to M bits (RNE on the integer
+//                              bits, a carry rolls into the exponent), then re-bias 127 -> bias
+//   subnormal:                 |v| + 2^E, E = 24-bias-M, is a float whose ulp is the fp8
+//                              subnormal step 2^(1-bias-M): the FPU's RNE does the rounding and
+//                              the low bits of the sum are the code (0 .. 2^M, the last one
+//                              being the smallest normal)
+template <class Fp8>
+QTL_HOST_DEVICE constexpr std::uint32_t fp8_encode_magnitude(std::uint32_t mag) {
   using F = fp8_format<Fp8>;
   constexpr int drop = 23 - F::mantissa_bits;
   constexpr std::uint32_t rebias = std::uint32_t(127 - F::bias) << F::mantissa_bits;
   constexpr std::uint32_t min_normal = std::uint32_t(127 + 1 - F::bias) << 23;
   constexpr float magic = bits_to_float(std::uint32_t(127 + 24 - F::bias - F::mantissa_bits) << 23);
   constexpr std::uint32_t magic_bits = float_to_bits(magic);
-
-  std::uint32_t const bits = float_to_bits(v);
-  std::uint32_t const sign = (bits >> 24) & 0x80u;
-  std::uint32_t const mag = bits & 0x7fffffffu;
   std::uint32_t const rounded = mag + ((1u << (drop - 1)) - 1u) + ((mag >> drop) & 1u);
   std::uint32_t const normal = (rounded >> drop) - rebias;
-  std::uint32_t const subnormal =
-      float_to_bits(detail::add_rn(bits_to_float(mag), magic)) - magic_bits;
-  return static_cast<std::uint8_t>(sign | (mag < min_normal ? subnormal : normal));
+  std::uint32_t const subnormal = float_to_bits(add_rn(bits_to_float(mag), magic)) - magic_bits;
+  // A mask, not a `?:`: with -ftrapping-math g++ will not if-convert a select that would
+  // speculate the float addition, and the loop would not vectorize.
+  // (signed compares: SSE2 has no unsigned one, and the magnitudes are below 2^31)
+  std::uint32_t const is_subnormal = 0u - std::uint32_t(std::int32_t(mag) < std::int32_t(min_normal));
+  return (subnormal & is_subnormal) | (normal & ~is_subnormal);
 }
 
-/// The FP8 code of `v` (= x * (1/scale), already scaled) after the kernels' clamp to ±max.
-/// NaN per `Nan`; ±Inf -> ±max.
+}  // namespace detail
+
+/// FP8 code of a float already inside [-max, max] and not NaN: one round-to-nearest-even to the
+/// format's grid. Equal to numeric.hpp's `from_float<Fp8>` on that domain (tested), which it only
+/// specialises: branch-free integer logic, so that host loops vectorize.
+template <fp8_storage Fp8>
+QTL_HOST_DEVICE constexpr std::uint8_t fp8_encode_clamped(float v) {
+  std::uint32_t const bits = float_to_bits(v);
+  return static_cast<std::uint8_t>(((bits >> 24) & 0x80u) | detail::fp8_encode_magnitude<Fp8>(bits & 0x7fffffffu));
+}
+
+/// The FP8 code of `v` (= x * (1/scale), already scaled) after the kernels' clamp to ±max:
+/// ±Inf and beyond -> ±max; NaN per `Nan` (`to_max`: +max whatever its sign, `propagate`: the
+/// format's NaN code with its sign, numeric.hpp's canonical NaN). The clamp and the NaN test are
+/// done on the bits: under g++'s default `-ftrapping-math` a float comparison is control flow
+/// that stops the vectorizer, an integer one is not; the result is the same.
 template <fp8_storage Fp8, fp8_nan Nan = fp8_nan::to_max>
 QTL_HOST_DEVICE constexpr std::uint8_t fp8_saturate_encode(float v) {
-  constexpr float m = fp8_format<Fp8>::max;
-  if constexpr (Nan == fp8_nan::propagate) {
-    if (v != v) {
-      return from_float<Fp8>(v).bits;  // numeric.hpp's canonical NaN of the format, sign kept
-    }
+  constexpr std::int32_t max_bits = static_cast<std::int32_t>(float_to_bits(fp8_format<Fp8>::max));
+  std::uint32_t const bits = float_to_bits(v);
+  std::uint32_t sign = (bits >> 24) & 0x80u;
+  auto const mag = static_cast<std::int32_t>(bits & 0x7fffffffu);
+  std::uint32_t const nan = 0u - std::uint32_t(mag > 0x7f800000);  // all ones for a NaN
+  // |v| clamped to max on the bits; a NaN's bits exceed Inf's, so it becomes max too
+  auto const clamped = static_cast<std::uint32_t>(mag < max_bits ? mag : max_bits);
+  if constexpr (Nan == fp8_nan::to_max) {
+    sign &= ~nan;  // NaN -> +max: drop its sign
+    return static_cast<std::uint8_t>(sign | detail::fp8_encode_magnitude<Fp8>(clamped));
+  } else {
+    // max_code | nan_code == nan_code for both formats: turn +-max into the NaN code
+    static_assert((fp8_format<Fp8>::max_code | fp8_format<Fp8>::nan_code) == fp8_format<Fp8>::nan_code);
+    return static_cast<std::uint8_t>(sign | detail::fp8_encode_magnitude<Fp8>(clamped) | (nan & fp8_format<Fp8>::nan_code));
   }
-  v = v < m ? v : m;    // fminf(v, m): NaN -> m
-  v = v > -m ? v : -m;  // fmaxf(v, -m)
-  return fp8_encode_clamped<Fp8>(v);
 }
 
 /// The multiplier `1/scale` of the reciprocal recipe, with the zero-scale policy.
@@ -420,14 +445,17 @@ void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv, fp8_
   }
 }
 
+// The reduction runs on signed integers (the bits of |x| never use the top bit): SSE2 has a
+// signed 16-bit max and a signed 32-bit compare, not their unsigned forms, so g++ vectorizes it.
 template <class T>
 typename input_bits<T>::word row_amax_bits(T const* in, index_t n) {
-  typename input_bits<T>::word m = 0;
+  using signed_word = std::make_signed_t<typename input_bits<T>::word>;
+  signed_word m = 0;
   for (index_t j = 0; j < n; ++j) {
-    auto const a = amax_bits(in[j]);
+    auto const a = static_cast<signed_word>(amax_bits(in[j]));
     m = a > m ? a : m;
   }
-  return m;
+  return static_cast<typename input_bits<T>::word>(m);
 }
 
 }  // namespace detail
@@ -450,6 +478,29 @@ template <fp8_storage Fp8 = float8_e4m3fn_t, fp8_quant_input T>
 void scaled_fp8_quant_static(view2d<T const> in, float scale, view2d<Fp8> out, fp8_tensor_options o = {}) {
   detail::check_fp8_shapes("qtl::scaled_fp8_quant_static", in, out);
   float const inv = fp8_inverse_scale(scale, o.zero_scale);
+  if constexpr (sizeof(T) == 2) {
+    // One scale for the whole tensor and 2^16 possible inputs: past 2^20 elements, tabulating the
+    // element function for every fp16/bf16 code and gathering from the table (64 KiB, cache
+    // resident) is about twice as fast as the vectorized arithmetic, and equal by construction.
+    if (in.extent[0] * in.extent[1] >= (index_t{1} << 20)) {
+      std::vector<std::uint8_t> table(65536);
+      for (std::uint32_t c = 0; c < 65536; ++c) {
+        T const x{static_cast<std::uint16_t>(c)};
+        table[c] = o.nan == fp8_nan::to_max
+                       ? fp8_quantize_element<Fp8, fp8_nan::to_max>(to_float(x), scale, inv)
+                       : fp8_quantize_element<Fp8, fp8_nan::propagate>(to_float(x), scale, inv);
+      }
+      for (index_t i = 0; i < in.extent[0]; ++i) {
+        T const* x = &in(i, 0);
+        Fp8* q = &out(i, 0);
+        for (index_t j = 0; j < in.extent[1]; ++j) {
+          q[j].bits = table[x[j].bits];
+        }
+      }
+      detail::zero_padding_rows(out, in.extent[0]);
+      return;
+    }
+  }
   for (index_t i = 0; i < in.extent[0]; ++i) {
     detail::quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(&in(i, 0), &out(i, 0), in.extent[1], scale,
                                                                  inv, o.nan);
@@ -612,9 +663,13 @@ void per_tensor_dequantize(view2d<Fp8 const> q, float scale, view2d<Out> out) {
     throw shape_error("qtl::per_tensor_dequantize: output " + detail::shape_string(out.extent[0], out.extent[1]) +
                       " differs from the input " + detail::shape_string(q.extent[0], q.extent[1]));
   }
+  Out table[256];  // the element function for each of the 256 codes
+  for (int c = 0; c < 256; ++c) {
+    table[c] = dequantize_fp8_element<Out>(Fp8{static_cast<std::uint8_t>(c)}, scale);
+  }
   for (index_t i = 0; i < q.extent[0]; ++i) {
     for (index_t j = 0; j < q.extent[1]; ++j) {
-      out(i, j) = dequantize_fp8_element<Out>(q(i, j), scale);
+      out(i, j) = table[q(i, j).bits];
     }
   }
 }
@@ -706,9 +761,17 @@ float requantize_with_max_scale(view2d<Fp8> weight, weight_scales s, std::span<i
   index_t start = 0;
   for (std::size_t k = 0; k < logical_widths.size(); ++k) {
     index_t const w = logical_widths[k];
+    if (w == 0) {
+      continue;
+    }
+    // A shard maps each of the 256 codes the same way: tabulate the element function once.
+    std::uint8_t table[256];
+    for (int c = 0; c < 256; ++c) {
+      table[c] = requantize_fp8_element(Fp8{static_cast<std::uint8_t>(c)}, s.values[k], inv).bits;
+    }
     for (index_t i = start; i < start + w; ++i) {
       for (index_t j = 0; j < weight.extent[1]; ++j) {
-        weight(i, j) = requantize_fp8_element(weight(i, j), s.values[k], inv);
+        weight(i, j).bits = table[weight(i, j).bits];
       }
     }
     start += w;
@@ -780,7 +843,30 @@ fp8_compare_report fp8_all_close(view2d<Fp8 const> a, view2d<Fp8 const> b) {
   }
   fp8_compare_report r;
   r.numel = a.extent[0] * a.extent[1];
+  bool const rows_contiguous = a.extent[1] <= 1 || (a.stride[1] == 1 && b.stride[1] == 1);
   for (index_t i = 0; i < a.extent[0]; ++i) {
+    if (rows_contiguous) {  // per-row pointers: a loop g++ vectorizes
+      // 32-bit counters (SSE2 cannot widen to 64 in a vector loop), in chunks they cannot overflow
+      constexpr index_t chunk = index_t{1} << 30;
+      for (index_t j0 = 0; j0 < a.extent[1]; j0 += chunk) {
+        Fp8 const* pa = &a(i, j0);
+        Fp8 const* pb = &b(i, j0);
+        index_t const n = a.extent[1] - j0 < chunk ? a.extent[1] - j0 : chunk;
+        std::int32_t flips = 0;
+        std::int32_t differ = 0;
+        std::int32_t large = 0;
+        for (index_t j = 0; j < n; ++j) {
+          fp8_compare_counts const c = fp8_compare_codes<Fp8>(pa[j].bits, pb[j].bits);
+          flips += c.sign_flip;
+          differ += c.differ;
+          large += c.differ_large;
+        }
+        r.sign_flips += flips;
+        r.differ += differ;
+        r.differ_large += large;
+      }
+      continue;
+    }
     for (index_t j = 0; j < a.extent[1]; ++j) {
       fp8_compare_counts const c = fp8_compare_codes<Fp8>(a(i, j).bits, b(i, j).bits);
       r.sign_flips += c.sign_flip;

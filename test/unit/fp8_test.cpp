@@ -448,3 +448,32 @@ TEST_CASE("fp8_all_close: byte distance semantics, empty inputs and shape errors
   CHECK(qtl::fp8_all_close(cview(a, 0, 2), cview(b, 0, 2)).passed);
   CHECK_THROWS_AS(qtl::fp8_all_close(cview(a, 1, 2), cview(b, 2, 1)), qtl::shape_error);
 }
+
+TEMPLATE_TEST_CASE("per-tensor quantization of large fp16/bf16 tensors (table path) equals the element function",
+                   "[fp8]", bfloat16_t, half_t) {
+  index_t const m = 1024;
+  index_t const n = 1025;  // >= 2^20 elements: the 16-bit table path
+  auto x = random_matrix<TestType>(m, n, 17, 20.0f);
+  x[5] = qtl::from_float<TestType>(-std::numeric_limits<float>::quiet_NaN());
+  x[6] = qtl::from_float<TestType>(std::numeric_limits<float>::infinity());
+  auto const nan = GENERATE(qtl::fp8_nan::to_max, qtl::fp8_nan::propagate);
+  qtl::fp8_tensor_options o;
+  o.nan = nan;
+  qtl::host_tensor<float8_e4m3fn_t, 2> q({m + 2, n});
+  float const s = qtl::scaled_fp8_quant_dynamic(cview(x, m, n), q.view(), o);
+  CHECK(s == qtl::fp8_amax(cview(x, m, n)) / 448.0f);
+  float const inv = 1.0f / s;
+  for (index_t i = 0; i < m * n; ++i) {
+    float const xi = qtl::to_float(x[static_cast<std::size_t>(i)]);
+    std::uint8_t const want = nan == qtl::fp8_nan::to_max
+                                  ? qtl::fp8_quantize_element<float8_e4m3fn_t, qtl::fp8_nan::to_max>(xi, s, inv)
+                                  : qtl::fp8_quantize_element<float8_e4m3fn_t, qtl::fp8_nan::propagate>(xi, s, inv);
+    REQUIRE(q.data()[i].bits == want);
+  }
+  // (bf16's canonical NaN drops the sign, fp16's keeps it)
+  unsigned const nan_sign = (qtl::float_to_bits(qtl::to_float(x[5])) >> 24) & 0x80u;
+  CHECK(q.data()[5].bits == (nan == qtl::fp8_nan::to_max ? 0x7Eu : (0x7Fu | nan_sign)));
+  for (index_t i = m * n; i < (m + 2) * n; ++i) {
+    REQUIRE(q.data()[i].bits == 0);
+  }
+}
