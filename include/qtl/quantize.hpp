@@ -271,7 +271,7 @@ QTL_HOST_DEVICE constexpr float round_precision_for_code(float x) {
   }
 }
 
-/// torch.round: nearest integer, ties to even, sign of zero kept, NaN/Inf unchanged. |x| + 2^23
+/// torch.round: nearest integer, ties to even, sign of zero kept, Inf unchanged, NaN stays NaN. |x| + 2^23
 /// has ulp 1, so the addition does the rounding; |x| ≥ 2^23 is already an integer.
 QTL_HOST_DEVICE constexpr float round_even(float x) {
   float const a = abs(x);
