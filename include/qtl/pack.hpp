@@ -120,7 +120,7 @@ struct pack_traits {
   static constexpr int bits = is_pack_width(detail::width_bits<Width>()) ? detail::width_bits<Width>() : 32;
   static constexpr int factor = 32 / bits;
   static constexpr bool is_signed = detail::width_is_signed<Width>();
-  static constexpr std::uint32_t mask = bits == 32 ? 0xFFFFFFFFu : (1u << bits) - 1u;
+  static constexpr std::uint32_t mask = static_cast<std::uint32_t>((std::uint64_t{1} << bits) - 1);
 };
 
 /// Codes per int32 word: `32 / b` (sglang's `get_pack_factor`), e.g. `pack_factor<4> == 8`.
@@ -138,7 +138,7 @@ inline constexpr int pack_factor = pack_traits<Width>::factor;
 template <int Bits, bool Signed = false>
 QTL_HOST_DEVICE constexpr std::uint32_t code_excess(std::int32_t code) {
   static_assert(is_pack_width(Bits), "qtl::code_excess: Bits must divide 32 (1, 2, 4, 8, 16 or 32)");
-  constexpr std::uint32_t mask = Bits == 32 ? 0xFFFFFFFFu : (1u << Bits) - 1u;
+  constexpr std::uint32_t mask = static_cast<std::uint32_t>((std::uint64_t{1} << Bits) - 1);
   // Shifting the signed range [-2^(b-1), 2^(b-1)) up by 2^(b-1) maps it onto [0, 2^b).
   constexpr std::uint32_t offset = Signed ? (1u << (Bits - 1)) : 0u;
   return (static_cast<std::uint32_t>(code) + offset) & ~mask;
@@ -149,7 +149,7 @@ QTL_HOST_DEVICE constexpr std::uint32_t code_excess(std::int32_t code) {
 template <int Bits>
 QTL_HOST_DEVICE constexpr std::uint32_t pack_field(std::int32_t code, int j) {
   static_assert(is_pack_width(Bits), "qtl::pack_field: Bits must divide 32 (1, 2, 4, 8, 16 or 32)");
-  constexpr std::uint32_t mask = Bits == 32 ? 0xFFFFFFFFu : (1u << Bits) - 1u;
+  constexpr std::uint32_t mask = static_cast<std::uint32_t>((std::uint64_t{1} << Bits) - 1);
   return (static_cast<std::uint32_t>(code) & mask) << (Bits * j);
 }
 
@@ -183,7 +183,7 @@ QTL_HOST_DEVICE constexpr std::uint32_t pack_word(std::int32_t const* codes, ind
 template <int Bits, bool Signed = false>
 QTL_HOST_DEVICE constexpr std::int32_t unpack_code(std::uint32_t word, int j) {
   static_assert(is_pack_width(Bits), "qtl::unpack_code: Bits must divide 32 (1, 2, 4, 8, 16 or 32)");
-  constexpr std::uint32_t mask = Bits == 32 ? 0xFFFFFFFFu : (1u << Bits) - 1u;
+  constexpr std::uint32_t mask = static_cast<std::uint32_t>((std::uint64_t{1} << Bits) - 1);
   std::uint32_t field = (word >> (Bits * j)) & mask;
   if constexpr (Signed) {
     constexpr std::uint32_t sign = 1u << (Bits - 1);

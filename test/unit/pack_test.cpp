@@ -352,8 +352,8 @@ TEST_CASE("the golden pack/unpack cases of the Python reference are reproduced b
       REQUIRE(in_shape.size() == 2);
       REQUIRE(want_shape.size() == 2);
       auto const in = make_view(input.data(), in_shape[0], in_shape[1]);
+      std::string const o = op;  // (clang 14 cannot capture structured bindings)
       auto run = [&]<int Bits>() {
-        std::string const o = op;
         if (o == "pack-cols") {
           return qtl::pack_cols<Bits>(in);
         }
