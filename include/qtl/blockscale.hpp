@@ -164,11 +164,11 @@ namespace detail {
 using byte_t = unsigned char;  // may alias every scale type
 
 template <class T>
-byte_t const* bytes_of(T const* p) {
+byte_t const* byte_ptr(T const* p) {
   return reinterpret_cast<byte_t const*>(p);
 }
 template <class T>
-byte_t* bytes_of(T* p) {
+byte_t* byte_ptr(T* p) {
   return reinterpret_cast<byte_t*>(p);
 }
 
@@ -181,21 +181,21 @@ inline std::string shape_string(index_t const* e, int rank) {
 }
 
 template <class A, class B, int RA, int RB>
-bool overlaps(view<A, RA> const& a, view<B, RB> const& b) {
+bool views_overlap(view<A, RA> const& a, view<B, RB> const& b) {
   auto const span_end = [](auto const& v, int rank) {
     index_t last = 0;
     for (int d = 0; d < rank; ++d) {
       if (v.extent[d] == 0) {
-        return bytes_of(v.data);
+        return byte_ptr(v.data);
       }
       last += (v.extent[d] - 1) * v.stride[d];
     }
-    return bytes_of(v.data) + last + 1;
+    return byte_ptr(v.data) + last + 1;
   };
   if (a.size() == 0 || b.size() == 0) {
     return false;
   }
-  return bytes_of(a.data) < span_end(b, RB) && bytes_of(b.data) < span_end(a, RA);
+  return byte_ptr(a.data) < span_end(b, RB) && byte_ptr(b.data) < span_end(a, RA);
 }
 
 // 4x4 transpose of 32-bit words, the heart of the 128x4 (un)swizzle: `src[i]` points at 16 bytes
@@ -235,11 +235,11 @@ inline void transpose_4x4_words(byte_t const* const src[4], byte_t* const dst[4]
 // streaming stores skip reading each destination line before writing it (as memcpy does).
 inline constexpr index_t stream_store_bytes = index_t{8} << 20;
 
-inline bool use_stream_stores(void const* out, index_t bytes) {
+inline bool blockscale_use_stream_stores(void const* out, index_t bytes) {
   return QTL_BLOCKSCALE_SSE2 && bytes >= stream_store_bytes && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
 }
 
-inline void stream_fence() {
+inline void blockscale_stream_fence() {
 #if QTL_BLOCKSCALE_SSE2
   _mm_sfence();
 #endif  // ^^^ QTL_BLOCKSCALE_SSE2 ^^^
@@ -312,7 +312,7 @@ inline void unswizzle_band_128x4(byte_t const* in, index_t cols, byte_t* const* 
 
 /// Copies `n` bytes; with `Stream`, 16-byte-aligned whole vectors bypass the caches.
 template <bool Stream>
-inline void copy_bytes(byte_t* dst, byte_t const* src, std::size_t n) {
+inline void copy_row_bytes(byte_t* dst, byte_t const* src, std::size_t n) {
 #if QTL_BLOCKSCALE_SSE2
   if constexpr (Stream) {
     if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && n % 16 == 0) {
@@ -377,7 +377,7 @@ void check_swizzle_args(view<In, Rank> const& in, view<Out, Rank> const& out, in
   if (!out.is_contiguous()) {
     throw shape_error("qtl::swizzle_blockscale: the output must be contiguous (the layout is a flat buffer)");
   }
-  if (overlaps(in, out)) {
+  if (views_overlap(in, out)) {
     throw value_error("qtl::swizzle_blockscale: the output overlaps the input");
   }
 }
@@ -433,11 +433,11 @@ requires(std::is_same_v<std::remove_const_t<In>, Out> &&
       // Rows past M read a zero row, so partial bands take the same path as full ones.
       std::vector<detail::byte_t> const zeros(static_cast<std::size_t>(cols) + 16, 0);
       detail::byte_t const* row_ptr[128];
-      detail::byte_t* dst = detail::bytes_of(out.data);
+      detail::byte_t* dst = detail::byte_ptr(out.data);
       for (index_t b = 0; b < batch; ++b) {
         for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
           for (index_t r = 0; r < 128; ++r) {
-            row_ptr[r] = m0 + r < rows ? detail::bytes_of(&src(b, m0 + r, 0)) : zeros.data();
+            row_ptr[r] = m0 + r < rows ? detail::byte_ptr(&src(b, m0 + r, 0)) : zeros.data();
           }
           detail::swizzle_band_128x4(row_ptr, cols, padded_cols / 4, dst);
           dst += 128 * padded_cols;
@@ -487,7 +487,7 @@ requires(std::is_same_v<std::remove_const_t<In>, Out> &&
   if (!in.is_contiguous()) {
     throw shape_error("qtl::unswizzle_blockscale: the input must be contiguous (the layout is a flat buffer)");
   }
-  if (detail::overlaps(in, out)) {
+  if (detail::views_overlap(in, out)) {
     throw value_error("qtl::unswizzle_blockscale: the output overlaps the input");
   }
   if (out.size() == 0) {
@@ -497,11 +497,11 @@ requires(std::is_same_v<std::remove_const_t<In>, Out> &&
     if (dst.stride[2] == 1 || cols <= 1) {
       std::vector<detail::byte_t> sink(static_cast<std::size_t>(cols) + 16);
       detail::byte_t* row_ptr[128];
-      detail::byte_t const* src = detail::bytes_of(in.data);
+      detail::byte_t const* src = detail::byte_ptr(in.data);
       for (index_t b = 0; b < batch; ++b) {
         for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
           for (index_t r = 0; r < 128; ++r) {
-            row_ptr[r] = m0 + r < rows ? detail::bytes_of(&dst(b, m0 + r, 0)) : sink.data();
+            row_ptr[r] = m0 + r < rows ? detail::byte_ptr(&dst(b, m0 + r, 0)) : sink.data();
           }
           detail::unswizzle_band_128x4(src, cols, row_ptr);
           src += 128 * padded_cols;

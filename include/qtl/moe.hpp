@@ -51,7 +51,7 @@ view<T, 3> as_rank3(view<T, Rank> v) {
 
 // Copies `n` elements of one innermost row, strided or not.
 template <class In, class Out>
-void copy_row(In* src, index_t src_stride, Out* dst, index_t dst_stride, index_t n) {
+void copy_strided_row(In* src, index_t src_stride, Out* dst, index_t dst_stride, index_t n) {
   if (src_stride == 1 && dst_stride == 1) {
     if (n > 0) {
       std::memcpy(dst, src, static_cast<std::size_t>(n) * sizeof(Out));
@@ -71,12 +71,12 @@ void swap_halves_rank3(view<In, 3> in, view<Out, 3> out, int d) {
     for (index_t i1 = 0; i1 < in.extent[1]; ++i1) {
       if (d == 2) {  // the halves of one row
         index_t const h = n / 2;
-        copy_row(&in(i0, i1, h), in.stride[2], &out(i0, i1, 0), out.stride[2], h);
-        copy_row(&in(i0, i1, 0), in.stride[2], &out(i0, i1, h), out.stride[2], h);
+        copy_strided_row(&in(i0, i1, h), in.stride[2], &out(i0, i1, 0), out.stride[2], h);
+        copy_strided_row(&in(i0, i1, 0), in.stride[2], &out(i0, i1, h), out.stride[2], h);
       } else {
         index_t const s0 = d == 0 ? swap_halves_source(i0, n) : i0;
         index_t const s1 = d == 1 ? swap_halves_source(i1, n) : i1;
-        copy_row(&in(s0, s1, 0), in.stride[2], &out(i0, i1, 0), out.stride[2], in.extent[2]);
+        copy_strided_row(&in(s0, s1, 0), in.stride[2], &out(i0, i1, 0), out.stride[2], in.extent[2]);
       }
     }
   }
@@ -95,7 +95,7 @@ void check_same_shape(char const* fn, char const* in_name, view<In, Rank> const&
                         ", expected the shape of " + in_name + " " + shape_string(in.extent, Rank));
     }
   }
-  if (overlaps(in, out)) {
+  if (views_overlap(in, out)) {
     throw value_error(std::string(fn) + ": " + out_name + " overlaps " + in_name);
   }
 }
@@ -318,7 +318,7 @@ class trtllm_fp4_moe_plan {
       gather_rows(in.gemm2_weights, out.gemm2_weights, x, gemm2_rows_);
       gather_scales(in.gemm2_scales, out.gemm2_scales, x, gemm2_rows_);
     }
-    detail::stream_fence();
+    detail::blockscale_stream_fence();
   }
 
  private:
@@ -364,7 +364,7 @@ class trtllm_fp4_moe_plan {
     if (is_scale && !out.is_contiguous()) {
       throw shape_error(fn + "output " + std::string(name) + " must be contiguous (128x4 layout, a flat buffer)");
     }
-    if (detail::overlaps(in, out)) {
+    if (detail::views_overlap(in, out)) {
       throw value_error(fn + "output " + name + " overlaps its input");
     }
   }
@@ -375,14 +375,14 @@ class trtllm_fp4_moe_plan {
   static void gather_rows(view3d<In> const& in, view3d<Out> const& out, index_t e,
                           std::vector<std::int32_t> const& rows) {
     auto const width = static_cast<std::size_t>(in.extent[2]);
-    bool const stream = detail::use_stream_stores(out.data, out.size());
+    bool const stream = detail::blockscale_use_stream_stores(out.data, out.size());
     for (std::size_t n = 0; n < rows.size(); ++n) {
-      auto* const dst = detail::bytes_of(&out(e, static_cast<index_t>(n), 0));
-      auto const* const src = detail::bytes_of(&in(e, rows[n], 0));
+      auto* const dst = detail::byte_ptr(&out(e, static_cast<index_t>(n), 0));
+      auto const* const src = detail::byte_ptr(&in(e, rows[n], 0));
       if (stream) {
-        detail::copy_bytes<true>(dst, src, width);
+        detail::copy_row_bytes<true>(dst, src, width);
       } else {
-        detail::copy_bytes<false>(dst, src, width);
+        detail::copy_row_bytes<false>(dst, src, width);
       }
     }
   }
@@ -395,11 +395,11 @@ class trtllm_fp4_moe_plan {
     if (cols == 0) {
       return;
     }
-    detail::byte_t* dst = detail::bytes_of(&out(e, 0, 0));
+    detail::byte_t* dst = detail::byte_ptr(&out(e, 0, 0));
     detail::byte_t const* row_ptr[128];
     for (std::size_t m0 = 0; m0 < rows.size(); m0 += 128) {
       for (std::size_t r = 0; r < 128; ++r) {
-        row_ptr[r] = detail::bytes_of(&in(e, rows[m0 + r], 0));
+        row_ptr[r] = detail::byte_ptr(&in(e, rows[m0 + r], 0));
       }
       detail::swizzle_band_128x4(row_ptr, cols, cols / 4, dst);
       dst += 128 * cols;

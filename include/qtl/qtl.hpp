@@ -3,12 +3,14 @@
 /// Umbrella of every QTL header that compiles without nvcc and without nlohmann-json
 /// (`qtl/cuda/*.cuh` need nvcc; `qtl/io/*.hpp` need nlohmann-json).
 
+#include <qtl/blockscale.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/error.hpp>
 #include <qtl/fixed_string.hpp>
 #include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/macros.hpp>
+#include <qtl/moe.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/quantize.hpp>
