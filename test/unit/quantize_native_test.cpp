@@ -1,0 +1,123 @@
+// The golden quantize-weights cases again, with qtl/quantize.hpp compiled for x86-64-v3 (AVX2,
+// FMA, F16C) and -ffp-contract=fast, as a consumer building with `-march=native` in a GNU mode
+// would: bit-exactness must not depend on contraction (DESIGN). The build compiles every unit test
+// with the same flags, so this file switches them for the header itself with GCC's target and
+// optimize pragmas, and first proves that contraction really happens in that region.
+#include <qtl/io/safetensors.hpp>
+#include <qtl/numeric.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <bit>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <golden.hpp>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#  define QTL_TEST_NATIVE 1
+#  pragma GCC push_options
+#  pragma GCC target("arch=x86-64-v3")
+#  pragma GCC optimize("fp-contract=fast")
+#endif  // ^^^ GCC on x86-64 ^^^
+
+#include <qtl/quantize.hpp>
+
+namespace native {
+/// a·b - c as the region compiles it (fused when contraction is on).
+template <class F>
+F mul_sub(F a, F b, F c) {
+  return a * b - c;
+}
+}  // namespace native
+
+#if defined(QTL_TEST_NATIVE)
+#  pragma GCC pop_options
+#endif  // ^^^ QTL_TEST_NATIVE ^^^
+
+namespace {
+
+bool have_native_cpu() {
+#if defined(QTL_TEST_NATIVE)
+  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
+#else
+  return false;
+#endif  // ^^^ QTL_TEST_NATIVE ^^^
+}
+
+template <class T>
+bool same_bytes(qtl::host_tensor<T, 2> const& mine, qtl::io::safetensors_file const& f, char const* name) {
+  auto const& want = f.at(name);
+  return want.bytes.size() == mine.storage().size() * sizeof(T) &&
+         std::memcmp(want.bytes.data(), mine.data(), want.bytes.size()) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("quantize_weights is bit-exact with AVX2/FMA code and -ffp-contract=fast", "[quantize][native]") {
+  if (!have_native_cpu()) {
+    WARN("not GCC on an x86-64-v3 CPU: nothing to check here");
+    return;
+  }
+  // The region contracts: (1 + 2^-12)^2 - 1 is 2^-11 rounded, 2^-11 + 2^-24 fused.
+  volatile float a = 1.0f + 0x1p-12f;
+  volatile float c = 1.0f;
+  REQUIRE(native::mul_sub<float>(a, a, c) == 0x1p-11f + 0x1p-24f);
+
+  int cases = 0;
+  for (auto const& gc : qtl::test::golden_cases("quantize-weights")) {
+    auto const gs_it = gc.params.find("group-size");
+    if (gs_it == gc.params.end() || gs_it->is_null()) {
+      continue;  // no arithmetic beyond rounding there
+    }
+    INFO(gc.name << " " << gc.params.dump());
+    qtl::index_t const k = gc.shape[0];
+    qtl::index_t const n = gc.shape[1];
+    qtl::index_t const gs = gs_it->get<qtl::index_t>();
+    qtl::index_t const g = (gs == -1 || gs >= k) ? k : gs;
+    qtl::quantize_options opt;
+    opt.zero_points = gc.params.value("zero-points", false);
+    opt.ref_zero_points_after_scales = gc.params.value("ref-zero-points-after-scales", false);
+    auto run = [&]<class T>() {
+      auto const w = qtl::test::tensor_values<T>(gc.in, "w");
+      qtl::quantized_weights<T> r{qtl::host_tensor<T, 2>({k, n}), qtl::host_tensor<std::int32_t, 2>({k, n}),
+                                  qtl::host_tensor<T, 2>({k / g, n}),
+                                  qtl::host_tensor<std::int32_t, 2>({opt.zero_points ? k / g : 0, n})};
+      auto const type = gc.params.at("type").get<std::string>();
+      auto const wv = qtl::make_view(w.data(), k, n);
+      if (type == "uint4b8") {
+        qtl::quantize_weights<qtl::uint4b8>(wv, gs, r.views(), opt);
+      } else if (type == "uint8b128") {
+        qtl::quantize_weights<qtl::uint8b128>(wv, gs, r.views(), opt);
+      } else if (type == "int4") {
+        qtl::quantize_weights<qtl::int4>(wv, gs, r.views(), opt);
+      } else if (type == "int8") {
+        qtl::quantize_weights<qtl::int8>(wv, gs, r.views(), opt);
+      } else if (type == "uint4") {
+        qtl::quantize_weights<qtl::uint4>(wv, gs, r.views(), opt);
+      } else {
+        REQUIRE(type == "uint8");
+        qtl::quantize_weights<qtl::uint8>(wv, gs, r.views(), opt);
+      }
+      CHECK(same_bytes(r.w_ref, gc.expected, "w_ref"));
+      CHECK(same_bytes(r.w_q, gc.expected, "w_q"));
+      CHECK(same_bytes(r.w_s, gc.expected, "w_s"));
+      if (opt.zero_points) {
+        CHECK(same_bytes(r.w_zp, gc.expected, "w_zp"));
+      }
+    };
+    switch (gc.in.at("w").type) {
+      case qtl::io::dtype::F32: run.operator()<float>(); break;
+      case qtl::io::dtype::F16: run.operator()<qtl::half_t>(); break;
+      default: run.operator()<qtl::bfloat16_t>(); break;
+    }
+    ++cases;
+  }
+  CHECK(cases > 40);
+}
