@@ -145,24 +145,28 @@ QTL_HOST_DEVICE constexpr std::uint32_t code_excess(std::int32_t code) {
 }
 
 /// Code `code` masked to `Bits` bits and moved to element `j` of a word: bits `[j*Bits, (j+1)*Bits)`.
+/// `Masked = false` skips the mask, as the reference does (an out-of-range code then spills into
+/// the higher fields): only for callers that reject such codes themselves, like the host loops.
 /// @pre 0 <= j < 32 / Bits
-template <int Bits>
+template <int Bits, bool Masked = true>
 QTL_HOST_DEVICE constexpr std::uint32_t pack_field(std::int32_t code, int j) {
   static_assert(is_pack_width(Bits), "qtl::pack_field: Bits must divide 32 (1, 2, 4, 8, 16 or 32)");
   constexpr std::uint32_t mask = static_cast<std::uint32_t>((std::uint64_t{1} << Bits) - 1);
-  return (static_cast<std::uint32_t>(code) & mask) << (Bits * j);
+  return (Masked ? static_cast<std::uint32_t>(code) & mask : static_cast<std::uint32_t>(code)) << (Bits * j);
 }
 
 namespace detail {
 // The j loop written as a fold, so that it is unrolled at any optimisation level: g++ -O2 does not
 // peel small constant loops, and a loop left rolled stops the caller's loop from vectorising.
-template <int Bits, bool Signed, int... J>
+template <int Bits, bool Signed, bool Masked, int... J>
 QTL_HOST_DEVICE constexpr std::uint32_t pack_word_unrolled(std::int32_t const* codes, index_t stride,
                                                            std::uint32_t& excess,
                                                            std::integer_sequence<int, J...>) {
   std::uint32_t word = 0;
   std::uint32_t bad = 0;
-  ((bad |= code_excess<Bits, Signed>(codes[J * stride]), word |= pack_field<Bits>(codes[J * stride], J)), ...);
+  ((bad |= code_excess<Bits, Signed>(codes[J * stride]),
+    word |= pack_field<Bits, Masked>(codes[J * stride], J)),
+   ...);
   excess |= bad;
   return word;
 }
@@ -170,12 +174,14 @@ QTL_HOST_DEVICE constexpr std::uint32_t pack_word_unrolled(std::int32_t const* c
 
 /// One word from `32 / Bits` codes `codes[0], codes[stride], codes[2*stride], ...` (element j from
 /// `codes[j*stride]`); ORs `code_excess` of every code into `excess` (zero iff all are in range).
-template <int Bits, bool Signed = false>
+/// The fields are masked (`Masked`, see pack_field) unless the caller rejects a non-zero `excess`;
+/// signed codes always need the mask (their high bits are set).
+template <int Bits, bool Signed = false, bool Masked = true>
 QTL_HOST_DEVICE constexpr std::uint32_t pack_word(std::int32_t const* codes, index_t stride,
                                                   std::uint32_t& excess) {
   static_assert(is_pack_width(Bits), "qtl::pack_word: Bits must divide 32 (1, 2, 4, 8, 16 or 32)");
-  return detail::pack_word_unrolled<Bits, Signed>(codes, stride, excess,
-                                                  std::make_integer_sequence<int, 32 / Bits>{});
+  return detail::pack_word_unrolled<Bits, Signed, Masked || Signed>(
+      codes, stride, excess, std::make_integer_sequence<int, 32 / Bits>{});
 }
 
 /// Element `j` of `word`: bits `[j*Bits, (j+1)*Bits)`, zero-extended, or sign-extended when `Signed`.
@@ -312,7 +318,8 @@ constexpr void report_first_bad_code(char const* op, view2d<std::int32_t const> 
   }
 }
 
-// The row loops. Each runs whole chunks of `chunk` columns in an inner loop of constant trip count
+// The row loops. They pack without masking the fields (pack_word<..., Masked = false>): the ops
+// reject any row whose `excess` is non-zero, so masks would only cost instructions. Each runs whole chunks of `chunk` columns in an inner loop of constant trip count
 // (which g++ vectorises even under -O2's cheap cost model: no epilogue, no run-time checks), then
 // the remainder; they are kept out of line because g++ drops `__restrict__` when it inlines them,
 // and then vectorises nothing. Three modes:
@@ -374,18 +381,18 @@ template <int Bits, bool Signed, row_mode Mode>
     if constexpr (Mode == row_mode::streaming) {
       alignas(16) std::int32_t buf[chunk];
       for (int t = 0; t < chunk; ++t) {
-        buf[t] = static_cast<std::int32_t>(pack_word<Bits, Signed>(src + t, ld, excess));
+        buf[t] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t, ld, excess));
       }
       stream_chunk(out + c, buf, chunk);
     } else {
       std::int32_t* dst = out + c * ocs;
       for (int t = 0; t < chunk; ++t) {
-        dst[t * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed>(src + t * ics, ld, excess));
+        dst[t * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t * ics, ld, excess));
       }
     }
   }
   for (; c < n; ++c) {
-    out[c * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed>(in + c * ics, ld, excess));
+    out[c * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(in + c * ics, ld, excess));
   }
   return excess;
 }
@@ -405,18 +412,18 @@ template <int Bits, bool Signed, row_mode Mode>
     if constexpr (Mode == row_mode::streaming) {
       alignas(16) std::int32_t buf[chunk];
       for (int t = 0; t < chunk; ++t) {
-        buf[t] = static_cast<std::int32_t>(pack_word<Bits, Signed>(src + t * pf, 1, excess));
+        buf[t] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t * pf, 1, excess));
       }
       stream_chunk(out + c, buf, chunk);
     } else {
       std::int32_t* dst = out + c * ocs;
       for (int t = 0; t < chunk; ++t) {
-        dst[t * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed>(src + t * pf * ics, ics, excess));
+        dst[t * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t * pf * ics, ics, excess));
       }
     }
   }
   for (; c < n; ++c) {
-    out[c * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed>(in + c * pf * ics, ics, excess));
+    out[c * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(in + c * pf * ics, ics, excess));
   }
   return excess;
 }
