@@ -54,6 +54,9 @@ static_assert(qtl::unpack<1>(0x80000001)[0] == 1 && qtl::unpack<1>(0x80000001)[3
 
 // The element functions.
 static_assert(qtl::pack_field<4>(0xA, 3) == 0xA000u);
+static_assert(qtl::pack_field<4>(0x1A, 3) == 0xA000u);          // masked: stays in its field
+static_assert(qtl::pack_field<4, false>(0x1A, 3) == 0x1A000u);  // unmasked: spills, as the reference
+static_assert(qtl::pack_field<4, false>(-1, 0) == 0xFFFFFFFFu);
 static_assert(qtl::unpack_code<4>(0x87654321u, 7) == 8 && qtl::unpack_code<4>(0x87654321u, 0) == 1);
 static_assert(qtl::code_excess<4>(15) == 0 && qtl::code_excess<4>(16) != 0 && qtl::code_excess<4>(-1) != 0);
 static_assert(qtl::code_excess<4, true>(-8) == 0 && qtl::code_excess<4, true>(7) == 0 &&
