@@ -14,5 +14,6 @@
 #include <qtl/numeric.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/quantize.hpp>
+#include <qtl/replace.hpp>
 #include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>
