@@ -188,11 +188,10 @@ namespace detail {
 
 inline std::string errno_text(int err) { return std::strerror(err); }
 
-/// Quotes a (possibly hostile) name for a message: printable ASCII kept, the rest escaped, long
-/// names cut.
-inline std::string quote_name(std::string_view s) {
-  std::string out = "'";
-  std::size_t const limit = 200;
+/// A (possibly hostile) string made fit for a message: printable ASCII kept, other bytes (and
+/// `'`, `\\`) escaped as \\xNN, cut after `limit` bytes.
+inline std::string printable(std::string_view s, std::size_t limit = 200) {
+  std::string out;
   for (std::size_t i = 0; i < s.size() && i < limit; ++i) {
     auto c = static_cast<unsigned char>(s[i]);
     if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
@@ -206,8 +205,11 @@ inline std::string quote_name(std::string_view s) {
   if (s.size() > limit) {
     out += "...";
   }
-  return out + "'";
+  return out;
 }
+
+/// A name quoted for a message: 'name', made printable.
+inline std::string quote_name(std::string_view s) { return "'" + printable(s) + "'"; }
 
 /// Parses `text` as JSON, rejecting duplicate keys in any object and nesting deeper than
 /// `max_header_depth` (both checked by a parser callback, i.e. while parsing).
@@ -252,7 +254,7 @@ inline json parse_json_strict(std::string_view text, std::filesystem::path const
     return json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
                        /*ignore_comments=*/false);
   } catch (json::exception const& e) {
-    fail(path, std::string(what) + " is not valid JSON: " + e.what());
+    fail(path, std::string(what) + " is not valid JSON: " + printable(e.what(), 400));
   }
 }
 

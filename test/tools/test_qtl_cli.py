@@ -1,0 +1,242 @@
+#!/usr/bin/env python3
+"""The qtl tool's command line: exit codes, --help everywhere, inspect, and dtype round trips.
+
+    test_qtl_cli.py QTL GOLDEN_OPS_DIR
+
+Exit codes (issue 7): 0 success; 1 command line (unknown subcommand or op, missing or malformed
+flag, a value outside an enumeration); 2 files and data (unreadable or hostile file, missing or
+wrongly typed tensor, shapes the op cannot take, --device cuda without a GPU).
+Prints a summary; exits 1 if any check fails.
+"""
+import json
+import os
+import re
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from safetensors_py import DTYPE_SIZE, build, read  # noqa: E402
+
+passed = failed = 0
+
+
+def check(ok, what):
+    global passed, failed
+    passed += bool(ok)
+    failed += not ok
+    if not ok:
+        print("FAIL " + what)
+
+
+def run(qtl, *args):
+    return subprocess.run([qtl] + list(args), capture_output=True, text=True, errors="replace")
+
+
+def expect(qtl, code, args, fragment=None):
+    r = run(qtl, *args)
+    label = "qtl " + " ".join(args)
+    check(r.returncode == code, "%s: exit %d, want %d (%s)" % (label, r.returncode, code, r.stderr.strip()))
+    if fragment is not None:
+        check(re.search(fragment, r.stdout + r.stderr) is not None,
+              "%s: output lacks %r: %s" % (label, fragment, (r.stdout + r.stderr).strip()[:300]))
+    return r
+
+
+def ops_list(qtl):
+    r = run(qtl, "op", "--help")
+    body = r.stdout.split("Subcommands:", 1)[1]
+    return [line.split()[0] for line in body.splitlines() if line.startswith("  ") and line.split()]
+
+
+def main():
+    qtl, golden = sys.argv[1], sys.argv[2]
+    pack_in = os.path.join(golden, "0000-pack-cols.in.safetensors")   # q_w I32 [16,16] 2-bit codes
+    quant_in = os.path.join(golden, "0036-quantize-weights.in.safetensors")  # w F16 [16,16]
+    with tempfile.TemporaryDirectory(prefix="qtl_cli_") as tmp:
+        out = os.path.join(tmp, "out.safetensors")
+
+        # --help on everything ---------------------------------------------------------------
+        ops = ops_list(qtl)
+        check(len(ops) >= 13, "qtl op --help lists %d ops" % len(ops))
+        expect(qtl, 0, ["--help"], "inspect")
+        expect(qtl, 0, ["--version"], r"qtl \d")
+        expect(qtl, 0, ["inspect", "--help"], "--json")
+        expect(qtl, 0, ["op", "--help"], "pack-cols")
+        for op in ops:
+            expect(qtl, 0, ["op", op, "--help"], "IN")
+
+        # 0 ----------------------------------------------------------------------------------
+        expect(qtl, 0, ["op", "pack-cols", "--bits", "2", pack_in, out])
+        expect(qtl, 0, ["op", "--device", "cpu", "pack-cols", "--bits", "2", pack_in, out])
+        expect(qtl, 0, ["op", "pack-cols", "--bits", "2", "--device", "cpu", pack_in, out])
+        expect(qtl, 0, ["inspect", pack_in, out])
+
+        # 1: the command line -----------------------------------------------------------------
+        expect(qtl, 1, [], "subcommand")
+        expect(qtl, 1, ["frobnicate"], "unknown subcommand 'frobnicate'")
+        expect(qtl, 1, ["op"], "subcommand")
+        expect(qtl, 1, ["op", "no-such-op", pack_in, out], "unknown op 'no-such-op'")
+        expect(qtl, 1, ["op", "pack-cols", pack_in, out], "--bits")                   # missing flag
+        expect(qtl, 1, ["op", "pack-cols", "--bits", "3", pack_in, out], "--bits")    # enumeration
+        expect(qtl, 1, ["op", "pack-cols", "--bits", "four", pack_in, out], "--bits")  # malformed
+        expect(qtl, 1, ["op", "pack-cols", "--bits", "4", pack_in], "OUT")             # missing OUT
+        expect(qtl, 1, ["op", "pack-cols", "--bits", "4", "--frob", pack_in, out], "frob")
+        expect(qtl, 1, ["op", "--device", "tpu", "pack-cols", "--bits", "4", pack_in, out], "device")
+        expect(qtl, 1, ["op", "scaled-fp8-quant", "--per-token", "--scale", "1", quant_in, out],
+               "excludes")
+        expect(qtl, 1, ["op", "unswizzle-blockscale", "--rows", "-1", "--cols", "4", pack_in, out])
+        expect(qtl, 1, ["op", "requantize-with-max-scale", "--logical-widths", "1,x", pack_in, out],
+               "--logical-widths")
+        gptq_in = os.path.join(golden, "0096-gptq-quantize-weights.in.safetensors")  # w, perm
+        expect(qtl, 1, ["op", "gptq-quantize-weights", "--type", "uint4b8", "--group-size", "-1",
+                        "--act-order", gptq_in, out], "act-order")
+        expect(qtl, 1, ["op", "gptq-quantize-weights", "--type", "uint4", "--group-size", "32",
+                        gptq_in, out], "--type")
+        expect(qtl, 1, ["op", "gptq-quantize-weights", "--type", "uint4b8", "--group-size", "32",
+                        "--seed", "1", gptq_in, out], "act-order")            # --seed needs it
+        expect(qtl, 1, ["op", "quantize-weights", "--type", "int3", "--group-size", "32", quant_in, out],
+               "--type")
+        expect(qtl, 1, ["op", "quantize-weights", "--type", "int4", "--group-size", "0", quant_in, out],
+               "--group-size")
+        expect(qtl, 1, ["op", "quantize-weights", "--type", "int4", "--group-size", "some", quant_in, out],
+               "--group-size")
+        expect(qtl, 1, ["inspect"], "FILE")
+        expect(qtl, 1, ["inspect", "--frob", pack_in])
+
+        # 2: files and data -------------------------------------------------------------------
+        missing = os.path.join(tmp, "missing.safetensors")
+        expect(qtl, 2, ["op", "pack-cols", "--bits", "4", missing, out], "missing.safetensors: cannot open")
+        expect(qtl, 2, ["inspect", missing], "missing.safetensors")
+        expect(qtl, 2, ["op", "pack-cols", "--bits", "4", quant_in, out], "no tensor 'q_w'")
+        wrong = os.path.join(tmp, "wrong.safetensors")
+        with open(wrong, "wb") as f:
+            f.write(build([("q_w", "F32", [2, 8], bytes(64))]))
+        expect(qtl, 2, ["op", "pack-cols", "--bits", "4", wrong, out], "'q_w' has dtype F32")
+        odd = os.path.join(tmp, "odd.safetensors")
+        with open(odd, "wb") as f:
+            f.write(build([("q_w", "I32", [2, 5], bytes(40))]))
+        expect(qtl, 2, ["op", "pack-cols", "--bits", "4", odd, out])                   # N % 8 != 0
+        rank1 = os.path.join(tmp, "rank1.safetensors")
+        with open(rank1, "wb") as f:
+            f.write(build([("q_w", "I32", [8], bytes(32))]))
+        expect(qtl, 2, ["op", "pack-cols", "--bits", "4", rank1, out], "dimensions")
+        big = os.path.join(tmp, "big.safetensors")
+        with open(big, "wb") as f:
+            f.write(build([("q_w", "I32", [1, 8], struct.pack("<8i", 0, 1, 2, 3, 4, 5, 6, 16))]))
+        expect(qtl, 2, ["op", "pack-cols", "--bits", "4", big, out], "16")             # code > 15
+        expect(qtl, 2, ["op", "gptq-quantize-weights", "--type", "uint4b8", "--group-size", "32",
+                        gptq_in, out], "perm' is given without --act-order")
+        expect(qtl, 2, ["op", "gptq-quantize-weights", "--type", "uint4b8", "--group-size", "32",
+                        "--act-order", quant_in, out], "no tensor 'perm'")
+        notperm = os.path.join(tmp, "notperm.safetensors")
+        with open(notperm, "wb") as f:
+            f.write(build([("w", "F32", [64, 2], bytes(512)),
+                           ("perm", "I64", [64], struct.pack("<64q", *([0] * 64)))]))
+        expect(qtl, 2, ["op", "gptq-quantize-weights", "--type", "uint4b8", "--group-size", "32",
+                        "--act-order", notperm, out], "not a permutation")
+        w_only = os.path.join(tmp, "w_only.safetensors")
+        with open(w_only, "wb") as f:
+            f.write(build([("w", "F32", [64, 2], struct.pack("<128f", *[i / 7 for i in range(128)]))]))
+        expect(qtl, 0, ["op", "gptq-quantize-weights", "--type", "uint4b8", "--group-size", "32",
+                        "--act-order", "--seed", "7", w_only, out])
+        perm = struct.unpack("<64q", read(out)[0]["rand_perm"][2])
+        check(sorted(perm) == list(range(64)) and list(perm) != list(range(64)),
+              "--seed gives a shuffled permutation")
+        expect(qtl, 2, ["op", "quantize-weights", "--type", "int4", "--group-size", "5", quant_in, out])
+        expect(qtl, 2, ["op", "--device", "cuda", "pack-cols", "--bits", "2", pack_in, out], "cuda")
+        expect(qtl, 2, ["op", "pack-cols", "--bits", "2", pack_in, os.path.join(tmp, "no", "x.st")],
+               "cannot create")
+        for f in os.listdir(tmp):
+            check(not f.startswith("."), "temporary file left: " + f)
+
+        # read -> write -> read of every dtype, through the tool: swapping halves twice is the
+        # identity, so the bytes must come back unchanged (and the dtype and shape with them).
+        for dt, size in DTYPE_SIZE.items():
+            src = os.path.join(tmp, "rt_%s.safetensors" % dt)
+            data = bytes((i * 37 + 11) % 256 for i in range(2 * 4 * 3 * size))
+            with open(src, "wb") as f:
+                f.write(build([("x", dt, [2, 4, 3], data)]))
+            mid = os.path.join(tmp, "rt_%s.1.safetensors" % dt)
+            end = os.path.join(tmp, "rt_%s.2.safetensors" % dt)
+            r1 = run(qtl, "op", "swap-w13-to-w31", src, mid)
+            r2 = run(qtl, "op", "swap-w13-to-w31", mid, end)
+            ok = r1.returncode == 0 and r2.returncode == 0
+            check(ok, "%s round trip: exit %d/%d %s" % (dt, r1.returncode, r2.returncode, r1.stderr + r2.stderr))
+            if ok:
+                got, _ = read(end)
+                check(got == {"x": (dt, [2, 4, 3], data)}, "%s round trip changed the tensor" % dt)
+                half = 2 * 3 * size
+                swapped = b"".join(data[b * 2 * half:(b * 2 + 2) * half][half:] + data[b * 2 * half:(b * 2 + 2) * half][:half]
+                                   for b in range(2))
+                check(read(mid)[0]["x"][2] == swapped, "%s: one swap is not the halves exchanged" % dt)
+
+        # inspect: scheme recognition and sharded checkpoints ----------------------------------
+        i32 = lambda *shape: ("I32", list(shape), bytes(4 * prod(shape)))  # noqa: E731
+        f16 = lambda *shape: ("F16", list(shape), bytes(2 * prod(shape)))  # noqa: E731
+        g_idx = struct.pack("<256i", *[k // 128 for k in range(256)])
+        tensors = [
+            ("model.layers.0.q.qweight",) + i32(32, 64), ("model.layers.0.q.qzeros",) + i32(2, 8),
+            ("model.layers.0.q.scales",) + f16(2, 64), ("model.layers.0.q.g_idx", "I32", [256], g_idx),
+            ("model.layers.1.q.qweight",) + i32(256, 8), ("model.layers.1.q.qzeros",) + i32(2, 8),
+            ("model.layers.1.q.scales",) + f16(2, 64),
+            ("model.layers.2.q.weight", "F8_E4M3", [64, 128], bytes(64 * 128)),
+            ("model.layers.2.q.weight_scale_inv", "F32", [1, 1], bytes(4)),
+            ("model.layers.3.q.weight", "F8_E4M3", [64, 128], bytes(64 * 128)),
+            ("model.layers.3.q.weight_scale", "F32", [64, 1], bytes(256)),
+            ("model.layers.3.q.input_scale", "F32", [], bytes(4)),
+            ("model.layers.4.q.weight", "U8", [64, 64], bytes(64 * 64)),
+            ("model.layers.4.q.weight_scale", "F8_E4M3", [64, 8], bytes(64 * 8)),
+            ("model.layers.4.q.weight_scale_2", "F32", [], bytes(4)),
+            ("model.layers.5.mlp.experts.down_proj_blocks", "U8", [2, 64, 4, 16], bytes(2 * 64 * 64)),
+            ("model.layers.5.mlp.experts.down_proj_scales", "U8", [2, 64, 4], bytes(2 * 64 * 4)),
+            ("model.norm.weight",) + f16(64),
+        ]
+        shard1, shard2 = tensors[:9], tensors[9:]
+        model = os.path.join(tmp, "model")
+        os.makedirs(model)
+        for name, part in (("model-00001-of-00002.safetensors", shard1),
+                           ("model-00002-of-00002.safetensors", shard2)):
+            with open(os.path.join(model, name), "wb") as f:
+                f.write(build([(t[0], t[1], t[2], t[3]) for t in part], metadata={"format": "pt"}))
+        index = {"metadata": {"total_size": 0}, "weight_map": {}}
+        for name, part in (("model-00001-of-00002.safetensors", shard1),
+                           ("model-00002-of-00002.safetensors", shard2)):
+            for t in part:
+                index["weight_map"][t[0]] = name
+        with open(os.path.join(model, "model.safetensors.index.json"), "w") as f:
+            json.dump(index, f)
+        r = expect(qtl, 0, ["inspect", "--json", model])
+        report = json.loads(r.stdout)["files"][0]
+        check(report["tensor_count"] == len(tensors), "inspect: %d tensors" % report["tensor_count"])
+        check(len(report["shards"]) == 2, "inspect: shards %s" % report["shards"])
+        mods = {m["module"]: (m["scheme"], m["variant"]) for m in report["quantization"]["modules"]}
+        want = {
+            "model.layers.0.q": ("GPTQ", "4-bit, group 128"),
+            "model.layers.1.q": ("AWQ", "4-bit, group 128"),
+            "model.layers.2.q": ("FP8", "e4m3, per-tensor weight scale, dynamic activations"),
+            "model.layers.3.q": ("FP8", "e4m3, per-channel weight scale, static input scale"),
+            "model.layers.4.q": ("NVFP4", "ModelOpt, group 16"),
+            "model.layers.5.mlp.experts.down_proj": ("MXFP4", "gpt-oss blocks, group 32, E8M0 scales"),
+        }
+        check(mods == want, "inspect modules:\n  got  %s\n  want %s" % (mods, want))
+        r = expect(qtl, 0, ["inspect", model], "GPTQ")
+        for scheme in ("AWQ", "FP8", "NVFP4", "MXFP4", "2 shards", "metadata total_size = 0"):
+            check(scheme in r.stdout, "inspect table lacks %r" % scheme)
+        os.remove(os.path.join(model, "model-00002-of-00002.safetensors"))
+        expect(qtl, 2, ["inspect", model], "model-00002-of-00002.safetensors: cannot open")
+
+    print("%d passed, %d failed" % (passed, failed))
+    return 1 if failed else 0
+
+
+def prod(shape):
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+if __name__ == "__main__":
+    sys.exit(main())

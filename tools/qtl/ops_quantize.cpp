@@ -1,0 +1,319 @@
+// Group quantization ops (qtl/quantize.hpp). W is the dtype of w (F32, F16 or BF16).
+//
+//   quantize-weights --type T --group-size N|-1|none [--zero-points] [--ref-zero-points-after-scales]
+//       w W [K,N] -> w_ref W (F32 with none), w_q I32 [K,N] (bias added), w_s W [K/G,N] (not with
+//       none), w_zp I32 [K/G,N] (only with --zero-points)
+//   gptq-quantize-weights --type uint4b8|uint8b128 --group-size N [--act-order [--seed S]]
+//       w W [K,N], perm I64 [K] (only with --act-order; without it a --seed permutation)
+//       -> w_ref W, w_q I32, w_s W, g_idx I32 [K] and rand_perm I64 [K] ([0] without act-order)
+//   permute-rows --group-size N [--seed S]   q_w I32 [K,N], w_ref W [K,N], perm I64 [K] (or --seed)
+//       -> w_ref, q_w, g_idx I32 [K], rand_perm I64 [K]
+//   sort-weights   q_w I32 [K,N], g_idx I32 [K] -> q_w, g_idx, sort_indices I32 [K] (stable)
+//   convert-to-channelwise --logical-widths a,b,c   weight_scale F32 [S] or []
+//       -> weight_scale F32 [a+b+c, 1]
+
+#include <charconv>
+
+#include <qtl/quantize.hpp>
+#include <qtl/scalar_type.hpp>
+
+#include "ops.hpp"
+
+namespace qtl::tool {
+namespace {
+
+constexpr auto float_types = {dtype::F32, dtype::F16, dtype::BF16};
+
+/// `--type` names of the integer quantization types, and the dispatch to `scalar_constant`.
+std::vector<std::string> const quant_type_names = {"int4",    "uint4",   "int8",    "uint8",
+                                                   "uint2b2", "uint3b4", "uint4b8", "uint8b128"};
+
+template <class F>
+void with_quant_type(std::string const& name, F&& f) {
+  if (name == "int4") {
+    f(scalar_constant<qtl::int4>{});
+  } else if (name == "uint4") {
+    f(scalar_constant<qtl::uint4>{});
+  } else if (name == "int8") {
+    f(scalar_constant<qtl::int8>{});
+  } else if (name == "uint8") {
+    f(scalar_constant<qtl::uint8>{});
+  } else if (name == "uint2b2") {
+    f(scalar_constant<qtl::uint2b2>{});
+  } else if (name == "uint3b4") {
+    f(scalar_constant<qtl::uint3b4>{});
+  } else if (name == "uint4b8") {
+    f(scalar_constant<qtl::uint4b8>{});
+  } else if (name == "uint8b128") {
+    f(scalar_constant<qtl::uint8b128>{});
+  } else {
+    throw usage_error("--type " + name + ": not an integer quantization type");
+  }
+}
+
+/// `--group-size N|-1|none`: nullopt for none. CLI11 checks the syntax (exit code 1).
+std::optional<index_t> parse_group_size(std::string const& s) {
+  if (s == "none") {
+    return std::nullopt;
+  }
+  index_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || (v < 1 && v != -1)) {
+    throw usage_error("--group-size " + s + ": expected a positive integer, -1 or none");
+  }
+  return v;
+}
+
+std::string check_group_size(std::string const& s) {
+  try {
+    parse_group_size(s);
+    return "";
+  } catch (usage_error const& e) {
+    return e.what();
+  }
+}
+
+/// Rows of the scale tensors: K / effective group size (-1 or >= K: one group).
+index_t group_rows(index_t k, index_t g) { return (g == -1 || g >= k) ? 1 : k / g; }
+
+op_spec quantize_weights_op() {
+  return {"quantize-weights",
+          "quantize float weights w [K,N] to integer codes of --type per group of --group-size "
+          "rows: w_ref, w_q, w_s (and w_zp with --zero-points)",
+          [](CLI::App& cmd) -> op_runner {
+            struct flags {
+              std::string type, group_size;
+              bool zero_points = false, zp_after = false;
+            };
+            auto f = std::make_shared<flags>();
+            cmd.add_option("--type", f->type, "integer quantization type")
+                ->required()
+                ->check(CLI::IsMember(quant_type_names));
+            cmd.add_option("--group-size", f->group_size, "rows per group: N, -1 (one group) or none")
+                ->required()
+                ->check(check_group_size, "N|-1|none");
+            cmd.add_flag("--zero-points", f->zero_points, "asymmetric, with per-group zero points");
+            cmd.add_flag("--ref-zero-points-after-scales", f->zp_after,
+                         "w_ref = q*s - zp*s (Machete's order) instead of (q - zp)*s");
+            return [f](op_io& io) {
+              auto const& t = io.tensor("w", float_types, {2});
+              auto const group = parse_group_size(f->group_size);
+              qtl::quantize_options const opt{f->zero_points, f->zp_after};
+              with_quant_type(f->type, [&]<scalar_type Q>(scalar_constant<Q>) {
+                with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                  typed_tensor<T> const w(t);
+                  index_t const k = w.dim(0);
+                  index_t const n = w.dim(1);
+                  std::vector<std::int32_t> w_q(static_cast<std::size_t>(k * n));
+                  if (!group) {
+                    std::vector<float> w_ref(static_cast<std::size_t>(k * n));
+                    qtl::quantize_weights<Q>(
+                        w.view2(), std::nullopt,
+                        qtl::quantize_outputs<float>{make_view(w_ref.data(), k, n),
+                                                     make_view(w_q.data(), k, n), {}, {}},
+                        opt);
+                    io.emit("w_ref", dtype::F32, shape_of(k, n), std::move(w_ref));
+                    io.emit("w_q", dtype::I32, shape_of(k, n), std::move(w_q));
+                    return;
+                  }
+                  index_t const g = k == 0 ? 0 : group_rows(k, *group);
+                  std::vector<T> w_ref(static_cast<std::size_t>(k * n));
+                  std::vector<T> w_s(static_cast<std::size_t>(g * n));
+                  std::vector<std::int32_t> w_zp(f->zero_points ? static_cast<std::size_t>(g * n) : 0);
+                  qtl::quantize_weights<Q>(
+                      w.view2(), *group,
+                      qtl::quantize_outputs<T>{make_view(w_ref.data(), k, n),
+                                               make_view(w_q.data(), k, n),
+                                               make_view(w_s.data(), g, n),
+                                               make_view(w_zp.data(), f->zero_points ? g : 0, n)},
+                      opt);
+                  io.emit("w_ref", t.type, shape_of(k, n), std::move(w_ref));
+                  io.emit("w_q", dtype::I32, shape_of(k, n), std::move(w_q));
+                  io.emit("w_s", t.type, shape_of(g, n), std::move(w_s));
+                  if (f->zero_points) {
+                    io.emit("w_zp", dtype::I32, shape_of(g, n), std::move(w_zp));
+                  }
+                });
+              });
+            };
+          }};
+}
+
+op_spec gptq_op() {
+  return {"gptq-quantize-weights",
+          "GPTQ's symmetric quantization of w [K,N]; with --act-order the rows are permuted by the "
+          "file's perm (or a --seed permutation) and g_idx records each row's group",
+          [](CLI::App& cmd) -> op_runner {
+            struct flags {
+              std::string type;
+              index_t group_size = 0;
+              bool act_order = false;
+              std::optional<std::uint64_t> seed;
+            };
+            auto f = std::make_shared<flags>();
+            cmd.add_option("--type", f->type, "uint4b8 or uint8b128")
+                ->required()
+                ->check(CLI::IsMember({"uint4b8", "uint8b128"}));
+            cmd.add_option("--group-size", f->group_size, "-1, 32, 64, 128, or K")->required();
+            auto* ao = cmd.add_flag("--act-order", f->act_order, "permute rows (desc_act)");
+            cmd.add_option("--seed", f->seed, "seed of the random permutation when the file has no perm")
+                ->needs(ao);
+            return [f](op_io& io) {
+              if (f->act_order && f->group_size == -1) {
+                throw usage_error("--act-order needs groups: --group-size -1 (channelwise) has none");
+              }
+              auto const& t = io.tensor("w", float_types, {2});
+              auto const* perm_t = io.optional_tensor("perm", {dtype::I64}, {1});
+              if (perm_t != nullptr && !f->act_order) {
+                throw data_error(io.where("perm") + " is given without --act-order, which would "
+                                 "ignore it");
+              }
+              if (f->act_order && perm_t == nullptr && !f->seed) {
+                throw data_error(io.input().path().string() + ": has no tensor 'perm'; "
+                                 "--act-order needs one, or --seed N for a random permutation");
+              }
+              std::optional<typed_tensor<std::int64_t>> perm;
+              qtl::gptq_options opt;
+              opt.act_order = f->act_order;
+              opt.seed = f->seed.value_or(0);
+              if (perm_t != nullptr) {
+                perm.emplace(*perm_t);
+                opt.perm = perm->view1();
+              }
+              with_quant_type(f->type, [&]<scalar_type Q>(scalar_constant<Q>) {
+                if constexpr (qtl::is_gptq_quant_type(Q)) {
+                  with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                    typed_tensor<T> const w(t);
+                    index_t const k = w.dim(0);
+                    index_t const n = w.dim(1);
+                    index_t const g = k == 0 ? 0 : group_rows(k, f->group_size);
+                    index_t const kp = f->act_order ? k : 0;
+                    std::vector<T> w_ref(static_cast<std::size_t>(k * n));
+                    std::vector<std::int32_t> w_q(static_cast<std::size_t>(k * n));
+                    std::vector<T> w_s(static_cast<std::size_t>(g * n));
+                    std::vector<std::int32_t> g_idx(static_cast<std::size_t>(kp));
+                    std::vector<std::int64_t> rand_perm(static_cast<std::size_t>(kp));
+                    qtl::gptq_quantize_weights<Q>(
+                        w.view2(), f->group_size,
+                        qtl::gptq_outputs<T>{make_view(w_ref.data(), k, n), make_view(w_q.data(), k, n),
+                                             make_view(w_s.data(), g, n), make_view(g_idx.data(), kp),
+                                             make_view(rand_perm.data(), kp)},
+                        opt);
+                    io.emit("w_ref", t.type, shape_of(k, n), std::move(w_ref));
+                    io.emit("w_q", dtype::I32, shape_of(k, n), std::move(w_q));
+                    io.emit("w_s", t.type, shape_of(g, n), std::move(w_s));
+                    io.emit("g_idx", dtype::I32, shape_of(kp), std::move(g_idx));
+                    io.emit("rand_perm", dtype::I64, shape_of(kp), std::move(rand_perm));
+                  });
+                } else {
+                  throw usage_error("--type " + f->type + ": GPTQ takes uint4b8 or uint8b128");
+                }
+              });
+            };
+          }};
+}
+
+op_spec permute_rows_op() {
+  return {"permute-rows",
+          "reorder the rows of q_w and w_ref by perm (or a --seed permutation); g_idx = perm // "
+          "group size",
+          [](CLI::App& cmd) -> op_runner {
+            auto group_size = std::make_shared<index_t>(0);
+            auto seed = std::make_shared<std::optional<std::uint64_t>>();
+            cmd.add_option("--group-size", *group_size, "rows per group (-1: one group)")->required();
+            cmd.add_option("--seed", *seed, "seed of the random permutation when the file has no perm");
+            return [group_size, seed](op_io& io) {
+              auto const& q = io.tensor("q_w", {dtype::I32}, {2});
+              auto const& r = io.tensor("w_ref", float_types, {2});
+              auto const* perm_t = io.optional_tensor("perm", {dtype::I64}, {1});
+              if (perm_t == nullptr && !seed->has_value()) {
+                throw data_error(io.input().path().string() +
+                                 ": has no tensor 'perm'; permute-rows needs one, or --seed N");
+              }
+              typed_tensor<std::int32_t> const q_w(q);
+              index_t const k = q_w.dim(0);
+              index_t const n = q_w.dim(1);
+              std::vector<std::int64_t> perm;
+              if (perm_t != nullptr) {
+                perm = qtl::io::tensor_values<std::int64_t>(*perm_t);
+              } else {
+                perm.resize(static_cast<std::size_t>(k));
+                qtl::random_permutation(**seed, make_view(perm.data(), k));
+              }
+              with_float_type(r.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const w_ref(r);
+                std::vector<T> w_ref_out(static_cast<std::size_t>(k * n));
+                std::vector<std::int32_t> q_out(static_cast<std::size_t>(k * n));
+                std::vector<std::int32_t> g_idx(static_cast<std::size_t>(k));
+                std::vector<std::int64_t> rand_perm(static_cast<std::size_t>(k));
+                qtl::permute_rows(
+                    q_w.view2(), w_ref.view2(), *group_size,
+                    make_view(static_cast<std::int64_t const*>(perm.data()), static_cast<index_t>(perm.size())),
+                    qtl::permute_rows_outputs<T>{make_view(w_ref_out.data(), k, n), make_view(q_out.data(), k, n),
+                                                 make_view(g_idx.data(), k), make_view(rand_perm.data(), k)});
+                io.emit("w_ref", r.type, shape_of(k, n), std::move(w_ref_out));
+                io.emit("q_w", dtype::I32, shape_of(k, n), std::move(q_out));
+                io.emit("g_idx", dtype::I32, shape_of(k), std::move(g_idx));
+                io.emit("rand_perm", dtype::I64, shape_of(k), std::move(rand_perm));
+              });
+            };
+          }};
+}
+
+op_spec sort_weights_op() {
+  return {"sort-weights", "order the rows of q_w by g_idx (stable): q_w, g_idx, sort_indices",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              typed_tensor<std::int32_t> const q_w(io.tensor("q_w", {dtype::I32}, {2}));
+              typed_tensor<std::int32_t> const g_idx(io.tensor("g_idx", {dtype::I32}, {1}));
+              index_t const k = q_w.dim(0);
+              index_t const n = q_w.dim(1);
+              std::vector<std::int32_t> q_out(static_cast<std::size_t>(k * n));
+              std::vector<std::int32_t> g_out(static_cast<std::size_t>(k));
+              std::vector<std::int32_t> order(static_cast<std::size_t>(k));
+              qtl::sort_weights(q_w.view2(), g_idx.view1(),
+                                qtl::sort_weights_outputs{make_view(q_out.data(), k, n),
+                                                          make_view(g_out.data(), k),
+                                                          make_view(order.data(), k)});
+              io.emit("q_w", dtype::I32, shape_of(k, n), std::move(q_out));
+              io.emit("g_idx", dtype::I32, shape_of(k), std::move(g_out));
+              io.emit("sort_indices", dtype::I32, shape_of(k), std::move(order));
+            };
+          }};
+}
+
+op_spec convert_to_channelwise_op() {
+  return {"convert-to-channelwise",
+          "expand per-shard scales weight_scale [S] (or 0-dim) to one per row, [sum of "
+          "--logical-widths, 1]",
+          [](CLI::App& cmd) -> op_runner {
+            auto widths = std::make_shared<std::string>();
+            cmd.add_option("--logical-widths", *widths, "rows of each shard, e.g. 16,16,9")->required();
+            return [widths](op_io& io) {
+              auto const lw = parse_int_list("--logical-widths", *widths);
+              auto const& s = io.tensor("weight_scale", {dtype::F32}, {0, 1});
+              index_t total = 0;
+              for (auto w : lw) {
+                total += w;
+              }
+              std::vector<float> out(static_cast<std::size_t>(total));
+              auto const ov = make_view(out.data(), total, index_t{1});
+              if (s.shape.empty()) {
+                qtl::convert_to_channelwise(scalar_value(s), lw, ov);
+              } else {
+                typed_tensor<float> const scales(s);
+                qtl::convert_to_channelwise(scales.view1(), lw, ov);
+              }
+              io.emit("weight_scale", dtype::F32, shape_of(total, 1), std::move(out));
+            };
+          }};
+}
+
+}  // namespace
+
+std::vector<op_spec> quantize_ops() {
+  return {quantize_weights_op(), gptq_op(), permute_rows_op(), sort_weights_op(),
+          convert_to_channelwise_op()};
+}
+
+}  // namespace qtl::tool
