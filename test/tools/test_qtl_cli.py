@@ -172,6 +172,69 @@ def main():
                                    for b in range(2))
                 check(read(mid)[0]["x"][2] == swapped, "%s: one swap is not the halves exchanged" % dt)
 
+        # ops without golden cases: hand-worked values -------------------------------------
+        # nvfp4-quant: the worked block of research/checkpoint_formats.md §3.1 (amax 10.5, global
+        # scale 256 = 1/weight_scale_2): block scale 256.0 = E4M3 0x78, packed bytes below.
+        vals = [0.1, -0.25, 0.5, 1, -1.5, 2, 3, -4, 6, 0, 0.75, -0.3, 2.5, 5, -5.5, 1.2]
+        nv_in = os.path.join(tmp, "nvfp4.safetensors")
+        with open(nv_in, "wb") as f:
+            f.write(build([("input", "F32", [1, 16], struct.pack("<16f", *vals)),
+                           ("global_scale", "F32", [], struct.pack("<f", 256.0))]))
+        expect(qtl, 0, ["op", "nvfp4-quant", nv_in, out])
+        got = read(out)[0]
+        check(got.get("output") == ("U8", [1, 8], bytes.fromhex("80214be50792642f")),
+              "nvfp4-quant output %r" % (got.get("output"),))
+        check(got.get("scale") == ("F8_E4M3", [1, 1], b"\x78"), "nvfp4-quant scale %r" % (got.get("scale"),))
+        check(got.get("global_scale") == ("F32", [], struct.pack("<f", 256.0)), "nvfp4-quant global_scale")
+        expect(qtl, 0, ["op", "nvfp4-quant", "--swizzle", nv_in, out])
+        got = read(out)[0]
+        check(got["scale"][:2] == ("F8_E4M3", [128, 4]) and got["scale"][2] == b"\x78" + bytes(511),
+              "nvfp4-quant --swizzle scale %r" % (got["scale"][:2],))
+        # per-tensor-dequantize: e4m3 1.0 (0x38), -2.0 (0xc0), 448 (0x7e) times 0.5; F16 for a
+        # 0-dim scale, F32 for a [1] one.
+        dq_in = os.path.join(tmp, "dq.safetensors")
+        for shape, dt, fmt in (([], "F16", "<3e"), ([1], "F32", "<3f")):
+            with open(dq_in, "wb") as f:
+                f.write(build([("tensor", "F8_E4M3", [1, 3], b"\x38\xc0\x7e"),
+                               ("inv_scale", "F32", shape, struct.pack("<f", 0.5))]))
+            expect(qtl, 0, ["op", "per-tensor-dequantize", dq_in, out])
+            check(read(out)[0] == {"dq_weight": (dt, [1, 3], struct.pack(fmt, 0.5, -1.0, 224.0))},
+                  "per-tensor-dequantize %s: %r" % (dt, read(out)[0]))
+        # requantize-with-max-scale: shard 0 (scale 1) holds 1.0 -> 0.5 at the max scale 2 (0x30);
+        # shard 1 (scale 2) keeps 1.0 (0x38).
+        rq_in = os.path.join(tmp, "rq.safetensors")
+        with open(rq_in, "wb") as f:
+            f.write(build([("weight", "F8_E4M3", [2, 1], b"\x38\x38"),
+                           ("weight_scale", "F32", [2], struct.pack("<2f", 1.0, 2.0))]))
+        expect(qtl, 0, ["op", "requantize-with-max-scale", "--logical-widths", "1,1", rq_in, out])
+        check(read(out)[0] == {"max_w_scale": ("F32", [], struct.pack("<f", 2.0)),
+                               "weight": ("F8_E4M3", [2, 1], b"\x30\x38")},
+              "requantize-with-max-scale: %r" % (read(out)[0],))
+        expect(qtl, 2, ["op", "requantize-with-max-scale", "--logical-widths", "2,1", rq_in, out], "rows")
+        # prepare-trtllm-fp4-moe: names, dtypes and shapes kept; each output a permutation of its
+        # input's rows (distinct row contents make that checkable).
+        e, h, i = 1, 128, 64
+        moe = [("gemm1_weights", "U8", [e, 2 * i, h // 2]), ("gemm1_scales", "F8_E4M3", [e, 2 * i, h // 16]),
+               ("gemm2_weights", "U8", [e, h, i // 2]), ("gemm2_scales", "F8_E4M3", [e, h, i // 16])]
+        moe_t = []
+        for name, dt, shape in moe:
+            rows, cols = shape[1], shape[2]
+            moe_t.append((name, dt, shape, b"".join(struct.pack("<H", r) * (cols // 2) for r in range(rows))))
+        moe_in = os.path.join(tmp, "moe.safetensors")
+        with open(moe_in, "wb") as f:
+            f.write(build(moe_t))
+        expect(qtl, 0, ["op", "prepare-trtllm-fp4-moe", "--hidden-size", str(h), "--intermediate-size",
+                        str(i), "--num-experts", str(e), moe_in, out])
+        got = read(out)[0]
+        for name, dt, shape, data in moe_t:
+            g = got.get(name + "_fp4_shuffled")
+            check(g is not None and g[:2] == (dt, shape) and sorted(g[2]) == sorted(data) and g[2] != data,
+                  "prepare-trtllm-fp4-moe %s" % name)
+        expect(qtl, 2, ["op", "prepare-trtllm-fp4-moe", "--hidden-size", "256", "--intermediate-size",
+                        str(i), "--num-experts", str(e), moe_in, out], "gemm1_weights")
+        expect(qtl, 1, ["op", "prepare-trtllm-fp4-moe", "--hidden-size", str(h), moe_in, out],
+               "intermediate-size")
+
         # inspect: scheme recognition and sharded checkpoints ----------------------------------
         i32 = lambda *shape: ("I32", list(shape), bytes(4 * prod(shape)))  # noqa: E731
         f16 = lambda *shape: ("F16", list(shape), bytes(2 * prod(shape)))  # noqa: E731
