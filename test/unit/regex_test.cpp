@@ -51,14 +51,15 @@ corpus load(std::string const& path) {
   corpus c;
   std::string line;
   while (std::getline(in, line)) {
-    std::istringstream ls(line);
-    std::string kind, s;
-    ls >> kind;
+    // "<kind> <string> <results...>": single spaces, and the %-encoded string may be empty
+    auto const sp1 = line.find(' ');
+    std::string const kind = line.substr(0, sp1);
+    auto const sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
+    std::string const s = sp1 == std::string::npos ? "" : line.substr(sp1 + 1, sp2 == std::string::npos ? sp2 : sp2 - sp1 - 1);
+    std::istringstream ls(sp2 == std::string::npos ? "" : line.substr(sp2 + 1));
     if (kind == "text") {
-      ls >> s;  // empty when the text is empty
       c.texts.push_back(decode(s));
     } else if (kind == "error" || kind == "pattern") {
-      ls >> s;
       case_ k{decode(s), kind == "error", {}};
       std::string r;
       while (ls >> r) {
