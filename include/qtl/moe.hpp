@@ -379,6 +379,11 @@ class trtllm_fp4_moe_plan {
     for (std::size_t n = 0; n < rows.size(); ++n) {
       auto* const dst = detail::byte_ptr(&out(e, static_cast<index_t>(n), 0));
       auto const* const src = detail::byte_ptr(&in(e, rows[n], 0));
+      // The next source row is elsewhere in its 32-row block: ask for it now, or its first
+      // lines arrive cold (measured: 47 ms -> 32 ms for the gated GEMM1 weights of 64 experts).
+      if (n + 1 < rows.size()) {
+        detail::blockscale_prefetch_bytes(detail::byte_ptr(&in(e, rows[n + 1], 0)), in.extent[2]);
+      }
       if (stream) {
         detail::copy_row_bytes<true>(dst, src, width);
       } else {
@@ -396,12 +401,19 @@ class trtllm_fp4_moe_plan {
       return;
     }
     detail::byte_t* dst = detail::byte_ptr(&out(e, 0, 0));
-    detail::byte_t const* row_ptr[128];
-    for (std::size_t m0 = 0; m0 < rows.size(); m0 += 128) {
+    detail::byte_t const* row_ptr[2][128];
+    auto const fill = [&](std::size_t m0, detail::byte_t const** ptr) {
       for (std::size_t r = 0; r < 128; ++r) {
-        row_ptr[r] = detail::byte_ptr(&in(e, rows[m0 + r], 0));
+        ptr[r] = detail::byte_ptr(&in(e, rows[m0 + r], 0));
       }
-      detail::swizzle_band_128x4(row_ptr, cols, cols / 4, dst);
+    };
+    fill(0, row_ptr[0]);
+    for (std::size_t band = 0; band * 128 < rows.size(); ++band) {
+      bool const has_next = (band + 1) * 128 < rows.size();
+      if (has_next) {
+        fill((band + 1) * 128, row_ptr[(band + 1) % 2]);
+      }
+      detail::swizzle_band_128x4(row_ptr[band % 2], cols, cols / 4, dst, has_next ? row_ptr[(band + 1) % 2] : nullptr);
       dst += 128 * cols;
     }
   }
