@@ -39,6 +39,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -238,6 +239,81 @@ inline void check_global_scale(char const* fn, float gs) {
 
 }  // namespace detail
 
+namespace detail {
+
+#if QTL_FP8_SSE2
+// E2M1 codes of 4 lanes (the SSE2 form of `e2m1_encode`: the same threshold compares on the bits
+// of |x|, a true compare being -1).
+inline __m128i e2m1_encode4(__m128 v) {
+  auto const c32 = [](std::uint32_t x) { return _mm_set1_epi32(static_cast<int>(x)); };
+  __m128i const bits = _mm_castps_si128(v);
+  __m128i const a = _mm_and_si128(bits, c32(0x7fffffffu));
+  __m128i code = _mm_setzero_si128();
+  // a > t, and a >= t as a > t - 1 (bit patterns of positive floats)
+  for (std::uint32_t const t : {float_to_bits(0.25f), float_to_bits(0.75f) - 1u, float_to_bits(1.25f),
+                                float_to_bits(1.75f) - 1u, float_to_bits(2.5f), float_to_bits(3.5f) - 1u,
+                                float_to_bits(5.0f)}) {
+    code = _mm_sub_epi32(code, _mm_cmpgt_epi32(a, c32(t)));
+  }
+  code = _mm_or_si128(code, _mm_and_si128(_mm_srli_epi32(bits, 28), c32(0x8u)));
+  __m128i const nan = _mm_cmpgt_epi32(a, c32(0x7f800000u));
+  return _mm_or_si128(_mm_andnot_si128(nan, code), _mm_and_si128(nan, c32(0x7u)));
+}
+#endif  // ^^^ QTL_FP8_SSE2 ^^^
+
+// The element codes of one block under output scale `os`, stored (E2M1: nibble pairs).
+template <class F, class T>
+void block_codes(T const* x, typename F::element* o, float os) {
+#if QTL_FP8_SSE2
+  if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) && F::block_size % 8 == 0) {
+    __m128 const vos = _mm_set1_ps(os);
+    for (int j = 0; j < F::block_size; j += 8) {
+      __m128 lo;
+      __m128 hi;
+      if constexpr (std::is_same_v<T, float>) {
+        lo = _mm_loadu_ps(x + j);
+        hi = _mm_loadu_ps(x + j + 4);
+      } else {
+        __m128i const raw = _mm_loadu_si128(reinterpret_cast<__m128i const*>(x + j));
+        lo = _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), raw));
+        hi = _mm_castsi128_ps(_mm_unpackhi_epi16(_mm_setzero_si128(), raw));
+      }
+      lo = _mm_mul_ps(lo, vos);
+      hi = _mm_mul_ps(hi, vos);
+      if constexpr (F::elements_per_value == 2) {
+        // 8 codes as int16 [c0 .. c7]; each int32 lane holds c_even | c_odd << 16 -> one byte
+        __m128i const pairs = _mm_packs_epi32(e2m1_encode4(lo), e2m1_encode4(hi));
+        __m128i const bytes32 = _mm_or_si128(_mm_and_si128(pairs, _mm_set1_epi32(0xF)),
+                                             _mm_and_si128(_mm_srli_epi32(pairs, 12), _mm_set1_epi32(0xF0)));
+        __m128i const bytes = _mm_packus_epi16(_mm_packs_epi32(bytes32, _mm_setzero_si128()), _mm_setzero_si128());
+        int const four = _mm_cvtsi128_si32(bytes);
+        std::memcpy(o + j / 2, &four, 4);
+      } else {
+        __m128i const c = _mm_packs_epi32(fp8_encode4<float8_e4m3fn_t, fp8_nan::to_max>(lo),
+                                          fp8_encode4<float8_e4m3fn_t, fp8_nan::to_max>(hi));
+        _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j), _mm_packus_epi16(c, _mm_setzero_si128()));
+      }
+    }
+    return;
+  }
+#endif  // ^^^ QTL_FP8_SSE2 ^^^
+  if constexpr (F::elements_per_value == 2) {
+    std::uint8_t codes[F::block_size];
+    for (int j = 0; j < F::block_size; ++j) {
+      codes[j] = block_element_code<F>(to_float(x[j]), os);
+    }
+    for (int j = 0; j < F::block_size / 2; ++j) {
+      o[j].bits = static_cast<std::uint8_t>(codes[2 * j] | (codes[2 * j + 1] << 4));
+    }
+  } else {
+    for (int j = 0; j < F::block_size; ++j) {
+      o[j].bits = block_element_code<F>(to_float(x[j]), os);
+    }
+  }
+}
+
+}  // namespace detail
+
 // ---------------------------------------------------------------------------------------------
 // host loops
 // ---------------------------------------------------------------------------------------------
@@ -274,20 +350,7 @@ void block_quantize(view2d<T const> in, view2d<typename F::element> values, std:
       float const os = block_output_scale<F>(sc, vmax, global_scale);
       scales[static_cast<std::size_t>(blockscale_offset<Layout>(i, b, padded_cols))].bits = sc;
       typename F::element* o = out + b * (F::block_size / F::elements_per_value);
-      if constexpr (F::elements_per_value == 2) {
-        // codes first (one uniform loop, which g++ vectorizes), then the nibble pairs
-        std::uint8_t codes[F::block_size];
-        for (int j = 0; j < F::block_size; ++j) {
-          codes[j] = block_element_code<F>(to_float(x[j]), os);
-        }
-        for (int j = 0; j < F::block_size / 2; ++j) {
-          o[j].bits = static_cast<std::uint8_t>(codes[2 * j] | (codes[2 * j + 1] << 4));
-        }
-      } else {
-        for (int j = 0; j < F::block_size; ++j) {
-          o[j].bits = block_element_code<F>(to_float(x[j]), os);
-        }
-      }
+      detail::block_codes<F>(x, o, os);
     }
   }
 }

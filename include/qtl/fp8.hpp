@@ -57,6 +57,13 @@
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
 
+#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
+#  include <emmintrin.h>
+#  define QTL_FP8_SSE2 1
+#else
+#  define QTL_FP8_SSE2 0
+#endif  // ^^^ __SSE2__ ^^^
+
 namespace qtl {
 
 // ---------------------------------------------------------------------------------------------
@@ -428,10 +435,81 @@ void zero_padding_rows(view2d<Fp8> out, index_t from_row) {
   }
 }
 
-// One row, `x * inv` (or `x / scale`), written so that g++ vectorizes it.
+#if QTL_FP8_SSE2
+// SSE2 forms of the element code, 4 lanes at a time, for the host row loops: g++ auto-vectorizes
+// the scalar loops only at -O3 (its -O2 cost model refuses them), and the consumer picks the
+// flags. Each step is the scalar step of `fp8_saturate_encode` / `fp8_encode_magnitude` on 4
+// lanes (same integer and IEEE float operations, so the same codes; tested against the scalar
+// element function). Magnitudes stay below 2^31, so SSE2's signed compares are exact.
+template <class Fp8, fp8_nan Nan>
+inline __m128i fp8_encode4(__m128 v) {
+  using F = fp8_format<Fp8>;
+  constexpr int drop = 23 - F::mantissa_bits;
+  auto const c32 = [](std::uint32_t x) { return _mm_set1_epi32(static_cast<int>(x)); };
+  __m128i const bits = _mm_castps_si128(v);
+  __m128i sign = _mm_and_si128(_mm_srli_epi32(bits, 24), c32(0x80u));
+  __m128i mag = _mm_and_si128(bits, c32(0x7fffffffu));
+  __m128i const nan = _mm_cmpgt_epi32(mag, c32(0x7f800000u));
+  __m128i const max_bits = c32(float_to_bits(F::max));
+  __m128i const over = _mm_cmpgt_epi32(mag, max_bits);
+  mag = _mm_or_si128(_mm_and_si128(over, max_bits), _mm_andnot_si128(over, mag));
+  // normal: RNE of the mantissa to M bits, re-bias
+  __m128i const lsb = _mm_and_si128(_mm_srli_epi32(mag, drop), c32(1u));
+  __m128i const rounded = _mm_add_epi32(_mm_add_epi32(mag, c32((1u << (drop - 1)) - 1u)), lsb);
+  __m128i const normal =
+      _mm_sub_epi32(_mm_srli_epi32(rounded, drop), c32(std::uint32_t(127 - F::bias) << F::mantissa_bits));
+  // subnormal: the FPU's RNE on |v| + 2^E
+  std::uint32_t const magic_bits = std::uint32_t(127 + 24 - F::bias - F::mantissa_bits) << 23;
+  __m128 const sum = _mm_add_ps(_mm_castsi128_ps(mag), _mm_castsi128_ps(c32(magic_bits)));
+  __m128i const subnormal = _mm_sub_epi32(_mm_castps_si128(sum), c32(magic_bits));
+  __m128i const is_subnormal = _mm_cmplt_epi32(mag, c32(std::uint32_t(127 + 1 - F::bias) << 23));
+  __m128i const code = _mm_or_si128(_mm_and_si128(is_subnormal, subnormal), _mm_andnot_si128(is_subnormal, normal));
+  if constexpr (Nan == fp8_nan::to_max) {
+    sign = _mm_andnot_si128(nan, sign);
+    return _mm_or_si128(code, sign);
+  } else {
+    return _mm_or_si128(_mm_or_si128(code, sign), _mm_and_si128(nan, c32(F::nan_code)));
+  }
+}
+
+template <fp8_scale_op Op>
+inline __m128 fp8_scale4(__m128 x, __m128 scale, __m128 inv) {
+  if constexpr (Op == fp8_scale_op::divide) {
+    return _mm_div_ps(x, scale);
+  } else {
+    return _mm_mul_ps(x, inv);
+  }
+}
+#endif  // ^^^ QTL_FP8_SSE2 ^^^
+
+// One row: `out[j] = fp8_quantize_element(in[j])`; SSE2 for float and bf16 where available.
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
 void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv) {
-  for (index_t j = 0; j < n; ++j) {
+  index_t j = 0;
+#if QTL_FP8_SSE2
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
+    __m128 const vs = _mm_set1_ps(scale);
+    __m128 const vi = _mm_set1_ps(inv);
+    index_t const vec_end = n - n % 8;
+    for (; j < vec_end; j += 8) {
+      __m128 lo;
+      __m128 hi;
+      if constexpr (std::is_same_v<T, float>) {
+        lo = _mm_loadu_ps(in + j);
+        hi = _mm_loadu_ps(in + j + 4);
+      } else {  // bf16 bits are the high half of the float
+        __m128i const raw = _mm_loadu_si128(reinterpret_cast<__m128i const*>(in + j));
+        lo = _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), raw));
+        hi = _mm_castsi128_ps(_mm_unpackhi_epi16(_mm_setzero_si128(), raw));
+      }
+      __m128i const c0 = fp8_encode4<Fp8, Nan>(fp8_scale4<Op>(lo, vs, vi));
+      __m128i const c1 = fp8_encode4<Fp8, Nan>(fp8_scale4<Op>(hi, vs, vi));
+      __m128i const bytes = _mm_packus_epi16(_mm_packs_epi32(c0, c1), _mm_setzero_si128());  // codes <= 255
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + j), bytes);
+    }
+  }
+#endif  // ^^^ QTL_FP8_SSE2 ^^^
+  for (; j < n; ++j) {
     out[j].bits = fp8_quantize_element<Fp8, Nan, Op>(to_float(in[j]), scale, inv);
   }
 }
@@ -445,13 +523,31 @@ void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv, fp8_
   }
 }
 
-// The reduction runs on signed integers (the bits of |x| never use the top bit): SSE2 has a
-// signed 16-bit max and a signed 32-bit compare, not their unsigned forms, so g++ vectorizes it.
+// max of `amax_bits` over a row. The scalar reduction runs on signed integers (the bits of |x|
+// never use the top bit), which g++ can vectorize at -O3; SSE2 does 16-bit words directly.
 template <class T>
 typename input_bits<T>::word row_amax_bits(T const* in, index_t n) {
   using signed_word = std::make_signed_t<typename input_bits<T>::word>;
   signed_word m = 0;
-  for (index_t j = 0; j < n; ++j) {
+  index_t j = 0;
+#if QTL_FP8_SSE2
+  if constexpr (sizeof(T) == 2) {
+    __m128i const abs_mask = _mm_set1_epi16(0x7fff);
+    __m128i const inf = _mm_set1_epi16(static_cast<short>(input_bits<T>::inf));
+    __m128i acc = _mm_setzero_si128();
+    index_t const vec_end = n - n % 8;
+    for (; j < vec_end; j += 8) {
+      __m128i const a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<__m128i const*>(in + j)), abs_mask);
+      acc = _mm_max_epi16(acc, _mm_andnot_si128(_mm_cmpgt_epi16(a, inf), a));  // NaN -> 0
+    }
+    alignas(16) std::int16_t lanes[8];
+    _mm_store_si128(reinterpret_cast<__m128i*>(lanes), acc);
+    for (std::int16_t const l : lanes) {
+      m = l > m ? l : m;
+    }
+  }
+#endif  // ^^^ QTL_FP8_SSE2 ^^^
+  for (; j < n; ++j) {
     auto const a = static_cast<signed_word>(amax_bits(in[j]));
     m = a > m ? a : m;
   }

@@ -254,3 +254,27 @@ TEST_CASE("block quantization rejects bad shapes and global scales", "[fp4]") {
   CHECK_THROWS_AS(qtl::block_quantize<qtl::nvfp4>(cview(x, 2, 24), v, std::span(s), 1.0f), qtl::shape_error);
   CHECK_NOTHROW(qtl::block_quantize<qtl::nvfp4>(cview(x, 1, 48), v, std::span(s), 1.0f));
 }
+
+TEMPLATE_TEST_CASE("block element codes (SIMD where available) equal the element function on every bf16 code",
+                   "[fp4]", qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+  using F = TestType;
+  std::vector<bfloat16_t> x(65536);
+  for (std::size_t c = 0; c < x.size(); ++c) {
+    x[c].bits = static_cast<std::uint16_t>(c);
+  }
+  for (float os : {1.0f, 0.001f, 3.3f, 0x1p100f, 0.0f}) {
+    INFO("os " << os);
+    for (std::size_t b = 0; b < x.size(); b += F::block_size) {
+      typename F::element o[F::block_size];
+      qtl::detail::block_codes<F>(x.data() + b, o, os);
+      for (int j = 0; j < F::block_size; ++j) {
+        std::uint8_t const want = qtl::block_element_code<F>(qtl::to_float(x[b + static_cast<std::size_t>(j)]), os);
+        std::uint8_t got = o[j / F::elements_per_value].bits;
+        if constexpr (F::elements_per_value == 2) {
+          got = j % 2 == 0 ? (got & 0xF) : (got >> 4);
+        }
+        REQUIRE(got == want);
+      }
+    }
+  }
+}

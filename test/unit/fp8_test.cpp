@@ -477,3 +477,61 @@ TEMPLATE_TEST_CASE("per-tensor quantization of large fp16/bf16 tensors (table pa
     REQUIRE(q.data()[i].bits == 0);
   }
 }
+
+TEST_CASE("row quantization (SIMD where available) equals the element function on every bf16 code",
+          "[fp8]") {
+  std::vector<bfloat16_t> x(65536);
+  for (std::size_t c = 0; c < x.size(); ++c) {
+    x[c].bits = static_cast<std::uint16_t>(c);
+  }
+  std::vector<std::uint32_t> fbits(1 << 16);
+  std::mt19937 gen(99);
+  for (auto& b : fbits) {
+    b = static_cast<std::uint32_t>(gen());
+  }
+  std::vector<float> xf(fbits.size());
+  for (std::size_t i = 0; i < xf.size(); ++i) {
+    xf[i] = qtl::bits_to_float(fbits[i]);
+  }
+  for (float s : {1.0f, 0.0078125f, 3.1f, 1e-30f, 1e30f}) {
+    INFO("scale " << s);
+    for (auto nan : {qtl::fp8_nan::to_max, qtl::fp8_nan::propagate}) {
+      qtl::fp8_tensor_options o;
+      o.nan = nan;
+      qtl::host_tensor<float8_e4m3fn_t, 2> q({256, 256});
+      qtl::scaled_fp8_quant_static(cview(x, 256, 256), s, q.view(), o);  // 2^16 elements: the row loops
+      qtl::host_tensor<float8_e5m2_t, 2> q5({256, 256});
+      qtl::scaled_fp8_quant_static<float8_e5m2_t>(cview(xf, 256, 256), s, q5.view(), o);
+      float const inv = 1.0f / s;
+      for (std::size_t c = 0; c < x.size(); ++c) {
+        float const v = qtl::to_float(x[c]);
+        float const f = xf[c];
+        if (nan == qtl::fp8_nan::to_max) {
+          REQUIRE(q.data()[c].bits == qtl::fp8_quantize_element<float8_e4m3fn_t, qtl::fp8_nan::to_max>(v, s, inv));
+          REQUIRE(q5.data()[c].bits == qtl::fp8_quantize_element<float8_e5m2_t, qtl::fp8_nan::to_max>(f, s, inv));
+        } else {
+          REQUIRE(q.data()[c].bits == qtl::fp8_quantize_element<float8_e4m3fn_t, qtl::fp8_nan::propagate>(v, s, inv));
+          REQUIRE(q5.data()[c].bits == qtl::fp8_quantize_element<float8_e5m2_t, qtl::fp8_nan::propagate>(f, s, inv));
+        }
+      }
+    }
+    // the divide recipe of the group quantizer, and the amax reduction
+    std::vector<float> gs(256);
+    qtl::host_tensor<float8_e4m3fn_t, 2> q({256, 256});
+    qtl::per_token_group_quant_fp8<256>(cview(x, 256, 256), q.view(), gs);
+    for (index_t i = 0; i < 256; ++i) {
+      float amax = 0.0f;
+      for (index_t j = 0; j < 256; ++j) {
+        float const v = qtl::to_float(x[static_cast<std::size_t>(i * 256 + j)]);
+        amax = std::isnan(v) ? amax : std::fmax(amax, std::fabs(v));
+      }
+      float const g = gs[static_cast<std::size_t>(i)];
+      REQUIRE(g == std::fmax(amax, 1e-10f) / 448.0f);
+      for (index_t j = 0; j < 256; ++j) {
+        float const v = qtl::to_float(x[static_cast<std::size_t>(i * 256 + j)]);
+        REQUIRE(q.data()[i * 256 + j].bits ==
+                qtl::fp8_quantize_element<float8_e4m3fn_t, qtl::fp8_nan::to_max, qtl::fp8_scale_op::divide>(v, g, 0.0f));
+      }
+    }
+  }
+}
