@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -292,6 +293,13 @@ TEST_CASE("hostile files are rejected with a format_error naming the file and th
     CHECK_THROWS_AS(qtl::io::safetensors_file::open(p), qtl::format_error);
     CHECK_THROWS_WITH(qtl::io::safetensors_file::open(p),
                       Contains(p.string() + ": ") && Contains(c.message));
+    try {
+      qtl::io::safetensors_file::open(p);
+    } catch (qtl::format_error const& e) {
+      std::string const what = e.what();
+      // Hostile bytes never reach a terminal raw: messages are printable ASCII.
+      CHECK(std::all_of(what.begin(), what.end(), [](char ch) { return ch >= 0x20 && ch < 0x7f; }));
+    }
   }
   SECTION("files too short, absent, or not files") {
     for (std::string bytes : {std::string(), std::string("\x02\x00\x00", 3), std::string(7, '\0')}) {
