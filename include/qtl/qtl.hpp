@@ -18,5 +18,10 @@
 #include <qtl/pack.hpp>
 #include <qtl/quantize.hpp>
 #include <qtl/replace.hpp>
+#include <qtl/rules/config.hpp>
+#include <qtl/rules/consumers.hpp>
+#include <qtl/rules/decision.hpp>
+#include <qtl/rules/dynamic.hpp>
+#include <qtl/rules/skip.hpp>
 #include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>

@@ -1,0 +1,866 @@
+#pragma once
+/// \file
+/// The consumers' dialects: one checkpoint config, read by many engines, each with its own
+/// matching rules (`research/matchers.md` §2). `qtl::decide(config, consumer, module, kind)`
+/// answers "what will sglang do with this layer, what will vLLM do"; `qtl::decide_all` asks
+/// every consumer and `qtl::disagreements` says where they differ.
+///
+/// | consumer                   | list / field              | how an entry matches a module name      |
+/// |----------------------------|---------------------------|-----------------------------------------|
+/// | sglang_fp8                 | ignored_layers / m_t_n_c  | entries doubled with/without `model.`,  |
+/// |                            |                           | then `is_layer_skipped` (dotted path)   |
+/// | vllm_fp8                   | same                      | exact membership, fused shards agree,   |
+/// |                            |                           | experts: name ⊂ an entry with "experts" |
+/// | sglang_is_layer_skipped    | skip list                 | the reference `is_layer_skipped`        |
+/// | sglang_awq                 | modules_to_not_convert    | plain substring (`is_layer_skipped_awq`)|
+/// | vllm_awq                   | modules_to_not_convert    | substring, fused shards agree           |
+/// | sglang_compressed_tensors  | ignore                    | `re:` re.match, else case-insensitive   |
+/// |                            |                           | substring; fused shards agree           |
+/// | vllm_compressed_tensors    | ignore                    | `re:` re.match, else exact; fused agree |
+/// | compressed_tensors         | ignore                    | the library's `match_name`: `re:`       |
+/// |                            |                           | re.match, else exact; a name ending in  |
+/// |                            |                           | a fused suffix: any shard suffices      |
+/// | sglang_modelopt            | ignore / exclude_modules  | is_layer_skipped, or glob->regex        |
+/// |                            |                           | fullmatch on the path or any component, |
+/// |                            |                           | or the MLA tail rule                    |
+/// | vllm_modelopt              | same                      | exact+fused, substring, fnmatch         |
+/// | fnmatch                    | same                      | `fnmatch.fnmatchcase(name, entry)`      |
+/// | fnmatch_subtree            | skip list                 | fnmatch of the module or a subtree      |
+/// | transformers_v4            | modules_to_not_convert    | leaf in list, or substring              |
+/// | transformers_v4_bnb        | llm_int8_skip_modules     | leaf in list, `key.` ⊂ name, or equal   |
+/// | transformers_v5            | modules_to_not_convert    | re.match(key + `\.`) / re.match(key) /  |
+/// |                            |                           | endswith(key)                           |
+/// | sglang_gptq, vllm_gptq     | dynamic (+ vLLM's         | `get_linear_quant_method`               |
+/// |                            | modules_in_block_to_q.)   |                                         |
+/// | sglang_auto_round          | extra_config              | exact key, else re.fullmatch            |
+/// | vllm_auto_round            | extra_config              | exact key, else re.search               |
+///
+/// A consumer reads the config's skip list whatever family declared it (the question "what
+/// would vLLM's FP8 loader do with this list" is legitimate for any list).
+/// Python exceptions become the decision's `error` (`ValueError: ...`, `re.error: ...`).
+
+#include <array>
+#include <cctype>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <qtl/error.hpp>
+#include <qtl/match/glob.hpp>
+#include <qtl/match/regex.hpp>
+#include <qtl/rules/config.hpp>
+#include <qtl/rules/decision.hpp>
+#include <qtl/rules/dynamic.hpp>
+#include <qtl/rules/skip.hpp>
+#include <qtl/scalar_type.hpp>
+
+namespace qtl {
+
+/// Every consumer whose dialect QTL reproduces.
+enum class consumer : std::uint8_t {
+  sglang_fp8,
+  vllm_fp8,
+  sglang_is_layer_skipped,
+  sglang_awq,
+  vllm_awq,
+  sglang_compressed_tensors,
+  vllm_compressed_tensors,
+  compressed_tensors,
+  sglang_modelopt,
+  vllm_modelopt,
+  fnmatch,
+  fnmatch_subtree,
+  transformers_v4,
+  transformers_v4_bnb,
+  transformers_v5,
+  sglang_gptq,
+  vllm_gptq,
+  sglang_auto_round,
+  vllm_auto_round,
+};
+
+inline constexpr std::array<consumer, 19> all_consumers = {
+    consumer::sglang_fp8,          consumer::vllm_fp8,
+    consumer::sglang_is_layer_skipped, consumer::sglang_awq,
+    consumer::vllm_awq,            consumer::sglang_compressed_tensors,
+    consumer::vllm_compressed_tensors, consumer::compressed_tensors,
+    consumer::sglang_modelopt,
+    consumer::vllm_modelopt,       consumer::fnmatch,
+    consumer::fnmatch_subtree,     consumer::transformers_v4,
+    consumer::transformers_v4_bnb, consumer::transformers_v5,
+    consumer::sglang_gptq,         consumer::vllm_gptq,
+    consumer::sglang_auto_round,   consumer::vllm_auto_round,
+};
+
+/// The consumer's name (snake_case, as the tool prints it).
+constexpr std::string_view consumer_name(consumer c) {
+  switch (c) {
+    case consumer::sglang_fp8: return "sglang_fp8";
+    case consumer::vllm_fp8: return "vllm_fp8";
+    case consumer::sglang_is_layer_skipped: return "sglang_is_layer_skipped";
+    case consumer::sglang_awq: return "sglang_awq";
+    case consumer::vllm_awq: return "vllm_awq";
+    case consumer::sglang_compressed_tensors: return "sglang_compressed_tensors";
+    case consumer::vllm_compressed_tensors: return "vllm_compressed_tensors";
+    case consumer::compressed_tensors: return "compressed_tensors";
+    case consumer::sglang_modelopt: return "sglang_modelopt";
+    case consumer::vllm_modelopt: return "vllm_modelopt";
+    case consumer::fnmatch: return "fnmatch";
+    case consumer::fnmatch_subtree: return "fnmatch_subtree";
+    case consumer::transformers_v4: return "transformers_v4";
+    case consumer::transformers_v4_bnb: return "transformers_v4_bnb";
+    case consumer::transformers_v5: return "transformers_v5";
+    case consumer::sglang_gptq: return "sglang_gptq";
+    case consumer::vllm_gptq: return "vllm_gptq";
+    case consumer::sglang_auto_round: return "sglang_auto_round";
+    case consumer::vllm_auto_round: return "vllm_auto_round";
+  }
+  return "?";
+}
+
+/// The consumer of a canonical name, or nothing.
+constexpr std::optional<consumer> consumer_from_name(std::string_view name) {
+  for (consumer const c : all_consumers) {
+    if (consumer_name(c) == name) {
+      return c;
+    }
+  }
+  return std::nullopt;
+}
+
+namespace detail {
+constexpr bool contains(std::string_view s, std::string_view part) {
+  return s.find(part) != std::string_view::npos;
+}
+constexpr char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+/// Case-insensitive (ASCII) `part in s`.
+constexpr bool icontains(std::string_view s, std::string_view part) {
+  if (part.size() > s.size()) {
+    return false;
+  }
+  for (std::size_t i = 0; i + part.size() <= s.size(); ++i) {
+    bool ok = true;
+    for (std::size_t j = 0; j != part.size() && ok; ++j) {
+      ok = ascii_lower(s[i + j]) == ascii_lower(part[j]);
+    }
+    if (ok) {
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace detail
+
+/// The consumer a label names: a canonical name, or a label of the `expected` fields of the
+/// golden configs (`"sglang_Fp8Config (model.-normalized, ...)"`, `"vllm_INC (...)"`,
+/// `"fnmatch_glob_reading"`, ...): the words before the first parenthesis decide.
+constexpr std::optional<consumer> consumer_from_label(std::string_view label) {
+  if (auto const c = consumer_from_name(label.substr(0, label.find_first_of(" (")))) {
+    return c;
+  }
+  std::string_view const head = label.substr(0, label.find('('));
+  using detail::icontains;
+  bool const sg = head.starts_with("sglang");
+  bool const vl = head.starts_with("vllm");
+  if (icontains(head, "awq")) {
+    return sg ? consumer::sglang_awq : consumer::vllm_awq;  // "sglang/vllm is_layer_skipped_awq"
+  }
+  if (icontains(head, "fp8config") || (icontains(head, "fp8") && (sg || vl))) {
+    return sg ? consumer::sglang_fp8 : consumer::vllm_fp8;
+  }
+  if (icontains(head, "dot_boundary") || head == "sglang_is_layer_skipped") {
+    return consumer::sglang_is_layer_skipped;
+  }
+  if (icontains(head, "should_ignore_layer") || icontains(head, "compressed_tensors") ||
+      icontains(head, "compressed-tensors") || icontains(head, "match_name")) {
+    if (!sg && !vl) {
+      return consumer::compressed_tensors;  // the library's own match_name
+    }
+    return sg ? consumer::sglang_compressed_tensors : consumer::vllm_compressed_tensors;
+  }
+  if (icontains(head, "modelopt")) {
+    return sg ? consumer::sglang_modelopt : consumer::vllm_modelopt;
+  }
+  if (icontains(head, "fnmatch") || icontains(head, "glob")) {
+    return icontains(head, "reading") || icontains(head, "subtree") ? consumer::fnmatch_subtree
+                                                                     : consumer::fnmatch;
+  }
+  if (icontains(head, "transformers_v5")) {
+    return consumer::transformers_v5;
+  }
+  if (icontains(head, "transformers_v4")) {
+    return icontains(head, "bnb") || icontains(head, "int8") ? consumer::transformers_v4_bnb
+                                                             : consumer::transformers_v4;
+  }
+  if (icontains(head, "dynamic_override") || icontains(head, "gptq")) {
+    return sg ? consumer::sglang_gptq : consumer::vllm_gptq;
+  }
+  if (icontains(head, "auto_round") || icontains(head, "autoround") || icontains(head, "_inc")) {
+    return sg ? consumer::sglang_auto_round : consumer::vllm_auto_round;
+  }
+  return std::nullopt;
+}
+
+/// The layer kind a module name suggests: `lm_head` for a last component `lm_head`, `moe` for
+/// `experts`, `other` for embeddings (`embed_tokens`, `wte`), `linear` otherwise.
+constexpr layer_kind infer_layer_kind(std::string_view module) {
+  std::string_view const leaf = detail::last_component(module);
+  if (leaf == "lm_head") {
+    return layer_kind::lm_head;
+  }
+  if (leaf == "experts") {
+    return layer_kind::moe;
+  }
+  if (detail::contains(leaf, "embed") || leaf == "wte" || leaf == "wpe") {
+    return layer_kind::other;
+  }
+  return layer_kind::linear;
+}
+
+/// Options of `decide`.
+struct decide_options {
+  /// How shard names are derived from fused names (the reference: `replace_all`).
+  shard_naming naming = shard_naming::replace_all;
+  /// The GPTQ kernel family; by default `gptq_marlin` when `(bits, sym)` is in its `TYPE_MAP`
+  /// and the group size is one Marlin takes (-1, 32, 64, 128), else `gptq` (as sglang and vLLM
+  /// prefer Marlin when the config allows it).
+  std::optional<gptq_kernel> kernel;
+};
+
+/// The unsigned integer storage type of a `bits`-wide symmetric (biased by 2^(bits-1)) or
+/// asymmetric (zero-point) weight: uint4b8, uint8b128, uint4, ...; nothing outside 1..16 bits.
+constexpr std::optional<scalar_type> integer_weight_type(std::int64_t bits, bool sym) {
+  if (bits < 1 || bits > 16) {
+    return std::nullopt;
+  }
+  scalar_type t{};
+  t.mantissa = static_cast<std::uint8_t>(bits);
+  t.bias = sym ? static_cast<std::int32_t>(std::int64_t{1} << (bits - 1)) : 0;
+  return t;
+}
+
+/// The weight parameters of a quantized (not skipped) layer under the config's base settings.
+struct weight_params {
+  std::optional<std::int64_t> bits;
+  std::optional<std::int64_t> group_size;
+  std::optional<bool> desc_act;
+  std::optional<bool> sym;
+  std::optional<scalar_type> quant_type;
+};
+
+/// The base weight parameters of the config's family (FP8: 8 bits `float8_e4m3fn`; MXFP4: 4 bits,
+/// group 32, `float4_e2m1f`; ModelOpt NVFP4: 4 bits, group 16 unless given, `float4_e2m1f`;
+/// integer families: their `bits`/`group_size`/`sym` and the integer storage type).
+inline weight_params base_weights(quant_config const& cfg) {
+  weight_params w;
+  switch (cfg.family) {
+    case quant_family::fp8:
+      w.bits = 8;
+      w.quant_type = float8_e4m3fn;
+      break;
+    case quant_family::mxfp4:
+      w.bits = 4;
+      w.group_size = 32;
+      w.quant_type = float4_e2m1f;
+      break;
+    case quant_family::modelopt:
+      if (cfg.quant_algo == "NVFP4" || cfg.quant_algo == "nvfp4") {
+        w.bits = 4;
+        w.group_size = cfg.group_size.value_or(16);
+        w.quant_type = float4_e2m1f;
+      } else if (cfg.quant_algo == "FP8" || cfg.quant_algo == "fp8" || cfg.quant_algo == "MXFP8") {
+        w.bits = 8;
+        w.quant_type = float8_e4m3fn;
+        if (cfg.quant_algo == "MXFP8") {
+          w.group_size = 32;
+        }
+      } else {
+        w.bits = cfg.bits;
+        w.group_size = cfg.group_size;
+      }
+      break;
+    case quant_family::compressed_tensors:
+      w.bits = cfg.bits;
+      w.group_size = cfg.group_size;
+      w.sym = cfg.sym;
+      w.desc_act = cfg.desc_act;
+      if (cfg.bits) {
+        if (cfg.weight_type.value_or("int") == "float") {
+          if (*cfg.bits == 8) {
+            w.quant_type = float8_e4m3fn;
+          } else if (*cfg.bits == 4) {
+            w.quant_type = float4_e2m1f;
+          }
+        } else {
+          w.quant_type = integer_weight_type(*cfg.bits, cfg.sym.value_or(true));
+        }
+      }
+      break;
+    case quant_family::awq: {
+      w.bits = cfg.bits.value_or(4);
+      w.group_size = cfg.group_size.value_or(128);
+      bool const zp = cfg.zero_point.value_or(true);
+      w.sym = !zp;
+      w.quant_type = integer_weight_type(*w.bits, !zp);
+      break;
+    }
+    case quant_family::gptq:
+    case quant_family::auto_round:
+      w.bits = cfg.bits.value_or(4);
+      w.group_size = cfg.group_size.value_or(128);
+      w.sym = cfg.sym.value_or(true);
+      w.desc_act = cfg.desc_act.value_or(false);
+      w.quant_type = integer_weight_type(*w.bits, *w.sym);
+      break;
+  }
+  return w;
+}
+
+/// The GPTQ parameters of the config (the reference's config object before any override).
+inline gptq_params gptq_base_params(quant_config const& cfg, std::optional<gptq_kernel> kernel) {
+  gptq_params p;
+  p.bits = cfg.bits.value_or(4);
+  p.group_size = cfg.group_size.value_or(128);
+  p.desc_act = cfg.desc_act.value_or(false);
+  p.sym = cfg.sym.value_or(true);
+  p.lm_head_quantized = cfg.lm_head_quantized;
+  bool const marlin_ok = gptq_marlin_type(p.bits, p.sym).has_value() &&
+                         (p.group_size == -1 || p.group_size == 32 || p.group_size == 64 ||
+                          p.group_size == 128);
+  p.kernel = kernel.value_or(marlin_ok ? gptq_kernel::gptq_marlin : gptq_kernel::gptq);
+  p.pack_factor = p.bits > 0 ? 32 / p.bits : 0;
+  p.quant_type = p.kernel == gptq_kernel::gptq_marlin ? gptq_marlin_type(p.bits, p.sym)
+                                                      : integer_weight_type(p.bits, p.sym);
+  return p;
+}
+
+namespace detail {
+
+inline std::string py_list_repr(std::vector<std::string> const& items) {
+  std::string out = "[";
+  for (std::size_t i = 0; i != items.size(); ++i) {
+    out += (i ? ", '" : "'") + items[i] + "'";
+  }
+  return out + "]";
+}
+
+inline std::string regex_error_text(regex_error const& e) { return std::string("re.error: ") + e.what(); }
+
+/// Fills a decision from a skip outcome over `list` (entries as written in the config).
+inline void apply_skip(decision& d, skip_outcome const& o, std::vector<std::string> const& list,
+                       weight_params const& w, std::string const& mixed_message) {
+  if (o.mixed_shards) {
+    d.error = mixed_message;
+  } else if (o.no_shards) {
+    d.error = "AssertionError: the fused mapping lists no shard for " + d.module;
+  }
+  d.skipped = o.skipped;
+  if (o.rule != no_rule && o.rule < list.size()) {
+    d.rule = list[o.rule];
+  }
+  if (!d.skipped) {
+    d.bits = w.bits;
+    d.group_size = w.group_size;
+    d.desc_act = w.desc_act;
+    d.sym = w.sym;
+    d.quant_type = w.quant_type;
+  }
+}
+
+inline std::string value_error_text(std::string const& m) { return "ValueError: " + m; }
+
+/// sglang's `Fp8Config` list: every entry twice, without a leading `model.` and with it.
+inline std::vector<std::string> sglang_fp8_list(std::vector<std::string> const& list) {
+  std::vector<std::string> out;
+  out.reserve(2 * list.size());
+  for (std::string const& e : list) {
+    std::string const bare = std::string_view(e).starts_with("model.") ? e.substr(6) : e;
+    out.push_back(bare);
+    out.push_back("model." + bare);
+  }
+  return out;
+}
+
+/// compressed-tensors' `_is_equal_or_regex_match(value, target, check_contains)`.
+inline bool ct_entry_match(std::string_view entry, std::string_view name, bool check_contains) {
+  if (entry.starts_with("re:")) {
+    return re_match(entry.substr(3), name);
+  }
+  if (check_contains) {
+    return icontains(name, entry);
+  }
+  return entry == name;
+}
+
+/// compressed-tensors' `should_ignore_layer(layer_name, ignore, fused_mapping)`.
+inline skip_outcome ct_should_ignore(std::string_view name, std::vector<std::string> const& ignore,
+                                     packed_mapping const& fused, bool check_contains,
+                                     shard_naming naming, std::vector<std::string>* shard_names) {
+  auto const find = [&](std::string_view n) {
+    return find_entry(ignore, [&](std::string_view e) { return ct_entry_match(e, n, check_contains); });
+  };
+  std::string_view const proj = last_component(name);
+  auto const* entry = find_fused(fused, proj);
+  if (entry != nullptr && find_equal(ignore, name) == no_rule) {
+    if (shard_names != nullptr) {
+      *shard_names = entry->second;
+    }
+    return shard_agreement(name, proj, entry->second, naming, find);
+  }
+  skip_outcome out;
+  out.rule = find(name);
+  out.skipped = out.rule != no_rule;
+  return out;
+}
+
+/// compressed-tensors' `match_name(name, target, fused)` (`utils/match.py`): a name that ends
+/// with a fused suffix (a plain `endswith`, in mapping order) matches when *any* of its shard
+/// names (the suffix replaced) matches; else `re:` entries `re.match`, others are exact.
+inline bool ct_match_name(std::string_view name, std::string_view target, packed_mapping const& fused) {
+  for (auto const& [suffix, shards] : fused) {
+    if (name.ends_with(suffix)) {
+      std::string_view const stem = name.substr(0, name.size() - suffix.size());
+      for (std::string const& shard : shards) {
+        if (ct_entry_match(target, std::string(stem) + shard, false)) {
+          return true;
+        }
+      }
+      return false;
+    }
+  }
+  return ct_entry_match(target, name, false);
+}
+
+/// sglang ModelOpt's `is_layer_excluded(prefix)`: the index of the first pattern that excludes
+/// the layer, or `no_rule`. A pattern becomes a regex by `.` -> `\.` and `*` -> `.*` (other
+/// metacharacters stay active) and is `re.fullmatch`ed against the name (and the name without
+/// `language_model.`) or any of its dotted components; the MLA tail rule excludes a layer whose
+/// last component contains the pattern's last component when that is one of `q_a_proj`,
+/// `q_b_proj`, `kv_a_proj_with_mqa`, `kv_b_proj`, whatever the pattern's layer index.
+inline std::size_t sglang_modelopt_excluded(std::string_view prefix,
+                                            std::vector<std::string> const& patterns) {
+  std::vector<std::string> candidates{std::string(prefix)};
+  if (contains(prefix, "language_model.")) {
+    candidates.push_back(std::string(py_replace(prefix, "language_model.", "").view()));
+  }
+  std::string_view const leaf = last_component(prefix);
+  for (std::size_t i = 0; i != patterns.size(); ++i) {
+    std::string re;
+    for (char const c : patterns[i]) {
+      if (c == '.') {
+        re += "\\.";
+      } else if (c == '*') {
+        re += ".*";
+      } else {
+        re += c;
+      }
+    }
+    for (std::string const& cand : candidates) {
+      if (re_fullmatch(re, cand)) {
+        return i;
+      }
+      std::string_view rest = cand;
+      while (true) {
+        std::size_t const dot = rest.find('.');
+        if (re_fullmatch(re, rest.substr(0, dot))) {
+          return i;
+        }
+        if (dot == std::string_view::npos) {
+          break;
+        }
+        rest = rest.substr(dot + 1);
+      }
+    }
+    std::string_view const tail = last_component(patterns[i]);
+    if ((tail == "q_a_proj" || tail == "q_b_proj" || tail == "kv_a_proj_with_mqa" ||
+         tail == "kv_b_proj") &&
+        contains(leaf, tail)) {
+      return i;
+    }
+  }
+  return no_rule;
+}
+
+/// vLLM ModelOpt's steps 2 and 3 of `is_layer_excluded`: an entry other than the name itself
+/// that is a plain substring of it (the `language_model.`-stripped test of vLLM is implied by
+/// this one), then `fnmatch(prefix, entry)`.
+inline std::size_t vllm_modelopt_excluded(std::string_view prefix,
+                                          std::vector<std::string> const& patterns) {
+  std::size_t r = find_entry(patterns, [&](std::string_view e) { return e != prefix && contains(prefix, e); });
+  if (r == no_rule) {
+    r = find_entry(patterns, [&](std::string_view e) { return glob_match(e, prefix); });
+  }
+  return r;
+}
+
+/// An AutoRound `extra_config` key counts as a regex when it has one of `*+?^$()[]{}|\`
+/// (a `.` does not).
+constexpr bool auto_round_regex_key(std::string_view key) {
+  return key.find_first_of("*+?^$()[]{}|\\") != std::string_view::npos;
+}
+
+}  // namespace detail
+
+/// The decision of consumer `c` for `module`, a layer of the stated kind. Never throws for a
+/// config the loader accepted: the consumer's exceptions are recorded in `error`, and so are
+/// QTL's own limits (a shard name longer than `max_module_name`: `qtl::value_error: ...`).
+inline decision decide(quant_config const& cfg, consumer c, std::string_view module,
+                       layer_kind kind, decide_options const& opt = {}) {
+  decision d;
+  d.module = std::string(module);
+  d.consumer = std::string(consumer_name(c));
+  weight_params const w = base_weights(cfg);
+  std::vector<std::string> const& list = cfg.skip_list;
+  packed_mapping const& fused = cfg.packed_modules_mapping;
+  bool const gptq_like = c == consumer::sglang_gptq || c == consumer::vllm_gptq;
+  bool const auto_round_like = c == consumer::sglang_auto_round || c == consumer::vllm_auto_round;
+  if (kind == layer_kind::other && !gptq_like && !auto_round_like) {
+    d.skipped = true;  // the quantization method does not handle this kind of layer
+    return d;
+  }
+  try {
+    switch (c) {
+      case consumer::sglang_fp8: {
+        std::vector<std::string> const doubled = detail::sglang_fp8_list(list);
+        skip_outcome o = sglang_skip_outcome(module, doubled, fused, opt.naming);
+        if (o.rule != no_rule) {
+          o.rule /= 2;
+        }
+        detail::apply_skip(d, o, list, w, detail::value_error_text(mixed_shards_message(module)));
+        break;
+      }
+      case consumer::vllm_fp8:
+        detail::apply_skip(d, vllm_skip_outcome(module, list, fused, vllm_skip_match::exact, opt.naming),
+                           list, w, detail::value_error_text(mixed_shards_message(module)));
+        break;
+      case consumer::sglang_is_layer_skipped:
+        detail::apply_skip(d, sglang_skip_outcome(module, list, fused, opt.naming), list, w,
+                           detail::value_error_text(mixed_shards_message(module)));
+        break;
+      case consumer::sglang_awq: {
+        skip_outcome o;
+        o.rule = awq_skip_rule(module, list);
+        o.skipped = o.rule != no_rule;
+        detail::apply_skip(d, o, list, w, {});
+        break;
+      }
+      case consumer::vllm_awq:
+        detail::apply_skip(d,
+                           vllm_skip_outcome(module, list, fused, vllm_skip_match::substring, opt.naming),
+                           list, w, detail::value_error_text(mixed_shards_message(module)));
+        break;
+      case consumer::sglang_compressed_tensors:
+      case consumer::vllm_compressed_tensors: {
+        std::vector<std::string> shards;
+        bool const sg = c == consumer::sglang_compressed_tensors;
+        skip_outcome const o = detail::ct_should_ignore(module, list, fused, sg, opt.naming, &shards);
+        detail::apply_skip(d, o, list, w,
+                           detail::value_error_text("Found a different quantization schemes for " +
+                                               detail::py_list_repr(shards) + " in " + d.module +
+                                               ". vLLM requires all to use the same scheme."));
+        break;
+      }
+      case consumer::compressed_tensors: {
+        skip_outcome o;
+        o.rule = detail::find_entry(list, [&](std::string_view e) { return detail::ct_match_name(module, e, fused); });
+        o.skipped = o.rule != no_rule;
+        detail::apply_skip(d, o, list, w, {});
+        break;
+      }
+      case consumer::sglang_modelopt: {
+        skip_outcome o;
+        if (kind != layer_kind::moe) {
+          o = sglang_skip_outcome(module, list, fused, opt.naming);
+        }
+        if (!o.failed() && !o.skipped) {
+          o.rule = detail::sglang_modelopt_excluded(module, list);
+          o.skipped = o.rule != no_rule;
+        }
+        detail::apply_skip(d, o, list, w, detail::value_error_text(mixed_shards_message(module)));
+        break;
+      }
+      case consumer::vllm_modelopt: {
+        if (detail::contains(module, "vision_tower") || detail::contains(module, "vision_model") ||
+            detail::contains(module, "vit_large_projector")) {
+          d.skipped = true;  // vLLM forces vision modules unquantized, whatever the list says
+          break;
+        }
+        skip_outcome o = vllm_skip_outcome(module, list, fused, vllm_skip_match::exact, opt.naming);
+        if (!o.failed() && !o.skipped) {
+          o.rule = detail::vllm_modelopt_excluded(module, list);
+          o.skipped = o.rule != no_rule;
+        }
+        detail::apply_skip(d, o, list, w, detail::value_error_text(mixed_shards_message(module)));
+        break;
+      }
+      case consumer::fnmatch:
+      case consumer::fnmatch_subtree: {
+        bool const subtree = c == consumer::fnmatch_subtree;
+        skip_outcome o;
+        o.rule = detail::find_entry(list, [&](std::string_view e) {
+          return glob_match(e, module) || (subtree && glob_match(std::string(e) + ".*", module));
+        });
+        o.skipped = o.rule != no_rule;
+        detail::apply_skip(d, o, list, w, {});
+        break;
+      }
+      case consumer::transformers_v4:
+      case consumer::transformers_v4_bnb: {
+        std::string_view const leaf = detail::last_component(module);
+        skip_outcome o;
+        o.rule = detail::find_equal(list, leaf);
+        if (o.rule == no_rule) {
+          o.rule = detail::find_entry(list, [&](std::string_view e) {
+            if (c == consumer::transformers_v4) {
+              return detail::contains(module, e);
+            }
+            return e == module || detail::contains(module, std::string(e) + ".");
+          });
+        }
+        o.skipped = o.rule != no_rule;
+        detail::apply_skip(d, o, list, w, {});
+        break;
+      }
+      case consumer::transformers_v5: {
+        skip_outcome o;
+        o.rule = detail::find_entry(list, [&](std::string_view e) {
+          return re_match(std::string(e) + "\\.", module) || re_match(e, module) ||
+                 module.ends_with(e);
+        });
+        o.skipped = o.rule != no_rule;
+        detail::apply_skip(d, o, list, w, {});
+        break;
+      }
+      case consumer::sglang_gptq:
+      case consumer::vllm_gptq: {
+        bool const vl = c == consumer::vllm_gptq;
+        gptq_params const base = gptq_base_params(cfg, opt.kernel);
+        // The config object itself rejects a base it cannot serve (its __init__ raises).
+        gptq_override const init = override_config(base, cfg.dynamic, dynamic_match{});
+        if (init.error != gptq_error::none) {
+          d.error = gptq_error_message(init);
+          break;
+        }
+        bool whitelisted = true;
+        if (vl && !cfg.modules_in_block_to_quantize.empty()) {
+          // vLLM's is_layer_gptq_quantized: plain substring, fused shards must agree.
+          auto const find = [&](std::string_view n) {
+            return detail::find_entry(cfg.modules_in_block_to_quantize,
+                                      [&](std::string_view e) { return detail::contains(n, e); });
+          };
+          std::string_view const proj = detail::last_component(module);
+          if (auto const* entry = detail::find_fused(fused, proj)) {
+            skip_outcome const o = detail::shard_agreement(module, proj, entry->second, opt.naming, find);
+            if (o.mixed_shards) {
+              d.error = detail::value_error_text(mixed_shards_message(module));
+              break;
+            }
+            whitelisted = o.skipped;  // "skipped" = found in the whitelist here
+          } else {
+            whitelisted = find(module) != no_rule;
+          }
+        }
+        gptq_layer_decision const g = get_linear_quant_method(
+            base, cfg.dynamic, module, kind == layer_kind::moe ? layer_kind::linear : kind,
+            vl ? false_test::equals_false : false_test::is_false);
+        if (g.rule.what != dynamic_match::kind::none) {
+          d.rule = cfg.dynamic[g.rule.rule].key;
+        }
+        if (g.method != linear_method::quantized || !whitelisted) {
+          d.skipped = true;
+          break;
+        }
+        gptq_params const& p = g.override_.params;
+        if (g.override_.error != gptq_error::none) {
+          d.error = gptq_error_message(g.override_);
+        }
+        d.bits = p.bits;
+        d.group_size = p.group_size;
+        d.desc_act = p.desc_act;
+        d.sym = p.sym;
+        d.quant_type = p.kernel == gptq_kernel::gptq_marlin ? p.quant_type
+                                                            : integer_weight_type(p.bits, p.sym);
+        break;
+      }
+      case consumer::sglang_auto_round:
+      case consumer::vllm_auto_round: {
+        bool const search = c == consumer::vllm_auto_round;
+        std::int64_t const base_bits = cfg.bits.value_or(4);
+        std::int64_t const base_group = cfg.group_size.value_or(128);
+        bool const base_sym = cfg.sym.value_or(true);
+        struct layer_cfg {
+          std::int64_t bits;
+          std::int64_t group_size;
+          bool sym;
+          std::size_t rule;
+          bool operator==(layer_cfg const& o) const {
+            return bits == o.bits && group_size == o.group_size && sym == o.sym;
+          }
+        };
+        auto const entry_cfg = [&](std::size_t i, bool quantized) {
+          extra_config_entry const& e = cfg.extra_config[i];
+          layer_cfg r{quantized ? base_bits : 16, quantized ? base_group : -1,
+                      quantized ? base_sym : true, i};
+          if (e.bits.is_int()) {
+            r.bits = e.bits.integer;
+          }
+          if (e.group_size.is_int()) {
+            r.group_size = e.group_size.integer;
+          }
+          if (e.sym.is_int()) {
+            r.sym = e.sym.integer != 0;
+          }
+          return r;
+        };
+        // get_config(name, quantized): exact key, else the first regex key that matches.
+        auto const get_config = [&](std::string_view name, bool quantized) {
+          for (std::size_t i = 0; i != cfg.extra_config.size(); ++i) {
+            if (cfg.extra_config[i].key == name) {
+              return entry_cfg(i, quantized);
+            }
+          }
+          for (std::size_t i = 0; i != cfg.extra_config.size(); ++i) {
+            std::string_view const key = cfg.extra_config[i].key;
+            if (!detail::auto_round_regex_key(key)) {
+              continue;
+            }
+            bool hit = false;
+            try {
+              hit = search ? re_search(key, name) : re_fullmatch(key, name);
+            } catch (regex_error const&) {
+              hit = false;  // an invalid key is skipped (vLLM: `except re.error: continue`)
+            }
+            if (hit) {
+              return entry_cfg(i, quantized);
+            }
+          }
+          return layer_cfg{quantized ? base_bits : 16, quantized ? base_group : -1,
+                           quantized ? base_sym : true, no_rule};
+        };
+        std::optional<layer_cfg> chosen;
+        for (std::size_t i = 0; i != cfg.extra_config.size() && !chosen; ++i) {
+          if (cfg.extra_config[i].key == module) {
+            chosen = entry_cfg(i, true);
+          }
+        }
+        if (!chosen) {
+          bool quantized = kind != layer_kind::lm_head;
+          if (!cfg.block_name_to_quantize.empty()) {
+            quantized = detail::find_entry(cfg.block_name_to_quantize, [&](std::string_view b) {
+                          return module.starts_with(b);
+                        }) != no_rule;
+          }
+          if (kind == layer_kind::moe && !cfg.extra_config.empty()) {
+            std::vector<layer_cfg> subs;
+            for (extra_config_entry const& e : cfg.extra_config) {
+              if (std::string_view(e.key).starts_with(module)) {
+                subs.push_back(get_config(e.key, quantized));
+              }
+            }
+            if (!subs.empty()) {
+              for (layer_cfg const& s : subs) {
+                if (!(s == subs.front())) {
+                  d.error = detail::value_error_text("Fused MoE layer '" + d.module +
+                                                "' requires consistent quant config for all sub-layers");
+                }
+              }
+              chosen = subs.front();
+            }
+          }
+          if (!chosen && !cfg.extra_config.empty() && !d.error) {
+            for (auto const& [fused_key, sub_keys] : fused) {
+              std::string_view const m = module;
+              std::size_t const first = m.find(fused_key);
+              if (first == std::string_view::npos ||
+                  m.find(fused_key, first + 1) != std::string_view::npos) {
+                continue;  // only a fused key occurring exactly once
+              }
+              std::vector<std::string> sub_names;
+              std::vector<layer_cfg> subs;
+              for (std::string const& s : sub_keys) {
+                sub_names.emplace_back(detail::py_replace(m, fused_key, s).view());
+                subs.push_back(get_config(sub_names.back(), quantized));
+              }
+              for (layer_cfg const& s : subs) {
+                if (!(s == subs.front())) {
+                  d.error = detail::value_error_text("Fused module '" + d.module +
+                                                "' requires consistent quant config for " +
+                                                detail::py_list_repr(sub_names));
+                }
+              }
+              if (!subs.empty()) {
+                chosen = subs.front();
+              }
+              break;
+            }
+          }
+          if (!chosen) {
+            chosen = get_config(module, quantized);
+          }
+        }
+        if (chosen->rule != no_rule) {
+          d.rule = cfg.extra_config[chosen->rule].key;
+        }
+        d.skipped = chosen->bits >= 16;
+        if (!d.skipped) {
+          d.bits = chosen->bits;
+          d.group_size = chosen->group_size;
+          d.sym = chosen->sym;
+          d.desc_act = cfg.desc_act;
+          d.quant_type = integer_weight_type(chosen->bits, chosen->sym);
+        }
+        break;
+      }
+    }
+  } catch (regex_error const& e) {
+    d.error = detail::regex_error_text(e);
+  } catch (value_error const& e) {  // a module name that outgrows max_module_name
+    d.error = std::string("qtl::value_error: ") + e.what();
+  }
+  return d;
+}
+
+/// `decide` with the layer kind inferred from the name (`infer_layer_kind`).
+inline decision decide(quant_config const& cfg, consumer c, std::string_view module,
+                       decide_options const& opt = {}) {
+  return decide(cfg, c, module, infer_layer_kind(module), opt);
+}
+
+/// The decisions of `consumers` for one layer.
+inline std::vector<decision> decide_all(quant_config const& cfg, std::string_view module,
+                                        layer_kind kind,
+                                        std::span<consumer const> consumers = all_consumers,
+                                        decide_options const& opt = {}) {
+  std::vector<decision> out;
+  out.reserve(consumers.size());
+  for (consumer const c : consumers) {
+    out.push_back(decide(cfg, c, module, kind, opt));
+  }
+  return out;
+}
+
+/// Groups decisions by outcome (`decision::same_outcome`): one group means every consumer
+/// agrees; more than one is a disagreement, each group listing its consumers.
+inline std::vector<std::vector<decision>> disagreements(std::vector<decision> const& decisions) {
+  std::vector<std::vector<decision>> groups;
+  for (decision const& d : decisions) {
+    bool placed = false;
+    for (auto& g : groups) {
+      if (g.front().same_outcome(d)) {
+        g.push_back(d);
+        placed = true;
+        break;
+      }
+    }
+    if (!placed) {
+      groups.push_back({d});
+    }
+  }
+  return groups;
+}
+
+}  // namespace qtl
