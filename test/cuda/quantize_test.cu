@@ -1,0 +1,244 @@
+// <qtl/cuda/quantize.cuh> against the host functions of <qtl/quantize.hpp>, bit for bit (NaNs as
+// NaNs): fp32/fp16/bf16 weights, symmetric and zero-point types, group sizes 32, 128, a run-time
+// 48, channelwise and none, all-zero and NaN groups, act-order, permute_rows, sort_weights (stable
+// CUB radix sort vs the host's stable sort) and per_tensor_dequantize. The shared main exits 77
+// (skipped) without a GPU.
+
+#include <qtl/cuda/quantize.cuh>
+#include <qtl/quantize.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <optional>
+#include <random>
+#include <vector>
+
+namespace {
+
+using qtl::index_t;
+
+#define CUDA_REQUIRE(expr) REQUIRE((expr) == cudaSuccess)
+
+template <class T>
+struct dbuf {
+  T* p = nullptr;
+  std::size_t n = 0;
+  explicit dbuf(std::size_t count) : n(count) {
+    CUDA_REQUIRE(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)));
+    CUDA_REQUIRE(cudaMemset(p, 0xA5, (count > 0 ? count : 1) * sizeof(T)));
+  }
+  explicit dbuf(std::vector<T> const& v) : dbuf(v.size()) {
+    CUDA_REQUIRE(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  ~dbuf() { cudaFree(p); }
+  dbuf(dbuf const&) = delete;
+  dbuf& operator=(dbuf const&) = delete;
+  std::vector<T> get() const {
+    std::vector<T> v(n);
+    CUDA_REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
+    return v;
+  }
+  qtl::view2d<T> view(index_t rows, index_t cols) const { return qtl::make_view(p, rows, cols); }
+};
+
+/// Equal bits, or both NaN (host and device may differ in a NaN's sign and payload).
+template <class T>
+bool same(std::vector<T> const& a, T const* b, std::size_t n) {
+  if (a.size() != n) {
+    return false;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    bool const nan_a = std::isnan(qtl::to_float(a[i]));
+    bool const nan_b = std::isnan(qtl::to_float(b[i]));
+    if (nan_a != nan_b || (!nan_a && std::memcmp(&a[i], &b[i], sizeof(T)) != 0)) {
+      return false;
+    }
+  }
+  return true;
+}
+bool same(std::vector<std::int32_t> const& a, std::int32_t const* b, std::size_t n) {
+  return a.size() == n && std::memcmp(a.data(), b, n * sizeof(std::int32_t)) == 0;
+}
+
+template <class T>
+std::vector<T> weights(index_t k, index_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 0.05f);
+  std::vector<T> w(static_cast<std::size_t>(k * n));
+  for (auto& x : w) {
+    x = qtl::from_float<T>(dist(rng));
+  }
+  // Column 3 all zero, column 5 with one NaN (in the first group).
+  for (index_t i = 0; i < k; ++i) {
+    w[static_cast<std::size_t>(i * n + 3)] = qtl::from_float<T>(0.0f);
+  }
+  w[static_cast<std::size_t>(1 * n + 5)] = qtl::from_float<T>(std::numeric_limits<float>::quiet_NaN());
+  return w;
+}
+
+template <class T, qtl::scalar_type Q>
+void compare_grouped(index_t k, index_t n, index_t gs, qtl::quantize_options opt) {
+  INFO("K " << k << " N " << n << " group " << gs << " zp " << opt.zero_points << " after "
+            << opt.ref_zero_points_after_scales << " dtype size " << sizeof(T));
+  auto const w = weights<T>(k, n, static_cast<std::uint32_t>(k + n + gs));
+  index_t const g = (gs == -1 || gs >= k) ? k : gs;
+  qtl::quantized_weights<T> host{qtl::host_tensor<T, 2>({k, n}), qtl::host_tensor<std::int32_t, 2>({k, n}),
+                                 qtl::host_tensor<T, 2>({k / g, n}),
+                                 qtl::host_tensor<std::int32_t, 2>({opt.zero_points ? k / g : 0, n})};
+  qtl::quantize_weights<Q>(qtl::make_view(w.data(), k, n), gs, host.views(), opt);
+  dbuf<T> dw(w);
+  dbuf<T> ref(static_cast<std::size_t>(k * n));
+  dbuf<std::int32_t> q(static_cast<std::size_t>(k * n));
+  dbuf<T> s(static_cast<std::size_t>(k / g * n));
+  dbuf<std::int32_t> zp(static_cast<std::size_t>(opt.zero_points ? k / g * n : 0));
+  qtl::quantize_outputs<T> out{ref.view(k, n), q.view(k, n), s.view(k / g, n),
+                               zp.view(opt.zero_points ? k / g : 0, n)};
+  CUDA_REQUIRE(qtl::cuda::quantize_weights<Q>(qtl::view2d<T const>(dw.view(k, n)), gs, out, opt, nullptr));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(same(ref.get(), host.w_ref.data(), host.w_ref.storage().size()));
+  CHECK(same(q.get(), host.w_q.data(), host.w_q.storage().size()));
+  CHECK(same(s.get(), host.w_s.data(), host.w_s.storage().size()));
+  if (opt.zero_points) {
+    CHECK(same(zp.get(), host.w_zp.data(), host.w_zp.storage().size()));
+  }
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("device quantize_weights equals the host bit for bit", "[quantize][cuda]", float, qtl::half_t,
+                   qtl::bfloat16_t) {
+  for (index_t gs : {index_t{32}, index_t{128}, index_t{48}, index_t{-1}}) {
+    compare_grouped<TestType, qtl::uint4b8>(384, 100, gs, {});
+    compare_grouped<TestType, qtl::uint8b128>(384, 64, gs, {});
+    compare_grouped<TestType, qtl::uint4>(384, 70, gs, {.zero_points = true});
+    compare_grouped<TestType, qtl::uint8>(384, 33, gs, {.zero_points = true, .ref_zero_points_after_scales = true});
+  }
+  compare_grouped<TestType, qtl::int4>(4, 40, 2, {});  // groups smaller than the row slices
+  compare_grouped<TestType, qtl::int8>(2048, 40, -1, {});
+}
+
+TEMPLATE_TEST_CASE("device ungrouped quantize_weights equals the host", "[quantize][cuda]", float, qtl::half_t,
+                   qtl::bfloat16_t) {
+  index_t const k = 64;
+  index_t const n = 50;
+  std::vector<TestType> w = weights<TestType>(k, n, 3);
+  for (auto& x : w) {
+    x = qtl::from_float<TestType>(qtl::to_float(x) * 400.0f);
+  }
+  auto const host = qtl::quantize_weights<qtl::int8, qtl::group_none>(qtl::make_view(w.data(), k, n));
+  dbuf<TestType> dw(w);
+  dbuf<float> ref(static_cast<std::size_t>(k * n));
+  dbuf<std::int32_t> q(static_cast<std::size_t>(k * n));
+  CUDA_REQUIRE(qtl::cuda::quantize_weights<qtl::int8>(qtl::view2d<TestType const>(dw.view(k, n)), std::nullopt,
+                                                       qtl::quantize_outputs<float>{ref.view(k, n), q.view(k, n), {}, {}},
+                                                       {}, nullptr));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(same(ref.get(), host.w_ref.data(), host.w_ref.storage().size()));
+  CHECK(same(q.get(), host.w_q.data(), host.w_q.storage().size()));
+}
+
+TEST_CASE("device act-order, permute_rows and sort_weights equal the host", "[quantize][cuda]") {
+  index_t const k = 256;
+  index_t const n = 24;
+  auto const w = weights<qtl::half_t>(k, n, 8);
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(k));
+  qtl::random_permutation(5, qtl::make_view(perm.data(), k));
+  // Host GPTQ with act-order.
+  qtl::host_tensor<qtl::half_t, 2> h_ref({k, n});
+  qtl::host_tensor<std::int32_t, 2> h_q({k, n});
+  qtl::host_tensor<qtl::half_t, 2> h_s({k / 64, n});
+  std::vector<std::int32_t> h_g(static_cast<std::size_t>(k));
+  std::vector<std::int64_t> h_p(static_cast<std::size_t>(k));
+  qtl::gptq_options opt;
+  opt.act_order = true;
+  opt.perm = qtl::make_view(static_cast<std::int64_t const*>(perm.data()), k);
+  qtl::gptq_quantize_weights<qtl::uint4b8, 64>(
+      qtl::make_view(w.data(), k, n),
+      qtl::gptq_outputs<qtl::half_t>{h_ref.view(), h_q.view(), h_s.view(), qtl::make_view(h_g.data(), k),
+                                     qtl::make_view(h_p.data(), k)},
+      opt);
+  // Device GPTQ.
+  dbuf<qtl::half_t> dw(w);
+  dbuf<std::int64_t> dperm(perm);
+  dbuf<qtl::half_t> d_ref(static_cast<std::size_t>(k * n));
+  dbuf<std::int32_t> d_q(static_cast<std::size_t>(k * n));
+  dbuf<qtl::half_t> d_s(static_cast<std::size_t>(k / 64 * n));
+  dbuf<std::int32_t> d_g(static_cast<std::size_t>(k));
+  dbuf<std::int64_t> d_p(static_cast<std::size_t>(k));
+  dbuf<std::int32_t> scratch(static_cast<std::size_t>(k));
+  CUDA_REQUIRE((qtl::cuda::gptq_quantize_weights<qtl::uint4b8>(
+      qtl::view2d<qtl::half_t const>(dw.view(k, n)), 64,
+      qtl::gptq_outputs<qtl::half_t>{d_ref.view(k, n), d_q.view(k, n), d_s.view(k / 64, n), qtl::make_view(d_g.p, k),
+                                     qtl::make_view(d_p.p, k)},
+      dperm.p, scratch.p, nullptr)));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(same(d_ref.get(), h_ref.data(), h_ref.storage().size()));
+  CHECK(same(d_q.get(), h_q.data(), h_q.storage().size()));
+  CHECK(same(d_s.get(), h_s.data(), h_s.storage().size()));
+  CHECK(d_g.get() == h_g);
+  CHECK(d_p.get() == h_p);
+
+  // permute_rows of the plain quantization equals act-order's output.
+  auto const plain = qtl::quantize_weights<qtl::uint4b8, 64>(qtl::make_view(w.data(), k, n));
+  dbuf<std::int32_t> pq(plain.w_q.storage());
+  dbuf<qtl::half_t> pref(plain.w_ref.storage());
+  dbuf<qtl::half_t> o_ref(static_cast<std::size_t>(k * n));
+  dbuf<std::int32_t> o_q(static_cast<std::size_t>(k * n));
+  dbuf<std::int32_t> o_g(static_cast<std::size_t>(k));
+  dbuf<std::int64_t> o_p(static_cast<std::size_t>(k));
+  CUDA_REQUIRE(qtl::cuda::permute_rows(pq.view(k, n), pref.view(k, n), 64, dperm.p,
+                                       qtl::permute_rows_outputs<qtl::half_t>{o_ref.view(k, n), o_q.view(k, n),
+                                                                              qtl::make_view(o_g.p, k),
+                                                                              qtl::make_view(o_p.p, k)},
+                                       nullptr));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(same(o_q.get(), h_q.data(), h_q.storage().size()));
+  CHECK(o_g.get() == h_g);
+
+  // sort_weights: stable on the device as on the host (g_idx has many ties).
+  qtl::host_tensor<std::int32_t, 2> s_q({k, n});
+  std::vector<std::int32_t> s_g(static_cast<std::size_t>(k));
+  std::vector<std::int32_t> s_i(static_cast<std::size_t>(k));
+  qtl::sort_weights(h_q.view(), qtl::make_view(h_g.data(), k),
+                    qtl::sort_weights_outputs{s_q.view(), qtl::make_view(s_g.data(), k), qtl::make_view(s_i.data(), k)});
+  dbuf<std::int32_t> sq(static_cast<std::size_t>(k * n));
+  dbuf<std::int32_t> sg(static_cast<std::size_t>(k));
+  dbuf<std::int32_t> si(static_cast<std::size_t>(k));
+  qtl::sort_weights_outputs const dout{sq.view(k, n), qtl::make_view(sg.p, k), qtl::make_view(si.p, k)};
+  std::size_t bytes = 0;
+  CUDA_REQUIRE(qtl::cuda::sort_weights(nullptr, bytes, o_q.view(k, n), o_g.p, dout, nullptr));
+  dbuf<std::byte> ws(bytes);
+  CUDA_REQUIRE(qtl::cuda::sort_weights(ws.p, bytes, o_q.view(k, n), o_g.p, dout, nullptr));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(si.get() == s_i);
+  CHECK(sg.get() == s_g);
+  CHECK(same(sq.get(), s_q.data(), s_q.storage().size()));
+}
+
+TEST_CASE("device per_tensor_dequantize equals the host; launchers reject what the host rejects", "[quantize][cuda]") {
+  std::vector<qtl::float8_e4m3fn_t> t(256);
+  for (std::size_t i = 0; i < t.size(); ++i) {
+    t[i].bits = static_cast<std::uint8_t>(i);
+  }
+  qtl::host_tensor<qtl::half_t, 2> h({16, 16});
+  qtl::per_tensor_dequantize(qtl::make_view(t.data(), 16, 16), 0.0173f, h.view());
+  dbuf<qtl::float8_e4m3fn_t> dt(t);
+  dbuf<qtl::half_t> dh(256);
+  CUDA_REQUIRE(qtl::cuda::per_tensor_dequantize(dt.view(16, 16), 0.0173f, dh.view(16, 16), nullptr));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(same(dh.get(), h.data(), 256));
+
+  dbuf<float> w(6 * 4);
+  dbuf<float> ref(6 * 4);
+  dbuf<std::int32_t> q(6 * 4);
+  dbuf<float> s(3 * 4);
+  qtl::quantize_outputs<float> out{ref.view(6, 4), q.view(6, 4), s.view(3, 4), {}};
+  CHECK(qtl::cuda::quantize_weights<qtl::uint4b8>(qtl::view2d<float const>(w.view(6, 4)), 4, out, {}, nullptr) ==
+        cudaErrorInvalidValue);  // 4 does not divide 6
+  CHECK(qtl::cuda::quantize_weights<qtl::int4>(qtl::view2d<float const>(w.view(6, 4)), 2, out, {.zero_points = true},
+                                               nullptr) == cudaErrorInvalidValue);
+}
