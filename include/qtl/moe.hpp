@@ -312,10 +312,10 @@ class trtllm_fp4_moe_plan {
     check("gemm1_scales", in.gemm1_scales, out.gemm1_scales, {e, r1, h / 16}, true);
     check("gemm2_weights", in.gemm2_weights, out.gemm2_weights, {e, h, i / 2}, false);
     check("gemm2_scales", in.gemm2_scales, out.gemm2_scales, {e, h, i / 16}, true);
+    gather_rows(in.gemm1_weights, out.gemm1_weights, gemm1_rows_);
+    gather_rows(in.gemm2_weights, out.gemm2_weights, gemm2_rows_);
     for (index_t x = 0; x < e; ++x) {
-      gather_rows(in.gemm1_weights, out.gemm1_weights, x, gemm1_rows_);
       gather_scales(in.gemm1_scales, out.gemm1_scales, x, gemm1_rows_);
-      gather_rows(in.gemm2_weights, out.gemm2_weights, x, gemm2_rows_);
       gather_scales(in.gemm2_scales, out.gemm2_scales, x, gemm2_rows_);
     }
     detail::blockscale_stream_fence();
@@ -370,24 +370,31 @@ class trtllm_fp4_moe_plan {
   }
 
   // Whole-row byte copies; rows of large outputs go around the caches (streaming stores), which
-  // is what memcpy does for buffers this size.
+  // is what memcpy does for buffers this size. The source rows jump around inside their 32-row
+  // blocks, so the hardware prefetchers restart at every row: the rows 8 KiB ahead (in gather
+  // order, across experts) are asked for explicitly. Measured for the gated GEMM1 weights of 64
+  // experts (H = 4096): 47 ms without, 32 ms one row ahead, 31 ms 8 KiB ahead, memcpy 27-31 ms;
+  // for GEMM2's 768-byte rows 8 KiB ahead took them from 0.7 to ~1.0 of memcpy.
   template <class In, class Out>
-  static void gather_rows(view3d<In> const& in, view3d<Out> const& out, index_t e,
-                          std::vector<std::int32_t> const& rows) {
+  static void gather_rows(view3d<In> const& in, view3d<Out> const& out, std::vector<std::int32_t> const& rows) {
     auto const width = static_cast<std::size_t>(in.extent[2]);
+    auto const per_expert = static_cast<index_t>(rows.size());
+    index_t const total = in.extent[0] * per_expert;
+    index_t const ahead = static_cast<index_t>((8192 + width - 1) / width);
+    auto const source = [&](index_t i) { return detail::byte_ptr(&in(i / per_expert, rows[i % per_expert], 0)); };
     bool const stream = detail::blockscale_use_stream_stores(out.data, out.size());
-    for (std::size_t n = 0; n < rows.size(); ++n) {
-      auto* const dst = detail::byte_ptr(&out(e, static_cast<index_t>(n), 0));
-      auto const* const src = detail::byte_ptr(&in(e, rows[n], 0));
-      // The next source row is elsewhere in its 32-row block: ask for it now, or its first
-      // lines arrive cold (measured: 47 ms -> 32 ms for the gated GEMM1 weights of 64 experts).
-      if (n + 1 < rows.size()) {
-        detail::blockscale_prefetch_bytes(detail::byte_ptr(&in(e, rows[n + 1], 0)), in.extent[2]);
+    for (index_t i = 0; i < ahead && i < total; ++i) {
+      detail::blockscale_prefetch_bytes(source(i), in.extent[2]);
+    }
+    for (index_t i = 0; i < total; ++i) {
+      if (i + ahead < total) {
+        detail::blockscale_prefetch_bytes(source(i + ahead), in.extent[2]);
       }
+      auto* const dst = detail::byte_ptr(&out(i / per_expert, i % per_expert, 0));
       if (stream) {
-        detail::copy_row_bytes<true>(dst, src, width);
+        detail::copy_row_bytes<true>(dst, source(i), width);
       } else {
-        detail::copy_row_bytes<false>(dst, src, width);
+        detail::copy_row_bytes<false>(dst, source(i), width);
       }
     }
   }
