@@ -16,6 +16,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -178,4 +179,45 @@ TEST_CASE("golden configs: where the consumers disagree", "[rules][golden]") {
   REQUIRE(groups.size() == 2);
   CHECK(groups[0].front().skipped);
   CHECK_FALSE(groups[1].front().skipped);
+}
+
+TEST_CASE("every consumer agrees with its Python re-statement on random lists", "[rules][consumers][reference]") {
+  // test/data/rules/consumer_cases.jsonl (gen_consumer_cases.py): CPython's re and fnmatch, the
+  // reference's own is_layer_skipped, and the dialects of research/matchers.md §2.
+  std::ifstream in(fs::path(QTL_TEST_DATA_DIR) / "rules" / "consumer_cases.jsonl");
+  REQUIRE(in);
+  std::string line;
+  REQUIRE(std::getline(in, line));
+  std::vector<qtl::consumer> consumers;
+  ojson const header = ojson::parse(line);  // kept alive: the loop reads into it
+  for (auto const& name : header.at("consumers")) {
+    auto const c = qtl::consumer_from_name(name.get<std::string>());
+    REQUIRE(c);
+    consumers.push_back(*c);
+  }
+  std::size_t checked = 0;
+  while (std::getline(in, line)) {
+    ojson const doc = ojson::parse(line);
+    qtl::quant_config cfg;
+    cfg.family = qtl::quant_family::modelopt;
+    cfg.skip_list = doc.at("list").get<std::vector<std::string>>();
+    cfg.packed_modules_mapping = qtl::io::detail::mapping_of(doc.at("packed_modules_mapping"), "mapping");
+    for (ojson const& c : doc.at("cases")) {
+      std::string const module = c[0].get<std::string>();
+      std::string const kind_name = c[1].get<std::string>();
+      std::string const verdicts = c[2].get<std::string>();
+      REQUIRE(verdicts.size() == consumers.size());
+      qtl::layer_kind const kind = kind_name == "moe"       ? qtl::layer_kind::moe
+                                   : kind_name == "lm_head" ? qtl::layer_kind::lm_head
+                                                            : qtl::layer_kind::linear;
+      for (std::size_t i = 0; i != consumers.size(); ++i) {
+        qtl::decision const d = qtl::decide(cfg, consumers[i], module, kind);
+        char const got = d.error ? 'e' : d.skipped ? 's' : 'n';
+        INFO(line << "\n" << qtl::to_json(d));
+        CHECK(got == verdicts[i]);
+        ++checked;
+      }
+    }
+  }
+  CHECK(checked > 10000);
 }
