@@ -27,7 +27,8 @@
 ///   unpacking sign-extends, so that the round trip holds.
 /// * The device element code does not validate (device code never throws); it masks each code to
 ///   its width, so an out-of-range code changes only its own field.
-/// * A failed host call leaves `out` zero-filled, never half written.
+/// * A host call that meets an out-of-range code leaves `out` zero-filled, never half written (a
+///   shape_error is thrown before anything is written).
 ///
 /// Views: element (i, j) of a `view2d` is `data[i*stride[0] + j*stride[1]]`; any strides work,
 /// unit column strides are the fast path. `in` and `out` must not overlap.
@@ -82,7 +83,8 @@ consteval bool width_is_scalar_type() {
 template <auto Width>
 consteval int width_bits() {
   if constexpr (width_is_bits<Width>()) {
-    return Width >= 0 && Width <= 64 ? static_cast<int>(Width) : 0;
+    auto const bits = static_cast<long long>(Width);  // (no unsigned-vs-0 comparison warning)
+    return bits >= 0 && bits <= 64 ? static_cast<int>(bits) : 0;
   } else if constexpr (width_is_scalar_type<Width>()) {
     return static_cast<int>(Width.size_bits());
   } else {
@@ -323,11 +325,12 @@ constexpr void report_first_bad_code(char const* op, view2d<std::int32_t const> 
   }
 }
 
-// The row loops. They pack without masking the fields (pack_word<..., Masked = false>): the ops
-// reject any row whose `excess` is non-zero, so masks would only cost instructions. Each runs whole chunks of `chunk` columns in an inner loop of constant trip count
-// (which g++ vectorises even under -O2's cheap cost model: no epilogue, no run-time checks), then
-// the remainder; they are kept out of line because g++ drops `__restrict__` when it inlines them,
-// and then vectorises nothing. Three modes:
+// The row loops. They pack unmasked fields (pack_word<..., Masked = false>): the ops reject any row
+// whose `excess` is non-zero, so masks would only cost instructions. Each loop runs whole chunks of
+// `chunk` columns in an inner loop of constant trip count (which g++ vectorises even under -O2's
+// cheap cost model: no epilogue, no run-time checks), then the remainder. They are kept out of line
+// (noinline): inlined into the ops, g++ 12 -O2 no longer vectorised them (lost `__restrict__`
+// information, as far as -fopt-info tells). Modes:
 //   strided    any column strides (the general path);
 //   unit       unit column strides on both sides: contiguous streams;
 //   streaming  unit, and each chunk of results goes through an L1 buffer to non-temporal stores
