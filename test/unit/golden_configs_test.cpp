@@ -221,3 +221,47 @@ TEST_CASE("every consumer agrees with its Python re-statement on random lists", 
   }
   CHECK(checked > 10000);
 }
+
+TEST_CASE("AutoRound resolution agrees with its Python re-statement", "[rules][consumers][reference]") {
+  // test/data/rules/auto_round_cases.jsonl (gen_auto_round_cases.py): each line is a config as a
+  // checkpoint carries it, the model's packed mapping, and per module and consumer the bits,
+  // group size, sym and extra_config key that decide (or "error").
+  std::ifstream in(fs::path(QTL_TEST_DATA_DIR) / "rules" / "auto_round_cases.jsonl");
+  REQUIRE(in);
+  std::string line;
+  std::size_t checked = 0;
+  while (std::getline(in, line)) {
+    ojson const doc = ojson::parse(line);
+    qtl::quant_config const cfg = qtl::io::quant_config_from_json(doc);
+    for (ojson const& c : doc.at("cases")) {
+      std::string const module = c[0].get<std::string>();
+      qtl::layer_kind const kind = c[1] == "moe"       ? qtl::layer_kind::moe
+                                   : c[1] == "lm_head" ? qtl::layer_kind::lm_head
+                                                       : qtl::layer_kind::linear;
+      auto const consumer = qtl::consumer_from_name(c[2].get<std::string>());
+      REQUIRE(consumer);
+      qtl::decision const d = qtl::decide(cfg, *consumer, module, kind);
+      INFO(line << "\n" << qtl::to_json(d));
+      ojson const& want = c[3];
+      ++checked;
+      if (want.is_string()) {
+        CHECK(d.error);
+        continue;
+      }
+      CHECK_FALSE(d.error);
+      std::int64_t const bits = want["bits"].get<std::int64_t>();
+      CHECK(d.skipped == (bits >= 16));
+      if (bits < 16) {
+        CHECK(d.bits == bits);
+        CHECK(d.group_size == want["group_size"].get<std::int64_t>());
+        CHECK(d.sym == want["sym"].get<bool>());
+      }
+      if (want["rule"].is_null()) {
+        CHECK_FALSE(d.rule);
+      } else {
+        CHECK(d.rule == want["rule"].get<std::string>());
+      }
+    }
+  }
+  CHECK(checked > 2000);
+}
