@@ -136,13 +136,23 @@ template <block_format_type F>
 QTL_HOST_DEVICE constexpr std::uint8_t block_scale_code(float vmax, float global_scale) {
   float const unit = detail::div_rn(vmax, F::element_max);
   if constexpr (F::has_global_scale) {
-    float sf = detail::mul_rn(global_scale, unit);
-    sf = sf < 448.0f ? sf : 448.0f;
-    return float_to_e4m3fn(sf, saturation::finite);
+    // min(sf, 448) then RNE: fp8_saturate_encode (sf is never NaN here: the global scale is
+    // finite and positive, vmax is not NaN)
+    return fp8_saturate_encode<float8_e4m3fn_t>(detail::mul_rn(global_scale, unit));
   } else {
     return float_to_e8m0(unit, e8m0_rounding::up, saturation::finite);
   }
 }
+
+namespace detail {
+// e4m3fn_to_float for the codes 0x00..0x7E without its normalisation loop: a normal code is a
+// float with the exponent re-biased, a subnormal one is m * 2^-9 (exact).
+QTL_HOST_DEVICE constexpr float e4m3_decode_nonnegative(std::uint8_t c) {
+  std::uint32_t const e = (c >> 3) & 0xFu;
+  std::uint32_t const m = c & 0x7u;
+  return e != 0 ? bits_to_float(((e + 120u) << 23) | (m << 20)) : mul_rn(static_cast<float>(m), 0x1p-9f);
+}
+}  // namespace detail
 
 /// 2^(127 - code) exactly (code 254 gives the subnormal 2^-127).
 QTL_HOST_DEVICE constexpr float e8m0_reciprocal(std::uint8_t code) {
@@ -154,7 +164,7 @@ QTL_HOST_DEVICE constexpr float e8m0_reciprocal(std::uint8_t code) {
 template <block_format_type F>
 QTL_HOST_DEVICE constexpr float block_output_scale(std::uint8_t scale_code, float vmax, float global_scale) {
   if constexpr (F::has_global_scale) {
-    float const sf = e4m3fn_to_float(scale_code);
+    float const sf = detail::e4m3_decode_nonnegative(scale_code);
     return sf == 0.0f ? 0.0f : detail::div_rn(1.0f, detail::mul_rn(sf, detail::div_rn(1.0f, global_scale)));
   } else {
     return vmax == 0.0f ? 0.0f : e8m0_reciprocal(scale_code);

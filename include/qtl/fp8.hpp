@@ -540,11 +540,11 @@ typename input_bits<T>::word row_amax_bits(T const* in, index_t n) {
       __m128i const a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<__m128i const*>(in + j)), abs_mask);
       acc = _mm_max_epi16(acc, _mm_andnot_si128(_mm_cmpgt_epi16(a, inf), a));  // NaN -> 0
     }
-    alignas(16) std::int16_t lanes[8];
-    _mm_store_si128(reinterpret_cast<__m128i*>(lanes), acc);
-    for (std::int16_t const l : lanes) {
-      m = l > m ? l : m;
-    }
+    // horizontal max of the 8 non-negative lanes (shifting in zeros is harmless)
+    acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 8));
+    acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 4));
+    acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 2));
+    m = static_cast<signed_word>(_mm_extract_epi16(acc, 0));
   }
 #endif  // ^^^ QTL_FP8_SSE2 ^^^
   for (; j < n; ++j) {

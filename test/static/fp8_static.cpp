@@ -101,3 +101,16 @@ static_assert(qtl::e8m0_reciprocal(127) == 1.0f && qtl::e8m0_reciprocal(0) == 0x
               qtl::e8m0_reciprocal(254) == 0x1p-127f);
 
 }  // namespace
+
+namespace {
+// the branch-free decoder of NVFP4 block scales agrees with numeric.hpp on every scale code
+constexpr bool e4m3_decoders_agree() {
+  for (int c = 0; c < 0x7F; ++c) {
+    if (qtl::detail::e4m3_decode_nonnegative(static_cast<std::uint8_t>(c)) != qtl::e4m3fn_to_float(static_cast<std::uint8_t>(c))) {
+      return false;
+    }
+  }
+  return true;
+}
+static_assert(e4m3_decoders_agree());
+}  // namespace
