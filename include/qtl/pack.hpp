@@ -34,9 +34,8 @@
 /// unit column strides are the fast path. `in` and `out` must not overlap.
 ///
 /// Speed: the host loops run row by row over contiguous streams that g++ vectorises at -O2 and
-/// -O3 (bench/pack_bench.cpp compares them with memcpy); outputs of 16 MiB and more are written
-/// with non-temporal stores on x86, as memcpy does. Everything is `constexpr`: on small arrays the
-/// ops run in constant evaluation (test/static/pack_static.cpp).
+/// -O3 (bench/pack_bench.cpp compares them with memcpy). Everything is `constexpr`: on small
+/// arrays the ops run in constant evaluation (test/static/pack_static.cpp).
 
 #include <algorithm>
 #include <array>
@@ -50,14 +49,6 @@
 #include <qtl/macros.hpp>
 #include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>
-
-// Non-temporal stores for large host outputs (x86 SSE2; the host pass only).
-#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
-#  include <emmintrin.h>
-#  define QTL_PACK_STREAMING_STORES 1
-#else
-#  define QTL_PACK_STREAMING_STORES 0
-#endif  // ^^^ __SSE2__ ^^^
 
 namespace qtl {
 
@@ -332,47 +323,11 @@ constexpr void report_first_bad_code(char const* op, view2d<std::int32_t const> 
 // (noinline): inlined into the ops, g++ 12 -O2 no longer vectorised them (lost `__restrict__`
 // information, as far as -fopt-info tells). Modes:
 //   strided    any column strides (the general path);
-//   unit       unit column strides on both sides: contiguous streams;
-//   streaming  unit, and each chunk of results goes through an L1 buffer to non-temporal stores
-//              (x86 SSE2), for outputs too large to stay in cache: like memcpy, no read-for-ownership
-//              of the output lines. Needs 16-byte aligned output rows.
-enum class row_mode { strided, unit, streaming };
+//   unit       unit column strides on both sides: contiguous streams.
+// (Non-temporal stores through an L1 buffer were tried for large outputs and measured slower.)
+enum class row_mode { strided, unit };
 inline constexpr int chunk = 64;
-// Outputs of at least this many bytes take the streaming mode where it exists (half of a 32 MiB
-// L3; smaller results are likely to be read again soon, from cache).
-inline constexpr index_t streaming_threshold_bytes = index_t{16} << 20;
-
-// n (a multiple of 4) int32 from `buf` to the 16-byte aligned `dst`, bypassing the caches.
-inline void stream_chunk(std::int32_t* dst, std::int32_t const* buf, int n) {
-#if QTL_PACK_STREAMING_STORES
-  for (int i = 0; i < n; i += 4) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(buf + i)));
-  }
-#else
-  for (int i = 0; i < n; ++i) {
-    dst[i] = buf[i];
-  }
-#endif  // ^^^ QTL_PACK_STREAMING_STORES ^^^
-}
-// Orders the non-temporal stores before whatever the caller does next.
-inline void stream_fence() {
-#if QTL_PACK_STREAMING_STORES
-  _mm_sfence();
-#endif  // ^^^ QTL_PACK_STREAMING_STORES ^^^
-}
-inline bool use_streaming_stores(view2d<std::int32_t> out) {
-#if QTL_PACK_STREAMING_STORES
-  return out.stride[1] == 1 && out.stride[0] % 4 == 0 &&
-         reinterpret_cast<std::uintptr_t>(out.data) % 16 == 0 &&
-         out.size() * static_cast<index_t>(sizeof(std::int32_t)) >= streaming_threshold_bytes;
-#else
-  (void)out;
-  return false;
-#endif  // ^^^ QTL_PACK_STREAMING_STORES ^^^
-}
-inline row_mode pick_mode(bool unit, view2d<std::int32_t> out) {
-  return !unit ? row_mode::strided : use_streaming_stores(out) ? row_mode::streaming : row_mode::unit;
-}
+inline constexpr row_mode pick_mode(bool unit) { return unit ? row_mode::unit : row_mode::strided; }
 
 // out row (n words) from pf input rows starting at `in`, `ld` elements apart:
 //   out[c] = OR_j in[j*ld + c] << (b*j)
@@ -386,17 +341,9 @@ template <int Bits, bool Signed, row_mode Mode>
   index_t c = 0;
   for (; c + chunk <= n; c += chunk) {
     std::int32_t const* src = in + c * ics;
-    if constexpr (Mode == row_mode::streaming) {
-      alignas(16) std::int32_t buf[chunk];
-      for (int t = 0; t < chunk; ++t) {
-        buf[t] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t, ld, excess));
-      }
-      stream_chunk(out + c, buf, chunk);
-    } else {
-      std::int32_t* dst = out + c * ocs;
-      for (int t = 0; t < chunk; ++t) {
-        dst[t * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t * ics, ld, excess));
-      }
+    std::int32_t* dst = out + c * ocs;
+    for (int t = 0; t < chunk; ++t) {
+      dst[t * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t * ics, ld, excess));
     }
   }
   for (; c < n; ++c) {
@@ -417,17 +364,9 @@ template <int Bits, bool Signed, row_mode Mode>
   index_t c = 0;
   for (; c + chunk <= n; c += chunk) {
     std::int32_t const* src = in + c * pf * ics;
-    if constexpr (Mode == row_mode::streaming) {
-      alignas(16) std::int32_t buf[chunk];
-      for (int t = 0; t < chunk; ++t) {
-        buf[t] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t * pf, 1, excess));
-      }
-      stream_chunk(out + c, buf, chunk);
-    } else {
-      std::int32_t* dst = out + c * ocs;
-      for (int t = 0; t < chunk; ++t) {
-        dst[t * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t * pf * ics, ics, excess));
-      }
+    std::int32_t* dst = out + c * ocs;
+    for (int t = 0; t < chunk; ++t) {
+      dst[t * ocs] = static_cast<std::int32_t>(pack_word<Bits, Signed, false>(src + t * pf * ics, ics, excess));
     }
   }
   for (; c < n; ++c) {
@@ -445,17 +384,9 @@ template <int Bits, bool Signed, row_mode Mode>
   index_t c = 0;
   for (; c + chunk <= n; c += chunk) {
     std::int32_t const* src = in + c * ics;
-    if constexpr (Mode == row_mode::streaming) {
-      alignas(16) std::int32_t buf[chunk];
-      for (int t = 0; t < chunk; ++t) {
-        buf[t] = unpack_code<Bits, Signed>(static_cast<std::uint32_t>(src[t]), j);
-      }
-      stream_chunk(out + c, buf, chunk);
-    } else {
-      std::int32_t* dst = out + c * ocs;
-      for (int t = 0; t < chunk; ++t) {
-        dst[t * ocs] = unpack_code<Bits, Signed>(static_cast<std::uint32_t>(src[t * ics]), j);
-      }
+    std::int32_t* dst = out + c * ocs;
+    for (int t = 0; t < chunk; ++t) {
+      dst[t * ocs] = unpack_code<Bits, Signed>(static_cast<std::uint32_t>(src[t * ics]), j);
     }
   }
   for (; c < n; ++c) {
@@ -473,17 +404,9 @@ template <int Bits, bool Signed, row_mode Mode>
   index_t c = 0;
   for (; c + chunk <= n; c += chunk) {
     std::int32_t const* src = in + c * ics;
-    if constexpr (Mode == row_mode::streaming) {
-      alignas(16) std::int32_t buf[chunk * pf];
-      for (int t = 0; t < chunk; ++t) {
-        unpack_word<Bits, Signed>(static_cast<std::uint32_t>(src[t]), buf + t * pf, 1);
-      }
-      stream_chunk(out + c * pf, buf, static_cast<int>(chunk * pf));
-    } else {
-      std::int32_t* dst = out + c * pf * ocs;
-      for (int t = 0; t < chunk; ++t) {
-        unpack_word<Bits, Signed>(static_cast<std::uint32_t>(src[t * ics]), dst + t * pf * ocs, ocs);
-      }
+    std::int32_t* dst = out + c * pf * ocs;
+    for (int t = 0; t < chunk; ++t) {
+      unpack_word<Bits, Signed>(static_cast<std::uint32_t>(src[t * ics]), dst + t * pf * ocs, ocs);
     }
   }
   for (; c < n; ++c) {
@@ -510,29 +433,20 @@ constexpr void pack_rows(view2d<std::int32_t const> in, view2d<std::int32_t> out
   using detail::row_mode;
   detail::check_pack_shapes<Width>("pack_rows", 0, in, out, true);
   bool const unit = in.stride[1] == 1 && out.stride[1] == 1;
-  row_mode mode = unit ? row_mode::unit : row_mode::strided;
-  if (!std::is_constant_evaluated()) {
-    mode = detail::pick_mode(unit, out);  // streaming stores are run-time only
-  }
+  row_mode const mode = detail::pick_mode(unit);
   for (index_t r = 0; r < out.extent[0]; ++r) {
     std::int32_t const* src = in.data + r * pf * in.stride[0];
     std::int32_t* dst = out.data + r * out.stride[0];
     index_t const ld = in.stride[0];
     std::uint32_t const excess =
-        mode == row_mode::unit        ? detail::pack_rows_row<b, s, row_mode::unit>(src, ld, 1, dst, 1, out.extent[1])
-        : mode == row_mode::streaming ? detail::pack_rows_row<b, s, row_mode::streaming>(src, ld, 1, dst, 1, out.extent[1])
-                                      : detail::pack_rows_row<b, s, row_mode::strided>(src, ld, in.stride[1], dst,
-                                                                                      out.stride[1], out.extent[1]);
+        mode == row_mode::unit
+            ? detail::pack_rows_row<b, s, row_mode::unit>(src, ld, 1, dst, 1, out.extent[1])
+            : detail::pack_rows_row<b, s, row_mode::strided>(src, ld, in.stride[1], dst, out.stride[1],
+                                                             out.extent[1]);
     if (excess != 0) {
-      if (mode == row_mode::streaming) {
-        detail::stream_fence();
-      }
       detail::zero_fill(out);
       detail::report_first_bad_code<Width>("pack_rows", in, r * pf, (r + 1) * pf);
     }
-  }
-  if (mode == row_mode::streaming) {
-    detail::stream_fence();
   }
 }
 
@@ -548,28 +462,19 @@ constexpr void pack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> out
   using detail::row_mode;
   detail::check_pack_shapes<Width>("pack_cols", 1, in, out, true);
   bool const unit = in.stride[1] == 1 && out.stride[1] == 1;
-  row_mode mode = unit ? row_mode::unit : row_mode::strided;
-  if (!std::is_constant_evaluated()) {
-    mode = detail::pick_mode(unit, out);  // streaming stores are run-time only
-  }
+  row_mode const mode = detail::pick_mode(unit);
   for (index_t k = 0; k < in.extent[0]; ++k) {
     std::int32_t const* src = in.data + k * in.stride[0];
     std::int32_t* dst = out.data + k * out.stride[0];
     std::uint32_t const excess =
-        mode == row_mode::unit        ? detail::pack_cols_row<b, s, row_mode::unit>(src, 1, dst, 1, out.extent[1])
-        : mode == row_mode::streaming ? detail::pack_cols_row<b, s, row_mode::streaming>(src, 1, dst, 1, out.extent[1])
-                                      : detail::pack_cols_row<b, s, row_mode::strided>(src, in.stride[1], dst,
-                                                                                      out.stride[1], out.extent[1]);
+        mode == row_mode::unit
+            ? detail::pack_cols_row<b, s, row_mode::unit>(src, 1, dst, 1, out.extent[1])
+            : detail::pack_cols_row<b, s, row_mode::strided>(src, in.stride[1], dst, out.stride[1],
+                                                             out.extent[1]);
     if (excess != 0) {
-      if (mode == row_mode::streaming) {
-        detail::stream_fence();
-      }
       detail::zero_fill(out);
       detail::report_first_bad_code<Width>("pack_cols", in, k, k + 1);
     }
-  }
-  if (mode == row_mode::streaming) {
-    detail::stream_fence();
   }
 }
 
@@ -585,25 +490,17 @@ constexpr void unpack_rows(view2d<std::int32_t const> in, view2d<std::int32_t> o
   using detail::row_mode;
   detail::check_pack_shapes<Width>("unpack_rows", 0, out, in, false);
   bool const unit = in.stride[1] == 1 && out.stride[1] == 1;
-  row_mode mode = unit ? row_mode::unit : row_mode::strided;
-  if (!std::is_constant_evaluated()) {
-    mode = detail::pick_mode(unit, out);  // streaming stores are run-time only
-  }
+  row_mode const mode = detail::pick_mode(unit);
   for (index_t r = 0; r < in.extent[0]; ++r) {
     std::int32_t const* src = in.data + r * in.stride[0];
     for (int j = 0; j < pf; ++j) {
       std::int32_t* dst = out.data + (r * pf + j) * out.stride[0];
       if (mode == row_mode::unit) {
         detail::unpack_rows_row<b, s, row_mode::unit>(src, 1, j, dst, 1, in.extent[1]);
-      } else if (mode == row_mode::streaming) {
-        detail::unpack_rows_row<b, s, row_mode::streaming>(src, 1, j, dst, 1, in.extent[1]);
       } else {
         detail::unpack_rows_row<b, s, row_mode::strided>(src, in.stride[1], j, dst, out.stride[1], in.extent[1]);
       }
     }
-  }
-  if (mode == row_mode::streaming) {
-    detail::stream_fence();
   }
 }
 
@@ -618,23 +515,15 @@ constexpr void unpack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> o
   using detail::row_mode;
   detail::check_pack_shapes<Width>("unpack_cols", 1, out, in, false);
   bool const unit = in.stride[1] == 1 && out.stride[1] == 1;
-  row_mode mode = unit ? row_mode::unit : row_mode::strided;
-  if (!std::is_constant_evaluated()) {
-    mode = detail::pick_mode(unit, out);  // streaming stores are run-time only
-  }
+  row_mode const mode = detail::pick_mode(unit);
   for (index_t k = 0; k < in.extent[0]; ++k) {
     std::int32_t const* src = in.data + k * in.stride[0];
     std::int32_t* dst = out.data + k * out.stride[0];
     if (mode == row_mode::unit) {
       detail::unpack_cols_row<b, s, row_mode::unit>(src, 1, dst, 1, in.extent[1]);
-    } else if (mode == row_mode::streaming) {
-      detail::unpack_cols_row<b, s, row_mode::streaming>(src, 1, dst, 1, in.extent[1]);
     } else {
       detail::unpack_cols_row<b, s, row_mode::strided>(src, in.stride[1], dst, out.stride[1], in.extent[1]);
     }
-  }
-  if (mode == row_mode::streaming) {
-    detail::stream_fence();
   }
 }
 

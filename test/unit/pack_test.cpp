@@ -213,10 +213,9 @@ TEST_CASE("strided views take the general path and give the same words", "[pack]
   }
 }
 
-TEST_CASE("outputs large enough for streaming stores give the same words", "[pack]") {
-  // 16-bit codes: a (2048, 4096) matrix packs to 16 MiB, the streaming threshold, along rows and
-  // cols, and unpacks to 32 MiB; the chunked and the remainder columns are both covered (4096 + 48).
-  STATIC_REQUIRE(qtl::detail::streaming_threshold_bytes == index_t{16} << 20);
+TEST_CASE("a large matrix gives the reference's words, chunks and remainder columns alike", "[pack]") {
+  // 16-bit codes, (2048, 4096 + 48): 32 MiB of codes, 16 MiB of words along rows and cols; the
+  // host loops' 64-column chunks and the 48 remainder columns are both covered.
   std::mt19937 rng(3);
   index_t const k = 2048;
   index_t const n = 4096 + 48;
@@ -228,12 +227,11 @@ TEST_CASE("outputs large enough for streaming stores give the same words", "[pac
   CHECK(cols.storage() == reference_pack(q, k, n, 16, false));
   CHECK(qtl::unpack_rows<16>(rows.view()).storage() == q);
   CHECK(qtl::unpack_cols<16>(cols.view()).storage() == q);
-  // An error in a streamed output still leaves it zeroed.
+  // An error in the last block of rows still leaves the whole output zeroed.
   auto bad = q;
   bad[static_cast<std::size_t>(1500 * n + 7)] = 0x10000;
   qtl::host_tensor<std::int32_t, 2> out({k / 2, n});
   std::fill(out.storage().begin(), out.storage().end(), 77);
-  CHECK(qtl::detail::use_streaming_stores(out.view()) == (QTL_PACK_STREAMING_STORES == 1));
   CHECK_THROWS_MATCHES(qtl::pack_rows<16>(make_view(bad.data(), k, n), out.view()), qtl::value_error,
                        Catch::Message("qtl::pack_rows<16>: in(1500, 7) = 65536 is outside [0, 65535], the range of 16-bit codes"));
   CHECK(std::all_of(out.storage().begin(), out.storage().end(), [](std::int32_t v) { return v == 0; }));
