@@ -7,7 +7,11 @@
 //           two of them with negative lookahead
 //
 // Engines, on the same names and rules in the same run (items_per_second = names per second):
-//   BM_qtl_regex       qtl::regex::match (DFA for lookahead-free rules, NFA + lookahead tables)
+//   BM_qtl_regex       qtl::regex::match rule by rule (DFA for lookahead-free rules, NFA for the
+//                      two lookahead rules)
+//   BM_qtl_regex_set   qtl::regex_set::first_match: the same decision, the lookahead-free rules on
+//                      one combined DFA
+//   BM_qtl_re_match_one_shot  qtl::re_match(pattern, name): parses on every call (NFA only)
 //   BM_std_regex       std::regex (ECMAScript) with match_continuous, i.e. anchored at the start.
 //                      ECMAScript differs from Python re in places these rules do not touch
 //                      ($ never matches before a final '\n', no \Z, '{' rules, Unicode classes).
@@ -160,6 +164,34 @@ void bm_qtl_regex(benchmark::State& state) {
   state.counters["rules_on_dfa"] = static_cast<double>(dfa);
 }
 BENCHMARK(bm_qtl_regex)->Name("BM_qtl_regex")->Unit(benchmark::kMillisecond);
+
+void bm_qtl_regex_set(benchmark::State& state) {
+  // The same decision through qtl::regex_set::first_match: the 38 lookahead-free rules on one
+  // combined DFA (one pass per name), the two lookahead rules on their own while they can win.
+  std::vector<std::string> patterns;
+  for (auto const& r : dynamic_rules()) {
+    patterns.push_back(r.pattern);
+  }
+  qtl::regex_set const set(patterns);
+  auto const& names = module_names();
+  auto const& expect = qtl_decisions();
+  for (std::size_t i = 0; i != names.size(); ++i) {
+    if (set.first_match(names[i]) != expect[i]) {
+      state.SkipWithError(("regex_set decision differs on " + names[i]).c_str());
+      return;
+    }
+  }
+  for (auto _ : state) {
+    for (auto const& name : names) {
+      int const d = set.first_match(name);
+      benchmark::DoNotOptimize(d);
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations() * names.size()));
+  state.counters["names"] = static_cast<double>(names.size());
+  state.counters["rules_on_combined_dfa"] = static_cast<double>(set.combined_patterns());
+}
+BENCHMARK(bm_qtl_regex_set)->Name("BM_qtl_regex_set")->Unit(benchmark::kMillisecond);
 
 void bm_qtl_re_match(benchmark::State& state) {
   // The one-shot function: parses the pattern on every call (NFA only); for comparison.

@@ -312,3 +312,64 @@ TEST_CASE("qtl::regex is usable from several threads at once", "[regex]") {
   }
   CHECK(wrong == 0);
 }
+
+TEST_CASE("regex_set::first_match equals the first-match loop over qtl::regex", "[regex]") {
+  corpus const c = load(std::string(QTL_TEST_DATA_DIR) + "/regex/corpus.txt");
+  std::vector<std::string> patterns;
+  for (case_ const& k : c.cases) {
+    if (!k.error) {
+      patterns.push_back(k.pattern);
+    }
+  }
+  std::size_t combined = 0, checks = 0;
+  // consecutive groups of 1..40 corpus patterns, every pool text
+  std::size_t i = 0;
+  std::size_t group = 1;
+  while (i < patterns.size()) {
+    std::vector<std::string> const g(patterns.begin() + static_cast<std::ptrdiff_t>(i),
+                                     patterns.begin() + static_cast<std::ptrdiff_t>(std::min(patterns.size(), i + group)));
+    i += group;
+    group = group % 40 + 1;
+    qtl::regex_set const set(g);
+    combined += set.uses_combined_dfa() ? 1 : 0;
+    for (std::string const& t : c.texts) {
+      int expect = -1;
+      for (std::size_t r = 0; r != set.size(); ++r) {
+        if (set[r].match(t)) {
+          expect = static_cast<int>(r);
+          break;
+        }
+      }
+      ++checks;
+      if (set.first_match(t) != expect) {
+        FAIL("first_match differs: text \"" << t << "\" expected " << expect << " got " << set.first_match(t)
+                                            << " (first pattern of the group: " << g.front() << ")");
+      }
+    }
+  }
+  std::printf("regex_set: %zu checks, %zu sets on the combined DFA\n", checks, combined);
+  CHECK(combined > 0);
+}
+
+TEST_CASE("regex_set on GPTQ dynamic rules: first match wins, lookahead rules interleaved", "[regex]") {
+  qtl::regex_set const rules{
+      R"(^model\.layers\.(?!(?:0|2)\.)\d+\.self_attn)",  // lookahead: not on the combined DFA
+      R"(.*\.18\..*gate.*)",
+      R"(.*\.19\..*gate.*)",
+      R"(.*down.*)",
+      R"(.*mlp.gate$)",
+  };
+  CHECK(rules.uses_combined_dfa());
+  CHECK(rules.combined_patterns() == 4);
+  CHECK(rules.first_match("model.layers.1.self_attn.q_proj") == 0);
+  CHECK(rules.first_match("model.layers.2.self_attn.q_proj") == -1);
+  CHECK(rules.first_match("model.layers.18.mlp.gate_up_proj") == 1);
+  CHECK(rules.first_match("model.layers.19.mlp.gate_up_proj") == 2);
+  CHECK(rules.first_match("model.layers.18.mlp.down_proj") == 3);
+  CHECK(rules.first_match("model.layers.3.mlp.gate") == 4);
+  CHECK(rules.first_match("model.layers.3.mlp.gate\n") == 4);  // $ before a final newline
+  CHECK(rules.first_match("model.layers.3.mlp.up_proj") == -1);
+  CHECK(rules.first_fullmatch("model.layers.3.mlp.gate") == 4);
+  CHECK(rules.first_search("x.model.layers.18.mlp.gate") == 1);
+  CHECK_THROWS_AS(qtl::regex_set({"ok", "bad("}), qtl::regex_error);
+}

@@ -39,6 +39,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <string>
@@ -68,6 +69,8 @@ struct regex_limits {
   static constexpr std::size_t runtime_sets = 1024;
   /// DFA states per verb of a `qtl::regex`; a pattern needing more runs on the NFA.
   static constexpr std::size_t dfa_states = 4096;
+  /// States of the combined DFA of a `qtl::regex_set`.
+  static constexpr std::size_t set_dfa_states = 16384;
 };
 
 namespace detail::re {
@@ -199,6 +202,35 @@ consteval program<N, S> static_compile() {
   out.has_word_boundary = parsed.has_word_boundary;
   out.has_end_newline = parsed.has_end_newline;
   return out;
+}
+
+/// Splits the 256 byte values into classes that no consuming instruction tells apart (refined
+/// instruction by instruction); returns the number of classes.
+inline int byte_classes(std::vector<inst> const& code, std::vector<charset> const& sets,
+                        std::array<std::uint8_t, 256>& byte_class) {
+  std::array<std::uint16_t, 256> cls{};
+  int n = 1;
+  for (inst const& in : code) {
+    if (!is_consuming(in.code)) {
+      continue;
+    }
+    std::array<int, 512> remap{};
+    remap.fill(-1);
+    int m = 0;
+    for (std::size_t c = 0; c != 256; ++c) {
+      bool const in_set = consumes(in, sets.data(), static_cast<unsigned char>(c));
+      auto const key = static_cast<std::size_t>(cls[c]) * 2 + (in_set ? 1 : 0);
+      if (remap[key] < 0) {
+        remap[key] = m++;
+      }
+      cls[c] = static_cast<std::uint16_t>(remap[key]);
+    }
+    n = m;
+  }
+  for (std::size_t c = 0; c != 256; ++c) {
+    byte_class[c] = static_cast<std::uint8_t>(cls[c]);
+  }
+  return n;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -388,7 +420,11 @@ constexpr bool re_search(std::string_view pattern, std::string_view text) {
 
 /// A pattern compiled once, for repeated matching. Immutable after construction: its const
 /// member functions may be called from several threads at once.
+class regex_set;
+
 class regex {
+  friend class regex_set;
+
  public:
   /// Compiles `pattern`.
   /// @throws qtl::regex_error naming the construct and its position when the pattern is outside
@@ -407,6 +443,7 @@ class regex {
     n_looks_ = prog->n_looks;
     anchored_ = prog->anchored;
     has_end_newline_ = prog->has_end_newline;
+    has_word_boundary_ = prog->has_word_boundary;
     if (n_looks_ == 0 && !prog->has_word_boundary) {
       build_dfas();
     }
@@ -435,6 +472,7 @@ class regex {
   std::int32_t n_looks_ = 0;
   bool anchored_ = false;
   bool has_end_newline_ = false;
+  bool has_word_boundary_ = false;
   std::array<std::uint8_t, 256> byte_class_{};
   int n_classes_ = 0;
   detail::re::dfa dfa_[3];
@@ -446,30 +484,7 @@ class regex {
 
   void build_dfas() {
     using namespace detail::re;
-    // Byte classes: bytes that no instruction tells apart share a class (refined per instruction).
-    std::array<std::uint16_t, 256> cls{};
-    int n = 1;
-    for (inst const& in : code_) {
-      if (!is_consuming(in.code)) {
-        continue;
-      }
-      std::array<int, 512> remap{};
-      remap.fill(-1);
-      int m = 0;
-      for (std::size_t c = 0; c != 256; ++c) {
-        bool const in_set = consumes(in, sets_.data(), static_cast<unsigned char>(c));
-        auto const key = static_cast<std::size_t>(cls[c]) * 2 + (in_set ? 1 : 0);
-        if (remap[key] < 0) {
-          remap[key] = m++;
-        }
-        cls[c] = static_cast<std::uint16_t>(remap[key]);
-      }
-      n = m;
-    }
-    for (std::size_t c = 0; c != 256; ++c) {
-      byte_class_[c] = static_cast<std::uint8_t>(cls[c]);
-    }
-    n_classes_ = n;
+    n_classes_ = byte_classes(code_, sets_, byte_class_);
     dfa_builder b(view(), byte_class_, n_classes_);
     dfa_[0] = b.build(false, true, regex_limits::dfa_states);
     dfa_[1] = b.build(false, false, regex_limits::dfa_states);
@@ -498,6 +513,266 @@ class regex {
     }
     program_view const p = view();
     return run_nfa(p, text, v, thread_scratch(p.size, p.n_looks, text.size()));
+  }
+};
+
+/// An ordered list of patterns that answers "which is the first to match" — the question of a
+/// GPTQ `dynamic` config (rules in the config's order, `re.match`, first match wins).
+///
+/// `first_match` runs the lookahead-free patterns together on one combined DFA (one pass over
+/// the text for all of them: a state is the set of NFA threads of every pattern that can still
+/// decide the answer, plus the best pattern matched so far; patterns after it are dropped), and
+/// the others (lookahead, \b) one by one on their own engine, only while they could still win.
+/// The result equals the loop `for i: if (pattern[i].match(text)) return i;`. When the combined
+/// DFA would exceed `regex_limits::set_dfa_states`, that loop is what runs. Immutable after
+/// construction; safe to share between threads.
+class regex_set {
+ public:
+  /// Compiles every pattern. @throws qtl::regex_error for the first invalid one.
+  template <class Range>
+  explicit regex_set(Range const& patterns) {
+    for (auto const& p : patterns) {
+      regexes_.emplace_back(std::string_view(p));
+    }
+    build();
+  }
+  regex_set(std::initializer_list<std::string_view> patterns) {
+    for (auto const p : patterns) {
+      regexes_.emplace_back(p);
+    }
+    build();
+  }
+
+  /// Index of the first pattern that re.match()es `text`, or -1.
+  int first_match(std::string_view text) const {
+    using namespace detail::re;
+    int best = -1;
+    if (combined_ok_ && !text.empty() && !(has_end_newline_ && text.back() == '\n')) {
+      auto const k = static_cast<std::size_t>(n_classes_);
+      std::int32_t const* next = next_.data();
+      std::int32_t s = start_;
+      for (std::size_t i = 0; i != text.size() && s > n_sinks_; ++i) {
+        s = next[static_cast<std::size_t>(s) * k + byte_class_[static_cast<unsigned char>(text[i])]];
+      }
+      best = s <= n_sinks_ ? s - 1 : end_result_[static_cast<std::size_t>(s)];
+    } else {
+      for (int const r : on_dfa_) {
+        if (regexes_[static_cast<std::size_t>(r)].match(text)) {
+          best = r;
+          break;
+        }
+      }
+    }
+    for (int const r : on_own_) {
+      if (best >= 0 && r > best) {
+        break;
+      }
+      if (regexes_[static_cast<std::size_t>(r)].match(text)) {
+        return r;
+      }
+    }
+    return best;
+  }
+  /// Index of the first pattern that re.fullmatch()es `text`, or -1 (pattern by pattern).
+  int first_fullmatch(std::string_view text) const {
+    for (std::size_t r = 0; r != regexes_.size(); ++r) {
+      if (regexes_[r].fullmatch(text)) {
+        return static_cast<int>(r);
+      }
+    }
+    return -1;
+  }
+  /// Index of the first pattern that re.search()es `text`, or -1 (pattern by pattern).
+  int first_search(std::string_view text) const {
+    for (std::size_t r = 0; r != regexes_.size(); ++r) {
+      if (regexes_[r].search(text)) {
+        return static_cast<int>(r);
+      }
+    }
+    return -1;
+  }
+
+  std::size_t size() const noexcept { return regexes_.size(); }
+  regex const& operator[](std::size_t i) const { return regexes_[i]; }
+  /// Whether first_match runs on the combined DFA (else pattern by pattern).
+  bool uses_combined_dfa() const noexcept { return combined_ok_; }
+  /// Number of patterns on the combined DFA.
+  std::size_t combined_patterns() const noexcept { return combined_ok_ ? on_dfa_.size() : 0; }
+
+ private:
+  std::vector<regex> regexes_;
+  std::vector<int> on_dfa_;  // patterns without lookahead or \b, ascending
+  std::vector<int> on_own_;  // the others, ascending
+  bool combined_ok_ = false;
+  bool has_end_newline_ = false;
+  std::array<std::uint8_t, 256> byte_class_{};
+  int n_classes_ = 0;
+  std::int32_t n_sinks_ = 0;  // ids 0..n_sinks_: decided (id - 1 = the answer, -1 = none)
+  std::int32_t start_ = 0;
+  std::vector<std::int32_t> next_;        // (states, byte classes)
+  std::vector<std::int32_t> end_result_;  // (states,): the answer when the text ends there
+
+  void build() {
+    using namespace detail::re;
+    for (std::size_t r = 0; r != regexes_.size(); ++r) {
+      regex const& x = regexes_[r];
+      (x.n_looks_ == 0 && !x.has_word_boundary_ ? on_dfa_ : on_own_).push_back(static_cast<int>(r));
+    }
+    if (on_dfa_.empty()) {
+      return;
+    }
+    // One program: the patterns' programs end to end, targets and set indices shifted.
+    std::vector<inst> code;
+    std::vector<charset> sets;
+    std::vector<std::int32_t> rule_of;
+    std::vector<std::int32_t> starts;
+    for (int const r : on_dfa_) {
+      regex const& x = regexes_[static_cast<std::size_t>(r)];
+      auto const off = static_cast<std::int32_t>(code.size());
+      auto const set_off = static_cast<std::int32_t>(sets.size());
+      starts.push_back(off);
+      for (inst in : x.code_) {
+        if (in.code == op::split) {
+          in.x += off;
+          in.y += off;
+        } else if (in.code == op::jmp) {
+          in.x += off;
+        } else if (in.code == op::set) {
+          in.x += set_off;
+        }
+        code.push_back(in);
+        rule_of.push_back(r);
+      }
+      sets.insert(sets.end(), x.sets_.begin(), x.sets_.end());
+      has_end_newline_ = has_end_newline_ || x.has_end_newline_;
+    }
+    n_classes_ = byte_classes(code, sets, byte_class_);
+    n_sinks_ = static_cast<std::int32_t>(regexes_.size());
+    std::array<unsigned char, 256> representative{};
+    for (int c = 255; c >= 0; --c) {
+      representative[byte_class_[static_cast<std::size_t>(c)]] = static_cast<unsigned char>(c);
+    }
+    int const none_yet = static_cast<int>(regexes_.size());  // "no pattern matched so far"
+    std::vector<std::uint32_t> mark(code.size(), 0);
+    std::uint32_t gen = 0;
+    // Parked threads reachable from seeds; `best` lowers to the first pattern whose match is
+    // reached; threads of patterns at or after `best` are dropped.
+    auto closure = [&](std::vector<std::int32_t> const& seeds, bool at_begin, int& best) {
+      ++gen;
+      std::vector<std::int32_t> out;
+      std::vector<std::int32_t> stack;
+      auto push = [&](std::int32_t t) {
+        if (mark[static_cast<std::size_t>(t)] != gen) {
+          mark[static_cast<std::size_t>(t)] = gen;
+          stack.push_back(t);
+        }
+      };
+      for (std::int32_t const s : seeds) {
+        push(s);
+      }
+      while (!stack.empty()) {
+        std::int32_t const pc = stack.back();
+        stack.pop_back();
+        inst const& in = code[static_cast<std::size_t>(pc)];
+        switch (in.code) {
+          case op::byte:
+          case op::any:
+          case op::set: out.push_back(pc); break;
+          case op::match: best = std::min(best, rule_of[static_cast<std::size_t>(pc)]); break;
+          case op::jmp: push(in.x); break;
+          case op::split: push(in.y); push(in.x); break;
+          case op::assert_at:
+            if (static_cast<anchor>(in.arg) == anchor::begin) {
+              if (at_begin) {
+                push(pc + 1);
+              }
+            } else {
+              out.push_back(pc);
+            }
+            break;
+          default: break;
+        }
+      }
+      std::vector<std::int32_t> kept;
+      for (std::int32_t const pc : out) {
+        if (rule_of[static_cast<std::size_t>(pc)] < best) {
+          kept.push_back(pc);
+        }
+      }
+      std::sort(kept.begin(), kept.end());
+      return kept;
+    };
+    std::map<std::vector<std::int32_t>, std::int32_t> ids;
+    std::vector<std::vector<std::int32_t>> states;  // parked threads; best stored as the last element
+    states.resize(static_cast<std::size_t>(n_sinks_) + 1);
+    auto intern = [&](std::vector<std::int32_t> k, int best) -> std::int32_t {
+      if (k.empty()) {
+        return best == none_yet ? 0 : best + 1;
+      }
+      k.push_back(best);
+      auto const it = ids.find(k);
+      if (it != ids.end()) {
+        return it->second;
+      }
+      auto const id = static_cast<std::int32_t>(states.size());
+      ids.emplace(k, id);
+      states.push_back(std::move(k));
+      return id;
+    };
+    int best0 = none_yet;
+    std::vector<std::int32_t> seeds = starts;
+    std::vector<std::int32_t> first = closure(seeds, true, best0);  // (before best0 is read)
+    start_ = intern(std::move(first), best0);
+    auto const kc = static_cast<std::size_t>(n_classes_);
+    for (std::size_t s = static_cast<std::size_t>(n_sinks_) + 1; s < states.size(); ++s) {
+      if (states.size() > regex_limits::set_dfa_states) {
+        next_.clear();
+        return;  // too many states: first_match loops over the patterns
+      }
+      for (std::size_t k = 0; k != kc; ++k) {
+        unsigned char const c = representative[k];
+        int best = states[s].back();
+        seeds.clear();
+        for (std::size_t q = 0; q + 1 < states[s].size(); ++q) {
+          std::int32_t const pc = states[s][q];
+          if (consumes(code[static_cast<std::size_t>(pc)], sets.data(), c)) {
+            seeds.push_back(pc + 1);
+          }
+        }
+        std::vector<std::int32_t> parked = closure(seeds, false, best);
+        std::int32_t const t = intern(std::move(parked), best);
+        next_.resize(states.size() * kc, 0);
+        next_[s * kc + k] = t;
+      }
+    }
+    next_.resize(states.size() * kc, 0);
+    for (std::size_t s = 0; s <= static_cast<std::size_t>(n_sinks_); ++s) {
+      for (std::size_t k = 0; k != kc; ++k) {
+        next_[s * kc + k] = static_cast<std::int32_t>(s);  // decided stays decided
+      }
+    }
+    // The answer at the end of the text: parked $ / \Z threads hold there.
+    end_result_.assign(states.size(), -1);
+    for (std::size_t s = static_cast<std::size_t>(n_sinks_) + 1; s < states.size(); ++s) {
+      int best = states[s].back();
+      std::vector<std::int32_t> work(states[s].begin(), states[s].end() - 1);
+      std::vector<std::uint8_t> done(code.size(), 0);
+      while (!work.empty()) {
+        seeds.clear();
+        for (std::int32_t const pc : work) {
+          if (code[static_cast<std::size_t>(pc)].code == op::assert_at && done[static_cast<std::size_t>(pc)] == 0) {
+            done[static_cast<std::size_t>(pc)] = 1;
+            seeds.push_back(pc + 1);
+          }
+        }
+        if (seeds.empty()) {
+          break;
+        }
+        work = closure(seeds, false, best);
+      }
+      end_result_[s] = best == none_yet ? -1 : best;
+    }
+    combined_ok_ = true;
   }
 };
 
