@@ -14,8 +14,8 @@
 ///   });
 ///
 /// Only the listed values are instantiated, so the list is the compile-time budget. Every
-/// instantiation of `f` must return the same type (or one convertible to the first's); the
-/// dispatcher returns it. Host only: these functions throw.
+/// instantiation of `f` must return the same type; the dispatcher returns it. The message of the
+/// error is built only on failure. Host only: these functions throw.
 
 #include <cstdint>
 #include <optional>
@@ -76,7 +76,7 @@ decltype(auto) dispatch_int_rec(std::string_view what, long long value, std::str
 }
 
 template <scalar_type V, scalar_type... Rest, class F>
-decltype(auto) dispatch_type_rec(scalar_type t, std::string const& supported, F& f) {
+decltype(auto) dispatch_type_rec(scalar_type t, std::string (*supported)(), F& f) {
   if (t == V) {
     return f(scalar_constant<V>{});
   }
@@ -84,7 +84,7 @@ decltype(auto) dispatch_type_rec(scalar_type t, std::string const& supported, F&
     return dispatch_type_rec<Rest...>(t, supported, f);
   } else {
     throw unsupported_error("qtl::dispatch_scalar_type: scalar type " + std::string(t.name().view()) + " (id " +
-                            hex_id(t.id()) + ") is not supported; supported: " + supported);
+                            hex_id(t.id()) + ") is not supported; supported: " + supported());
   }
 }
 
@@ -125,7 +125,7 @@ template <scalar_type... Types, class F>
 decltype(auto) dispatch_scalar_type(scalar_type type, F&& f) {
   static_assert(sizeof...(Types) > 0,
                 "qtl::dispatch_scalar_type: the supported set is empty; list at least one scalar type");
-  return detail::dispatch_type_rec<Types...>(type, detail::type_set<Types...>(), f);
+  return detail::dispatch_type_rec<Types...>(type, &detail::type_set<Types...>, f);
 }
 
 /// As above, from a vLLM scalar type id (`scalar_type::id()`).
@@ -139,7 +139,7 @@ decltype(auto) dispatch_scalar_type(std::uint64_t id, F&& f) {
     throw unsupported_error("qtl::dispatch_scalar_type: scalar type id " + detail::hex_id(id) +
                             " names no known scalar type; supported: " + detail::type_set<Types...>());
   }
-  return detail::dispatch_type_rec<Types...>(*t, detail::type_set<Types...>(), f);
+  return detail::dispatch_type_rec<Types...>(*t, &detail::type_set<Types...>, f);
 }
 
 /// As above, from a name (`scalar_type::from_name`: "uint4b8", "float8_e4m3fn", "bfloat16", …).
@@ -153,7 +153,7 @@ decltype(auto) dispatch_scalar_type(std::string_view name, F&& f) {
     throw unsupported_error("qtl::dispatch_scalar_type: scalar type name '" + std::string(name) +
                             "' names no known scalar type; supported: " + detail::type_set<Types...>());
   }
-  return detail::dispatch_type_rec<Types...>(*t, detail::type_set<Types...>(), f);
+  return detail::dispatch_type_rec<Types...>(*t, &detail::type_set<Types...>, f);
 }
 /// (Disambiguates string literals.)
 template <scalar_type... Types, class F>
