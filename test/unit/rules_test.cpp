@@ -258,6 +258,41 @@ TEST_CASE("transformers: v5 reads entries as regexes (prime-rl#2442), v4 as subs
   CHECK(qtl::decide(suffix, qtl::consumer::transformers_v4_bnb, "model.blocks.0.fc1").skipped);
 }
 
+TEST_CASE("more of matchers.md §7: the entries users wrote and what each reader makes of them",
+          "[rules][consumers][bug]") {
+  using qtl::consumer;
+  // sglang#20128: an AWQ FusedMoE listed in modules_to_not_convert must stay unquantized.
+  auto const awq = skip_config(qtl::quant_family::awq, {"model.layers.0.mlp.experts"});
+  CHECK(qtl::decide(awq, consumer::sglang_awq, "model.layers.0.mlp.experts", qtl::layer_kind::moe).skipped);
+  // sglang#9712 / #6853: ModelOpt `*qkv_a_proj*` entries reach the fused MLA projection.
+  auto const mla = skip_config(qtl::quant_family::modelopt, {"*qkv_a_proj*"});
+  for (auto const c : {consumer::sglang_modelopt, consumer::vllm_modelopt, consumer::fnmatch}) {
+    CHECK(qtl::decide(mla, c, "model.layers.0.self_attn.fused_qkv_a_proj_with_mqa").skipped);
+  }
+  // sglang#36761 (open): a glob naming a shard does not reach the engine's fused qkv_proj.
+  auto const shard_glob = skip_config(qtl::quant_family::modelopt, {"*.self_attn.q_proj", "*.self_attn.k_proj",
+                                                                    "*.self_attn.v_proj"}, llama_packed);
+  CHECK_FALSE(qtl::decide(shard_glob, consumer::fnmatch, "model.layers.0.self_attn.qkv_proj").skipped);
+  CHECK_FALSE(qtl::decide(shard_glob, consumer::vllm_modelopt, "model.layers.0.self_attn.qkv_proj").skipped);
+  // vLLM#44081 / #45132: `lm_head*` excludes the lm_head; ModelOpt#1687: `*visual*` a whole tower.
+  auto const star = skip_config(qtl::quant_family::modelopt, {"lm_head*", "*visual*"});
+  for (auto const c : {consumer::sglang_modelopt, consumer::vllm_modelopt, consumer::fnmatch}) {
+    CHECK(qtl::decide(star, c, "lm_head").skipped);
+    CHECK(qtl::decide(star, c, "model.visual.blocks.3.attn.qkv").skipped);
+    CHECK_FALSE(qtl::decide(star, c, "model.layers.3.self_attn.o_proj").skipped);
+  }
+  // transformers#47578: a bare leaf name matches as a leaf (v4) or a suffix (v5), not in vLLM FP8.
+  auto const leaf = skip_config(qtl::quant_family::fp8, {"W_down"});
+  CHECK(qtl::decide(leaf, consumer::transformers_v4, "model.layers.0.mlp.W_down").skipped);
+  CHECK(qtl::decide(leaf, consumer::transformers_v5, "model.layers.0.mlp.W_down").skipped);
+  CHECK_FALSE(qtl::decide(leaf, consumer::vllm_fp8, "model.layers.0.mlp.W_down").skipped);
+  // llm-compressor#2803: without `re:` a backslash entry is a literal name, never a regex.
+  auto const literal = skip_config(qtl::quant_family::compressed_tensors, {"model\\.layers\\.0\\.mlp\\.down_proj"});
+  CHECK_FALSE(qtl::decide(literal, consumer::vllm_compressed_tensors, "model.layers.0.mlp.down_proj").skipped);
+  auto const re = skip_config(qtl::quant_family::compressed_tensors, {"re:model\\.layers\\.0\\.mlp\\.down_proj"});
+  CHECK(qtl::decide(re, consumer::vllm_compressed_tensors, "model.layers.0.mlp.down_proj").skipped);
+}
+
 TEST_CASE("get_dynamic_override: first match wins in key order, re.match anchors the start only",
           "[rules][dynamic]") {
   std::vector<qtl::dynamic_rule> const rules = {
