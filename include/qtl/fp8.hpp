@@ -43,6 +43,14 @@
 /// Shapes: inputs are row-major `[M, N]` views whose rows are contiguous (`stride[1] == 1`; any
 /// row stride); outputs likewise. Errors (`qtl::shape_error`, `qtl::value_error`) name the argument
 /// and value and are thrown before anything is written.
+///
+/// Host execution: the element functions are `QTL_HOST_DEVICE constexpr` (qtl/cuda/fp8.cuh runs
+/// them on the GPU). The host row loops run them four lanes at a time in SSE2 where the target has
+/// it (same integer and IEEE steps, tested equal on every bf16 code), because g++ vectorizes the
+/// scalar form only at -O3; per-tensor quantization of large fp16/bf16 tensors gathers from a
+/// 2^16-entry table of the element function instead (equal by construction). Results do not depend
+/// on `-ffp-contract` or `-march`; `-ffast-math` is not supported (its reciprocal and NaN rewrites
+/// change the arithmetic the reference specifies).
 
 #include <cstddef>
 #include <cstdint>
