@@ -85,23 +85,26 @@ using runtime_program = program<regex_limits::runtime_instructions, regex_limits
 
 /// Run-time scratch, reused by each thread.
 struct runtime_scratch {
-  std::vector<std::uint32_t> mark;
-  std::vector<std::int32_t> list_a, list_b, stack;
-  std::vector<std::uint64_t> look_bits;
+  std::vector<std::uint32_t> mark, sub_mark;
+  std::vector<std::int32_t> list_a, list_b, stack, sub_list_a, sub_list_b, sub_stack;
+  std::vector<std::uint64_t> look_bits, look_known;
 
   scratch_view get(std::int32_t size, std::int32_t n_looks, std::size_t text_size) {
     std::size_t const m = static_cast<std::size_t>(size) + 1;
     if (mark.size() < m) {
+      for (auto* v : {&list_a, &list_b, &stack, &sub_list_a, &sub_list_b, &sub_stack}) {
+        v->resize(m);
+      }
       mark.resize(m);
-      list_a.resize(m);
-      list_b.resize(m);
-      stack.resize(m);
+      sub_mark.resize(m);
     }
     std::size_t const words = look_words(n_looks, text_size);
     if (look_bits.size() < words) {
       look_bits.resize(words);
+      look_known.resize(words);
     }
-    return {mark.data(), list_a.data(), list_b.data(), stack.data(), look_bits.data()};
+    return {mark.data(),     list_a.data(),     list_b.data(),     stack.data(),     look_bits.data(),
+            sub_mark.data(), sub_list_a.data(), sub_list_b.data(), sub_stack.data(), look_known.data()};
   }
 };
 
@@ -118,10 +121,17 @@ constexpr bool run_constant(program<Cap, SetCap> const& prog, std::string_view t
   std::array<std::int32_t, Cap + 1> list_b{};
   std::array<std::int32_t, Cap + 1> stack{};
   std::array<std::uint64_t, regex_limits::constexpr_look_bits / 64> look_bits{};
+  std::array<std::uint32_t, Cap + 1> sub_mark{};
+  std::array<std::int32_t, Cap + 1> sub_list_a{};
+  std::array<std::int32_t, Cap + 1> sub_list_b{};
+  std::array<std::int32_t, Cap + 1> sub_stack{};
+  std::array<std::uint64_t, regex_limits::constexpr_look_bits / 64> look_known{};
   if (look_words(prog.n_looks, text.size()) > look_bits.size()) {
     regex_text_too_long_for_constant_evaluation();
   }
-  return run_nfa(prog.view(), text, v, {mark.data(), list_a.data(), list_b.data(), stack.data(), look_bits.data()});
+  return run_nfa(prog.view(), text, v,
+                 {mark.data(), list_a.data(), list_b.data(), stack.data(), look_bits.data(), sub_mark.data(),
+                  sub_list_a.data(), sub_list_b.data(), sub_stack.data(), look_known.data()});
 }
 
 /// One-shot run-time path of re_match & co.: a small program on the stack, a large one on the

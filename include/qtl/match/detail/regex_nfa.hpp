@@ -5,10 +5,13 @@
 ///
 /// Cost, for a text of n bytes and a program of m instructions:
 ///   * forward simulation: each position visits each instruction at most once -> O(n * m);
-///   * each lookahead `(?=X)`/`(?!X)` is evaluated at every position at once by one backward
-///     pass over the text, simulating X's reversed NFA -> O(n * |X|); nested lookaheads are
-///     solved innermost first. Total O(n * m * (1 + d)), d = the lookahead nesting depth
-///     (d = 1 for every pattern seen in real configs, so O(n * m)).
+///   * a lookahead `(?=X)`/`(?!X)` is first answered lazily, where the forward simulation reaches
+///     it, by a forward run of X from that position (usually a few bytes: `(?!(?:0|2)\.)`);
+///     once these runs have cost more than 4 * (n + 1) * (total size of the lookaheads), or
+///     when lookaheads are nested, every lookahead is evaluated at every position at once by one
+///     backward pass over the text simulating X's reversed NFA -> O(n * |X|), innermost first.
+///     Total O(n * m * (1 + d)), d = the lookahead nesting depth (d = 1 for every pattern seen
+///     in real configs, so O(n * m)).
 /// No recursion on the system stack (an explicit stack of at most m entries), and no heap: the
 /// caller passes the scratch memory (fixed arrays in constant evaluation, vectors at run time).
 
@@ -22,14 +25,20 @@ namespace qtl::detail::re {
 
 enum class verb : std::uint8_t { match, fullmatch, search };
 
-/// Scratch memory for one run: `mark`, `list_a`, `list_b`, `stack` hold program-size entries;
-/// `look_bits` holds n_looks * (text size + 1) bits.
+/// Scratch memory for one run: `mark`, `list_a`, `list_b`, `stack` and their `sub_` twins (for
+/// lazy lookahead runs) hold program-size entries; `look_bits` and `look_known` hold
+/// n_looks * (text size + 1) bits each.
 struct scratch_view {
   std::uint32_t* mark;
   std::int32_t* list_a;
   std::int32_t* list_b;
   std::int32_t* stack;
   std::uint64_t* look_bits;
+  std::uint32_t* sub_mark;
+  std::int32_t* sub_list_a;
+  std::int32_t* sub_list_b;
+  std::int32_t* sub_stack;
+  std::uint64_t* look_known;
 };
 
 constexpr std::size_t look_words(std::int32_t n_looks, std::size_t text_size) {
@@ -74,18 +83,41 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
   for (std::int32_t k = 0; k != p.size; ++k) {
     s.mark[k] = 0;
   }
-  auto look_ok = [&](inst const& in, std::size_t pos) {
-    std::size_t const bit = static_cast<std::size_t>(in.y) * row + pos;
-    bool const sub_matches = ((s.look_bits[bit >> 6] >> (bit & 63)) & 1u) != 0;
-    return sub_matches != (in.arg != 0);
+  // 1. Lookahead results, per (lookahead, position): bit y * (n + 1) + pos of look_bits.
+  std::size_t const words = p.n_looks > 0 ? look_words(p.n_looks, n) : 0;
+  bool all_known = false;
+  bool nested = false;
+  std::size_t look_cost = 0;  // total size of the lookahead sub-programs
+  for (std::int32_t pc = 0; pc != p.size; ++pc) {
+    if (p.code[pc].code == op::look) {
+      look_cost += static_cast<std::size_t>(p.code[pc].x - pc);
+      for (std::int32_t q = pc + 1; q < p.code[pc].x; ++q) {
+        nested = nested || p.code[q].code == op::look;
+      }
+    }
+  }
+  for (std::size_t k = 0; k != words; ++k) {
+    s.look_bits[k] = 0;
+    s.look_known[k] = 0;
+  }
+  std::size_t const budget = 4 * row * look_cost + 64;
+  std::size_t spent = 0;
+  std::uint32_t sub_gen = 0;
+  if (p.n_looks > 0) {
+    for (std::int32_t k = 0; k != p.size; ++k) {
+      s.sub_mark[k] = 0;
+    }
+  }
+
+  auto bit_of = [&](inst const& look, std::size_t pos) { return static_cast<std::size_t>(look.y) * row + pos; };
+  auto look_value = [&](inst const& in, std::size_t pos) {
+    std::size_t const bit = bit_of(in, pos);
+    return ((s.look_bits[bit >> 6] >> (bit & 63)) & 1u) != 0;
   };
 
-  // 1. Lookahead tables, innermost first (a nested lookahead has a larger pc than its parent).
-  if (p.n_looks > 0) {
-    std::size_t const words = look_words(p.n_looks, n);
-    for (std::size_t k = 0; k != words; ++k) {
-      s.look_bits[k] = 0;
-    }
+  // All lookaheads at all positions: backward passes, innermost first (a nested lookahead has a
+  // larger pc than its parent).
+  auto solve_all = [&]() {
     for (std::int32_t L = p.size - 1; L >= 0; --L) {
       inst const& look = p.code[L];
       if (look.code != op::look) {
@@ -93,31 +125,31 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
       }
       std::int32_t const end = look.x - 1;  // its look_end
       // R_pos = { pc in (L, end] : from pc at pos the sub-program reaches look_end }.
-      // R_pos members carry mark == gen; R_{pos+1}'s carried gen - 1.
+      // R_pos members carry mark == sub_gen; R_{pos+1}'s carried gen - 1.
       for (std::size_t pos = n + 1; pos-- > 0;) {
-        ++gen;
+        ++sub_gen;
         std::int32_t sp = 0;
         if (pos < n) {
           unsigned char const c = static_cast<unsigned char>(text[pos]);
           for (std::int32_t q = L + 1; q < end; ++q) {
             inst const& in = p.code[q];
-            if (is_consuming(in.code) && s.mark[q + 1] == gen - 1 && consumes(in, p.sets, c)) {
-              s.stack[sp++] = q;
+            if (is_consuming(in.code) && s.sub_mark[q + 1] == sub_gen - 1 && consumes(in, p.sets, c)) {
+              s.sub_stack[sp++] = q;
             }
           }
           for (std::int32_t k = 0; k != sp; ++k) {
-            s.mark[s.stack[k]] = gen;
+            s.sub_mark[s.sub_stack[k]] = sub_gen;
           }
         }
-        if (s.mark[end] != gen) {
-          s.mark[end] = gen;
-          s.stack[sp++] = end;
+        if (s.sub_mark[end] != sub_gen) {
+          s.sub_mark[end] = sub_gen;
+          s.sub_stack[sp++] = end;
         }
         while (sp > 0) {
-          std::int32_t const t = s.stack[--sp];
+          std::int32_t const t = s.sub_stack[--sp];
           for (std::int32_t e = p.pred_begin[t]; e != p.pred_begin[t + 1]; ++e) {
             std::int32_t const q = p.preds[e];
-            if (s.mark[q] == gen) {
+            if (s.sub_mark[q] == sub_gen) {
               continue;
             }
             inst const& in = p.code[q];
@@ -125,21 +157,107 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
             if (in.code == op::assert_at) {
               ok = anchor_holds(in.arg, text, pos);
             } else if (in.code == op::look) {
-              ok = look_ok(in, pos);
+              ok = look_value(in, pos) != (in.arg != 0);
             }
             if (ok) {
-              s.mark[q] = gen;
-              s.stack[sp++] = q;
+              s.sub_mark[q] = sub_gen;
+              s.sub_stack[sp++] = q;
             }
           }
         }
-        if (s.mark[L + 1] == gen) {
-          std::size_t const bit = static_cast<std::size_t>(look.y) * row + pos;
+        if (s.sub_mark[L + 1] == sub_gen) {
+          std::size_t const bit = bit_of(look, pos);
           s.look_bits[bit >> 6] |= std::uint64_t{1} << (bit & 63);
         }
       }
     }
+    all_known = true;
+  };
+
+  // One lookahead (not nested) at one position: a forward run of its sub-program, which
+  // succeeds when it reaches its look_end.
+  auto solve_one = [&](std::int32_t L, std::size_t pos) {
+    std::int32_t* cur = s.sub_list_a;
+    std::int32_t* nxt = s.sub_list_b;
+    std::int32_t n_cur = 0;
+    auto sub_closure = [&](std::int32_t start, std::size_t at, std::int32_t* list, std::int32_t& count) {
+      if (s.sub_mark[start] == sub_gen) {
+        return false;
+      }
+      s.sub_mark[start] = sub_gen;
+      std::int32_t sp = 0;
+      s.sub_stack[sp++] = start;
+      auto push = [&](std::int32_t t) {
+        if (s.sub_mark[t] != sub_gen) {
+          s.sub_mark[t] = sub_gen;
+          s.sub_stack[sp++] = t;
+        }
+      };
+      while (sp > 0) {
+        std::int32_t const pc = s.sub_stack[--sp];
+        ++spent;
+        inst const& in = p.code[pc];
+        switch (in.code) {
+          case op::byte:
+          case op::any:
+          case op::set: list[count++] = pc; break;
+          case op::look_end: return true;
+          case op::jmp: push(in.x); break;
+          case op::split: push(in.y); push(in.x); break;
+          case op::assert_at:
+            if (anchor_holds(in.arg, text, at)) {
+              push(pc + 1);
+            }
+            break;
+          default: break;
+        }
+      }
+      return false;
+    };
+    ++sub_gen;
+    if (sub_closure(L + 1, pos, cur, n_cur)) {
+      return true;
+    }
+    for (std::size_t at = pos; at != n && n_cur != 0; ++at) {
+      unsigned char const c = static_cast<unsigned char>(text[at]);
+      ++sub_gen;
+      std::int32_t n_nxt = 0;
+      for (std::int32_t k = 0; k != n_cur; ++k) {
+        std::int32_t const pc = cur[k];
+        if (consumes(p.code[pc], p.sets, c) && sub_closure(pc + 1, at + 1, nxt, n_nxt)) {
+          return true;
+        }
+      }
+      std::int32_t* const t = cur;
+      cur = nxt;
+      nxt = t;
+      n_cur = n_nxt;
+    }
+    return false;
+  };
+
+  if (p.n_looks > 0 && nested) {
+    solve_all();
   }
+  auto look_ok = [&](std::int32_t pc, std::size_t pos) {
+    inst const& in = p.code[pc];
+    if (!all_known) {
+      std::size_t const bit = bit_of(in, pos);
+      if (((s.look_known[bit >> 6] >> (bit & 63)) & 1u) == 0) {
+        if (solve_one(pc, pos)) {
+          s.look_bits[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+        }
+        s.look_known[bit >> 6] |= std::uint64_t{1} << (bit & 63);
+        if (spent > budget) {  // lazy runs got expensive: answer everything at once
+          for (std::size_t k = 0; k != words; ++k) {
+            s.look_bits[k] = 0;
+          }
+          solve_all();
+        }
+      }
+    }
+    return look_value(in, pos) != (in.arg != 0);
+  };
 
   // 2. Forward simulation. A closure adds the consuming instructions reachable from `start` at
   //    `pos` to `list`; it reports whether `match` is reachable (and counts for the verb).
@@ -176,7 +294,7 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
           }
           break;
         case op::look:
-          if (look_ok(in, pos)) {
+          if (look_ok(pc, pos)) {
             push(in.x);
           }
           break;
