@@ -3,9 +3,11 @@
 //
 // bytes_per_second counts every input byte read once and every output byte written once. The
 // memcpy benchmarks copy a buffer as large as an operation's input and count 2x its size:
-//   pack   input = the (K, N) codes          -> compare with BM_memcpy/<K*N*4>
-//   unpack input = the (K, N/pf) words etc.  -> compare with BM_memcpy/<K*N*4/pf>
-// (BM_memcpy is also run at K*N*4 for the unpacks, whose output has that size.)
+//   pack   input = the (K, N) codes          -> compare with bm_memcpy/<K*N*4>
+//   unpack input = the (K, N/pf) words etc.  -> compare with bm_memcpy/<K*N*4/pf>
+// (bm_memcpy is also run at K*N*4 for the unpacks, whose output has that size.)
+// Rates use CPU time (Google Benchmark's default), not wall time: on a shared machine the wall
+// time of a single-threaded loop also counts the time it spends descheduled.
 
 #include <qtl/pack.hpp>
 
@@ -100,7 +102,7 @@ void bm_pack(benchmark::State& state) {
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  b->Args({4096, 4096})->Args({8192, 28672})->Unit(benchmark::kMillisecond)->UseRealTime();
+  b->Args({4096, 4096})->Args({8192, 28672})->Unit(benchmark::kMillisecond);
 }
 
 void copy_sizes(benchmark::internal::Benchmark* b) {
@@ -109,7 +111,7 @@ void copy_sizes(benchmark::internal::Benchmark* b) {
       b->Arg(elems * 4 / pf);
     }
   }
-  b->Unit(benchmark::kMillisecond)->UseRealTime();
+  b->Unit(benchmark::kMillisecond);
 }
 
 BENCHMARK(bm_memcpy)->Apply(copy_sizes);
