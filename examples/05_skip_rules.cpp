@@ -38,7 +38,7 @@ constexpr qtl::gptq_layer_decision at(std::string_view module) {
   return qtl::get_linear_quant_method(base, rules, module, qtl::layer_kind::linear);
 }
 static_assert(at("model.layers.0.self_attn.qkv_proj").quantized());
-static_assert(!at("model.layers.1.self_attn.qkv_proj").quantized());   // skipped by the -: rule
+static_assert(!at("model.layers.1.self_attn.qkv_proj").quantized());  // skipped by the -: rule
 static_assert(!at("model.layers.3.mlp.down_proj").quantized());
 static_assert(at("model.layers.2.mlp.gate_up_proj").override_.params.bits == 8);
 static_assert(at("model.layers.2.mlp.gate_up_proj").override_.params.quant_type == qtl::uint8b128);
@@ -68,8 +68,8 @@ constexpr std::string_view fp8_config_json = R"({
   }
 })";
 
-constexpr std::array<std::string_view, 4> projections = {"self_attn.qkv_proj", "self_attn.o_proj",
-                                                         "mlp.gate_up_proj", "mlp.down_proj"};
+constexpr std::array<std::string_view, 4> projections = {"self_attn.qkv_proj", "self_attn.o_proj", "mlp.gate_up_proj",
+                                                         "mlp.down_proj"};
 
 }  // namespace
 
@@ -84,8 +84,7 @@ int main() {
       qtl::gptq_layer_decision const ct = at(module);
       for (qtl::consumer const c : {qtl::consumer::sglang_gptq, qtl::consumer::vllm_gptq}) {
         qtl::decision const d = qtl::decide(gptq, c, module, qtl::layer_kind::linear);
-        bool const same = d.skipped == !ct.quantized() &&
-                          (d.skipped || d.bits == ct.override_.params.bits);
+        bool const same = d.skipped == !ct.quantized() && (d.skipped || d.bits == ct.override_.params.bits);
         mismatches += same ? 0 : 1;
         std::cout << qtl::to_json(d) << "\n";
       }

@@ -24,9 +24,12 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
     return 0;  // rejected: the expected outcome for most inputs
   }
   static constexpr std::string_view modules[] = {
-      "model.layers.0.self_attn.qkv_proj", "model.layers.1.mlp.gate_up_proj",
-      "model.layers.2.mlp.experts",        "model.layers.3.mlp.down_proj",
-      "lm_head",                           "model.embed_tokens",
+      "model.layers.0.self_attn.qkv_proj",
+      "model.layers.1.mlp.gate_up_proj",
+      "model.layers.2.mlp.experts",
+      "model.layers.3.mlp.down_proj",
+      "lm_head",
+      "model.embed_tokens",
       "model.language_model.layers.0.self_attn.fused_qkv_a_proj_with_mqa",
   };
   std::size_t total = 0;

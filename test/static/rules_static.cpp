@@ -15,7 +15,7 @@ constexpr std::array<std::string_view, 3> skip_list = {"lm_head", "mlp.gate", "m
 
 static_assert(qtl::is_layer_skipped("lm_head", skip_list));
 static_assert(qtl::is_layer_skipped("model.layers.0.mlp.gate", skip_list));
-static_assert(!qtl::is_layer_skipped("model.layers.0.mlp.gate_up_proj", skip_list));  // sglang#23467
+static_assert(!qtl::is_layer_skipped("model.layers.0.mlp.gate_up_proj", skip_list));         // sglang#23467
 static_assert(qtl::is_layer_skipped("model.layers.34.mlp.experts.0.down_proj", skip_list));  // #26287
 static_assert(!qtl::is_layer_skipped("model.layers.340.mlp.down_proj", skip_list));
 static_assert(qtl::is_layer_skipped("model.layers.34.self_attn.qkv_proj", skip_list));  // every shard
@@ -75,11 +75,11 @@ static_assert(qtl::get_linear_quant_method(base, rules, "model.norm", qtl::layer
 
 // Python's types: `true` is an int (group size 1), `1` is not a bool.
 constexpr std::array<qtl::static_dynamic_rule, 1> quirky = {{{".*", [] {
-  qtl::dynamic_rule_body b;
-  b.group_size = qtl::py_value::of_bool(true);
-  b.desc_act = qtl::py_value::of_int(1);
-  return b;
-}()}}};
+                                                                qtl::dynamic_rule_body b;
+                                                                b.group_size = qtl::py_value::of_bool(true);
+                                                                b.desc_act = qtl::py_value::of_int(1);
+                                                                return b;
+                                                              }()}}};
 constexpr auto quirk = qtl::override_config(base, quirky, qtl::find_dynamic_rule(quirky, "x"));
 static_assert(quirk.params.group_size == 1 && !quirk.params.desc_act);
 static_assert(qtl::gptq_marlin_type(4, false) == std::nullopt);

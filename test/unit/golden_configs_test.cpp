@@ -131,8 +131,7 @@ void check_decision(qtl::quant_config const& cfg, qtl::decision const& d, ojson 
 
 }  // namespace
 
-TEST_CASE("every golden config gives the expected decision for every module and consumer",
-          "[rules][golden]") {
+TEST_CASE("every golden config gives the expected decision for every module and consumer", "[rules][golden]") {
   auto const files = golden_configs();
   REQUIRE_FALSE(files.empty());
   std::size_t checked = 0;
@@ -174,8 +173,8 @@ TEST_CASE("golden configs: where the consumers disagree", "[rules][golden]") {
   qtl::quant_config const cfg = qtl::io::quant_config_from_json(doc);
   std::array<qtl::consumer, 3> const cs = {qtl::consumer::sglang_awq, qtl::consumer::vllm_awq,
                                            qtl::consumer::sglang_is_layer_skipped};
-  auto const groups = qtl::disagreements(
-      qtl::decide_all(cfg, "model.layers.0.mlp.gate_up_proj", qtl::layer_kind::linear, cs));
+  auto const groups =
+      qtl::disagreements(qtl::decide_all(cfg, "model.layers.0.mlp.gate_up_proj", qtl::layer_kind::linear, cs));
   REQUIRE(groups.size() == 2);
   CHECK(groups[0].front().skipped);
   CHECK_FALSE(groups[1].front().skipped);

@@ -162,7 +162,8 @@ TEST_CASE("load_quant_config reads a file and names it in errors", "[io][quant_c
 }
 
 TEST_CASE("every golden config loads", "[io][quant_config]") {
-  for (auto const& e : std::filesystem::directory_iterator(std::filesystem::path(QTL_TEST_DATA_DIR) / "golden" / "configs")) {
+  for (auto const& e :
+       std::filesystem::directory_iterator(std::filesystem::path(QTL_TEST_DATA_DIR) / "golden" / "configs")) {
     INFO(e.path().string());
     auto const cfg = qtl::io::load_quant_config(e.path());
     CHECK_FALSE(cfg.quant_method.empty());

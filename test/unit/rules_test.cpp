@@ -81,8 +81,7 @@ TEST_CASE("is_layer_skipped matches on dotted boundaries (semantics.md 8.7)", "[
   CHECK_FALSE(is_layer_skipped("model.layers.0.mlp.down_proj", std::vector<std::string>{}));
 }
 
-TEST_CASE("sglang#26287: trailing-dot entries cover a layer's children but not layer 340",
-          "[rules][skip][bug]") {
+TEST_CASE("sglang#26287: trailing-dot entries cover a layer's children but not layer 340", "[rules][skip][bug]") {
   std::array<std::string_view, 1> const list = {"model.layers.34."};
   CHECK(qtl::is_layer_skipped("model.layers.34.mlp.experts.0.down_proj", list));
   CHECK(qtl::is_layer_skipped("model.layers.34.self_attn.qkv_proj", list));
@@ -91,8 +90,7 @@ TEST_CASE("sglang#26287: trailing-dot entries cover a layer's children but not l
 
 TEST_CASE("sglang#23973: a unified in_proj_ba listed by name stays skipped (not in the fallback map)",
           "[rules][skip][bug]") {
-  CHECK(qtl::is_layer_skipped("model.layers.0.linear_attn.in_proj_ba",
-                              {"model.layers.0.linear_attn.in_proj_ba"}));
+  CHECK(qtl::is_layer_skipped("model.layers.0.linear_attn.in_proj_ba", {"model.layers.0.linear_attn.in_proj_ba"}));
   CHECK(qtl::is_layer_skipped("model.layers.0.linear_attn.in_proj_qkvz", {"linear_attn.in_proj_qkvz"}));
 }
 
@@ -116,8 +114,7 @@ TEST_CASE("the fallback map applies even when the given mapping lacks the layer"
                               {"self_attn.q_a_proj", "self_attn.kv_a_proj_with_mqa"}, other));
 }
 
-TEST_CASE("shard names replace every occurrence by default, the last component on request",
-          "[rules][skip]") {
+TEST_CASE("shard names replace every occurrence by default, the last component on request", "[rules][skip]") {
   // The fused name also occurs earlier in the path: Python's str.replace rewrites both.
   std::string_view const prefix = "model.qkv_proj_stack.0.qkv_proj";
   strings const list = {"model.qkv_proj_stack.0.q_proj", "model.qkv_proj_stack.0.k_proj",
@@ -172,8 +169,8 @@ TEST_CASE("vLLM#41457: some but not all shards listed is the consumer's ValueErr
 }
 
 TEST_CASE("sglang#24929: compressed-tensors entries with a .linear suffix miss in sglang", "[rules][consumers][bug]") {
-  auto const cfg = skip_config(qtl::quant_family::compressed_tensors,
-                               {"model.vision_tower.layers.0.self_attn.q_proj.linear"});
+  auto const cfg =
+      skip_config(qtl::quant_family::compressed_tensors, {"model.vision_tower.layers.0.self_attn.q_proj.linear"});
   std::string_view const name = "model.vision_tower.layers.0.self_attn.q_proj";
   CHECK_FALSE(qtl::decide(cfg, qtl::consumer::sglang_compressed_tensors, name).skipped);
   CHECK_FALSE(qtl::decide(cfg, qtl::consumer::vllm_compressed_tensors, name).skipped);
@@ -198,12 +195,14 @@ TEST_CASE("compressed-tensors: a fused name listed literally is not expanded", "
   CHECK(qtl::decide(cfg, qtl::consumer::vllm_compressed_tensors, "model.layers.0.self_attn.qkv_proj").skipped);
   auto const d = qtl::decide(cfg, qtl::consumer::vllm_compressed_tensors, "model.layers.1.self_attn.qkv_proj");
   REQUIRE(d.error);
-  CHECK(*d.error == "ValueError: Found a different quantization schemes for ['q_proj', 'k_proj', 'v_proj'] in "
-                    "model.layers.1.self_attn.qkv_proj. vLLM requires all to use the same scheme.");
+  CHECK(*d.error ==
+        "ValueError: Found a different quantization schemes for ['q_proj', 'k_proj', 'v_proj'] in "
+        "model.layers.1.self_attn.qkv_proj. vLLM requires all to use the same scheme.");
 }
 
 TEST_CASE("the compressed-tensors library: any shard suffices, where vLLM needs all", "[rules][consumers]") {
-  auto const cfg = skip_config(qtl::quant_family::compressed_tensors, {"model.layers.0.self_attn.q_proj"}, llama_packed);
+  auto const cfg =
+      skip_config(qtl::quant_family::compressed_tensors, {"model.layers.0.self_attn.q_proj"}, llama_packed);
   std::string_view const name = "model.layers.0.self_attn.qkv_proj";
   auto const lib = qtl::decide(cfg, qtl::consumer::compressed_tensors, name);
   CHECK(lib.skipped);
@@ -270,8 +269,8 @@ TEST_CASE("more of matchers.md §7: the entries users wrote and what each reader
     CHECK(qtl::decide(mla, c, "model.layers.0.self_attn.fused_qkv_a_proj_with_mqa").skipped);
   }
   // sglang#36761 (open): a glob naming a shard does not reach the engine's fused qkv_proj.
-  auto const shard_glob = skip_config(qtl::quant_family::modelopt, {"*.self_attn.q_proj", "*.self_attn.k_proj",
-                                                                    "*.self_attn.v_proj"}, llama_packed);
+  auto const shard_glob = skip_config(qtl::quant_family::modelopt,
+                                      {"*.self_attn.q_proj", "*.self_attn.k_proj", "*.self_attn.v_proj"}, llama_packed);
   CHECK_FALSE(qtl::decide(shard_glob, consumer::fnmatch, "model.layers.0.self_attn.qkv_proj").skipped);
   CHECK_FALSE(qtl::decide(shard_glob, consumer::vllm_modelopt, "model.layers.0.self_attn.qkv_proj").skipped);
   // vLLM#44081 / #45132: `lm_head*` excludes the lm_head; ModelOpt#1687: `*visual*` a whole tower.
@@ -293,8 +292,7 @@ TEST_CASE("more of matchers.md §7: the entries users wrote and what each reader
   CHECK(qtl::decide(re, consumer::vllm_compressed_tensors, "model.layers.0.mlp.down_proj").skipped);
 }
 
-TEST_CASE("get_dynamic_override: first match wins in key order, re.match anchors the start only",
-          "[rules][dynamic]") {
+TEST_CASE("get_dynamic_override: first match wins in key order, re.match anchors the start only", "[rules][dynamic]") {
   std::vector<qtl::dynamic_rule> const rules = {
       rule("-:model\\.layers\\.[2-9]\\..*"),
       rule("+:model\\.layers\\.1\\..*", fields(qtl::py_value::of_int(8), qtl::py_value::of_int(32))),
@@ -332,8 +330,7 @@ TEST_CASE("auto-round#769: rules written against tensor names never match module
 
 TEST_CASE("get_linear_quant_method: layer kinds, lm_head and the empty prefix (sglang#37848)",
           "[rules][dynamic][bug]") {
-  std::vector<qtl::dynamic_rule> const rules = {rule("-:lm_head"),
-                                                rule(".*", fields(qtl::py_value::of_int(8)))};
+  std::vector<qtl::dynamic_rule> const rules = {rule("-:lm_head"), rule(".*", fields(qtl::py_value::of_int(8)))};
   qtl::gptq_params base;
   base.lm_head_quantized = true;
   using qtl::layer_kind;
@@ -400,8 +397,7 @@ TEST_CASE("rule bodies that are not objects: sglang's `is False`, vLLM's `== Fal
   CHECK(*y.error == "AttributeError: 'bool' object has no attribute 'get'");
 }
 
-TEST_CASE("vLLM#25455: modules_in_block_to_quantize is a substring whitelist in vLLM only",
-          "[rules][consumers][bug]") {
+TEST_CASE("vLLM#25455: modules_in_block_to_quantize is a substring whitelist in vLLM only", "[rules][consumers][bug]") {
   auto cfg = gptq_config({});
   cfg.modules_in_block_to_quantize = {"mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"};
   cfg.packed_modules_mapping = llama_packed;
@@ -415,7 +411,8 @@ TEST_CASE("vLLM#25455: modules_in_block_to_quantize is a substring whitelist in 
 }
 
 TEST_CASE("decisions carry the rule, the overridden fields and the quant type", "[rules][consumers]") {
-  auto const cfg = gptq_config({rule("+:.*\\.18\\..*gate.*", fields(qtl::py_value::of_int(8), qtl::py_value::of_int(64)))});
+  auto const cfg =
+      gptq_config({rule("+:.*\\.18\\..*gate.*", fields(qtl::py_value::of_int(8), qtl::py_value::of_int(64)))});
   auto const d = qtl::decide(cfg, qtl::consumer::sglang_gptq, "model.layers.18.mlp.gate_up_proj");
   CHECK(qtl::to_json(d) ==
         "{\"module\": \"model.layers.18.mlp.gate_up_proj\", \"consumer\": \"sglang_gptq\", \"skipped\": false, "
@@ -442,8 +439,7 @@ TEST_CASE("a bad dynamic pattern is an error of the layers that reach it", "[rul
   CHECK_THAT(*d.error, Catch::StartsWith("re.error: "));
 }
 
-TEST_CASE("AutoRound: vLLM searches, sglang fullmatches; dots alone do not make a regex key",
-          "[rules][consumers]") {
+TEST_CASE("AutoRound: vLLM searches, sglang fullmatches; dots alone do not make a regex key", "[rules][consumers]") {
   qtl::quant_config cfg;
   cfg.family = qtl::quant_family::auto_round;
   cfg.bits = 4;
@@ -555,8 +551,8 @@ TEST_CASE("every reference case replays identically", "[rules][reference]") {
     base.sym = c["sym"].get<bool>();
     base.lm_head_quantized = c["lm_head_quantized"].get<bool>();
     base.pack_factor = 32 / base.bits;
-    base.quant_type = base.kernel == qtl::gptq_kernel::gptq_marlin ? qtl::gptq_marlin_type(base.bits, base.sym)
-                                                                    : std::nullopt;
+    base.quant_type =
+        base.kernel == qtl::gptq_kernel::gptq_marlin ? qtl::gptq_marlin_type(base.bits, base.sym) : std::nullopt;
     std::string const layer = c["layer"].get<std::string>();
     qtl::layer_kind const kind = layer == "linear"    ? qtl::layer_kind::linear
                                  : layer == "lm_head" ? qtl::layer_kind::lm_head

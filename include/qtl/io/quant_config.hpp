@@ -57,9 +57,12 @@ inline std::string key_path(std::string const& base, std::string const& key) {
 /// A JSON value as Python sees it (`py_value`); integers beyond int64 are a `config_error`.
 inline py_value to_py(ojson const& v, std::string const& field) {
   switch (v.type()) {
-    case ojson::value_t::null: return py_value::of(py_type::none);
-    case ojson::value_t::boolean: return py_value::of_bool(v.get<bool>());
-    case ojson::value_t::number_integer: return py_value::of_int(v.get<std::int64_t>());
+    case ojson::value_t::null:
+      return py_value::of(py_type::none);
+    case ojson::value_t::boolean:
+      return py_value::of_bool(v.get<bool>());
+    case ojson::value_t::number_integer:
+      return py_value::of_int(v.get<std::int64_t>());
     case ojson::value_t::number_unsigned: {
       auto const u = v.get<std::uint64_t>();
       if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max())) {
@@ -67,11 +70,16 @@ inline py_value to_py(ojson const& v, std::string const& field) {
       }
       return py_value::of_int(static_cast<std::int64_t>(u));
     }
-    case ojson::value_t::number_float: return py_value::of_float(v.get<double>());
-    case ojson::value_t::string: return py_value::of(py_type::string);
-    case ojson::value_t::array: return py_value::of(py_type::list);
-    case ojson::value_t::object: return py_value::of(py_type::dict);
-    default: break;
+    case ojson::value_t::number_float:
+      return py_value::of_float(v.get<double>());
+    case ojson::value_t::string:
+      return py_value::of(py_type::string);
+    case ojson::value_t::array:
+      return py_value::of(py_type::list);
+    case ojson::value_t::object:
+      return py_value::of(py_type::dict);
+    default:
+      break;
   }
   bad_field(field, "unsupported JSON value of type " + type_of(v));
 }
@@ -235,12 +243,11 @@ inline quant_config parse_quantization_object(ojson const& q, std::string const&
     }
   }
   if (auto const it = q.find("modules_in_block_to_quantize"); it != q.end()) {
-    cfg.modules_in_block_to_quantize =
-        string_list(*it, dot(base) + "modules_in_block_to_quantize", /*flatten=*/true);
+    cfg.modules_in_block_to_quantize = string_list(*it, dot(base) + "modules_in_block_to_quantize", /*flatten=*/true);
   }
   // The skip list: the first of these fields that is present and not null.
-  for (char const* k : {"ignored_layers", "modules_to_not_convert", "ignore", "exclude_modules",
-                        "llm_int8_skip_modules"}) {
+  for (char const* k :
+       {"ignored_layers", "modules_to_not_convert", "ignore", "exclude_modules", "llm_int8_skip_modules"}) {
     if (auto const it = q.find(k); it != q.end() && !it->is_null()) {
       cfg.skip_list = string_list(*it, dot(base) + k);
       cfg.skip_list_field = k;

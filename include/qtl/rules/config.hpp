@@ -33,13 +33,20 @@ enum class quant_family : std::uint8_t {
 /// The canonical name of a family (the `quant_method` QTL writes back).
 constexpr std::string_view family_name(quant_family f) {
   switch (f) {
-    case quant_family::gptq: return "gptq";
-    case quant_family::awq: return "awq";
-    case quant_family::fp8: return "fp8";
-    case quant_family::mxfp4: return "mxfp4";
-    case quant_family::modelopt: return "modelopt";
-    case quant_family::compressed_tensors: return "compressed-tensors";
-    case quant_family::auto_round: return "auto-round";
+    case quant_family::gptq:
+      return "gptq";
+    case quant_family::awq:
+      return "awq";
+    case quant_family::fp8:
+      return "fp8";
+    case quant_family::mxfp4:
+      return "mxfp4";
+    case quant_family::modelopt:
+      return "modelopt";
+    case quant_family::compressed_tensors:
+      return "compressed-tensors";
+    case quant_family::auto_round:
+      return "auto-round";
   }
   return "?";
 }
@@ -66,11 +73,11 @@ struct quant_config {
   std::optional<std::int64_t> group_size;
   std::optional<bool> desc_act;
   std::optional<bool> sym;
-  std::optional<bool> zero_point;        ///< AWQ
-  bool lm_head_quantized = false;        ///< GPTQ `lm_head`
-  std::string checkpoint_format;         ///< GPTQ `checkpoint_format` (`gptq`, `gptq_v2`, ...)
+  std::optional<bool> zero_point;          ///< AWQ
+  bool lm_head_quantized = false;          ///< GPTQ `lm_head`
+  std::string checkpoint_format;           ///< GPTQ `checkpoint_format` (`gptq`, `gptq_v2`, ...)
   std::optional<std::string> weight_type;  ///< compressed-tensors weights `type` (`int`/`float`)
-  std::string quant_algo;                ///< ModelOpt `quant_algo` (`NVFP4`, `FP8`, ...)
+  std::string quant_algo;                  ///< ModelOpt `quant_algo` (`NVFP4`, `FP8`, ...)
 
   /// GPTQ `dynamic`, in the file's key order.
   std::vector<dynamic_rule> dynamic;

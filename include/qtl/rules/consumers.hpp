@@ -84,40 +84,68 @@ enum class consumer : std::uint8_t {
 };
 
 inline constexpr std::array<consumer, 19> all_consumers = {
-    consumer::sglang_fp8,          consumer::vllm_fp8,
-    consumer::sglang_is_layer_skipped, consumer::sglang_awq,
-    consumer::vllm_awq,            consumer::sglang_compressed_tensors,
-    consumer::vllm_compressed_tensors, consumer::compressed_tensors,
+    consumer::sglang_fp8,
+    consumer::vllm_fp8,
+    consumer::sglang_is_layer_skipped,
+    consumer::sglang_awq,
+    consumer::vllm_awq,
+    consumer::sglang_compressed_tensors,
+    consumer::vllm_compressed_tensors,
+    consumer::compressed_tensors,
     consumer::sglang_modelopt,
-    consumer::vllm_modelopt,       consumer::fnmatch,
-    consumer::fnmatch_subtree,     consumer::transformers_v4,
-    consumer::transformers_v4_bnb, consumer::transformers_v5,
-    consumer::sglang_gptq,         consumer::vllm_gptq,
-    consumer::sglang_auto_round,   consumer::vllm_auto_round,
+    consumer::vllm_modelopt,
+    consumer::fnmatch,
+    consumer::fnmatch_subtree,
+    consumer::transformers_v4,
+    consumer::transformers_v4_bnb,
+    consumer::transformers_v5,
+    consumer::sglang_gptq,
+    consumer::vllm_gptq,
+    consumer::sglang_auto_round,
+    consumer::vllm_auto_round,
 };
 
 /// The consumer's name (snake_case, as the tool prints it).
 constexpr std::string_view consumer_name(consumer c) {
   switch (c) {
-    case consumer::sglang_fp8: return "sglang_fp8";
-    case consumer::vllm_fp8: return "vllm_fp8";
-    case consumer::sglang_is_layer_skipped: return "sglang_is_layer_skipped";
-    case consumer::sglang_awq: return "sglang_awq";
-    case consumer::vllm_awq: return "vllm_awq";
-    case consumer::sglang_compressed_tensors: return "sglang_compressed_tensors";
-    case consumer::vllm_compressed_tensors: return "vllm_compressed_tensors";
-    case consumer::compressed_tensors: return "compressed_tensors";
-    case consumer::sglang_modelopt: return "sglang_modelopt";
-    case consumer::vllm_modelopt: return "vllm_modelopt";
-    case consumer::fnmatch: return "fnmatch";
-    case consumer::fnmatch_subtree: return "fnmatch_subtree";
-    case consumer::transformers_v4: return "transformers_v4";
-    case consumer::transformers_v4_bnb: return "transformers_v4_bnb";
-    case consumer::transformers_v5: return "transformers_v5";
-    case consumer::sglang_gptq: return "sglang_gptq";
-    case consumer::vllm_gptq: return "vllm_gptq";
-    case consumer::sglang_auto_round: return "sglang_auto_round";
-    case consumer::vllm_auto_round: return "vllm_auto_round";
+    case consumer::sglang_fp8:
+      return "sglang_fp8";
+    case consumer::vllm_fp8:
+      return "vllm_fp8";
+    case consumer::sglang_is_layer_skipped:
+      return "sglang_is_layer_skipped";
+    case consumer::sglang_awq:
+      return "sglang_awq";
+    case consumer::vllm_awq:
+      return "vllm_awq";
+    case consumer::sglang_compressed_tensors:
+      return "sglang_compressed_tensors";
+    case consumer::vllm_compressed_tensors:
+      return "vllm_compressed_tensors";
+    case consumer::compressed_tensors:
+      return "compressed_tensors";
+    case consumer::sglang_modelopt:
+      return "sglang_modelopt";
+    case consumer::vllm_modelopt:
+      return "vllm_modelopt";
+    case consumer::fnmatch:
+      return "fnmatch";
+    case consumer::fnmatch_subtree:
+      return "fnmatch_subtree";
+    case consumer::transformers_v4:
+      return "transformers_v4";
+    case consumer::transformers_v4_bnb:
+      return "transformers_v4_bnb";
+    case consumer::transformers_v5:
+      return "transformers_v5";
+    case consumer::sglang_gptq:
+      return "sglang_gptq";
+    case consumer::vllm_gptq:
+      return "vllm_gptq";
+    case consumer::sglang_auto_round:
+      return "sglang_auto_round";
+    case consumer::vllm_auto_round:
+      return "vllm_auto_round";
   }
   return "?";
 }
@@ -133,9 +161,7 @@ constexpr std::optional<consumer> consumer_from_name(std::string_view name) {
 }
 
 namespace detail {
-constexpr bool contains(std::string_view s, std::string_view part) {
-  return s.find(part) != std::string_view::npos;
-}
+constexpr bool contains(std::string_view s, std::string_view part) { return s.find(part) != std::string_view::npos; }
 constexpr char ascii_lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 /// Case-insensitive (ASCII) `part in s`.
 constexpr bool icontains(std::string_view s, std::string_view part) {
@@ -186,8 +212,7 @@ constexpr std::optional<consumer> consumer_from_label(std::string_view label) {
     return sg ? consumer::sglang_modelopt : consumer::vllm_modelopt;
   }
   if (icontains(head, "fnmatch") || icontains(head, "glob")) {
-    return icontains(head, "reading") || icontains(head, "subtree") ? consumer::fnmatch_subtree
-                                                                     : consumer::fnmatch;
+    return icontains(head, "reading") || icontains(head, "subtree") ? consumer::fnmatch_subtree : consumer::fnmatch;
   }
   if (icontains(head, "transformers_v5")) {
     return consumer::transformers_v5;
@@ -329,12 +354,11 @@ inline gptq_params gptq_base_params(quant_config const& cfg, std::optional<gptq_
   p.sym = cfg.sym.value_or(true);
   p.lm_head_quantized = cfg.lm_head_quantized;
   bool const marlin_ok = gptq_marlin_type(p.bits, p.sym).has_value() &&
-                         (p.group_size == -1 || p.group_size == 32 || p.group_size == 64 ||
-                          p.group_size == 128);
+                         (p.group_size == -1 || p.group_size == 32 || p.group_size == 64 || p.group_size == 128);
   p.kernel = kernel.value_or(marlin_ok ? gptq_kernel::gptq_marlin : gptq_kernel::gptq);
   p.pack_factor = p.bits > 0 ? 32 / p.bits : 0;
-  p.quant_type = p.kernel == gptq_kernel::gptq_marlin ? gptq_marlin_type(p.bits, p.sym)
-                                                      : integer_weight_type(p.bits, p.sym);
+  p.quant_type =
+      p.kernel == gptq_kernel::gptq_marlin ? gptq_marlin_type(p.bits, p.sym) : integer_weight_type(p.bits, p.sym);
   return p;
 }
 
@@ -351,8 +375,8 @@ inline std::string py_list_repr(std::vector<std::string> const& items) {
 inline std::string regex_error_text(regex_error const& e) { return std::string("re.error: ") + e.what(); }
 
 /// Fills a decision from a skip outcome over `list` (entries as written in the config).
-inline void apply_skip(decision& d, skip_outcome const& o, std::vector<std::string> const& list,
-                       weight_params const& w, std::string const& mixed_message) {
+inline void apply_skip(decision& d, skip_outcome const& o, std::vector<std::string> const& list, weight_params const& w,
+                       std::string const& mixed_message) {
   if (o.mixed_shards) {
     d.error = mixed_message;
   } else if (o.no_shards) {
@@ -398,8 +422,8 @@ inline bool ct_entry_match(std::string_view entry, std::string_view name, bool c
 
 /// compressed-tensors' `should_ignore_layer(layer_name, ignore, fused_mapping)`.
 inline skip_outcome ct_should_ignore(std::string_view name, std::vector<std::string> const& ignore,
-                                     packed_mapping const& fused, bool check_contains,
-                                     shard_naming naming, std::vector<std::string>* shard_names) {
+                                     packed_mapping const& fused, bool check_contains, shard_naming naming,
+                                     std::vector<std::string>* shard_names) {
   auto const find = [&](std::string_view n) {
     return find_entry(ignore, [&](std::string_view e) { return ct_entry_match(e, n, check_contains); });
   };
@@ -441,8 +465,7 @@ inline bool ct_match_name(std::string_view name, std::string_view target, packed
 /// `language_model.`) or any of its dotted components; the MLA tail rule excludes a layer whose
 /// last component contains the pattern's last component when that is one of `q_a_proj`,
 /// `q_b_proj`, `kv_a_proj_with_mqa`, `kv_b_proj`, whatever the pattern's layer index.
-inline std::size_t sglang_modelopt_excluded(std::string_view prefix,
-                                            std::vector<std::string> const& patterns) {
+inline std::size_t sglang_modelopt_excluded(std::string_view prefix, std::vector<std::string> const& patterns) {
   std::vector<std::string> candidates{std::string(prefix)};
   if (contains(prefix, "language_model.")) {
     candidates.push_back(std::string(py_replace(prefix, "language_model.", "").view()));
@@ -476,8 +499,7 @@ inline std::size_t sglang_modelopt_excluded(std::string_view prefix,
       }
     }
     std::string_view const tail = last_component(patterns[i]);
-    if ((tail == "q_a_proj" || tail == "q_b_proj" || tail == "kv_a_proj_with_mqa" ||
-         tail == "kv_b_proj") &&
+    if ((tail == "q_a_proj" || tail == "q_b_proj" || tail == "kv_a_proj_with_mqa" || tail == "kv_b_proj") &&
         contains(leaf, tail)) {
       return i;
     }
@@ -488,8 +510,7 @@ inline std::size_t sglang_modelopt_excluded(std::string_view prefix,
 /// vLLM ModelOpt's steps 2 and 3 of `is_layer_excluded`: an entry other than the name itself
 /// that is a plain substring of it (the `language_model.`-stripped test of vLLM is implied by
 /// this one), then `fnmatch(prefix, entry)`.
-inline std::size_t vllm_modelopt_excluded(std::string_view prefix,
-                                          std::vector<std::string> const& patterns) {
+inline std::size_t vllm_modelopt_excluded(std::string_view prefix, std::vector<std::string> const& patterns) {
   std::size_t r = find_entry(patterns, [&](std::string_view e) { return e != prefix && contains(prefix, e); });
   if (r == no_rule) {
     r = find_entry(patterns, [&](std::string_view e) { return glob_match(e, prefix); });
@@ -508,8 +529,8 @@ constexpr bool auto_round_regex_key(std::string_view key) {
 /// The decision of consumer `c` for `module`, a layer of the stated kind. Never throws for a
 /// config the loader accepted: the consumer's exceptions are recorded in `error`, and so are
 /// QTL's own limits (a shard name longer than `max_module_name`: `qtl::value_error: ...`).
-inline decision decide(quant_config const& cfg, consumer c, std::string_view module,
-                       layer_kind kind, decide_options const& opt = {}) {
+inline decision decide(quant_config const& cfg, consumer c, std::string_view module, layer_kind kind,
+                       decide_options const& opt = {}) {
   decision d;
   d.module = std::string(module);
   d.consumer = std::string(consumer_name(c));
@@ -534,8 +555,8 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
         break;
       }
       case consumer::vllm_fp8:
-        detail::apply_skip(d, vllm_skip_outcome(module, list, fused, vllm_skip_match::exact, opt.naming),
-                           list, w, detail::value_error_text(mixed_shards_message(module)));
+        detail::apply_skip(d, vllm_skip_outcome(module, list, fused, vllm_skip_match::exact, opt.naming), list, w,
+                           detail::value_error_text(mixed_shards_message(module)));
         break;
       case consumer::sglang_is_layer_skipped:
         detail::apply_skip(d, sglang_skip_outcome(module, list, fused, opt.naming), list, w,
@@ -549,19 +570,18 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
         break;
       }
       case consumer::vllm_awq:
-        detail::apply_skip(d,
-                           vllm_skip_outcome(module, list, fused, vllm_skip_match::substring, opt.naming),
-                           list, w, detail::value_error_text(mixed_shards_message(module)));
+        detail::apply_skip(d, vllm_skip_outcome(module, list, fused, vllm_skip_match::substring, opt.naming), list, w,
+                           detail::value_error_text(mixed_shards_message(module)));
         break;
       case consumer::sglang_compressed_tensors:
       case consumer::vllm_compressed_tensors: {
         std::vector<std::string> shards;
         bool const sg = c == consumer::sglang_compressed_tensors;
         skip_outcome const o = detail::ct_should_ignore(module, list, fused, sg, opt.naming, &shards);
-        detail::apply_skip(d, o, list, w,
-                           detail::value_error_text("Found a different quantization schemes for " +
-                                               detail::py_list_repr(shards) + " in " + d.module +
-                                               ". vLLM requires all to use the same scheme."));
+        detail::apply_skip(
+            d, o, list, w,
+            detail::value_error_text("Found a different quantization schemes for " + detail::py_list_repr(shards) +
+                                     " in " + d.module + ". vLLM requires all to use the same scheme."));
         break;
       }
       case consumer::compressed_tensors: {
@@ -628,8 +648,7 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
       case consumer::transformers_v5: {
         skip_outcome o;
         o.rule = detail::find_entry(list, [&](std::string_view e) {
-          return re_match(std::string(e) + "\\.", module) || re_match(e, module) ||
-                 module.ends_with(e);
+          return re_match(std::string(e) + "\\.", module) || re_match(e, module) || module.ends_with(e);
         });
         o.skipped = o.rule != no_rule;
         detail::apply_skip(d, o, list, w, {});
@@ -664,9 +683,9 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
             whitelisted = find(module) != no_rule;
           }
         }
-        gptq_layer_decision const g = get_linear_quant_method(
-            base, cfg.dynamic, module, kind == layer_kind::moe ? layer_kind::linear : kind,
-            vl ? false_test::equals_false : false_test::is_false);
+        gptq_layer_decision const g =
+            get_linear_quant_method(base, cfg.dynamic, module, kind == layer_kind::moe ? layer_kind::linear : kind,
+                                    vl ? false_test::equals_false : false_test::is_false);
         if (g.rule.what != dynamic_match::kind::none) {
           d.rule = cfg.dynamic[g.rule.rule].key;
         }
@@ -682,8 +701,7 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
         d.group_size = p.group_size;
         d.desc_act = p.desc_act;
         d.sym = p.sym;
-        d.quant_type = p.kernel == gptq_kernel::gptq_marlin ? p.quant_type
-                                                            : integer_weight_type(p.bits, p.sym);
+        d.quant_type = p.kernel == gptq_kernel::gptq_marlin ? p.quant_type : integer_weight_type(p.bits, p.sym);
         break;
       }
       case consumer::sglang_auto_round:
@@ -703,8 +721,7 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
         };
         auto const entry_cfg = [&](std::size_t i, bool quantized) {
           extra_config_entry const& e = cfg.extra_config[i];
-          layer_cfg r{quantized ? base_bits : 16, quantized ? base_group : -1,
-                      quantized ? base_sym : true, i};
+          layer_cfg r{quantized ? base_bits : 16, quantized ? base_group : -1, quantized ? base_sym : true, i};
           if (e.bits.is_int()) {
             r.bits = e.bits.integer;
           }
@@ -738,8 +755,8 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
               return entry_cfg(i, quantized);
             }
           }
-          return layer_cfg{quantized ? base_bits : 16, quantized ? base_group : -1,
-                           quantized ? base_sym : true, no_rule};
+          return layer_cfg{quantized ? base_bits : 16, quantized ? base_group : -1, quantized ? base_sym : true,
+                           no_rule};
         };
         std::optional<layer_cfg> chosen;
         for (std::size_t i = 0; i != cfg.extra_config.size() && !chosen; ++i) {
@@ -750,9 +767,8 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
         if (!chosen) {
           bool quantized = kind != layer_kind::lm_head;
           if (!cfg.block_name_to_quantize.empty()) {
-            quantized = detail::find_entry(cfg.block_name_to_quantize, [&](std::string_view b) {
-                          return module.starts_with(b);
-                        }) != no_rule;
+            quantized = detail::find_entry(cfg.block_name_to_quantize,
+                                           [&](std::string_view b) { return module.starts_with(b); }) != no_rule;
           }
           if (kind == layer_kind::moe && !cfg.extra_config.empty()) {
             std::vector<layer_cfg> subs;
@@ -765,7 +781,7 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
               for (layer_cfg const& s : subs) {
                 if (!(s == subs.front())) {
                   d.error = detail::value_error_text("Fused MoE layer '" + d.module +
-                                                "' requires consistent quant config for all sub-layers");
+                                                     "' requires consistent quant config for all sub-layers");
                 }
               }
               chosen = subs.front();
@@ -775,8 +791,7 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
             for (auto const& [fused_key, sub_keys] : fused) {
               std::string_view const m = module;
               std::size_t const first = m.find(fused_key);
-              if (first == std::string_view::npos ||
-                  m.find(fused_key, first + 1) != std::string_view::npos) {
+              if (first == std::string_view::npos || m.find(fused_key, first + 1) != std::string_view::npos) {
                 continue;  // only a fused key occurring exactly once
               }
               std::vector<std::string> sub_names;
@@ -787,9 +802,9 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
               }
               for (layer_cfg const& s : subs) {
                 if (!(s == subs.front())) {
-                  d.error = detail::value_error_text("Fused module '" + d.module +
-                                                "' requires consistent quant config for " +
-                                                detail::py_list_repr(sub_names));
+                  d.error =
+                      detail::value_error_text("Fused module '" + d.module + "' requires consistent quant config for " +
+                                               detail::py_list_repr(sub_names));
                 }
               }
               if (!subs.empty()) {
@@ -825,14 +840,12 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
 }
 
 /// `decide` with the layer kind inferred from the name (`infer_layer_kind`).
-inline decision decide(quant_config const& cfg, consumer c, std::string_view module,
-                       decide_options const& opt = {}) {
+inline decision decide(quant_config const& cfg, consumer c, std::string_view module, decide_options const& opt = {}) {
   return decide(cfg, c, module, infer_layer_kind(module), opt);
 }
 
 /// The decisions of `consumers` for one layer.
-inline std::vector<decision> decide_all(quant_config const& cfg, std::string_view module,
-                                        layer_kind kind,
+inline std::vector<decision> decide_all(quant_config const& cfg, std::string_view module, layer_kind kind,
                                         std::span<consumer const> consumers = all_consumers,
                                         decide_options const& opt = {}) {
   std::vector<decision> out;

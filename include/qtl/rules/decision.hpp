@@ -37,9 +37,8 @@ struct decision {
 
   /// Same outcome (everything but the module and consumer names).
   bool same_outcome(decision const& o) const {
-    return skipped == o.skipped && bits == o.bits && group_size == o.group_size &&
-           desc_act == o.desc_act && sym == o.sym && quant_type == o.quant_type &&
-           error.has_value() == o.error.has_value();
+    return skipped == o.skipped && bits == o.bits && group_size == o.group_size && desc_act == o.desc_act &&
+           sym == o.sym && quant_type == o.quant_type && error.has_value() == o.error.has_value();
   }
 };
 
@@ -49,13 +48,27 @@ inline std::string json_quote(std::string_view s) {
   std::string out = "\"";
   for (char const c : s) {
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      case '\b': out += "\\b"; break;
-      case '\f': out += "\\f"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\b':
+        out += "\\b";
+        break;
+      case '\f':
+        out += "\\f";
+        break;
       default:
         if (static_cast<unsigned char>(c) < 0x20) {
           char buf[8] = "\\u00";
@@ -93,8 +106,7 @@ inline std::string to_json(decision const& d) {
   out += ", \"group_size\": " + opt_int(d.group_size);
   out += ", \"desc_act\": " + opt_bool(d.desc_act);
   out += ", \"sym\": " + opt_bool(d.sym);
-  out += ", \"quant_type\": " +
-         (d.quant_type ? detail::json_quote(d.quant_type->name().view()) : std::string("null"));
+  out += ", \"quant_type\": " + (d.quant_type ? detail::json_quote(d.quant_type->name().view()) : std::string("null"));
   out += ", \"rule\": " + opt_str(d.rule);
   out += ", \"error\": " + opt_str(d.error);
   out += "}";

@@ -30,6 +30,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -69,14 +70,22 @@ struct py_value {
   /// Python's name of the type (`type(x).__name__`).
   constexpr std::string_view type_name() const {
     switch (type) {
-      case py_type::none: return "NoneType";
-      case py_type::boolean: return "bool";
-      case py_type::integer: return "int";
-      case py_type::floating: return "float";
-      case py_type::string: return "str";
-      case py_type::list: return "list";
-      case py_type::dict: return "dict";
-      case py_type::absent: break;
+      case py_type::none:
+        return "NoneType";
+      case py_type::boolean:
+        return "bool";
+      case py_type::integer:
+        return "int";
+      case py_type::floating:
+        return "float";
+      case py_type::string:
+        return "str";
+      case py_type::list:
+        return "list";
+      case py_type::dict:
+        return "dict";
+      case py_type::absent:
+        break;
     }
     return "absent";
   }
@@ -162,17 +171,14 @@ struct dynamic_match {
 
 /// The matcher of `dynamic` keys: Python `re.match` on QTL's engine.
 struct re_match_fn {
-  constexpr bool operator()(std::string_view pattern, std::string_view name) const {
-    return re_match(pattern, name);
-  }
+  constexpr bool operator()(std::string_view pattern, std::string_view name) const { return re_match(pattern, name); }
 };
 
 /// The first rule (in order) whose pattern `re.match`es `layer_name`. A bad pattern reached
 /// before a match throws `qtl::regex_error` at run time (Python raises `re.error` there too)
 /// and does not compile in constant evaluation. `Rules`: a range of elements with `.key`.
 template <class Rules, class Match = re_match_fn>
-constexpr dynamic_match find_dynamic_rule(Rules const& rules, std::string_view layer_name,
-                                          Match&& match = {}) {
+constexpr dynamic_match find_dynamic_rule(Rules const& rules, std::string_view layer_name, Match&& match = {}) {
   std::size_t i = 0;
   for (auto const& rule : rules) {
     dynamic_key const k = parse_dynamic_key(std::string_view(rule.key));
@@ -203,8 +209,8 @@ struct dynamic_field {
 };
 
 template <class Rules>
-constexpr dynamic_field dynamic_override_field(Rules const& rules, dynamic_match m,
-                                               std::string_view field, py_value default_value) {
+constexpr dynamic_field dynamic_override_field(Rules const& rules, dynamic_match m, std::string_view field,
+                                               py_value default_value) {
   if (m.is_negative()) {
     return {py_value::of_bool(false), false};
   }
@@ -243,7 +249,7 @@ struct gptq_params {
   bool desc_act = false;
   bool sym = true;
   bool lm_head_quantized = false;
-  std::int64_t pack_factor = 8;              ///< `32 // bits` (sglang: floor division)
+  std::int64_t pack_factor = 8;                     ///< `32 // bits` (sglang: floor division)
   std::optional<scalar_type> quant_type = uint4b8;  ///< `gptq_marlin` only
 
   friend constexpr bool operator==(gptq_params const&, gptq_params const&) = default;
@@ -345,17 +351,19 @@ inline std::string gptq_error_message(gptq_override const& o) {
   gptq_params const& p = o.params;
   py_value const bits = p.bits_is_bool ? py_value::of_bool(p.bits != 0) : py_value::of_int(p.bits);
   switch (o.error) {
-    case gptq_error::none: return {};
+    case gptq_error::none:
+      return {};
     case gptq_error::unsupported_marlin:
       return "ValueError: Unsupported quantization config: bits=" + py_int_repr(bits) +
              ", sym=" + (p.sym ? "True" : "False");
     case gptq_error::unsupported_bits:
       return "ValueError: Currently, only 2/3/4/8-bit weight quantization is supported for GPTQ, "
-             "but got " + py_int_repr(bits) + " bits.";
-    case gptq_error::zero_division: return "ZeroDivisionError: integer division or modulo by zero";
+             "but got " +
+             py_int_repr(bits) + " bits.";
+    case gptq_error::zero_division:
+      return "ZeroDivisionError: integer division or modulo by zero";
     case gptq_error::attribute_error:
-      return "AttributeError: '" + std::string(o.bad_field.type_name()) +
-             "' object has no attribute 'get'";
+      return "AttributeError: '" + std::string(o.bad_field.type_name()) + "' object has no attribute 'get'";
   }
   return {};
 }
@@ -399,8 +407,7 @@ struct gptq_layer_decision {
 template <class Rules, class Match = re_match_fn>
 constexpr gptq_layer_decision get_linear_quant_method(gptq_params const& base, Rules const& rules,
                                                       std::string_view prefix, layer_kind kind,
-                                                      false_test test = false_test::is_false,
-                                                      Match&& match = {}) {
+                                                      false_test test = false_test::is_false, Match&& match = {}) {
   gptq_layer_decision d;
   d.override_.params = base;
   bool const lm_head_q = kind == layer_kind::lm_head && base.lm_head_quantized;

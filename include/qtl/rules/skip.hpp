@@ -22,9 +22,11 @@
 #include <array>
 #include <cstddef>
 #include <initializer_list>
+#include <iterator>
 #include <span>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 
 #include <qtl/error.hpp>
@@ -139,8 +141,8 @@ constexpr module_name py_replace(std::string_view s, std::string_view from, std:
 }
 
 /// The shard name of `prefix` whose last component is `proj`.
-constexpr module_name shard_name(std::string_view prefix, std::string_view proj,
-                                 std::string_view shard, shard_naming naming) {
+constexpr module_name shard_name(std::string_view prefix, std::string_view proj, std::string_view shard,
+                                 shard_naming naming) {
   if (naming == shard_naming::replace_all) {
     return py_replace(prefix, proj, shard);
   }
@@ -167,8 +169,8 @@ constexpr auto const* find_fused(Mapping const& mapping, std::string_view proj) 
 
 /// Applies `find(name) -> index or no_rule` to every shard name; all shards must agree.
 template <class Shards, class Find>
-constexpr skip_outcome shard_agreement(std::string_view prefix, std::string_view proj,
-                                       Shards const& shards, shard_naming naming, Find&& find) {
+constexpr skip_outcome shard_agreement(std::string_view prefix, std::string_view proj, Shards const& shards,
+                                       shard_naming naming, Find&& find) {
   skip_outcome out;
   bool first = true;
   for (auto const& shard : shards) {
@@ -222,8 +224,7 @@ constexpr std::size_t find_equal(List const& list, std::string_view name) {
 ///    a plain substring of an entry that contains `"experts"` (one listed expert leaf skips the
 ///    whole fused MoE).
 template <class Ignored, class Mapping = fused_mapping_view>
-constexpr skip_outcome sglang_skip_outcome(std::string_view prefix, Ignored const& ignored,
-                                           Mapping const& fused = {},
+constexpr skip_outcome sglang_skip_outcome(std::string_view prefix, Ignored const& ignored, Mapping const& fused = {},
                                            shard_naming naming = shard_naming::replace_all) {
   std::string_view const proj = detail::last_component(prefix);
   auto const find_path = [&](std::string_view name) {
@@ -261,28 +262,24 @@ constexpr skip_outcome sglang_skip_outcome(std::string_view prefix, Ignored cons
 /// `qtl::value_error` with the reference's message when some but not all shards are skipped,
 /// and when the mapping lists no shard for the layer.
 template <class Ignored, class Mapping = fused_mapping_view>
-constexpr bool is_layer_skipped(std::string_view prefix, Ignored const& ignored,
-                                Mapping const& fused = {},
+constexpr bool is_layer_skipped(std::string_view prefix, Ignored const& ignored, Mapping const& fused = {},
                                 shard_naming naming = shard_naming::replace_all) {
   skip_outcome const out = sglang_skip_outcome(prefix, ignored, fused, naming);
   if (out.mixed_shards) {
     throw value_error(mixed_shards_message(prefix));
   }
   if (out.no_shards) {
-    throw value_error("qtl::is_layer_skipped: the fused mapping lists no shard for '" +
-                      std::string(prefix) + "' (the reference fails an assertion)");
+    throw value_error("qtl::is_layer_skipped: the fused mapping lists no shard for '" + std::string(prefix) +
+                      "' (the reference fails an assertion)");
   }
   return out.skipped;
 }
 
 /// `is_layer_skipped` over a braced list: `is_layer_skipped(p, {"lm_head", "mlp.gate"})`.
 template <class Mapping = fused_mapping_view>
-constexpr bool is_layer_skipped(std::string_view prefix,
-                                std::initializer_list<std::string_view> ignored,
-                                Mapping const& fused = {},
-                                shard_naming naming = shard_naming::replace_all) {
-  return is_layer_skipped(prefix, std::span<std::string_view const>(ignored.begin(), ignored.size()),
-                          fused, naming);
+constexpr bool is_layer_skipped(std::string_view prefix, std::initializer_list<std::string_view> ignored,
+                                Mapping const& fused = {}, shard_naming naming = shard_naming::replace_all) {
+  return is_layer_skipped(prefix, std::span<std::string_view const>(ignored.begin(), ignored.size()), fused, naming);
 }
 
 /// How vLLM's `is_layer_skipped` compares a name with the list.
@@ -299,16 +296,14 @@ enum class vllm_skip_match {
 /// - else membership (exact) or substring.
 /// The fused name itself is not compared (before vLLM PR #43981).
 template <class Ignored, class Mapping = fused_mapping_view>
-constexpr skip_outcome vllm_skip_outcome(std::string_view prefix, Ignored const& ignored,
-                                         Mapping const& fused = {},
+constexpr skip_outcome vllm_skip_outcome(std::string_view prefix, Ignored const& ignored, Mapping const& fused = {},
                                          vllm_skip_match mode = vllm_skip_match::exact,
                                          shard_naming naming = shard_naming::replace_all) {
   auto const find = [&](std::string_view name) {
     if (mode == vllm_skip_match::exact) {
       return detail::find_equal(ignored, name);
     }
-    return detail::find_entry(ignored,
-                              [&](std::string_view e) { return name.find(e) != std::string_view::npos; });
+    return detail::find_entry(ignored, [&](std::string_view e) { return name.find(e) != std::string_view::npos; });
   };
   std::string_view const proj = detail::last_component(prefix);
   if (auto const* entry = detail::find_fused(fused, proj)) {
@@ -328,8 +323,7 @@ constexpr skip_outcome vllm_skip_outcome(std::string_view prefix, Ignored const&
 
 /// vLLM's `is_layer_skipped`; throws `qtl::value_error` as vLLM raises `ValueError`.
 template <class Ignored, class Mapping = fused_mapping_view>
-constexpr bool vllm_is_layer_skipped(std::string_view prefix, Ignored const& ignored,
-                                     Mapping const& fused = {},
+constexpr bool vllm_is_layer_skipped(std::string_view prefix, Ignored const& ignored, Mapping const& fused = {},
                                      vllm_skip_match mode = vllm_skip_match::exact,
                                      shard_naming naming = shard_naming::replace_all) {
   skip_outcome const out = vllm_skip_outcome(prefix, ignored, fused, mode, naming);
@@ -337,8 +331,7 @@ constexpr bool vllm_is_layer_skipped(std::string_view prefix, Ignored const& ign
     throw value_error(mixed_shards_message(prefix));
   }
   if (out.no_shards) {
-    throw value_error("qtl::vllm_is_layer_skipped: the fused mapping lists no shard for '" +
-                      std::string(prefix) + "'");
+    throw value_error("qtl::vllm_is_layer_skipped: the fused mapping lists no shard for '" + std::string(prefix) + "'");
   }
   return out.skipped;
 }
@@ -348,8 +341,7 @@ constexpr bool vllm_is_layer_skipped(std::string_view prefix, Ignored const& ign
 /// `no_rule`.
 template <class Ignored>
 constexpr std::size_t awq_skip_rule(std::string_view prefix, Ignored const& ignored) {
-  return detail::find_entry(ignored,
-                            [&](std::string_view e) { return prefix.find(e) != std::string_view::npos; });
+  return detail::find_entry(ignored, [&](std::string_view e) { return prefix.find(e) != std::string_view::npos; });
 }
 
 }  // namespace qtl
