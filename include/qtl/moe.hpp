@@ -314,10 +314,8 @@ class trtllm_fp4_moe_plan {
     check("gemm2_scales", in.gemm2_scales, out.gemm2_scales, {e, h, i / 16}, true);
     gather_rows(in.gemm1_weights, out.gemm1_weights, gemm1_rows_);
     gather_rows(in.gemm2_weights, out.gemm2_weights, gemm2_rows_);
-    for (index_t x = 0; x < e; ++x) {
-      gather_scales(in.gemm1_scales, out.gemm1_scales, x, gemm1_rows_);
-      gather_scales(in.gemm2_scales, out.gemm2_scales, x, gemm2_rows_);
-    }
+    gather_scales(in.gemm1_scales, out.gemm1_scales, gemm1_rows_);
+    gather_scales(in.gemm2_scales, out.gemm2_scales, gemm2_rows_);
     detail::blockscale_stream_fence();
   }
 
@@ -399,29 +397,42 @@ class trtllm_fp4_moe_plan {
     }
   }
 
-  // Row permutation fused with the 128x4 layout: the band gathers its 128 rows through the plan.
+  // Row permutation fused with the 128x4 layout: each 128-row band is gathered through the plan
+  // into a staging buffer (the next band's source rows prefetched meanwhile), laid out, and copied
+  // to the expert's buffer (no padding: rows % 128 == 0 and cols % 4 == 0 by the preconditions).
   template <class In, class Out>
-  static void gather_scales(view3d<In> const& in, view3d<Out> const& out, index_t e,
-                            std::vector<std::int32_t> const& rows) {
+  static void gather_scales(view3d<In> const& in, view3d<Out> const& out, std::vector<std::int32_t> const& rows) {
     index_t const cols = in.extent[2];
-    if (cols == 0) {
+    auto const per_expert = static_cast<index_t>(rows.size());
+    index_t const n_bands = in.extent[0] * per_expert / 128;
+    if (n_bands == 0) {
       return;
     }
-    detail::byte_t* dst = detail::byte_ptr(&out(e, 0, 0));
-    detail::byte_t const* row_ptr[2][128];
-    auto const fill = [&](std::size_t m0, detail::byte_t const** ptr) {
-      for (std::size_t r = 0; r < 128; ++r) {
-        ptr[r] = detail::byte_ptr(&in(e, rows[m0 + r], 0));
-      }
+    bool const stream = detail::blockscale_use_stream_stores(out.data, out.size());
+    std::vector<detail::byte_t> stage(static_cast<std::size_t>(2 * 128 * cols));
+    detail::byte_t* const band = stage.data();
+    detail::byte_t* const tiles = band + 128 * cols;
+    auto const source = [&](index_t band_index, index_t r) {
+      index_t const e = band_index * 128 / per_expert;
+      return detail::byte_ptr(&in(e, rows[static_cast<std::size_t>(band_index * 128 % per_expert + r)], 0));
     };
-    fill(0, row_ptr[0]);
-    for (std::size_t band = 0; band * 128 < rows.size(); ++band) {
-      bool const has_next = (band + 1) * 128 < rows.size();
-      if (has_next) {
-        fill((band + 1) * 128, row_ptr[(band + 1) % 2]);
+    for (index_t i = 0; i < n_bands; ++i) {
+      for (index_t r = 0; r < 128; ++r) {
+        std::memcpy(band + r * cols, source(i, r), static_cast<std::size_t>(cols));
       }
-      detail::swizzle_band_128x4(row_ptr[band % 2], cols, cols / 4, dst, has_next ? row_ptr[(band + 1) % 2] : nullptr);
-      dst += 128 * cols;
+      if (i + 1 < n_bands) {
+        for (index_t r = 0; r < 128; ++r) {
+          detail::blockscale_prefetch_bytes(source(i + 1, r), cols);
+        }
+      }
+      detail::swizzle_band_128x4(band, cols, tiles);
+      index_t const e = i * 128 / per_expert;
+      auto* const dst = detail::byte_ptr(&out(e, 0, 0)) + (i * 128 % per_expert) * cols;
+      if (stream) {
+        detail::copy_row_bytes<true>(dst, tiles, static_cast<std::size_t>(128 * cols));
+      } else {
+        detail::copy_row_bytes<false>(dst, tiles, static_cast<std::size_t>(128 * cols));
+      }
     }
   }
 
