@@ -5,6 +5,7 @@
 //     no hang (the bound is O(text x program));
 //   * the DFA path of qtl::regex and the NFA of the one-shot re_* functions agree on every verb;
 //   * verbs are consistent: fullmatch => match => search;
+//   * with patterns separated by '\x1f', regex_set::first_match equals the first-match loop;
 //   * glob_match and module_path_match do not crash (glob may throw for non-ASCII classes).
 // Build (DESIGN: separate clang build): clang++-14 -std=c++20 -fsanitize=fuzzer,address,undefined
 //   -Iinclude fuzz/regex_fuzz.cpp -o regex_fuzz && ./regex_fuzz fuzz/corpus/regex
@@ -16,6 +17,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string_view>
+#include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size) {
   if (size > 4096) {
@@ -50,6 +52,32 @@ extern "C" int LLVMFuzzerTestOneInput(std::uint8_t const* data, std::size_t size
     }
     if (!threw) {
       std::abort();
+    }
+  }
+  // Patterns separated by '\x1f': regex_set::first_match must equal the first-match loop.
+  if (pattern.find('\x1f') != std::string_view::npos) {
+    std::vector<std::string_view> parts;
+    for (std::size_t b = 0;;) {
+      auto const e = pattern.find('\x1f', b);
+      parts.push_back(pattern.substr(b, e == std::string_view::npos ? e : e - b));
+      if (e == std::string_view::npos) {
+        break;
+      }
+      b = e + 1;
+    }
+    try {
+      qtl::regex_set const set(parts);
+      int expect = -1;
+      for (std::size_t r = 0; r != set.size(); ++r) {
+        if (set[r].match(text)) {
+          expect = static_cast<int>(r);
+          break;
+        }
+      }
+      if (set.first_match(text) != expect) {
+        std::abort();
+      }
+    } catch (qtl::regex_error const&) {
     }
   }
   try {

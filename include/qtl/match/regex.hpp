@@ -145,7 +145,7 @@ inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
   if (small.error != errc::too_large && small.error != errc::too_many_sets) {
     throw_regex_error(small.error, small.error_pos, pattern);
   }
-  auto big = std::make_unique<runtime_program>();
+  std::unique_ptr<runtime_program> const big(new runtime_program);  // not zero-filled
   parse(pattern, *big);
   if (big->error != errc::none) {
     throw_regex_error(big->error, big->error_pos, pattern);
@@ -440,7 +440,8 @@ class regex {
   /// @throws qtl::regex_error naming the construct and its position when the pattern is outside
   /// the supported syntax (see the file comment) or too large.
   explicit regex(std::string_view pattern) : pattern_(pattern) {
-    auto prog = std::make_unique<detail::re::runtime_program>();
+    // default-initialised (not zero-filled): only the written prefix is read
+    std::unique_ptr<detail::re::runtime_program> const prog(new detail::re::runtime_program);
     detail::re::parse(pattern, *prog);
     if (prog->error != detail::re::errc::none) {
       detail::re::throw_regex_error(prog->error, prog->error_pos, pattern);
