@@ -11,7 +11,9 @@
 //                      two lookahead rules)
 //   BM_qtl_regex_set   qtl::regex_set::first_match: the same decision, the lookahead-free rules on
 //                      one combined DFA
-//   BM_qtl_re_match_one_shot  qtl::re_match(pattern, name): parses on every call (NFA only)
+//   BM_qtl_re_match    qtl::re_match(pattern, name), the constexpr free function, at run time:
+//                      it keeps a qtl::regex per pattern after the pattern's second use
+//   BM_qtl_nfa_only    the NFA alone, parsing on every call (what re_match costs uncached)
 //   BM_std_regex       std::regex (ECMAScript) with match_continuous, i.e. anchored at the start.
 //                      ECMAScript differs from Python re in places these rules do not touch
 //                      ($ never matches before a final '\n', no \Z, '{' rules, Unicode classes).
@@ -194,11 +196,18 @@ void bm_qtl_regex_set(benchmark::State& state) {
 BENCHMARK(bm_qtl_regex_set)->Name("BM_qtl_regex_set")->Unit(benchmark::kMillisecond);
 
 void bm_qtl_re_match(benchmark::State& state) {
-  // The one-shot function: parses the pattern on every call (NFA only); for comparison.
   auto const& rules = dynamic_rules();
   run(state, rules.size(), [&](std::size_t r, std::string const& n) { return qtl::re_match(rules[r].pattern, n); });
 }
-BENCHMARK(bm_qtl_re_match)->Name("BM_qtl_re_match_one_shot")->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_qtl_re_match)->Name("BM_qtl_re_match")->Unit(benchmark::kMillisecond);
+
+void bm_qtl_nfa_only(benchmark::State& state) {
+  auto const& rules = dynamic_rules();
+  run(state, rules.size(), [&](std::size_t r, std::string const& n) {
+    return qtl::detail::re::run_uncached(rules[r].pattern, n, qtl::detail::re::verb::match);
+  });
+}
+BENCHMARK(bm_qtl_nfa_only)->Name("BM_qtl_nfa_only")->Unit(benchmark::kMillisecond);
 
 void bm_std_regex(benchmark::State& state) {
   std::vector<std::regex> rx;

@@ -45,6 +45,7 @@
 #include <string>
 #include <string_view>
 #include <type_traits>
+#include <unordered_map>
 #include <vector>
 
 #include <qtl/error.hpp>
@@ -53,6 +54,8 @@
 #include <qtl/match/detail/regex_program.hpp>
 
 namespace qtl {
+
+class regex;
 
 /// Capacities of the engine. Constant evaluation uses fixed arrays of these sizes; run-time
 /// patterns get the larger program capacity and unbounded text.
@@ -134,24 +137,8 @@ constexpr bool run_constant(program<Cap, SetCap> const& prog, std::string_view t
                   sub_list_a.data(), sub_list_b.data(), sub_stack.data(), look_known.data()});
 }
 
-/// One-shot run-time path of re_match & co.: a small program on the stack, a large one on the
-/// heap when the pattern needs it.
-inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
-  constexpr_program small;
-  parse(pattern, small);
-  if (small.error == errc::none) {
-    return run_nfa(small.view(), text, v, thread_scratch(small.size, small.n_looks, text.size()));
-  }
-  if (small.error != errc::too_large && small.error != errc::too_many_sets) {
-    throw_regex_error(small.error, small.error_pos, pattern);
-  }
-  std::unique_ptr<runtime_program> const big(new runtime_program);  // not zero-filled
-  parse(pattern, *big);
-  if (big->error != errc::none) {
-    throw_regex_error(big->error, big->error_pos, pattern);
-  }
-  return run_nfa(big->view(), text, v, thread_scratch(big->size, big->n_looks, text.size()));
-}
+/// One-shot run-time path of re_match & co. (defined after qtl::regex).
+bool run_once(std::string_view pattern, std::string_view text, verb v);
 
 template <verb V>
 constexpr bool run_pattern(std::string_view pattern, std::string_view text) {
@@ -526,6 +513,60 @@ class regex {
     return run_nfa(p, text, v, thread_scratch(p.size, p.n_looks, text.size()));
   }
 };
+
+namespace detail::re {
+
+/// Parses and runs a pattern once on the NFA: a small program on the stack, a large one on the
+/// heap when the pattern needs it.
+inline bool run_uncached(std::string_view pattern, std::string_view text, verb v) {
+  constexpr_program small;
+  parse(pattern, small);
+  if (small.error == errc::none) {
+    return run_nfa(small.view(), text, v, thread_scratch(small.size, small.n_looks, text.size()));
+  }
+  if (small.error != errc::too_large && small.error != errc::too_many_sets) {
+    throw_regex_error(small.error, small.error_pos, pattern);
+  }
+  std::unique_ptr<runtime_program> const big(new runtime_program);  // not zero-filled
+  parse(pattern, *big);
+  if (big->error != errc::none) {
+    throw_regex_error(big->error, big->error_pos, pattern);
+  }
+  return run_nfa(big->view(), text, v, thread_scratch(big->size, big->n_looks, text.size()));
+}
+
+/// re_match & co. at run time. A pattern seen for the second time by this thread is compiled
+/// into a qtl::regex (with its DFA) and kept, so that rules matched against every module of a
+/// model cost a DFA run per name, not a parse. At most 256 patterns are kept per thread (the
+/// cache is emptied when full). The answer is the same either way (one engine).
+inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
+  struct entry {
+    int uses = 0;
+    std::unique_ptr<regex> compiled;
+  };
+  thread_local std::unordered_map<std::string, entry> cache;
+  auto it = cache.find(std::string(pattern));
+  if (it == cache.end()) {
+    if (cache.size() >= 256) {
+      cache.clear();
+    }
+    bool const r = run_uncached(pattern, text, v);  // throws for a bad pattern: not kept
+    cache.emplace(std::string(pattern), entry{1, nullptr});
+    return r;
+  }
+  entry& e = it->second;
+  if (!e.compiled) {
+    e.compiled = std::make_unique<regex>(pattern);
+  }
+  switch (v) {
+    case verb::match: return e.compiled->match(text);
+    case verb::fullmatch: return e.compiled->fullmatch(text);
+    case verb::search: return e.compiled->search(text);
+  }
+  return false;
+}
+
+}  // namespace detail::re
 
 /// An ordered list of patterns that answers "which is the first to match" — the question of a
 /// GPTQ `dynamic` config (rules in the config's order, `re.match`, first match wins).
