@@ -187,30 +187,34 @@ QTL_HOST_DEVICE constexpr float select(bool c, float a, float b) {
 /// fp16 bits → float, exact; branch-free so that loops vectorise (subnormals go through an exact
 /// int → float conversion, so DAZ/FTZ modes cannot flush them). NaN → quiet NaN, sign kept.
 QTL_HOST_DEVICE constexpr float fp16_to_float(std::uint16_t h) {
+  // Signed 32-bit compares throughout: SSE2 has no unsigned ones.
+  std::int32_t const em = static_cast<std::int32_t>(h & 0x7FFFu);
   std::uint32_t const sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
-  std::uint32_t const em = static_cast<std::uint32_t>(h) & 0x7FFFu;
-  //  s eeeee mmmmmmmmmm  →  s eeeeeeee mmmmmmmmmm0000000000000   (rebias 15 → 127: + 112 << 23)
-  std::uint32_t const normal = (em << 13) + (112u << 23);
-  std::uint32_t const special = select(em > 0x7C00u, 0x7FC00000u | (em << 13), 0x7F800000u);
-  float const sub = static_cast<float>(static_cast<std::int32_t>(em)) * 0x1p-24f;  // m · 2^-24, exact
-  std::uint32_t const finite = select(em < 0x400u, std::bit_cast<std::uint32_t>(sub), normal);
-  return std::bit_cast<float>(sign | select(em >= 0x7C00u, special, finite));
+  //  s eeeee mmmmmmmmmm  →  s eeeeeeee mmmmmmmmmm0000000000000   (rebias 15 → 127: + 112 << 23;
+  //  Inf/NaN, e = 31, take another 112 to reach 255, and NaN gets the quiet bit)
+  std::uint32_t const inf_nan = 0u - static_cast<std::uint32_t>(em >= 0x7C00);
+  std::uint32_t const is_nan = 0u - static_cast<std::uint32_t>(em > 0x7C00);
+  std::uint32_t const normal =
+      ((static_cast<std::uint32_t>(em) << 13) + (112u << 23) + (inf_nan & (112u << 23))) | (is_nan & 0x00400000u);
+  float const sub = static_cast<float>(em) * 0x1p-24f;  // subnormal m · 2^-24, exact
+  return std::bit_cast<float>(sign | select(em < 0x400, std::bit_cast<std::uint32_t>(sub), normal));
 }
 /// float → fp16 bits, round to nearest even, overflow to ±Inf, NaN → sign | 0x7E00 (torch's);
 /// equal to `qtl::float_to_fp16` for every input, branch-free.
 QTL_HOST_DEVICE constexpr std::uint16_t float_to_fp16(float x) {
   std::uint32_t const f = std::bit_cast<std::uint32_t>(x);
   std::uint32_t const sign = (f >> 16) & 0x8000u;
-  std::uint32_t const a = f & 0x7FFFFFFFu;
+  std::int32_t const a = static_cast<std::int32_t>(f & 0x7FFFFFFFu);  // signed compares (SSE2)
+  std::uint32_t const ua = static_cast<std::uint32_t>(a);
   // Normal fp16 (|x| ≥ 2^-14): round the 23-bit mantissa at bit 13, ties to even, then rebias.
-  std::uint32_t const normal = (a + 0xFFFu + ((a >> 13) & 1u) - (112u << 23)) >> 13;
+  std::uint32_t const normal = (ua + 0xFFFu + ((ua >> 13) & 1u) - (112u << 23)) >> 13;
   // Subnormal fp16 (|x| < 2^-14): |x| + 0.5 has ulp 2^-24, so the addition rounds |x| to a
   // multiple of 2^-24 (nearest even); the low bits of the sum are that multiple.
-  float const shifted = std::bit_cast<float>(a) + 0.5f;
+  float const shifted = std::bit_cast<float>(ua) + 0.5f;
   std::uint32_t const subnormal = std::bit_cast<std::uint32_t>(shifted) - 0x3F000000u;
-  std::uint32_t mag = select(a < 0x38800000u, subnormal, normal);
-  mag = select(a >= 0x477FF000u, 0x7C00u, mag);  // ≥ 65520 rounds to Inf
-  mag = select(a > 0x7F800000u, 0x7E00u, mag);   // NaN
+  std::uint32_t mag = select(a < 0x38800000, subnormal, normal);
+  mag = select(a >= 0x477FF000, 0x7C00u, mag);  // ≥ 65520 rounds to Inf
+  mag = select(a > 0x7F800000, 0x7E00u, mag);   // NaN
   return static_cast<std::uint16_t>(sign | mag);
 }
 /// float → bf16 bits, round to nearest even, overflow to ±Inf, NaN → 0x7FC0 (torch's).
@@ -329,9 +333,12 @@ QTL_HOST_DEVICE constexpr group_params asymmetric_scale(float mx, float mn, quan
 template <class T>
 QTL_HOST_DEVICE constexpr float quantize_code(float w, group_params p, quant_range r) {
   float q = round_even(round_precision_for_code<T>(div(w, p.s)));
-  q = select(isnan(q), 0.0f, q);
-  q = clamp(q, -0x1p24f, 0x1p24f);  // saturate; sums below are exact
-  return clamp(add(q, p.zp), r.qmin, r.qmax);
+  q = std::bit_cast<float>(std::bit_cast<std::uint32_t>(q) & (0u - static_cast<std::uint32_t>(q == q)));  // NaN → +0
+  // Saturating: |q| ≥ 2^24 (or ±Inf) stays beyond the code range after adding |zp| ≤ 2^23, so
+  // the clamp below gives qmin or qmax as a saturating int conversion would.
+  q = add(q, p.zp);
+  q = q < r.qmin ? r.qmin : q;  // not NaN here: plain selects (maxps/minps)
+  return q > r.qmax ? r.qmax : q;
 }
 
 /// The dequantized reference of clamped code `q` (see the file comment) before its last rounding:
