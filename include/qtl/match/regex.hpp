@@ -39,6 +39,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <map>
 #include <memory>
@@ -487,6 +488,14 @@ class regex {
     dfa_[0] = b.build(false, true, regex_limits::dfa_states);
     dfa_[1] = b.build(false, false, regex_limits::dfa_states);
     dfa_[2] = b.build(!anchored_, true, regex_limits::dfa_states);
+    // Premultiplied: a state is stored as its row offset (id * classes), so a step is one add
+    // and one load.
+    for (dfa& d : dfa_) {
+      for (std::int32_t& t : d.next) {
+        t *= n_classes_;
+      }
+      d.start *= n_classes_;
+    }
   }
 
   bool run(std::string_view text, detail::re::verb v) const {
@@ -496,18 +505,18 @@ class regex {
     // before which $ also holds, goes to the NFA.
     if (d.ok && !text.empty() && !(has_end_newline_ && text.back() == '\n')) {
       std::int32_t const* next = d.next.data();
-      auto const k = static_cast<std::size_t>(n_classes_);
+      std::int32_t const sink = n_classes_;  // state 1, premultiplied; state 0 (dead) is 0
       std::int32_t s = d.start;
-      if (s == 1) {
+      if (s == sink) {
         return true;
       }
       for (char const ch : text) {
-        s = next[static_cast<std::size_t>(s) * k + byte_class_[static_cast<unsigned char>(ch)]];
-        if (s <= 1) {
-          return s == 1;
+        s = next[static_cast<std::size_t>(s) + byte_class_[static_cast<unsigned char>(ch)]];
+        if (s <= sink) {
+          return s == sink;
         }
       }
-      return d.accept_end[static_cast<std::size_t>(s)] != 0;
+      return d.accept_end[static_cast<std::size_t>(s / n_classes_)] != 0;
     }
     program_view const p = view();
     return run_nfa(p, text, v, thread_scratch(p.size, p.n_looks, text.size()));
@@ -544,8 +553,12 @@ inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
     int uses = 0;
     std::unique_ptr<regex> compiled;
   };
-  thread_local std::unordered_map<std::string, entry> cache;
-  auto it = cache.find(std::string(pattern));
+  struct text_hash {
+    using is_transparent = void;  // look up with the string_view, no std::string made
+    std::size_t operator()(std::string_view t) const noexcept { return std::hash<std::string_view>{}(t); }
+  };
+  thread_local std::unordered_map<std::string, entry, text_hash, std::equal_to<>> cache;
+  auto it = cache.find(pattern);
   if (it == cache.end()) {
     if (cache.size() >= 256) {
       cache.clear();
@@ -600,12 +613,13 @@ class regex_set {
     using namespace detail::re;
     int best = -1;
     if (combined_ok_ && !text.empty() && !(has_end_newline_ && text.back() == '\n')) {
-      auto const k = static_cast<std::size_t>(n_classes_);
       std::int32_t const* next = next_.data();
+      std::int32_t const last_sink = n_sinks_ * n_classes_;  // premultiplied ids
       std::int32_t s = start_;
-      for (std::size_t i = 0; i != text.size() && s > n_sinks_; ++i) {
-        s = next[static_cast<std::size_t>(s) * k + byte_class_[static_cast<unsigned char>(text[i])]];
+      for (std::size_t i = 0; i != text.size() && s > last_sink; ++i) {
+        s = next[static_cast<std::size_t>(s) + byte_class_[static_cast<unsigned char>(text[i])]];
       }
+      s /= n_classes_;
       best = s <= n_sinks_ ? s - 1 : end_result_[static_cast<std::size_t>(s)];
     } else {
       for (int const r : on_dfa_) {
@@ -824,6 +838,10 @@ class regex_set {
       }
       end_result_[s] = best == none_yet ? -1 : best;
     }
+    for (std::int32_t& t : next_) {  // premultiplied: a state is its row offset
+      t *= n_classes_;
+    }
+    start_ *= n_classes_;
     combined_ok_ = true;
   }
 };
