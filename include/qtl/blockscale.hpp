@@ -110,6 +110,10 @@ concept blockscale_layout_type = detail::is_blockscale_layout<L>;
 template <class T>
 concept blockscale_byte = sizeof(T) == 1 && std::is_trivially_copyable_v<T>;
 
+/// `In` is `Out` or `Out const`: the element type of an input view that an output of `Out` copies.
+template <class In, class Out>
+concept readable_as = std::is_same_v<std::remove_const_t<In>, Out>;
+
 /// Byte offset of the scale of row `m`, K-block `k` in a `Layout` buffer whose K-blocks are padded
 /// to `padded_cols` (= `Layout::pad_cols(Kb)`). This is the public entry point for code that writes
 /// scales directly in the swizzled layout (FP4/MX quantizers):
@@ -413,9 +417,9 @@ view<T, 3> as_batched(view<T, Rank> v) {
 /// scale type (E4M3, E8M0, bytes) and never changes a byte's value.
 /// @throws shape_error if `out` does not have that shape or is not contiguous;
 ///         value_error if `out` overlaps `in`.
-template <blockscale_layout_type Layout = layout_128x4, blockscale_byte In, blockscale_byte Out, int Rank>
-requires(std::is_same_v<std::remove_const_t<In>, Out> &&
-         (Rank == 2 || Rank == 3)) void swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
+template <blockscale_layout_type Layout = layout_128x4, blockscale_byte Out, readable_as<Out> In, int Rank>
+void swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
+  static_assert(Rank == 2 || Rank == 3, "qtl::swizzle_blockscale: scales are [M, Kb] or [B, M, Kb] views");
   view<In, 3> const src = detail::as_batched(in);
   index_t const batch = src.extent[0];
   index_t const rows = src.extent[1];
@@ -466,9 +470,9 @@ requires(std::is_same_v<std::remove_const_t<In>, Out> &&
 /// `in` is not read. (flashinfer `block_scale_interleave_reverse`, vLLM `recover_swizzled_scales`.)
 /// @throws shape_error if `in` is not `[.., pad_rows(M), pad_cols(Kb)]` or not contiguous;
 ///         value_error if `out` overlaps `in`.
-template <blockscale_layout_type Layout = layout_128x4, blockscale_byte In, blockscale_byte Out, int Rank>
-requires(std::is_same_v<std::remove_const_t<In>, Out> &&
-         (Rank == 2 || Rank == 3)) void unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
+template <blockscale_layout_type Layout = layout_128x4, blockscale_byte Out, readable_as<Out> In, int Rank>
+void unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
+  static_assert(Rank == 2 || Rank == 3, "qtl::unswizzle_blockscale: scales are [M, Kb] or [B, M, Kb] views");
   view<Out, 3> const dst = detail::as_batched(out);
   index_t const batch = dst.extent[0];
   index_t const rows = dst.extent[1];
@@ -528,7 +532,8 @@ requires(std::is_same_v<std::remove_const_t<In>, Out> &&
 
 /// `swizzle_blockscale` into a new host tensor of shape `[B, Mp, Kbp]` (3-D input) or `[Mp, Kbp]`.
 template <blockscale_layout_type Layout = layout_128x4, blockscale_byte In, int Rank>
-requires(Rank == 2 || Rank == 3) host_tensor<std::remove_const_t<In>, Rank> swizzle_blockscale(view<In, Rank> in) {
+host_tensor<std::remove_const_t<In>, Rank> swizzle_blockscale(view<In, Rank> in) {
+  static_assert(Rank == 2 || Rank == 3, "qtl::swizzle_blockscale: scales are [M, Kb] or [B, M, Kb] views");
   index_t extents[Rank];
   for (int d = 0; d < Rank; ++d) {
     extents[d] = in.extent[d];
@@ -542,9 +547,8 @@ requires(Rank == 2 || Rank == 3) host_tensor<std::remove_const_t<In>, Rank> swiz
 
 /// `unswizzle_blockscale` into a new host tensor of `rows` x `cols` (per batch element).
 template <blockscale_layout_type Layout = layout_128x4, blockscale_byte In, int Rank>
-requires(Rank == 2 || Rank == 3) host_tensor<std::remove_const_t<In>, Rank> unswizzle_blockscale(view<In, Rank> in,
-                                                                                                 index_t rows,
-                                                                                                 index_t cols) {
+host_tensor<std::remove_const_t<In>, Rank> unswizzle_blockscale(view<In, Rank> in, index_t rows, index_t cols) {
+  static_assert(Rank == 2 || Rank == 3, "qtl::unswizzle_blockscale: scales are [M, Kb] or [B, M, Kb] views");
   if (rows < 0 || cols < 0) {
     throw shape_error("qtl::unswizzle_blockscale: rows (" + std::to_string(rows) + ") and cols (" +
                       std::to_string(cols) + ") must be non-negative");

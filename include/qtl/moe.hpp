@@ -120,9 +120,10 @@ void swap_halves_checked(char const* fn, char const* in_name, view<In, Rank> in,
 /// `[.., R, C]` matrix, `[w1; w3] -> [w3; w1]` (`[gate; up] -> [up; gate]`):
 /// `out(.., r, c) = x(.., (r + R/2) % R, c)`. Any element type; `x` and `out` any strides.
 /// @throws shape_error if R is odd or `out`'s shape differs; value_error if they overlap.
-template <class In, class Out, int Rank>
-requires(std::is_same_v<std::remove_const_t<In>, Out>&& std::is_trivially_copyable_v<Out>&& Rank >=
-         2) void swap_w13_to_w31(view<In, Rank> x, view<Out, Rank> out) {
+template <class Out, readable_as<Out> In, int Rank>
+void swap_w13_to_w31(view<In, Rank> x, view<Out, Rank> out) {
+  static_assert(Rank >= 2 && std::is_trivially_copyable_v<Out>,
+                "qtl::swap_w13_to_w31: needs [.., R, C] views of a trivially copyable type");
   detail::swap_halves_checked<Rank - 2>("qtl::swap_w13_to_w31", "x", x, "out", out);
 }
 
@@ -132,13 +133,11 @@ requires(std::is_same_v<std::remove_const_t<In>, Out>&& std::is_trivially_copyab
 /// weight's half size; QTL requires the scale to have the same size along `Dim` as the weight.
 /// @throws shape_error if the weight's size along `Dim` is odd, the scale's differs from it, or an
 ///         output's shape differs from its input's; value_error if an output overlaps its input.
-template <int Dim = -2, class WIn, class WOut, class SIn, class SOut, int Rank>
-requires(std::is_same_v<std::remove_const_t<WIn>, WOut>&& std::is_same_v<std::remove_const_t<SIn>, SOut>&&
-             std::is_trivially_copyable_v<WOut>&&
-                 std::is_trivially_copyable_v<SOut>) void reorder_w1w3_to_w3w1(view<WIn, Rank> weight,
-                                                                               view<SIn, Rank> scale,
-                                                                               view<WOut, Rank> weight_out,
-                                                                               view<SOut, Rank> scale_out) {
+template <int Dim = -2, class WOut, class SOut, readable_as<WOut> WIn, readable_as<SOut> SIn, int Rank>
+void reorder_w1w3_to_w3w1(view<WIn, Rank> weight, view<SIn, Rank> scale, view<WOut, Rank> weight_out,
+                          view<SOut, Rank> scale_out) {
+  static_assert(std::is_trivially_copyable_v<WOut> && std::is_trivially_copyable_v<SOut>,
+                "qtl::reorder_w1w3_to_w3w1: weight and scale must be trivially copyable");
   constexpr int d = detail::normalized_dim<Dim, Rank>;
   static_assert(d >= 0 && d < Rank, "qtl::reorder_w1w3_to_w3w1: Dim must be in [-Rank, Rank)");
   if (scale.extent[d] != weight.extent[d]) {
@@ -299,11 +298,8 @@ class trtllm_fp4_moe_plan {
   /// viewed with the input's shape). Every tensor needs a contiguous innermost dimension; the output
   /// scales must be contiguous.
   /// @throws shape_error on a shape or stride mismatch (naming the tensor); value_error on overlap.
-  template <class WIn, class SIn, class WOut, class SOut>
-  requires(std::is_same_v<std::remove_const_t<WIn>, WOut>&& std::is_same_v<std::remove_const_t<SIn>, SOut>&&
-               blockscale_byte<WOut>&& blockscale_byte<SOut>) void apply(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
-                                                                         trtllm_fp4_moe_tensors<WOut, SOut> const& out)
-      const {
+  template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+  void apply(trtllm_fp4_moe_tensors<WIn, SIn> const& in, trtllm_fp4_moe_tensors<WOut, SOut> const& out) const {
     index_t const e = shape_.num_experts;
     index_t const h = shape_.hidden_size;
     index_t const i = shape_.intermediate_size;

@@ -122,9 +122,9 @@ bool matches(index_t const (&extent)[Rank], index_t const (&want)[Rank]) {
 /// the host function.
 /// @return cudaErrorInvalidValue if `out`'s shape is not the padded one or `out` is not
 ///         contiguous; otherwise the launch status.
-template <blockscale_layout_type Layout = layout_128x4, blockscale_byte In, blockscale_byte Out, int Rank>
-requires(std::is_same_v<std::remove_const_t<In>, Out> && (Rank == 2 || Rank == 3)) cudaError_t
-    swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out, cudaStream_t stream = 0) {
+template <blockscale_layout_type Layout = layout_128x4, blockscale_byte Out, readable_as<Out> In, int Rank>
+cudaError_t swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out, cudaStream_t stream = 0) {
+  static_assert(Rank == 2 || Rank == 3, "qtl::cuda::swizzle_blockscale: scales are [M, Kb] or [B, M, Kb] views");
   view<Out const, 3> const src = detail::as_batched(view<Out const, Rank>(in));
   index_t const padded_rows = Layout::pad_rows(src.extent[1]);
   index_t const padded_cols = Layout::pad_cols(src.extent[2]);
@@ -160,9 +160,9 @@ requires(std::is_same_v<std::remove_const_t<In>, Out> && (Rank == 2 || Rank == 3
 /// scales `out` (`[B, M, Kb]` / `[M, Kb]`, any strides). Same bytes as the host function.
 /// @return cudaErrorInvalidValue if `in` is not `[.., pad_rows(M), pad_cols(Kb)]` or not
 ///         contiguous; otherwise the launch status.
-template <blockscale_layout_type Layout = layout_128x4, blockscale_byte In, blockscale_byte Out, int Rank>
-requires(std::is_same_v<std::remove_const_t<In>, Out> && (Rank == 2 || Rank == 3)) cudaError_t
-    unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out, cudaStream_t stream = 0) {
+template <blockscale_layout_type Layout = layout_128x4, blockscale_byte Out, readable_as<Out> In, int Rank>
+cudaError_t unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out, cudaStream_t stream = 0) {
+  static_assert(Rank == 2 || Rank == 3, "qtl::cuda::unswizzle_blockscale: scales are [M, Kb] or [B, M, Kb] views");
   view<Out, 3> const dst = detail::as_batched(out);
   index_t const padded_rows = Layout::pad_rows(dst.extent[1]);
   index_t const padded_cols = Layout::pad_cols(dst.extent[2]);

@@ -117,12 +117,12 @@ bool moe_tensor_ok(view3d<In> const& in, view3d<Out> const& out, index_t e, inde
 /// @return cudaErrorInvalidValue if `shape.valid()` is false, a tensor's shape differs, an
 ///         innermost stride is not 1, the output scales are not contiguous or an output overlaps
 ///         its input; otherwise the status of the launches.
-template <int EpilogueTileM = 128, class WIn, class SIn, class WOut, class SOut>
-requires(std::is_same_v<std::remove_const_t<WIn>, WOut>&& std::is_same_v<std::remove_const_t<SIn>, SOut>&&
-             blockscale_byte<WOut>&& blockscale_byte<SOut>) cudaError_t
-    prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const& shape,
-                                              trtllm_fp4_moe_tensors<WIn, SIn> const& in,
-                                              trtllm_fp4_moe_tensors<WOut, SOut> const& out, cudaStream_t stream = 0) {
+template <int EpilogueTileM = 128, blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn,
+          readable_as<SOut> SIn>
+cudaError_t prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const& shape,
+                                                      trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                                      trtllm_fp4_moe_tensors<WOut, SOut> const& out,
+                                                      cudaStream_t stream = 0) {
   if (!shape.valid()) {
     return cudaErrorInvalidValue;
   }
