@@ -380,3 +380,31 @@ TEST_CASE("regex_set on GPTQ dynamic rules: first match wins, lookahead rules in
   CHECK(rules.first_search("x.model.layers.18.mlp.gate") == 1);
   CHECK_THROWS_AS(qtl::regex_set({"ok", "bad("}), qtl::regex_error);
 }
+
+TEST_CASE("re_match at run time: the per-thread pattern cache gives the same answers", "[regex]") {
+  // 300 distinct patterns (more than the cache keeps), each used several times
+  for (int round = 0; round != 3; ++round) {
+    for (int layer = 0; layer != 300; ++layer) {
+      std::string const pattern = R"(model\.layers\.)" + std::to_string(layer) + R"(\.(?!mlp)\w+)";
+      std::string const attn = "model.layers." + std::to_string(layer) + ".self_attn.q_proj";
+      std::string const mlp = "model.layers." + std::to_string(layer) + ".mlp.down_proj";
+      std::string const other = "model.layers." + std::to_string(layer + 1) + "0.self_attn.q_proj";
+      REQUIRE(qtl::re_match(pattern, attn));
+      REQUIRE_FALSE(qtl::re_match(pattern, mlp));
+      REQUIRE_FALSE(qtl::re_match(pattern, other));
+      REQUIRE_FALSE(qtl::re_fullmatch(pattern, attn));
+      REQUIRE(qtl::re_search(pattern, "x." + attn));
+    }
+  }
+  CHECK_THROWS_AS(qtl::re_match("(", "x"), qtl::regex_error);
+  CHECK_THROWS_AS(qtl::re_match("(", "x"), qtl::regex_error);  // a bad pattern is never kept
+}
+
+TEST_CASE("static_regex at run time on texts longer than constant evaluation allows", "[regex]") {
+  using rule = qtl::static_regex<R"((?:a(?=a*b))+b)">;
+  std::string text(20000, 'a');
+  CHECK_FALSE(rule::fullmatch(text));
+  text += 'b';
+  CHECK(rule::fullmatch(text));
+  CHECK(rule::search("xxab"));
+}
