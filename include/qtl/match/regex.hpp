@@ -205,6 +205,8 @@ consteval program<N, S> static_compile() {
   out.n_looks = parsed.n_looks;
   out.n_edges = parsed.n_edges;
   out.anchored = parsed.anchored;
+  out.nested_looks = parsed.nested_looks;
+  out.look_cost = parsed.look_cost;
   out.has_word_boundary = parsed.has_word_boundary;
   out.has_end_newline = parsed.has_end_newline;
   return out;
@@ -451,6 +453,8 @@ class regex {
     anchored_ = prog->anchored;
     has_end_newline_ = prog->has_end_newline;
     has_word_boundary_ = prog->has_word_boundary;
+    nested_looks_ = prog->nested_looks;
+    look_cost_ = prog->look_cost;
     if (n_looks_ == 0 && !prog->has_word_boundary) {
       build_dfas();
     }
@@ -480,13 +484,15 @@ class regex {
   bool anchored_ = false;
   bool has_end_newline_ = false;
   bool has_word_boundary_ = false;
+  bool nested_looks_ = false;
+  std::int32_t look_cost_ = 0;
   std::array<std::uint8_t, 256> byte_class_{};
   int n_classes_ = 0;
   detail::re::dfa dfa_[3];
 
   detail::re::program_view view() const {
     return {code_.data(), static_cast<std::int32_t>(code_.size()), sets_.data(), pred_begin_.data(), preds_.data(),
-            n_looks_, anchored_};
+            n_looks_, anchored_, nested_looks_, look_cost_};
   }
 
   void build_dfas() {

@@ -86,16 +86,8 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
   // 1. Lookahead results, per (lookahead, position): bit y * (n + 1) + pos of look_bits.
   std::size_t const words = p.n_looks > 0 ? look_words(p.n_looks, n) : 0;
   bool all_known = false;
-  bool nested = false;
-  std::size_t look_cost = 0;  // total size of the lookahead sub-programs
-  for (std::int32_t pc = 0; pc != p.size; ++pc) {
-    if (p.code[pc].code == op::look) {
-      look_cost += static_cast<std::size_t>(p.code[pc].x - pc);
-      for (std::int32_t q = pc + 1; q < p.code[pc].x; ++q) {
-        nested = nested || p.code[q].code == op::look;
-      }
-    }
-  }
+  bool const nested = p.nested_looks;
+  auto const look_cost = static_cast<std::size_t>(p.look_cost);  // total size of the lookaheads
   for (std::size_t k = 0; k != words; ++k) {
     s.look_bits[k] = 0;
     s.look_known[k] = 0;

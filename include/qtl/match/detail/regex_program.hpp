@@ -239,7 +239,9 @@ struct program_view {
   std::int32_t const* pred_begin;  // size + 1 offsets into preds
   std::int32_t const* preds;       // epsilon predecessors of each instruction
   std::int32_t n_looks;
-  bool anchored;  // the program begins with \A / ^: a match can only start at 0
+  bool anchored;      // the program begins with \A / ^: a match can only start at 0
+  bool nested_looks;  // a lookahead contains another
+  std::int32_t look_cost;  // total size of the lookahead sub-programs
 };
 
 /// A compiled program with room for `Cap` instructions and `SetCap` byte sets.
@@ -255,13 +257,15 @@ struct program {
   std::int32_t n_looks = 0;
   std::int32_t n_edges = 0;
   bool anchored = false;
+  bool nested_looks = false;
+  std::int32_t look_cost = 0;
   bool has_word_boundary = false;
   bool has_end_newline = false;
   errc error = errc::none;
   std::size_t error_pos = 0;
 
   constexpr program_view view() const {
-    return {code.data(), size, sets.data(), pred_begin.data(), preds.data(), n_looks, anchored};
+    return {code.data(), size, sets.data(), pred_begin.data(), preds.data(), n_looks, anchored, nested_looks, look_cost};
   }
 };
 
@@ -924,10 +928,16 @@ class parser {
   constexpr void finalize() {
     std::int32_t const n = p_.size;
     p_.n_looks = 0;
+    p_.nested_looks = false;
+    p_.look_cost = 0;
     for (std::int32_t pc = 0; pc != n; ++pc) {
       inst& in = p_.code[static_cast<std::size_t>(pc)];
       if (in.code == op::look) {
         in.y = p_.n_looks++;
+        p_.look_cost += in.x - pc;
+        for (std::int32_t q = pc + 1; q < in.x; ++q) {
+          p_.nested_looks = p_.nested_looks || p_.code[static_cast<std::size_t>(q)].code == op::look;
+        }
       }
     }
     inst const& first = p_.code[0];
