@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include <qtl/error.hpp>
@@ -57,7 +58,7 @@ struct view {
   }
 
   /// The same memory as a view of `T const`.
-  QTL_HOST_DEVICE constexpr operator view<T const, Rank>() const {
+  QTL_HOST_DEVICE constexpr operator view<T const, Rank>() const requires(!std::is_const_v<T>) {
     view<T const, Rank> v;
     v.data = data;
     for (int d = 0; d < Rank; ++d) {
