@@ -445,13 +445,17 @@ void swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
       detail::byte_t* dst = detail::byte_ptr(out.data);
       for (index_t b = 0; b < batch; ++b) {
         for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
-          for (index_t r = 0; r < 128; ++r) {
-            detail::byte_t* const row = band + r * padded_cols;
-            index_t const n = m0 + r < rows ? cols : 0;
-            if (n > 0) {
-              std::memcpy(row, detail::byte_ptr(&src(b, m0 + r, 0)), static_cast<std::size_t>(n));
+          if (m0 + 128 <= rows && cols == padded_cols && src.stride[1] == cols) {  // one contiguous block
+            std::memcpy(band, detail::byte_ptr(&src(b, m0, 0)), static_cast<std::size_t>(128 * cols));
+          } else {
+            for (index_t r = 0; r < 128; ++r) {
+              detail::byte_t* const row = band + r * padded_cols;
+              index_t const n = m0 + r < rows ? cols : 0;
+              if (n > 0) {
+                std::memcpy(row, detail::byte_ptr(&src(b, m0 + r, 0)), static_cast<std::size_t>(n));
+              }
+              std::memset(row + n, 0, static_cast<std::size_t>(padded_cols - n));
             }
-            std::memset(row + n, 0, static_cast<std::size_t>(padded_cols - n));
           }
           detail::swizzle_band_128x4(band, padded_cols, tiles);
           std::memcpy(dst, tiles, static_cast<std::size_t>(128 * padded_cols));
@@ -518,8 +522,12 @@ void unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
         for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
           std::memcpy(tiles, src, static_cast<std::size_t>(128 * padded_cols));
           detail::unswizzle_band_128x4(tiles, padded_cols, band);
-          for (index_t r = 0; r < 128 && m0 + r < rows; ++r) {
-            std::memcpy(detail::byte_ptr(&dst(b, m0 + r, 0)), band + r * padded_cols, static_cast<std::size_t>(cols));
+          if (m0 + 128 <= rows && cols == padded_cols && dst.stride[1] == cols) {  // one contiguous block
+            std::memcpy(detail::byte_ptr(&dst(b, m0, 0)), band, static_cast<std::size_t>(128 * cols));
+          } else {
+            for (index_t r = 0; r < 128 && m0 + r < rows; ++r) {
+              std::memcpy(detail::byte_ptr(&dst(b, m0 + r, 0)), band + r * padded_cols, static_cast<std::size_t>(cols));
+            }
           }
           src += 128 * padded_cols;
         }
