@@ -66,6 +66,13 @@
 #include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>
 
+// Host fast path: x86-64 compilers with GNU target attributes get an AVX2 + F16C executor chosen at
+// run time (the default build targets baseline x86-64); nvcc's host pass does not.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#  define QTL_QUANTIZE_X86_DISPATCH 1
+#  include <immintrin.h>
+#endif  // ^^^ x86-64 GCC/Clang host ^^^
+
 namespace qtl {
 
 // ------------------------------------------------------------------------------------------------
@@ -403,7 +410,13 @@ QTL_HOST_DEVICE constexpr quantized_group<T, K> quantize_group(T const (&w)[K], 
 namespace detail::qnt {
 
 inline std::string shape_str(index_t a, index_t b) {
-  return "(" + std::to_string(a) + ", " + std::to_string(b) + ")";
+  // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on `"(" + std::string`.
+  std::string s = "(";
+  s += std::to_string(a);
+  s += ", ";
+  s += std::to_string(b);
+  s += ")";
+  return s;
 }
 template <class V>
 void check_2d(char const* fn, char const* arg, V const& v, index_t rows, index_t cols) {
@@ -507,6 +520,159 @@ void quantize_row(T const* in, float const* sc, float const* zp, index_t cn, qua
   }
 }
 
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+/// AVX2 + F16C pass 2 for fp16 and bf16 weights, 8 columns per step; the scalar tail and every
+/// other dtype take the portable loops. Each step computes exactly what `quantize_code` and
+/// `dequantize_code` do, with one vector instruction per float operation (each rounds once, as the
+/// scalar code). FMA is not enabled in these functions, and no product feeds an addition directly
+/// (products are stored, or rounded to T by a conversion or by integer logic first), so
+/// contraction cannot change them even where the surrounding code is built with FMA and
+/// -ffp-contract=fast (the native test builds them that way).
+namespace x86 {
+#  define QTL_QUANTIZE_AVX2 __attribute__((target("avx2,f16c")))
+
+/// True when the CPU runs the AVX2 + F16C executor (checked once).
+inline bool has_avx2_f16c() {
+  static bool const ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  return ok;
+}
+
+/// 8 weights of T (fp16 or bf16) as floats, exact: F16C's conversion (quiet NaN, payload and sign
+/// kept, subnormals exact, as `fp16_to_float`), or the bf16 bits shifted to the float's high half.
+template <class T>
+QTL_QUANTIZE_AVX2 inline __m256 load8(T const* p) {
+  __m128i const h = _mm_loadu_si128(reinterpret_cast<__m128i const*>(p));
+  if constexpr (std::is_same_v<T, half_t>) {
+    return _mm256_cvtph_ps(h);
+  } else {
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+  }
+}
+
+/// bf16 bits, rounded to nearest even, in the high half of each 32-bit lane (low half zero) and
+/// with no NaN handling: `round_precision_for_code<bfloat16_t>` of 8 floats.
+QTL_QUANTIZE_AVX2 inline __m256i bf16_round_hi(__m256 v) {
+  __m256i const u = _mm256_castps_si256(v);
+  __m256i const odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
+  __m256i const r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd);
+  return _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+}
+/// Lanes of `v` that are NaN, as an integer mask: |bits| > Inf's bits (signed compare is right:
+/// both sides are non-negative).
+QTL_QUANTIZE_AVX2 inline __m256i nan_mask(__m256 v) {
+  __m256i const a = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF));
+  return _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000));
+}
+
+/// `round_precision_for_code<T>` of 8 floats. fp16: the F16C round trip, which is `round_to`
+/// itself (range included, NaN payloads aside, and NaN codes become 0 anyway).
+template <class T>
+QTL_QUANTIZE_AVX2 inline __m256 round_precision8(__m256 v) {
+  if constexpr (std::is_same_v<T, half_t>) {
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+  } else {
+    return _mm256_castsi256_ps(bf16_round_hi(v));
+  }
+}
+
+/// 8 floats rounded to T and stored: `store<T>` of each, bit for bit (NaN → sign | 0x7E00 for
+/// fp16, 0x7FC0 for bf16, as `float_to_fp16` / `float_to_bf16`).
+template <class T>
+QTL_QUANTIZE_AVX2 inline void store8(T* p, __m256 v) {
+  __m256i const nan = nan_mask(v);
+  __m128i h;
+  if constexpr (std::is_same_v<T, half_t>) {
+    // F16C keeps a NaN's sign and top payload bits; clear the payload below the quiet bit.
+    h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m128i const nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
+    h = _mm_andnot_si128(_mm_and_si128(nan16, _mm_set1_epi16(0x01FF)), h);
+  } else {
+    __m256i r = _mm256_srli_epi32(bf16_round_hi(v), 16);
+    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC0), nan);
+    // [r0..r3 r0..r3 | r4..r7 r4..r7] as 16-bit lanes; 64-bit quarters 0 and 2 are r0..r7.
+    h = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
+  }
+  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
+}
+/// `round_to<T>` of 8 floats (load8 of store8, without the memory round trip).
+template <class T>
+QTL_QUANTIZE_AVX2 inline __m256 round_to8(__m256 v) {
+  if constexpr (std::is_same_v<T, half_t>) {
+    __m256 const r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i const nan = nan_mask(v);  // canonical sign | 0x7FC00000, as store<half_t> then load
+    __m256i const canon = _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(INT32_MIN)),
+                                          _mm256_set1_epi32(0x7FC00000));
+    return _mm256_castsi256_ps(_mm256_blendv_epi8(_mm256_castps_si256(r), canon, nan));
+  } else {
+    __m256i const r = _mm256_blendv_epi8(bf16_round_hi(v), _mm256_set1_epi32(0x7FC00000), nan_mask(v));
+    return _mm256_castsi256_ps(r);
+  }
+}
+
+/// An integral code value converted to T, as `dequantize_code`'s `to_t` (exact, so skipped, for
+/// codes of ≤ 8 bits).
+template <class T, bool SmallCodes>
+QTL_QUANTIZE_AVX2 inline __m256 code_to_t(__m256 v) {
+  if constexpr (SmallCodes) {
+    return v;
+  } else {
+    return round_to8<T>(v);
+  }
+}
+
+/// Pass 2 of one row of the column tile, as `quantize_row` (which it must equal bit for bit).
+template <class T, bool SmallCodes, bool After>
+QTL_QUANTIZE_AVX2 void quantize_row_avx2(T const* in, float const* sc, float const* zp, index_t cn, quant_range r,
+                                         std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
+  __m256 const qmin = _mm256_set1_ps(r.qmin);
+  __m256 const qmax = _mm256_set1_ps(r.qmax);
+  __m256i const bias = _mm256_set1_epi32(r.bias);
+  index_t j = 0;
+  for (; j + 8 <= cn; j += 8) {
+    __m256 const x = load8<T>(in + j);
+    __m256 const s = _mm256_loadu_ps(sc + j);
+    __m256 const z = _mm256_loadu_ps(zp + j);
+    // quantize_code: rne(T(x / s)), NaN → +0, + zp, clamp (operand order keeps `q < lo ? lo : q`).
+    __m256 q = _mm256_round_ps(round_precision8<T>(_mm256_div_ps(x, s)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));
+    q = _mm256_add_ps(q, z);
+    q = _mm256_min_ps(qmax, _mm256_max_ps(qmin, q));
+    // dequantize_code
+    __m256 ref;
+    if constexpr (After) {
+      __m256 const a = round_to8<T>(_mm256_mul_ps(code_to_t<T, SmallCodes>(q), s));
+      __m256 const b = round_to8<T>(_mm256_mul_ps(code_to_t<T, SmallCodes>(z), s));
+      ref = _mm256_sub_ps(a, b);
+    } else {
+      ref = _mm256_mul_ps(code_to_t<T, SmallCodes>(_mm256_sub_ps(q, z)), s);
+    }
+    store8<T>(ref_out + j, ref);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_out + j), _mm256_add_epi32(_mm256_cvttps_epi32(q), bias));
+  }
+  for (; j < cn; ++j) {
+    quantize_block<T, SmallCodes, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
+  }
+}
+#  undef QTL_QUANTIZE_AVX2
+}  // namespace x86
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+
+/// Pass 2 of one row: the AVX2 executor where the CPU has it, else the portable loops.
+template <class T, bool SmallCodes, bool After>
+void quantize_row_dispatch(bool fast, T const* in, float const* sc, float const* zp, index_t cn, quant_range r,
+                           std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+  if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
+    if (fast) {
+      x86::quantize_row_avx2<T, SmallCodes, After>(in, sc, zp, cn, r, opaque, q_out, ref_out);
+      return;
+    }
+  }
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+  (void)fast;
+  quantize_row<T, SmallCodes, After>(in, sc, zp, cn, r, opaque, q_out, ref_out);
+}
+
 /// Host executor of grouped quantization: one group (gs rows) × one column tile at a time, so the
 /// tile is still in L2 when pass 2 reads it again.
 /// `row_out[r]` (optional) is the output row of input row r (act-order writes permuted rows).
@@ -526,6 +692,11 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
   float sc[max_tile_cols];
   float zp[max_tile_cols];
   bool const after = opt.zero_points && opt.ref_zero_points_after_scales;
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+  bool const fast = x86::has_avx2_f16c();
+#else
+  bool const fast = false;
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
   for (index_t g = 0; g < k / gs; ++g) {
     index_t const r0 = g * gs;
     for (index_t c0 = 0; c0 < n; c0 += tc) {
@@ -573,9 +744,9 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
         std::int32_t* q_out = out.w_q.data + ro * out.w_q.stride[0] + c0;
         T* ref_out = out.w_ref.data + ro * out.w_ref.stride[0] + c0;
         if (after) {
-          quantize_row<T, SmallCodes, true>(in, sc, zp, cn, r, opaque, q_out, ref_out);
+          quantize_row_dispatch<T, SmallCodes, true>(fast, in, sc, zp, cn, r, opaque, q_out, ref_out);
         } else {
-          quantize_row<T, SmallCodes, false>(in, sc, zp, cn, r, opaque, q_out, ref_out);
+          quantize_row_dispatch<T, SmallCodes, false>(fast, in, sc, zp, cn, r, opaque, q_out, ref_out);
         }
       }
     }
