@@ -409,7 +409,13 @@ constexpr index_t group_scale_storage_size(group_scale_layout layout, index_t ro
 namespace detail {
 
 inline std::string shape_string(index_t r, index_t c) {
-  return "[" + std::to_string(r) + ", " + std::to_string(c) + "]";
+  // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on `"[" + std::string`.
+  std::string s = "[";
+  s += std::to_string(r);
+  s += ", ";
+  s += std::to_string(c);
+  s += "]";
+  return s;
 }
 
 // Checks of every variant: rows contiguous, same width, output at least as tall as the input.
