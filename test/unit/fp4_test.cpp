@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -275,6 +276,56 @@ TEMPLATE_TEST_CASE("block element codes (SIMD where available) equal the element
         }
         REQUIRE(got == want);
       }
+    }
+  }
+}
+
+// The block path runs 4 blocks at a time (SSE2: max, scale code and output scale in lanes): every
+// positive bf16 code (Inf and NaN included) is once the largest magnitude of a block, and the
+// quantized row must equal the scalar recipe of the element functions, block by block.
+template <class F, class T>
+void check_block_path_on_every_bf16_vmax(float gs) {
+  index_t const k = 64 * F::block_size;  // 64 blocks per row: the 4-block path and no tail
+  index_t const m = 32768 / 64;
+  std::vector<T> x(static_cast<std::size_t>(m * k));
+  for (std::size_t blk = 0; blk < x.size() / F::block_size; ++blk) {
+    auto const c = static_cast<std::uint32_t>(blk);  // the block's largest |x| (a bf16 code)
+    for (std::uint32_t j = 0; j < F::block_size; ++j) {
+      std::uint32_t const mag = j == 0 ? c : (c > j * 131 ? c - j * 131 : j);  // smaller ones beside
+      auto const bits = static_cast<std::uint16_t>(mag | ((j + blk) % 3 == 0 ? 0x8000u : 0u));
+      x[blk * F::block_size + j] = qtl::from_float<T>(qtl::to_float(bfloat16_t{bits}));
+    }
+  }
+  std::vector<typename F::element> q(static_cast<std::size_t>(m * k / F::elements_per_value));
+  std::vector<typename F::scale> s(static_cast<std::size_t>(qtl::block_scale_bytes<F>(m, k)));
+  qtl::block_quantize<F>(cview(x, m, k), qtl::make_view(q.data(), m, k / F::elements_per_value), std::span(s), gs);
+  for (std::size_t blk = 0; blk < x.size() / F::block_size; ++blk) {
+    T const* b = x.data() + blk * F::block_size;
+    std::uint32_t vmax_bits = 0;
+    for (int j = 0; j < F::block_size; ++j) {
+      vmax_bits = std::max<std::uint32_t>(vmax_bits, qtl::amax_bits(b[j]));
+    }
+    float const vmax = qtl::amax_value<T>(static_cast<typename qtl::detail::input_bits<T>::word>(vmax_bits));
+    std::uint8_t const sc = qtl::block_scale_code<F>(vmax, gs);
+    float const os = qtl::block_output_scale<F>(sc, vmax, gs);
+    INFO("block " << blk << ", vmax " << vmax << ", gs " << gs);
+    REQUIRE(s[blk].bits == sc);  // linear layout: block blk of the [m, 64] scale matrix
+    for (int j = 0; j < F::block_size; ++j) {
+      auto const col = static_cast<index_t>(blk % 64) * F::block_size + j;
+      REQUIRE(element_code<F>(q, k, static_cast<index_t>(blk / 64), col) ==
+              qtl::block_element_code<F>(qtl::to_float(b[j]), os));
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("4-block path (SIMD where available) equals the scalar recipe for every bf16 block max",
+                   "[fp4]", qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+  using F = TestType;
+  for (float gs : {1.0f, 0.37f, 2688.0f, 1e30f}) {
+    check_block_path_on_every_bf16_vmax<F, bfloat16_t>(gs);
+    check_block_path_on_every_bf16_vmax<F, float>(gs);
+    if constexpr (!F::has_global_scale) {
+      break;  // MX formats have no global scale
     }
   }
 }
