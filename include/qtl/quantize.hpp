@@ -609,6 +609,76 @@ QTL_QUANTIZE_AVX2 inline __m256 round_to8(__m256 v) {
   }
 }
 
+/// Max and min of one column down `rows` rows, exactly as the portable pass 1 folds them (first
+/// row, then `nan_max`/`nan_min` row by row): the path of columns holding a NaN, and of the tail.
+template <class T>
+inline void column_minmax(T const* w, index_t stride, index_t rows, float& mx, float& mn) {
+  float hi = load<T>(w[0]);
+  float lo = hi;
+  for (index_t i = 1; i < rows; ++i) {
+    float const x = load<T>(w[i * stride]);
+    hi = nan_max(hi, x);
+    lo = nan_min(lo, x);
+  }
+  mx = hi;
+  mn = lo;
+}
+
+/// Pass 1 of a column tile for fp16/bf16 (`rows` rows of `cn` columns from `w`, row stride
+/// `stride`), 16 columns per step on the raw 16-bit codes. A sign-magnitude code maps to a
+/// signed integer of the same order, key = bits ^ ((bits >> 15 arithmetic) & 0x7FFF):
+///
+///   -NaN < -Inf < ... < -min < -0 < +0 < +min < ... < +Inf < +NaN      (keys, int16)
+///
+/// so max/min are `vpmaxsw`/`vpminsw` with no conversion. They differ from the float fold only
+/// in the sign of a zero result (-0 < +0 here; the float fold keeps the first of equal values),
+/// which no scale or zero point depends on (each takes |mx|, |mn| or mx - mn, and a zero
+/// difference is clamped to 1e-5). NaN is tracked per column (|bits| above Inf's) and such
+/// columns are folded again by `column_minmax`, which keeps the portable NaN semantics.
+template <class T>
+QTL_QUANTIZE_AVX2 void minmax_tile_avx2(T const* w, index_t stride, index_t rows, index_t cn, float* mx, float* mn) {
+  constexpr std::int16_t inf_bits = std::is_same_v<T, half_t> ? 0x7C00 : 0x7F80;
+  alignas(32) std::int16_t kmx[max_tile_cols];
+  alignas(32) std::int16_t kmn[max_tile_cols];
+  alignas(32) std::int16_t nan[max_tile_cols];
+  __m256i const mag = _mm256_set1_epi16(0x7FFF);
+  __m256i const inf = _mm256_set1_epi16(inf_bits);
+  index_t const cv = cn / 16 * 16;
+  for (index_t j = 0; j < cv; j += 16) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(kmx + j), _mm256_set1_epi16(INT16_MIN));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(kmn + j), _mm256_set1_epi16(INT16_MAX));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(nan + j), _mm256_setzero_si256());
+  }
+  for (index_t i = 0; i < rows; ++i) {
+    T const* row = w + i * stride;
+    for (index_t j = 0; j < cv; j += 16) {
+      __m256i const b = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(row + j));
+      __m256i const key = _mm256_xor_si256(b, _mm256_and_si256(_mm256_srai_epi16(b, 15), mag));
+      __m256i* const pmx = reinterpret_cast<__m256i*>(kmx + j);
+      __m256i* const pmn = reinterpret_cast<__m256i*>(kmn + j);
+      __m256i* const pnan = reinterpret_cast<__m256i*>(nan + j);
+      _mm256_store_si256(pmx, _mm256_max_epi16(_mm256_load_si256(pmx), key));
+      _mm256_store_si256(pmn, _mm256_min_epi16(_mm256_load_si256(pmn), key));
+      __m256i const is_nan = _mm256_cmpgt_epi16(_mm256_and_si256(b, mag), inf);
+      _mm256_store_si256(pnan, _mm256_or_si256(_mm256_load_si256(pnan), is_nan));
+    }
+  }
+  for (index_t j = 0; j < cv; ++j) {
+    if (nan[j] != 0) {
+      column_minmax(w + j, stride, rows, mx[j], mn[j]);
+    } else {
+      auto const bits = [](std::int16_t k) {  // the key map is its own inverse
+        return T{static_cast<std::uint16_t>(k ^ ((k >> 15) & 0x7FFF))};
+      };
+      mx[j] = load<T>(bits(kmx[j]));
+      mn[j] = load<T>(bits(kmn[j]));
+    }
+  }
+  for (index_t j = cv; j < cn; ++j) {
+    column_minmax(w + j, stride, rows, mx[j], mn[j]);
+  }
+}
+
 /// An integral code value converted to T, as `dequantize_code`'s `to_t` (exact, so skipped, for
 /// codes of ≤ 8 bits).
 template <class T, bool SmallCodes>
@@ -673,6 +743,22 @@ void quantize_row_dispatch(bool fast, T const* in, float const* sc, float const*
   quantize_row<T, SmallCodes, After>(in, sc, zp, cn, r, opaque, q_out, ref_out);
 }
 
+/// Pass 1 of a column tile by the AVX2 executor where the CPU has it (returns false otherwise:
+/// the caller runs the portable loops).
+template <class T>
+bool minmax_tile_dispatch(bool fast, T const* w, index_t stride, index_t rows, index_t cn, float* mx, float* mn) {
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+  if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
+    if (fast) {
+      x86::minmax_tile_avx2(w, stride, rows, cn, mx, mn);
+      return true;
+    }
+  }
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+  (void)fast, (void)w, (void)stride, (void)rows, (void)cn, (void)mx, (void)mn;
+  return false;
+}
+
 /// Host executor of grouped quantization: one group (gs rows) × one column tile at a time, so the
 /// tile is still in L2 when pass 2 reads it again.
 /// `row_out[r]` (optional) is the output row of input row r (act-order writes permuted rows).
@@ -702,19 +788,21 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
     for (index_t c0 = 0; c0 < n; c0 += tc) {
       index_t const cn = std::min(tc, n - c0);
       // Pass 1: NaN-propagating max/min down the group's rows.
-      T const* row = w.data + r0 * w.stride[0] + c0;
-      for (index_t j = 0; j < cn; ++j) {
-        mx[j] = load<T>(row[j]);
-        mn[j] = mx[j];
-      }
-      for (index_t i = 1; i < gs; ++i) {
-        row = w.data + (r0 + i) * w.stride[0] + c0;
-        index_t j = 0;
-        for (; j + block <= cn; j += block) {
-          minmax_block<T, block>(row + j, mx + j, mn + j);
+      if (!minmax_tile_dispatch(fast, w.data + r0 * w.stride[0] + c0, w.stride[0], gs, cn, mx, mn)) {
+        T const* row = w.data + r0 * w.stride[0] + c0;
+        for (index_t j = 0; j < cn; ++j) {
+          mx[j] = load<T>(row[j]);
+          mn[j] = mx[j];
         }
-        for (; j < cn; ++j) {
-          minmax_block<T, 1>(row + j, mx + j, mn + j);
+        for (index_t i = 1; i < gs; ++i) {
+          row = w.data + (r0 + i) * w.stride[0] + c0;
+          index_t j = 0;
+          for (; j + block <= cn; j += block) {
+            minmax_block<T, block>(row + j, mx + j, mn + j);
+          }
+          for (; j < cn; ++j) {
+            minmax_block<T, 1>(row + j, mx + j, mn + j);
+          }
         }
       }
       // Scales (and zero points) of this group's columns.

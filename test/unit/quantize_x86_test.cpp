@@ -7,7 +7,9 @@
 
 #include <catch2/catch.hpp>
 
+#include <bit>
 #include <cstdint>
+#include <utility>
 #include <cstring>
 #include <random>
 #include <vector>
@@ -97,7 +99,73 @@ void compare_all(std::mt19937& rng) {
   }
 }
 
+/// Pass 1 of a tile: the AVX2 fold on 16-bit keys against the portable float fold. Equal bits,
+/// except that a zero result may differ in sign; the scales and zero points, which is what pass 1
+/// is for, are equal bit for bit.
+template <class T>
+void compare_minmax(std::mt19937& rng) {
+  qtl::quant_range const u4 = qtl::quant_range_of(qtl::uint4);
+  qtl::quant_range const u4b8 = qtl::quant_range_of(qtl::uint4b8);
+  for (int rep = 0; rep < 200; ++rep) {
+    index_t const rows = 1 + static_cast<index_t>(rng() % 40);
+    index_t const cn = 1 + static_cast<index_t>(rng() % 70);
+    index_t const stride = cn + static_cast<index_t>(rng() % 3);
+    bool const sparse_specials = rng() % 2 == 0;  // else most columns hold a NaN
+    std::vector<T> w(static_cast<std::size_t>(rows * stride));
+    for (auto& x : w) {
+      x = random_code<T>(rng);
+      if (sparse_specials && (x.bits & 0x7FFF) >= (std::is_same_v<T, qtl::half_t> ? 0x7C00 : 0x7F80) && rng() % 8 != 0) {
+        x.bits &= 0x83FF;  // keep a few Inf/NaN, make the rest finite
+      }
+      if (rng() % 5 == 0) {
+        x.bits &= 0x8000;  // many ±0
+      }
+    }
+    std::vector<float> mx_fast(static_cast<std::size_t>(cn)), mn_fast(mx_fast.size());
+    REQUIRE(qnt::minmax_tile_dispatch(true, w.data(), stride, rows, cn, mx_fast.data(), mn_fast.data()));
+    for (index_t j = 0; j < cn; ++j) {
+      float mx = 0, mn = 0;
+      qnt::x86::column_minmax(w.data() + j, stride, rows, mx, mn);
+      float hi = qnt::load<T>(w[static_cast<std::size_t>(j)]);
+      float lo = hi;
+      for (index_t i = 1; i < rows; ++i) {  // the portable fold, written out
+        float const x = qnt::load<T>(w[static_cast<std::size_t>(i * stride + j)]);
+        hi = qnt::nan_max(hi, x);
+        lo = qnt::nan_min(lo, x);
+      }
+      REQUIRE(std::bit_cast<std::uint32_t>(mx) == std::bit_cast<std::uint32_t>(hi));
+      REQUIRE(std::bit_cast<std::uint32_t>(mn) == std::bit_cast<std::uint32_t>(lo));
+      auto const same = [](float a, float b) {
+        return std::bit_cast<std::uint32_t>(a) == std::bit_cast<std::uint32_t>(b) || (a == 0 && b == 0);
+      };
+      INFO("column " << j << " of " << cn << ", " << rows << " rows");
+      REQUIRE(same(mx_fast[static_cast<std::size_t>(j)], hi));
+      REQUIRE(same(mn_fast[static_cast<std::size_t>(j)], lo));
+      auto const bits = [](qnt::group_params p) {
+        return std::pair{std::bit_cast<std::uint32_t>(p.s), std::bit_cast<std::uint32_t>(p.zp)};
+      };
+      float const fx = mx_fast[static_cast<std::size_t>(j)], fn = mn_fast[static_cast<std::size_t>(j)];
+      REQUIRE(bits(qnt::symmetric_scale<T>(fx, fn, u4b8)) == bits(qnt::symmetric_scale<T>(hi, lo, u4b8)));
+      REQUIRE(bits(qnt::asymmetric_scale<T>(fx, fn, u4)) == bits(qnt::asymmetric_scale<T>(hi, lo, u4)));
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE("x86 AVX2 pass 1 (max/min on 16-bit keys) gives the portable scales", "[quantize][x86]") {
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+  if (!qnt::x86::has_avx2_f16c()) {
+    WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
+    return;
+  }
+  std::mt19937 rng(4);
+  SECTION("fp16") { compare_minmax<qtl::half_t>(rng); }
+  SECTION("bf16") { compare_minmax<qtl::bfloat16_t>(rng); }
+#else
+  WARN("no x86 dispatch in this build");
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+}
 
 TEST_CASE("x86 AVX2/F16C pass 2 equals the portable loops bit for bit", "[quantize][x86]") {
 #if defined(QTL_QUANTIZE_X86_DISPATCH)
