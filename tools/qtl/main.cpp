@@ -3,9 +3,11 @@
 //   qtl inspect FILE...                         tensors, dtypes, shapes, metadata, scheme
 //   qtl op NAME [FLAGS] IN.safetensors OUT.safetensors
 //                                               one library operation on a file's tensors
+//   qtl quantize | explain | lint | demo        whole checkpoints and configs (commands.hpp)
 //
 // Exit codes: 0 success, 1 command line, 2 files and data (see common.hpp).
 
+#include <algorithm>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -14,6 +16,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "commands.hpp"
 #include "common.hpp"
 #include "inspect.hpp"
 #include "ops.hpp"
@@ -71,9 +74,14 @@ int main(int argc, char** argv) {
     ops.push_back({cmd, std::move(run), spec.name});
   }
 
+  // qtl quantize / explain / lint / demo ------------------------------------------------------
+  std::vector<command> const commands = define_commands(app);
+
   // CLI11 would report an unknown subcommand or op as "A subcommand is required"; name it instead.
   if (argc >= 2 && argv[1][0] != '-' && std::string_view(argv[1]) != "op" &&
-      std::string_view(argv[1]) != "inspect") {
+      std::string_view(argv[1]) != "inspect" &&
+      std::none_of(commands.begin(), commands.end(),
+                   [&](command const& c) { return c.cmd->get_name() == argv[1]; })) {
     std::cerr << "qtl: error: unknown subcommand '" << argv[1] << "'; `qtl --help` lists them\n";
     return exit_usage;
   }
@@ -99,6 +107,11 @@ int main(int argc, char** argv) {
     if (inspect_cmd->parsed()) {
       inspect(inspect_paths, inspect_json, std::cout);
       return exit_ok;
+    }
+    for (auto const& c : commands) {
+      if (c.cmd->parsed()) {
+        return c.run();
+      }
     }
     check_device(device);
     for (auto const& op : ops) {

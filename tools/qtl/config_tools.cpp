@@ -1,0 +1,214 @@
+// Quantization configs for explain, lint and quantize (see config_tools.hpp).
+
+#include "config_tools.hpp"
+
+#include <fstream>
+#include <iostream>
+#include <set>
+#include <sstream>
+
+#include <qtl/io/safetensors.hpp>
+
+#include "common.hpp"
+
+namespace qtl::tool {
+
+namespace {
+
+std::string slurp(std::filesystem::path const& path, char const* what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw config_error(std::string(what) + ": cannot open '" + path.string() + "'");
+  }
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string_view last_component(std::string_view m) {
+  auto const dot = m.rfind('.');
+  return dot == std::string_view::npos ? m : m.substr(dot + 1);
+}
+
+std::string_view parent_of(std::string_view m) {
+  auto const dot = m.rfind('.');
+  return dot == std::string_view::npos ? std::string_view{} : m.substr(0, dot);
+}
+
+/// The packed mapping in effect: the config's, else the reference's fallback.
+packed_mapping effective_mapping(quant_config const& cfg) {
+  if (!cfg.packed_modules_mapping.empty()) {
+    return cfg.packed_modules_mapping;
+  }
+  packed_mapping m;
+  for (auto const& e : fallback_fused_shards) {
+    std::vector<std::string> shards;
+    for (auto const s : e.second) {
+      shards.emplace_back(s);
+    }
+    m.emplace_back(std::string(e.first), std::move(shards));
+  }
+  return m;
+}
+
+}  // namespace
+
+quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path) {
+  quant_config cfg;
+  try {
+    cfg = qtl::io::parse_quant_config(slurp(path, "--config"));
+  } catch (config_error const& e) {
+    throw config_error(path.string() + ": " + e.what());
+  }
+  if (!mapping_path.empty()) {
+    nlohmann::ordered_json doc;
+    try {
+      doc = nlohmann::ordered_json::parse(slurp(mapping_path, "--packed-modules-mapping"));
+    } catch (nlohmann::json::exception const& e) {
+      throw config_error(mapping_path.string() + ": not valid JSON: " + e.what());
+    }
+    if (doc.is_object() && doc.contains("packed_modules_mapping")) {
+      doc = nlohmann::ordered_json(doc["packed_modules_mapping"]);
+    }
+    try {
+      cfg.packed_modules_mapping = qtl::io::detail::mapping_of(doc, "packed_modules_mapping");
+    } catch (config_error const& e) {
+      throw config_error(mapping_path.string() + ": " + e.what());
+    }
+  }
+  return cfg;
+}
+
+consumer engine_consumer(quant_config const& cfg, bool sglang) {
+  switch (cfg.family) {
+    case quant_family::gptq: return sglang ? consumer::sglang_gptq : consumer::vllm_gptq;
+    case quant_family::awq: return sglang ? consumer::sglang_awq : consumer::vllm_awq;
+    case quant_family::fp8: return sglang ? consumer::sglang_fp8 : consumer::vllm_fp8;
+    // MXFP4: sglang's Mxfp4Config calls the reference's is_layer_skipped; vLLM's the same
+    // exact-membership is_layer_skipped as its FP8 loader.
+    case quant_family::mxfp4: return sglang ? consumer::sglang_is_layer_skipped : consumer::vllm_fp8;
+    case quant_family::modelopt: return sglang ? consumer::sglang_modelopt : consumer::vllm_modelopt;
+    case quant_family::compressed_tensors:
+      return sglang ? consumer::sglang_compressed_tensors : consumer::vllm_compressed_tensors;
+    case quant_family::auto_round: return sglang ? consumer::sglang_auto_round : consumer::vllm_auto_round;
+  }
+  return consumer::sglang_is_layer_skipped;
+}
+
+std::vector<consumer> resolve_consumers(std::string const& name, quant_config const& cfg) {
+  if (name == "sglang" || name == "vllm") {
+    return {engine_consumer(cfg, name == "sglang")};
+  }
+  if (name == "all") {
+    return {all_consumers.begin(), all_consumers.end()};
+  }
+  if (auto const c = consumer_from_name(name)) {
+    return {*c};
+  }
+  std::string known = "sglang, vllm, all";
+  for (auto const c : all_consumers) {
+    known += ", " + std::string(consumer_name(c));
+  }
+  throw usage_error("--consumer: unknown consumer '" + name + "' (one of: " + known + ")");
+}
+
+std::vector<std::string> checkpoint_modules(std::filesystem::path const& path) {
+  auto const ckpt = qtl::io::safetensors_checkpoint::open(path);
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (auto const& e : ckpt.tensors()) {
+    std::string const& n = e.tensor->name;
+    for (std::string_view suffix : {".weight", ".qweight"}) {
+      if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+        std::string m = n.substr(0, n.size() - suffix.size());
+        if (seen.insert(m).second) {
+          out.push_back(std::move(m));
+        }
+        break;
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::string> read_module_list(std::string const& path) {
+  std::ifstream file;
+  std::istream* in = &std::cin;
+  if (path != "-") {
+    file.open(path);
+    if (!file) {
+      throw data_error("--modules: cannot open '" + path + "'");
+    }
+    in = &file;
+  }
+  std::vector<std::string> out;
+  std::string line;
+  while (std::getline(*in, line)) {
+    auto const b = line.find_first_not_of(" \t\r");
+    auto const e = line.find_last_not_of(" \t\r");
+    if (b != std::string::npos) {
+      out.push_back(line.substr(b, e - b + 1));
+    }
+  }
+  return out;
+}
+
+std::optional<std::string> fused_name(quant_config const& cfg, std::string const& module) {
+  std::string_view const leaf = last_component(module);
+  std::string_view const parent = parent_of(module);
+  for (auto const& [fused, shards] : effective_mapping(cfg)) {
+    for (auto const& s : shards) {
+      if (s == leaf) {
+        return parent.empty() ? fused : std::string(parent) + "." + fused;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+std::vector<std::string> shard_names(quant_config const& cfg, std::string const& module) {
+  std::string_view const leaf = last_component(module);
+  std::string_view const parent = parent_of(module);
+  for (auto const& [fused, shards] : effective_mapping(cfg)) {
+    if (fused == leaf) {
+      std::vector<std::string> out;
+      for (auto const& s : shards) {
+        out.push_back(parent.empty() ? s : std::string(parent) + "." + s);
+      }
+      return out;
+    }
+  }
+  return {};
+}
+
+std::string describe(decision const& d) {
+  std::string out;
+  if (d.error) {
+    out = "ERROR " + *d.error;
+  } else if (d.skipped) {
+    out = "skipped";
+  } else {
+    out = "quantized";
+    if (d.bits) {
+      out += " " + std::to_string(*d.bits) + "-bit";
+    }
+    if (d.quant_type) {
+      out += " " + std::string(d.quant_type->name().view());
+    }
+    if (d.group_size) {
+      out += " group " + std::to_string(*d.group_size);
+    }
+    if (d.sym) {
+      out += *d.sym ? " sym" : " asym";
+    }
+    if (d.desc_act && *d.desc_act) {
+      out += " desc_act";
+    }
+  }
+  if (d.rule) {
+    out += " (rule '" + *d.rule + "')";
+  }
+  return out;
+}
+
+}  // namespace qtl::tool

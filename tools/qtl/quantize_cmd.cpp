@@ -1,0 +1,927 @@
+// qtl quantize: round-to-nearest quantization of every linear weight of a checkpoint, written in
+// the layout sglang and vLLM load (research/checkpoint_formats.md).
+//
+//   qtl quantize IN OUT_DIR --format gptq|fp8 [--bits 4|8] [--group-size N] [--sym|--asym]
+//                [--fp8-scheme tensor|channel|block] [--config QUANT_CONFIG.json] [--threads N]
+//                [--device auto|cpu|cuda]
+//
+// Which layers: every 2-D float `.weight` of a linear layer (embeddings and 1-D tensors are copied),
+// decided by the config's rules as `qtl explain --consumer sglang` shows them, on the name the
+// engine sees (q/k/v_proj -> qkv_proj, gate/up_proj -> gate_up_proj: shards of a fused layer always
+// share one decision). Without --config: every linear layer but lm_head.
+//
+// What is written, per quantized layer L with HF weight W [N, K] (quantized along K):
+//   gptq  L.qweight I32 [K*b/32, N]  codes packed along K (pack_rows), element j in bits [b*j, b*j+b)
+//         L.qzeros  I32 [G, N*b/32]  zero points packed along N (pack_cols); v1 "gptq" stores z - 1
+//                                     (when every z >= 1: always for --sym), else "gptq_v2" stores z
+//         L.scales  F16 [G, N]        L.g_idx I32 [K] = k / group_size
+//         codes and scales from qtl::quantize_weights (uint4b8/uint8b128 with --sym: z = 8/128;
+//         uint4/uint8 with zero points with --asym), bit for bit as the reference; scales cast to F16.
+//   fp8   L.weight F8_E4M3 [N, K] and, by scheme,
+//         tensor   L.weight_scale F32 [1] (compressed-tensors; [] under an HF "fp8" config)
+//         channel  L.weight_scale F32 [N, 1] (compressed-tensors)
+//         block    L.weight_scale_inv F32 [ceil(N/128), ceil(K/128)] (HF "fp8"; weight_scale under a
+//                  compressed-tensors config); scale = max(amax, 1e-12) / 448 per 128x128 block.
+//         Activations dynamic: no input_scale.
+// Everything else is copied unchanged; the shards keep their names, each shard's tensors ordered by
+// element size (4-, 2-, then 1-byte) so that every tensor stays aligned; the index is rewritten;
+// config.json gets the `quantization_config` (GPTQ also writes quantize_config.json); the input
+// folder's other files are copied.
+//
+// Streaming and atomicity: every output shard is created as a hidden temporary in OUT_DIR, its
+// header written first (offsets are known from the shapes), then worker threads quantize one tensor
+// at a time (GPTQ in 256-column slices) and write the results at their offsets; input pages are
+// released after use, so memory stays at a few tensors. Only when every tensor is written are the
+// files flushed and renamed to their final names; an error or a signal (SIGINT, SIGTERM, SIGHUP)
+// removes the temporaries; a killed run leaves no file under a final name that it did not finish.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include <qtl/fp8.hpp>
+#include <qtl/pack.hpp>
+#include <qtl/quantize.hpp>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "config_tools.hpp"
+
+namespace qtl::tool {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+namespace {
+
+// ------------------------------------------------------------------------------------------------
+// Temporary files removed on error or on a signal
+
+/// Paths of the temporaries alive now; a signal handler unlinks them (async-signal-safe: a fixed
+/// array of C strings, written before the handler can see them).
+constexpr int max_temps = 4096;
+char* temp_paths[max_temps];
+std::atomic<int> temp_count{0};
+
+extern "C" void remove_temps_and_die(int sig) {
+  int const n = temp_count.load();
+  for (int i = 0; i < n; ++i) {
+    if (temp_paths[i] != nullptr) {
+      ::unlink(temp_paths[i]);
+    }
+  }
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+/// A hidden temporary file in `dir` that becomes `final_name` on `commit`, or is removed.
+class temp_file {
+ public:
+  temp_file(fs::path dir, std::string final_name) : final_(dir / final_name) {
+    static std::atomic<unsigned> counter{0};
+    tmp_ = dir / ("." + final_name + ".qtl-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd_ < 0) {
+      throw data_error(tmp_.string() + ": cannot create: " + std::strerror(errno));
+    }
+    int const slot = temp_count.load();
+    if (slot < max_temps) {
+      temp_paths[slot] = ::strdup(tmp_.c_str());
+      slot_ = slot;
+      temp_count.store(slot + 1);
+    }
+  }
+  temp_file(temp_file const&) = delete;
+  temp_file& operator=(temp_file const&) = delete;
+  ~temp_file() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    if (!committed_) {
+      ::unlink(tmp_.c_str());
+    }
+    forget();
+  }
+  int fd() const { return fd_; }
+  fs::path const& final_path() const { return final_; }
+
+  /// Writes `size` bytes at `offset`, retrying short writes. @throws data_error
+  void pwrite_all(void const* data, std::size_t size, std::uint64_t offset) const {
+    auto const* p = static_cast<char const*>(data);
+    while (size > 0) {
+      ssize_t const w = ::pwrite(fd_, p, std::min<std::size_t>(size, std::size_t{1} << 30),
+                                 static_cast<off_t>(offset));
+      if (w < 0) {
+        if (errno == EINTR) {
+          continue;
+        }
+        throw data_error(final_.string() + ": cannot write: " + std::strerror(errno));
+      }
+      p += w;
+      size -= static_cast<std::size_t>(w);
+      offset += static_cast<std::uint64_t>(w);
+    }
+  }
+  /// Flushes to disk (fsync) and closes. @throws data_error
+  void flush() {
+    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
+      fd_ = -1;
+      throw data_error(final_.string() + ": cannot flush: " + std::strerror(errno));
+    }
+    fd_ = -1;
+  }
+  /// Renames the flushed temporary to its final name. @throws data_error
+  void commit() {
+    if (::rename(tmp_.c_str(), final_.c_str()) != 0) {
+      throw data_error(final_.string() + ": cannot rename the temporary file into place: " + std::strerror(errno));
+    }
+    committed_ = true;
+  }
+
+ private:
+  void forget() {
+    if (slot_ >= 0) {
+      char* p = temp_paths[slot_];
+      temp_paths[slot_] = nullptr;
+      std::free(p);
+      slot_ = -1;
+    }
+  }
+  fs::path final_;
+  fs::path tmp_;
+  int fd_ = -1;
+  int slot_ = -1;
+  bool committed_ = false;
+};
+
+/// A small file written whole through a temporary.
+std::unique_ptr<temp_file> small_file(fs::path const& dir, std::string const& name, std::string const& text) {
+  auto f = std::make_unique<temp_file>(dir, name);
+  f->pwrite_all(text.data(), text.size(), 0);
+  f->flush();
+  return f;
+}
+
+// ------------------------------------------------------------------------------------------------
+// The plan: output shards, their tensors and the jobs that produce them
+
+enum class job_kind { copy, gptq, fp8 };
+enum class fp8_scheme { tensor, channel, block };
+
+struct out_tensor {
+  std::string name;
+  dtype type;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0;  // absolute offset in the shard file
+  std::uint64_t bytes = 0;
+};
+
+struct job {
+  job_kind kind = job_kind::copy;
+  tensor_info const* in = nullptr;
+  std::size_t shard = 0;               // output shard
+  std::vector<std::size_t> outs;       // indices into the shard's tensors
+  std::string module;                  // quantized layers
+  std::string why;                     // skipped layers: the reason
+  // GPTQ
+  int bits = 4;
+  index_t group_size = 128;  // effective (K when channelwise)
+  std::int64_t config_group_size = 128;
+  bool sym = true;
+  // results kept to the end: GPTQ zero points (G x N, unpacked) and the error statistics
+  std::vector<std::int32_t> zeros;
+  bool zero_has_zero = false;
+};
+
+struct shard_plan {
+  std::string name;
+  std::vector<out_tensor> tensors;
+  std::uint64_t header_bytes = 0;  // 8 + N
+  std::uint64_t total = 0;
+  std::unique_ptr<temp_file> file;
+};
+
+std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) {
+    n *= static_cast<std::uint64_t>(d);
+  }
+  return n;
+}
+
+/// Assigns offsets (4-, 2-, then 1-byte tensors, stably) and builds the header text.
+std::string lay_out(shard_plan& s) {
+  std::vector<std::size_t> order(s.tensors.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return qtl::io::dtype_size(s.tensors[a].type) > qtl::io::dtype_size(s.tensors[b].type);
+  });
+  ojson header = ojson::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::uint64_t off = 0;
+  for (std::size_t i : order) {
+    auto& t = s.tensors[i];
+    t.bytes = numel_of(t.shape) * qtl::io::dtype_size(t.type);
+    header[t.name] = {{"dtype", std::string(qtl::io::dtype_name(t.type))},
+                      {"shape", t.shape},
+                      {"data_offsets", {off, off + t.bytes}}};
+    t.offset = off;
+    off += t.bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  s.header_bytes = 8 + text.size();
+  for (auto& t : s.tensors) {
+    t.offset += s.header_bytes;
+  }
+  s.total = s.header_bytes + off;
+  return text;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Arguments and the config
+
+struct quantize_args {
+  std::string in;
+  std::string out_dir;
+  std::string format;
+  int bits = 4;
+  std::int64_t group_size = 128;
+  bool sym = false;
+  bool asym = false;
+  std::string fp8_scheme = "channel";
+  std::string config;
+  int threads = 0;
+  std::string device = "auto";
+  CLI::Option* bits_opt = nullptr;
+  CLI::Option* group_opt = nullptr;
+};
+
+/// The quantization object of a config document (config.json's `quantization_config`, or the
+/// document itself), kept in file order.
+ojson read_quant_object(fs::path const& path) {
+  std::ifstream in(path, std::ios::binary);
+  ojson doc;
+  try {
+    doc = ojson::parse(in);
+  } catch (nlohmann::json::exception const& e) {
+    throw config_error(path.string() + ": not valid JSON: " + e.what());
+  }
+  if (doc.is_object() && doc.contains("quantization_config")) {
+    return doc["quantization_config"];
+  }
+  return doc;
+}
+
+/// A float type for a dtype the quantizers take.
+bool is_float(dtype t) { return t == dtype::F16 || t == dtype::BF16 || t == dtype::F32; }
+
+// ------------------------------------------------------------------------------------------------
+// The workers
+
+/// Lets the kernel drop the (clean, file-backed) pages of an input range this process touched.
+void release(tensor_info const& t) {
+  auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto b = reinterpret_cast<std::uintptr_t>(t.bytes.data());
+  auto e = b + t.bytes.size();
+  b = (b + page - 1) / page * page;
+  e = e / page * page;
+  if (e > b) {
+    ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  }
+}
+
+template <class T>
+view2d<T const> weight_view(tensor_info const& t) {
+  // The mapping is page-aligned and the writer keeps tensors aligned; a misaligned tensor of a
+  // foreign file is copied by typed_tensor's caller instead (see run_gptq / run_fp8).
+  return make_view(reinterpret_cast<T const*>(t.bytes.data()), t.shape[0], t.shape[1]);
+}
+
+/// The weight as T, aligned (a copy only when the file's bytes are not aligned for T).
+template <class T>
+struct aligned_weight {
+  explicit aligned_weight(tensor_info const& t) {
+    if (reinterpret_cast<std::uintptr_t>(t.bytes.data()) % alignof(T) == 0) {
+      v = weight_view<T>(t);
+    } else {
+      copy.resize(t.bytes.size() / sizeof(T));
+      std::memcpy(copy.data(), t.bytes.data(), t.bytes.size());
+      v = make_view(static_cast<T const*>(copy.data()), t.shape[0], t.shape[1]);
+    }
+  }
+  std::vector<T> copy;
+  view2d<T const> v;
+};
+
+template <scalar_type Q, class T>
+void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  index_t const gs = j.group_size;
+  index_t const groups = k / gs;
+  constexpr int bits = static_cast<int>(Q.size_bits());
+  constexpr int pf = 32 / bits;
+  std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
+  std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
+  j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
+  index_t const slice = 256;
+  host_tensor<T, 2> wt({k, std::min(slice, n)});
+  host_tensor<T, 2> w_ref({k, std::min(slice, n)});
+  host_tensor<std::int32_t, 2> w_q({k, std::min(slice, n)});
+  host_tensor<T, 2> w_s({groups, std::min(slice, n)});
+  host_tensor<std::int32_t, 2> w_zp({groups, std::min(slice, n)});
+  for (index_t n0 = 0; n0 < n; n0 += slice) {
+    index_t const c = std::min(slice, n - n0);
+    // transpose rows n0..n0+c of W [N, K] into (K, c)
+    view2d<T> t = make_view(wt.view().data, k, c);
+    for (index_t r = 0; r < c; ++r) {
+      T const* src = &w(n0 + r, 0);
+      for (index_t kk = 0; kk < k; ++kk) {
+        t(kk, r) = src[kk];
+      }
+    }
+    quantize_outputs<T> out{make_view(w_ref.view().data, k, c), make_view(w_q.view().data, k, c),
+                            make_view(w_s.view().data, groups, c), make_view(w_zp.view().data, groups, c)};
+    quantize_options opt;
+    opt.zero_points = !j.sym;
+    quantize_weights<Q>(view2d<T const>(t), std::optional<index_t>(j.config_group_size), out, opt);
+    view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
+    qw.stride[0] = n;
+    pack_rows<bits>(view2d<std::int32_t const>(out.w_q), qw);
+    for (index_t g = 0; g < groups; ++g) {
+      for (index_t r = 0; r < c; ++r) {
+        auto const idx = static_cast<std::size_t>(g * n + n0 + r);
+        if constexpr (std::is_same_v<T, half_t>) {
+          scales[idx] = out.w_s(g, r);
+        } else {
+          scales[idx] = from_float<half_t>(to_float(out.w_s(g, r)));
+        }
+        std::int32_t const z = j.sym ? Q.bias : out.w_zp(g, r);
+        j.zeros[idx] = z;
+        j.zero_has_zero = j.zero_has_zero || z == 0;
+      }
+    }
+  }
+  std::vector<std::int32_t> g_idx(static_cast<std::size_t>(k));
+  for (index_t kk = 0; kk < k; ++kk) {
+    g_idx[static_cast<std::size_t>(kk)] = static_cast<std::int32_t>(kk / gs);
+  }
+  // outs: qweight, qzeros (written at the end), scales, g_idx
+  s.file->pwrite_all(qweight.data(), qweight.size() * 4, s.tensors[j.outs[0]].offset);
+  s.file->pwrite_all(scales.data(), scales.size() * 2, s.tensors[j.outs[2]].offset);
+  s.file->pwrite_all(g_idx.data(), g_idx.size() * 4, s.tensors[j.outs[3]].offset);
+}
+
+template <class T>
+void run_gptq(job& j, shard_plan const& s) {
+  aligned_weight<T> w(*j.in);
+  if (j.bits == 4) {
+    j.sym ? gptq_slices<qtl::uint4b8>(j, w.v, s) : gptq_slices<qtl::uint4>(j, w.v, s);
+  } else {
+    j.sym ? gptq_slices<qtl::uint8b128>(j, w.v, s) : gptq_slices<qtl::uint8>(j, w.v, s);
+  }
+}
+
+template <class T>
+void run_fp8(job& j, shard_plan const& s, fp8_scheme scheme) {
+  aligned_weight<T> w(*j.in);
+  index_t const n = w.v.extent[0];
+  index_t const k = w.v.extent[1];
+  std::vector<float8_e4m3fn_t> q(static_cast<std::size_t>(n * k));
+  view2d<float8_e4m3fn_t> qv = make_view(q.data(), n, k);
+  std::vector<float> scales;
+  if (scheme == fp8_scheme::tensor) {
+    scales.push_back(scaled_fp8_quant_dynamic<float8_e4m3fn_t>(w.v, qv));
+  } else if (scheme == fp8_scheme::channel) {
+    scales.resize(static_cast<std::size_t>(n));
+    scaled_fp8_quant_per_token<float8_e4m3fn_t>(w.v, qv, make_view(scales.data(), n));
+  } else {
+    constexpr index_t b = 128;
+    index_t const bn = (n + b - 1) / b;
+    index_t const bk = (k + b - 1) / b;
+    scales.resize(static_cast<std::size_t>(bn * bk));
+    for (index_t i = 0; i < bn; ++i) {
+      for (index_t jj = 0; jj < bk; ++jj) {
+        index_t const rows = std::min(b, n - i * b);
+        index_t const cols = std::min(b, k - jj * b);
+        view2d<T const> in = make_view(&w.v(i * b, jj * b), rows, cols);
+        in.stride[0] = k;
+        view2d<float8_e4m3fn_t> out = make_view(&qv(i * b, jj * b), rows, cols);
+        out.stride[0] = k;
+        float const amax = std::max(fp8_amax(in), 1e-12f);
+        float const scale = amax / 448.0f;
+        scaled_fp8_quant_static<float8_e4m3fn_t>(in, scale, out);
+        scales[static_cast<std::size_t>(i * bk + jj)] = scale;
+      }
+    }
+  }
+  s.file->pwrite_all(q.data(), q.size(), s.tensors[j.outs[0]].offset);
+  s.file->pwrite_all(scales.data(), scales.size() * 4, s.tensors[j.outs[1]].offset);
+}
+
+void run_copy(job const& j, shard_plan const& s) {
+  // In slices, releasing the input pages behind, so that a large tensor is never resident whole.
+  std::size_t const slice = std::size_t{64} << 20;
+  auto const& bytes = j.in->bytes;
+  for (std::size_t off = 0; off < bytes.size(); off += slice) {
+    std::size_t const len = std::min(slice, bytes.size() - off);
+    s.file->pwrite_all(bytes.data() + off, len, s.tensors[j.outs[0]].offset + off);
+    tensor_info part;
+    part.bytes = bytes.subspan(off, len);
+    release(part);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+
+std::string human_bytes(std::uint64_t b) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(b >= (1u << 30) ? 2 : 1);
+  if (b >= (std::uint64_t{1} << 30)) {
+    o << static_cast<double>(b) / (1u << 30) << " GiB";
+  } else if (b >= (1u << 20)) {
+    o << static_cast<double>(b) / (1u << 20) << " MiB";
+  } else if (b >= 1024) {
+    o << static_cast<double>(b) / 1024 << " KiB";
+  } else {
+    o << b << " B";
+  }
+  return o.str();
+}
+
+int run_quantize(quantize_args const& a) {
+  auto const t0 = std::chrono::steady_clock::now();
+  if (a.device == "cuda") {
+    check_device("cuda");
+  }
+  if (a.format != "gptq" && a.format != "fp8") {
+    throw usage_error("--format must be gptq or fp8");
+  }
+  if (a.sym && a.asym) {
+    throw usage_error("--sym and --asym exclude each other");
+  }
+  bool const gptq = a.format == "gptq";
+  fp8_scheme const scheme = a.fp8_scheme == "tensor"    ? fp8_scheme::tensor
+                            : a.fp8_scheme == "channel" ? fp8_scheme::channel
+                                                        : fp8_scheme::block;
+  // --- the config: read, or made from the flags ---------------------------------------------
+  quant_config cfg;
+  ojson qobj;
+  if (!a.config.empty()) {
+    cfg = load_config(a.config);
+    qobj = read_quant_object(a.config);
+    if (gptq && cfg.family != quant_family::gptq) {
+      throw usage_error("--config " + a.config + " is a '" + cfg.quant_method + "' config, not GPTQ");
+    }
+    if (!gptq && cfg.family != quant_family::fp8 && cfg.family != quant_family::compressed_tensors) {
+      throw usage_error("--config " + a.config + " is a '" + cfg.quant_method +
+                        "' config, not fp8 or compressed-tensors");
+    }
+    if (!gptq && cfg.family == quant_family::fp8 && scheme == fp8_scheme::channel) {
+      throw usage_error("--fp8-scheme channel is written as compressed-tensors; an HF 'fp8' config "
+                        "describes block (weight_block_size) or per-tensor scales");
+    }
+  } else if (gptq) {
+    cfg.family = quant_family::gptq;
+    cfg.quant_method = "gptq";
+    qobj = ojson::object();
+  } else {
+    cfg.family = scheme == fp8_scheme::block ? quant_family::fp8 : quant_family::compressed_tensors;
+    cfg.quant_method = scheme == fp8_scheme::block ? "fp8" : "compressed-tensors";
+    cfg.skip_list = {"lm_head"};
+    cfg.skip_list_field = scheme == fp8_scheme::block ? "modules_to_not_convert" : "ignore";
+    qobj = ojson::object();
+  }
+  if (gptq) {
+    if (!cfg.bits || a.bits_opt->count() > 0) {
+      cfg.bits = a.bits;
+    }
+    if (!cfg.group_size || a.group_opt->count() > 0) {
+      cfg.group_size = a.group_size;
+    }
+    if (!cfg.sym || a.sym || a.asym) {
+      cfg.sym = !a.asym;
+    }
+    cfg.desc_act = false;
+  }
+  consumer const sg = engine_consumer(cfg, true);
+
+  // --- input ---------------------------------------------------------------------------------
+  auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
+  fs::path const in_path(a.in);
+  fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
+  fs::path const out_dir(a.out_dir);
+  std::error_code ec;
+  fs::create_directories(out_dir, ec);
+  if (!fs::is_directory(out_dir)) {
+    throw data_error(a.out_dir + ": cannot create the output folder");
+  }
+  if (fs::equivalent(in_dir.empty() ? fs::path(".") : in_dir, out_dir, ec)) {
+    throw usage_error("OUT_DIR must differ from the input's folder (the input is read while the output is written)");
+  }
+  bool const sharded = ckpt.shards().size() > 1 ||
+                       (in_path.string().size() > 5 && in_path.extension() == ".json") ||
+                       (fs::is_directory(in_path) && fs::exists(in_path / "model.safetensors.index.json"));
+
+  // --- plan ------------------------------------------------------------------------------------
+  std::vector<shard_plan> shards(ckpt.shards().size());
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    shards[i].name = ckpt.shards()[i].path().filename().string();
+  }
+  std::vector<job> jobs;
+  std::map<std::string, std::string> skipped;  // module -> why
+  std::set<int> bits_used;
+  for (auto const& e : ckpt.tensors()) {
+    tensor_info const& t = *e.tensor;
+    job j;
+    j.in = &t;
+    j.shard = e.shard;
+    auto& s = shards[e.shard];
+    std::string const& name = t.name;
+    bool const weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
+    std::string const module = weight ? name.substr(0, name.size() - 7) : std::string();
+    if (weight && t.shape.size() == 2 && is_float(t.type) && t.shape[0] > 0 && t.shape[1] > 0) {
+      layer_kind const kind = infer_layer_kind(module);
+      if (kind == layer_kind::linear || kind == layer_kind::lm_head) {
+        std::string const engine_name = fused_name(cfg, module).value_or(module);
+        decision const d = decide(cfg, sg, engine_name, kind);
+        if (d.error) {
+          throw data_error(module + ": " + d.consumer + " would raise " + *d.error + " for " + engine_name);
+        }
+        if (d.skipped) {
+          skipped[module] = d.rule ? "rule '" + *d.rule + "'" : (kind == layer_kind::lm_head ? "lm_head" : "not quantized by the config");
+        } else {
+          j.module = module;
+          std::string const base = module;
+          std::int64_t const n = t.shape[0];
+          std::int64_t const k = t.shape[1];
+          if (gptq) {
+            j.kind = job_kind::gptq;
+            j.bits = static_cast<int>(d.bits.value_or(*cfg.bits));
+            j.sym = d.sym.value_or(*cfg.sym);
+            j.config_group_size = d.group_size.value_or(*cfg.group_size);
+            if (j.bits != 4 && j.bits != 8) {
+              throw data_error(module + ": " + std::to_string(j.bits) + "-bit GPTQ is not written (4 or 8)");
+            }
+            bits_used.insert(j.bits);
+            std::int64_t const gcfg = j.config_group_size;
+            j.group_size = (gcfg == -1 || gcfg >= k) ? k : gcfg;
+            if (gcfg == 0 || gcfg < -1 || k % j.group_size != 0) {
+              throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of group_size " +
+                               std::to_string(gcfg) + " (the engines need K % group_size == 0)");
+            }
+            int const pf = 32 / j.bits;
+            if (k % pf != 0 || n % pf != 0) {
+              throw data_error(name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) +
+                               "]: N and K must be multiples of " + std::to_string(pf) + " for " +
+                               std::to_string(j.bits) + "-bit packing");
+            }
+            std::int64_t const g = k / j.group_size;
+            j.outs = {s.tensors.size(), s.tensors.size() + 1, s.tensors.size() + 2, s.tensors.size() + 3};
+            s.tensors.push_back({base + ".qweight", dtype::I32, {k / pf, n}});
+            s.tensors.push_back({base + ".qzeros", dtype::I32, {g, n / pf}});
+            s.tensors.push_back({base + ".scales", dtype::F16, {g, n}});
+            s.tensors.push_back({base + ".g_idx", dtype::I32, {k}});
+          } else {
+            j.kind = job_kind::fp8;
+            j.outs = {s.tensors.size(), s.tensors.size() + 1};
+            s.tensors.push_back({name, dtype::F8_E4M3, {n, k}});
+            bool const hf = cfg.family == quant_family::fp8;
+            if (scheme == fp8_scheme::tensor) {
+              s.tensors.push_back({base + ".weight_scale", dtype::F32,
+                                   hf ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1}});
+            } else if (scheme == fp8_scheme::channel) {
+              s.tensors.push_back({base + ".weight_scale", dtype::F32, {n, 1}});
+            } else {
+              s.tensors.push_back({base + (hf ? ".weight_scale_inv" : ".weight_scale"), dtype::F32,
+                                   {(n + 127) / 128, (k + 127) / 128}});
+            }
+          }
+          jobs.push_back(std::move(j));
+          continue;
+        }
+      } else {
+        skipped[module] = "not a linear layer";
+      }
+    }
+    j.kind = job_kind::copy;
+    j.outs = {s.tensors.size()};
+    s.tensors.push_back({name, t.type, t.shape});
+    jobs.push_back(std::move(j));
+  }
+
+  // --- output files: headers now, data by the workers ---------------------------------------
+  for (auto& s : shards) {
+    std::string const header = lay_out(s);
+    s.file = std::make_unique<temp_file>(out_dir, s.name);
+    if (::ftruncate(s.file->fd(), static_cast<off_t>(s.total)) != 0) {
+      throw data_error((out_dir / s.name).string() + ": cannot size the file: " + std::strerror(errno));
+    }
+    unsigned char len[8];
+    std::uint64_t const hn = header.size();
+    for (int i = 0; i < 8; ++i) {
+      len[i] = static_cast<unsigned char>(hn >> (8 * i));
+    }
+    s.file->pwrite_all(len, 8, 0);
+    s.file->pwrite_all(header.data(), header.size(), 8);
+  }
+
+  std::uint64_t total_in = 0;
+  for (auto const& j : jobs) {
+    total_in += j.in->bytes.size();
+  }
+  unsigned const threads = a.threads > 0 ? static_cast<unsigned>(a.threads)
+                                         : std::max(1u, std::thread::hardware_concurrency());
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> done_bytes{0};
+  std::atomic<bool> failed{false};
+  std::mutex err_mu;
+  std::string first_error;
+  bool const progress = ::isatty(2) != 0;
+  std::mutex progress_mu;
+  auto worker = [&]() {
+    for (;;) {
+      std::size_t const i = next.fetch_add(1);
+      if (i >= jobs.size() || failed.load()) {
+        return;
+      }
+      job& j = jobs[i];
+      shard_plan const& s = shards[j.shard];
+      try {
+        if (j.kind == job_kind::copy) {
+          run_copy(j, s);
+        } else if (j.kind == job_kind::gptq) {
+          with_float_type(j.in->type, [&](auto tag) { run_gptq<typename decltype(tag)::type>(j, s); });
+        } else {
+          with_float_type(j.in->type, [&](auto tag) { run_fp8<typename decltype(tag)::type>(j, s, scheme); });
+        }
+        release(*j.in);
+      } catch (std::exception const& e) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!failed.exchange(true)) {
+          first_error = j.in->name + ": " + e.what();
+        }
+        return;
+      }
+      std::uint64_t const d = done_bytes.fetch_add(j.in->bytes.size()) + j.in->bytes.size();
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        int const width = 40;
+        int const fill = total_in == 0 ? width : static_cast<int>(width * d / total_in);
+        std::fprintf(stderr, "\r[%s%s] %3d%% %s", std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                     std::string(static_cast<std::size_t>(width - fill), ' ').c_str(),
+                     total_in == 0 ? 100 : static_cast<int>(100 * d / total_in), human_bytes(d).c_str());
+        std::fflush(stderr);
+      }
+    }
+  };
+  {
+    std::vector<std::thread> pool;
+    for (unsigned t = 0; t < threads; ++t) {
+      pool.emplace_back(worker);
+    }
+    for (auto& t : pool) {
+      t.join();
+    }
+  }
+  if (progress) {
+    std::fprintf(stderr, "\n");
+  }
+  if (failed) {
+    throw data_error(first_error);
+  }
+
+  // --- GPTQ zero points: v1 when every zero point is >= 1, else v2 ----------------------------
+  bool any_zero = false;
+  for (auto const& j : jobs) {
+    any_zero = any_zero || (j.kind == job_kind::gptq && j.zero_has_zero);
+  }
+  std::string const checkpoint_format = any_zero ? "gptq_v2" : "gptq";
+  for (auto& j : jobs) {
+    if (j.kind != job_kind::gptq) {
+      continue;
+    }
+    auto const& t = shards[j.shard].tensors[j.outs[1]];
+    index_t const g = t.shape[0];
+    index_t const n = t.shape[1] * (32 / j.bits);
+    if (!any_zero) {
+      for (auto& z : j.zeros) {
+        z -= 1;  // v1 stores z - 1 (z >= 1 here: no field borrows)
+      }
+    }
+    host_tensor<std::int32_t, 2> packed({g, t.shape[1]});
+    auto const zv = make_view(static_cast<std::int32_t const*>(j.zeros.data()), g, n);
+    if (j.bits == 4) {
+      pack_cols<4>(zv, packed.view());
+    } else {
+      pack_cols<8>(zv, packed.view());
+    }
+    shards[j.shard].file->pwrite_all(packed.view().data, static_cast<std::size_t>(g * t.shape[1]) * 4, t.offset);
+    j.zeros.clear();
+    j.zeros.shrink_to_fit();
+  }
+
+  // --- config files -------------------------------------------------------------------------
+  ojson q = qobj.is_object() ? qobj : ojson::object();
+  if (gptq) {
+    q["quant_method"] = "gptq";
+    q["bits"] = *cfg.bits;
+    q["group_size"] = *cfg.group_size;
+    q["desc_act"] = false;
+    q["sym"] = *cfg.sym;
+    if (!q.contains("lm_head")) {
+      q["lm_head"] = false;
+    }
+    q["checkpoint_format"] = checkpoint_format;
+  } else if (cfg.family == quant_family::fp8) {
+    q["quant_method"] = "fp8";
+    q["fmt"] = "e4m3";
+    q["activation_scheme"] = "dynamic";
+    if (scheme == fp8_scheme::block) {
+      q["weight_block_size"] = {128, 128};
+    } else {
+      q.erase("weight_block_size");
+    }
+    if (!q.contains("modules_to_not_convert") && !q.contains("ignored_layers")) {
+      q["modules_to_not_convert"] = cfg.skip_list;
+    }
+  } else {
+    q["quant_method"] = "compressed-tensors";
+    q["format"] = "float-quantized";
+    q["quantization_status"] = "compressed";
+    if (!q.contains("ignore")) {
+      q["ignore"] = cfg.skip_list;
+    }
+    ojson w = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true},
+               {"strategy", scheme == fp8_scheme::tensor ? "tensor" : scheme == fp8_scheme::channel ? "channel" : "block"},
+               {"dynamic", false}};
+    ojson act = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "token"}, {"dynamic", true}};
+    if (scheme == fp8_scheme::block) {
+      w["block_structure"] = {128, 128};
+      act["strategy"] = "group";
+      act["group_size"] = 128;
+    }
+    q["config_groups"] = {{"group_0", {{"targets", {"Linear"}}, {"weights", w}, {"input_activations", act}}}};
+  }
+  ojson model_config = ojson::object();
+  if (fs::exists(in_dir / "config.json")) {
+    std::ifstream in(in_dir / "config.json", std::ios::binary);
+    try {
+      model_config = ojson::parse(in);
+    } catch (nlohmann::json::exception const& e) {
+      throw data_error((in_dir / "config.json").string() + ": not valid JSON: " + e.what());
+    }
+  } else if (!a.config.empty()) {
+    std::ifstream in(a.config, std::ios::binary);
+    ojson doc = ojson::parse(in);
+    if (doc.contains("quantization_config") && doc.contains("model_type")) {
+      model_config = doc;
+    }
+  }
+  model_config["quantization_config"] = q;
+
+  std::vector<std::unique_ptr<temp_file>> extra;
+  extra.push_back(small_file(out_dir, "config.json", model_config.dump(2) + "\n"));
+  if (gptq) {
+    extra.push_back(small_file(out_dir, "quantize_config.json", q.dump(2) + "\n"));
+  }
+  std::uint64_t total_out = 0;
+  for (auto const& s : shards) {
+    total_out += s.total;
+  }
+  if (sharded) {
+    ojson index = {{"metadata", {{"total_size", 0}}}, {"weight_map", ojson::object()}};
+    std::uint64_t data_bytes = 0;
+    for (auto const& s : shards) {
+      data_bytes += s.total - s.header_bytes;
+      for (auto const& t : s.tensors) {
+        index["weight_map"][t.name] = s.name;
+      }
+    }
+    index["metadata"]["total_size"] = data_bytes;
+    extra.push_back(small_file(out_dir, "model.safetensors.index.json", index.dump(2) + "\n"));
+  }
+  // The input folder's other files (tokenizer, generation_config.json, ...), copied.
+  if (fs::is_directory(in_dir.empty() ? fs::path(".") : in_dir)) {
+    std::set<std::string> mine = {"config.json", "quantize_config.json", "model.safetensors.index.json",
+                                  "hf_quant_config.json"};
+    for (auto const& s : shards) {
+      mine.insert(s.name);
+    }
+    for (auto const& entry : fs::directory_iterator(in_dir.empty() ? fs::path(".") : in_dir)) {
+      std::string const fname = entry.path().filename().string();
+      if (!entry.is_regular_file() || mine.count(fname) != 0 || fname.empty() || fname[0] == '.' ||
+          entry.path().extension() == ".safetensors" || fname.find(".safetensors.index.json") != std::string::npos ||
+          !fs::is_directory(in_path)) {
+        continue;
+      }
+      std::ifstream in(entry.path(), std::ios::binary);
+      std::ostringstream ss;
+      ss << in.rdbuf();
+      extra.push_back(small_file(out_dir, fname, ss.str()));
+    }
+  }
+
+  // --- commit: flush every shard, then rename everything ---------------------------------------
+  for (auto& s : shards) {
+    s.file->flush();
+  }
+  for (auto& s : shards) {
+    s.file->commit();
+  }
+  for (auto& f : extra) {
+    f->commit();
+  }
+  int dfd = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+  double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // --- summary ---------------------------------------------------------------------------------
+  std::size_t quantized = 0;
+  std::ostringstream out;
+  out << "qtl quantize: " << a.in << " -> " << a.out_dir << " (" << a.format;
+  if (gptq) {
+    out << ", checkpoint_format " << checkpoint_format;
+  } else {
+    out << ", " << a.fp8_scheme << " scales";
+  }
+  out << ", " << threads << " thread" << (threads == 1 ? "" : "s") << ")\n";
+  out << "  " << std::left << std::setw(48) << "layer" << "done\n";
+  for (auto const& j : jobs) {
+    if (j.kind == job_kind::copy) {
+      continue;
+    }
+    ++quantized;
+    out << "  " << std::setw(48) << j.module;
+    if (j.kind == job_kind::gptq) {
+      out << "gptq " << j.bits << "-bit group " << j.config_group_size << (j.sym ? " sym" : " asym") << "\n";
+    } else {
+      out << "fp8 e4m3 " << a.fp8_scheme << "\n";
+    }
+  }
+  for (auto const& [m, why] : skipped) {
+    out << "  " << std::setw(48) << m << "kept: " << why << "\n";
+  }
+  out << "  " << quantized << " layers quantized, " << skipped.size() << " kept, "
+      << jobs.size() - quantized << " tensors copied\n";
+  out << "  in " << human_bytes(total_in) << ", out " << human_bytes(total_out) << ", " << std::fixed
+      << std::setprecision(2) << secs << " s, " << std::setprecision(3)
+      << (secs > 0 ? static_cast<double>(total_in) / secs / 1e9 : 0.0) << " GB/s of input\n";
+  std::cout << out.str();
+  return exit_ok;
+}
+
+}  // namespace
+
+command define_quantize(CLI::App& app) {
+  auto a = std::make_shared<quantize_args>();
+  auto* cmd = app.add_subcommand(
+      "quantize", "round-to-nearest quantization of every linear weight of a checkpoint to GPTQ "
+                  "(int4/int8) or FP8, in the layout sglang and vLLM load");
+  cmd->add_option("IN", a->in, "a .safetensors file, a *.safetensors.index.json, or a folder")->required();
+  cmd->add_option("OUT_DIR", a->out_dir, "output folder (created; its files are replaced at the end)")
+      ->required();
+  cmd->add_option("--format", a->format, "gptq or fp8")->required()->check(CLI::IsMember({"gptq", "fp8"}));
+  a->bits_opt = cmd->add_option("--bits", a->bits, "GPTQ bits: 4 (default) or 8")->check(CLI::IsMember({4, 8}));
+  a->group_opt = cmd->add_option("--group-size", a->group_size, "GPTQ group size (default 128; -1: one group per column)");
+  cmd->add_flag("--sym", a->sym, "symmetric GPTQ (the default): z = 2^(bits-1)");
+  cmd->add_flag("--asym", a->asym, "asymmetric GPTQ with per-group zero points");
+  cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default) or block (128x128)")
+      ->check(CLI::IsMember({"tensor", "channel", "block"}));
+  cmd->add_option("--config", a->config,
+                  "quantization config whose skip lists and dynamic rules decide the layers "
+                  "(as `qtl explain --consumer sglang` shows)");
+  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--device", a->device, "auto (default), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  return {cmd, [a]() {
+            struct sigaction sa {};
+            sa.sa_handler = remove_temps_and_die;
+            for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+              ::sigaction(sig, &sa, nullptr);
+            }
+            return run_quantize(*a);
+          }};
+}
+
+}  // namespace qtl::tool
