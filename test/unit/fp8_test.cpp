@@ -535,3 +535,57 @@ TEST_CASE("row quantization (SIMD where available) equals the element function o
     }
   }
 }
+
+// Both host row executors, called directly: the portable loops (SSE2 where the target has it) and,
+// on a CPU with AVX2, the run-time dispatched AVX2 loop, against the element function.
+template <class Fp8, qtl::fp8_nan Nan, qtl::fp8_scale_op Op, class T>
+void check_row_executors(std::vector<T> const& x, float s) {
+  float const inv = 1.0f / s;
+  auto const n = static_cast<index_t>(x.size());
+  std::vector<Fp8> portable(x.size());
+  qtl::detail::quantize_row<Fp8, Nan, Op>(x.data(), portable.data(), n, s, inv);
+  std::vector<Fp8> dispatched(x.size());
+  qtl::detail::quantize_row_dispatch<Fp8, Nan, Op>(x.data(), dispatched.data(), n, s, inv);
+#if QTL_FP8_X86_DISPATCH
+  if (qtl::detail::x86::fp8_has_avx2()) {
+    std::vector<Fp8> avx2(x.size());
+    index_t const done = qtl::detail::x86::quantize_row_avx2<Fp8, Nan, Op>(x.data(), avx2.data(), n, s, inv);
+    REQUIRE(done == n - n % 16);  // whole 16-element steps; the dispatcher leaves the tail to the portable loop
+    for (std::size_t c = 0; c < static_cast<std::size_t>(done); ++c) {
+      REQUIRE(avx2[c].bits == qtl::fp8_quantize_element<Fp8, Nan, Op>(qtl::to_float(x[c]), s, inv));
+    }
+  }
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+  for (std::size_t c = 0; c < x.size(); ++c) {
+    std::uint8_t const want = qtl::fp8_quantize_element<Fp8, Nan, Op>(qtl::to_float(x[c]), s, inv);
+    REQUIRE(portable[c].bits == want);
+    REQUIRE(dispatched[c].bits == want);
+  }
+}
+
+template <class Fp8, class T>
+void check_row_executors_all_policies(std::vector<T> const& x) {
+  for (float s : {1.0f, 0.0078125f, 3.1f, 1e-30f, 1e30f, 0.0f}) {
+    INFO("scale " << s);
+    check_row_executors<Fp8, qtl::fp8_nan::to_max, qtl::fp8_scale_op::multiply_reciprocal>(x, s);
+    check_row_executors<Fp8, qtl::fp8_nan::propagate, qtl::fp8_scale_op::multiply_reciprocal>(x, s);
+    check_row_executors<Fp8, qtl::fp8_nan::to_max, qtl::fp8_scale_op::divide>(x, s);
+    check_row_executors<Fp8, qtl::fp8_nan::propagate, qtl::fp8_scale_op::divide>(x, s);
+  }
+}
+
+TEST_CASE("row executors (portable, AVX2 where the CPU has it) equal the element function", "[fp8]") {
+  std::vector<bfloat16_t> x(65536 + 13);  // every bf16 code, and a tail past the 16-element steps
+  for (std::size_t c = 0; c < x.size(); ++c) {
+    x[c].bits = static_cast<std::uint16_t>(c * 40503u);
+  }
+  std::vector<float> xf(65536 + 13);
+  std::mt19937 gen(7);
+  for (auto& f : xf) {
+    f = qtl::bits_to_float(static_cast<std::uint32_t>(gen()));
+  }
+  check_row_executors_all_policies<float8_e4m3fn_t>(x);
+  check_row_executors_all_policies<float8_e5m2_t>(x);
+  check_row_executors_all_policies<float8_e4m3fn_t>(xf);
+  check_row_executors_all_policies<float8_e5m2_t>(xf);
+}
