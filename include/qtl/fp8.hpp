@@ -617,6 +617,17 @@ QTL_FP8_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float s
 }  // namespace x86
 #endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
 
+// True when `quantize_row_dispatch` runs T through the AVX2 executor.
+template <class T>
+bool avx2_quantizes() {
+#if QTL_FP8_X86_DISPATCH
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
+    return x86::fp8_has_avx2();
+  }
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+  return false;
+}
+
 // `quantize_row` by the AVX2 executor where the CPU has it (float and bf16), the rest by the
 // portable loops.
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
@@ -624,7 +635,7 @@ void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float 
   index_t j = 0;
 #if QTL_FP8_X86_DISPATCH
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
-    if (x86::fp8_has_avx2()) {
+    if (avx2_quantizes<T>()) {
       j = x86::quantize_row_avx2<Fp8, Nan, Op>(in, out, n, scale, inv);
     }
   }
@@ -695,8 +706,9 @@ void scaled_fp8_quant_static(view2d<T const> in, float scale, view2d<Fp8> out, f
   if constexpr (sizeof(T) == 2) {
     // One scale for the whole tensor and 2^16 possible inputs: past 2^20 elements, tabulating the
     // element function for every fp16/bf16 code and gathering from the table (64 KiB, cache
-    // resident) is about twice as fast as the vectorized arithmetic, and equal by construction.
-    if (in.extent[0] * in.extent[1] >= (index_t{1} << 20)) {
+    // resident) is about twice as fast as the SSE2 arithmetic, and equal by construction. The
+    // AVX2 executor (bf16) is faster than the table.
+    if (in.extent[0] * in.extent[1] >= (index_t{1} << 20) && !detail::avx2_quantizes<T>()) {
       std::vector<std::uint8_t> table(65536);
       for (std::uint32_t c = 0; c < 65536; ++c) {
         T const x{static_cast<std::uint16_t>(c)};
