@@ -391,6 +391,66 @@ void block_codes(T const* x, typename F::element* o, float os) {
   }
 }
 
+
+#if QTL_FP8_X86_DISPATCH
+namespace x86 {
+// `e2m1_encode4` on 8 lanes.
+QTL_FP8_AVX2 inline __m256i e2m1_encode8(__m256 v) {
+  __m256i const bits = _mm256_castps_si256(v);
+  __m256i const a = _mm256_and_si256(bits, c32(0x7fffffffu));
+  __m256i code = _mm256_setzero_si256();
+  for (std::uint32_t const t : {float_to_bits(0.25f), float_to_bits(0.75f) - 1u, float_to_bits(1.25f),
+                                float_to_bits(1.75f) - 1u, float_to_bits(2.5f), float_to_bits(3.5f) - 1u,
+                                float_to_bits(5.0f)}) {
+    code = _mm256_sub_epi32(code, _mm256_cmpgt_epi32(a, c32(t)));
+  }
+  code = _mm256_or_si256(code, _mm256_and_si256(_mm256_srli_epi32(bits, 28), c32(0x8u)));
+  __m256i const nan = _mm256_cmpgt_epi32(a, c32(0x7f800000u));
+  return _mm256_blendv_epi8(code, c32(0x7u), nan);
+}
+
+// The E2M1 codes of one block, 16 elements a step, in nibble pairs (`block_codes`).
+template <class F, class T>
+QTL_FP8_AVX2 void e2m1_block_codes_avx2(T const* x, float4_e2m1x2_t* o, float os) {
+  static_assert(F::block_size % 16 == 0);
+  __m256 const vos = _mm256_set1_ps(os);
+  for (int j = 0; j < F::block_size; j += 16) {
+    __m256i const c0 = e2m1_encode8(_mm256_mul_ps(load8(x + j), vos));
+    __m256i const c1 = e2m1_encode8(_mm256_mul_ps(load8(x + j + 8), vos));
+    // int16 [c0 .. c15] (see quantize_row_avx2); each int32 lane c_even | c_odd << 16 -> one byte
+    __m256i const w = _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8);
+    __m256i const b32 = _mm256_or_si256(_mm256_and_si256(w, c32(0xFu)),
+                                        _mm256_and_si256(_mm256_srli_epi32(w, 12), c32(0xF0u)));
+    __m128i const b16 = _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j / 2), _mm_packus_epi16(b16, b16));
+  }
+}
+}  // namespace x86
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+
+// `block_codes` by the AVX2 executor where the CPU has it (float and bf16; `avx2` is
+// `avx2_quantizes<T>()`, hoisted by the caller), else the portable loops.
+template <class F, class T>
+void block_codes_dispatch(bool avx2, T const* x, typename F::element* o, float os) {
+#if QTL_FP8_X86_DISPATCH
+  if constexpr (F::elements_per_value == 2 && F::block_size % 16 == 0 &&
+                (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>)) {
+    if (avx2) {
+      x86::e2m1_block_codes_avx2<F>(x, o, os);
+      return;
+    }
+  } else if constexpr (F::elements_per_value == 1) {
+    // E4M3 elements: the fp8 row quantizer's element function is `block_element_code`'s
+    // (fp8_saturate_encode(x * os), NaN -> +max), and it dispatches itself
+    (void)avx2;
+    quantize_row_dispatch<float8_e4m3fn_t, fp8_nan::to_max, fp8_scale_op::multiply_reciprocal>(x, o, F::block_size,
+                                                                                              1.0f, os);
+    return;
+  }
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+  (void)avx2;
+  block_codes<F>(x, o, os);
+}
 }  // namespace detail
 
 // ---------------------------------------------------------------------------------------------
@@ -420,6 +480,7 @@ void block_quantize(view2d<T const> in, view2d<typename F::element> values, std:
     s.bits = 0;
   }
   constexpr index_t values_per_block = F::block_size / F::elements_per_value;
+  bool const avx2 = detail::avx2_quantizes<T>();
   for (index_t i = 0; i < m; ++i) {
     T const* row = &in(i, 0);
     typename F::element* out = &values(i, 0);
@@ -438,7 +499,8 @@ void block_quantize(view2d<T const> in, view2d<typename F::element> values, std:
       for (index_t k = 0; k < 4; ++k) {
         scales[static_cast<std::size_t>(blockscale_offset<Layout>(i, b + k, padded_cols))].bits =
             static_cast<std::uint8_t>(code[k]);
-        detail::block_codes<F>(row + (b + k) * F::block_size, out + (b + k) * values_per_block, scale[k]);
+        detail::block_codes_dispatch<F>(avx2, row + (b + k) * F::block_size, out + (b + k) * values_per_block,
+                                        scale[k]);
       }
     }
 #endif  // ^^^ QTL_FP8_SSE2 ^^^
@@ -448,7 +510,7 @@ void block_quantize(view2d<T const> in, view2d<typename F::element> values, std:
       std::uint8_t const sc = block_scale_code<F>(vmax, global_scale);
       float const os = block_output_scale<F>(sc, vmax, global_scale);
       scales[static_cast<std::size_t>(blockscale_offset<Layout>(i, b, padded_cols))].bits = sc;
-      detail::block_codes<F>(x, out + b * values_per_block, os);
+      detail::block_codes_dispatch<F>(avx2, x, out + b * values_per_block, os);
     }
   }
 }

@@ -541,6 +541,7 @@ void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv) {
 // AVX2 row executor: `fp8_encode4` and `quantize_row` on 8 lanes, 16 elements a step. The same
 // integer and IEEE float operations, one instruction each (FMA is not enabled here and no product
 // feeds an addition), so the same codes as the portable loops (tested on every bf16 code).
+// (QTL_FP8_AVX2 stays defined for qtl/fp4.hpp's block executor.)
 namespace x86 {
 #  define QTL_FP8_AVX2 __attribute__((target("avx2")))
 
@@ -613,7 +614,6 @@ QTL_FP8_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float s
   }
   return vec_end;
 }
-#  undef QTL_FP8_AVX2
 }  // namespace x86
 #endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
 

@@ -263,18 +263,25 @@ TEMPLATE_TEST_CASE("block element codes (SIMD where available) equal the element
   for (std::size_t c = 0; c < x.size(); ++c) {
     x[c].bits = static_cast<std::uint16_t>(c);
   }
-  for (float os : {1.0f, 0.001f, 3.3f, 0x1p100f, 0.0f}) {
-    INFO("os " << os);
-    for (std::size_t b = 0; b < x.size(); b += F::block_size) {
-      typename F::element o[F::block_size];
-      qtl::detail::block_codes<F>(x.data() + b, o, os);
-      for (int j = 0; j < F::block_size; ++j) {
-        std::uint8_t const want = qtl::block_element_code<F>(qtl::to_float(x[b + static_cast<std::size_t>(j)]), os);
-        std::uint8_t got = o[j / F::elements_per_value].bits;
-        if constexpr (F::elements_per_value == 2) {
-          got = j % 2 == 0 ? (got & 0xF) : (got >> 4);
+  // the portable loops, and the AVX2 executor where the CPU has it
+  for (bool const avx2 : {false, qtl::detail::avx2_quantizes<bfloat16_t>()}) {
+    for (float os : {1.0f, 0.001f, 3.3f, 0x1p100f, 0.0f}) {
+      INFO("os " << os << ", avx2 " << avx2);
+      for (std::size_t b = 0; b < x.size(); b += F::block_size) {
+        typename F::element o[F::block_size];
+        if (avx2) {
+          qtl::detail::block_codes_dispatch<F>(true, x.data() + b, o, os);
+        } else {
+          qtl::detail::block_codes<F>(x.data() + b, o, os);
         }
-        REQUIRE(got == want);
+        for (int j = 0; j < F::block_size; ++j) {
+          std::uint8_t const want = qtl::block_element_code<F>(qtl::to_float(x[b + static_cast<std::size_t>(j)]), os);
+          std::uint8_t got = o[j / F::elements_per_value].bits;
+          if constexpr (F::elements_per_value == 2) {
+            got = j % 2 == 0 ? (got & 0xF) : (got >> 4);
+          }
+          REQUIRE(got == want);
+        }
       }
     }
   }
