@@ -36,6 +36,11 @@
 ///   - NaN elements are ignored by `vmax` (CUDA `fmaxf`) and encode as +6 (E2M1, as CUDA's
 ///     `satfinite` conversion) or +448 (E4M3), blockscale.md §1.1 leaving NaN out of contract;
 ///   - a negative value that rounds to zero keeps its sign (code 0x8, as the hardware does).
+///
+/// Host execution (as qtl/fp8.hpp): 4 blocks at a time, their max, scale codes and output scales
+/// in SSE2 lanes; the element codes in SSE2, or by an AVX2 executor chosen at run time on x86-64
+/// (float and bf16 input). Every executor does the element functions' integer and IEEE steps and
+/// is tested equal to them.
 
 #include <cstddef>
 #include <cstdint>

@@ -47,7 +47,9 @@
 /// Host execution: the element functions are `QTL_HOST_DEVICE constexpr` (qtl/cuda/fp8.cuh runs
 /// them on the GPU). The host row loops run them four lanes at a time in SSE2 where the target has
 /// it (same integer and IEEE steps, tested equal on every bf16 code), because g++ vectorizes the
-/// scalar form only at -O3; per-tensor quantization of large fp16/bf16 tensors gathers from a
+/// scalar form only at -O3; on x86-64 with GCC/Clang, float and bf16 rows go through an AVX2
+/// executor (8 lanes, the same steps, no FMA) chosen at run time when the CPU has AVX2.
+/// Per-tensor quantization of large fp16 tensors (and bf16 without AVX2) gathers from a
 /// 2^16-entry table of the element function instead (equal by construction). Results do not depend
 /// on `-ffp-contract` or `-march`; `-ffast-math` is not supported (its reciprocal and NaN rewrites
 /// change the arithmetic the reference specifies).
