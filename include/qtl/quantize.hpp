@@ -48,6 +48,13 @@
 /// whose result is xor-ed with a zero the compiler cannot see (read from a `volatile` once per
 /// call), so no FMA can absorb it and loops still vectorise; on the device `__fmul_rn` and friends
 /// are used. `-ffast-math` is not supported (it licenses re-association and flushes subnormals).
+///
+/// **Host executors.** Grouped quantization runs two passes per group and column tile: max/min
+/// down the rows, then codes and reference values. The portable loops vectorise with SSE2; on
+/// x86-64 CPUs with AVX2 and F16C (checked once at run time) fp16 and bf16 weights take
+/// `detail::qnt::x86`, which folds max/min on the raw 16-bit codes and computes pass 2 with one
+/// vector instruction per float operation and hardware fp16 conversions. Both give the same bits
+/// (tests/unit/quantize_x86_test.cpp compares them, also compiled with FMA and contraction).
 
 #include <algorithm>
 #include <bit>
