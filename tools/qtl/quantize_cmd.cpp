@@ -16,7 +16,9 @@
 //                                     (when every z >= 1: always for --sym), else "gptq_v2" stores z
 //         L.scales  F16 [G, N]        L.g_idx I32 [K] = k / group_size
 //         codes and scales from qtl::quantize_weights (uint4b8/uint8b128 with --sym: z = 8/128;
-//         uint4/uint8 with zero points with --asym), bit for bit as the reference; scales cast to F16.
+//         uint4/uint8 with zero points with --asym), bit for bit as the reference; scales cast to F16
+//         (exact for F16 weights; BF16/F32 weights get their scales rounded to F16, as GPTQModel does,
+//         and the checkpoint dequantizes with those).
 //   fp8   L.weight F8_E4M3 [N, K] and, by scheme,
 //         tensor   L.weight_scale F32 [1] (compressed-tensors; [] under an HF "fp8" config)
 //         channel  L.weight_scale F32 [N, 1] (compressed-tensors)
