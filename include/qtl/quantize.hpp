@@ -77,6 +77,7 @@
 // run time (the default build targets baseline x86-64); nvcc's host pass does not.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #  define QTL_QUANTIZE_X86_DISPATCH 1
+#  include <cpuid.h>
 #  include <immintrin.h>
 #endif  // ^^^ x86-64 GCC/Clang host ^^^
 
@@ -538,9 +539,14 @@ void quantize_row(T const* in, float const* sc, float const* zp, index_t cn, qua
 namespace x86 {
 #  define QTL_QUANTIZE_AVX2 __attribute__((target("avx2,f16c")))
 
-/// True when the CPU runs the AVX2 + F16C executor (checked once).
+/// True when the CPU runs the AVX2 + F16C executor (checked once). F16C is CPUID leaf 1, ECX
+/// bit 29, read directly: Clang 14's `__builtin_cpu_supports` does not know "f16c". (The AVX2
+/// check includes the OS's saving of the YMM state, which F16C needs too.)
 inline bool has_avx2_f16c() {
-  static bool const ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c");
+  static bool const ok = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  }();
   return ok;
 }
 
