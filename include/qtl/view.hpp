@@ -57,9 +57,12 @@ struct view {
     return data[b * stride[0] + i * stride[1] + j * stride[2]];
   }
 
-  /// The same memory as a view of `T const`.
-  QTL_HOST_DEVICE constexpr operator view<T const, Rank>() const requires(!std::is_const_v<T>) {
-    view<T const, Rank> v;
+  /// The same memory as a view of `T const` (a template, so that `view<T const>` declares no
+  /// conversion to itself, which nvcc warns about even when it is constrained away).
+  template <class U>
+    requires(std::is_same_v<U, T const> && !std::is_const_v<T>)
+  QTL_HOST_DEVICE constexpr operator view<U, Rank>() const {
+    view<U, Rank> v;
     v.data = data;
     for (int d = 0; d < Rank; ++d) {
       v.extent[d] = extent[d];
