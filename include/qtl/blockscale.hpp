@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <qtl/detail/blockscale_band.hpp>
 #include <qtl/error.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
@@ -22,12 +23,6 @@
 #include <type_traits>
 #include <vector>
 
-#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
-#include <emmintrin.h>
-#define QTL_BLOCKSCALE_SSE2 1
-#else
-#define QTL_BLOCKSCALE_SSE2 0
-#endif  // ^^^ __SSE2__ ^^^
 
 namespace qtl {
 
@@ -165,8 +160,6 @@ QTL_HOST_DEVICE constexpr blockscale_position blockscale_position_of(index_t off
 
 namespace detail {
 
-using byte_t = unsigned char;  // may alias every scale type
-
 template <class T>
 byte_t const* byte_ptr(T const* p) {
   return reinterpret_cast<byte_t const*>(p);
@@ -202,139 +195,6 @@ bool views_overlap(view<A, RA> const& a, view<B, RB> const& b) {
   return byte_ptr(a.data) < span_end(b, RB) && byte_ptr(b.data) < span_end(a, RA);
 }
 
-// 4x4 transpose of 32-bit words, the heart of the 128x4 (un)swizzle: `src[i]` points at 16 bytes
-// (4 words w0..w3), `dst[j]` receives word j of src[0], src[1], src[2], src[3] in that order.
-//      src[0]: a0 a1 a2 a3          dst[0]: a0 b0 c0 d0
-//      src[1]: b0 b1 b2 b3   ==>    dst[1]: a1 b1 c1 d1
-//      src[2]: c0 c1 c2 c3          dst[2]: a2 b2 c2 d2
-//      src[3]: d0 d1 d2 d3          dst[3]: a3 b3 c3 d3
-inline void transpose_4x4_words(byte_t const* const src[4], byte_t* const dst[4]) {
-#if QTL_BLOCKSCALE_SSE2
-  __m128i const a = _mm_loadu_si128(reinterpret_cast<__m128i const*>(src[0]));
-  __m128i const b = _mm_loadu_si128(reinterpret_cast<__m128i const*>(src[1]));
-  __m128i const c = _mm_loadu_si128(reinterpret_cast<__m128i const*>(src[2]));
-  __m128i const d = _mm_loadu_si128(reinterpret_cast<__m128i const*>(src[3]));
-  __m128i const ab_lo = _mm_unpacklo_epi32(a, b);  // a0 b0 a1 b1
-  __m128i const cd_lo = _mm_unpacklo_epi32(c, d);  // c0 d0 c1 d1
-  __m128i const ab_hi = _mm_unpackhi_epi32(a, b);  // a2 b2 a3 b3
-  __m128i const cd_hi = _mm_unpackhi_epi32(c, d);  // c2 d2 c3 d3
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[0]), _mm_unpacklo_epi64(ab_lo, cd_lo));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[1]), _mm_unpackhi_epi64(ab_lo, cd_lo));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[2]), _mm_unpacklo_epi64(ab_hi, cd_hi));
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(dst[3]), _mm_unpackhi_epi64(ab_hi, cd_hi));
-#else
-  byte_t tmp[4][16];
-  for (int i = 0; i < 4; ++i) {
-    for (int j = 0; j < 4; ++j) {
-      std::memcpy(&tmp[j][4 * i], src[i] + 4 * j, 4);
-    }
-  }
-  for (int j = 0; j < 4; ++j) {
-    std::memcpy(dst[j], tmp[j], 16);
-  }
-#endif  // ^^^ QTL_BLOCKSCALE_SSE2 ^^^
-}
-
-// Outputs at least this large are written with streaming stores: they cannot stay in cache, and
-// streaming stores skip reading each destination line before writing it (as memcpy does).
-inline constexpr index_t stream_store_bytes = index_t{8} << 20;
-
-inline bool blockscale_use_stream_stores(void const* out, index_t bytes) {
-  return QTL_BLOCKSCALE_SSE2 && bytes >= stream_store_bytes && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
-}
-
-inline void blockscale_stream_fence() {
-#if QTL_BLOCKSCALE_SSE2
-  _mm_sfence();
-#endif  // ^^^ QTL_BLOCKSCALE_SSE2 ^^^
-}
-
-// Asks for the cache lines of `n` bytes at `p` (a row that is read next).
-inline void blockscale_prefetch_bytes(byte_t const* p, index_t n) {
-#if defined(__GNUC__)
-  for (index_t i = 0; i < n; i += 64) {
-    __builtin_prefetch(p + i);
-  }
-#else
-  (void)p;
-  (void)n;
-#endif  // ^^^ __GNUC__ ^^^
-}
-
-// One 128-row band of the 128x4 layout: `band` holds the band's 128 rows of `pc` bytes each
-// (pc = padded K-blocks, a multiple of 4; padding already zero), `tiles` receives its pc / 4
-// tiles of 512 bytes. Both are staging buffers the caller keeps in L2: the band is copied in and
-// the tiles copied out with plain sequential copies, and this loop, which reads 16 rows and
-// writes 4 tile lines at a time, runs on cached data. Measured on the 16384 x 1024 scales of the
-// benchmark: 1.6-2.0 ms staged, against 2.1-2.4 ms for the best unstaged order (line-major with
-// prefetch) and 3-4 ms for the others, memcpy 0.8-1.5 ms (a loaded 2-core machine).
-//
-//     for each group of 4 tile lines (one 64-byte cache line of every tile) and 4 tiles:
-//       line l of tiles kt..kt+3  <-  16 bytes at K-block 4kt of rows l, l+32, l+64, l+96 (transposed)
-inline void swizzle_band_128x4(byte_t const* band, index_t pc, byte_t* tiles) {
-  index_t const n_tiles = pc / 4;
-  for (int lq = 0; lq < 32; lq += 4) {
-    index_t kt = 0;
-    for (; kt + 4 <= n_tiles; kt += 4) {
-      for (int line = lq; line < lq + 4; ++line) {
-        byte_t const* const src[4] = {band + line * pc + kt * 4, band + (line + 32) * pc + kt * 4,
-                                      band + (line + 64) * pc + kt * 4, band + (line + 96) * pc + kt * 4};
-        byte_t* const d = tiles + kt * 512 + line * 16;
-        byte_t* const dst[4] = {d, d + 512, d + 1024, d + 1536};
-        transpose_4x4_words(src, dst);
-      }
-    }
-    for (; kt < n_tiles; ++kt) {
-      for (int line = lq; line < lq + 4; ++line) {
-        for (int slot = 0; slot < 4; ++slot) {
-          std::memcpy(tiles + kt * 512 + line * 16 + slot * 4, band + (line + 32 * slot) * pc + kt * 4, 4);
-        }
-      }
-    }
-  }
-}
-
-// The inverse of swizzle_band_128x4: the pc / 4 tiles at `tiles` back into 128 rows of `pc` bytes.
-inline void unswizzle_band_128x4(byte_t const* tiles, index_t pc, byte_t* band) {
-  index_t const n_tiles = pc / 4;
-  for (int lq = 0; lq < 32; lq += 4) {
-    index_t kt = 0;
-    for (; kt + 4 <= n_tiles; kt += 4) {
-      for (int line = lq; line < lq + 4; ++line) {
-        byte_t const* const t = tiles + kt * 512 + line * 16;
-        byte_t const* const src[4] = {t, t + 512, t + 1024, t + 1536};
-        byte_t* const dst[4] = {band + line * pc + kt * 4, band + (line + 32) * pc + kt * 4,
-                                band + (line + 64) * pc + kt * 4, band + (line + 96) * pc + kt * 4};
-        transpose_4x4_words(src, dst);
-      }
-    }
-    for (; kt < n_tiles; ++kt) {
-      for (int line = lq; line < lq + 4; ++line) {
-        for (int slot = 0; slot < 4; ++slot) {
-          std::memcpy(band + (line + 32 * slot) * pc + kt * 4, tiles + kt * 512 + line * 16 + slot * 4, 4);
-        }
-      }
-    }
-  }
-}
-
-/// Copies `n` bytes; with `Stream`, 16-byte-aligned whole vectors bypass the caches.
-template <bool Stream>
-inline void copy_row_bytes(byte_t* dst, byte_t const* src, std::size_t n) {
-#if QTL_BLOCKSCALE_SSE2
-  if constexpr (Stream) {
-    if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && n % 16 == 0) {
-      for (std::size_t i = 0; i < n; i += 16) {
-        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                         _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
-      }
-      return;
-    }
-  }
-#endif  // ^^^ QTL_BLOCKSCALE_SSE2 ^^^
-  std::memcpy(dst, src, n);
-}
-
 // Any layout, any strides: the reference loop, destination-ordered tile by tile.
 template <blockscale_layout_type Layout, class In, class Out>
 void swizzle_generic(view<In, 3> in, Out* out, index_t padded_rows, index_t padded_cols) {
@@ -363,6 +223,55 @@ void unswizzle_generic(In const* in, view<Out, 3> out, index_t padded_rows, inde
       for (index_t k = 0; k < out.extent[2]; ++k) {
         out(b, m, k) = in[blockscale_offset<Layout>(b, m, k, padded_rows, padded_cols)];
       }
+    }
+  }
+}
+
+// layout_128x4 from rows with unit K-stride (or one K-block), band by band straight from the
+// input rows (`detail/blockscale_band.hpp`); the padding rows of the last band read a zero row.
+template <class In>
+void swizzle_128x4(view<In, 3> in, byte_t* out, index_t padded_rows, index_t padded_cols, band_isa level) {
+  index_t const rows = in.extent[1];
+  index_t const cols = in.extent[2];
+  std::vector<byte_t> const zero(static_cast<std::size_t>(rows % 128 != 0 ? cols : 0), byte_t{0});
+  byte_t const* band[128];
+  for (index_t b = 0; b < in.extent[0]; ++b) {
+    for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
+      for (index_t r = 0; r < 128; ++r) {
+        band[r] = m0 + r < rows ? byte_ptr(&in(b, m0 + r, 0)) : zero.data();
+      }
+      swizzle_band_128x4(band, cols, out, level);
+      out += 128 * padded_cols;
+    }
+  }
+}
+
+// True when the rows of `v` (unit K-stride, or one K-block) are disjoint and ordered, so that
+// writing them in any order gives what the reference loop's row-major order gives.
+template <class T>
+bool disjoint_unit_rows(view<T, 3> const& v) {
+  index_t const rows = v.extent[1];
+  index_t const cols = v.extent[2];
+  return (v.stride[2] == 1 || cols <= 1) && (rows <= 1 || v.stride[1] >= cols) &&
+         (v.extent[0] <= 1 || v.stride[0] >= (rows - 1) * v.stride[1] + cols);
+}
+
+// The inverse of swizzle_128x4 into rows that `disjoint_unit_rows` accepts; the padding rows of
+// the last band go to a scratch row.
+template <class Out>
+void unswizzle_128x4(byte_t const* in, view<Out, 3> out, index_t padded_rows, band_isa level) {
+  index_t const rows = out.extent[1];
+  index_t const cols = out.extent[2];
+  index_t const padded_cols = (cols + 3) / 4 * 4;
+  std::vector<byte_t> scratch(static_cast<std::size_t>(rows % 128 != 0 ? cols : 0));
+  byte_t* band[128];
+  for (index_t b = 0; b < out.extent[0]; ++b) {
+    for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
+      for (index_t r = 0; r < 128; ++r) {
+        band[r] = m0 + r < rows ? byte_ptr(&out(b, m0 + r, 0)) : scratch.data();
+      }
+      unswizzle_band_128x4(in, cols, band, level);
+      in += 128 * padded_cols;
     }
   }
 }
@@ -438,30 +347,7 @@ void swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
   }
   if constexpr (std::is_same_v<Layout, layout_128x4>) {
     if (src.stride[2] == 1 || cols <= 1) {
-      // Staging: the band's rows (padded with zeros to whole tiles) and its tiles.
-      std::vector<detail::byte_t> stage(static_cast<std::size_t>(2 * 128 * padded_cols));
-      detail::byte_t* const band = stage.data();
-      detail::byte_t* const tiles = band + 128 * padded_cols;
-      detail::byte_t* dst = detail::byte_ptr(out.data);
-      for (index_t b = 0; b < batch; ++b) {
-        for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
-          if (m0 + 128 <= rows && cols == padded_cols && src.stride[1] == cols) {  // one contiguous block
-            std::memcpy(band, detail::byte_ptr(&src(b, m0, 0)), static_cast<std::size_t>(128 * cols));
-          } else {
-            for (index_t r = 0; r < 128; ++r) {
-              detail::byte_t* const row = band + r * padded_cols;
-              index_t const n = m0 + r < rows ? cols : 0;
-              if (n > 0) {
-                std::memcpy(row, detail::byte_ptr(&src(b, m0 + r, 0)), static_cast<std::size_t>(n));
-              }
-              std::memset(row + n, 0, static_cast<std::size_t>(padded_cols - n));
-            }
-          }
-          detail::swizzle_band_128x4(band, padded_cols, tiles);
-          std::memcpy(dst, tiles, static_cast<std::size_t>(128 * padded_cols));
-          dst += 128 * padded_cols;
-        }
-      }
+      detail::swizzle_128x4(src, detail::byte_ptr(out.data), padded_rows, padded_cols, detail::best_band_isa());
       return;
     }
   }
@@ -513,25 +399,8 @@ void unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
     return;
   }
   if constexpr (std::is_same_v<Layout, layout_128x4>) {
-    if (dst.stride[2] == 1 || cols <= 1) {
-      std::vector<detail::byte_t> stage(static_cast<std::size_t>(2 * 128 * padded_cols));
-      detail::byte_t* const tiles = stage.data();
-      detail::byte_t* const band = tiles + 128 * padded_cols;
-      detail::byte_t const* src = detail::byte_ptr(in.data);
-      for (index_t b = 0; b < batch; ++b) {
-        for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
-          std::memcpy(tiles, src, static_cast<std::size_t>(128 * padded_cols));
-          detail::unswizzle_band_128x4(tiles, padded_cols, band);
-          if (m0 + 128 <= rows && cols == padded_cols && dst.stride[1] == cols) {  // one contiguous block
-            std::memcpy(detail::byte_ptr(&dst(b, m0, 0)), band, static_cast<std::size_t>(128 * cols));
-          } else {
-            for (index_t r = 0; r < 128 && m0 + r < rows; ++r) {
-              std::memcpy(detail::byte_ptr(&dst(b, m0 + r, 0)), band + r * padded_cols, static_cast<std::size_t>(cols));
-            }
-          }
-          src += 128 * padded_cols;
-        }
-      }
+    if (detail::disjoint_unit_rows(dst)) {
+      detail::unswizzle_128x4(detail::byte_ptr(in.data), dst, padded_rows, detail::best_band_isa());
       return;
     }
   }

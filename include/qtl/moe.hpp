@@ -82,6 +82,55 @@ void swap_halves_rank3(view<In, 3> in, view<Out, 3> out, int d) {
   }
 }
 
+// Outputs at least this large are written with streaming stores: they cannot stay in cache, and
+// streaming stores skip reading each destination line before writing it (as memcpy does).
+inline constexpr index_t stream_store_bytes = index_t{8} << 20;
+
+inline bool use_stream_stores(void const* out, index_t bytes) {
+#if defined(QTL_BLOCKSCALE_X86)
+  return bytes >= stream_store_bytes && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
+#else
+  (void)out;
+  (void)bytes;
+  return false;
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+}
+
+inline void stream_fence() {
+#if defined(QTL_BLOCKSCALE_X86)
+  _mm_sfence();
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+}
+
+// Asks for the cache lines of `n` bytes at `p` (a row that is read next).
+inline void prefetch_bytes(byte_t const* p, index_t n) {
+#if defined(__GNUC__)
+  for (index_t i = 0; i < n; i += 64) {
+    __builtin_prefetch(p + i);
+  }
+#else
+  (void)p;
+  (void)n;
+#endif  // ^^^ __GNUC__ ^^^
+}
+
+/// Copies `n` bytes; with `Stream`, 16-byte-aligned whole vectors bypass the caches.
+template <bool Stream>
+inline void copy_row_bytes(byte_t* dst, byte_t const* src, std::size_t n) {
+#if defined(QTL_BLOCKSCALE_X86)
+  if constexpr (Stream) {
+    if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && n % 16 == 0) {
+      for (std::size_t i = 0; i < n; i += 16) {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
+      }
+      return;
+    }
+  }
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  std::memcpy(dst, src, n);
+}
+
 template <class In, class Out, int Rank>
 void check_same_shape(char const* fn, char const* in_name, view<In, Rank> const& in, char const* out_name,
                       view<Out, Rank> const& out) {
@@ -310,9 +359,9 @@ class trtllm_fp4_moe_plan {
     check("gemm2_scales", in.gemm2_scales, out.gemm2_scales, {e, h, i / 16}, true);
     gather_rows(in.gemm1_weights, out.gemm1_weights, gemm1_rows_);
     gather_rows(in.gemm2_weights, out.gemm2_weights, gemm2_rows_);
-    gather_scales(in.gemm1_scales, out.gemm1_scales, gemm1_rows_);
-    gather_scales(in.gemm2_scales, out.gemm2_scales, gemm2_rows_);
-    detail::blockscale_stream_fence();
+    gather_scales(in.gemm1_scales, out.gemm1_scales, gemm1_rows_, detail::best_band_isa());
+    gather_scales(in.gemm2_scales, out.gemm2_scales, gemm2_rows_, detail::best_band_isa());
+    detail::stream_fence();
   }
 
  private:
@@ -376,13 +425,13 @@ class trtllm_fp4_moe_plan {
     index_t const total = in.extent[0] * per_expert;
     index_t const ahead = static_cast<index_t>((8192 + width - 1) / width);
     auto const source = [&](index_t i) { return detail::byte_ptr(&in(i / per_expert, rows[i % per_expert], 0)); };
-    bool const stream = detail::blockscale_use_stream_stores(out.data, out.size());
+    bool const stream = detail::use_stream_stores(out.data, out.size());
     for (index_t i = 0; i < ahead && i < total; ++i) {
-      detail::blockscale_prefetch_bytes(source(i), in.extent[2]);
+      detail::prefetch_bytes(source(i), in.extent[2]);
     }
     for (index_t i = 0; i < total; ++i) {
       if (i + ahead < total) {
-        detail::blockscale_prefetch_bytes(source(i + ahead), in.extent[2]);
+        detail::prefetch_bytes(source(i + ahead), in.extent[2]);
       }
       auto* const dst = detail::byte_ptr(&out(i / per_expert, i % per_expert, 0));
       if (stream) {
@@ -393,41 +442,21 @@ class trtllm_fp4_moe_plan {
     }
   }
 
-  // Row permutation fused with the 128x4 layout: each 128-row band is gathered through the plan
-  // into a staging buffer (the next band's source rows prefetched meanwhile), laid out, and copied
-  // to the expert's buffer (no padding: rows % 128 == 0 and cols % 4 == 0 by the preconditions).
+  // Row permutation fused with the 128x4 layout: the 128 source rows of each output band, looked
+  // up through the plan, are laid out straight into the expert's buffer (no padding: rows % 128
+  // == 0 and cols % 4 == 0 by the preconditions).
   template <class In, class Out>
-  static void gather_scales(view3d<In> const& in, view3d<Out> const& out, std::vector<std::int32_t> const& rows) {
+  static void gather_scales(view3d<In> const& in, view3d<Out> const& out, std::vector<std::int32_t> const& rows,
+                            detail::band_isa level) {
     index_t const cols = in.extent[2];
     auto const per_expert = static_cast<index_t>(rows.size());
-    index_t const n_bands = in.extent[0] * per_expert / 128;
-    if (n_bands == 0) {
-      return;
-    }
-    bool const stream = detail::blockscale_use_stream_stores(out.data, out.size());
-    std::vector<detail::byte_t> stage(static_cast<std::size_t>(2 * 128 * cols));
-    detail::byte_t* const band = stage.data();
-    detail::byte_t* const tiles = band + 128 * cols;
-    auto const source = [&](index_t band_index, index_t r) {
-      index_t const e = band_index * 128 / per_expert;
-      return detail::byte_ptr(&in(e, rows[static_cast<std::size_t>(band_index * 128 % per_expert + r)], 0));
-    };
-    for (index_t i = 0; i < n_bands; ++i) {
-      for (index_t r = 0; r < 128; ++r) {
-        std::memcpy(band + r * cols, source(i, r), static_cast<std::size_t>(cols));
-      }
-      if (i + 1 < n_bands) {
+    detail::byte_t const* band[128];
+    for (index_t e = 0; e < in.extent[0]; ++e) {
+      for (index_t m0 = 0; m0 < per_expert; m0 += 128) {
         for (index_t r = 0; r < 128; ++r) {
-          detail::blockscale_prefetch_bytes(source(i + 1, r), cols);
+          band[r] = detail::byte_ptr(&in(e, rows[static_cast<std::size_t>(m0 + r)], 0));
         }
-      }
-      detail::swizzle_band_128x4(band, cols, tiles);
-      index_t const e = i * 128 / per_expert;
-      auto* const dst = detail::byte_ptr(&out(e, 0, 0)) + (i * 128 % per_expert) * cols;
-      if (stream) {
-        detail::copy_row_bytes<true>(dst, tiles, static_cast<std::size_t>(128 * cols));
-      } else {
-        detail::copy_row_bytes<false>(dst, tiles, static_cast<std::size_t>(128 * cols));
+        detail::swizzle_band_128x4(band, cols, detail::byte_ptr(&out(e, 0, 0)) + m0 * cols, level);
       }
     }
   }

@@ -1,0 +1,359 @@
+#pragma once
+/// \file
+/// The executors of the 128x4 block-scale layout (`qtl/blockscale.hpp`, `qtl/moe.hpp`): one
+/// 128-row band of scales, given as 128 row pointers (so that the callers can pad with a zero row
+/// or gather rows through a permutation without copying them first), to and from its tiles.
+///
+/// The layout is a transpose of 32-bit words. A word is the 4 K-blocks of one row in one K-tile,
+/// and line `l` of tile `kt` (16 bytes) holds the words (row l, kt), (l+32, kt), (l+64, kt),
+/// (l+96, kt). So W consecutive words of W rows taken as "4 line-slots of W/4 consecutive lines"
+/// are a W x W word matrix whose transpose is W/4 consecutive lines of W consecutive tiles:
+///
+///     rows (i = 4*dl + slot  ->  row lq + dl + 32*slot)      tiles kt .. kt+W-1
+///     i=0  row lq      | w(kt) w(kt+1) .. w(kt+W-1) |        tile kt+j, lines lq .. lq+W/4-1
+///     i=1  row lq+32   |                            |  ==>   = W words: column j of the matrix
+///     i=2  row lq+64   |     W x W 32-bit words     |        (line lq: slots 0..3 = i 0..3,
+///     i=3  row lq+96   |                            |         line lq+1: i 4..7, ...)
+///     i=4  row lq+1    |                            |
+///     ..
+///
+/// The un-swizzle is the same transpose read the other way. W is 4 (SSE2, and a portable loop of
+/// 4-byte copies), 8 (AVX2) or 16 (AVX-512F): a 16 x 16 block reads 16 whole 64-byte lines of
+/// rows and writes 16 whole 64-byte lines of tiles. The x86 executors are chosen once at run time
+/// (the default build targets baseline x86-64); nvcc's host pass and other CPUs get the portable
+/// loop. Every executor moves the same bytes to the same places (test/unit/blockscale_band_test.cpp
+/// compares each one the CPU runs with the reference loop of `qtl/blockscale.hpp`).
+
+#include <cstring>
+#include <qtl/view.hpp>
+#include <type_traits>
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
+#  define QTL_BLOCKSCALE_X86 1
+#  include <immintrin.h>
+#endif  // ^^^ x86-64 GCC/Clang host ^^^
+
+namespace qtl::detail {
+
+using byte_t = unsigned char;  // may alias every scale type
+
+/// The executors, slowest first; a level runs every narrower width too (for the K-tiles left over).
+enum class band_isa { portable, sse2, avx2, avx512 };
+
+/// The widest executor this CPU runs (checked once; `__builtin_cpu_supports` includes the OS's
+/// saving of the YMM / ZMM state).
+inline band_isa best_band_isa() {
+#if defined(QTL_BLOCKSCALE_X86)
+  static band_isa const best = [] {
+    if (__builtin_cpu_supports("avx512f")) {
+      return band_isa::avx512;
+    }
+    return __builtin_cpu_supports("avx2") ? band_isa::avx2 : band_isa::sse2;
+  }();
+  return best;
+#else
+  return band_isa::portable;
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+}
+
+// ------------------------------------------------------------------------------------------------
+// W x W word blocks. `rows[i]` (i < W) are row pointers, `tile` is line lq of tile kt; block b
+// reads 4W bytes at rows[i] + 4W*b and writes W/4 lines of tile kt + W*b + j at tile + 512*(W*b + j).
+// ------------------------------------------------------------------------------------------------
+
+/// Portable W = 4: word by word.
+inline void swizzle_blocks4_portable(byte_t const* const rows[4], byte_t* tile, index_t n) {
+  for (index_t b = 0; b < n; ++b) {
+    for (int j = 0; j < 4; ++j) {
+      for (int i = 0; i < 4; ++i) {
+        std::memcpy(tile + 512 * (4 * b + j) + 4 * i, rows[i] + 16 * b + 4 * j, 4);
+      }
+    }
+  }
+}
+inline void unswizzle_blocks4_portable(byte_t const* tile, byte_t* const rows[4], index_t n) {
+  for (index_t b = 0; b < n; ++b) {
+    for (int j = 0; j < 4; ++j) {
+      for (int i = 0; i < 4; ++i) {
+        std::memcpy(rows[i] + 16 * b + 4 * j, tile + 512 * (4 * b + j) + 4 * i, 4);
+      }
+    }
+  }
+}
+
+#if defined(QTL_BLOCKSCALE_X86)
+#  define QTL_BAND_AVX2 __attribute__((target("avx2")))
+#  define QTL_BAND_AVX512 __attribute__((target("avx512f")))
+
+/// 4 x 4 words (SSE2, baseline x86-64): r[i] word j -> r[j] word i.
+///     a0 a1 a2 a3        a0 b0 c0 d0
+///     b0 b1 b2 b3   ->   a1 b1 c1 d1      unpack 32-bit pairs, then 64-bit pairs
+inline void transpose4(__m128i r[4]) {
+  __m128i const ab_lo = _mm_unpacklo_epi32(r[0], r[1]);  // a0 b0 a1 b1
+  __m128i const cd_lo = _mm_unpacklo_epi32(r[2], r[3]);  // c0 d0 c1 d1
+  __m128i const ab_hi = _mm_unpackhi_epi32(r[0], r[1]);  // a2 b2 a3 b3
+  __m128i const cd_hi = _mm_unpackhi_epi32(r[2], r[3]);  // c2 d2 c3 d3
+  r[0] = _mm_unpacklo_epi64(ab_lo, cd_lo);
+  r[1] = _mm_unpackhi_epi64(ab_lo, cd_lo);
+  r[2] = _mm_unpacklo_epi64(ab_hi, cd_hi);
+  r[3] = _mm_unpackhi_epi64(ab_hi, cd_hi);
+}
+
+/// 8 x 8 words (AVX2): the 4 x 4 steps inside each 128-bit half, then the halves exchanged.
+///     after the in-half steps u[c] = (rows 0-3, col c | rows 0-3, col 4+c), u[4+c] the same for rows 4-7
+///     col c = low halves of u[c], u[4+c];  col 4+c = their high halves
+QTL_BAND_AVX2 inline void transpose8(__m256i r[8]) {
+  __m256i t[8];
+  __m256i u[8];
+  for (int g = 0; g < 2; ++g) {
+    t[4 * g + 0] = _mm256_unpacklo_epi32(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 1] = _mm256_unpackhi_epi32(r[4 * g], r[4 * g + 1]);
+    t[4 * g + 2] = _mm256_unpacklo_epi32(r[4 * g + 2], r[4 * g + 3]);
+    t[4 * g + 3] = _mm256_unpackhi_epi32(r[4 * g + 2], r[4 * g + 3]);
+    u[4 * g + 0] = _mm256_unpacklo_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 1] = _mm256_unpackhi_epi64(t[4 * g], t[4 * g + 2]);
+    u[4 * g + 2] = _mm256_unpacklo_epi64(t[4 * g + 1], t[4 * g + 3]);
+    u[4 * g + 3] = _mm256_unpackhi_epi64(t[4 * g + 1], t[4 * g + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    r[c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x20);
+    r[4 + c] = _mm256_permute2x128_si256(u[c], u[4 + c], 0x31);
+  }
+}
+
+// The AVX-512 steps as masked operations with every lane selected: the same instructions, but
+// g++ 12 warns (-Wmaybe-uninitialized, PR 105593) about the undefined pass-through of the plain
+// forms when they are inlined.
+QTL_BAND_AVX512 inline __m512i unpacklo32(__m512i a, __m512i b) { return _mm512_maskz_unpacklo_epi32(0xFFFF, a, b); }
+QTL_BAND_AVX512 inline __m512i unpackhi32(__m512i a, __m512i b) { return _mm512_maskz_unpackhi_epi32(0xFFFF, a, b); }
+QTL_BAND_AVX512 inline __m512i unpacklo64(__m512i a, __m512i b) { return _mm512_maskz_unpacklo_epi64(0xFF, a, b); }
+QTL_BAND_AVX512 inline __m512i unpackhi64(__m512i a, __m512i b) { return _mm512_maskz_unpackhi_epi64(0xFF, a, b); }
+template <int Imm>
+QTL_BAND_AVX512 inline __m512i shuffle128(__m512i a, __m512i b) {
+  return _mm512_maskz_shuffle_i32x4(0xFFFF, a, b, Imm);
+}
+
+/// 16 x 16 words (AVX-512F): the 4 x 4 steps inside each 128-bit lane, then two rounds of lane
+/// shuffles. After the in-lane steps u[4g + c] lane q = (rows 4g .. 4g+3, col 4q + c); col 4q + c
+/// gathers lane q of u[c], u[4 + c], u[8 + c], u[12 + c]:
+///     v = lanes 0,2 of u[c] | lanes 0,2 of u[4+c]     w = lanes 1,3 of .. (0x88 / 0xDD)
+///     x, y the same of u[8+c], u[12+c]
+///     col c = lanes 0,2 of v | lanes 0,2 of x,  col 8+c = lanes 1,3 of v, x,  col 4+c, 12+c from w, y
+QTL_BAND_AVX512 inline void transpose16(__m512i r[16]) {
+  __m512i u[16];
+  for (int g = 0; g < 4; ++g) {
+    __m512i const t0 = unpacklo32(r[4 * g], r[4 * g + 1]);
+    __m512i const t1 = unpackhi32(r[4 * g], r[4 * g + 1]);
+    __m512i const t2 = unpacklo32(r[4 * g + 2], r[4 * g + 3]);
+    __m512i const t3 = unpackhi32(r[4 * g + 2], r[4 * g + 3]);
+    u[4 * g + 0] = unpacklo64(t0, t2);
+    u[4 * g + 1] = unpackhi64(t0, t2);
+    u[4 * g + 2] = unpacklo64(t1, t3);
+    u[4 * g + 3] = unpackhi64(t1, t3);
+  }
+  for (int c = 0; c < 4; ++c) {
+    __m512i const v = shuffle128<0x88>(u[c], u[4 + c]);
+    __m512i const w = shuffle128<0xDD>(u[c], u[4 + c]);
+    __m512i const x = shuffle128<0x88>(u[8 + c], u[12 + c]);
+    __m512i const y = shuffle128<0xDD>(u[8 + c], u[12 + c]);
+    r[c] = shuffle128<0x88>(v, x);
+    r[4 + c] = shuffle128<0x88>(w, y);
+    r[8 + c] = shuffle128<0xDD>(v, x);
+    r[12 + c] = shuffle128<0xDD>(w, y);
+  }
+}
+
+inline void swizzle_blocks4_sse2(byte_t const* const rows[4], byte_t* tile, index_t n) {
+  for (index_t b = 0; b < n; ++b) {
+    __m128i r[4];
+    for (int i = 0; i < 4; ++i) {
+      r[i] = _mm_loadu_si128(reinterpret_cast<__m128i const*>(rows[i] + 16 * b));
+    }
+    transpose4(r);
+    for (int j = 0; j < 4; ++j) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + 512 * (4 * b + j)), r[j]);
+    }
+  }
+}
+inline void unswizzle_blocks4_sse2(byte_t const* tile, byte_t* const rows[4], index_t n) {
+  for (index_t b = 0; b < n; ++b) {
+    __m128i r[4];
+    for (int j = 0; j < 4; ++j) {
+      r[j] = _mm_loadu_si128(reinterpret_cast<__m128i const*>(tile + 512 * (4 * b + j)));
+    }
+    transpose4(r);
+    for (int i = 0; i < 4; ++i) {
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[i] + 16 * b), r[i]);
+    }
+  }
+}
+
+QTL_BAND_AVX2 inline void swizzle_blocks8_avx2(byte_t const* const rows[8], byte_t* tile, index_t n) {
+  for (index_t b = 0; b < n; ++b) {
+    __m256i r[8];
+    for (int i = 0; i < 8; ++i) {
+      r[i] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[i] + 32 * b));
+    }
+    transpose8(r);
+    for (int j = 0; j < 8; ++j) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + 512 * (8 * b + j)), r[j]);
+    }
+  }
+}
+QTL_BAND_AVX2 inline void unswizzle_blocks8_avx2(byte_t const* tile, byte_t* const rows[8], index_t n) {
+  for (index_t b = 0; b < n; ++b) {
+    __m256i r[8];
+    for (int j = 0; j < 8; ++j) {
+      r[j] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(tile + 512 * (8 * b + j)));
+    }
+    transpose8(r);
+    for (int i = 0; i < 8; ++i) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows[i] + 32 * b), r[i]);
+    }
+  }
+}
+
+QTL_BAND_AVX512 inline void swizzle_blocks16_avx512(byte_t const* const rows[16], byte_t* tile, index_t n) {
+  for (index_t b = 0; b < n; ++b) {
+    __m512i r[16];
+    for (int i = 0; i < 16; ++i) {
+      r[i] = _mm512_loadu_si512(rows[i] + 64 * b);
+    }
+    transpose16(r);
+    for (int j = 0; j < 16; ++j) {
+      _mm512_storeu_si512(tile + 512 * (16 * b + j), r[j]);
+    }
+  }
+}
+QTL_BAND_AVX512 inline void unswizzle_blocks16_avx512(byte_t const* tile, byte_t* const rows[16], index_t n) {
+  for (index_t b = 0; b < n; ++b) {
+    __m512i r[16];
+    for (int j = 0; j < 16; ++j) {
+      r[j] = _mm512_loadu_si512(tile + 512 * (16 * b + j));
+    }
+    transpose16(r);
+    for (int i = 0; i < 16; ++i) {
+      _mm512_storeu_si512(rows[i] + 64 * b, r[i]);
+    }
+  }
+}
+
+#  undef QTL_BAND_AVX2
+#  undef QTL_BAND_AVX512
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+
+// ------------------------------------------------------------------------------------------------
+// Bands
+// ------------------------------------------------------------------------------------------------
+
+// The W-wide executor on n blocks: `blocks<W>(rows, tile, n, level)` swizzles,
+// `blocks<W>(tile, rows, n, level)` un-swizzles (`level` picks SSE2 or portable for W = 4).
+template <int W>
+void blocks(byte_t const* const* rows, byte_t* tile, index_t n, [[maybe_unused]] band_isa level) {
+#if defined(QTL_BLOCKSCALE_X86)
+  if constexpr (W == 16) {
+    swizzle_blocks16_avx512(rows, tile, n);
+  } else if constexpr (W == 8) {
+    swizzle_blocks8_avx2(rows, tile, n);
+  } else if (level != band_isa::portable) {
+    swizzle_blocks4_sse2(rows, tile, n);
+  } else
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  {
+    static_assert(W == 4);
+    swizzle_blocks4_portable(rows, tile, n);
+  }
+}
+template <int W>
+void blocks(byte_t const* tile, byte_t* const* rows, index_t n, [[maybe_unused]] band_isa level) {
+#if defined(QTL_BLOCKSCALE_X86)
+  if constexpr (W == 16) {
+    unswizzle_blocks16_avx512(tile, rows, n);
+  } else if constexpr (W == 8) {
+    unswizzle_blocks8_avx2(tile, rows, n);
+  } else if (level != band_isa::portable) {
+    unswizzle_blocks4_sse2(tile, rows, n);
+  } else
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  {
+    static_assert(W == 4);
+    unswizzle_blocks4_portable(tile, rows, n);
+  }
+}
+
+// The whole K-tiles [kt, kt + W*n) of a band, n = (nk - kt) / W, with the W-wide executor (the
+// portable one for W = 4 at `band_isa::portable`), one group of W/4 lines at a time; returns the
+// first K-tile left. Swizzle: `Row` is `byte_t const*`, `Tile` `byte_t`; unswizzle: `byte_t*`
+// and `byte_t const`.
+template <int W, class Row, class Tile>
+index_t band_blocks(Row const* rows, Tile* tiles, index_t kt, index_t nk, band_isa level) {
+  constexpr bool swizzle = std::is_const_v<std::remove_pointer_t<Row>>;
+  index_t const n = (nk - kt) / W;
+  for (int lq = 0; lq < 32 && n > 0; lq += W / 4) {
+    Row r[W];
+    for (int i = 0; i < W; ++i) {
+      r[i] = rows[lq + i / 4 + 32 * (i % 4)] + 4 * kt;
+    }
+    Tile* const t = tiles + 512 * kt + 16 * lq;
+    if constexpr (swizzle) {
+      blocks<W>(r, t, n, level);
+    } else {
+      blocks<W>(t, r, n, level);
+    }
+  }
+  return kt + W * n;
+}
+
+/// Lays out one 128-row band: `rows[r]` (r < 128) holds the `cols` K-blocks of row r of the band
+/// (a zero row for padding rows), `tiles` receives the band's `pad_cols(cols) / 4` tiles of 512
+/// bytes, the K-blocks past `cols` zero.
+inline void swizzle_band_128x4(byte_t const* const rows[128], index_t cols, byte_t* tiles,
+                               band_isa level = best_band_isa()) {
+  index_t const nk = cols / 4;  // whole K-tiles
+  index_t kt = 0;
+#if defined(QTL_BLOCKSCALE_X86)
+  if (level == band_isa::avx512) {
+    kt = band_blocks<16>(rows, tiles, kt, nk, level);
+  }
+  if (level >= band_isa::avx2) {
+    kt = band_blocks<8>(rows, tiles, kt, nk, level);
+  }
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  kt = band_blocks<4>(rows, tiles, kt, nk, level);
+  for (; 4 * kt < cols; ++kt) {  // fewer than 4 K-tiles left, the last maybe partial (zero-filled)
+    for (int line = 0; line < 32; ++line) {
+      for (int slot = 0; slot < 4; ++slot) {
+        for (index_t c = 0; c < 4; ++c) {
+          index_t const k = 4 * kt + c;
+          tiles[512 * kt + 16 * line + 4 * slot + c] = k < cols ? rows[line + 32 * slot][k] : byte_t{0};
+        }
+      }
+    }
+  }
+}
+
+/// The inverse of `swizzle_band_128x4`: the tiles back into the `cols` K-blocks of each row
+/// `rows[r]` (rows past the matrix may all point at one scratch row); tile padding is not read.
+inline void unswizzle_band_128x4(byte_t const* tiles, index_t cols, byte_t* const rows[128],
+                                 band_isa level = best_band_isa()) {
+  index_t const nk = cols / 4;
+  index_t kt = 0;
+#if defined(QTL_BLOCKSCALE_X86)
+  if (level == band_isa::avx512) {
+    kt = band_blocks<16>(rows, tiles, kt, nk, level);
+  }
+  if (level >= band_isa::avx2) {
+    kt = band_blocks<8>(rows, tiles, kt, nk, level);
+  }
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  kt = band_blocks<4>(rows, tiles, kt, nk, level);
+  for (int line = 0; line < 32; ++line) {  // fewer than 4 K-tiles left, the last maybe partial
+    for (int slot = 0; slot < 4; ++slot) {
+      for (index_t k = 4 * kt; k < cols; ++k) {
+        rows[line + 32 * slot][k] = tiles[512 * (k / 4) + 16 * line + 4 * slot + k % 4];
+      }
+    }
+  }
+}
+
+}  // namespace qtl::detail
