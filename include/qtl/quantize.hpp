@@ -50,11 +50,15 @@
 /// are used. `-ffast-math` is not supported (it licenses re-association and flushes subnormals).
 ///
 /// **Host executors.** Grouped quantization runs two passes per group and column tile: max/min
-/// down the rows, then codes and reference values. The portable loops vectorise with SSE2; on
-/// x86-64 CPUs with AVX2 and F16C (checked once at run time) fp16 and bf16 weights take
-/// `detail::qnt::x86`, which folds max/min on the raw 16-bit codes and computes pass 2 with one
-/// vector instruction per float operation and hardware fp16 conversions. Both give the same bits
-/// (tests/unit/quantize_x86_test.cpp compares them, also compiled with FMA and contraction).
+/// down the rows, then codes and reference values; the next tile is prefetched into L2 during
+/// pass 2. The portable loops vectorise with SSE2; on x86-64 CPUs with AVX2 and F16C (checked
+/// once at run time) fp16 and bf16 weights take `detail::qnt::x86`, which folds max/min on the
+/// raw 16-bit codes, computes scales 8 columns at a time, and runs pass 2 with one vector
+/// instruction per float operation and hardware fp16 conversions, or, on tiles free of NaN,
+/// zero and infinite scales (almost all of a real checkpoint), with a kernel that needs no NaN
+/// handling and writes outputs beyond `stream_output_bytes` with non-temporal stores. All give
+/// the same bits (test/unit/quantize_x86_test.cpp compares them, also compiled with FMA and
+/// contraction).
 
 #include <algorithm>
 #include <bit>
@@ -638,46 +642,64 @@ inline void column_minmax(T const* w, index_t stride, index_t rows, float& mx, f
 }
 
 /// Pass 1 of a column tile for fp16/bf16 (`rows` rows of `cn` columns from `w`, row stride
-/// `stride`), 16 columns per step on the raw 16-bit codes. A sign-magnitude code maps to a
-/// signed integer of the same order, key = bits ^ ((bits >> 15 arithmetic) & 0x7FFF):
+/// `stride`) on the raw 16-bit codes. A sign-magnitude code maps to a signed integer of the same
+/// order, key = bits ^ ((bits >> 15 arithmetic) & 0x7FFF):
 ///
 ///   -NaN < -Inf < ... < -min < -0 < +0 < +min < ... < +Inf < +NaN      (keys, int16)
 ///
 /// so max/min are `vpmaxsw`/`vpminsw` with no conversion. They differ from the float fold only
 /// in the sign of a zero result (-0 < +0 here; the float fold keeps the first of equal values),
 /// which no scale or zero point depends on (each takes |mx|, |mn| or mx - mn, and a zero
-/// difference is clamped to 1e-5). NaN is tracked per column (|bits| above Inf's) and such
-/// columns are folded again by `column_minmax`, which keeps the portable NaN semantics.
+/// difference is clamped to 1e-5). A column holds a NaN exactly when its key maximum lies above
+/// +Inf's or its minimum below -Inf's; such columns are folded again by `column_minmax`, which
+/// keeps the portable NaN semantics. Short tiles (small groups, in L2) keep 64 columns of maxima
+/// and minima in registers down all rows; tall ones (channelwise) walk the rows in memory order.
 template <class T>
 QTL_QUANTIZE_AVX2 void minmax_tile_avx2(T const* w, index_t stride, index_t rows, index_t cn, float* mx, float* mn) {
   constexpr std::int16_t inf_bits = std::is_same_v<T, half_t> ? 0x7C00 : 0x7F80;
   alignas(32) std::int16_t kmx[max_tile_cols];
   alignas(32) std::int16_t kmn[max_tile_cols];
-  alignas(32) std::int16_t nan[max_tile_cols];
   __m256i const mag = _mm256_set1_epi16(0x7FFF);
-  __m256i const inf = _mm256_set1_epi16(inf_bits);
+  auto const key = [mag](T const* p) QTL_QUANTIZE_AVX2 {
+    __m256i const b = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(p));
+    return _mm256_xor_si256(b, _mm256_and_si256(_mm256_srai_epi16(b, 15), mag));
+  };
   index_t const cv = cn / 16 * 16;
-  for (index_t j = 0; j < cv; j += 16) {
-    _mm256_store_si256(reinterpret_cast<__m256i*>(kmx + j), _mm256_set1_epi16(INT16_MIN));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(kmn + j), _mm256_set1_epi16(INT16_MAX));
-    _mm256_store_si256(reinterpret_cast<__m256i*>(nan + j), _mm256_setzero_si256());
-  }
-  for (index_t i = 0; i < rows; ++i) {
-    T const* row = w + i * stride;
-    for (index_t j = 0; j < cv; j += 16) {
-      __m256i const b = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(row + j));
-      __m256i const key = _mm256_xor_si256(b, _mm256_and_si256(_mm256_srai_epi16(b, 15), mag));
-      __m256i* const pmx = reinterpret_cast<__m256i*>(kmx + j);
-      __m256i* const pmn = reinterpret_cast<__m256i*>(kmn + j);
-      __m256i* const pnan = reinterpret_cast<__m256i*>(nan + j);
-      _mm256_store_si256(pmx, _mm256_max_epi16(_mm256_load_si256(pmx), key));
-      _mm256_store_si256(pmn, _mm256_min_epi16(_mm256_load_si256(pmn), key));
-      __m256i const is_nan = _mm256_cmpgt_epi16(_mm256_and_si256(b, mag), inf);
-      _mm256_store_si256(pnan, _mm256_or_si256(_mm256_load_si256(pnan), is_nan));
+  index_t j = 0;
+  if (rows <= 512) {
+    for (; j + 64 <= cv; j += 64) {
+      __m256i hi[4], lo[4];
+      for (int v = 0; v < 4; ++v) {
+        hi[v] = lo[v] = key(w + j + 16 * v);
+      }
+      for (index_t i = 1; i < rows; ++i) {
+        for (int v = 0; v < 4; ++v) {
+          __m256i const k = key(w + i * stride + j + 16 * v);
+          hi[v] = _mm256_max_epi16(hi[v], k);
+          lo[v] = _mm256_min_epi16(lo[v], k);
+        }
+      }
+      for (int v = 0; v < 4; ++v) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(kmx + j + 16 * v), hi[v]);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(kmn + j + 16 * v), lo[v]);
+      }
     }
   }
-  for (index_t j = 0; j < cv; ++j) {
-    if (nan[j] != 0) {
+  for (index_t c = j; c < cv; c += 16) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(kmx + c), _mm256_set1_epi16(INT16_MIN));
+    _mm256_store_si256(reinterpret_cast<__m256i*>(kmn + c), _mm256_set1_epi16(INT16_MAX));
+  }
+  for (index_t i = 0; i < rows && j < cv; ++i) {
+    for (index_t c = j; c < cv; c += 16) {
+      __m256i const k = key(w + i * stride + c);
+      __m256i* const pmx = reinterpret_cast<__m256i*>(kmx + c);
+      __m256i* const pmn = reinterpret_cast<__m256i*>(kmn + c);
+      _mm256_store_si256(pmx, _mm256_max_epi16(_mm256_load_si256(pmx), k));
+      _mm256_store_si256(pmn, _mm256_min_epi16(_mm256_load_si256(pmn), k));
+    }
+  }
+  for (j = 0; j < cv; ++j) {
+    if (kmx[j] > inf_bits || kmn[j] < -inf_bits - 1) {  // key(-Inf) = -Inf's magnitude - 1
       column_minmax(w + j, stride, rows, mx[j], mn[j]);
     } else {
       auto const bits = [](std::int16_t k) {  // the key map is its own inverse
@@ -687,7 +709,7 @@ QTL_QUANTIZE_AVX2 void minmax_tile_avx2(T const* w, index_t stride, index_t rows
       mn[j] = load<T>(bits(kmn[j]));
     }
   }
-  for (index_t j = cv; j < cn; ++j) {
+  for (; j < cn; ++j) {
     column_minmax(w + j, stride, rows, mx[j], mn[j]);
   }
 }
@@ -736,25 +758,139 @@ QTL_QUANTIZE_AVX2 void quantize_row_avx2(T const* in, float const* sc, float con
     quantize_block<T, SmallCodes, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
   }
 }
+/// Scales (and zero points) of the first cn / 8 · 8 columns of a tile from their max/min, 8 per
+/// step, exactly as `symmetric_scale` / `asymmetric_scale` (NaN, Inf and zero included): into
+/// `sc`/`zp` as floats and `s_out`/`zp_out` as stored. Returns the number of columns done.
+template <class T>
+QTL_QUANTIZE_AVX2 index_t scales_avx2(float const* mx, float const* mn, index_t cn, quant_range r, bool zero_points,
+                                      float* sc, float* zp, T* s_out, std::int32_t* zp_out) {
+  constexpr float inf = std::numeric_limits<float>::infinity();
+  __m256 const qmin = _mm256_set1_ps(r.qmin);
+  __m256 const qmax = _mm256_set1_ps(r.qmax);
+  __m256 const abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+  index_t j = 0;
+  for (; j + 8 <= cn; j += 8) {
+    __m256 const hi = _mm256_loadu_ps(mx + j);
+    __m256 const lo = _mm256_loadu_ps(mn + j);
+    __m256 s;
+    __m256 z = _mm256_setzero_ps();
+    if (zero_points) {
+      __m256 const eps = _mm256_set1_ps(round_to<T>(1e-5f));
+      __m256 d = round_to8<T>(_mm256_sub_ps(hi, lo));
+      d = _mm256_blendv_ps(d, eps, _mm256_cmp_ps(d, eps, _CMP_LT_OQ));  // clamp(min=): NaN stays
+      s = round_to8<T>(_mm256_div_ps(d, qmax));
+      z = _mm256_and_ps(round_to8<T>(_mm256_div_ps(lo, s)), abs_mask);
+      z = _mm256_round_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      z = _mm256_blendv_ps(z, qmin, _mm256_cmp_ps(z, qmin, _CMP_LT_OQ));
+      z = _mm256_blendv_ps(z, qmax, _mm256_cmp_ps(z, qmax, _CMP_GT_OQ));
+      z = _mm256_and_ps(z, _mm256_cmp_ps(z, z, _CMP_ORD_Q));  // int(NaN) = 0
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(zp_out + j), _mm256_cvttps_epi32(z));
+    } else {
+      __m256 const a =
+          _mm256_and_ps(round_to8<T>(_mm256_div_ps(hi, _mm256_set1_ps(r.qmax != 0 ? r.qmax : inf))), abs_mask);
+      __m256 const b =
+          _mm256_and_ps(round_to8<T>(_mm256_div_ps(lo, _mm256_set1_ps(r.qmin != 0 ? r.qmin : inf))), abs_mask);
+      // nan_max(a, b): b where b > a or b is NaN
+      s = _mm256_blendv_ps(a, b, _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_GT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q)));
+    }
+    _mm256_storeu_ps(sc + j, s);
+    _mm256_storeu_ps(zp + j, z);
+    store8<T>(s_out + j, s);
+  }
+  return j;
+}
+
+/// Per-column constants of pass 2 on a clean tile (see `quantize_row_clean_avx2`).
+struct clean_columns {
+  float lo[max_tile_cols];        // qmin - zp
+  float hi[max_tile_cols];        // qmax - zp
+  std::int32_t zb[max_tile_cols]; // zp + bias, added to a code after the clamp
+  float zs[max_tile_cols];        // T(zp · s), the subtrahend of zero points after scales
+};
+
+/// 16 bytes stored at `p`; past the caches (non-temporal) when `Stream`. @pre Stream: p is 16-byte aligned.
+template <bool Stream>
+QTL_QUANTIZE_AVX2 inline void store16(void* p, __m128i v) {
+  if constexpr (Stream) {
+    _mm_stream_si128(static_cast<__m128i*>(p), v);
+  } else {
+    _mm_storeu_si128(static_cast<__m128i*>(p), v);
+  }
+}
+/// 8 int32 stored at `p`, as `store16`.
+template <bool Stream>
+QTL_QUANTIZE_AVX2 inline void store32(std::int32_t* p, __m256i v) {
+  if constexpr (Stream) {
+    store16<true>(p, _mm256_castsi256_si128(v));
+    store16<true>(p + 4, _mm256_extracti128_si256(v, 1));
+  } else {
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
+  }
+}
+
+/// Pass 2 of one row of a *clean* tile for codes of ≤ 8 bits: every column's scale finite and
+/// positive and no NaN in the group, so `w / s` is never NaN. Then, with y = T(w / s) and the
+/// integers lo = qmin - zp, hi = qmax - zp,
+///
+///   clamp(rne(y) + zp, qmin, qmax) - zp  =  rne(clamp(y, lo, hi))      (rne is monotone and
+///                                                                       keeps integers)
+///
+/// so the code is that value plus zp + bias and the reference (zero points before scales) is its
+/// product with s, a finite float: no NaN masks, one add and one subtract fewer than
+/// `quantize_row_avx2`. The value goes through an int32 conversion before the product, which
+/// turns rne's -0 into the +0 that `q - zp` gives. 16 columns per step, so that bf16 results pack
+/// into one 32-byte store. `Stream`: non-temporal stores (q_out and ref_out 16-byte aligned).
+/// Bit for bit `quantize_row` on such columns (test/unit/quantize_x86_test.cpp).
+template <class T, bool After, bool Stream>
+QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, float const* zp, clean_columns const& c,
+                                               index_t cn, quant_range r, std::uint32_t opaque, std::int32_t* q_out,
+                                               T* ref_out) {
+  // Codes of columns j..j+7 stored; returns their reference values before the rounding to T.
+  auto const step = [&](index_t j) QTL_QUANTIZE_AVX2 {
+    __m256 const s = _mm256_loadu_ps(sc + j);
+    __m256 y = round_precision8<T>(_mm256_div_ps(load8<T>(in + j), s));
+    y = _mm256_min_ps(_mm256_max_ps(y, _mm256_loadu_ps(c.lo + j)), _mm256_loadu_ps(c.hi + j));
+    __m256i const v = _mm256_cvttps_epi32(_mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    __m256i const code = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(c.zb + j)));
+    store32<Stream>(q_out + j, code);
+    if constexpr (After) {
+      // T(q · s) - T(zp · s) with q = code - bias = value + zp; may be Inf - Inf (NaN).
+      __m256 const q = _mm256_cvtepi32_ps(_mm256_sub_epi32(code, _mm256_set1_epi32(r.bias)));
+      return _mm256_sub_ps(round_to8<T>(_mm256_mul_ps(q, s)), _mm256_loadu_ps(c.zs + j));
+    } else {
+      return _mm256_mul_ps(_mm256_cvtepi32_ps(v), s);  // |value| ≤ 256, s finite: finite
+    }
+  };
+  index_t j = 0;
+  for (; j + 16 <= cn; j += 16) {
+    __m256 const a = step(j);
+    __m256 const b = step(j + 8);
+    if constexpr (std::is_same_v<T, half_t> && !After) {
+      store16<Stream>(ref_out + j, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+      store16<Stream>(ref_out + j + 8, _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    } else if constexpr (!After) {
+      // bf16 of a and b in the low halves, packed: [a0..a3 b0..b3 | a4..a7 b4..b7], then the
+      // 64-bit quarters reordered to a0..a7 b0..b7.
+      __m256i const ha = _mm256_srli_epi32(bf16_round_hi(a), 16);
+      __m256i const hb = _mm256_srli_epi32(bf16_round_hi(b), 16);
+      __m256i const h = _mm256_permute4x64_epi64(_mm256_packus_epi32(ha, hb), 0xD8);
+      store16<Stream>(ref_out + j, _mm256_castsi256_si128(h));
+      store16<Stream>(ref_out + j + 8, _mm256_extracti128_si256(h, 1));
+    } else {
+      store8<T>(ref_out + j, a);
+      store8<T>(ref_out + j + 8, b);
+    }
+  }
+  for (; j + 8 <= cn; j += 8) {
+    store8<T>(ref_out + j, step(j));
+  }
+  for (; j < cn; ++j) {
+    quantize_block<T, true, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
+  }
+}
 #  undef QTL_QUANTIZE_AVX2
 }  // namespace x86
 #endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
-
-/// Pass 2 of one row: the AVX2 executor where the CPU has it, else the portable loops.
-template <class T, bool SmallCodes, bool After>
-void quantize_row_dispatch(bool fast, T const* in, float const* sc, float const* zp, index_t cn, quant_range r,
-                           std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-  if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
-    if (fast) {
-      x86::quantize_row_avx2<T, SmallCodes, After>(in, sc, zp, cn, r, opaque, q_out, ref_out);
-      return;
-    }
-  }
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
-  (void)fast;
-  quantize_row<T, SmallCodes, After>(in, sc, zp, cn, r, opaque, q_out, ref_out);
-}
 
 /// Pass 1 of a column tile by the AVX2 executor where the CPU has it (returns false otherwise:
 /// the caller runs the portable loops).
@@ -772,8 +908,89 @@ bool minmax_tile_dispatch(bool fast, T const* w, index_t stride, index_t rows, i
   return false;
 }
 
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+/// How pass 2 runs on one column tile of the x86 executor.
+struct x86_tile {
+  bool clean = false;   // `quantize_row_clean_avx2` applies (its columns in `cols`)
+  bool stream = false;  // non-temporal stores for rows whose outputs are 16-byte aligned
+  x86::clean_columns cols;
+};
+/// Prepares `t` for a tile of `cn` columns: clean when the codes are of ≤ 8 bits, every scale is
+/// finite and positive and no group holds a NaN (`mx` is NaN for a column holding one).
+template <class T, bool SmallCodes>
+__attribute__((target("avx2,f16c"))) void prepare_x86_tile(x86_tile& t, index_t cn, quant_range r, float const* sc,
+                                                          float const* zp, float const* mx, std::uint32_t opaque) {
+  t.clean = SmallCodes;
+  index_t j = 0;
+  for (; j + 8 <= cn && t.clean; j += 8) {
+    __m256 const s = _mm256_loadu_ps(sc + j);
+    __m256 const m = _mm256_loadu_ps(mx + j);
+    __m256 const ok = _mm256_and_ps(
+        _mm256_and_ps(_mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_GT_OQ),
+                      _mm256_cmp_ps(s, _mm256_set1_ps(std::numeric_limits<float>::max()), _CMP_LE_OQ)),
+        _mm256_cmp_ps(m, m, _CMP_ORD_Q));
+    t.clean = _mm256_movemask_ps(ok) == 0xFF;
+  }
+  for (; j < cn && t.clean; ++j) {
+    t.clean = sc[j] > 0.0f && sc[j] <= std::numeric_limits<float>::max() && mx[j] == mx[j];  // NaN fails
+  }
+  if (!t.clean) {
+    return;
+  }
+  for (j = 0; j + 8 <= cn; j += 8) {
+    __m256 const z = _mm256_loadu_ps(zp + j);
+    _mm256_storeu_ps(t.cols.lo + j, _mm256_sub_ps(_mm256_set1_ps(r.qmin), z));
+    _mm256_storeu_ps(t.cols.hi + j, _mm256_sub_ps(_mm256_set1_ps(r.qmax), z));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.cols.zb + j),
+                        _mm256_add_epi32(_mm256_cvttps_epi32(z), _mm256_set1_epi32(r.bias)));
+    _mm256_storeu_ps(t.cols.zs + j, x86::round_to8<T>(_mm256_mul_ps(z, _mm256_loadu_ps(sc + j))));
+  }
+  for (; j < cn; ++j) {
+    t.cols.lo[j] = r.qmin - zp[j];
+    t.cols.hi[j] = r.qmax - zp[j];
+    t.cols.zb[j] = static_cast<std::int32_t>(zp[j]) + r.bias;
+    t.cols.zs[j] = round_to<T>(mul(zp[j], sc[j], opaque));
+  }
+}
+/// Pass 2 of one row on the x86 executor: the clean kernel (streaming or not) or the general one.
+template <class T, bool SmallCodes, bool After>
+void quantize_row_x86(x86_tile const& t, T const* in, float const* sc, float const* zp, index_t cn, quant_range r,
+                      std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
+  if constexpr (SmallCodes) {
+    if (t.clean) {
+      if (t.stream && ((reinterpret_cast<std::uintptr_t>(q_out) | reinterpret_cast<std::uintptr_t>(ref_out)) & 15) == 0) {
+        x86::quantize_row_clean_avx2<T, After, true>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
+      } else {
+        x86::quantize_row_clean_avx2<T, After, false>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
+      }
+      return;
+    }
+  }
+  x86::quantize_row_avx2<T, SmallCodes, After>(in, sc, zp, cn, r, opaque, q_out, ref_out);
+}
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+
+/// Asks for the `n` elements at `p` to be brought into L2 (a hint: no fault, no effect elsewhere).
+template <class T>
+inline void prefetch_row(T const* p, index_t n) {
+#if defined(__GNUC__) || defined(__clang__)
+  char const* const c = reinterpret_cast<char const*>(p);
+  for (std::size_t b = 0; b < static_cast<std::size_t>(n) * sizeof(T); b += 64) {
+    __builtin_prefetch(c + b, 0, 2);
+  }
+#else
+  (void)p, (void)n;
+#endif
+}
+
+/// Outputs of at least this many bytes are written with non-temporal stores by the x86 executor:
+/// far beyond what the caches keep (32 MiB of L3 on the machines we measure), where write-allocate
+/// would read every output line before overwriting it.
+inline constexpr std::size_t stream_output_bytes = std::size_t{64} << 20;
+
 /// Host executor of grouped quantization: one group (gs rows) × one column tile at a time, so the
-/// tile is still in L2 when pass 2 reads it again.
+/// tile is still in L2 when pass 2 reads it again; while pass 2 runs, the next tile's rows are
+/// prefetched into L2, so that pass 1 of that tile does not wait for memory.
 /// `row_out[r]` (optional) is the output row of input row r (act-order writes permuted rows).
 template <class T, int G, bool SmallCodes>
 void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantize_options opt,
@@ -786,6 +1003,7 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
   }
   std::uint32_t const opaque = opaque_zero();
   index_t const tc = tile_cols(gs, sizeof(T));
+  bool const prefetch = tc < max_tile_cols;  // see tile_cols
   float mx[max_tile_cols];
   float mn[max_tile_cols];
   float sc[max_tile_cols];
@@ -793,6 +1011,8 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
   bool const after = opt.zero_points && opt.ref_zero_points_after_scales;
 #if defined(QTL_QUANTIZE_X86_DISPATCH)
   bool const fast = x86::has_avx2_f16c();
+  x86_tile tile;
+  tile.stream = static_cast<std::size_t>(k * n) * (sizeof(T) + sizeof(std::int32_t)) >= stream_output_bytes;
 #else
   bool const fast = false;
 #endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
@@ -800,6 +1020,12 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
     index_t const r0 = g * gs;
     for (index_t c0 = 0; c0 < n; c0 += tc) {
       index_t const cn = std::min(tc, n - c0);
+      // The next tile, when tiles fit in L2: the next columns of this group, or the first of the
+      // next group.
+      T const* const next = !prefetch   ? nullptr
+                            : c0 + cn < n ? w.data + r0 * w.stride[0] + c0 + cn
+                            : r0 + gs < k ? w.data + (r0 + gs) * w.stride[0]
+                                          : nullptr;
       // Pass 1: NaN-propagating max/min down the group's rows.
       if (!minmax_tile_dispatch(fast, w.data + r0 * w.stride[0] + c0, w.stride[0], gs, cn, mx, mn)) {
         T const* row = w.data + r0 * w.stride[0] + c0;
@@ -820,9 +1046,17 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
       }
       // Scales (and zero points) of this group's columns.
       T* s_out = out.w_s.data + g * out.w_s.stride[0] + c0;
+      std::int32_t* zp_out = opt.zero_points ? out.w_zp.data + g * out.w_zp.stride[0] + c0 : nullptr;
+      index_t j0 = 0;  // columns done by the vector executor
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+      if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
+        if (fast) {
+          j0 = x86::scales_avx2<T>(mx, mn, cn, r, opt.zero_points, sc, zp, s_out, zp_out);
+        }
+      }
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
       if (opt.zero_points) {
-        std::int32_t* zp_out = out.w_zp.data + g * out.w_zp.stride[0] + c0;
-        for (index_t j = 0; j < cn; ++j) {
+        for (index_t j = j0; j < cn; ++j) {
           group_params const p = asymmetric_scale<T>(mx[j], mn[j], r);
           sc[j] = p.s;
           zp[j] = p.zp;
@@ -830,13 +1064,20 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
           zp_out[j] = static_cast<std::int32_t>(p.zp);
         }
       } else {
-        for (index_t j = 0; j < cn; ++j) {
+        for (index_t j = j0; j < cn; ++j) {
           group_params const p = symmetric_scale<T>(mx[j], mn[j], r);
           sc[j] = p.s;
           zp[j] = 0.0f;
           s_out[j] = store<T>(p.s);
         }
       }
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+      if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
+        if (fast) {
+          prepare_x86_tile<T, SmallCodes>(tile, cn, r, sc, zp, mx, opaque);
+        }
+      }
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
       // Pass 2: codes and reference values.
       for (index_t i = 0; i < gs; ++i) {
         index_t const ri = r0 + i;
@@ -844,14 +1085,34 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
         T const* in = w.data + ri * w.stride[0] + c0;
         std::int32_t* q_out = out.w_q.data + ro * out.w_q.stride[0] + c0;
         T* ref_out = out.w_ref.data + ro * out.w_ref.stride[0] + c0;
+        if (next != nullptr) {
+          prefetch_row(next + i * w.stride[0], cn);  // the next tile is about as wide as this one
+        }
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+        if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
+          if (fast) {
+            if (after) {
+              quantize_row_x86<T, SmallCodes, true>(tile, in, sc, zp, cn, r, opaque, q_out, ref_out);
+            } else {
+              quantize_row_x86<T, SmallCodes, false>(tile, in, sc, zp, cn, r, opaque, q_out, ref_out);
+            }
+            continue;
+          }
+        }
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
         if (after) {
-          quantize_row_dispatch<T, SmallCodes, true>(fast, in, sc, zp, cn, r, opaque, q_out, ref_out);
+          quantize_row<T, SmallCodes, true>(in, sc, zp, cn, r, opaque, q_out, ref_out);
         } else {
-          quantize_row_dispatch<T, SmallCodes, false>(fast, in, sc, zp, cn, r, opaque, q_out, ref_out);
+          quantize_row<T, SmallCodes, false>(in, sc, zp, cn, r, opaque, q_out, ref_out);
         }
       }
     }
   }
+#if defined(QTL_QUANTIZE_X86_DISPATCH)
+  if (tile.stream) {
+    _mm_sfence();  // order the non-temporal stores before whatever the caller does next
+  }
+#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
 }
 
 /// Host executor of ungrouped quantization (`group_size=None`).
