@@ -56,7 +56,8 @@
 /// raw 16-bit codes, computes scales 8 columns at a time, and runs pass 2 with one vector
 /// instruction per float operation and hardware fp16 conversions, or, on tiles free of NaN,
 /// zero and infinite scales (almost all of a real checkpoint), with a kernel that needs no NaN
-/// handling and writes outputs beyond `stream_output_bytes` with non-temporal stores. All give
+/// handling (16 columns per instruction where the CPU has AVX-512 F/BW/VL) and writes outputs
+/// beyond `stream_output_bytes` with non-temporal stores. All give
 /// the same bits (test/unit/quantize_x86_test.cpp compares them, also compiled with FMA and
 /// contraction).
 
@@ -554,6 +555,14 @@ inline bool has_avx2_f16c() {
   return ok;
 }
 
+/// True when the CPU (and the OS, which must save the ZMM state: `__builtin_cpu_supports` checks
+/// that) runs the AVX-512 clean kernel: AVX-512 F, BW and VL, besides AVX2 and F16C.
+inline bool has_avx512() {
+  static bool const ok = has_avx2_f16c() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                         __builtin_cpu_supports("avx512vl");
+  return ok;
+}
+
 /// 8 weights of T (fp16 or bf16) as floats, exact: F16C's conversion (quiet NaN, payload and sign
 /// kept, subnormals exact, as `fp16_to_float`), or the bf16 bits shifted to the float's high half.
 template <class T>
@@ -841,10 +850,11 @@ QTL_QUANTIZE_AVX2 inline void store32(std::int32_t* p, __m256i v) {
 /// turns rne's -0 into the +0 that `q - zp` gives. 16 columns per step, so that bf16 results pack
 /// into one 32-byte store. `Stream`: non-temporal stores (q_out and ref_out 16-byte aligned).
 /// Bit for bit `quantize_row` on such columns (test/unit/quantize_x86_test.cpp).
+/// Columns [begin, cn) of the row (`begin` where the AVX-512 kernel stopped).
 template <class T, bool After, bool Stream>
 QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, float const* zp, clean_columns const& c,
-                                               index_t cn, quant_range r, std::uint32_t opaque, std::int32_t* q_out,
-                                               T* ref_out) {
+                                               index_t begin, index_t cn, quant_range r, std::uint32_t opaque,
+                                               std::int32_t* q_out, T* ref_out) {
   // Codes of columns j..j+7 stored; returns their reference values before the rounding to T.
   auto const step = [&](index_t j) QTL_QUANTIZE_AVX2 {
     __m256 const s = _mm256_loadu_ps(sc + j);
@@ -861,7 +871,7 @@ QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, flo
       return _mm256_mul_ps(_mm256_cvtepi32_ps(v), s);  // |value| ≤ 256, s finite: finite
     }
   };
-  index_t j = 0;
+  index_t j = begin;
   for (; j + 16 <= cn; j += 16) {
     __m256 const a = step(j);
     __m256 const b = step(j + 8);
@@ -888,6 +898,81 @@ QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, flo
     quantize_block<T, true, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
   }
 }
+#  define QTL_QUANTIZE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
+// GCC 12 warns falsely on the `_mm512_undefined_*` self-initialisations inside its own AVX-512
+// intrinsics once they are inlined at -O2/-O3.
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#  endif  // ^^^ GCC ^^^
+
+/// 64 bytes stored at `p`; non-temporal in 16-byte pieces when `Stream` (p 16-byte aligned).
+template <bool Stream>
+QTL_QUANTIZE_AVX512 inline void store64(void* p, __m512i v) {
+  if constexpr (Stream) {
+    auto* const q = static_cast<__m128i*>(p);
+    _mm_stream_si128(q, _mm512_castsi512_si128(v));
+    _mm_stream_si128(q + 1, _mm512_extracti32x4_epi32(v, 1));
+    _mm_stream_si128(q + 2, _mm512_extracti32x4_epi32(v, 2));
+    _mm_stream_si128(q + 3, _mm512_extracti32x4_epi32(v, 3));
+  } else {
+    _mm512_storeu_si512(p, v);
+  }
+}
+/// 32 bytes stored at `p`, as `store64`.
+template <bool Stream>
+QTL_QUANTIZE_AVX512 inline void store32(void* p, __m256i v) {
+  if constexpr (Stream) {
+    store16<true>(p, _mm256_castsi256_si128(v));
+    store16<true>(static_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(v, 1));
+  } else {
+    _mm256_storeu_si256(static_cast<__m256i*>(p), v);
+  }
+}
+
+/// `quantize_row_clean_avx2` (zero points before scales) 16 columns per instruction, with the
+/// rounding and the int32 conversion of the clamped value in one `vcvtps2dq` {rn-sae}; the last
+/// cn % 16 columns go to the AVX2 kernel. Same bits (test/unit/quantize_x86_test.cpp).
+template <class T, bool Stream>
+QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc, float const* zp,
+                                                   clean_columns const& c, index_t cn, quant_range r,
+                                                   std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
+  constexpr int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
+  index_t j = 0;
+  for (; j + 16 <= cn; j += 16) {
+    __m256i const raw = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(in + j));
+    __m512 const s = _mm512_loadu_ps(sc + j);
+    __m512 y;
+    if constexpr (std::is_same_v<T, half_t>) {
+      y = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_div_ps(_mm512_cvtph_ps(raw), s), rne));
+    } else {  // bf16: the bits in the high half; then round to 8 significant bits as bf16_round_hi
+      __m512i const u =
+          _mm512_castps_si512(_mm512_div_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16)), s));
+      __m512i const odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+      __m512i const t = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
+      y = _mm512_castsi512_ps(_mm512_and_si512(t, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    }
+    y = _mm512_min_ps(_mm512_max_ps(y, _mm512_loadu_ps(c.lo + j)), _mm512_loadu_ps(c.hi + j));
+    __m512i const v = _mm512_cvt_roundps_epi32(y, rne);
+    store64<Stream>(q_out + j, _mm512_add_epi32(v, _mm512_loadu_si512(c.zb + j)));
+    __m512 const ref = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);  // finite: no NaN to canonicalise
+    __m256i h;
+    if constexpr (std::is_same_v<T, half_t>) {
+      h = _mm512_cvtps_ph(ref, rne);
+    } else {
+      __m512i const u = _mm512_castps_si512(ref);
+      __m512i const odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+      __m512i const t = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
+      h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(t, 16));
+    }
+    store32<Stream>(ref_out + j, h);
+  }
+  quantize_row_clean_avx2<T, false, Stream>(in, sc, zp, c, j, cn, r, opaque, q_out, ref_out);
+}
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic pop
+#  endif  // ^^^ GCC ^^^
+#  undef QTL_QUANTIZE_AVX512
 #  undef QTL_QUANTIZE_AVX2
 }  // namespace x86
 #endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
@@ -913,6 +998,7 @@ bool minmax_tile_dispatch(bool fast, T const* w, index_t stride, index_t rows, i
 struct x86_tile {
   bool clean = false;   // `quantize_row_clean_avx2` applies (its columns in `cols`)
   bool stream = false;  // non-temporal stores for rows whose outputs are 16-byte aligned
+  bool avx512 = false;  // the clean kernel's AVX-512 variant (zero points before scales)
   x86::clean_columns cols;
 };
 /// Prepares `t` for a tile of `cn` columns: clean when the codes are of ≤ 8 bits, every scale is
@@ -958,10 +1044,18 @@ void quantize_row_x86(x86_tile const& t, T const* in, float const* sc, float con
                       std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
   if constexpr (SmallCodes) {
     if (t.clean) {
-      if (t.stream && ((reinterpret_cast<std::uintptr_t>(q_out) | reinterpret_cast<std::uintptr_t>(ref_out)) & 15) == 0) {
-        x86::quantize_row_clean_avx2<T, After, true>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
+      bool const stream =
+          t.stream && ((reinterpret_cast<std::uintptr_t>(q_out) | reinterpret_cast<std::uintptr_t>(ref_out)) & 15) == 0;
+      if (t.avx512 && !After) {
+        if (stream) {
+          x86::quantize_row_clean_avx512<T, true>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
+        } else {
+          x86::quantize_row_clean_avx512<T, false>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
+        }
+      } else if (stream) {
+        x86::quantize_row_clean_avx2<T, After, true>(in, sc, zp, t.cols, 0, cn, r, opaque, q_out, ref_out);
       } else {
-        x86::quantize_row_clean_avx2<T, After, false>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
+        x86::quantize_row_clean_avx2<T, After, false>(in, sc, zp, t.cols, 0, cn, r, opaque, q_out, ref_out);
       }
       return;
     }
@@ -1012,6 +1106,7 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
 #if defined(QTL_QUANTIZE_X86_DISPATCH)
   bool const fast = x86::has_avx2_f16c();
   x86_tile tile;
+  tile.avx512 = x86::has_avx512();
   tile.stream = static_cast<std::size_t>(k * n) * (sizeof(T) + sizeof(std::int32_t)) >= stream_output_bytes;
 #else
   bool const fast = false;

@@ -240,15 +240,20 @@ void compare_clean_rows(qtl::quant_range r, bool zero_points, std::mt19937& rng)
     std::vector<std::int32_t> q_ref(n);
     std::vector<T> w_ref(n);
     qnt::quantize_row<T, true, After>(in.data(), sc.data(), zp.data(), cn, r, 0, q_ref.data(), w_ref.data());
-    for (bool const stream : {false, true}) {
+    for (int const variant : {0, 1, 2, 3}) {
+      bool const stream = (variant & 1) != 0;
       tile->stream = stream;
+      tile->avx512 = (variant & 2) != 0;  // the AVX-512 kernel, where this CPU has it
+      if (tile->avx512 && !qnt::x86::has_avx512()) {
+        continue;
+      }
       // 16-byte aligned outputs, so that the streaming stores are the ones taken.
       alignas(16) std::int32_t q_fast[208];
       alignas(16) T w_fast[208];
       qnt::quantize_row_x86<T, true, After>(*tile, in.data(), sc.data(), zp.data(), cn, r, 0, q_fast, w_fast);
       for (std::size_t j = 0; j < n; ++j) {
         INFO("column " << j << " of " << cn << ": w bits " << bits_of(in[j]) << ", s " << sc[j] << ", zp " << zp[j]
-                       << ", stream " << stream);
+                       << ", stream " << stream << ", avx512 " << tile->avx512);
         REQUIRE(q_fast[j] == q_ref[j]);
         REQUIRE(bits_of(w_fast[j]) == bits_of(w_ref[j]));
       }
