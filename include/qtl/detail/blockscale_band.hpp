@@ -57,25 +57,33 @@ inline band_isa best_band_isa() {
 }
 
 // ------------------------------------------------------------------------------------------------
-// W x W word blocks. `rows[i]` (i < W) are row pointers, `tile` is line lq of tile kt; block b
-// reads 4W bytes at rows[i] + 4W*b and writes W/4 lines of tile kt + W*b + j at tile + 512*(W*b + j).
+// Executors. Each moves the whole K-tiles [kt, kt + W*n) of a band, W tiles (W*512 output bytes)
+// at a time and inside them one group of W/4 lines after the other, so that the tiles are written
+// in windows of W*512 bytes (one 64-byte store per line group and tile for W = 16) while each of
+// the W rows of a group is read 4W bytes at a time. Word i of a group is row `band_row(lq, i)`.
 // ------------------------------------------------------------------------------------------------
 
+constexpr int band_row(int lq, int i) { return lq + i / 4 + 32 * (i % 4); }
+
 /// Portable W = 4: word by word.
-inline void swizzle_blocks4_portable(byte_t const* const rows[4], byte_t* tile, index_t n) {
-  for (index_t b = 0; b < n; ++b) {
-    for (int j = 0; j < 4; ++j) {
-      for (int i = 0; i < 4; ++i) {
-        std::memcpy(tile + 512 * (4 * b + j) + 4 * i, rows[i] + 16 * b + 4 * j, 4);
+inline void swizzle_blocks4_portable(byte_t const* const rows[128], byte_t* tiles, index_t kt, index_t n) {
+  for (index_t const end = kt + 4 * n; kt < end; kt += 4) {
+    for (int lq = 0; lq < 32; ++lq) {
+      for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < 4; ++i) {
+          std::memcpy(tiles + 512 * (kt + j) + 16 * lq + 4 * i, rows[band_row(lq, i)] + 4 * (kt + j), 4);
+        }
       }
     }
   }
 }
-inline void unswizzle_blocks4_portable(byte_t const* tile, byte_t* const rows[4], index_t n) {
-  for (index_t b = 0; b < n; ++b) {
-    for (int j = 0; j < 4; ++j) {
-      for (int i = 0; i < 4; ++i) {
-        std::memcpy(rows[i] + 16 * b + 4 * j, tile + 512 * (4 * b + j) + 4 * i, 4);
+inline void unswizzle_blocks4_portable(byte_t const* tiles, byte_t* const rows[128], index_t kt, index_t n) {
+  for (index_t const end = kt + 4 * n; kt < end; kt += 4) {
+    for (int lq = 0; lq < 32; ++lq) {
+      for (int j = 0; j < 4; ++j) {
+        for (int i = 0; i < 4; ++i) {
+          std::memcpy(rows[band_row(lq, i)] + 4 * (kt + j), tiles + 512 * (kt + j) + 16 * lq + 4 * i, 4);
+        }
       }
     }
   }
@@ -163,81 +171,51 @@ QTL_BAND_AVX512 inline void transpose16(__m512i r[16]) {
   }
 }
 
-inline void swizzle_blocks4_sse2(byte_t const* const rows[4], byte_t* tile, index_t n) {
-  for (index_t b = 0; b < n; ++b) {
-    __m128i r[4];
-    for (int i = 0; i < 4; ++i) {
-      r[i] = _mm_loadu_si128(reinterpret_cast<__m128i const*>(rows[i] + 16 * b));
+// One executor per width: V the vector of W words, load/store unaligned, T the transpose.
+#  define QTL_BAND_EXECUTORS(ATTR, W, V, LOAD, STORE, T)                                                    \
+    ATTR inline void swizzle_blocks##W(byte_t const* const rows[128], byte_t* tiles, index_t kt, index_t n) { \
+      for (index_t const end = kt + W * n; kt < end; kt += W) {                                            \
+        for (int lq = 0; lq < 32; lq += W / 4) {                                                           \
+          V r[W];                                                                                          \
+          for (int i = 0; i < W; ++i) {                                                                    \
+            r[i] = LOAD(rows[band_row(lq, i)] + 4 * kt);                                                   \
+          }                                                                                                \
+          T(r);                                                                                            \
+          byte_t* const t = tiles + 512 * kt + 16 * lq;                                                    \
+          for (int j = 0; j < W; ++j) {                                                                    \
+            STORE(t + 512 * j, r[j]);                                                                      \
+          }                                                                                                \
+        }                                                                                                  \
+      }                                                                                                    \
+    }                                                                                                      \
+    ATTR inline void unswizzle_blocks##W(byte_t const* tiles, byte_t* const rows[128], index_t kt, index_t n) { \
+      for (index_t const end = kt + W * n; kt < end; kt += W) {                                            \
+        for (int lq = 0; lq < 32; lq += W / 4) {                                                           \
+          V r[W];                                                                                          \
+          byte_t const* const t = tiles + 512 * kt + 16 * lq;                                              \
+          for (int j = 0; j < W; ++j) {                                                                    \
+            r[j] = LOAD(t + 512 * j);                                                                      \
+          }                                                                                                \
+          T(r);                                                                                            \
+          for (int i = 0; i < W; ++i) {                                                                    \
+            STORE(rows[band_row(lq, i)] + 4 * kt, r[i]);                                                   \
+          }                                                                                                \
+        }                                                                                                  \
+      }                                                                                                    \
     }
-    transpose4(r);
-    for (int j = 0; j < 4; ++j) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(tile + 512 * (4 * b + j)), r[j]);
-    }
-  }
-}
-inline void unswizzle_blocks4_sse2(byte_t const* tile, byte_t* const rows[4], index_t n) {
-  for (index_t b = 0; b < n; ++b) {
-    __m128i r[4];
-    for (int j = 0; j < 4; ++j) {
-      r[j] = _mm_loadu_si128(reinterpret_cast<__m128i const*>(tile + 512 * (4 * b + j)));
-    }
-    transpose4(r);
-    for (int i = 0; i < 4; ++i) {
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(rows[i] + 16 * b), r[i]);
-    }
-  }
-}
 
-QTL_BAND_AVX2 inline void swizzle_blocks8_avx2(byte_t const* const rows[8], byte_t* tile, index_t n) {
-  for (index_t b = 0; b < n; ++b) {
-    __m256i r[8];
-    for (int i = 0; i < 8; ++i) {
-      r[i] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[i] + 32 * b));
-    }
-    transpose8(r);
-    for (int j = 0; j < 8; ++j) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(tile + 512 * (8 * b + j)), r[j]);
-    }
-  }
-}
-QTL_BAND_AVX2 inline void unswizzle_blocks8_avx2(byte_t const* tile, byte_t* const rows[8], index_t n) {
-  for (index_t b = 0; b < n; ++b) {
-    __m256i r[8];
-    for (int j = 0; j < 8; ++j) {
-      r[j] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(tile + 512 * (8 * b + j)));
-    }
-    transpose8(r);
-    for (int i = 0; i < 8; ++i) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows[i] + 32 * b), r[i]);
-    }
-  }
-}
+inline __m128i load4(byte_t const* p) { return _mm_loadu_si128(reinterpret_cast<__m128i const*>(p)); }
+inline void store4(byte_t* p, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
+QTL_BAND_AVX2 inline __m256i load8(byte_t const* p) { return _mm256_loadu_si256(reinterpret_cast<__m256i const*>(p)); }
+QTL_BAND_AVX2 inline void store8(byte_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+QTL_BAND_AVX512 inline __m512i load16(byte_t const* p) { return _mm512_loadu_si512(p); }
+QTL_BAND_AVX512 inline void store16(byte_t* p, __m512i v) { _mm512_storeu_si512(p, v); }
 
-QTL_BAND_AVX512 inline void swizzle_blocks16_avx512(byte_t const* const rows[16], byte_t* tile, index_t n) {
-  for (index_t b = 0; b < n; ++b) {
-    __m512i r[16];
-    for (int i = 0; i < 16; ++i) {
-      r[i] = _mm512_loadu_si512(rows[i] + 64 * b);
-    }
-    transpose16(r);
-    for (int j = 0; j < 16; ++j) {
-      _mm512_storeu_si512(tile + 512 * (16 * b + j), r[j]);
-    }
-  }
-}
-QTL_BAND_AVX512 inline void unswizzle_blocks16_avx512(byte_t const* tile, byte_t* const rows[16], index_t n) {
-  for (index_t b = 0; b < n; ++b) {
-    __m512i r[16];
-    for (int j = 0; j < 16; ++j) {
-      r[j] = _mm512_loadu_si512(tile + 512 * (16 * b + j));
-    }
-    transpose16(r);
-    for (int i = 0; i < 16; ++i) {
-      _mm512_storeu_si512(rows[i] + 64 * b, r[i]);
-    }
-  }
-}
+QTL_BAND_EXECUTORS(, 4, __m128i, load4, store4, transpose4)
+QTL_BAND_EXECUTORS(QTL_BAND_AVX2, 8, __m256i, load8, store8, transpose8)
+QTL_BAND_EXECUTORS(QTL_BAND_AVX512, 16, __m512i, load16, store16, transpose16)
 
+#  undef QTL_BAND_EXECUTORS
 #  undef QTL_BAND_AVX2
 #  undef QTL_BAND_AVX512
 #endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
@@ -246,60 +224,41 @@ QTL_BAND_AVX512 inline void unswizzle_blocks16_avx512(byte_t const* tile, byte_t
 // Bands
 // ------------------------------------------------------------------------------------------------
 
-// The W-wide executor on n blocks: `blocks<W>(rows, tile, n, level)` swizzles,
-// `blocks<W>(tile, rows, n, level)` un-swizzles (`level` picks SSE2 or portable for W = 4).
+// The whole K-tiles left in multiples of W, [kt, kt + W*n) with n = (nk - kt) / W, by the W-wide
+// executor (`level` picks SSE2 or the portable loop for W = 4); returns the first K-tile left.
 template <int W>
-void blocks(byte_t const* const* rows, byte_t* tile, index_t n, [[maybe_unused]] band_isa level) {
-#if defined(QTL_BLOCKSCALE_X86)
-  if constexpr (W == 16) {
-    swizzle_blocks16_avx512(rows, tile, n);
-  } else if constexpr (W == 8) {
-    swizzle_blocks8_avx2(rows, tile, n);
-  } else if (level != band_isa::portable) {
-    swizzle_blocks4_sse2(rows, tile, n);
-  } else
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
-  {
-    static_assert(W == 4);
-    swizzle_blocks4_portable(rows, tile, n);
-  }
-}
-template <int W>
-void blocks(byte_t const* tile, byte_t* const* rows, index_t n, [[maybe_unused]] band_isa level) {
-#if defined(QTL_BLOCKSCALE_X86)
-  if constexpr (W == 16) {
-    unswizzle_blocks16_avx512(tile, rows, n);
-  } else if constexpr (W == 8) {
-    unswizzle_blocks8_avx2(tile, rows, n);
-  } else if (level != band_isa::portable) {
-    unswizzle_blocks4_sse2(tile, rows, n);
-  } else
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
-  {
-    static_assert(W == 4);
-    unswizzle_blocks4_portable(tile, rows, n);
-  }
-}
-
-// The whole K-tiles [kt, kt + W*n) of a band, n = (nk - kt) / W, with the W-wide executor (the
-// portable one for W = 4 at `band_isa::portable`), one group of W/4 lines at a time; returns the
-// first K-tile left. Swizzle: `Row` is `byte_t const*`, `Tile` `byte_t`; unswizzle: `byte_t*`
-// and `byte_t const`.
-template <int W, class Row, class Tile>
-index_t band_blocks(Row const* rows, Tile* tiles, index_t kt, index_t nk, band_isa level) {
-  constexpr bool swizzle = std::is_const_v<std::remove_pointer_t<Row>>;
+index_t band_blocks(byte_t const* const* rows, byte_t* tiles, index_t kt, index_t nk, [[maybe_unused]] band_isa level) {
   index_t const n = (nk - kt) / W;
-  for (int lq = 0; lq < 32 && n > 0; lq += W / 4) {
-    Row r[W];
-    for (int i = 0; i < W; ++i) {
-      r[i] = rows[lq + i / 4 + 32 * (i % 4)] + 4 * kt;
-    }
-    Tile* const t = tiles + 512 * kt + 16 * lq;
-    if constexpr (swizzle) {
-      blocks<W>(r, t, n, level);
-    } else {
-      blocks<W>(t, r, n, level);
-    }
+#if defined(QTL_BLOCKSCALE_X86)
+  if constexpr (W == 16) {
+    swizzle_blocks16(rows, tiles, kt, n);
+  } else if constexpr (W == 8) {
+    swizzle_blocks8(rows, tiles, kt, n);
+  } else if (level != band_isa::portable) {
+    swizzle_blocks4(rows, tiles, kt, n);
+  } else
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  {
+    static_assert(W == 4);
+    swizzle_blocks4_portable(rows, tiles, kt, n);
+  }
+  return kt + W * n;
+}
+template <int W>
+index_t band_blocks(byte_t const* tiles, byte_t* const* rows, index_t kt, index_t nk, [[maybe_unused]] band_isa level) {
+  index_t const n = (nk - kt) / W;
+#if defined(QTL_BLOCKSCALE_X86)
+  if constexpr (W == 16) {
+    unswizzle_blocks16(tiles, rows, kt, n);
+  } else if constexpr (W == 8) {
+    unswizzle_blocks8(tiles, rows, kt, n);
+  } else if (level != band_isa::portable) {
+    unswizzle_blocks4(tiles, rows, kt, n);
+  } else
+#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  {
+    static_assert(W == 4);
+    unswizzle_blocks4_portable(tiles, rows, kt, n);
   }
   return kt + W * n;
 }
@@ -340,13 +299,13 @@ inline void unswizzle_band_128x4(byte_t const* tiles, index_t cols, byte_t* cons
   index_t kt = 0;
 #if defined(QTL_BLOCKSCALE_X86)
   if (level == band_isa::avx512) {
-    kt = band_blocks<16>(rows, tiles, kt, nk, level);
+    kt = band_blocks<16>(tiles, rows, kt, nk, level);
   }
   if (level >= band_isa::avx2) {
-    kt = band_blocks<8>(rows, tiles, kt, nk, level);
+    kt = band_blocks<8>(tiles, rows, kt, nk, level);
   }
 #endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
-  kt = band_blocks<4>(rows, tiles, kt, nk, level);
+  kt = band_blocks<4>(tiles, rows, kt, nk, level);
   for (int line = 0; line < 32; ++line) {  // fewer than 4 K-tiles left, the last maybe partial
     for (int slot = 0; slot < 4; ++slot) {
       for (index_t k = 4 * kt; k < cols; ++k) {
