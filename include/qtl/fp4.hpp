@@ -430,6 +430,212 @@ QTL_FP8_AVX2 void e2m1_block_codes_avx2(T const* x, float4_e2m1x2_t* o, float os
     _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j / 2), _mm_packus_epi16(b16, b16));
   }
 }
+
+// AVX-512 executor for bf16 input (see qtl/fp8.hpp's), 16 blocks of 16 or 32 elements a step.
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wuninitialized"  // see qtl/fp8.hpp
+#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#  endif  // ^^^ g++ ^^^
+
+// E2M1 codes by table: |x| rounded to odd at 3 mantissa bits (bits 19-0 ORed into bit 20) keeps
+// every rounding decision of E2M1's 1-bit grid (round-to-odd with 2 extra bits, then RNE, is
+// RNE), and after the clamp to 6 the exponent (124..129, below: code 0, saturating) and those 3
+// bits are a 6-bit index:
+//
+//   float  s eeeeeeee mmm|mmmmmmmmmmmmmmmmmmmm  ->  16-bit  s eeeeeeee mmm' ....  ->  index
+//                       m20' = m20 | (bits 19-0 != 0)                 (e - 124) * 8 + mmm'
+//
+// entry i is `e2m1_encode` of the float with that exponent and mantissa (tested on every input).
+struct e2m1_table {
+  alignas(64) std::uint8_t code[64] = {};
+  constexpr e2m1_table() {
+    for (std::uint32_t i = 0; i < 48; ++i) {
+      code[i] = e2m1_encode(bits_to_float((i + 124u * 8u) << 20));
+    }
+  }
+};
+inline constexpr e2m1_table e2m1_by_index{};
+
+// The E2M1 codes of 32 scaled elements given as `even` (elements 2j) and `odd` (2j+1): dword j
+// is code(2j) | code(2j+1) << 16. The index math runs on 16-bit words (the floats' high halves
+// after the rounding to odd), 32 at a time; NaN -> 7 (+6), as `e2m1_encode`.
+QTL_FP8_AVX512 inline __m512i e2m1_encode32(__m512 even, __m512 odd) {
+  __m512i e = _mm512_castps_si512(even);
+  __m512i o = _mm512_castps_si512(odd);
+  e = _mm512_mask_or_epi32(e, _mm512_test_epi32_mask(e, z32(0xfffffu)), e, z32(1u << 20));
+  o = _mm512_mask_or_epi32(o, _mm512_test_epi32_mask(o, z32(0xfffffu)), o, z32(1u << 20));
+  __m512i const w = _mm512_ternarylogic_epi32(_mm512_srli_epi32(e, 16), o, z32(0xffff0000u), 0xF8);  // A|(B&C)
+  __m512i const mag = _mm512_and_si512(w, _mm512_set1_epi16(0x7fff));
+  __mmask32 const nan = _mm512_cmpgt_epu16_mask(mag, _mm512_set1_epi16(0x7f80));
+  __m512i const clamped = _mm512_min_epu16(mag, _mm512_set1_epi16(0x40C0));  // bf16 6.0
+  __m512i const idx = _mm512_subs_epu16(_mm512_srli_epi16(clamped, 4), _mm512_set1_epi16(124 << 3));
+  // index bytes <= 44, high bytes 0 -> entry 0 (code 0): each word is its code
+  __m512i const code = _mm512_permutexvar_epi8(idx, _mm512_load_si512(e2m1_by_index.code));
+  __m512i const signed_code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi16(w, 12), _mm512_set1_epi16(0x8), 0xF8);
+  return _mm512_mask_mov_epi16(signed_code, nan, _mm512_set1_epi16(0x7));
+}
+
+// Max |x| over 32 bf16 at `x` per 128-bit lane, for 8 such vectors z0..z7 at x, x + 32, ...:
+// word w of lane L of the result is the max of lane L of z_w (NaN left out: a magnitude above
+// Inf's bits is zeroed). Three rounds of unpack + max, each halving the words per vector:
+//
+//   a b -> a b a b a b a b  ->  a b c d a b c d  ->  a b c d e f g h      (per 128-bit lane)
+QTL_FP8_AVX512 inline __m512i bf16_lane_max8(bfloat16_t const* x) {
+  __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
+  __m512i const inf = _mm512_set1_epi16(0x7f80);
+  __m512i z[8];
+  for (int k = 0; k < 8; ++k) {
+    __m512i const a = _mm512_and_si512(_mm512_loadu_si512(x + 32 * k), abs_mask);
+    z[k] = _mm512_maskz_mov_epi16(_mm512_cmple_epi16_mask(a, inf), a);
+  }
+  __m512i t[4];
+  for (int k = 0; k < 4; ++k) {
+    t[k] = _mm512_max_epi16(_mm512_unpacklo_epi16(z[2 * k], z[2 * k + 1]),
+                            _mm512_unpackhi_epi16(z[2 * k], z[2 * k + 1]));
+  }
+  __m512i const u0 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
+  __m512i const u1 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[2], t[3]), _mm512_unpackhi_epi32(t[2], t[3]));
+  return _mm512_max_epi16(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
+}
+
+// vmax of the 16 consecutive blocks of B (16 or 32) bf16 at `x`, as floats (block k in lane k).
+//   B = 16: vector w holds blocks 2w (lanes 0-1) and 2w+1 (lanes 2-3) -> max of lanes 0,1 and
+//           2,3 -> word w of lane 0 is block 2w, of lane 2 block 2w+1
+//   B = 32: vector w is block w -> two trees (blocks 0-7, 8-15), max over the 4 lanes
+// then `vpermw` moves block k's word to the high half of dword k (bf16 bits -> float).
+template <int B>
+QTL_FP8_AVX512 inline __m512 block_vmax16_bf16(bfloat16_t const* x) {
+  alignas(64) std::int16_t idx[32] = {};
+  if constexpr (B == 16) {
+    __m512i v = bf16_lane_max8(x);
+    v = _mm512_max_epi16(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    for (int k = 0; k < 16; ++k) {
+      idx[2 * k + 1] = static_cast<std::int16_t>(k % 2 == 0 ? k / 2 : 16 + k / 2);
+    }
+    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, _mm512_load_si512(idx), v));
+  } else {
+    static_assert(B == 32);
+    __m512i r0 = bf16_lane_max8(x);
+    __m512i r1 = bf16_lane_max8(x + 8 * 32);
+    r0 = _mm512_max_epi16(r0, _mm512_shuffle_i32x4(r0, r0, _MM_SHUFFLE(2, 3, 0, 1)));
+    r1 = _mm512_max_epi16(r1, _mm512_shuffle_i32x4(r1, r1, _MM_SHUFFLE(2, 3, 0, 1)));
+    r0 = _mm512_max_epi16(r0, _mm512_shuffle_i32x4(r0, r0, _MM_SHUFFLE(1, 0, 3, 2)));
+    r1 = _mm512_max_epi16(r1, _mm512_shuffle_i32x4(r1, r1, _MM_SHUFFLE(1, 0, 3, 2)));
+    for (int k = 0; k < 16; ++k) {
+      idx[2 * k + 1] = static_cast<std::int16_t>(k < 8 ? k : 32 + (k - 8));
+    }
+    return _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi16(0xAAAAAAAAu, r0, _mm512_load_si512(idx), r1));
+  }
+}
+
+// `block_scales4` on 16 lanes.
+template <class F>
+QTL_FP8_AVX512 inline void block_scales16(__m512 vmax, float global_scale, float inv_gs, __m512i& codes,
+                                          __m512& os) {
+  __m512 const unit = _mm512_div_ps(vmax, _mm512_set1_ps(F::element_max));
+  if constexpr (F::has_global_scale) {
+    codes = fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(_mm512_mul_ps(_mm512_set1_ps(global_scale), unit));
+    __m512i const e = _mm512_and_si512(_mm512_srli_epi32(codes, 3), z32(0xFu));
+    __m512i const m = _mm512_and_si512(codes, z32(0x7u));
+    __m512 const normal = _mm512_castsi512_ps(
+        _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(e, z32(120u)), 23), _mm512_slli_epi32(m, 20)));
+    __m512 const subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0x1p-9f));  // exact
+    __m512 const sf = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), normal, subnormal);
+    __m512 const r = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(sf, _mm512_set1_ps(inv_gs)));
+    os = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(sf, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_setzero_ps());
+  } else {
+    (void)global_scale;
+    (void)inv_gs;
+    __m512i const bits = _mm512_castps_si512(unit);
+    __m512i const e = _mm512_srli_epi32(bits, 23);
+    __m512i const frac = _mm512_and_si512(bits, z32(0x7fffffu));
+    __m512i const limit =
+        _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), z32(0x400000u));
+    __m512i code = _mm512_mask_add_epi32(e, _mm512_cmpgt_epu32_mask(frac, limit), e, z32(1u));
+    code = _mm512_min_epu32(code, z32(254u));  // codes reach 255 at most: 255 -> 254
+    codes = code;
+    __m512i const ee = _mm512_sub_epi32(z32(254u), code);
+    __m512i const r = _mm512_mask_mov_epi32(_mm512_slli_epi32(ee, 23),
+                                            _mm512_cmpeq_epi32_mask(ee, _mm512_setzero_si512()), z32(0x00400000u));
+    os = _mm512_mask_mov_ps(_mm512_castsi512_ps(r), _mm512_cmp_ps_mask(vmax, _mm512_setzero_ps(), _CMP_EQ_OQ),
+                            _mm512_setzero_ps());
+  }
+}
+
+// The element codes of 16 blocks of bf16 at `x` under their output scales `os` (lane k: block
+// k), stored at `o`. Each 32-element vector w is split into even and odd elements (lane j:
+// elements 2j, 2j+1, of block (32w + 2j) / B), scaled by their block's `os` (a `vpermps`), and
+// the two codes meet in one byte (E2M1: odd << 4 | even) or one word (E4M3: odd << 8 | even).
+template <class F>
+QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename F::element* o, __m512 os) {
+  constexpr int B = F::block_size;
+  alignas(64) std::int32_t base[16];
+  for (int j = 0; j < 16; ++j) {
+    base[j] = 2 * j / B;
+  }
+  __m512i idx = _mm512_load_si512(base);
+  for (int w = 0; w < B / 2; ++w) {
+    __m512 even;
+    __m512 odd;
+    load_bf16_pairs(x + 32 * w, even, odd);
+    __m512 const s = _mm512_permutexvar_ps(idx, os);
+    idx = _mm512_add_epi32(idx, z32(32u / B));
+    even = _mm512_mul_ps(even, s);
+    odd = _mm512_mul_ps(odd, s);
+    if constexpr (F::elements_per_value == 2) {
+      __m512i const c = e2m1_encode32(even, odd);  // code(2j) | code(2j+1) << 16: byte c | c >> 12
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16 * w),
+                       _mm512_cvtepi32_epi8(_mm512_or_si512(c, _mm512_srli_epi32(c, 12))));
+    } else {
+      __m512i const c = _mm512_or_si512(fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(even),
+                                        _mm512_slli_epi32(fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(odd), 8));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * w), _mm512_cvtepi32_epi16(c));
+    }
+  }
+}
+
+// The first `kb - kb % 16` blocks of row `m` of `block_quantize` (values at `out`, scale bytes at
+// their `Layout` offsets); returns how many. In chunks of up to 256 blocks (at most 16 KiB of
+// input, which stays in L1): first the scales of the chunk, 16 blocks a step, then its elements.
+// The two passes keep the long dependency chain of a scale (max, division, encode, division)
+// out of the element loop, so that both loops overlap their iterations. Scale bytes go out in
+// runs that the layout keeps contiguous (all 16 when a tile is one row, else `tile_cols`).
+template <class F, class Layout>
+QTL_FP8_AVX512 index_t block_quantize_row_avx512(bfloat16_t const* row, typename F::element* out, index_t kb,
+                                                 index_t m, index_t padded_cols, typename F::scale* scales,
+                                                 float global_scale, float inv_gs) {
+  constexpr int run = Layout::tile_rows == 1 || Layout::tile_cols % 16 == 0 ? 16
+                      : 16 % Layout::tile_cols == 0                         ? Layout::tile_cols
+                                                                            : 1;
+  constexpr index_t chunk = 256;
+  constexpr index_t values_per_block = F::block_size / F::elements_per_value;
+  index_t const end = kb - kb % 16;
+  alignas(64) float os[chunk];
+  for (index_t b0 = 0; b0 < end; b0 += chunk) {
+    index_t const n = end - b0 < chunk ? end - b0 : chunk;
+    for (index_t g = 0; g < n; g += 16) {
+      index_t const b = b0 + g;
+      __m512i codes;
+      __m512 s;
+      block_scales16<F>(block_vmax16_bf16<F::block_size>(row + b * F::block_size), global_scale, inv_gs, codes, s);
+      _mm512_store_ps(os + g, s);
+      alignas(16) std::uint8_t sc[16];
+      _mm_store_si128(reinterpret_cast<__m128i*>(sc), _mm512_cvtepi32_epi8(codes));
+      for (int k = 0; k < 16; k += run) {
+        std::memcpy(scales + blockscale_offset<Layout>(m, b + k, padded_cols), sc + k, run);
+      }
+    }
+    for (index_t g = 0; g < n; g += 16) {
+      index_t const b = b0 + g;
+      block_elements16_avx512<F>(row + b * F::block_size, out + b * values_per_block, _mm512_load_ps(os + g));
+    }
+  }
+  return end;
+}
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic pop
+#  endif  // ^^^ g++ ^^^
 }  // namespace x86
 #endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
 
@@ -486,13 +692,26 @@ void block_quantize(view2d<T const> in, view2d<typename F::element> values, std:
   }
   constexpr index_t values_per_block = F::block_size / F::elements_per_value;
   bool const avx2 = detail::avx2_quantizes<T>();
+  float const inv_gs = detail::div_rn(1.0f, global_scale);
+  [[maybe_unused]] constexpr bool avx512_blocks =
+      std::is_same_v<T, bfloat16_t> && (F::block_size == 16 || F::block_size == 32);
+#if QTL_FP8_X86_DISPATCH
+  bool const avx512 = avx512_blocks && detail::x86::fp8_has_avx512();
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
   for (index_t i = 0; i < m; ++i) {
     T const* row = &in(i, 0);
     typename F::element* out = &values(i, 0);
     index_t b = 0;
+#if QTL_FP8_X86_DISPATCH
+    if constexpr (avx512_blocks) {
+      if (avx512) {  // 16 blocks at a time
+        b = detail::x86::block_quantize_row_avx512<F, Layout>(row, out, kb, i, padded_cols, scales.data(),
+                                                              global_scale, inv_gs);
+      }
+    }
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
 #if QTL_FP8_SSE2
     // 4 blocks at a time: their max, scale codes and output scales in SSE2 lanes
-    float const inv_gs = detail::div_rn(1.0f, global_scale);
     for (; b < kb - kb % 4; b += 4) {
       __m128i codes;
       __m128 os;

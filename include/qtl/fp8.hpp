@@ -547,11 +547,31 @@ void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv) {
 namespace x86 {
 #  define QTL_FP8_AVX2 __attribute__((target("avx2")))
 
-// True when the CPU runs the AVX2 executor (checked once).
-inline bool fp8_has_avx2() {
-  static bool const ok = __builtin_cpu_supports("avx2");
-  return ok;
+// The x86 executors in order of preference. The CPU's is read once (CPUID, and XGETBV for the
+// OS's AVX-512 state, by `__builtin_cpu_supports`); `fp8_isa_limit()` caps the one used, a hook
+// through which the unit tests run every executor on the same inputs.
+enum class fp8_isa : std::uint8_t { portable, avx2, avx512 };
+
+inline fp8_isa fp8_cpu_isa() {
+  static fp8_isa const isa = [] {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vbmi")) {
+      return fp8_isa::avx512;
+    }
+    return __builtin_cpu_supports("avx2") ? fp8_isa::avx2 : fp8_isa::portable;
+  }();
+  return isa;
 }
+inline fp8_isa& fp8_isa_limit() {
+  static fp8_isa limit = fp8_isa::avx512;
+  return limit;
+}
+inline fp8_isa fp8_active_isa() { return fp8_cpu_isa() < fp8_isa_limit() ? fp8_cpu_isa() : fp8_isa_limit(); }
+
+// True when the AVX2 (at least) / AVX-512 executor runs.
+inline bool fp8_has_avx2() { return fp8_active_isa() >= fp8_isa::avx2; }
+inline bool fp8_has_avx512() { return fp8_active_isa() >= fp8_isa::avx512; }
 
 QTL_FP8_AVX2 inline __m256i c32(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
 
@@ -616,6 +636,197 @@ QTL_FP8_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float s
   }
   return vec_end;
 }
+
+// AVX-512 executor (F, BW, VL, DQ, VBMI): 16 float lanes, the element code's integer and IEEE
+// steps again (compares into masks, `vpternlogd` for and/or), one instruction each.
+#  define QTL_FP8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
+// g++ 12's AVX-512 intrinsics pass `_mm512_undefined_*()` (a self-initialised local) as the
+// merge source of unmasked operations, which -Wuninitialized reports once they are inlined.
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wuninitialized"
+#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#  endif  // ^^^ g++ ^^^
+
+QTL_FP8_AVX512 inline __m512i z32(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+
+// `fp8_encode_magnitude` of a format with `Bias` and `M` mantissa bits (E4M3: 7, 3; E5M2: 15, 2;
+// E2M1: 1, 1) on 16 lanes; `mag` is at most the format's max and not NaN.
+template <int Bias, int M>
+QTL_FP8_AVX512 inline __m512i encode_magnitude16(__m512i mag) {
+  constexpr int drop = 23 - M;
+  constexpr std::uint32_t magic_bits = std::uint32_t(127 + 24 - Bias - M) << 23;
+  __m512i const lsb = _mm512_and_si512(_mm512_srli_epi32(mag, drop), z32(1u));
+  __m512i const rounded = _mm512_add_epi32(_mm512_add_epi32(mag, z32((1u << (drop - 1)) - 1u)), lsb);
+  __m512i const normal = _mm512_sub_epi32(_mm512_srli_epi32(rounded, drop), z32(std::uint32_t(127 - Bias) << M));
+  __m512 const sum = _mm512_add_ps(_mm512_castsi512_ps(mag), _mm512_castsi512_ps(z32(magic_bits)));
+  __mmask16 const subnormal = _mm512_cmplt_epu32_mask(mag, z32(std::uint32_t(127 + 1 - Bias) << 23));
+  return _mm512_mask_sub_epi32(normal, subnormal, _mm512_castps_si512(sum), z32(magic_bits));
+}
+
+// The saturating encode of 16 floats to a `Width`-bit code (sign on top): |v| clamped to
+// `max_bits` (a NaN too), then `encode_magnitude16`; NaN lanes become `max_code` (to_max) or
+// sign | `nan_code` (propagate). `fp8_saturate_encode` and, for E2M1, `e2m1_encode`.
+template <int Bias, int M, int Width, bool PropagateNan>
+QTL_FP8_AVX512 inline __m512i saturate_encode16(__m512 v, std::uint32_t max_bits, std::uint32_t max_code,
+                                                std::uint32_t nan_code) {
+  __m512i const bits = _mm512_castps_si512(v);
+  __m512i const mag = _mm512_and_si512(bits, z32(0x7fffffffu));
+  __mmask16 const nan = _mm512_cmpgt_epu32_mask(mag, z32(0x7f800000u));
+  __m512i const code = encode_magnitude16<Bias, M>(_mm512_min_epu32(mag, z32(max_bits)));
+  // code | ((bits >> (32 - Width)) & sign bit): A | (B & C)
+  __m512i const signed_code =
+      _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 32 - Width), z32(1u << (Width - 1)), 0xF8);
+  if constexpr (PropagateNan) {
+    return _mm512_mask_or_epi32(signed_code, nan, signed_code, z32(nan_code));
+  } else {
+    (void)nan_code;
+    return _mm512_mask_mov_epi32(signed_code, nan, z32(max_code));
+  }
+}
+
+template <class Fp8, fp8_nan Nan>
+QTL_FP8_AVX512 inline __m512i fp8_encode16(__m512 v) {
+  using F = fp8_format<Fp8>;
+  return saturate_encode16<F::bias, F::mantissa_bits, 8, Nan == fp8_nan::propagate>(v, float_to_bits(F::max),
+                                                                                   F::max_code, F::nan_code);
+}
+
+template <fp8_scale_op Op>
+QTL_FP8_AVX512 inline __m512 scale16(__m512 x, __m512 scale, __m512 inv) {
+  if constexpr (Op == fp8_scale_op::divide) {
+    return _mm512_div_ps(x, scale);
+  } else {
+    return _mm512_mul_ps(x, inv);
+  }
+}
+
+// 32 bf16 as two float vectors without a shuffle: the even elements (bits shifted into the high
+// half) and the odd ones (their high half kept). Lane j of `even`/`odd` is element 2j / 2j+1.
+QTL_FP8_AVX512 inline void load_bf16_pairs(bfloat16_t const* p, __m512& even, __m512& odd) {
+  __m512i const raw = _mm512_loadu_si512(p);
+  even = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
+  odd = _mm512_castsi512_ps(_mm512_and_si512(raw, z32(0xffff0000u)));
+}
+
+// The first `n - n % S` elements of `quantize_row` (S = 32 for bf16, 16 for float); returns how
+// many it did. bf16: the codes of the even and odd elements meet in 16-bit words
+// (odd << 8 | even, little-endian bytes 2j, 2j+1) and `vpmovdw` stores the 32 bytes in order.
+template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
+QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, float scale, float inv) {
+  __m512 const vs = _mm512_set1_ps(scale);
+  __m512 const vi = _mm512_set1_ps(inv);
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    index_t const vec_end = n - n % 32;
+    for (index_t j = 0; j < vec_end; j += 32) {
+      __m512 even;
+      __m512 odd;
+      load_bf16_pairs(in + j, even, odd);
+      __m512i const ce = fp8_encode16<Fp8, Nan>(scale16<Op>(even, vs, vi));
+      __m512i const co = fp8_encode16<Fp8, Nan>(scale16<Op>(odd, vs, vi));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
+                          _mm512_cvtepi32_epi16(_mm512_or_si512(ce, _mm512_slli_epi32(co, 8))));
+    }
+    return vec_end;
+  } else {
+    index_t const vec_end = n - n % 16;
+    for (index_t j = 0; j < vec_end; j += 16) {
+      __m512i const c = fp8_encode16<Fp8, Nan>(scale16<Op>(_mm512_loadu_ps(in + j), vs, vi));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm512_cvtepi32_epi8(c));
+    }
+    return vec_end;
+  }
+}
+
+// max of `amax_bits` over the first `n - n % S` elements (S = 64 for 16-bit inputs, 32 for
+// float): |x| by a mask, NaN lanes (|x| above Inf's bits) left out of the max by a mask. Two
+// accumulators; their lanes reduced at the end. Returns how many elements it read through `done`.
+template <class T>
+QTL_FP8_AVX512 typename input_bits<T>::word row_amax_bits_avx512(T const* in, index_t n, index_t& done) {
+  using B = input_bits<T>;
+  if constexpr (sizeof(T) == 2) {
+    __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
+    __m512i const inf = _mm512_set1_epi16(static_cast<short>(B::inf));
+    __m512i acc0 = _mm512_setzero_si512();
+    __m512i acc1 = _mm512_setzero_si512();
+    done = n - n % 64;
+    for (index_t j = 0; j < done; j += 64) {
+      __m512i const a0 = _mm512_and_si512(_mm512_loadu_si512(in + j), abs_mask);
+      __m512i const a1 = _mm512_and_si512(_mm512_loadu_si512(in + j + 32), abs_mask);
+      acc0 = _mm512_mask_max_epi16(acc0, _mm512_cmple_epi16_mask(a0, inf), acc0, a0);
+      acc1 = _mm512_mask_max_epi16(acc1, _mm512_cmple_epi16_mask(a1, inf), acc1, a1);
+    }
+    __m512i const acc = _mm512_max_epi16(acc0, acc1);
+    __m256i const m256 = _mm256_max_epi16(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
+    __m128i m = _mm_max_epi16(_mm256_castsi256_si128(m256), _mm256_extracti128_si256(m256, 1));
+    m = _mm_max_epi16(m, _mm_srli_si128(m, 8));  // non-negative lanes: shifted-in zeros are harmless
+    m = _mm_max_epi16(m, _mm_srli_si128(m, 4));
+    m = _mm_max_epi16(m, _mm_srli_si128(m, 2));
+    return static_cast<typename B::word>(_mm_extract_epi16(m, 0));
+  } else {
+    __m512i const abs_mask = z32(B::abs_mask);
+    __m512i const inf = z32(B::inf);
+    __m512i acc0 = _mm512_setzero_si512();
+    __m512i acc1 = _mm512_setzero_si512();
+    done = n - n % 32;
+    for (index_t j = 0; j < done; j += 32) {
+      __m512i const a0 = _mm512_and_si512(_mm512_loadu_si512(in + j), abs_mask);
+      __m512i const a1 = _mm512_and_si512(_mm512_loadu_si512(in + j + 16), abs_mask);
+      acc0 = _mm512_mask_max_epu32(acc0, _mm512_cmple_epu32_mask(a0, inf), acc0, a0);
+      acc1 = _mm512_mask_max_epu32(acc1, _mm512_cmple_epu32_mask(a1, inf), acc1, a1);
+    }
+    return static_cast<typename B::word>(_mm512_reduce_max_epu32(_mm512_max_epu32(acc0, acc1)));
+  }
+}
+
+// `p[j] = table[p[j]]` for the first `n - n % 64` bytes; returns how many. `vpermi2b` looks 64
+// bytes up in a 128-byte half of the table (index bits 0-6), bit 7 picks the half.
+QTL_FP8_AVX512 inline index_t translate_bytes_avx512(unsigned char* p, index_t n, unsigned char const* table) {
+  __m512i const t0 = _mm512_loadu_si512(table);
+  __m512i const t1 = _mm512_loadu_si512(table + 64);
+  __m512i const t2 = _mm512_loadu_si512(table + 128);
+  __m512i const t3 = _mm512_loadu_si512(table + 192);
+  index_t const vec_end = n - n % 64;
+  for (index_t j = 0; j < vec_end; j += 64) {
+    __m512i const c = _mm512_loadu_si512(p + j);
+    __m512i const lo = _mm512_permutex2var_epi8(t0, c, t1);
+    __m512i const hi = _mm512_permutex2var_epi8(t2, c, t3);
+    _mm512_storeu_si512(p + j, _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi));
+  }
+  return vec_end;
+}
+
+// `fp8_compare_codes` of 64 byte pairs at a time, counted into `flips`, `differ`, `large` (the
+// first `n - n % 64` pairs; returns how many): byte distance |a - b| as the larger of the two
+// saturating differences; a code is a number when its magnitude - 1 (wrapping) is below
+// `number_limit` (0x7E for e4m3fn: not 0, not 0x7F; 0x7C for e5m2: not 0, not above Inf).
+QTL_FP8_AVX512 inline index_t compare_bytes_avx512(unsigned char const* a, unsigned char const* b, index_t n,
+                                                   std::uint8_t number_limit, index_t& flips, index_t& differ,
+                                                   index_t& large) {
+  __m512i const one = _mm512_set1_epi8(1);
+  __m512i const mag_mask = _mm512_set1_epi8(0x7f);
+  __m512i const limit = _mm512_set1_epi8(static_cast<char>(number_limit));
+  index_t const vec_end = n - n % 64;
+  for (index_t j = 0; j < vec_end; j += 64) {
+    __m512i const va = _mm512_loadu_si512(a + j);
+    __m512i const vb = _mm512_loadu_si512(b + j);
+    __m512i const d = _mm512_or_si512(_mm512_subs_epu8(va, vb), _mm512_subs_epu8(vb, va));
+    __mmask64 const ne = _mm512_cmpneq_epu8_mask(va, vb);
+    __mmask64 const big = _mm512_cmpgt_epu8_mask(d, one);
+    __mmask64 const sign_differs = _mm512_movepi8_mask(_mm512_xor_si512(va, vb));
+    __mmask64 const a_number =
+        _mm512_cmplt_epu8_mask(_mm512_sub_epi8(_mm512_and_si512(va, mag_mask), one), limit);
+    __mmask64 const b_number =
+        _mm512_cmplt_epu8_mask(_mm512_sub_epi8(_mm512_and_si512(vb, mag_mask), one), limit);
+    flips += __builtin_popcountll(sign_differs & a_number & b_number);
+    differ += __builtin_popcountll(ne);
+    large += __builtin_popcountll(big);
+  }
+  return vec_end;
+}
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic pop
+#  endif  // ^^^ g++ ^^^
 }  // namespace x86
 #endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
 
@@ -637,7 +848,9 @@ void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float 
   index_t j = 0;
 #if QTL_FP8_X86_DISPATCH
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
-    if (avx2_quantizes<T>()) {
+    if (x86::fp8_has_avx512()) {
+      j = x86::quantize_row_avx512<Fp8, Nan, Op>(in, out, n, scale, inv);
+    } else if (avx2_quantizes<T>()) {
       j = x86::quantize_row_avx2<Fp8, Nan, Op>(in, out, n, scale, inv);
     }
   }
@@ -645,8 +858,21 @@ void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float 
   quantize_row<Fp8, Nan, Op>(in + j, out + j, n - j, scale, inv);
 }
 
+// A normal power of two (`2^k`, -126 <= k <= 127): its reciprocal `2^-k` is exact (2^-127 as a
+// subnormal), so `x / s` and `x * (1 / s)` are the same real number, rounded once: equal.
+constexpr bool is_normal_power_of_two(float s) {
+  std::uint32_t const b = float_to_bits(s) & 0x7fffffffu;
+  return (b & 0x007fffffu) == 0 && b >= 0x00800000u && b < 0x7f800000u;
+}
+
 template <class Fp8, fp8_scale_op Op, class T>
 void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv, fp8_nan nan) {
+  if constexpr (Op == fp8_scale_op::divide) {
+    if (is_normal_power_of_two(scale)) {  // UE8M0 group scales: a multiply (see above), not a divide
+      quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(in, out, n, scale, div_rn(1.0f, scale), nan);
+      return;
+    }
+  }
   if (nan == fp8_nan::to_max) {
     quantize_row_dispatch<Fp8, fp8_nan::to_max, Op>(in, out, n, scale, inv);
   } else {
@@ -661,6 +887,11 @@ typename input_bits<T>::word row_amax_bits(T const* in, index_t n) {
   using signed_word = std::make_signed_t<typename input_bits<T>::word>;
   signed_word m = 0;
   index_t j = 0;
+#if QTL_FP8_X86_DISPATCH
+  if (n >= 64 && x86::fp8_has_avx512()) {
+    m = static_cast<signed_word>(x86::row_amax_bits_avx512(in, n, j));
+  }
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
 #if QTL_FP8_SSE2
   if constexpr (sizeof(T) == 2) {
     __m128i const abs_mask = _mm_set1_epi16(0x7fff);
@@ -675,7 +906,8 @@ typename input_bits<T>::word row_amax_bits(T const* in, index_t n) {
     acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 8));
     acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 4));
     acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 2));
-    m = static_cast<signed_word>(_mm_extract_epi16(acc, 0));
+    auto const r = static_cast<signed_word>(_mm_extract_epi16(acc, 0));
+    m = r > m ? r : m;
   }
 #endif  // ^^^ QTL_FP8_SSE2 ^^^
   for (; j < n; ++j) {
@@ -998,7 +1230,14 @@ float requantize_with_max_scale(view2d<Fp8> weight, weight_scales s, std::span<i
       table[c] = requantize_fp8_element(Fp8{static_cast<std::uint8_t>(c)}, s.values[k], inv).bits;
     }
     for (index_t i = start; i < start + w; ++i) {
-      for (index_t j = 0; j < weight.extent[1]; ++j) {
+      index_t j = 0;
+#if QTL_FP8_X86_DISPATCH
+      if ((weight.extent[1] <= 1 || weight.stride[1] == 1) && detail::x86::fp8_has_avx512()) {
+        j = detail::x86::translate_bytes_avx512(reinterpret_cast<unsigned char*>(&weight(i, 0)), weight.extent[1],
+                                                table);
+      }
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+      for (; j < weight.extent[1]; ++j) {
         weight(i, j).bits = table[weight(i, j).bits];
       }
     }
@@ -1083,7 +1322,16 @@ fp8_compare_report fp8_all_close(view2d<Fp8 const> a, view2d<Fp8 const> b) {
         std::int32_t flips = 0;
         std::int32_t differ = 0;
         std::int32_t large = 0;
-        for (index_t j = 0; j < n; ++j) {
+        index_t j = 0;
+#if QTL_FP8_X86_DISPATCH
+        if (detail::x86::fp8_has_avx512()) {
+          constexpr std::uint8_t number_limit = std::is_same_v<Fp8, float8_e4m3fn_t> ? 0x7E : 0x7C;
+          j = detail::x86::compare_bytes_avx512(reinterpret_cast<unsigned char const*>(pa),
+                                                reinterpret_cast<unsigned char const*>(pb), n, number_limit,
+                                                r.sign_flips, r.differ, r.differ_large);
+        }
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+        for (; j < n; ++j) {
           fp8_compare_counts const c = fp8_compare_codes<Fp8>(pa[j].bits, pb[j].bits);
           flips += c.sign_flip;
           differ += c.differ;

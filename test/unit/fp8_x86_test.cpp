@@ -1,0 +1,462 @@
+// The run-time dispatched x86 executors of qtl/fp8.hpp and qtl/fp4.hpp (AVX2, AVX-512) against
+// the portable loops, bit for bit, through the public functions: each test runs the same call
+// with the executor capped at `portable` and at every level the CPU has, on adversarial inputs
+// (every bf16 code: NaN payloads and signs, ±Inf, subnormals, ±0; random float bit patterns;
+// scales that are 0, -0, subnormal, huge, Inf or NaN; row lengths with tails past every vector
+// step and block group; rows that start at odd addresses), and compares every output byte
+// (codes, scales, padding). The SIMD encoders are also checked alone against the element
+// functions on float patterns at every rounding boundary. Skipped (with a warning) on CPUs with
+// neither AVX2 nor AVX-512.
+#include <qtl/fp4.hpp>
+#include <qtl/fp8.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#if QTL_FP8_X86_DISPATCH
+
+namespace {
+
+using qtl::bfloat16_t;
+using qtl::float4_e2m1x2_t;
+using qtl::float8_e4m3fn_t;
+using qtl::float8_e5m2_t;
+using qtl::float8_e8m0fnu_t;
+using qtl::half_t;
+using qtl::index_t;
+namespace x86 = qtl::detail::x86;
+
+using bytes = std::vector<std::uint8_t>;
+
+constexpr float inf = std::numeric_limits<float>::infinity();
+constexpr float nan = std::numeric_limits<float>::quiet_NaN();
+
+/// Caps the executor for its lifetime.
+struct isa_limit {
+  explicit isa_limit(x86::fp8_isa level) : saved(x86::fp8_isa_limit()) { x86::fp8_isa_limit() = level; }
+  ~isa_limit() { x86::fp8_isa_limit() = saved; }
+  isa_limit(isa_limit const&) = delete;
+  isa_limit& operator=(isa_limit const&) = delete;
+  x86::fp8_isa saved;
+};
+
+/// The executors above the portable loops that this CPU runs.
+std::vector<x86::fp8_isa> fast_isas() {
+  std::vector<x86::fp8_isa> r;
+  for (x86::fp8_isa l : {x86::fp8_isa::avx2, x86::fp8_isa::avx512}) {
+    if (x86::fp8_cpu_isa() >= l) {
+      r.push_back(l);
+    }
+  }
+  return r;
+}
+
+/// `f()` (the bytes of every output) under every executor equals `f()` under the portable one.
+template <class F>
+void check_executors_agree(F const& f) {
+  bytes want;
+  {
+    isa_limit const limit(x86::fp8_isa::portable);
+    want = f();
+  }
+  if (fast_isas().empty()) {
+    WARN("no AVX2 or AVX-512 on this CPU: only the portable executor ran");
+  }
+  for (x86::fp8_isa const l : fast_isas()) {
+    isa_limit const limit(l);
+    bytes const got = f();
+    INFO("executor " << static_cast<int>(l));
+    REQUIRE(got.size() == want.size());
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (got[i] != want[i]) {
+        INFO("byte " << i);
+        REQUIRE(int(got[i]) == int(want[i]));
+      }
+    }
+  }
+}
+
+template <class T>
+void append(bytes& b, T const* p, std::size_t n) {
+  std::size_t const at = b.size();
+  b.resize(at + n * sizeof(T));
+  if (n != 0) {
+    std::memcpy(b.data() + at, p, n * sizeof(T));
+  }
+}
+
+/// A [rows, cols] matrix whose rows start `pad` elements apart past `cols` and one element past
+/// an aligned allocation: every row starts at an odd address, and no vector step is aligned.
+template <class T>
+struct matrix {
+  index_t rows;
+  index_t cols;
+  index_t stride;
+  std::vector<T> storage;
+  matrix(index_t r, index_t c, index_t pad = 3)
+      : rows(r), cols(c), stride(c + pad), storage(static_cast<std::size_t>(r * (c + pad) + 1)) {}
+  T* data() { return storage.data() + 1; }
+  T const* data() const { return storage.data() + 1; }
+  T& at(index_t i, index_t j) { return data()[i * stride + j]; }
+  qtl::view2d<T> view() {
+    auto v = qtl::make_view(data(), rows, cols);
+    v.stride[0] = stride;
+    return v;
+  }
+  qtl::view2d<T const> cview() const {
+    auto v = qtl::make_view(data(), rows, cols);
+    v.stride[0] = stride;
+    return v;
+  }
+  void append_to(bytes& b) const {
+    for (index_t i = 0; i < rows; ++i) {
+      append(b, data() + i * stride, static_cast<std::size_t>(cols));
+    }
+  }
+};
+
+/// Every 16-bit code once (shuffled, so that blocks and groups mix specials and ordinary values)
+/// in the first rows, then rows of normally distributed values at magnitudes from subnormal to
+/// huge, with a few specials planted.
+template <class T>
+matrix<T> hostile_input(index_t rows, index_t cols, std::uint32_t seed) {
+  matrix<T> m(rows, cols);
+  std::mt19937 gen(seed);
+  std::vector<std::uint32_t> codes(65536);
+  for (std::uint32_t c = 0; c < 65536; ++c) {
+    codes[c] = c;
+  }
+  std::shuffle(codes.begin(), codes.end(), gen);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  float const magnitudes[] = {1.0f, 1e-3f, 300.0f, 1e-38f, 1e30f, 0x1p-130f};
+  std::size_t next = 0;
+  for (index_t i = 0; i < rows; ++i) {
+    for (index_t j = 0; j < cols; ++j) {
+      float v;
+      if (i < rows / 2) {
+        std::uint32_t const c = codes[next++ % codes.size()];
+        if constexpr (std::is_same_v<T, float>) {
+          v = qtl::bits_to_float((c << 16) | (gen() & 0xffffu));  // every top half, random low bits
+        } else {
+          m.at(i, j) = T{static_cast<std::uint16_t>(c)};
+          continue;
+        }
+      } else {
+        v = normal(gen) * magnitudes[static_cast<std::size_t>(i) % 6];
+        if (gen() % 97 == 0) {
+          float const specials[] = {inf, -inf, nan, -nan, 0.0f, -0.0f, 448.0f, -448.0f, 6.0f};
+          v = specials[gen() % 9];
+        }
+      }
+      if constexpr (std::is_same_v<T, float>) {
+        m.at(i, j) = v;
+      } else {
+        m.at(i, j) = qtl::from_float<T>(v);
+      }
+    }
+  }
+  return m;
+}
+
+// (A NaN scale meets NaN inputs only under `fp8_nan::to_max`, below: the sign of NaN * NaN is
+// the sign of whichever operand the compiler puts first, IEEE and C++ leave it open, and g++
+// treats `*` and `_mm*_mul_ps` as commutative, so no executor can promise it.)
+float const hostile_scales[] = {1.0f, 0.01f, 3.1f, 1e-30f, 1e30f, 0.0f, -0.0f, inf, -inf, nan, 1e-40f, -2.0f, 0x1p-127f};
+
+// Row lengths: several whole vector steps plus tails of every kind (bf16 steps are 32/64).
+constexpr index_t cols_list[] = {1, 31, 64, 200, 1000};
+
+template <class Fp8, class T>
+void check_per_tensor() {
+  for (index_t const cols : cols_list) {
+    matrix<T> const in = hostile_input<T>(21, cols, static_cast<std::uint32_t>(cols));
+    for (float const s : hostile_scales) {
+      for (qtl::fp8_nan const n : {qtl::fp8_nan::to_max, qtl::fp8_nan::propagate}) {
+        for (qtl::fp8_zero_scale const z : {qtl::fp8_zero_scale::reciprocal, qtl::fp8_zero_scale::guard}) {
+          if (s != s && n == qtl::fp8_nan::propagate) {
+            continue;  // see hostile_scales
+          }
+          INFO("cols " << cols << " scale " << s << " nan " << int(n) << " zero " << int(z));
+          check_executors_agree([&] {
+            matrix<Fp8> out(in.rows + 2, cols, 5);  // two padding rows
+            qtl::scaled_fp8_quant_static<Fp8>(in.cview(), s, out.view(), {n, z});
+            bytes b;
+            out.append_to(b);
+            return b;
+          });
+        }
+      }
+    }
+    check_executors_agree([&] {
+      matrix<Fp8> out(in.rows, cols, 5);
+      float const s = qtl::scaled_fp8_quant_dynamic<Fp8>(in.cview(), out.view());
+      bytes b;
+      out.append_to(b);
+      append(b, &s, 1);
+      return b;
+    });
+  }
+}
+
+TEMPLATE_TEST_CASE("per-tensor fp8 quantization: every executor equals the portable one", "[fp8][x86]", float,
+                   bfloat16_t, half_t) {
+  check_per_tensor<float8_e4m3fn_t, TestType>();
+  check_per_tensor<float8_e5m2_t, TestType>();
+}
+
+TEMPLATE_TEST_CASE("per-token fp8 quantization: every executor equals the portable one", "[fp8][x86]", float,
+                   bfloat16_t) {
+  using T = TestType;
+  std::vector<qtl::fp8_token_options> opts(4);
+  opts[1] = qtl::vllm_per_token_options<float8_e4m3fn_t>();
+  opts[2].upper_bound = 0.5f;
+  opts[3].nan = qtl::fp8_nan::propagate;
+  opts[3].zero_scale = qtl::fp8_zero_scale::reciprocal;
+  for (index_t const cols : cols_list) {
+    matrix<T> const in = hostile_input<T>(21, cols, 100u + static_cast<std::uint32_t>(cols));
+    for (std::size_t k = 0; k < opts.size(); ++k) {
+      INFO("cols " << cols << " options " << k);
+      check_executors_agree([&] {
+        matrix<float8_e4m3fn_t> out(in.rows + 1, cols, 5);
+        std::vector<float> scales(static_cast<std::size_t>(in.rows + 1));
+        qtl::scaled_fp8_quant_per_token<float8_e4m3fn_t>(in.cview(), out.view(),
+                                                         qtl::make_view(scales.data(), in.rows + 1), opts[k]);
+        bytes b;
+        out.append_to(b);
+        append(b, scales.data(), scales.size());
+        return b;
+      });
+    }
+  }
+}
+
+template <int G, class T>
+void check_group(index_t groups) {
+  matrix<T> const in = hostile_input<T>(23, G * groups, 200u + static_cast<std::uint32_t>(groups));
+  for (bool const pow2 : {false, true}) {
+    for (qtl::fp8_scale_op const op : {qtl::fp8_scale_op::divide, qtl::fp8_scale_op::multiply_reciprocal}) {
+      for (float const eps : {1e-10f, 0.0f, 1e-42f}) {
+        for (auto const layout : {qtl::group_scale_layout::row_major, qtl::group_scale_layout::column_major}) {
+          for (qtl::fp8_nan const n : {qtl::fp8_nan::to_max, qtl::fp8_nan::propagate}) {
+            INFO("G " << G << " groups " << groups << " pow2 " << pow2 << " op " << int(op) << " eps " << eps
+                      << " layout " << int(layout) << " nan " << int(n));
+            qtl::fp8_group_options o;
+            o.power_of_two_scale = pow2;
+            o.op = op;
+            o.eps = eps;
+            o.layout = layout;
+            o.row_align = layout == qtl::group_scale_layout::column_major ? 4 : 1;
+            o.nan = n;
+            check_executors_agree([&] {
+              index_t const rows = in.rows + 2;
+              matrix<float8_e4m3fn_t> out(rows, in.cols, 5);
+              std::vector<float> scales(
+                  static_cast<std::size_t>(qtl::group_scale_storage_size(o.layout, rows, groups, o.row_align)), -1.0f);
+              qtl::per_token_group_quant_fp8<G>(in.cview(), out.view(), scales, o);
+              bytes b;
+              out.append_to(b);
+              append(b, scales.data(), scales.size());
+              return b;
+            });
+          }
+        }
+      }
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("per-token-group fp8 quantization: every executor equals the portable one", "[fp8][x86]", float,
+                   bfloat16_t) {
+  // group counts below, at and past the 16-group steps, with a ragged remainder
+  for (index_t const groups : {1, 15, 16, 37}) {
+    check_group<128, TestType>(groups);
+    check_group<32, TestType>(groups);
+  }
+  check_group<48, TestType>(5);
+}
+
+TEST_CASE("requantize_with_max_scale and fp8_all_close: every executor equals the portable one", "[fp8][x86]") {
+  std::mt19937 gen(5);
+  for (index_t const cols : cols_list) {
+    matrix<float8_e4m3fn_t> w(37, cols);
+    for (index_t i = 0; i < w.rows; ++i) {
+      for (index_t j = 0; j < cols; ++j) {
+        w.at(i, j).bits = static_cast<std::uint8_t>(gen());
+      }
+    }
+    std::vector<index_t> const widths = {10, 0, 20, 5};
+    std::vector<float> const four = {0.5f, 2.0f, 1e-3f, 7.0f};
+    check_executors_agree([&] {
+      matrix<float8_e4m3fn_t> v = w;
+      float const m = qtl::requantize_with_max_scale(v.view(), {four, false}, widths);
+      bytes b;
+      v.append_to(b);
+      append(b, &m, 1);
+      return b;
+    });
+    // planted differences: one code, two codes, sign flips, NaN/zero pairs, random bytes
+    matrix<float8_e4m3fn_t> other = w;
+    for (index_t i = 0; i < w.rows; ++i) {
+      for (index_t j = 0; j < cols; ++j) {
+        std::uint32_t const u = gen() % 8;
+        auto& c = other.at(i, j).bits;
+        c = static_cast<std::uint8_t>(u == 0 ? c + 1 : u == 1 ? c - 2 : u == 2 ? c ^ 0x80u : u == 3 ? gen() : c);
+      }
+    }
+    auto const report = [](qtl::fp8_compare_report const& r) {
+      bytes b;
+      index_t const f[] = {r.numel, r.sign_flips, r.differ, r.differ_large, index_t{r.passed}};
+      append(b, f, 5);
+      return b;
+    };
+    check_executors_agree([&] { return report(qtl::fp8_all_close<float8_e4m3fn_t>(w.cview(), other.cview())); });
+    auto const e5 = [](matrix<float8_e4m3fn_t> const& m) {  // the same bytes as e5m2 codes
+      matrix<float8_e5m2_t> r(m.rows, m.cols);
+      for (index_t i = 0; i < m.rows; ++i) {
+        for (index_t j = 0; j < m.cols; ++j) {
+          r.at(i, j).bits = m.cview()(i, j).bits;
+        }
+      }
+      return r;
+    };
+    matrix<float8_e5m2_t> const w5 = e5(w);
+    matrix<float8_e5m2_t> const other5 = e5(other);
+    check_executors_agree([&] { return report(qtl::fp8_all_close<float8_e5m2_t>(w5.cview(), other5.cview())); });
+  }
+}
+
+template <class F, class Layout>
+void check_blocks(float gs) {
+  // K-block counts below, at and past the 16-block steps of the AVX-512 executor, with tails
+  for (index_t const kb : {1, 4, 16, 23, 67}) {
+    matrix<bfloat16_t> const in = hostile_input<bfloat16_t>(37, kb * F::block_size, 300u + static_cast<std::uint32_t>(kb));
+    INFO("K-blocks " << kb << " gs " << gs);
+    check_executors_agree([&] {
+      matrix<typename F::element> v(in.rows, in.cols / F::elements_per_value, 3);
+      std::vector<typename F::scale> s(static_cast<std::size_t>(qtl::block_scale_bytes<F, Layout>(in.rows, in.cols)),
+                                       typename F::scale{0xAB});
+      qtl::block_quantize<F, Layout>(in.cview(), v.view(), s, gs);
+      bytes b;
+      v.append_to(b);
+      append(b, s.data(), s.size());
+      return b;
+    });
+  }
+}
+
+TEMPLATE_TEST_CASE("block quantization: every executor equals the portable one", "[fp4][x86]", qtl::nvfp4,
+                   qtl::mxfp4, qtl::mxfp8) {
+  using F = TestType;
+  for (float const gs : {597.0f, 1.0f, 1e-30f, 3e38f, 0x1p-140f}) {
+    check_blocks<F, qtl::layout_linear>(gs);
+    check_blocks<F, qtl::layout_128x4>(gs);
+    if constexpr (!F::has_global_scale) {
+      break;  // the MX recipe has no global scale
+    }
+  }
+  // the global scale of a tensor with every bf16 code
+  matrix<bfloat16_t> const in = hostile_input<bfloat16_t>(16, 4096, 9);
+  check_executors_agree([&] {
+    float const gs = qtl::nvfp4_global_scale(in.cview());
+    bytes b;
+    append(b, &gs, 1);
+    return b;
+  });
+}
+
+// Float patterns at every rounding boundary of E4M3, E5M2 and E2M1: every 16-bit top half (all
+// exponents, signs, NaN, Inf, 7 mantissa bits) with low halves that are zero (exact ties), one
+// (just above), all ones (just below the next tie), and each single bit of the sticky range.
+std::vector<float> boundary_floats() {
+  std::vector<float> r;
+  std::uint32_t const lows[] = {0x0000, 0x0001, 0xffff, 0x8000, 0x7fff, 0x0100};
+  for (std::uint32_t hi = 0; hi < 65536; ++hi) {
+    for (std::uint32_t const lo : lows) {
+      r.push_back(qtl::bits_to_float((hi << 16) | lo));
+    }
+  }
+  // every pattern of the top 11 mantissa bits around the E2M1 and E4M3 ranges, sticky bits varied
+  for (std::uint32_t e = 110; e <= 135; ++e) {
+    for (std::uint32_t m = 0; m < (1u << 11); ++m) {
+      for (std::uint32_t const tail : {0u, 1u, 0x7ffu, 0x400u}) {
+        std::uint32_t const bits = (e << 23) | (m << 12) | tail;
+        r.push_back(qtl::bits_to_float(bits));
+        r.push_back(qtl::bits_to_float(bits | 0x80000000u));
+      }
+    }
+  }
+  return r;
+}
+
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wuninitialized"  // see qtl/fp8.hpp
+#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#  endif  // ^^^ g++ ^^^
+QTL_FP8_AVX512 void avx512_encoders(std::vector<float> const& x, std::vector<std::uint8_t>& e4m3,
+                                    std::vector<std::uint8_t>& e4m3_nan, std::vector<std::uint8_t>& e5m2,
+                                    std::vector<std::uint8_t>& e2m1) {
+  std::size_t const n = x.size() - x.size() % 32;
+  for (std::size_t i = 0; i < n; i += 32) {
+    __m512 const a = _mm512_loadu_ps(x.data() + i);
+    __m512 const b = _mm512_loadu_ps(x.data() + i + 16);
+    alignas(64) std::int32_t c[16];
+    for (std::size_t h = 0; h < 32; h += 16) {
+      __m512 const v = h == 0 ? a : b;
+      _mm512_store_si512(c, x86::fp8_encode16<float8_e4m3fn_t, qtl::fp8_nan::to_max>(v));
+      for (std::size_t k = 0; k < 16; ++k) {
+        e4m3[i + h + k] = static_cast<std::uint8_t>(c[k]);
+      }
+      _mm512_store_si512(c, x86::fp8_encode16<float8_e4m3fn_t, qtl::fp8_nan::propagate>(v));
+      for (std::size_t k = 0; k < 16; ++k) {
+        e4m3_nan[i + h + k] = static_cast<std::uint8_t>(c[k]);
+      }
+      _mm512_store_si512(c, x86::fp8_encode16<float8_e5m2_t, qtl::fp8_nan::to_max>(v));
+      for (std::size_t k = 0; k < 16; ++k) {
+        e5m2[i + h + k] = static_cast<std::uint8_t>(c[k]);
+      }
+    }
+    // e2m1_encode32 takes even and odd elements: a as the even, b as the odd ones
+    _mm512_store_si512(c, x86::e2m1_encode32(a, b));
+    for (std::size_t k = 0; k < 16; ++k) {
+      e2m1[i + k] = static_cast<std::uint8_t>(c[k] & 0xffff);
+      e2m1[i + 16 + k] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(c[k]) >> 16);
+    }
+  }
+}
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic pop
+#  endif  // ^^^ g++ ^^^
+
+TEST_CASE("AVX-512 encoders equal the element functions at every rounding boundary", "[fp8][fp4][x86]") {
+  if (x86::fp8_cpu_isa() < x86::fp8_isa::avx512) {
+    WARN("no AVX-512 on this CPU: skipped");
+    return;
+  }
+  std::vector<float> const x = boundary_floats();
+  std::size_t const n = x.size() - x.size() % 32;
+  std::vector<std::uint8_t> e4m3(n), e4m3_nan(n), e5m2(n), e2m1(n);
+  avx512_encoders(x, e4m3, e4m3_nan, e5m2, e2m1);
+  for (std::size_t i = 0; i < n; ++i) {
+    INFO("float bits " << std::hex << qtl::float_to_bits(x[i]));
+    REQUIRE(int(e4m3[i]) == int(qtl::fp8_saturate_encode<float8_e4m3fn_t>(x[i])));
+    REQUIRE(int(e4m3_nan[i]) == int(qtl::fp8_saturate_encode<float8_e4m3fn_t, qtl::fp8_nan::propagate>(x[i])));
+    REQUIRE(int(e5m2[i]) == int(qtl::fp8_saturate_encode<float8_e5m2_t>(x[i])));
+    REQUIRE(int(e2m1[i]) == int(qtl::e2m1_encode(x[i])));
+  }
+}
+
+}  // namespace
+
+#else
+
+TEST_CASE("x86 executors", "[fp8][x86]") { WARN("not an x86-64 GCC/Clang host build: nothing to compare"); }
+
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
