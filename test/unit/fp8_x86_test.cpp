@@ -260,6 +260,24 @@ void check_group(index_t groups) {
               std::vector<float> scales(
                   static_cast<std::size_t>(qtl::group_scale_storage_size(o.layout, rows, groups, o.row_align)), -1.0f);
               qtl::per_token_group_quant_fp8<G>(in.cview(), out.view(), scales, o);
+              if (op == qtl::fp8_scale_op::divide) {  // the UE8M0 multiply shortcut is the division
+                for (index_t i = 0; i < in.rows; ++i) {
+                  for (index_t j = 0; j < in.cols; ++j) {
+                    float const sc = scales[static_cast<std::size_t>(
+                        qtl::group_scale_offset(o.layout, i, j / G, rows, groups, o.row_align))];
+                    float const x = qtl::to_float(in.cview()(i, j));
+                    std::uint8_t const want =
+                        n == qtl::fp8_nan::to_max
+                            ? qtl::fp8_quantize_element<float8_e4m3fn_t, qtl::fp8_nan::to_max,
+                                                        qtl::fp8_scale_op::divide>(x, sc, 0.0f)
+                            : qtl::fp8_quantize_element<float8_e4m3fn_t, qtl::fp8_nan::propagate,
+                                                        qtl::fp8_scale_op::divide>(x, sc, 0.0f);
+                    if (out.at(i, j).bits != want) {
+                      REQUIRE(int(out.at(i, j).bits) == int(want));
+                    }
+                  }
+                }
+              }
               bytes b;
               out.append_to(b);
               append(b, scales.data(), scales.size());
