@@ -230,7 +230,8 @@ void unswizzle_generic(In const* in, view<Out, 3> out, index_t padded_rows, inde
 // layout_128x4 from rows with unit K-stride (or one K-block), band by band straight from the
 // input rows (`detail/blockscale_band.hpp`); the padding rows of the last band read a zero row.
 template <class In>
-void swizzle_128x4(view<In, 3> in, byte_t* out, index_t padded_rows, index_t padded_cols, band_isa level) {
+void swizzle_128x4(view<In, 3> in, byte_t* out, index_t padded_rows, index_t padded_cols, band_isa level,
+                   bool stream = false) {
   index_t const rows = in.extent[1];
   index_t const cols = in.extent[2];
   std::vector<byte_t> const zero(static_cast<std::size_t>(rows % 128 != 0 ? cols : 0), byte_t{0});
@@ -240,7 +241,7 @@ void swizzle_128x4(view<In, 3> in, byte_t* out, index_t padded_rows, index_t pad
       for (index_t r = 0; r < 128; ++r) {
         band[r] = m0 + r < rows ? byte_ptr(&in(b, m0 + r, 0)) : zero.data();
       }
-      swizzle_band_128x4(band, cols, out, level);
+      swizzle_band_128x4(band, cols, out, level, stream);
       out += 128 * padded_cols;
     }
   }
@@ -259,7 +260,7 @@ bool disjoint_unit_rows(view<T, 3> const& v) {
 // The inverse of swizzle_128x4 into rows that `disjoint_unit_rows` accepts; the padding rows of
 // the last band go to a scratch row.
 template <class Out>
-void unswizzle_128x4(byte_t const* in, view<Out, 3> out, index_t padded_rows, band_isa level) {
+void unswizzle_128x4(byte_t const* in, view<Out, 3> out, index_t padded_rows, band_isa level, bool stream = false) {
   index_t const rows = out.extent[1];
   index_t const cols = out.extent[2];
   index_t const padded_cols = (cols + 3) / 4 * 4;
@@ -270,7 +271,7 @@ void unswizzle_128x4(byte_t const* in, view<Out, 3> out, index_t padded_rows, ba
       for (index_t r = 0; r < 128; ++r) {
         band[r] = m0 + r < rows ? byte_ptr(&out(b, m0 + r, 0)) : scratch.data();
       }
-      unswizzle_band_128x4(in, cols, band, level);
+      unswizzle_band_128x4(in, cols, band, level, stream);
       in += 128 * padded_cols;
     }
   }
@@ -347,7 +348,11 @@ void swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
   }
   if constexpr (std::is_same_v<Layout, layout_128x4>) {
     if (src.stride[2] == 1 || cols <= 1) {
-      detail::swizzle_128x4(src, detail::byte_ptr(out.data), padded_rows, padded_cols, detail::best_band_isa());
+      bool const stream = out.size() >= detail::band_stream_bytes;
+      detail::swizzle_128x4(src, detail::byte_ptr(out.data), padded_rows, padded_cols, detail::best_band_isa(), stream);
+      if (stream) {
+        detail::band_stream_fence();
+      }
       return;
     }
   }
@@ -400,7 +405,11 @@ void unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
   }
   if constexpr (std::is_same_v<Layout, layout_128x4>) {
     if (detail::disjoint_unit_rows(dst)) {
-      detail::unswizzle_128x4(detail::byte_ptr(in.data), dst, padded_rows, detail::best_band_isa());
+      bool const stream = out.size() >= detail::band_stream_bytes;
+      detail::unswizzle_128x4(detail::byte_ptr(in.data), dst, padded_rows, detail::best_band_isa(), stream);
+      if (stream) {
+        detail::band_stream_fence();
+      }
       return;
     }
   }

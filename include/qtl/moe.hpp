@@ -96,12 +96,6 @@ inline bool use_stream_stores(void const* out, index_t bytes) {
 #endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
 }
 
-inline void stream_fence() {
-#if defined(QTL_BLOCKSCALE_X86)
-  _mm_sfence();
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
-}
-
 // Asks for the cache lines of `n` bytes at `p` (a row that is read next).
 inline void prefetch_bytes(byte_t const* p, index_t n) {
 #if defined(__GNUC__)
@@ -361,7 +355,7 @@ class trtllm_fp4_moe_plan {
     gather_rows(in.gemm2_weights, out.gemm2_weights, gemm2_rows_);
     gather_scales(in.gemm1_scales, out.gemm1_scales, gemm1_rows_, detail::best_band_isa());
     gather_scales(in.gemm2_scales, out.gemm2_scales, gemm2_rows_, detail::best_band_isa());
-    detail::stream_fence();
+    detail::band_stream_fence();
   }
 
  private:
