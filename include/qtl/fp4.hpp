@@ -476,59 +476,6 @@ QTL_FP8_AVX512 inline __m512i e2m1_encode32(__m512 even, __m512 odd) {
   return _mm512_mask_mov_epi16(signed_code, nan, _mm512_set1_epi16(0x7));
 }
 
-// Max |x| over 32 bf16 at `x` per 128-bit lane, for 8 such vectors z0..z7 at x, x + 32, ...:
-// word w of lane L of the result is the max of lane L of z_w (NaN left out: a magnitude above
-// Inf's bits is zeroed). Three rounds of unpack + max, each halving the words per vector:
-//
-//   a b -> a b a b a b a b  ->  a b c d a b c d  ->  a b c d e f g h      (per 128-bit lane)
-QTL_FP8_AVX512 inline __m512i bf16_lane_max8(bfloat16_t const* x) {
-  __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
-  __m512i const inf = _mm512_set1_epi16(0x7f80);
-  __m512i z[8];
-  for (int k = 0; k < 8; ++k) {
-    __m512i const a = _mm512_and_si512(_mm512_loadu_si512(x + 32 * k), abs_mask);
-    z[k] = _mm512_maskz_mov_epi16(_mm512_cmple_epi16_mask(a, inf), a);
-  }
-  __m512i t[4];
-  for (int k = 0; k < 4; ++k) {
-    t[k] = _mm512_max_epi16(_mm512_unpacklo_epi16(z[2 * k], z[2 * k + 1]),
-                            _mm512_unpackhi_epi16(z[2 * k], z[2 * k + 1]));
-  }
-  __m512i const u0 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
-  __m512i const u1 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[2], t[3]), _mm512_unpackhi_epi32(t[2], t[3]));
-  return _mm512_max_epi16(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
-}
-
-// vmax of the 16 consecutive blocks of B (16 or 32) bf16 at `x`, as floats (block k in lane k).
-//   B = 16: vector w holds blocks 2w (lanes 0-1) and 2w+1 (lanes 2-3) -> max of lanes 0,1 and
-//           2,3 -> word w of lane 0 is block 2w, of lane 2 block 2w+1
-//   B = 32: vector w is block w -> two trees (blocks 0-7, 8-15), max over the 4 lanes
-// then `vpermw` moves block k's word to the high half of dword k (bf16 bits -> float).
-template <int B>
-QTL_FP8_AVX512 inline __m512 block_vmax16_bf16(bfloat16_t const* x) {
-  alignas(64) std::int16_t idx[32] = {};
-  if constexpr (B == 16) {
-    __m512i v = bf16_lane_max8(x);
-    v = _mm512_max_epi16(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    for (int k = 0; k < 16; ++k) {
-      idx[2 * k + 1] = static_cast<std::int16_t>(k % 2 == 0 ? k / 2 : 16 + k / 2);
-    }
-    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, _mm512_load_si512(idx), v));
-  } else {
-    static_assert(B == 32);
-    __m512i r0 = bf16_lane_max8(x);
-    __m512i r1 = bf16_lane_max8(x + 8 * 32);
-    r0 = _mm512_max_epi16(r0, _mm512_shuffle_i32x4(r0, r0, _MM_SHUFFLE(2, 3, 0, 1)));
-    r1 = _mm512_max_epi16(r1, _mm512_shuffle_i32x4(r1, r1, _MM_SHUFFLE(2, 3, 0, 1)));
-    r0 = _mm512_max_epi16(r0, _mm512_shuffle_i32x4(r0, r0, _MM_SHUFFLE(1, 0, 3, 2)));
-    r1 = _mm512_max_epi16(r1, _mm512_shuffle_i32x4(r1, r1, _MM_SHUFFLE(1, 0, 3, 2)));
-    for (int k = 0; k < 16; ++k) {
-      idx[2 * k + 1] = static_cast<std::int16_t>(k < 8 ? k : 32 + (k - 8));
-    }
-    return _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi16(0xAAAAAAAAu, r0, _mm512_load_si512(idx), r1));
-  }
-}
-
 // `block_scales4` on 16 lanes.
 template <class F>
 QTL_FP8_AVX512 inline void block_scales16(__m512 vmax, float global_scale, float inv_gs, __m512i& codes,

@@ -712,13 +712,19 @@ QTL_FP8_AVX512 inline void load_bf16_pairs(bfloat16_t const* p, __m512& even, __
 // The first `n - n % S` elements of `quantize_row` (S = 32 for bf16, 16 for float); returns how
 // many it did. bf16: the codes of the even and odd elements meet in 16-bit words
 // (odd << 8 | even, little-endian bytes 2j, 2j+1) and `vpmovdw` stores the 32 bytes in order.
+// `prefetch` (optional, as long as the row): a row that is read next (per-token quantization's
+// next row, whose max is taken before anything else can run), one line per step.
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
-QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, float scale, float inv) {
+QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, float scale, float inv,
+                                           T const* prefetch = nullptr) {
   __m512 const vs = _mm512_set1_ps(scale);
   __m512 const vi = _mm512_set1_ps(inv);
   if constexpr (std::is_same_v<T, bfloat16_t>) {
     index_t const vec_end = n - n % 32;
     for (index_t j = 0; j < vec_end; j += 32) {
+      if (prefetch != nullptr) {
+        _mm_prefetch(reinterpret_cast<char const*>(prefetch + j), _MM_HINT_T0);
+      }
       __m512 even;
       __m512 odd;
       load_bf16_pairs(in + j, even, odd);
@@ -731,6 +737,9 @@ QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, flo
   } else {
     index_t const vec_end = n - n % 16;
     for (index_t j = 0; j < vec_end; j += 16) {
+      if (prefetch != nullptr) {
+        _mm_prefetch(reinterpret_cast<char const*>(prefetch + j), _MM_HINT_T0);
+      }
       __m512i const c = fp8_encode16<Fp8, Nan>(scale16<Op>(_mm512_loadu_ps(in + j), vs, vi));
       _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm512_cvtepi32_epi8(c));
     }
@@ -777,6 +786,147 @@ QTL_FP8_AVX512 typename input_bits<T>::word row_amax_bits_avx512(T const* in, in
     }
     return static_cast<typename B::word>(_mm512_reduce_max_epu32(_mm512_max_epu32(acc0, acc1)));
   }
+}
+
+// Max |x| per 128-bit lane of 8 vectors z0..z7, z_k the elementwise max of the V vectors of 32
+// bf16 at x + 32 V k, ...: word w of lane L of the result is the max of lane L of z_w (NaN left
+// out: a magnitude above Inf's bits is zeroed). Three rounds of unpack + max, each halving the
+// words per vector:
+//
+//   a b -> a b a b a b a b  ->  a b c d a b c d  ->  a b c d e f g h      (per 128-bit lane)
+template <int V>
+QTL_FP8_AVX512 inline __m512i bf16_lane_max8(bfloat16_t const* x) {
+  __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
+  __m512i const inf = _mm512_set1_epi16(0x7f80);
+  __m512i z[8];
+  for (int k = 0; k < 8; ++k) {
+    z[k] = _mm512_setzero_si512();
+    for (int v = 0; v < V; ++v) {
+      __m512i const a = _mm512_and_si512(_mm512_loadu_si512(x + 32 * (V * k + v)), abs_mask);
+      z[k] = _mm512_mask_max_epi16(z[k], _mm512_cmple_epi16_mask(a, inf), z[k], a);
+    }
+  }
+  __m512i t[4];
+  for (int k = 0; k < 4; ++k) {
+    t[k] = _mm512_max_epi16(_mm512_unpacklo_epi16(z[2 * k], z[2 * k + 1]),
+                            _mm512_unpackhi_epi16(z[2 * k], z[2 * k + 1]));
+  }
+  __m512i const u0 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
+  __m512i const u1 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[2], t[3]), _mm512_unpackhi_epi32(t[2], t[3]));
+  return _mm512_max_epi16(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
+}
+
+// vmax of the 16 consecutive blocks of B (16 or a multiple of 32) bf16 at `x`, as floats (block
+// k in lane k).
+//   B = 16: vector w holds blocks 2w (lanes 0-1) and 2w+1 (lanes 2-3) -> max of lanes 0,1 and
+//           2,3 -> word w of lane 0 is block 2w, of lane 2 block 2w+1
+//   B = 32 V: block w is the max of V vectors -> two trees (blocks 0-7, 8-15), max over the 4
+//           lanes
+// then `vpermw` moves block k's word to the high half of dword k (bf16 bits -> float).
+template <int B>
+QTL_FP8_AVX512 inline __m512 block_vmax16_bf16(bfloat16_t const* x) {
+  alignas(64) std::int16_t idx[32] = {};
+  if constexpr (B == 16) {
+    __m512i v = bf16_lane_max8<1>(x);
+    v = _mm512_max_epi16(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
+    for (int k = 0; k < 16; ++k) {
+      idx[2 * k + 1] = static_cast<std::int16_t>(k % 2 == 0 ? k / 2 : 16 + k / 2);
+    }
+    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, _mm512_load_si512(idx), v));
+  } else {
+    static_assert(B % 32 == 0);
+    __m512i r0 = bf16_lane_max8<B / 32>(x);
+    __m512i r1 = bf16_lane_max8<B / 32>(x + 8 * B);
+    r0 = _mm512_max_epi16(r0, _mm512_shuffle_i32x4(r0, r0, _MM_SHUFFLE(2, 3, 0, 1)));
+    r1 = _mm512_max_epi16(r1, _mm512_shuffle_i32x4(r1, r1, _MM_SHUFFLE(2, 3, 0, 1)));
+    r0 = _mm512_max_epi16(r0, _mm512_shuffle_i32x4(r0, r0, _MM_SHUFFLE(1, 0, 3, 2)));
+    r1 = _mm512_max_epi16(r1, _mm512_shuffle_i32x4(r1, r1, _MM_SHUFFLE(1, 0, 3, 2)));
+    for (int k = 0; k < 16; ++k) {
+      idx[2 * k + 1] = static_cast<std::int16_t>(k < 8 ? k : 32 + (k - 8));
+    }
+    return _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi16(0xAAAAAAAAu, r0, _mm512_load_si512(idx), r1));
+  }
+}
+
+// Per-token-group quantization of the first `groups - groups % 16` groups of one bf16 row (G a
+// multiple of 32), 16 groups a step; returns how many. The groups' maxima as
+// `block_vmax16_bf16`; their scales `fp8_group_scale` on 16 lanes (`max(amax, eps) / max`; UE8M0:
+// exponent + 1 when a fraction bit is set, as `round_up_to_power_of_two`, whose loop a subnormal
+// scale, which only an eps below 2^-126 * max allows, still takes); `1/s` (IEEE, ±0 -> ±Inf: 
+// `fp8_inverse_scale`'s reciprocal); then each group's elements: `x * (1/s)` when the recipe
+// multiplies or s is a normal power of two (`is_normal_power_of_two`: the same as `x / s`), else
+// `x / s`. The scales go to `row_scales[g]`. While a step writes its codes it prefetches the
+// input of the next one (of `next_row`, when given, after the last): the max of a step reads
+// its 16 groups before anything else can run, and would otherwise wait for memory each time.
+template <int G, class Fp8, fp8_nan Nan, fp8_scale_op Op>
+QTL_FP8_AVX512 index_t group_quantize_row_avx512(bfloat16_t const* x, Fp8* out, index_t groups, float eps,
+                                                 bool power_of_two, float* row_scales, bfloat16_t const* next_row) {
+  static_assert(G % 32 == 0);
+  index_t const end = groups - groups % 16;
+  for (index_t b = 0; b < end; b += 16) {
+    bfloat16_t const* const prefetch = b + 16 < end ? x + (b + 16) * G : next_row;
+    __m512 const vmax = block_vmax16_bf16<G>(x + b * G);
+    __m512 s = _mm512_div_ps(_mm512_max_ps(vmax, _mm512_set1_ps(eps)), _mm512_set1_ps(fp8_format<Fp8>::max));
+    __m512i bits = _mm512_castps_si512(s);  // s >= +0, not NaN
+    __m512i const expo = _mm512_and_si512(bits, z32(0x7f800000u));
+    __mmask16 const fraction = _mm512_test_epi32_mask(bits, z32(0x007fffffu));
+    __mmask16 const normal = _mm512_cmpneq_epi32_mask(expo, _mm512_setzero_si512()) &
+                             _mm512_cmpneq_epi32_mask(expo, z32(0x7f800000u));
+    alignas(64) float sv[16];
+    if (power_of_two) {
+      bits = _mm512_mask_add_epi32(bits, normal & fraction, expo, z32(0x00800000u));
+      s = _mm512_castsi512_ps(bits);
+      _mm512_store_ps(sv, s);
+      auto const subnormal = static_cast<unsigned>(fraction & ~normal);
+      if (subnormal != 0) {
+        for (int k = 0; k < 16; ++k) {
+          if ((subnormal >> k) & 1u) {
+            sv[k] = round_up_to_power_of_two(sv[k]);
+          }
+        }
+        s = _mm512_load_ps(sv);
+      }
+    } else {
+      _mm512_store_ps(sv, s);
+    }
+    alignas(64) float iv[16];
+    _mm512_store_ps(iv, _mm512_div_ps(_mm512_set1_ps(1.0f), s));
+    _mm512_storeu_ps(row_scales + b, s);
+    unsigned multiply = 0xffffu;
+    if constexpr (Op == fp8_scale_op::divide) {
+      __m512i const sb = _mm512_castps_si512(s);
+      __m512i const e = _mm512_and_si512(sb, z32(0x7f800000u));
+      multiply = _mm512_testn_epi32_mask(sb, z32(0x007fffffu)) & _mm512_cmpneq_epi32_mask(e, _mm512_setzero_si512()) &
+                 _mm512_cmpneq_epi32_mask(e, z32(0x7f800000u));
+    }
+    for (int k = 0; k < 16; ++k) {
+      bfloat16_t const* gx = x + (b + k) * G;
+      Fp8* go = out + (b + k) * G;
+      __m512 const vs = _mm512_set1_ps(sv[k]);
+      __m512 const vi = _mm512_set1_ps(iv[k]);
+      bool const mul = (multiply >> k) & 1u;
+      for (int j = 0; j < G; j += 32) {
+        if (prefetch != nullptr) {  // one 64-byte line of the next step per 32 elements
+          _mm_prefetch(reinterpret_cast<char const*>(prefetch + k * G + j), _MM_HINT_T0);
+        }
+        __m512 even;
+        __m512 odd;
+        load_bf16_pairs(gx + j, even, odd);
+        if (mul) {
+          even = _mm512_mul_ps(even, vi);
+          odd = _mm512_mul_ps(odd, vi);
+        } else {
+          even = _mm512_div_ps(even, vs);
+          odd = _mm512_div_ps(odd, vs);
+        }
+        __m512i const ce = fp8_encode16<Fp8, Nan>(even);
+        __m512i const co = fp8_encode16<Fp8, Nan>(odd);
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(go + j),
+                            _mm512_cvtepi32_epi16(_mm512_or_si512(ce, _mm512_slli_epi32(co, 8))));
+      }
+    }
+  }
+  return end;
 }
 
 // `p[j] = table[p[j]]` for the first `n - n % 64` bytes; returns how many. `vpermi2b` looks 64
@@ -844,12 +994,13 @@ bool avx2_quantizes() {
 // `quantize_row` by the AVX2 executor where the CPU has it (float and bf16), the rest by the
 // portable loops.
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
-void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float inv) {
+void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float inv,
+                           [[maybe_unused]] T const* prefetch = nullptr) {
   index_t j = 0;
 #if QTL_FP8_X86_DISPATCH
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
     if (x86::fp8_has_avx512()) {
-      j = x86::quantize_row_avx512<Fp8, Nan, Op>(in, out, n, scale, inv);
+      j = x86::quantize_row_avx512<Fp8, Nan, Op>(in, out, n, scale, inv, prefetch);
     } else if (avx2_quantizes<T>()) {
       j = x86::quantize_row_avx2<Fp8, Nan, Op>(in, out, n, scale, inv);
     }
@@ -865,18 +1016,20 @@ constexpr bool is_normal_power_of_two(float s) {
   return (b & 0x007fffffu) == 0 && b >= 0x00800000u && b < 0x7f800000u;
 }
 
+// `prefetch`: see `quantize_row_avx512`.
 template <class Fp8, fp8_scale_op Op, class T>
-void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv, fp8_nan nan) {
+void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv, fp8_nan nan,
+                  T const* prefetch = nullptr) {
   if constexpr (Op == fp8_scale_op::divide) {
     if (is_normal_power_of_two(scale)) {  // UE8M0 group scales: a multiply (see above), not a divide
-      quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(in, out, n, scale, div_rn(1.0f, scale), nan);
+      quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(in, out, n, scale, div_rn(1.0f, scale), nan, prefetch);
       return;
     }
   }
   if (nan == fp8_nan::to_max) {
-    quantize_row_dispatch<Fp8, fp8_nan::to_max, Op>(in, out, n, scale, inv);
+    quantize_row_dispatch<Fp8, fp8_nan::to_max, Op>(in, out, n, scale, inv, prefetch);
   } else {
-    quantize_row_dispatch<Fp8, fp8_nan::propagate, Op>(in, out, n, scale, inv);
+    quantize_row_dispatch<Fp8, fp8_nan::propagate, Op>(in, out, n, scale, inv, prefetch);
   }
 }
 
@@ -998,10 +1151,11 @@ void scaled_fp8_quant_per_token(view2d<T const> in, view2d<Fp8> out, view1d<floa
     float const s = fp8_token_scale<Fp8>(amax_value<T>(detail::row_amax_bits(row, n)), o);
     float const inv = fp8_inverse_scale(s, o.zero_scale);
     scales(i) = s;
+    T const* next = i + 1 < in.extent[0] ? &in(i + 1, 0) : nullptr;  // its max is taken next
     if (o.op == fp8_scale_op::divide) {
-      detail::quantize_row<Fp8, fp8_scale_op::divide>(row, &out(i, 0), n, s, inv, o.nan);
+      detail::quantize_row<Fp8, fp8_scale_op::divide>(row, &out(i, 0), n, s, inv, o.nan, next);
     } else {
-      detail::quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(row, &out(i, 0), n, s, inv, o.nan);
+      detail::quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(row, &out(i, 0), n, s, inv, o.nan, next);
     }
   }
   for (index_t i = in.extent[0]; i < out.extent[0]; ++i) {
@@ -1039,8 +1193,34 @@ void per_token_group_quant_fp8(view2d<T const> in, view2d<Fp8> out, std::span<fl
     throw shape_error("qtl::per_token_group_quant_fp8: scales has " + std::to_string(scales.size()) +
                       " floats, the layout needs " + std::to_string(need));
   }
+  [[maybe_unused]] std::vector<float> row_scales;
   for (index_t i = 0; i < in.extent[0]; ++i) {
-    for (index_t g = 0; g < groups; ++g) {
+    index_t g0 = 0;
+#if QTL_FP8_X86_DISPATCH
+    if constexpr (std::is_same_v<T, bfloat16_t> && GroupSize % 32 == 0) {
+      if (groups >= 16 && detail::x86::fp8_has_avx512()) {  // 16 groups a step
+        row_scales.resize(static_cast<std::size_t>(groups));
+        auto const run = [&]<fp8_nan Nan, fp8_scale_op Op>() {
+          return detail::x86::group_quantize_row_avx512<GroupSize, Fp8, Nan, Op>(
+              &in(i, 0), &out(i, 0), groups, o.eps, o.power_of_two_scale, row_scales.data(),
+              i + 1 < in.extent[0] ? &in(i + 1, 0) : nullptr);
+        };
+        if (o.op == fp8_scale_op::divide) {
+          g0 = o.nan == fp8_nan::to_max ? run.template operator()<fp8_nan::to_max, fp8_scale_op::divide>()
+                                        : run.template operator()<fp8_nan::propagate, fp8_scale_op::divide>();
+        } else {
+          g0 = o.nan == fp8_nan::to_max
+                   ? run.template operator()<fp8_nan::to_max, fp8_scale_op::multiply_reciprocal>()
+                   : run.template operator()<fp8_nan::propagate, fp8_scale_op::multiply_reciprocal>();
+        }
+        for (index_t g = 0; g < g0; ++g) {
+          scales[static_cast<std::size_t>(group_scale_offset(o.layout, i, g, rows, groups, o.row_align))] =
+              row_scales[static_cast<std::size_t>(g)];
+        }
+      }
+    }
+#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+    for (index_t g = g0; g < groups; ++g) {
       T const* x = &in(i, g * GroupSize);
       float const s = fp8_group_scale<Fp8>(amax_value<T>(detail::row_amax_bits(x, GroupSize)), o.eps,
                                            o.power_of_two_scale);
