@@ -514,8 +514,10 @@ QTL_FP8_AVX512 inline void block_scales16(__m512 vmax, float global_scale, float
 // k), stored at `o`. Each 32-element vector w is split into even and odd elements (lane j:
 // elements 2j, 2j+1, of block (32w + 2j) / B), scaled by their block's `os` (a `vpermps`), and
 // the two codes meet in one byte (E2M1: odd << 4 | even) or one word (E4M3: odd << 8 | even).
+// `prefetch` (optional): 16 blocks read next, one line per step.
 template <class F>
-QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename F::element* o, __m512 os) {
+QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename F::element* o, __m512 os,
+                                                   bfloat16_t const* prefetch) {
   constexpr int B = F::block_size;
   alignas(64) std::int32_t base[16];
   for (int j = 0; j < 16; ++j) {
@@ -523,6 +525,9 @@ QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename
   }
   __m512i idx = _mm512_load_si512(base);
   for (int w = 0; w < B / 2; ++w) {
+    if (prefetch != nullptr) {
+      _mm_prefetch(reinterpret_cast<char const*>(prefetch + 32 * w), _MM_HINT_T0);
+    }
     __m512 even;
     __m512 odd;
     load_bf16_pairs(x + 32 * w, even, odd);
@@ -546,12 +551,14 @@ QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename
 // their `Layout` offsets); returns how many. In chunks of up to 256 blocks (at most 16 KiB of
 // input, which stays in L1): first the scales of the chunk, 16 blocks a step, then its elements.
 // The two passes keep the long dependency chain of a scale (max, division, encode, division)
-// out of the element loop, so that both loops overlap their iterations. Scale bytes go out in
-// runs that the layout keeps contiguous (all 16 when a tile is one row, else `tile_cols`).
+// out of the element loop, so that both loops overlap their iterations; the element loop
+// prefetches the next chunk (of `next_row`, when given, after the last), whose scale pass would
+// otherwise wait on memory. Scale bytes go out in runs that the layout keeps contiguous (all 16
+// when a tile is one row, else `tile_cols`).
 template <class F, class Layout>
 QTL_FP8_AVX512 index_t block_quantize_row_avx512(bfloat16_t const* row, typename F::element* out, index_t kb,
                                                  index_t m, index_t padded_cols, typename F::scale* scales,
-                                                 float global_scale, float inv_gs) {
+                                                 float global_scale, float inv_gs, bfloat16_t const* next_row) {
   constexpr int run = Layout::tile_rows == 1 || Layout::tile_cols % 16 == 0 ? 16
                       : 16 % Layout::tile_cols == 0                         ? Layout::tile_cols
                                                                             : 1;
@@ -573,9 +580,13 @@ QTL_FP8_AVX512 index_t block_quantize_row_avx512(bfloat16_t const* row, typename
         std::memcpy(scales + blockscale_offset<Layout>(m, b + k, padded_cols), sc + k, run);
       }
     }
+    // the next chunk: the rest of this row's 16-block steps, or the next row's first ones
+    bfloat16_t const* next = b0 + chunk < end ? row + (b0 + chunk) * F::block_size : next_row;
+    index_t const next_blocks = b0 + chunk < end ? end - (b0 + chunk) : end;
     for (index_t g = 0; g < n; g += 16) {
       index_t const b = b0 + g;
-      block_elements16_avx512<F>(row + b * F::block_size, out + b * values_per_block, _mm512_load_ps(os + g));
+      bfloat16_t const* pf = next != nullptr && g < next_blocks ? next + g * F::block_size : nullptr;
+      block_elements16_avx512<F>(row + b * F::block_size, out + b * values_per_block, _mm512_load_ps(os + g), pf);
     }
   }
   return end;
@@ -653,7 +664,8 @@ void block_quantize(view2d<T const> in, view2d<typename F::element> values, std:
     if constexpr (avx512_blocks) {
       if (avx512) {  // 16 blocks at a time
         b = detail::x86::block_quantize_row_avx512<F, Layout>(row, out, kb, i, padded_cols, scales.data(),
-                                                              global_scale, inv_gs);
+                                                              global_scale, inv_gs,
+                                                              i + 1 < m ? &in(i + 1, 0) : nullptr);
       }
     }
 #endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
