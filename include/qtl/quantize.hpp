@@ -850,10 +850,10 @@ QTL_QUANTIZE_AVX2 inline void store32(std::int32_t* p, __m256i v) {
 /// turns rne's -0 into the +0 that `q - zp` gives. 16 columns per step, so that bf16 results pack
 /// into one 32-byte store. `Stream`: non-temporal stores (q_out and ref_out 16-byte aligned).
 /// Bit for bit `quantize_row` on such columns (test/unit/quantize_x86_test.cpp).
-/// Columns [begin, cn) of the row (`begin` where the AVX-512 kernel stopped).
+/// Columns [begin, end) of the row (the AVX-512 kernel leaves a head and a tail to it).
 template <class T, bool After, bool Stream>
 QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, float const* zp, clean_columns const& c,
-                                               index_t begin, index_t cn, quant_range r, std::uint32_t opaque,
+                                               index_t begin, index_t end, quant_range r, std::uint32_t opaque,
                                                std::int32_t* q_out, T* ref_out) {
   // Codes of columns j..j+7 stored; returns their reference values before the rounding to T.
   auto const step = [&](index_t j) QTL_QUANTIZE_AVX2 {
@@ -872,7 +872,7 @@ QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, flo
     }
   };
   index_t j = begin;
-  for (; j + 16 <= cn; j += 16) {
+  for (; j + 16 <= end; j += 16) {
     __m256 const a = step(j);
     __m256 const b = step(j + 8);
     if constexpr (std::is_same_v<T, half_t> && !After) {
@@ -891,10 +891,10 @@ QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, flo
       store8<T>(ref_out + j + 8, b);
     }
   }
-  for (; j + 8 <= cn; j += 8) {
+  for (; j + 8 <= end; j += 8) {
     store8<T>(ref_out + j, step(j));
   }
-  for (; j < cn; ++j) {
+  for (; j < end; ++j) {
     quantize_block<T, true, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
   }
 }
@@ -906,39 +906,22 @@ QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, flo
 #    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #  endif  // ^^^ GCC ^^^
 
-/// 64 bytes stored at `p`; non-temporal in 16-byte pieces when `Stream` (p 16-byte aligned).
-template <bool Stream>
-QTL_QUANTIZE_AVX512 inline void store64(void* p, __m512i v) {
-  if constexpr (Stream) {
-    auto* const q = static_cast<__m128i*>(p);
-    _mm_stream_si128(q, _mm512_castsi512_si128(v));
-    _mm_stream_si128(q + 1, _mm512_extracti32x4_epi32(v, 1));
-    _mm_stream_si128(q + 2, _mm512_extracti32x4_epi32(v, 2));
-    _mm_stream_si128(q + 3, _mm512_extracti32x4_epi32(v, 3));
-  } else {
-    _mm512_storeu_si512(p, v);
-  }
-}
-/// 32 bytes stored at `p`, as `store64`.
-template <bool Stream>
-QTL_QUANTIZE_AVX512 inline void store32(void* p, __m256i v) {
-  if constexpr (Stream) {
-    store16<true>(p, _mm256_castsi256_si128(v));
-    store16<true>(static_cast<__m128i*>(p) + 1, _mm256_extracti128_si256(v, 1));
-  } else {
-    _mm256_storeu_si256(static_cast<__m256i*>(p), v);
-  }
-}
-
 /// `quantize_row_clean_avx2` (zero points before scales) 16 columns per instruction, with the
-/// rounding and the int32 conversion of the clamped value in one `vcvtps2dq` {rn-sae}; the last
-/// cn % 16 columns go to the AVX2 kernel. Same bits (test/unit/quantize_x86_test.cpp).
+/// rounding and the int32 conversion of the clamped value in one `vcvtps2dq` {rn-sae}. `Stream`:
+/// the codes (two thirds of the bytes) go past the caches in whole 64-byte lines, from the first
+/// column where `q_out` is so aligned (the AVX2 kernel does the columns before it and the last
+/// cn % 16; non-temporal stores in 16-byte pieces measured slower than ordinary ones here).
+/// Same bits as the AVX2 kernel (test/unit/quantize_x86_test.cpp).
 template <class T, bool Stream>
 QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc, float const* zp,
                                                    clean_columns const& c, index_t cn, quant_range r,
                                                    std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
   constexpr int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   index_t j = 0;
+  if constexpr (Stream) {
+    j = std::min<index_t>(cn, static_cast<index_t>((64 - (reinterpret_cast<std::uintptr_t>(q_out) & 63)) & 63) / 4);
+    quantize_row_clean_avx2<T, false, false>(in, sc, zp, c, 0, j, r, opaque, q_out, ref_out);
+  }
   for (; j + 16 <= cn; j += 16) {
     __m256i const raw = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(in + j));
     __m512 const s = _mm512_loadu_ps(sc + j);
@@ -954,7 +937,12 @@ QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc,
     }
     y = _mm512_min_ps(_mm512_max_ps(y, _mm512_loadu_ps(c.lo + j)), _mm512_loadu_ps(c.hi + j));
     __m512i const v = _mm512_cvt_roundps_epi32(y, rne);
-    store64<Stream>(q_out + j, _mm512_add_epi32(v, _mm512_loadu_si512(c.zb + j)));
+    __m512i const code = _mm512_add_epi32(v, _mm512_loadu_si512(c.zb + j));
+    if constexpr (Stream) {
+      _mm512_stream_si512(reinterpret_cast<__m512i*>(q_out + j), code);
+    } else {
+      _mm512_storeu_si512(q_out + j, code);
+    }
     __m512 const ref = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);  // finite: no NaN to canonicalise
     __m256i h;
     if constexpr (std::is_same_v<T, half_t>) {
@@ -965,9 +953,9 @@ QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc,
       __m512i const t = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
       h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(t, 16));
     }
-    store32<Stream>(ref_out + j, h);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ref_out + j), h);
   }
-  quantize_row_clean_avx2<T, false, Stream>(in, sc, zp, c, j, cn, r, opaque, q_out, ref_out);
+  quantize_row_clean_avx2<T, false, false>(in, sc, zp, c, j, cn, r, opaque, q_out, ref_out);
 }
 #  if defined(__GNUC__) && !defined(__clang__)
 #    pragma GCC diagnostic pop
@@ -997,7 +985,7 @@ bool minmax_tile_dispatch(bool fast, T const* w, index_t stride, index_t rows, i
 /// How pass 2 runs on one column tile of the x86 executor.
 struct x86_tile {
   bool clean = false;   // `quantize_row_clean_avx2` applies (its columns in `cols`)
-  bool stream = false;  // non-temporal stores for rows whose outputs are 16-byte aligned
+  bool stream = false;  // non-temporal stores (AVX2: for rows whose outputs are 16-byte aligned)
   bool avx512 = false;  // the clean kernel's AVX-512 variant (zero points before scales)
   x86::clean_columns cols;
 };
@@ -1047,7 +1035,7 @@ void quantize_row_x86(x86_tile const& t, T const* in, float const* sc, float con
       bool const stream =
           t.stream && ((reinterpret_cast<std::uintptr_t>(q_out) | reinterpret_cast<std::uintptr_t>(ref_out)) & 15) == 0;
       if (t.avx512 && !After) {
-        if (stream) {
+        if (t.stream) {
           x86::quantize_row_clean_avx512<T, true>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
         } else {
           x86::quantize_row_clean_avx512<T, false>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);

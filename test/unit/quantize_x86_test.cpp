@@ -247,13 +247,18 @@ void compare_clean_rows(qtl::quant_range r, bool zero_points, std::mt19937& rng)
       if (tile->avx512 && !qnt::x86::has_avx512()) {
         continue;
       }
-      // 16-byte aligned outputs, so that the streaming stores are the ones taken.
-      alignas(16) std::int32_t q_fast[208];
-      alignas(16) T w_fast[208];
+      // Outputs 16-byte aligned (the AVX2 kernel streams only then) or shifted by a few elements
+      // (the AVX-512 kernel then starts streaming further into the row).
+      alignas(64) std::int32_t q_buf[224];
+      alignas(64) T w_buf[224];
+      std::size_t const shift = rng() % 2 ? 0 : rng() % 16;
+      std::int32_t* const q_fast = q_buf + shift;
+      T* const w_fast = w_buf + shift;
       qnt::quantize_row_x86<T, true, After>(*tile, in.data(), sc.data(), zp.data(), cn, r, 0, q_fast, w_fast);
       for (std::size_t j = 0; j < n; ++j) {
         INFO("column " << j << " of " << cn << ": w bits " << bits_of(in[j]) << ", s " << sc[j] << ", zp " << zp[j]
-                       << ", stream " << stream << ", avx512 " << tile->avx512);
+                       << ", stream " << stream << ", avx512 " << tile->avx512
+                       << ", shift " << shift);
         REQUIRE(q_fast[j] == q_ref[j]);
         REQUIRE(bits_of(w_fast[j]) == bits_of(w_ref[j]));
       }
