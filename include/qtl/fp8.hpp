@@ -78,6 +78,7 @@
 // time (the default build targets baseline x86-64); nvcc's passes do not.
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
 #  include <immintrin.h>
+#  include <unistd.h>  // sysconf: the last-level cache size
 #  define QTL_FP8_X86_DISPATCH 1
 #else
 #  define QTL_FP8_X86_DISPATCH 0
@@ -714,7 +715,8 @@ QTL_FP8_AVX512 inline void load_bf16_pairs(bfloat16_t const* p, __m512& even, __
 // (odd << 8 | even, little-endian bytes 2j, 2j+1) and `vpmovdw` stores the 32 bytes in order.
 // `prefetch` (optional, as long as the row): a row that is read next (per-token quantization's
 // next row, whose max is taken before anything else can run), one line per step.
-template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
+// `Stream` (bf16): non-temporal stores, `out` 32-byte aligned (see `stream_output`).
+template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T, bool Stream = false>
 QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, float scale, float inv,
                                            T const* prefetch = nullptr) {
   __m512 const vs = _mm512_set1_ps(scale);
@@ -730,8 +732,15 @@ QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, flo
       load_bf16_pairs(in + j, even, odd);
       __m512i const ce = fp8_encode16<Fp8, Nan>(scale16<Op>(even, vs, vi));
       __m512i const co = fp8_encode16<Fp8, Nan>(scale16<Op>(odd, vs, vi));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j),
-                          _mm512_cvtepi32_epi16(_mm512_or_si512(ce, _mm512_slli_epi32(co, 8))));
+      __m256i const c = _mm512_cvtepi32_epi16(_mm512_or_si512(ce, _mm512_slli_epi32(co, 8)));
+      if constexpr (Stream) {
+        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + j), c);
+      } else {
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), c);
+      }
+    }
+    if constexpr (Stream) {
+      _mm_sfence();  // the streamed codes are visible before the function returns
     }
     return vec_end;
   } else {
@@ -993,11 +1002,23 @@ bool avx2_quantizes() {
 
 // `quantize_row` by the AVX2 executor where the CPU has it (float and bf16), the rest by the
 // portable loops.
+// `stream`: see `stream_output` (bf16 on the AVX-512 executor; a head up to the first 32-byte
+// boundary of `out` goes through the portable loop).
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
 void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float inv,
-                           [[maybe_unused]] T const* prefetch = nullptr) {
+                           [[maybe_unused]] T const* prefetch = nullptr, [[maybe_unused]] bool stream = false) {
   index_t j = 0;
 #if QTL_FP8_X86_DISPATCH
+  if constexpr (std::is_same_v<T, bfloat16_t>) {
+    if (stream && n >= 256 && x86::fp8_has_avx512()) {
+      auto const head = static_cast<index_t>((32u - reinterpret_cast<std::uintptr_t>(out) % 32u) % 32u);
+      quantize_row<Fp8, Nan, Op>(in, out, head, scale, inv);
+      j = head + x86::quantize_row_avx512<Fp8, Nan, Op, T, true>(in + head, out + head, n - head, scale, inv,
+                                                                prefetch);
+      quantize_row<Fp8, Nan, Op>(in + j, out + j, n - j, scale, inv);
+      return;
+    }
+  }
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
     if (x86::fp8_has_avx512()) {
       j = x86::quantize_row_avx512<Fp8, Nan, Op>(in, out, n, scale, inv, prefetch);
@@ -1009,6 +1030,24 @@ void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float 
   quantize_row<Fp8, Nan, Op>(in + j, out + j, n - j, scale, inv);
 }
 
+// True when an output of `bytes` is better written with non-temporal stores: at least twice the
+// last-level cache (as the C library reports it; 32 MiB when it does not), which it could not
+// keep anyway while the input streams through; skipping the read-for-ownership of each line
+// saves a third of the memory traffic of an fp8 quantization.
+// `stream_min_bytes()` is that threshold (a hook through which the unit tests stream small
+// outputs).
+inline std::size_t& stream_min_bytes() {
+  static std::size_t min_bytes = [] {
+    long size = 0;
+#if defined(_SC_LEVEL3_CACHE_SIZE)
+    size = sysconf(_SC_LEVEL3_CACHE_SIZE);
+#endif  // ^^^ _SC_LEVEL3_CACHE_SIZE ^^^
+    return 2 * (size > 0 ? static_cast<std::size_t>(size) : std::size_t{32} << 20);
+  }();
+  return min_bytes;
+}
+inline bool stream_output(std::size_t bytes) { return bytes >= stream_min_bytes(); }
+
 // A normal power of two (`2^k`, -126 <= k <= 127): its reciprocal `2^-k` is exact (2^-127 as a
 // subnormal), so `x / s` and `x * (1 / s)` are the same real number, rounded once: equal.
 constexpr bool is_normal_power_of_two(float s) {
@@ -1019,17 +1058,18 @@ constexpr bool is_normal_power_of_two(float s) {
 // `prefetch`: see `quantize_row_avx512`.
 template <class Fp8, fp8_scale_op Op, class T>
 void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv, fp8_nan nan,
-                  T const* prefetch = nullptr) {
+                  T const* prefetch = nullptr, bool stream = false) {
   if constexpr (Op == fp8_scale_op::divide) {
     if (is_normal_power_of_two(scale)) {  // UE8M0 group scales: a multiply (see above), not a divide
-      quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(in, out, n, scale, div_rn(1.0f, scale), nan, prefetch);
+      quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(in, out, n, scale, div_rn(1.0f, scale), nan, prefetch,
+                                                           stream);
       return;
     }
   }
   if (nan == fp8_nan::to_max) {
-    quantize_row_dispatch<Fp8, fp8_nan::to_max, Op>(in, out, n, scale, inv, prefetch);
+    quantize_row_dispatch<Fp8, fp8_nan::to_max, Op>(in, out, n, scale, inv, prefetch, stream);
   } else {
-    quantize_row_dispatch<Fp8, fp8_nan::propagate, Op>(in, out, n, scale, inv, prefetch);
+    quantize_row_dispatch<Fp8, fp8_nan::propagate, Op>(in, out, n, scale, inv, prefetch, stream);
   }
 }
 
@@ -1114,9 +1154,10 @@ void scaled_fp8_quant_static(view2d<T const> in, float scale, view2d<Fp8> out, f
       return;
     }
   }
+  bool const stream = detail::stream_output(static_cast<std::size_t>(in.extent[0] * in.extent[1]) * sizeof(Fp8));
   for (index_t i = 0; i < in.extent[0]; ++i) {
     detail::quantize_row<Fp8, fp8_scale_op::multiply_reciprocal>(&in(i, 0), &out(i, 0), in.extent[1], scale,
-                                                                 inv, o.nan);
+                                                                 inv, o.nan, static_cast<T const*>(nullptr), stream);
   }
   detail::zero_padding_rows(out, in.extent[0]);
 }
