@@ -272,11 +272,18 @@ index_t band_blocks(byte_t const* tiles, byte_t* const* rows, index_t kt, index_
   return kt + W * n;
 }
 
-// The executors from widest to narrowest; returns the first K-tile left (fewer than 4).
+// The executors from widest to narrowest; returns the first K-tile left (fewer than 4). `row0`
+// (the band's first row) picks a head of K-tiles done 4 at a time first, so that the wide
+// executors read (swizzle) or write (un-swizzle) rows at 64-byte boundaries where rows start
+// at a multiple of 16 bytes past one (as std::vector buffers do); only the speed depends on it.
 template <bool Stream, class Src, class Dst>
-index_t band_widths(Src src, Dst dst, index_t nk, band_isa level) {
+index_t band_widths(Src src, Dst dst, index_t nk, band_isa level, byte_t const* row0) {
   index_t kt = 0;
 #if defined(QTL_BLOCKSCALE_X86)
+  index_t const head = static_cast<index_t>((64 - reinterpret_cast<std::uintptr_t>(row0) % 64) % 64) / 4;
+  if (level >= band_isa::avx2 && head % 4 == 0 && head < nk) {
+    kt = band_blocks<4, Stream>(src, dst, kt, head, level);
+  }
   if (level == band_isa::avx512) {
     kt = band_blocks<16, Stream>(src, dst, kt, nk, level);
   }
@@ -295,8 +302,8 @@ inline void swizzle_band_128x4(byte_t const* const rows[128], index_t cols, byte
                                band_isa level = best_band_isa(), bool stream = false) {
   index_t const nk = cols / 4;  // whole K-tiles
   index_t kt = stream && reinterpret_cast<std::uintptr_t>(tiles) % 64 == 0
-                   ? band_widths<true>(rows, tiles, nk, level)
-                   : band_widths<false>(rows, tiles, nk, level);
+                   ? band_widths<true>(rows, tiles, nk, level, rows[0])
+                   : band_widths<false>(rows, tiles, nk, level, rows[0]);
   for (; 4 * kt < cols; ++kt) {  // fewer than 4 K-tiles left, the last maybe partial (zero-filled)
     for (int line = 0; line < 32; ++line) {
       for (int slot = 0; slot < 4; ++slot) {
@@ -318,7 +325,8 @@ inline void unswizzle_band_128x4(byte_t const* tiles, index_t cols, byte_t* cons
   for (int r = 0; r < 128 && stream; ++r) {
     stream = reinterpret_cast<std::uintptr_t>(rows[r]) % 64 == 0;
   }
-  index_t const kt = stream ? band_widths<true>(tiles, rows, nk, level) : band_widths<false>(tiles, rows, nk, level);
+  index_t const kt = stream ? band_widths<true>(tiles, rows, nk, level, rows[0])
+                            : band_widths<false>(tiles, rows, nk, level, rows[0]);
   for (int line = 0; line < 32; ++line) {  // fewer than 4 K-tiles left, the last maybe partial
     for (int slot = 0; slot < 4; ++slot) {
       for (index_t k = 4 * kt; k < cols; ++k) {
