@@ -651,46 +651,46 @@ QTL_FP8_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float s
 
 QTL_FP8_AVX512 inline __m512i z32(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
 
-// `fp8_encode_magnitude` of a format with `Bias` and `M` mantissa bits (E4M3: 7, 3; E5M2: 15, 2;
-// E2M1: 1, 1) on 16 lanes; `mag` is at most the format's max and not NaN.
+// `fp8_encode_magnitude` of a format with `Bias` and `M` mantissa bits (E4M3: 7, 3; E5M2: 15, 2)
+// on 16 lanes; `mag` is at most the format's max and not NaN. One float addition rounds both
+// ranges: with e = max(exponent of |v|, e_min), e_min that of the smallest normal, the float
+// 2^(e + 23 - M) has ulp 2^(e - M), the format's step at |v| (the subnormal step below e_min), so
+// the FPU's RNE of |v| + 2^(e+23-M) is the format's RNE of |v|, and the low bits of the sum
+// count steps of 2^(e-M): 2^M + mantissa for a normal |v| (2^(M+1) when it rounds up to the next
+// binade), the code itself for a subnormal one. Then
+//
+//   code = (e - e_min) * 2^M + (bits(sum) - bits(2^(e+23-M)))       (biased exponents)
+//
+// (the same codes as the element function's integer rounding; tested on every boundary).
 template <int Bias, int M>
 QTL_FP8_AVX512 inline __m512i encode_magnitude16(__m512i mag) {
-  constexpr int drop = 23 - M;
-  constexpr std::uint32_t magic_bits = std::uint32_t(127 + 24 - Bias - M) << 23;
-  __m512i const lsb = _mm512_and_si512(_mm512_srli_epi32(mag, drop), z32(1u));
-  __m512i const rounded = _mm512_add_epi32(_mm512_add_epi32(mag, z32((1u << (drop - 1)) - 1u)), lsb);
-  __m512i const normal = _mm512_sub_epi32(_mm512_srli_epi32(rounded, drop), z32(std::uint32_t(127 - Bias) << M));
-  __m512 const sum = _mm512_add_ps(_mm512_castsi512_ps(mag), _mm512_castsi512_ps(z32(magic_bits)));
-  __mmask16 const subnormal = _mm512_cmplt_epu32_mask(mag, z32(std::uint32_t(127 + 1 - Bias) << 23));
-  return _mm512_mask_sub_epi32(normal, subnormal, _mm512_castps_si512(sum), z32(magic_bits));
+  constexpr std::uint32_t e_min = 127 + 1 - Bias;
+  __m512i const e = _mm512_max_epu32(_mm512_and_si512(mag, z32(0x7f800000u)), z32(e_min << 23));
+  __m512i const magic = _mm512_add_epi32(e, z32(std::uint32_t(23 - M) << 23));
+  __m512 const sum = _mm512_add_ps(_mm512_castsi512_ps(mag), _mm512_castsi512_ps(magic));
+  __m512i const steps = _mm512_sub_epi32(_mm512_castps_si512(sum), magic);
+  return _mm512_add_epi32(_mm512_sub_epi32(_mm512_srli_epi32(e, 23 - M), z32(e_min << M)), steps);
 }
 
-// The saturating encode of 16 floats to a `Width`-bit code (sign on top): |v| clamped to
-// `max_bits` (a NaN too), then `encode_magnitude16`; NaN lanes become `max_code` (to_max) or
-// sign | `nan_code` (propagate). `fp8_saturate_encode` and, for E2M1, `e2m1_encode`.
-template <int Bias, int M, int Width, bool PropagateNan>
-QTL_FP8_AVX512 inline __m512i saturate_encode16(__m512 v, std::uint32_t max_bits, std::uint32_t max_code,
-                                                std::uint32_t nan_code) {
-  __m512i const bits = _mm512_castps_si512(v);
-  __m512i const mag = _mm512_and_si512(bits, z32(0x7fffffffu));
-  __mmask16 const nan = _mm512_cmpgt_epu32_mask(mag, z32(0x7f800000u));
-  __m512i const code = encode_magnitude16<Bias, M>(_mm512_min_epu32(mag, z32(max_bits)));
-  // code | ((bits >> (32 - Width)) & sign bit): A | (B & C)
-  __m512i const signed_code =
-      _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 32 - Width), z32(1u << (Width - 1)), 0xF8);
-  if constexpr (PropagateNan) {
-    return _mm512_mask_or_epi32(signed_code, nan, signed_code, z32(nan_code));
-  } else {
-    (void)nan_code;
-    return _mm512_mask_mov_epi32(signed_code, nan, z32(max_code));
-  }
-}
-
+// `fp8_saturate_encode` of 16 floats: |v| clamped to max on the bits (a NaN too, whose bits
+// exceed Inf's), then `encode_magnitude16`, then the sign. `to_max`: the sign bit where v is a
+// negative number, -0 and -Inf included (`vfpclassps`), so a NaN stays +max; `propagate`: v's
+// sign bit, and a NaN lane ORs in the NaN code.
 template <class Fp8, fp8_nan Nan>
 QTL_FP8_AVX512 inline __m512i fp8_encode16(__m512 v) {
   using F = fp8_format<Fp8>;
-  return saturate_encode16<F::bias, F::mantissa_bits, 8, Nan == fp8_nan::propagate>(v, float_to_bits(F::max),
-                                                                                   F::max_code, F::nan_code);
+  __m512i const bits = _mm512_castps_si512(v);
+  __m512i const mag = _mm512_and_si512(bits, z32(0x7fffffffu));
+  __m512i const code =
+      encode_magnitude16<F::bias, F::mantissa_bits>(_mm512_min_epu32(mag, z32(float_to_bits(F::max))));
+  if constexpr (Nan == fp8_nan::to_max) {
+    __mmask16 const negative = _mm512_fpclass_ps_mask(v, 0x04 | 0x10 | 0x40);  // -0, -Inf, negative finite
+    return _mm512_mask_or_epi32(code, negative, code, z32(0x80u));
+  } else {
+    __mmask16 const nan = _mm512_cmpgt_epu32_mask(mag, z32(0x7f800000u));
+    __m512i const signed_code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 24), z32(0x80u), 0xF8);
+    return _mm512_mask_or_epi32(signed_code, nan, signed_code, z32(F::nan_code));  // A | (B & C) above
+  }
 }
 
 template <fp8_scale_op Op>
