@@ -3,8 +3,8 @@
 // K around the tile and vector widths (padding rows, ragged K-tiles, whole 16-tile blocks with
 // leftovers), batches, unaligned pointers, row strides with gaps, and bands of arbitrary row
 // pointers (permuted and repeated, as the MoE preparation gathers them).
-#include <catch2/catch.hpp>
 #include <array>
+#include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <qtl/blockscale.hpp>
@@ -121,41 +121,41 @@ TEST_CASE("band executors on arbitrary row pointers (permuted, repeated)", "[blo
   std::mt19937 rng(11);
   for (band_isa const level : levels()) {
     for (index_t const k : ks) {
-    for (bool const stream : {false, true}) {
-      index_t const kp = layout::pad_cols(k);
-      INFO("level " << static_cast<int>(level) << ", K " << k << ", stream " << stream);
-      std::vector<byte_t> pool = random_bytes(static_cast<std::size_t>(200 * k + 3), rng);
-      byte_t const* rows[128];
-      for (auto& r : rows) {
-        r = pool.data() + 1 + static_cast<index_t>(rng() % 200) * k;
-      }
-      std::vector<byte_t> want(static_cast<std::size_t>(128 * kp), 0xEE);
-      for (index_t r = 0; r < 128; ++r) {
-        for (index_t c = 0; c < kp; ++c) {
-          want[static_cast<std::size_t>(qtl::blockscale_offset<layout>(r, c, kp))] = c < k ? rows[r][c] : byte_t{0};
+      for (bool const stream : {false, true}) {
+        index_t const kp = layout::pad_cols(k);
+        INFO("level " << static_cast<int>(level) << ", K " << k << ", stream " << stream);
+        std::vector<byte_t> pool = random_bytes(static_cast<std::size_t>(200 * k + 3), rng);
+        byte_t const* rows[128];
+        for (auto& r : rows) {
+          r = pool.data() + 1 + static_cast<index_t>(rng() % 200) * k;
         }
-      }
-      buffer got(want.size(), stream ? 0 : 1, 0xEE);
-      qtl::detail::swizzle_band_128x4(rows, k, got.data, level, stream);
-      qtl::detail::band_stream_fence();
-      REQUIRE(std::vector<byte_t>(got.data, got.data + want.size()) == want);
+        std::vector<byte_t> want(static_cast<std::size_t>(128 * kp), 0xEE);
+        for (index_t r = 0; r < 128; ++r) {
+          for (index_t c = 0; c < kp; ++c) {
+            want[static_cast<std::size_t>(qtl::blockscale_offset<layout>(r, c, kp))] = c < k ? rows[r][c] : byte_t{0};
+          }
+        }
+        buffer got(want.size(), stream ? 0 : 1, 0xEE);
+        qtl::detail::swizzle_band_128x4(rows, k, got.data, level, stream);
+        qtl::detail::band_stream_fence();
+        REQUIRE(std::vector<byte_t>(got.data, got.data + want.size()) == want);
 
-      // And back into 128 separate rows in shuffled order (64-byte aligned ones when streaming).
-      index_t const out_stride = stream ? (k + 64) / 64 * 64 : k + 1;
-      buffer out(static_cast<std::size_t>(128 * out_stride), 0, 0x5A);
-      byte_t* out_rows[128];
-      for (index_t r = 0; r < 128; ++r) {
-        out_rows[r] = out.data + ((r * 37) % 128) * out_stride;
-      }
-      qtl::detail::unswizzle_band_128x4(got.data, k, out_rows, level, stream);
-      qtl::detail::band_stream_fence();
-      for (index_t r = 0; r < 128; ++r) {
-        for (index_t c = 0; c < k; ++c) {
-          REQUIRE(out_rows[r][c] == rows[r][c]);
+        // And back into 128 separate rows in shuffled order (64-byte aligned ones when streaming).
+        index_t const out_stride = stream ? (k + 64) / 64 * 64 : k + 1;
+        buffer out(static_cast<std::size_t>(128 * out_stride), 0, 0x5A);
+        byte_t* out_rows[128];
+        for (index_t r = 0; r < 128; ++r) {
+          out_rows[r] = out.data + ((r * 37) % 128) * out_stride;
         }
-        REQUIRE(out_rows[r][k] == 0x5A);
+        qtl::detail::unswizzle_band_128x4(got.data, k, out_rows, level, stream);
+        qtl::detail::band_stream_fence();
+        for (index_t r = 0; r < 128; ++r) {
+          for (index_t c = 0; c < k; ++c) {
+            REQUIRE(out_rows[r][c] == rows[r][c]);
+          }
+          REQUIRE(out_rows[r][k] == 0x5A);
+        }
       }
-    }
     }
   }
 }

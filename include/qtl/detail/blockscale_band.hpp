@@ -277,7 +277,7 @@ index_t band_blocks(byte_t const* tiles, byte_t* const* rows, index_t kt, index_
 // executors read (swizzle) or write (un-swizzle) rows at 64-byte boundaries where rows start
 // at a multiple of 16 bytes past one (as std::vector buffers do); only the speed depends on it.
 template <bool Stream, class Src, class Dst>
-index_t band_widths(Src src, Dst dst, index_t nk, band_isa level, byte_t const* row0) {
+index_t band_widths(Src src, Dst dst, index_t nk, band_isa level, [[maybe_unused]] byte_t const* row0) {
   index_t kt = 0;
 #if defined(QTL_BLOCKSCALE_X86)
   index_t const head = static_cast<index_t>((64 - reinterpret_cast<std::uintptr_t>(row0) % 64) % 64) / 4;
