@@ -24,4 +24,5 @@
 #include <qtl/rules/dynamic.hpp>
 #include <qtl/rules/skip.hpp>
 #include <qtl/scalar_type.hpp>
+#include <qtl/transpose.hpp>
 #include <qtl/view.hpp>

@@ -58,6 +58,7 @@
 
 #include <qtl/fp8.hpp>
 #include <qtl/pack.hpp>
+#include <qtl/transpose.hpp>
 #include <qtl/quantize.hpp>
 
 #include "commands.hpp"
@@ -353,20 +354,10 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
   for (index_t n0 = 0; n0 < n; n0 += slice) {
     index_t const c = std::min(slice, n - n0);
     // transpose rows n0..n0+c of W [N, K] into (K, c)
-    // (in 32 x 32 tiles, so that both the reads and the writes stay within a few cache lines)
     view2d<T> t = make_view(wt.view().data, k, c);
-    for (index_t r0 = 0; r0 < c; r0 += 32) {
-      for (index_t k0 = 0; k0 < k; k0 += 32) {
-        index_t const r1 = std::min(c, r0 + 32);
-        index_t const k1 = std::min(k, k0 + 32);
-        for (index_t r = r0; r < r1; ++r) {
-          T const* src = &w(n0 + r, 0);
-          for (index_t kk = k0; kk < k1; ++kk) {
-            t(kk, r) = src[kk];
-          }
-        }
-      }
-    }
+    view2d<T const> rows_nk = make_view(&w(n0, 0), c, k);
+    rows_nk.stride[0] = w.stride[0];
+    transpose(rows_nk, t);
     // the input rows just read are not needed again: let the kernel drop their pages
     if (j.in->bytes.data() == reinterpret_cast<std::byte const*>(w.data)) {
       tensor_info rows;

@@ -1,0 +1,119 @@
+#pragma once
+/// \file
+/// `qtl::transpose`: out = inᵀ for 2-D views, the step between Hugging Face's [N, K] linear
+/// weights and the (K, N) layout `quantize_weights` and `pack_rows` take.
+///
+///   in (R, C), row stride s_in              out (C, R), row stride s_out
+///   ┌ a00 a01 … a0C ┐                       ┌ a00 a10 … aR0 ┐
+///   │ a10 a11 … a1C │           ──▶         │ a01 a11 … aR1 │
+///   └ aR0 aR1 … aRC ┘                       └ a0C a1C … aRC ┘
+///
+/// Host only. 2-byte elements (fp16, bf16, int16) move as 8×8 blocks through SSE2 registers
+/// (three rounds of unpacks) where the compiler targets x86-64; everything else, and the edges
+/// that do not fill a block, by 32×32 tiles of element copies, so that reads and writes each stay
+/// within a few cache lines.
+
+#include <cstddef>
+#include <string>
+#include <type_traits>
+
+#include <qtl/error.hpp>
+#include <qtl/view.hpp>
+
+#if defined(__SSE2__) && !defined(__CUDACC__)
+#  define QTL_TRANSPOSE_SSE2 1
+#  include <emmintrin.h>
+#endif  // ^^^ SSE2 host ^^^
+
+namespace qtl {
+
+namespace detail::tr {
+
+/// Elements [r0, r1) × [c0, c1) of `in` into `out`, one at a time.
+template <class T>
+void transpose_scalar(view2d<T const> in, view2d<T> out, index_t r0, index_t r1, index_t c0, index_t c1) {
+  constexpr index_t tile = 32;
+  for (index_t rt = r0; rt < r1; rt += tile) {
+    for (index_t ct = c0; ct < c1; ct += tile) {
+      index_t const re = rt + tile < r1 ? rt + tile : r1;
+      index_t const ce = ct + tile < c1 ? ct + tile : c1;
+      for (index_t r = rt; r < re; ++r) {
+        for (index_t c = ct; c < ce; ++c) {
+          out(c, r) = in(r, c);
+        }
+      }
+    }
+  }
+}
+
+#if defined(QTL_TRANSPOSE_SSE2)
+/// Rows a[0..7] of 8 16-bit lanes become columns: a[i] lane j ↔ a[j] lane i. Each round
+/// interleaves pairs at twice the width (16, 32, then 64 bits).
+inline void transpose8x8_epi16(__m128i a[8]) {
+  __m128i t[8];
+  for (int i = 0; i < 4; ++i) {
+    t[i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);      // a0[0] a1[0] a0[1] a1[1] ...
+    t[4 + i] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);  // a0[4] a1[4] a0[5] a1[5] ...
+  }
+  __m128i u[8];
+  for (int h = 0; h < 2; ++h) {  // h: columns 0-3 (t[0..3]) or 4-7 (t[4..7])
+    __m128i const* s = t + 4 * h;
+    u[4 * h + 0] = _mm_unpacklo_epi32(s[0], s[1]);  // rows 0-3 of columns 4h, 4h+1
+    u[4 * h + 1] = _mm_unpackhi_epi32(s[0], s[1]);  // rows 0-3 of columns 4h+2, 4h+3
+    u[4 * h + 2] = _mm_unpacklo_epi32(s[2], s[3]);  // rows 4-7 of columns 4h, 4h+1
+    u[4 * h + 3] = _mm_unpackhi_epi32(s[2], s[3]);  // rows 4-7 of columns 4h+2, 4h+3
+  }
+  for (int h = 0; h < 2; ++h) {
+    a[4 * h + 0] = _mm_unpacklo_epi64(u[4 * h + 0], u[4 * h + 2]);
+    a[4 * h + 1] = _mm_unpackhi_epi64(u[4 * h + 0], u[4 * h + 2]);
+    a[4 * h + 2] = _mm_unpacklo_epi64(u[4 * h + 1], u[4 * h + 3]);
+    a[4 * h + 3] = _mm_unpackhi_epi64(u[4 * h + 1], u[4 * h + 3]);
+  }
+}
+#endif  // ^^^ QTL_TRANSPOSE_SSE2 ^^^
+
+}  // namespace detail::tr
+
+/// out(c, r) = in(r, c) for every element. `out` must be in's shape transposed, with unit stride
+/// along its last dimension, as `in`; the two must not overlap.
+/// @throws shape_error for mismatched shapes or non-unit strides
+template <class W, class T>
+void transpose(view2d<W> in_, view2d<T> out) {
+  static_assert(std::is_same_v<std::remove_const_t<W>, T> && !std::is_const_v<T>,
+                "qtl::transpose: in and out hold the same element type, out writable");
+  view2d<T const> const in{in_.data, {in_.extent[0], in_.extent[1]}, {in_.stride[0], in_.stride[1]}};
+  index_t const rows = in.extent[0];
+  index_t const cols = in.extent[1];
+  if (out.extent[0] != cols || out.extent[1] != rows) {
+    throw shape_error("qtl::transpose: out has shape (" + std::to_string(out.extent[0]) + ", " +
+                      std::to_string(out.extent[1]) + "), expected (" + std::to_string(cols) + ", " +
+                      std::to_string(rows) + ")");
+  }
+  if ((cols > 1 && in.stride[1] != 1) || (rows > 1 && out.stride[1] != 1)) {
+    throw shape_error("qtl::transpose: in and out need unit stride along their last dimension");
+  }
+  index_t r8 = 0;
+  index_t c8 = 0;
+#if defined(QTL_TRANSPOSE_SSE2)
+  if constexpr (sizeof(T) == 2) {
+    r8 = rows / 8 * 8;
+    c8 = cols / 8 * 8;
+    for (index_t r = 0; r < r8; r += 8) {
+      for (index_t c = 0; c < c8; c += 8) {
+        __m128i a[8];
+        for (int i = 0; i < 8; ++i) {
+          a[i] = _mm_loadu_si128(reinterpret_cast<__m128i const*>(&in(r + i, c)));
+        }
+        detail::tr::transpose8x8_epi16(a);
+        for (int i = 0; i < 8; ++i) {
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(&out(c + i, r)), a[i]);
+        }
+      }
+    }
+  }
+#endif  // ^^^ QTL_TRANSPOSE_SSE2 ^^^
+  detail::tr::transpose_scalar(in, out, 0, r8, c8, cols);   // right edge of the blocks
+  detail::tr::transpose_scalar(in, out, r8, rows, 0, cols);  // bottom rows
+}
+
+}  // namespace qtl
