@@ -10,7 +10,8 @@ GPTQ words unpacked, e4m3 decoded and weights dequantized in pure Python on smal
      index, config.json and quantize_config.json as research/checkpoint_formats.md says.
   2. FP8 channel (compressed-tensors) and block (HF fp8): shapes, names, no extra tensors, every
      element within half an e4m3 step of the original.
-  3. A run killed halfway (SIGKILL and SIGTERM) leaves no file under a final name, and an older
+  3. A run killed halfway (SIGKILL and SIGTERM) leaves no file under a final name (the next run
+     removes what a SIGKILL left), and an older
      output under that name untouched.
   4. `qtl explain --json` on every golden config: the decisions their `expected` fields state.
   5. `qtl lint`: planted problems found (exit 3), a clean config passes (exit 0).
@@ -342,7 +343,7 @@ def test_killed(tmp):
     block = struct.pack("<4096e", *[f16(0.02 * rnd.gauss(0, 1)) for _ in range(4096)])
     n, k = 1024, 4096  # 8 MiB per tensor
     data = block * (n * k // 4096)
-    tensors = [("model.layers.%d.mlp.up_proj.weight" % i, "F16", [n, k], data) for i in range(12)]
+    tensors = [("model.layers.%d.mlp.up_proj.weight" % i, "F16", [n, k], data) for i in range(24)]
     with open(os.path.join(src, "model.safetensors"), "wb") as f:
         f.write(st.build(tensors, {"format": "pt"}))
     for sig in (signal.SIGKILL, signal.SIGTERM):
@@ -368,6 +369,14 @@ def test_killed(tmp):
             check(f.read() == old, "killed run: the older output untouched")
         if sig == signal.SIGTERM:
             check(names == ["model.safetensors"], "SIGTERM: temporaries removed: %s" % names)
+        else:
+            # SIGKILL reaches no handler: the next run into the folder removes what it left.
+            check(any(".qtl-tmp-" in f for f in names), "SIGKILL leaves its temporaries: %s" % names)
+            small = os.path.join(tmp, "small-%d" % sig)
+            make_checkpoint(small, shards=1)
+            rc, _, err = run("quantize", small, out, "--format", "gptq")
+            check(rc == 0 and "left by a killed run" in err, "the next run reports the stale temporaries: " + err)
+            check(not [f for f in os.listdir(out) if ".qtl-tmp-" in f], "the next run removed the stale temporaries")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -35,9 +35,11 @@
 // at a time (GPTQ in 256-column slices) and write the results at their offsets; input pages are
 // released after use, so memory stays at a few tensors. Only when every tensor is written are the
 // files flushed and renamed to their final names; an error or a signal (SIGINT, SIGTERM, SIGHUP)
-// removes the temporaries; a killed run leaves no file under a final name that it did not finish.
+// removes the temporaries; a killed run leaves no file under a final name that it did not finish,
+// and the next run into the same folder removes the temporaries a SIGKILL left.
 
 #include <fcntl.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -47,6 +49,7 @@
 #include <csignal>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iomanip>
 #include <iostream>
@@ -90,6 +93,29 @@ extern "C" void remove_temps_and_die(int sig) {
   }
   std::signal(sig, SIG_DFL);
   std::raise(sig);
+}
+
+/// Removes the temporaries (".NAME.qtl-tmp-PID-N") that a run killed by SIGKILL, which no
+/// handler sees, left in `dir`: those of processes that no longer exist. Returns how many.
+int remove_stale_temporaries(fs::path const& dir) {
+  int removed = 0;
+  std::error_code ec;
+  for (auto const& e : fs::directory_iterator(dir, ec)) {
+    std::string const name = e.path().filename().string();
+    std::size_t const at = name.rfind(".qtl-tmp-");
+    if (name.empty() || name[0] != '.' || at == std::string::npos) {
+      continue;
+    }
+    char* end = nullptr;
+    long const pid = std::strtol(name.c_str() + at + 9, &end, 10);
+    if (pid <= 0 || end == nullptr || *end != '-' || pid == ::getpid()) {
+      continue;
+    }
+    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH && fs::remove(e.path(), ec)) {
+      ++removed;
+    }
+  }
+  return removed;
 }
 
 /// A hidden temporary file in `dir` that becomes `final_name` on `commit`, or is removed.
@@ -543,6 +569,9 @@ int run_quantize(quantize_args const& a) {
   }
   if (fs::equivalent(in_dir.empty() ? fs::path(".") : in_dir, out_dir, ec)) {
     throw usage_error("OUT_DIR must differ from the input's folder (the input is read while the output is written)");
+  }
+  if (int const stale = remove_stale_temporaries(out_dir); stale > 0) {
+    std::fprintf(stderr, "qtl quantize: removed %d temporary file(s) left by a killed run\n", stale);
   }
   bool const sharded = ckpt.shards().size() > 1 ||
                        (in_path.string().size() > 5 && in_path.extension() == ".json") ||
