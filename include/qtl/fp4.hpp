@@ -39,8 +39,9 @@
 ///
 /// Host execution (as qtl/fp8.hpp): 4 blocks at a time, their max, scale codes and output scales
 /// in SSE2 lanes; the element codes in SSE2, or by an AVX2 executor chosen at run time on x86-64
-/// (float and bf16 input). Every executor does the element functions' integer and IEEE steps and
-/// is tested equal to them.
+/// (float and bf16 input); bf16 rows of 16- or 32-element blocks by an AVX-512 executor, 16 blocks
+/// a step (scales of a chunk first, then its elements, E2M1 by a table). Every executor does the
+/// element functions' integer and IEEE steps and is tested equal to them.
 
 #include <cstddef>
 #include <cstdint>

@@ -47,12 +47,16 @@
 /// Host execution: the element functions are `QTL_HOST_DEVICE constexpr` (qtl/cuda/fp8.cuh runs
 /// them on the GPU). The host row loops run them four lanes at a time in SSE2 where the target has
 /// it (same integer and IEEE steps, tested equal on every bf16 code), because g++ vectorizes the
-/// scalar form only at -O3; on x86-64 with GCC/Clang, float and bf16 rows go through an AVX2
-/// executor (8 lanes, the same steps, no FMA) chosen at run time when the CPU has AVX2.
-/// Per-tensor quantization of large fp16 tensors (and bf16 without AVX2) gathers from a
-/// 2^16-entry table of the element function instead (equal by construction). Results do not depend
-/// on `-ffp-contract` or `-march`; `-ffast-math` is not supported (its reciprocal and NaN rewrites
-/// change the arithmetic the reference specifies).
+/// scalar form only at -O3; on x86-64 with GCC/Clang, float and bf16 rows go through an AVX-512
+/// executor (16 lanes; bf16 per-token-group 16 groups a step; amax, requantization and
+/// `fp8_all_close` too) or an AVX2 one (8 lanes), chosen once at run time by CPUID, each doing the
+/// same integer and IEEE steps (no FMA) and tested equal to the portable loops on hostile inputs
+/// (test/unit/fp8_x86_test.cpp). Per-tensor quantization of large fp16 tensors (and bf16 without
+/// AVX2) gathers from a 2^16-entry table of the element function instead (equal by construction);
+/// with the UE8M0 recipe, `x / s` is computed as `x * (1/s)`, the same number for a normal power
+/// of two. Per-tensor outputs of at least twice the last-level cache are written with
+/// non-temporal stores. Results do not depend on `-ffp-contract` or `-march`; `-ffast-math` is not
+/// supported (its reciprocal and NaN rewrites change the arithmetic the reference specifies).
 
 #include <cstddef>
 #include <cstdint>
@@ -688,8 +692,9 @@ QTL_FP8_AVX512 inline __m512i fp8_encode16(__m512 v) {
     return _mm512_mask_or_epi32(code, negative, code, z32(0x80u));
   } else {
     __mmask16 const nan = _mm512_cmpgt_epu32_mask(mag, z32(0x7f800000u));
+    // code | ((bits >> 24) & 0x80): A | (B & C)
     __m512i const signed_code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 24), z32(0x80u), 0xF8);
-    return _mm512_mask_or_epi32(signed_code, nan, signed_code, z32(F::nan_code));  // A | (B & C) above
+    return _mm512_mask_or_epi32(signed_code, nan, signed_code, z32(F::nan_code));
   }
 }
 
