@@ -484,12 +484,10 @@ QTL_FP8_AVX512 inline void block_scales16(__m512 vmax, float global_scale, float
   __m512 const unit = _mm512_div_ps(vmax, _mm512_set1_ps(F::element_max));
   if constexpr (F::has_global_scale) {
     codes = fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(_mm512_mul_ps(_mm512_set1_ps(global_scale), unit));
-    __m512i const e = _mm512_and_si512(_mm512_srli_epi32(codes, 3), z32(0xFu));
-    __m512i const m = _mm512_and_si512(codes, z32(0x7u));
-    __m512 const normal = _mm512_castsi512_ps(
-        _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(e, z32(120u)), 23), _mm512_slli_epi32(m, 20)));
-    __m512 const subnormal = _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0x1p-9f));  // exact
-    __m512 const sf = _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), normal, subnormal);
+    // float(sf): the code shifted left by 7 is the fp16 of sf * 2^-8 (exponent bias 15 = 7 + 8,
+    // subnormals included), converted exactly, times 2^8
+    __m512 const sf = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_slli_epi32(codes, 7))),
+                                    _mm512_set1_ps(256.0f));
     __m512 const r = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(sf, _mm512_set1_ps(inv_gs)));
     os = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(sf, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_setzero_ps());
   } else {

@@ -803,21 +803,22 @@ QTL_FP8_AVX512 typename input_bits<T>::word row_amax_bits_avx512(T const* in, in
 }
 
 // Max |x| per 128-bit lane of 8 vectors z0..z7, z_k the elementwise max of the V vectors of 32
-// bf16 at x + 32 V k, ...: word w of lane L of the result is the max of lane L of z_w (NaN left
-// out: a magnitude above Inf's bits is zeroed). Three rounds of unpack + max, each halving the
-// words per vector:
+// bf16 at x + 32 V k, ...: word w of lane L of the result is the max of lane L of z_w, NaN left
+// out. The words are |x| + 0x7F, which turns a NaN's magnitude (0x7F81..0x7FFF) negative and
+// keeps the order of the others, so the signed maxima skip NaNs; the result is corrected back
+// (a lane of NaNs only gives 0). Three rounds of unpack + max, each halving the words per vector:
 //
 //   a b -> a b a b a b a b  ->  a b c d a b c d  ->  a b c d e f g h      (per 128-bit lane)
 template <int V>
 QTL_FP8_AVX512 inline __m512i bf16_lane_max8(bfloat16_t const* x) {
   __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
-  __m512i const inf = _mm512_set1_epi16(0x7f80);
+  __m512i const bias = _mm512_set1_epi16(0x7f);
   __m512i z[8];
   for (int k = 0; k < 8; ++k) {
-    z[k] = _mm512_setzero_si512();
-    for (int v = 0; v < V; ++v) {
-      __m512i const a = _mm512_and_si512(_mm512_loadu_si512(x + 32 * (V * k + v)), abs_mask);
-      z[k] = _mm512_mask_max_epi16(z[k], _mm512_cmple_epi16_mask(a, inf), z[k], a);
+    z[k] = _mm512_add_epi16(_mm512_and_si512(_mm512_loadu_si512(x + 32 * V * k), abs_mask), bias);
+    for (int v = 1; v < V; ++v) {
+      z[k] = _mm512_max_epi16(
+          z[k], _mm512_add_epi16(_mm512_and_si512(_mm512_loadu_si512(x + 32 * (V * k + v)), abs_mask), bias));
     }
   }
   __m512i t[4];
@@ -827,7 +828,8 @@ QTL_FP8_AVX512 inline __m512i bf16_lane_max8(bfloat16_t const* x) {
   }
   __m512i const u0 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
   __m512i const u1 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[2], t[3]), _mm512_unpackhi_epi32(t[2], t[3]));
-  return _mm512_max_epi16(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
+  __m512i const m = _mm512_max_epi16(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
+  return _mm512_sub_epi16(_mm512_max_epi16(m, bias), bias);
 }
 
 // vmax of the 16 consecutive blocks of B (16 or a multiple of 32) bf16 at `x`, as floats (block
