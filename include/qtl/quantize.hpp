@@ -700,6 +700,9 @@ QTL_QUANTIZE_AVX2 void minmax_tile_avx2(T const* w, index_t stride, index_t rows
   }
   for (index_t i = 0; i < rows && j < cv; ++i) {
     for (index_t c = j; c < cv; c += 16) {
+      if ((c & 31) == 0 && i + 8 < rows) {  // tall tiles come from memory: ask 8 rows ahead
+        _mm_prefetch(reinterpret_cast<char const*>(w + (i + 8) * stride + c), _MM_HINT_T0);
+      }
       __m256i const k = key(w + i * stride + c);
       __m256i* const pmx = reinterpret_cast<__m256i*>(kmx + c);
       __m256i* const pmn = reinterpret_cast<__m256i*>(kmn + c);
@@ -1072,7 +1075,8 @@ inline constexpr std::size_t stream_output_bytes = std::size_t{64} << 20;
 
 /// Host executor of grouped quantization: one group (gs rows) × one column tile at a time, so the
 /// tile is still in L2 when pass 2 reads it again; while pass 2 runs, the next tile's rows are
-/// prefetched into L2, so that pass 1 of that tile does not wait for memory.
+/// prefetched into L2, so that pass 1 of that tile does not wait for memory. Tiles too tall for
+/// L2 (channelwise) are read twice from memory, each pass asking for the rows a few ahead.
 /// `row_out[r]` (optional) is the output row of input row r (act-order writes permuted rows).
 template <class T, int G, bool SmallCodes>
 void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantize_options opt,
@@ -1170,6 +1174,8 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
         T* ref_out = out.w_ref.data + ro * out.w_ref.stride[0] + c0;
         if (next != nullptr) {
           prefetch_row(next + i * w.stride[0], cn);  // the next tile is about as wide as this one
+        } else if (i + 4 < gs) {
+          prefetch_row(in + 4 * w.stride[0], cn);  // a tall tile, read again from memory: 4 rows ahead
         }
 #if defined(QTL_QUANTIZE_X86_DISPATCH)
         if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
