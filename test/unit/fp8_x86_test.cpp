@@ -168,7 +168,8 @@ matrix<T> hostile_input(index_t rows, index_t cols, std::uint32_t seed) {
 // (A NaN scale meets NaN inputs only under `fp8_nan::to_max`, below: the sign of NaN * NaN is
 // the sign of whichever operand the compiler puts first, IEEE and C++ leave it open, and g++
 // treats `*` and `_mm*_mul_ps` as commutative, so no executor can promise it.)
-float const hostile_scales[] = {1.0f, 0.01f, 3.1f, 1e-30f, 1e30f, 0.0f, -0.0f, inf, -inf, nan, 1e-40f, -2.0f, 0x1p-127f};
+float const hostile_scales[] = {1.0f, 0.01f,  3.1f, 1e-30f, 1e30f, 0.0f, -0.0f,
+                                inf,  -inf,   nan,  1e-40f, -2.0f, 0x1p-127f};
 
 // Row lengths: several whole vector steps plus tails of every kind (bf16 steps are 32/64).
 constexpr index_t cols_list[] = {1, 31, 64, 200, 1000};
@@ -367,7 +368,8 @@ template <class F, class Layout>
 void check_blocks(float gs) {
   // K-block counts below, at and past the 16-block steps of the AVX-512 executor, with tails
   for (index_t const kb : {1, 4, 16, 23, 67}) {
-    matrix<bfloat16_t> const in = hostile_input<bfloat16_t>(37, kb * F::block_size, 300u + static_cast<std::uint32_t>(kb));
+    matrix<bfloat16_t> const in =
+        hostile_input<bfloat16_t>(37, kb * F::block_size, 300u + static_cast<std::uint32_t>(kb));
     INFO("K-blocks " << kb << " gs " << gs);
     check_executors_agree([&] {
       matrix<typename F::element> v(in.rows, in.cols / F::elements_per_value, 3);
