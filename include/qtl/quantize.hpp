@@ -57,9 +57,8 @@
 /// instruction per float operation and hardware fp16 conversions, or, on tiles free of NaN,
 /// zero and infinite scales (almost all of a real checkpoint), with a kernel that needs no NaN
 /// handling (16 columns per instruction where the CPU has AVX-512 F/BW/VL) and writes outputs
-/// beyond `stream_output_bytes` with non-temporal stores. All give
-/// the same bits (test/unit/quantize_x86_test.cpp compares them, also compiled with FMA and
-/// contraction).
+/// beyond `stream_output_bytes` with non-temporal stores. All give the same bits
+/// (test/unit/quantize_x86_test.cpp compares them, also compiled with FMA and contraction).
 
 #include <algorithm>
 #include <bit>
