@@ -539,8 +539,11 @@ QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename
       _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16 * w),
                        _mm512_cvtepi32_epi8(_mm512_or_si512(c, _mm512_srli_epi32(c, 12))));
     } else {
+      // (the odd codes in a variable of their own: at -O0 GCC's _mm512_slli_epi32 is a macro,
+      // and the template argument list's comma would split its arguments)
+      __m512i const odd_codes = fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(odd);
       __m512i const c = _mm512_or_si512(fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(even),
-                                        _mm512_slli_epi32(fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(odd), 8));
+                                        _mm512_slli_epi32(odd_codes, 8));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * w), _mm512_cvtepi32_epi16(c));
     }
   }
