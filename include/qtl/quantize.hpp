@@ -908,6 +908,14 @@ QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, flo
 #    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #  endif  // ^^^ GCC ^^^
 
+/// `bf16_round_hi` of 16 floats.
+QTL_QUANTIZE_AVX512 inline __m512i bf16_round_hi16(__m512 v) {
+  __m512i const u = _mm512_castps_si512(v);
+  __m512i const odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
+  __m512i const r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
+  return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
+}
+
 /// `quantize_row_clean_avx2` (zero points before scales) 16 columns per instruction, with the
 /// rounding and the int32 conversion of the clamped value in one `vcvtps2dq` {rn-sae}. `Stream`:
 /// the codes (two thirds of the bytes) go past the caches in whole 64-byte lines, from the first
@@ -930,12 +938,9 @@ QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc,
     __m512 y;
     if constexpr (std::is_same_v<T, half_t>) {
       y = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_div_ps(_mm512_cvtph_ps(raw), s), rne));
-    } else {  // bf16: the bits in the high half; then round to 8 significant bits as bf16_round_hi
-      __m512i const u =
-          _mm512_castps_si512(_mm512_div_ps(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16)), s));
-      __m512i const odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-      __m512i const t = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
-      y = _mm512_castsi512_ps(_mm512_and_si512(t, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    } else {  // bf16: the bits in the high half
+      __m512 const x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
+      y = _mm512_castsi512_ps(bf16_round_hi16(_mm512_div_ps(x, s)));
     }
     y = _mm512_min_ps(_mm512_max_ps(y, _mm512_loadu_ps(c.lo + j)), _mm512_loadu_ps(c.hi + j));
     __m512i const v = _mm512_cvt_roundps_epi32(y, rne);
@@ -950,10 +955,7 @@ QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc,
     if constexpr (std::is_same_v<T, half_t>) {
       h = _mm512_cvtps_ph(ref, rne);
     } else {
-      __m512i const u = _mm512_castps_si512(ref);
-      __m512i const odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-      __m512i const t = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
-      h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(t, 16));
+      h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_round_hi16(ref), 16));
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(ref_out + j), h);
   }
@@ -1034,15 +1036,14 @@ void quantize_row_x86(x86_tile const& t, T const* in, float const* sc, float con
                       std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
   if constexpr (SmallCodes) {
     if (t.clean) {
-      bool const stream =
-          t.stream && ((reinterpret_cast<std::uintptr_t>(q_out) | reinterpret_cast<std::uintptr_t>(ref_out)) & 15) == 0;
-      if (t.avx512 && !After) {
+      if (t.avx512 && !After) {  // streams from the first 64-byte boundary of q_out
         if (t.stream) {
           x86::quantize_row_clean_avx512<T, true>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
         } else {
           x86::quantize_row_clean_avx512<T, false>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
         }
-      } else if (stream) {
+      } else if (t.stream && ((reinterpret_cast<std::uintptr_t>(q_out) | reinterpret_cast<std::uintptr_t>(ref_out)) &
+                              15) == 0) {
         x86::quantize_row_clean_avx2<T, After, true>(in, sc, zp, t.cols, 0, cn, r, opaque, q_out, ref_out);
       } else {
         x86::quantize_row_clean_avx2<T, After, false>(in, sc, zp, t.cols, 0, cn, r, opaque, q_out, ref_out);
