@@ -33,7 +33,8 @@ struct device_buffer {
   device_buffer& operator=(device_buffer const&) = delete;
 };
 
-void upload(std::int32_t* dst, std::vector<std::int32_t> const& src) {
+template <class A>
+void upload(std::int32_t* dst, std::vector<std::int32_t, A> const& src) {
   CUDA_REQUIRE(cudaMemcpy(dst, src.data(), src.size() * sizeof(std::int32_t), cudaMemcpyHostToDevice));
 }
 std::vector<std::int32_t> download(std::int32_t const* src, index_t n) {

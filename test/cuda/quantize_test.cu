@@ -31,7 +31,8 @@ struct dbuf {
     CUDA_REQUIRE(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)));
     CUDA_REQUIRE(cudaMemset(p, 0xA5, (count > 0 ? count : 1) * sizeof(T)));
   }
-  explicit dbuf(std::vector<T> const& v) : dbuf(v.size()) {
+  template <class A>
+  explicit dbuf(std::vector<T, A> const& v) : dbuf(v.size()) {
     CUDA_REQUIRE(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
   }
   ~dbuf() { cudaFree(p); }

@@ -254,7 +254,7 @@ TEST_CASE("swizzle_blockscale reproduces every golden swizzle-blockscale case", 
     std::vector<std::int64_t> shape = in.shape;
     shape[shape.size() - 2] = qtl::layout_128x4::pad_rows(shape[shape.size() - 2]);
     shape[shape.size() - 1] = qtl::layout_128x4::pad_cols(shape[shape.size() - 1]);
-    std::vector<std::uint8_t> got;
+    qtl::aligned_vector<std::uint8_t> got;
     if (in.shape.size() == 2) {
       got = qtl::swizzle_blockscale(qtl::make_view(src.data(), in.shape[0], in.shape[1])).storage();
     } else {
@@ -275,7 +275,7 @@ TEST_CASE("unswizzle_blockscale reproduces every golden unswizzle-blockscale cas
     index_t const rows = c.params.at("rows").get<index_t>();
     index_t const cols = c.params.at("cols").get<index_t>();
     auto const src = bytes_of(in);
-    std::vector<std::uint8_t> got;
+    qtl::aligned_vector<std::uint8_t> got;
     std::vector<std::int64_t> shape;
     if (in.shape.size() == 2) {
       got = qtl::unswizzle_blockscale(qtl::make_view(src.data(), in.shape[0], in.shape[1]), rows, cols).storage();

@@ -32,7 +32,8 @@ std::vector<std::uint8_t> codes_of(qtl::host_tensor<float8_e4m3fn_t, 2> const& t
   return c;
 }
 
-std::vector<std::uint32_t> bits_of(std::vector<float> const& v) {
+template <class A>
+std::vector<std::uint32_t> bits_of(std::vector<float, A> const& v) {
   std::vector<std::uint32_t> b;
   for (float f : v) {
     b.push_back(qtl::float_to_bits(f));

@@ -110,9 +110,9 @@ class op_io {
                                      std::initializer_list<int> ranks) const;
 
   /// Adds an output tensor that owns `values` (row-major, `shape`).
-  template <class T>
-  void emit(std::string name, dtype type, std::vector<std::int64_t> shape, std::vector<T> values) {
-    auto keep = std::make_shared<std::vector<T>>(std::move(values));
+  template <class T, class A>
+  void emit(std::string name, dtype type, std::vector<std::int64_t> shape, std::vector<T, A> values) {
+    auto keep = std::make_shared<std::vector<T, A>>(std::move(values));
     qtl::io::tensor_entry e;
     e.name = std::move(name);
     e.type = type;
