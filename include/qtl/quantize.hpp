@@ -917,24 +917,26 @@ QTL_QUANTIZE_AVX512 inline __m512i bf16_round_hi16(__m512 v) {
 }
 
 /// `quantize_row_clean_avx2` (zero points before scales) 16 columns per instruction, with the
-/// rounding and the int32 conversion of the clamped value in one `vcvtps2dq` {rn-sae}. `Stream`:
-/// the codes (two thirds of the bytes) go past the caches in whole 64-byte lines, from the first
-/// column where `q_out` is so aligned (the AVX2 kernel does the columns before it and the last
-/// cn % 16; non-temporal stores in 16-byte pieces measured slower than ordinary ones here).
-/// Same bits as the AVX2 kernel (test/unit/quantize_x86_test.cpp).
+/// rounding and the int32 conversion of the clamped value in one `vcvtps2dq` {rn-sae}. The row's
+/// ragged ends are masked loads and stores of the same step, not a narrower kernel: the outputs
+/// of `host_tensor` start 16 bytes past a 64-byte line, and a scalar head and tail per row of a
+/// 512-column tile had cost a third of pass 2. `Stream`: the codes (two thirds of the bytes) go
+/// past the caches in whole 64-byte lines, from the first column where `q_out` is so aligned
+/// (the masked head before it is stored normally; non-temporal stores in 16-byte pieces measured
+/// slower than ordinary ones). Same bits as the AVX2 kernel (test/unit/quantize_x86_test.cpp).
+///
+///   q_out  |head (< 16 codes)|line|line|line| ... |line|tail (< 16)|
+///                             ^ 64-byte aligned when Stream
 template <class T, bool Stream>
-QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc, float const* zp,
-                                                   clean_columns const& c, index_t cn, quant_range r,
-                                                   std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
+QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc, clean_columns const& c, index_t cn,
+                                                   std::int32_t* q_out, T* ref_out) {
   constexpr int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  index_t j = 0;
-  if constexpr (Stream) {
-    j = std::min<index_t>(cn, static_cast<index_t>((64 - (reinterpret_cast<std::uintptr_t>(q_out) & 63)) & 63) / 4);
-    quantize_row_clean_avx2<T, false, false>(in, sc, zp, c, 0, j, r, opaque, q_out, ref_out);
-  }
-  for (; j + 16 <= cn; j += 16) {
-    __m256i const raw = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(in + j));
-    __m512 const s = _mm512_loadu_ps(sc + j);
+  // Columns j..j+15 where `m` has their bits; masked-off lanes are neither read nor written (a
+  // scale of 1 keeps them finite). `Full`: all 16, with a streaming store of the codes if Stream.
+  auto const step = [&]<bool Full>(index_t j, __mmask16 m) QTL_QUANTIZE_AVX512 {
+    __m256i const raw = Full ? _mm256_loadu_si256(reinterpret_cast<__m256i const*>(in + j))
+                             : _mm256_maskz_loadu_epi16(m, in + j);
+    __m512 const s = Full ? _mm512_loadu_ps(sc + j) : _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, sc + j);
     __m512 y;
     if constexpr (std::is_same_v<T, half_t>) {
       y = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_div_ps(_mm512_cvtph_ps(raw), s), rne));
@@ -942,14 +944,9 @@ QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc,
       __m512 const x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
       y = _mm512_castsi512_ps(bf16_round_hi16(_mm512_div_ps(x, s)));
     }
-    y = _mm512_min_ps(_mm512_max_ps(y, _mm512_loadu_ps(c.lo + j)), _mm512_loadu_ps(c.hi + j));
+    y = _mm512_min_ps(_mm512_max_ps(y, _mm512_maskz_loadu_ps(m, c.lo + j)), _mm512_maskz_loadu_ps(m, c.hi + j));
     __m512i const v = _mm512_cvt_roundps_epi32(y, rne);
-    __m512i const code = _mm512_add_epi32(v, _mm512_loadu_si512(c.zb + j));
-    if constexpr (Stream) {
-      _mm512_stream_si512(reinterpret_cast<__m512i*>(q_out + j), code);
-    } else {
-      _mm512_storeu_si512(q_out + j, code);
-    }
+    __m512i const code = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(m, c.zb + j));
     __m512 const ref = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);  // finite: no NaN to canonicalise
     __m256i h;
     if constexpr (std::is_same_v<T, half_t>) {
@@ -957,9 +954,32 @@ QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc,
     } else {
       h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_round_hi16(ref), 16));
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(ref_out + j), h);
+    if constexpr (!Full) {
+      _mm512_mask_storeu_epi32(q_out + j, m, code);
+      _mm256_mask_storeu_epi16(ref_out + j, m, h);
+    } else {
+      if constexpr (Stream) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(q_out + j), code);
+      } else {
+        _mm512_storeu_si512(q_out + j, code);
+      }
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ref_out + j), h);
+    }
+  };
+  auto const first = [](index_t n) { return static_cast<__mmask16>((1u << n) - 1u); };  // n < 16
+  index_t j = 0;
+  if constexpr (Stream) {
+    j = std::min<index_t>(cn, static_cast<index_t>((64 - (reinterpret_cast<std::uintptr_t>(q_out) & 63)) & 63) / 4);
+    if (j > 0) {
+      step.template operator()<false>(0, first(j));
+    }
   }
-  quantize_row_clean_avx2<T, false, false>(in, sc, zp, c, j, cn, r, opaque, q_out, ref_out);
+  for (; j + 16 <= cn; j += 16) {
+    step.template operator()<true>(j, 0xFFFF);
+  }
+  if (j < cn) {
+    step.template operator()<false>(j, first(cn - j));
+  }
 }
 #  if defined(__GNUC__) && !defined(__clang__)
 #    pragma GCC diagnostic pop
@@ -1038,9 +1058,9 @@ void quantize_row_x86(x86_tile const& t, T const* in, float const* sc, float con
     if (t.clean) {
       if (t.avx512 && !After) {  // streams from the first 64-byte boundary of q_out
         if (t.stream) {
-          x86::quantize_row_clean_avx512<T, true>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
+          x86::quantize_row_clean_avx512<T, true>(in, sc, t.cols, cn, q_out, ref_out);
         } else {
-          x86::quantize_row_clean_avx512<T, false>(in, sc, zp, t.cols, cn, r, opaque, q_out, ref_out);
+          x86::quantize_row_clean_avx512<T, false>(in, sc, t.cols, cn, q_out, ref_out);
         }
       } else if (t.stream && ((reinterpret_cast<std::uintptr_t>(q_out) | reinterpret_cast<std::uintptr_t>(ref_out)) &
                               15) == 0) {
