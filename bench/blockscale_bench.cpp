@@ -7,6 +7,11 @@
 //                                                                 -> compare with BM_memcpy_moe
 // bytes_per_second counts every input byte read once and every output byte written once; the
 // memcpy benchmarks copy a buffer as large as the operation's input and count twice its size.
+// The 16 MiB buffers start on a 64-byte boundary (as host_tensor's and PyTorch's do), or 16 bytes
+// past one in the `/offset16` runs (as a large std::vector's do with glibc); the memcpy's are
+// aligned. Each is allocated on its own, so that their place does not depend on what the
+// benchmarks before freed (glibc serves a 16 MiB std::vector from the heap at whatever offset, once
+// a buffer that size has been freed).
 
 #include <qtl/blockscale.hpp>
 #include <qtl/moe.hpp>
@@ -15,6 +20,8 @@
 
 #include <cstdint>
 #include <cstring>
+#include <memory>
+#include <new>
 #include <random>
 #include <vector>
 
@@ -34,6 +41,27 @@ std::vector<std::uint8_t> random_bytes(std::size_t n) {
   return v;
 }
 
+// `n` random (or zero) bytes at `offset` past a 64-byte boundary.
+struct bytes_at {
+  struct release {
+    void operator()(std::uint8_t* p) const { ::operator delete(p, std::align_val_t{64}); }
+  };
+  std::unique_ptr<std::uint8_t, release> storage;
+  std::uint8_t* data;
+  bytes_at(std::size_t n, std::size_t offset, bool random)
+      : storage(static_cast<std::uint8_t*>(::operator new(n + offset, std::align_val_t{64}))),
+        data(storage.get() + offset) {
+    if (random) {
+      auto const v = random_bytes(n);
+      std::memcpy(data, v.data(), n);
+    } else {
+      std::memset(data, 0, n);
+    }
+  }
+};
+
+constexpr std::size_t scale_bytes = weight_rows * scale_cols;
+
 void memcpy_loop(benchmark::State& state, std::uint8_t const* src, std::uint8_t* dst, std::size_t bytes) {
   for (auto _ : state) {
     std::memcpy(dst, src, bytes);
@@ -45,37 +73,35 @@ void memcpy_loop(benchmark::State& state, std::uint8_t const* src, std::uint8_t*
 
 void bm_memcpy(benchmark::State& state) {
   auto const bytes = static_cast<std::size_t>(state.range(0));
-  auto const src = random_bytes(bytes);
-  std::vector<std::uint8_t> dst(bytes, 0);
-  memcpy_loop(state, src.data(), dst.data(), bytes);
+  bytes_at const src(bytes, 0, true);
+  bytes_at const dst(bytes, 0, false);
+  memcpy_loop(state, src.data, dst.data, bytes);
 }
-BENCHMARK(bm_memcpy)->Name("BM_memcpy")->Arg(weight_rows * scale_cols)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_memcpy)->Name("BM_memcpy")->Arg(scale_bytes)->Unit(benchmark::kMillisecond);
 
-void bm_swizzle(benchmark::State& state) {
-  auto const in = random_bytes(static_cast<std::size_t>(weight_rows * scale_cols));
-  std::vector<std::uint8_t> out(in.size(), 0);
+// Swizzle (`Un` false) or unswizzle of the 16 MiB scales, both buffers `Offset` bytes past a
+// 64-byte boundary.
+template <bool Un, std::size_t Offset>
+void bm_layout(benchmark::State& state) {
+  bytes_at const in(scale_bytes, Offset, true);
+  bytes_at const out(scale_bytes, Offset, false);
+  auto const src = qtl::make_view(static_cast<std::uint8_t const*>(in.data), weight_rows, scale_cols);
+  auto const dst = qtl::make_view(out.data, weight_rows, scale_cols);
   for (auto _ : state) {
-    qtl::swizzle_blockscale(qtl::make_view(in.data(), weight_rows, scale_cols),
-                            qtl::make_view(out.data(), weight_rows, scale_cols));
-    benchmark::DoNotOptimize(out.data());
+    if constexpr (Un) {
+      qtl::unswizzle_blockscale(src, dst);
+    } else {
+      qtl::swizzle_blockscale(src, dst);
+    }
+    benchmark::DoNotOptimize(out.data);
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(in.size()));
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(scale_bytes));
 }
-BENCHMARK(bm_swizzle)->Name("BM_swizzle_blockscale/16384x1024")->Unit(benchmark::kMillisecond);
-
-void bm_unswizzle(benchmark::State& state) {
-  auto const in = random_bytes(static_cast<std::size_t>(weight_rows * scale_cols));
-  std::vector<std::uint8_t> out(in.size(), 0);
-  for (auto _ : state) {
-    qtl::unswizzle_blockscale(qtl::make_view(in.data(), weight_rows, scale_cols),
-                              qtl::make_view(out.data(), weight_rows, scale_cols));
-    benchmark::DoNotOptimize(out.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(in.size()));
-}
-BENCHMARK(bm_unswizzle)->Name("BM_unswizzle_blockscale/16384x1024")->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_layout<false, 0>)->Name("BM_swizzle_blockscale/16384x1024")->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_layout<true, 0>)->Name("BM_unswizzle_blockscale/16384x1024")->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_layout<false, 16>)->Name("BM_swizzle_blockscale/16384x1024/offset16")->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_layout<true, 16>)->Name("BM_unswizzle_blockscale/16384x1024/offset16")->Unit(benchmark::kMillisecond);
 
 // The MoE layer's four tensors, back to back in one input and one output buffer, so that the
 // memcpy baseline copies exactly the same bytes.

@@ -228,22 +228,34 @@ void unswizzle_generic(In const* in, view<Out, 3> out, index_t padded_rows, inde
 }
 
 // layout_128x4 from rows with unit K-stride (or one K-block), band by band straight from the
-// input rows (`detail/blockscale_band.hpp`); the padding rows of the last band read a zero row.
+// input rows (`detail/blockscale_band.hpp`), each band asking for the rows of the next; the
+// padding rows of the last band read a zero row.
 template <class In>
 void swizzle_128x4(view<In, 3> in, byte_t* out, index_t padded_rows, index_t padded_cols, band_isa level,
                    bool stream = false) {
   index_t const rows = in.extent[1];
   index_t const cols = in.extent[2];
   std::vector<byte_t> const zero(static_cast<std::size_t>(rows % 128 != 0 ? cols : 0), byte_t{0});
-  byte_t const* band[128];
-  for (index_t b = 0; b < in.extent[0]; ++b) {
-    for (index_t m0 = 0; m0 < padded_rows; m0 += 128) {
-      for (index_t r = 0; r < 128; ++r) {
-        band[r] = m0 + r < rows ? byte_ptr(&in(b, m0 + r, 0)) : zero.data();
-      }
-      swizzle_band_128x4(band, cols, out, level, stream);
-      out += 128 * padded_cols;
+  index_t const per_batch = padded_rows / 128;
+  byte_t const* bands[2][128];
+  auto const gather = [&](index_t band, byte_t const** to) {  // band b * per_batch + m0 / 128
+    index_t const b = band / per_batch;
+    index_t const m0 = band % per_batch * 128;
+    for (index_t r = 0; r < 128; ++r) {
+      to[r] = m0 + r < rows ? byte_ptr(&in(b, m0 + r, 0)) : zero.data();
     }
+  };
+  index_t const n = in.extent[0] * per_batch;
+  if (n > 0) {
+    gather(0, bands[0]);
+  }
+  for (index_t band = 0; band < n; ++band) {
+    byte_t const** const next = band + 1 < n ? bands[(band + 1) % 2] : nullptr;
+    if (next != nullptr) {
+      gather(band + 1, next);
+    }
+    swizzle_band_128x4(bands[band % 2], cols, out, level, stream, next);
+    out += 128 * padded_cols;
   }
 }
 
@@ -257,8 +269,8 @@ bool disjoint_unit_rows(view<T, 3> const& v) {
          (v.extent[0] <= 1 || v.stride[0] >= (rows - 1) * v.stride[1] + cols);
 }
 
-// The inverse of swizzle_128x4 into rows that `disjoint_unit_rows` accepts; the padding rows of
-// the last band go to a scratch row.
+// The inverse of swizzle_128x4 into rows that `disjoint_unit_rows` accepts, each band asking for
+// the tiles of the next; the padding rows of the last band go to a scratch row.
 template <class Out>
 void unswizzle_128x4(byte_t const* in, view<Out, 3> out, index_t padded_rows, band_isa level, bool stream = false) {
   index_t const rows = out.extent[1];
@@ -271,7 +283,8 @@ void unswizzle_128x4(byte_t const* in, view<Out, 3> out, index_t padded_rows, ba
       for (index_t r = 0; r < 128; ++r) {
         band[r] = m0 + r < rows ? byte_ptr(&out(b, m0 + r, 0)) : scratch.data();
       }
-      unswizzle_band_128x4(in, cols, band, level, stream);
+      bool const last = b + 1 == out.extent[0] && m0 + 128 == padded_rows;
+      unswizzle_band_128x4(in, cols, band, level, stream, last ? nullptr : in + 128 * padded_cols);
       in += 128 * padded_cols;
     }
   }

@@ -467,20 +467,33 @@ class trtllm_fp4_moe_plan {
 
   // Row permutation fused with the 128x4 layout: the 128 source rows of each output band, looked
   // up through the plan, are laid out straight into the expert's buffer (no padding: rows % 128
-  // == 0 and cols % 4 == 0 by the preconditions).
+  // == 0 and cols % 4 == 0 by the preconditions), each band asking for the rows of the next, and
+  // with streaming stores where the weights have them.
   template <class In, class Out>
   static void gather_scales(view3d<In> const& in, view3d<Out> const& out, std::vector<std::int32_t> const& rows,
                             detail::band_isa level) {
     index_t const cols = in.extent[2];
-    auto const per_expert = static_cast<index_t>(rows.size());
-    detail::byte_t const* band[128];
-    for (index_t e = 0; e < in.extent[0]; ++e) {
-      for (index_t m0 = 0; m0 < per_expert; m0 += 128) {
-        for (index_t r = 0; r < 128; ++r) {
-          band[r] = detail::byte_ptr(&in(e, rows[static_cast<std::size_t>(m0 + r)], 0));
-        }
-        detail::swizzle_band_128x4(band, cols, detail::byte_ptr(&out(e, 0, 0)) + m0 * cols, level);
+    auto const per_expert = static_cast<index_t>(rows.size()) / 128;
+    index_t const n = in.extent[0] * per_expert;
+    bool const stream = detail::use_stream_stores(out.data, out.size());
+    detail::byte_t const* bands[2][128];
+    auto const gather = [&](index_t band, detail::byte_t const** to) {  // band e * per_expert + m0 / 128
+      index_t const e = band / per_expert;
+      auto const m0 = static_cast<std::size_t>(band % per_expert * 128);
+      for (std::size_t r = 0; r < 128; ++r) {
+        to[r] = detail::byte_ptr(&in(e, rows[m0 + r], 0));
       }
+    };
+    if (n > 0) {
+      gather(0, bands[0]);
+    }
+    for (index_t band = 0; band < n; ++band) {
+      detail::byte_t const** const next = band + 1 < n ? bands[(band + 1) % 2] : nullptr;
+      if (next != nullptr) {
+        gather(band + 1, next);
+      }
+      detail::swizzle_band_128x4(bands[band % 2], cols, detail::byte_ptr(out.data) + band * 128 * cols, level, stream,
+                                 next);
     }
   }
 
