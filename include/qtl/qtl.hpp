@@ -10,6 +10,7 @@
 #include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/macros.hpp>
+#include <qtl/marlin.hpp>
 #include <qtl/match/glob.hpp>
 #include <qtl/match/module_path.hpp>
 #include <qtl/match/regex.hpp>
