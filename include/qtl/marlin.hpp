@@ -139,6 +139,20 @@ void check_contiguous(std::string const& op, char const* what, view2d<T> v) {
   }
 }
 
+// The [K, N] of a Marlin weight [K/16, N*16/pf], checked (integer N, the layout's multiples,
+// contiguous).
+template <class L>
+void marlin_kn(std::string const& op, view2d<std::int32_t const> m, index_t& K, index_t& N) {
+  if (m.extent[1] * L::pack % 16 != 0) {
+    fail_shape(op, "the Marlin weight has " + std::to_string(m.extent[1]) + " columns, not N*16/" +
+                       std::to_string(L::pack) + " for an integer N");
+  }
+  K = m.extent[0] * 16;
+  N = m.extent[1] * L::pack / 16;
+  check_kn<L>(op, K, N);
+  check_contiguous(op, "the Marlin weight", m);
+}
+
 // sort_indices: empty or a permutation of [0, K); returns its inverse (empty when it is empty).
 template <class L>
 std::vector<std::int32_t> check_sort_indices(std::string const& op, view1d<std::int32_t const> s, index_t K) {
@@ -273,13 +287,8 @@ template <int Bits, act_width A = act_width::a16>
 void unrepack_gptq(view2d<std::int32_t const> m, view1d<std::int32_t const> sort_indices, view2d<std::int32_t> qweight) {
   using L = layout<Bits, A>;
   std::string const op = detail::op_name("unrepack_gptq", Bits, A);
-  index_t const K = m.extent[0] * 16, N = m.extent[1] * L::pack / 16;
-  if (m.extent[1] * L::pack % 16 != 0) {
-    detail::fail_shape(op, "the Marlin weight has " + std::to_string(m.extent[1]) + " columns, not N*16/" +
-                               std::to_string(L::pack) + " for an integer N");
-  }
-  detail::check_kn<L>(op, K, N);
-  detail::check_contiguous(op, "the Marlin weight", m);
+  index_t K = 0, N = 0;
+  detail::marlin_kn<L>(op, m, K, N);
   detail::check_extents(op, "qweight", qweight, K / L::pack, N);
   std::vector<std::int32_t> const inv = detail::check_sort_indices<L>(op, sort_indices, K);
   std::int32_t const* const invp = inv.empty() ? nullptr : inv.data();
@@ -327,9 +336,8 @@ template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> unrepack_awq(view2d<std::int32_t const> m) {
   using L = layout<Bits, A>;
   std::string const op = detail::op_name("unrepack_awq", Bits, A);
-  index_t const K = m.extent[0] * 16, N = m.extent[1] * L::pack / 16;
-  detail::check_kn<L>(op, K, N);
-  detail::check_contiguous(op, "the Marlin weight", m);
+  index_t K = 0, N = 0;
+  detail::marlin_kn<L>(op, m, K, N);
   host_tensor<std::int32_t, 2> out({K, N / L::pack});
   auto o = out.view();
   for (index_t k = 0; k < K; ++k) {
@@ -361,9 +369,8 @@ template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> unrepack_codes(view2d<std::int32_t const> m) {
   using L = layout<Bits, A>;
   std::string const op = detail::op_name("unrepack_codes", Bits, A);
-  index_t const K = m.extent[0] * 16, N = m.extent[1] * L::pack / 16;
-  detail::check_kn<L>(op, K, N);
-  detail::check_contiguous(op, "the Marlin weight", m);
+  index_t K = 0, N = 0;
+  detail::marlin_kn<L>(op, m, K, N);
   host_tensor<std::int32_t, 2> out({K, N});
   auto o = out.view();
   for (index_t k = 0; k < K; ++k) {
