@@ -10,6 +10,16 @@
 //   marlin-zero-points   --bits [--a8]      zp I32 [G,N] codes -> zp I32 [G,N/pf]
 //   unmarlin-zero-points --bits [--a8]      zp I32 [G,N/pf] -> zp I32 [G,N]
 //   awq-to-marlin-zero-points --bits [--a8] qzeros I32 [G,N/pf] (AWQ) -> zp I32 [G,N/pf]
+//   marlin-fp8-prepare   --dtype f16|bf16 [--size-k-first] [--block-size BN,BK]
+//                        [--fold none|vllm|sglang-fp16] [--a8]
+//       weight F8_E4M3 [N,K] ([K,N]), weight_scale F32 0-dim/[1] (tensor), [N] (channel) or
+//       [ceil(N/BN),K/BK] ([K/BK,ceil(N/BN)]) -> weight I32 (8-bit Marlin), weight_scale F16|BF16 [G,N]
+//   marlin-nvfp4-prepare --dtype f16|bf16 [--no-rescale]
+//       weight U8 [N,K/2], weight_scale F8_E4M3 [N,K/16], weight_global_scale F32 0-dim/[1]
+//       -> weight I32 (4-bit Marlin of N padded to 64), weight_scale F8_E4M3 [K/16,Np] (S0E5M3
+//          bytes), weight_global_scale F32, scale_factor F32 0-dim
+//   marlin-mxfp4-prepare --dtype f16|bf16 [--a8]
+//       weight U8 [N,K/2], weight_scale U8 [N,K/32] (E8M0) -> weight I32, weight_scale U8 [K/32,Np]
 //
 // The contract is test/data/golden/README.md; shapes the layout cannot take are the library's
 // shape_error (exit 2).
@@ -21,6 +31,7 @@
 namespace qtl::tool {
 namespace {
 
+using qtl::marlin::act_dtype;
 using qtl::marlin::act_width;
 
 struct layout_flags {
@@ -121,6 +132,172 @@ op_spec zero_points_spec(char const* name, char const* help, zp_op kind) {
           }};
 }
 
+struct fp_flags {
+  std::string dtype_name = "f16";
+  bool a8 = false;
+  act_dtype dt() const { return dtype_name == "bf16" ? act_dtype::bf16 : act_dtype::f16; }
+};
+
+std::shared_ptr<fp_flags> add_fp_flags(CLI::App& cmd, char const* a8_help) {
+  auto f = std::make_shared<fp_flags>();
+  cmd.add_option("--dtype", f->dtype_name, "the activation (and scale) dtype")
+      ->required()
+      ->check(CLI::IsMember({"f16", "bf16"}));
+  cmd.add_flag("--a8", f->a8, a8_help);
+  return f;
+}
+
+index_t round_up_64(index_t n) { return (n + 63) / 64 * 64; }
+
+/// Scale bytes [N, C] -> [C, n_pad] (transposed, columns N.. zero), then permute_scales(kind).
+host_tensor<std::uint8_t, 2> transpose_permute_bytes(view2d<std::uint8_t const> s, index_t n_pad,
+                                                     qtl::marlin::scale_perm_kind kind) {
+  host_tensor<std::uint8_t, 2> t({s.extent[1], n_pad});
+  for (index_t n = 0; n < s.extent[0]; ++n) {
+    for (index_t c = 0; c < s.extent[1]; ++c) t.view()(c, n) = s(n, c);
+  }
+  host_tensor<std::uint8_t, 2> out({s.extent[1], n_pad});
+  qtl::marlin::permute_scales<std::uint8_t>(t.view(), kind, out.view());
+  return out;
+}
+
+template <act_width A>
+host_tensor<std::int32_t, 2> fp4_weight(op_io& io, index_t& N, index_t& K, index_t& n_pad) {
+  auto const& w = io.tensor("weight", {dtype::U8}, {2});
+  typed_tensor<std::uint8_t> const wt(w);
+  N = w.shape[0];
+  K = 2 * w.shape[1];
+  n_pad = round_up_64(N);
+  return qtl::marlin::repack_gptq<4, A>(qtl::marlin::pack_fp4_k(wt.view2(), n_pad).view());
+}
+
+void check_scale_shape(op_io& io, char const* name, tensor_info const& t, std::vector<std::int64_t> const& want) {
+  if (t.shape != want) {
+    throw data_error(io.where(name) + " has shape " + qtl::io::shape_string(t.shape) + ", the weight needs " +
+                     qtl::io::shape_string(want));
+  }
+}
+
+op_spec fp8_prepare_spec() {
+  return {"marlin-fp8-prepare",
+          "FP8 weight-only Marlin: e4m3 weight -> 8-bit Marlin, F32 scales -> [G,N] in --dtype, permuted, "
+          "exponent bias folded (--fold)",
+          [](CLI::App& cmd) -> op_runner {
+            auto f = add_fp_flags(cmd, "8-bit activations: the A8 weight layout, scale_perm_single, no fold");
+            auto k_first = std::make_shared<bool>(false);
+            auto block = std::make_shared<std::string>();
+            auto fold = std::make_shared<std::string>("vllm");
+            cmd.add_flag("--size-k-first", *k_first, "weight is [K,N] (and block scales [K/BK,ceil(N/BN)])");
+            cmd.add_option("--block-size", *block, "BN,BK: block scales");
+            cmd.add_option("--fold", *fold, "the exponent-bias fold of the scales")
+                ->capture_default_str()
+                ->check(CLI::IsMember({"none", "vllm", "sglang-fp16"}));
+            return [f, k_first, block, fold](op_io& io) {
+              auto const& w = io.tensor("weight", {dtype::F8_E4M3}, {2});
+              auto const& st = io.tensor("weight_scale", {dtype::F32}, {0, 1, 2});
+              typed_tensor<std::uint8_t> const wt(w);
+              typed_tensor<float> const sv(st);
+              index_t const K = *k_first ? w.shape[0] : w.shape[1];
+              index_t const N = *k_first ? w.shape[1] : w.shape[0];
+              auto const packed = qtl::marlin::pack_fp8_k(wt.view2(), *k_first);
+              auto marlin = f->a8 ? qtl::marlin::repack_gptq<8, act_width::a8>(packed.view())
+                                  : qtl::marlin::repack_gptq<8, act_width::a16>(packed.view());
+              // The scales as [G, N] floats.
+              index_t group = -1, G = 1;
+              std::vector<float> s;
+              if (!block->empty()) {
+                auto const bs = parse_int_list("--block-size", *block);
+                if (bs.size() != 2 || bs[0] <= 0 || bs[1] <= 0) throw usage_error("--block-size: two positive integers BN,BK");
+                index_t const bn = bs[0], bk = bs[1];
+                if (K % bk != 0) throw data_error("K = " + std::to_string(K) + " is not a multiple of BK = " + std::to_string(bk));
+                group = bk;
+                G = K / bk;
+                index_t const nb = (N + bn - 1) / bn;
+                check_scale_shape(io, "weight_scale", st, *k_first ? shape_of(G, nb) : shape_of(nb, G));
+                s.resize(static_cast<std::size_t>(G * N));
+                for (index_t g = 0; g < G; ++g)
+                  for (index_t n = 0; n < N; ++n)
+                    s[static_cast<std::size_t>(g * N + n)] = *k_first ? sv.data()[g * nb + n / bn] : sv.data()[(n / bn) * G + g];
+              } else if (sv.size() == 1) {
+                s.assign(static_cast<std::size_t>(N), sv.data()[0]);
+              } else {
+                check_scale_shape(io, "weight_scale", st, shape_of(N));
+                s.assign(sv.data(), sv.data() + N);
+              }
+              auto const kind = qtl::marlin::scale_kind(K, group, f->a8 ? act_width::a8 : act_width::a16);
+              auto const fold_kind = *fold == "none" ? qtl::marlin::fp8_scale_fold::none
+                                     : *fold == "vllm" ? qtl::marlin::fp8_scale_fold::vllm
+                                                       : qtl::marlin::fp8_scale_fold::sglang_fp16;
+              auto run = [&]<class T>(std::type_identity<T>, dtype out_type) {
+                host_tensor<T, 2> in({G, N}), out({G, N});
+                for (index_t i = 0; i < G * N; ++i) in.data()[i] = from_float<T>(s[static_cast<std::size_t>(i)]);
+                qtl::marlin::permute_scales<T>(in.view(), kind, out.view());
+                if (!f->a8) qtl::marlin::fold_fp8_exponent_bias<T>(out.view(), fold_kind);
+                emit(io, "weight", dtype::I32, std::move(marlin));
+                emit(io, "weight_scale", out_type, std::move(out));
+              };
+              if (f->dt() == act_dtype::bf16) {
+                run(std::type_identity<bfloat16_t>{}, dtype::BF16);
+              } else {
+                run(std::type_identity<half_t>{}, dtype::F16);
+              }
+            };
+          }};
+}
+
+op_spec nvfp4_prepare_spec() {
+  return {"marlin-nvfp4-prepare",
+          "NVFP4 weight-only Marlin: weight -> 4-bit Marlin (N padded to 64), e4m3 scales -> S0E5M3 bytes "
+          "[K/16,Np], global scale and scale factor",
+          [](CLI::App& cmd) -> op_runner {
+            auto dtype_name = std::make_shared<std::string>();
+            auto no_rescale = std::make_shared<bool>(false);
+            cmd.add_option("--dtype", *dtype_name, "the activation dtype")->required()->check(CLI::IsMember({"f16", "bf16"}));
+            cmd.add_flag("--no-rescale", *no_rescale, "older vLLM: no scale factor (1)");
+            return [dtype_name, no_rescale](op_io& io) {
+              act_dtype const a = *dtype_name == "bf16" ? act_dtype::bf16 : act_dtype::f16;
+              index_t N = 0, K = 0, n_pad = 0;
+              auto marlin = fp4_weight<act_width::a16>(io, N, K, n_pad);
+              auto const& st = io.tensor("weight_scale", {dtype::F8_E4M3}, {2});
+              check_scale_shape(io, "weight_scale", st, shape_of(N, K / 16));
+              auto const& gt = io.tensor("weight_global_scale", {dtype::F32}, {0, 1});
+              if (typed_tensor<float>(gt).size() != 1) throw data_error(io.where("weight_global_scale") + " must hold one value");
+              typed_tensor<std::uint8_t> const sv(st);
+              auto const permuted = transpose_permute_bytes(sv.view2(), n_pad, qtl::marlin::scale_kind(K, 16, act_width::a16));
+              float const sf = *no_rescale ? 1.0f : qtl::marlin::nvfp4_scale_factor(permuted.view(), a);
+              host_tensor<std::uint8_t, 2> out({K / 16, n_pad});
+              qtl::marlin::nvfp4_process_scales(permuted.view(), sf, out.view());
+              std::vector<float> gs{qtl::marlin::nvfp4_process_global_scale(scalar_value(gt), a, sf)};
+              emit(io, "weight", dtype::I32, std::move(marlin));
+              emit(io, "weight_scale", dtype::F8_E4M3, std::move(out));
+              io.emit("weight_global_scale", dtype::F32, gt.shape, std::move(gs));
+              io.emit("scale_factor", dtype::F32, {}, std::vector<float>{sf});
+            };
+          }};
+}
+
+op_spec mxfp4_prepare_spec() {
+  return {"marlin-mxfp4-prepare",
+          "MXFP4 weight-only Marlin: weight -> 4-bit Marlin (N padded to 64), E8M0 scales -> [K/32,Np] bytes",
+          [](CLI::App& cmd) -> op_runner {
+            auto f = add_fp_flags(cmd, "FP8 activations: the A8 weight layout, no regroup, scale bytes + 6");
+            return [f](op_io& io) {
+              index_t N = 0, K = 0, n_pad = 0;
+              auto marlin = f->a8 ? fp4_weight<act_width::a8>(io, N, K, n_pad) : fp4_weight<act_width::a16>(io, N, K, n_pad);
+              if (K % 32 != 0) throw data_error("K = " + std::to_string(K) + " is not a multiple of 32 (MXFP4 groups)");
+              auto const& st = io.tensor("weight_scale", {dtype::U8}, {2});
+              check_scale_shape(io, "weight_scale", st, shape_of(N, K / 32));
+              typed_tensor<std::uint8_t> const sv(st);
+              auto const permuted = transpose_permute_bytes(
+                  sv.view2(), n_pad, qtl::marlin::scale_kind(K, 32, f->a8 ? act_width::a8 : act_width::a16));
+              host_tensor<std::uint8_t, 2> out({K / 32, n_pad});
+              qtl::marlin::mxfp4_process_scales(permuted.view(), f->dt(), f->a8, out.view());
+              emit(io, "weight", dtype::I32, std::move(marlin));
+              emit(io, "weight_scale", dtype::U8, std::move(out));
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> marlin_ops() {
@@ -137,6 +314,9 @@ std::vector<op_spec> marlin_ops() {
       zero_points_spec("marlin-zero-points", "zero-point codes zp [G,N] -> Marlin zp [G,N/pf]", zp_op::codes),
       zero_points_spec("unmarlin-zero-points", "Marlin zp [G,N/pf] -> codes [G,N] (exact inverse)", zp_op::inverse),
       zero_points_spec("awq-to-marlin-zero-points", "AWQ qzeros [G,N/pf] -> Marlin zp [G,N/pf]", zp_op::awq),
+      fp8_prepare_spec(),
+      nvfp4_prepare_spec(),
+      mxfp4_prepare_spec(),
   };
 }
 
