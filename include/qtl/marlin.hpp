@@ -34,6 +34,7 @@
 /// MoE: every function has an overload on [E, ...] views (`view3d`), one expert after another.
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -383,6 +384,35 @@ host_tensor<std::int32_t, 2> unrepack_codes(view2d<std::int32_t const> m) {
   for (index_t k = 0; k < K; ++k) {
     for (index_t n = 0; n < N; ++n) {
       o(k, n) = static_cast<std::int32_t>(marlin_code<L>(m.data, N, k, n));
+    }
+  }
+  return out;
+}
+
+// Compile-time shapes: std::array in, std::array out, usable in constant evaluation.
+
+/// repack_gptq of a qweight whose shape `S` (a fixed_shape) is a template argument.
+template <class S>
+constexpr std::array<std::int32_t, S::marlin_words> repack_gptq(std::array<std::int32_t, S::gptq_words> const& qweight) {
+  using L = typename S::layout_type;
+  std::array<std::int32_t, S::marlin_words> out{};
+  view2d<std::int32_t const> const q = make_view(qweight.data(), S::k / L::pack, S::n);
+  auto const code = [&](index_t k, index_t n) { return gptq_code<L::bits>(q, k, n); };
+  for (index_t f = 0; f < S::marlin_words; ++f) {
+    out[static_cast<std::size_t>(f)] = static_cast<std::int32_t>(marlin_word<L>(S::n, f, code));
+  }
+  return out;
+}
+
+/// unrepack_gptq (no act-order) of a Marlin weight of shape `S`.
+template <class S>
+constexpr std::array<std::int32_t, S::gptq_words> unrepack_gptq(std::array<std::int32_t, S::marlin_words> const& m) {
+  using L = typename S::layout_type;
+  std::array<std::int32_t, S::gptq_words> out{};
+  for (index_t r = 0; r < S::k / L::pack; ++r) {
+    for (index_t n = 0; n < S::n; ++n) {
+      out[static_cast<std::size_t>(r * S::n + n)] =
+          static_cast<std::int32_t>(gptq_word_of_marlin<L>(m.data(), nullptr, S::n, r, n));
     }
   }
   return out;

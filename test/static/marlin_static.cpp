@@ -161,4 +161,23 @@ static_assert(zero_points_match<8, act_width::a8>());
 static_assert(qtl::marlin::awq_slot<4>(qtl::marlin::awq_column<4>(3)) == 3 && qtl::marlin::awq_column<4>(1) == 2 &&
               qtl::marlin::awq_slot<4>(1) == 4 && qtl::marlin::awq_slot<8>(1) == 2);
 
+// EX1 in constant evaluation: q = (k+n) % 16, K = 16, N = 64, through the compile-time shape API.
+using ex1 = qtl::marlin::fixed_shape<4, act_width::a16, 16, 64>;
+constexpr std::array<std::int32_t, ex1::gptq_words> ex1_qweight() {
+  std::array<std::int32_t, ex1::gptq_words> q{};
+  for (int r = 0; r < 2; ++r)
+    for (int n = 0; n < 64; ++n) {
+      std::uint32_t w = 0;
+      for (int j = 0; j < 8; ++j) w |= static_cast<std::uint32_t>((8 * r + j + n) % 16) << (4 * j);
+      q[static_cast<std::size_t>(r * 64 + n)] = static_cast<std::int32_t>(w);
+    }
+  return q;
+}
+constexpr auto ex1_marlin = qtl::marlin::repack_gptq<ex1>(ex1_qweight());
+static_assert(static_cast<std::uint32_t>(ex1_marlin[0]) == 0x19910880u);
+static_assert(static_cast<std::uint32_t>(ex1_marlin[4]) == 0x3bb32aa2u);
+static_assert(static_cast<std::uint32_t>(ex1_marlin[127]) == 0xe66ed55du);
+static_assert(qtl::marlin::unrepack_gptq<ex1>(ex1_marlin) == ex1_qweight());
+static_assert(static_cast<std::uint32_t>(ex1_qweight()[0]) == 0x76543210u);
+
 }  // namespace

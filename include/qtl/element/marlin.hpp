@@ -171,6 +171,22 @@ struct layout {
   }
 };
 
+/// A [K, N] weight of `Bits`-bit codes whose shape is known at compile time: shapes the layout
+/// cannot take do not compile (K % 16, or K % 32 for the 8-bit-activation layout; N % 64).
+template <int Bits, act_width A, index_t K, index_t N>
+struct fixed_shape {
+  using layout_type = layout<Bits, A>;
+  // Reported for K = 24, or K = 16 with A8 (whose tiles are 32 rows: the peers leave rows unwritten).
+  static_assert(K > 0 && K % layout_type::k_multiple == 0,
+                "qtl::marlin: K must be a positive multiple of 16 (of 32 with the 8-bit-activation layout)");
+  // Reported for N = 96: the repack's tiles are 64 columns wide.
+  static_assert(N > 0 && N % 64 == 0, "qtl::marlin: N must be a positive multiple of 64");
+  static constexpr index_t k = K;
+  static constexpr index_t n = N;
+  static constexpr index_t gptq_words = K / layout_type::pack * N;  ///< qweight [K/pf, N]
+  static constexpr index_t marlin_words = K * N / layout_type::pack;  ///< Marlin [K/16, N*16/pf]
+};
+
 // -------------------------------------------------------------------------------------------------
 // Checkpoint packings that feed Marlin (marlin.md §1)
 // -------------------------------------------------------------------------------------------------
