@@ -210,15 +210,15 @@ void write_marlin(index_t N, index_t words, Code const& code, std::int32_t* out)
   }
 }
 
-// The fast path of the A16 4-bit layout from a GPTQ qweight without act-order. A tile (kt, nt)
-// reads packed rows 2kt (k 0..7) and 2kt+1 (k 8..15) of 64 columns; word w = 16*cc + 4*l + warp
-// takes byte l of the words A = row0[c], B = row1[c], C = row0[c+8], D = row1[c+8] at column
-// c = 16*warp + cc and holds, from slot 0 up: lo(A), lo(B), lo(C), lo(D), hi(A), hi(B), hi(C), hi(D).
+// The fast path of the A16 4-bit layout. A tile (kt, nt) reads two GPTQ-packed rows of 64
+// columns, row0 (k 0..7) and row1 (k 8..15); word w = 16*cc + 4*l + warp takes byte l of the words
+// A = row0[c], B = row1[c], C = row0[c+8], D = row1[c+8] at column c = 16*warp + cc and holds,
+// from slot 0 up: lo(A), lo(B), lo(C), lo(D), hi(A), hi(B), hi(C), hi(D) (of that byte).
 //   x = lo nibbles of A | lo of B << 4, per byte      y = hi nibbles of A | hi of B << 4
 // so word (cc, l, warp) = bytes [x_l, x'_l, y_l, y'_l] (x', y' from C, D): a 4x4 byte transpose.
-inline void repack_gptq4_a16_tile_rows(std::int32_t const* row0, std::int32_t const* row1, index_t N,
-                                       std::int32_t* out) {
-  for (index_t n0 = 0; n0 < N; n0 += 64, out += 128) {
+// `ncols` (a multiple of 64) columns from row0/row1 give ncols/64 consecutive tiles at `out`.
+inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* row1, index_t ncols, std::int32_t* out) {
+  for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
     for (int warp = 0; warp < 4; ++warp) {
       for (int cc = 0; cc < 8; ++cc) {
         index_t const c = n0 + 16 * warp + cc;
@@ -235,6 +235,77 @@ inline void repack_gptq4_a16_tile_rows(std::int32_t const* row0, std::int32_t co
           out[16 * cc + 4 * l + warp] = static_cast<std::int32_t>(word);
         }
       }
+    }
+  }
+}
+
+// Columns per block of the act-order and AWQ paths: the K x 128 slice of the input they gather
+// from (K/8 x 128 words: 512 KiB at K = 8192) stays in L2 while its tiles are written.
+inline constexpr index_t band_cols = 128;
+
+// Act-order, A16 4-bit: for each 128-column block, the K/8 x 128 slice of the qweight is copied
+// into a contiguous buffer (rows of the qweight itself are N words apart, a stride that maps them
+// onto a few L2 sets); then for each k-tile the 16 rows sort_indices[16kt ..] are gathered from it
+// into two GPTQ-packed rows (band), which the tile kernel above repacks.
+inline void repack4_a16_act_order(view2d<std::int32_t const> q, view1d<std::int32_t const> s, index_t K, index_t N,
+                                  std::int32_t* out) {
+  alignas(64) std::int32_t band[2][band_cols];
+  aligned_vector<std::uint32_t> slice(static_cast<std::size_t>(K / 8 * band_cols));
+  for (index_t nb = 0; nb < N; nb += band_cols) {
+    index_t const w = N - nb < band_cols ? N - nb : band_cols;
+    for (index_t r = 0; r < K / 8; ++r) {
+      std::int32_t const* row = &q(r, nb);
+      for (index_t n = 0; n < w; ++n) slice[static_cast<std::size_t>(r * band_cols + n)] = static_cast<std::uint32_t>(row[n]);
+    }
+    for (index_t kt = 0; kt < K / 16; ++kt) {
+      for (int r = 0; r < 2; ++r) {
+        std::uint32_t const* rows[8];
+        std::uint32_t sh[8];
+        for (int j = 0; j < 8; ++j) {
+          std::int32_t const src = s(16 * kt + 8 * r + j);
+          rows[j] = slice.data() + (src / 8) * band_cols;
+          sh[j] = static_cast<std::uint32_t>(4 * (src % 8));
+        }
+        for (index_t n = 0; n < band_cols; ++n) {
+          std::uint32_t a = 0;
+          for (int j = 0; j < 8; ++j) a |= ((rows[j][n] >> sh[j]) & 15u) << (4 * j);
+          band[r][n] = static_cast<std::int32_t>(a);
+        }
+      }
+      repack4_a16_tile_row(band[0], band[1], w, out + (kt * (N / 64) + nb / 64) * 128);
+    }
+  }
+}
+
+// An 8x8 transpose of nibbles: afterwards nibble j of word i is what nibble i of word j was.
+inline void transpose_nibbles_8x8(std::uint32_t (&v)[8]) {
+  auto swap = [&](int i, int j, int shift, std::uint32_t mask) {
+    std::uint32_t const t = ((v[i] >> shift) ^ v[j]) & mask;
+    v[j] ^= t;
+    v[i] ^= t << shift;
+  };
+  for (int i = 0; i < 4; ++i) swap(i, i + 4, 16, 0x0000ffffu);
+  for (int i : {0, 1, 4, 5}) swap(i, i + 2, 8, 0x00ff00ffu);
+  for (int i : {0, 2, 4, 6}) swap(i, i + 1, 4, 0x0f0f0f0fu);
+}
+
+// AWQ, A16 4-bit: 8 AWQ rows (k 8r .. 8r+7 of a k-tile) of word column c hold the 8 x 8 nibbles of
+// columns 8c + awq_column(i); their nibble transpose is 8 GPTQ-packed words, word i for column
+// 8c + awq_column(i). Two such bands per k-tile feed the tile kernel.
+inline void repack4_a16_awq(view2d<std::int32_t const> q, index_t K, index_t N, std::int32_t* out) {
+  alignas(64) std::int32_t band[2][band_cols];
+  for (index_t nb = 0; nb < N; nb += band_cols) {
+    index_t const w = N - nb < band_cols ? N - nb : band_cols;
+    for (index_t kt = 0; kt < K / 16; ++kt) {
+      for (int r = 0; r < 2; ++r) {
+        for (index_t c = nb / 8; c < (nb + w) / 8; ++c) {
+          std::uint32_t v[8];
+          for (int j = 0; j < 8; ++j) v[j] = static_cast<std::uint32_t>(q(16 * kt + 8 * r + j, c));
+          transpose_nibbles_8x8(v);
+          for (int i = 0; i < 8; ++i) band[r][8 * c - nb + awq_column<4>(i)] = static_cast<std::int32_t>(v[i]);
+        }
+      }
+      repack4_a16_tile_row(band[0], band[1], w, out + (kt * (N / 64) + nb / 64) * 128);
     }
   }
 }
@@ -259,16 +330,19 @@ void repack_gptq(view2d<std::int32_t const> qweight, view1d<std::int32_t const> 
   detail::check_contiguous(op, "out", out);
   std::vector<std::int32_t> const inv = detail::check_sort_indices<L>(op, sort_indices, K);
   index_t const words = out.size();
-  if (inv.empty()) {
-    if constexpr (Bits == 4 && !L::a8) {
-      if (qweight.stride[1] == 1) {
+  if constexpr (Bits == 4 && !L::a8) {
+    if (qweight.stride[1] == 1) {
+      if (inv.empty()) {
         for (index_t kt = 0; kt < K / 16; ++kt) {
-          detail::repack_gptq4_a16_tile_rows(&qweight(2 * kt, 0), &qweight(2 * kt + 1, 0), N,
-                                             out.data + kt * (N / 64) * 128);
+          detail::repack4_a16_tile_row(&qweight(2 * kt, 0), &qweight(2 * kt + 1, 0), N, out.data + kt * (N / 64) * 128);
         }
-        return;
+      } else {
+        detail::repack4_a16_act_order(qweight, sort_indices, K, N, out.data);
       }
+      return;
     }
+  }
+  if (inv.empty()) {
     detail::write_marlin<L>(N, words, [&](index_t k, index_t n) { return gptq_code<Bits>(qweight, k, n); },
                             out.data);
   } else {
@@ -325,6 +399,12 @@ void repack_awq(view2d<std::int32_t const> qweight, view2d<std::int32_t> out) {
   detail::check_kn<L>(op, K, N);
   detail::check_extents(op, "out", out, L::marlin_rows(K), L::marlin_cols(N));
   detail::check_contiguous(op, "out", out);
+  if constexpr (Bits == 4 && !L::a8) {
+    if (qweight.stride[1] == 1) {
+      detail::repack4_a16_awq(qweight, K, N, out.data);
+      return;
+    }
+  }
   detail::write_marlin<L>(N, out.size(), [&](index_t k, index_t n) { return awq_code<Bits>(qweight, k, n); },
                           out.data);
 }
@@ -420,9 +500,10 @@ constexpr std::array<std::int32_t, S::gptq_words> unrepack_gptq(std::array<std::
 
 // MoE: [E, ...] views, one expert after another (the peers' Python loop over experts).
 
-/// Per expert: qweight [E, K/pf, N], sort_indices [E, K] or [0, 0] -> Marlin [E, K/16, N*16/pf].
+/// Per expert: qweight [E, K/pf, N], sort_indices [E, K] or empty -> Marlin `out` [E, K/16, N*16/pf]
+/// (contiguous).
 template <int Bits, act_width A = act_width::a16>
-host_tensor<std::int32_t, 3> repack_gptq(view3d<std::int32_t const> qweight, view2d<std::int32_t const> sort_indices) {
+void repack_gptq(view3d<std::int32_t const> qweight, view2d<std::int32_t const> sort_indices, view3d<std::int32_t> out) {
   using L = layout<Bits, A>;
   std::string const op = detail::op_name("repack_gptq (MoE)", Bits, A);
   index_t const E = qweight.extent[0], K = qweight.extent[1] * L::pack, N = qweight.extent[2];
@@ -431,7 +512,10 @@ host_tensor<std::int32_t, 3> repack_gptq(view3d<std::int32_t const> qweight, vie
   if (act_order) {
     detail::check_extents(op, "sort_indices", sort_indices, E, K);
   }
-  host_tensor<std::int32_t, 3> out({E, L::marlin_rows(K), L::marlin_cols(N)});
+  if (out.extent[0] != E || !out.is_contiguous()) {
+    detail::fail_shape(op, "out must be contiguous with " + std::to_string(E) + " experts");
+  }
+  detail::check_extents(op, "out", out, L::marlin_rows(K), L::marlin_cols(N));
   for (index_t e = 0; e < E; ++e) {
     view2d<std::int32_t const> q = make_view(&qweight(e, 0, 0), qweight.extent[1], qweight.extent[2]);
     q.stride[0] = qweight.stride[1];
@@ -440,9 +524,18 @@ host_tensor<std::int32_t, 3> repack_gptq(view3d<std::int32_t const> qweight, vie
     if (act_order) {
       s.stride[0] = sort_indices.stride[1];
     }
-    repack_gptq<Bits, A>(q, s, make_view(out.data() + e * L::marlin_rows(K) * L::marlin_cols(N), L::marlin_rows(K),
-                                         L::marlin_cols(N)));
+    repack_gptq<Bits, A>(q, s, make_view(&out(e, 0, 0), L::marlin_rows(K), L::marlin_cols(N)));
   }
+}
+
+/// The same, allocating the result.
+template <int Bits, act_width A = act_width::a16>
+host_tensor<std::int32_t, 3> repack_gptq(view3d<std::int32_t const> qweight, view2d<std::int32_t const> sort_indices) {
+  using L = layout<Bits, A>;
+  index_t const K = qweight.extent[1] * L::pack, N = qweight.extent[2];
+  detail::check_kn<L>(detail::op_name("repack_gptq (MoE)", Bits, A), K, N);
+  host_tensor<std::int32_t, 3> out({qweight.extent[0], L::marlin_rows(K), L::marlin_cols(N)});
+  repack_gptq<Bits, A>(qweight, sort_indices, out.view());
   return out;
 }
 

@@ -1,0 +1,122 @@
+// Host Marlin repack throughput beside memcpy (DESIGN's performance contract), one core:
+// 4-bit GPTQ qweights of (K, N) = (4096, 4096) and (8192, 28672), without and with act-order
+// (a random permutation as sort_indices), AWQ on the same shapes, and a 64-expert MoE
+// (K = 2048, N = 1408 per expert).
+//
+// bytes_per_second counts every input byte read once and every output byte written once (qweight
+// in, Marlin out: the same size; sort_indices are not counted). bm_memcpy copies a buffer as large
+// as the operation's input and counts 2x its size, so the ratio of the two rates is the figure
+// that counts. Rates use CPU time (Google Benchmark's default).
+
+#include <qtl/marlin.hpp>
+
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+namespace {
+
+using qtl::index_t;
+
+void bm_memcpy(benchmark::State& state) {
+  auto const bytes = static_cast<std::size_t>(state.range(0));
+  qtl::aligned_vector<char> src(bytes, 1);
+  qtl::aligned_vector<char> dst(bytes, 0);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), bytes);
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
+}
+
+qtl::aligned_vector<std::int32_t> random_words(std::size_t n) {
+  qtl::aligned_vector<std::int32_t> w(n);
+  std::mt19937 rng(42);
+  for (auto& x : w) x = static_cast<std::int32_t>(rng());
+  return w;
+}
+
+std::vector<std::int32_t> random_permutation(index_t k, std::uint32_t seed) {
+  std::vector<std::int32_t> s(static_cast<std::size_t>(k));
+  std::iota(s.begin(), s.end(), 0);
+  std::shuffle(s.begin(), s.end(), std::mt19937(seed));
+  return s;
+}
+
+// range(0) = K, range(1) = N, range(2) = act-order (0/1)
+void bm_repack_gptq4(benchmark::State& state) {
+  index_t const K = state.range(0), N = state.range(1);
+  bool const act_order = state.range(2) != 0;
+  auto const q = random_words(static_cast<std::size_t>(K / 8 * N));
+  auto const s = act_order ? random_permutation(K, 7) : std::vector<std::int32_t>{};
+  qtl::aligned_vector<std::int32_t> out(q.size());
+  auto const qv = qtl::make_view(q.data(), K / 8, N);
+  auto const sv = qtl::make_view(s.data(), static_cast<index_t>(s.size()));
+  auto const ov = qtl::make_view(out.data(), K / 16, 2 * N);
+  for (auto _ : state) {
+    qtl::marlin::repack_gptq<4>(qv, sv, ov);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(q.size() * 4));
+}
+
+void bm_repack_awq4(benchmark::State& state) {
+  index_t const K = state.range(0), N = state.range(1);
+  auto const q = random_words(static_cast<std::size_t>(K * N / 8));
+  qtl::aligned_vector<std::int32_t> out(q.size());
+  auto const qv = qtl::make_view(q.data(), K, N / 8);
+  auto const ov = qtl::make_view(out.data(), K / 16, 2 * N);
+  for (auto _ : state) {
+    qtl::marlin::repack_awq<4>(qv, ov);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(q.size() * 4));
+}
+
+// range(0) = experts, range(1) = K, range(2) = N, range(3) = act-order
+void bm_repack_gptq4_moe(benchmark::State& state) {
+  index_t const E = state.range(0), K = state.range(1), N = state.range(2);
+  bool const act_order = state.range(3) != 0;
+  auto const q = random_words(static_cast<std::size_t>(E * K / 8 * N));
+  std::vector<std::int32_t> s;
+  if (act_order) {
+    for (index_t e = 0; e < E; ++e) {
+      auto const p = random_permutation(K, static_cast<std::uint32_t>(e));
+      s.insert(s.end(), p.begin(), p.end());
+    }
+  }
+  auto const qv = qtl::make_view(q.data(), E, K / 8, N);
+  auto const sv = act_order ? qtl::make_view<std::int32_t const>(s.data(), E, K) : qtl::view2d<std::int32_t const>{};
+  qtl::aligned_vector<std::int32_t> out(q.size());
+  auto const ov = qtl::make_view(out.data(), E, K / 16, 2 * N);
+  for (auto _ : state) {
+    qtl::marlin::repack_gptq<4>(qv, sv, ov);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(q.size() * 4));
+}
+
+}  // namespace
+
+// memcpy of each operation's input: 4096x4096 4-bit = 8 MiB, 8192x28672 = 112 MiB, MoE 64 x 2048 x
+// 1408 = 88 MiB.
+BENCHMARK(bm_memcpy)->Arg(4096LL * 4096 / 2)->Arg(8192LL * 28672 / 2)->Arg(64LL * 2048 * 1408 / 2)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_repack_gptq4)
+    ->Args({4096, 4096, 0})
+    ->Args({4096, 4096, 1})
+    ->Args({8192, 28672, 0})
+    ->Args({8192, 28672, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_repack_awq4)->Args({4096, 4096})->Args({8192, 28672})->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_repack_gptq4_moe)->Args({64, 2048, 1408, 0})->Args({64, 2048, 1408, 1})->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
