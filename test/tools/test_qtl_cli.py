@@ -290,6 +290,25 @@ def main():
         os.remove(os.path.join(model, "model-00002-of-00002.safetensors"))
         expect(qtl, 2, ["inspect", model], "model-00002-of-00002.safetensors: cannot open")
 
+        # inspect --assume marlin: logical shapes from the Marlin weight and the scales beside it
+        marlin = os.path.join(tmp, "marlin.safetensors")
+        with open(marlin, "wb") as f:
+            f.write(build([("l0.qweight",) + i32(4, 256), ("l0.scales",) + f16(2, 128), ("l0.g_idx",) + i32(64),
+                           ("l1.experts.w13_qweight",) + i32(4, 8, 1024), ("l1.experts.w13_scales",) + f16(4, 1, 256),
+                           ("l2.weight",) + i32(2, 512)]))
+        r = expect(qtl, 0, ["inspect", "--assume", "marlin", "--json", marlin])
+        got = {m["tensor"]: m for m in json.loads(r.stdout)["files"][0]["marlin"]}
+        check((got["l0.qweight"]["bits"], got["l0.qweight"]["K"], got["l0.qweight"]["N"],
+               got["l0.qweight"]["group_size"], got["l0.qweight"]["act_order"]) == (4, 64, 128, 32, True),
+              "inspect --assume marlin: l0 %s" % got.get("l0.qweight"))
+        w13 = got["l1.experts.w13_qweight"]
+        check((w13["bits"], w13["experts"], w13["K"], w13["N"], w13["group_size"]) == (8, 4, 128, 256, -1),
+              "inspect --assume marlin: w13 %s" % w13)
+        check((got["l2.weight"]["bits"], got["l2.weight"]["N_if_4_bit"]) == (None, 256),
+              "inspect --assume marlin: l2 %s" % got.get("l2.weight"))
+        expect(qtl, 0, ["inspect", "--assume", "marlin", marlin], re.escape("4-bit [K=64, N=128], 2 groups of 32, act-order"))
+        expect(qtl, 1, ["inspect", "--assume", "awq", marlin])
+
     print("%d passed, %d failed" % (passed, failed))
     return 1 if failed else 0
 

@@ -33,7 +33,7 @@ std::vector<std::tuple<std::string, std::string, std::size_t>> summarize(
   return s;
 }
 
-json report(std::string const& path, qtl::io::safetensors_checkpoint const& ck) {
+json report(std::string const& path, qtl::io::safetensors_checkpoint const& ck, std::string const& assume) {
   json r = json::object();
   r["path"] = path;
   json shards = json::array();
@@ -73,6 +73,9 @@ json report(std::string const& path, qtl::io::safetensors_checkpoint const& ck) 
         {{"module", m.module}, {"scheme", m.scheme}, {"variant", m.variant}, {"tensors", m.tensors}});
   }
   r["quantization"] = {{"schemes", std::move(schemes)}, {"modules", std::move(modules)}};
+  if (assume == "marlin") {
+    r["marlin"] = marlin_report(infos);
+  }
   return r;
 }
 
@@ -118,15 +121,19 @@ void print_table(json const& r, std::ostream& out) {
         << s["variant"].get<std::string>() << "): " << s["modules"].get<std::size_t>()
         << (s["modules"].get<std::size_t>() == 1 ? " module\n" : " modules\n");
   }
+  if (r.contains("marlin")) {
+    if (r["marlin"].empty()) out << "  marlin: no I32 qweight/weight tensors\n";
+    for (auto const& m : r["marlin"]) out << "  marlin: " << marlin_line(m) << "\n";
+  }
 }
 
 }  // namespace
 
-void inspect(std::vector<std::string> const& paths, bool as_json, std::ostream& out) {
+void inspect(std::vector<std::string> const& paths, bool as_json, std::ostream& out, std::string const& assume) {
   json files = json::array();
   for (auto const& p : paths) {
     auto const ck = qtl::io::safetensors_checkpoint::open(p);
-    files.push_back(report(p, ck));
+    files.push_back(report(p, ck, assume));
   }
   if (as_json) {
     out << json{{"files", files}}.dump(2) << "\n";

@@ -47,6 +47,9 @@ int main(int argc, char** argv) {
                    "a .safetensors file, a *.safetensors.index.json, or a folder holding one")
       ->required();
   inspect_cmd->add_flag("--json", inspect_json, "print JSON instead of a table");
+  std::string inspect_assume;
+  inspect_cmd->add_option("--assume", inspect_assume, "read the tensors as a layout their shapes do not name: marlin")
+      ->check(CLI::IsMember({"marlin"}));
 
   // qtl op NAME -----------------------------------------------------------------------------------
   auto* op_cmd = app.add_subcommand(
@@ -105,7 +108,7 @@ int main(int argc, char** argv) {
 
   try {
     if (inspect_cmd->parsed()) {
-      inspect(inspect_paths, inspect_json, std::cout);
+      inspect(inspect_paths, inspect_json, std::cout, inspect_assume);
       return exit_ok;
     }
     for (auto const& c : commands) {
