@@ -45,6 +45,7 @@
 #include <qtl/error.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
+#include <qtl/x86/marlin.hpp>
 
 namespace qtl::marlin {
 
@@ -217,7 +218,8 @@ void write_marlin(index_t N, index_t words, Code const& code, std::int32_t* out)
 //   x = lo nibbles of A | lo of B << 4, per byte      y = hi nibbles of A | hi of B << 4
 // so word (cc, l, warp) = bytes [x_l, x'_l, y_l, y'_l] (x', y' from C, D): a 4x4 byte transpose.
 // `ncols` (a multiple of 64) columns from row0/row1 give ncols/64 consecutive tiles at `out`.
-inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* row1, index_t ncols, std::int32_t* out) {
+inline void repack4_a16_tile_row_portable(std::int32_t const* row0, std::int32_t const* row1, index_t ncols,
+                                          std::int32_t* out) {
   for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
     for (int warp = 0; warp < 4; ++warp) {
       for (int cc = 0; cc < 8; ++cc) {
@@ -237,6 +239,15 @@ inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* r
       }
     }
   }
+}
+
+// The same, by the SSE2 executor where there is one (qtl/x86/marlin.hpp).
+inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* row1, index_t ncols, std::int32_t* out) {
+#if QTL_X86_MARLIN
+  x86::marlin::repack4_a16_tile_row(row0, row1, ncols, out);
+#else
+  repack4_a16_tile_row_portable(row0, row1, ncols, out);
+#endif  // ^^^ QTL_X86_MARLIN ^^^
 }
 
 // Columns per block of the act-order and AWQ paths: the K x 128 slice of the input they gather

@@ -342,3 +342,16 @@ TEST_CASE("marlin: shapes, sort_indices and codes the layout cannot take are ref
   // Marlin columns that are not N*16/pf for an integer N.
   CHECK_THROWS_AS(qtl::marlin::unrepack_gptq<8>(make_view<std::int32_t const>(buf.data(), 1, 130)), qtl::shape_error);
 }
+
+TEST_CASE("marlin: the tile kernel's executor equals its portable loop", "[marlin]") {
+  for (index_t ncols : {64, 128, 448}) {
+    auto const rows = codes(2, ncols, 16, static_cast<std::uint32_t>(ncols));  // any words: low 16 bits random
+    std::vector<std::int32_t> r0(rows.begin(), rows.begin() + ncols), r1(rows.begin() + ncols, rows.end());
+    for (auto& w : r0) w = static_cast<std::int32_t>(static_cast<std::uint32_t>(w) * 0x9E3779B1u);
+    for (auto& w : r1) w = static_cast<std::int32_t>(static_cast<std::uint32_t>(w) * 0x85EBCA77u);
+    std::vector<std::int32_t> want(static_cast<std::size_t>(2 * ncols)), got(want.size());
+    qtl::marlin::detail::repack4_a16_tile_row_portable(r0.data(), r1.data(), ncols, want.data());
+    qtl::marlin::detail::repack4_a16_tile_row(r0.data(), r1.data(), ncols, got.data());
+    CHECK(got == want);
+  }
+}
