@@ -300,24 +300,41 @@ inline void transpose_nibbles_8x8(std::uint32_t (&v)[8]) {
   for (int i : {0, 2, 4, 6}) swap(i, i + 1, 4, 0x0f0f0f0fu);
 }
 
-// AWQ, A16 4-bit: 8 AWQ rows (k 8r .. 8r+7 of a k-tile) of word column c hold the 8 x 8 nibbles of
-// columns 8c + awq_column(i); their nibble transpose is 8 GPTQ-packed words, word i for column
-// 8c + awq_column(i). Two such bands per k-tile feed the tile kernel.
+// AWQ -> GPTQ packing of 8 rows (k0 + j at rows[j], from AWQ word column c0): for each of `count`
+// word columns c, band[8(c - c0) + m] = the GPTQ word of column 8c + m. An 8x8 nibble transpose
+// turns the 8 AWQ words of column group c into 8 GPTQ words, word i for column 8c + awq_column(i).
+inline void awq4_band_portable(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
+  for (index_t c = 0; c < count; ++c) {
+    std::uint32_t v[8];
+    for (int j = 0; j < 8; ++j) v[j] = static_cast<std::uint32_t>(rows[j][c]);
+    transpose_nibbles_8x8(v);
+    for (int i = 0; i < 8; ++i) band[8 * c + awq_column<4>(i)] = static_cast<std::int32_t>(v[i]);
+  }
+}
+
+inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
+#if QTL_X86_MARLIN
+  if (count % 4 == 0) {
+    x86::marlin::awq4_band(rows, count, band);
+    return;
+  }
+#endif  // ^^^ QTL_X86_MARLIN ^^^
+  awq4_band_portable(rows, count, band);
+}
+
+// AWQ, A16 4-bit: the rows 8r .. 8r+7 of a k-tile become a GPTQ-packed band row (awq4_band); the
+// two band rows of a k-tile feed the tile kernel.
 inline void repack4_a16_awq(view2d<std::int32_t const> q, index_t K, index_t N, std::int32_t* out) {
-  alignas(64) std::int32_t band[2][band_cols];
-  for (index_t nb = 0; nb < N; nb += band_cols) {
-    index_t const w = N - nb < band_cols ? N - nb : band_cols;
-    for (index_t kt = 0; kt < K / 16; ++kt) {
-      for (int r = 0; r < 2; ++r) {
-        for (index_t c = nb / 8; c < (nb + w) / 8; ++c) {
-          std::uint32_t v[8];
-          for (int j = 0; j < 8; ++j) v[j] = static_cast<std::uint32_t>(q(16 * kt + 8 * r + j, c));
-          transpose_nibbles_8x8(v);
-          for (int i = 0; i < 8; ++i) band[r][8 * c - nb + awq_column<4>(i)] = static_cast<std::int32_t>(v[i]);
-        }
-      }
-      repack4_a16_tile_row(band[0], band[1], w, out + (kt * (N / 64) + nb / 64) * 128);
+  // Whole rows per k-tile: 16 AWQ rows are read front to back, and the two band rows (8N bytes)
+  // stay in L2 for the tile kernel.
+  aligned_vector<std::int32_t> band(static_cast<std::size_t>(2 * N));
+  for (index_t kt = 0; kt < K / 16; ++kt) {
+    for (int r = 0; r < 2; ++r) {
+      std::int32_t const* rows[8];
+      for (int j = 0; j < 8; ++j) rows[j] = &q(16 * kt + 8 * r + j, 0);
+      awq4_band(rows, N / 8, band.data() + r * N);
     }
+    repack4_a16_tile_row(band.data(), band.data() + N, N, out + kt * (N / 64) * 128);
   }
 }
 

@@ -355,3 +355,17 @@ TEST_CASE("marlin: the tile kernel's executor equals its portable loop", "[marli
     CHECK(got == want);
   }
 }
+
+TEST_CASE("marlin: the AWQ band executor equals its portable loop", "[marlin]") {
+  std::mt19937 rng(3);
+  for (index_t count : {4, 8, 16}) {
+    std::vector<std::int32_t> data(static_cast<std::size_t>(8 * count));
+    for (auto& w : data) w = static_cast<std::int32_t>(rng());
+    std::int32_t const* rows[8];
+    for (int j = 0; j < 8; ++j) rows[j] = data.data() + j * count;
+    std::vector<std::int32_t> want(static_cast<std::size_t>(8 * count)), got(want.size());
+    qtl::marlin::detail::awq4_band_portable(rows, count, want.data());
+    qtl::marlin::detail::awq4_band(rows, count, got.data());
+    CHECK(got == want);
+  }
+}

@@ -67,6 +67,41 @@ inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* r
   }
 }
 
+/// AWQ -> GPTQ packing of 8 rows: `rows[j]` points at AWQ word column c0 of row k0 + j; for each of
+/// `count` (a multiple of 4) word columns c, band[8(c - c0) + m] gets the GPTQ word of column
+/// 8c + m (nibble j = row k0 + j). Four columns at a time: the 8x8 nibble transpose of the
+/// portable loop on 4 lanes, then two 4x4 word transposes put each column's 8 words side by side.
+inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
+  auto const load = [](std::int32_t const* p) { return _mm_loadu_si128(reinterpret_cast<__m128i const*>(p)); };
+  auto const swap = [](__m128i& a, __m128i& b, int shift, __m128i mask) {
+    __m128i const t = _mm_and_si128(_mm_xor_si128(_mm_srl_epi32(a, _mm_cvtsi32_si128(shift)), b), mask);
+    b = _mm_xor_si128(b, t);
+    a = _mm_xor_si128(a, _mm_sll_epi32(t, _mm_cvtsi32_si128(shift)));
+  };
+  __m128i const m16 = _mm_set1_epi32(0x0000ffff), m8 = _mm_set1_epi32(0x00ff00ff), m4 = _mm_set1_epi32(0x0f0f0f0f);
+  for (index_t c = 0; c < count; c += 4, band += 32) {
+    __m128i v[8];
+    for (int j = 0; j < 8; ++j) v[j] = load(rows[j] + c);
+    for (int i = 0; i < 4; ++i) swap(v[i], v[i + 4], 16, m16);
+    for (int i : {0, 1, 4, 5}) swap(v[i], v[i + 2], 8, m8);
+    for (int i : {0, 2, 4, 6}) swap(v[i], v[i + 1], 4, m4);
+    // v[i] lane l = the GPTQ word of column 8(c + l) + {0,2,4,6,1,3,5,7}[i]; column m sits in
+    // v[{0,4,1,5,2,6,3,7}[m]].
+    __m128i const* const by_col[2][4] = {{&v[0], &v[4], &v[1], &v[5]}, {&v[2], &v[6], &v[3], &v[7]}};
+    for (int h = 0; h < 2; ++h) {
+      __m128i const t0 = _mm_unpacklo_epi32(*by_col[h][0], *by_col[h][1]);
+      __m128i const t1 = _mm_unpacklo_epi32(*by_col[h][2], *by_col[h][3]);
+      __m128i const t2 = _mm_unpackhi_epi32(*by_col[h][0], *by_col[h][1]);
+      __m128i const t3 = _mm_unpackhi_epi32(*by_col[h][2], *by_col[h][3]);
+      auto* const o = reinterpret_cast<__m128i*>(band + 4 * h);
+      _mm_storeu_si128(o + 0, _mm_unpacklo_epi64(t0, t1));  // lane 0: columns 4h .. 4h+3
+      _mm_storeu_si128(o + 2, _mm_unpackhi_epi64(t0, t1));  // lane 1 (8 words further)
+      _mm_storeu_si128(o + 4, _mm_unpacklo_epi64(t2, t3));  // lane 2
+      _mm_storeu_si128(o + 6, _mm_unpackhi_epi64(t2, t3));  // lane 3
+    }
+  }
+}
+
 #endif  // ^^^ QTL_X86_MARLIN ^^^
 
 }  // namespace qtl::x86::marlin
