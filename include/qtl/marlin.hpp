@@ -31,7 +31,15 @@
 /// as the peers' "Unsupported repack config"), codes inside [0, 2^bits). Marlin-side views (the
 /// repacked weight) must be contiguous: it is one run of tiles.
 ///
-/// MoE: every function has an overload on [E, ...] views (`view3d`), one expert after another.
+/// MoE: repack_gptq has an overload on [E, ...] views (`view3d`), one expert after another (the
+/// GPU launcher does all experts in one launch). Compile-time shapes: repack_gptq<fixed_shape<...>>
+/// and unrepack_gptq on std::array run in constant evaluation; shapes the layout cannot take do
+/// not compile.
+///
+/// Speed: the 4-bit A16 layout (GPTQ with and without act-order, AWQ) has fast paths through
+/// GPTQ-packed bands and a byte-transpose tile kernel, with an SSE2 executor in
+/// <qtl/x86/marlin.hpp>; the other layouts run the generic word-by-word loop. Measured figures:
+/// docs/performance.md.
 
 #include <algorithm>
 #include <array>
