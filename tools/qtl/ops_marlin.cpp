@@ -10,6 +10,8 @@
 //   marlin-zero-points   --bits [--a8]      zp I32 [G,N] codes -> zp I32 [G,N/pf]
 //   unmarlin-zero-points --bits [--a8]      zp I32 [G,N/pf] -> zp I32 [G,N]
 //   awq-to-marlin-zero-points --bits [--a8] qzeros I32 [G,N/pf] (AWQ) -> zp I32 [G,N/pf]
+//   marlin-sort-g-idx                       g_idx I32 [K] -> g_idx I32 [K] (sorted), sort_indices I32 [K]
+//                                           (a STABLE sort: rows of a group in increasing order)
 //   marlin-fp8-prepare   --dtype f16|bf16 [--size-k-first] [--block-size BN,BK]
 //                        [--fold none|vllm|sglang-fp16] [--a8]
 //       weight F8_E4M3 [N,K] ([K,N]), weight_scale F32 0-dim/[1] (tensor), [N] (channel) or
@@ -128,6 +130,22 @@ op_spec zero_points_spec(char const* name, char const* help, zp_op kind) {
                   case zp_op::inverse: emit(io, "zp", dtype::I32, qtl::marlin::unzero_points<Bits, A>(in.view2())); break;
                 }
               });
+            };
+          }};
+}
+
+op_spec sort_g_idx_spec() {
+  return {"marlin-sort-g-idx",
+          "g_idx [K] -> the sorted g_idx and sort_indices for marlin-repack-gptq (a stable sort: the peers' "
+          "torch.argsort is not)",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              typed_tensor<std::int32_t> const g(io.tensor("g_idx", {dtype::I32}, {1}));
+              index_t const K = g.size();
+              std::vector<std::int32_t> sorted(static_cast<std::size_t>(K)), indices(static_cast<std::size_t>(K));
+              qtl::marlin::sort_g_idx(g.view1(), make_view(sorted.data(), K), make_view(indices.data(), K));
+              io.emit("g_idx", dtype::I32, shape_of(K), std::move(sorted));
+              io.emit("sort_indices", dtype::I32, shape_of(K), std::move(indices));
             };
           }};
 }
@@ -314,6 +332,7 @@ std::vector<op_spec> marlin_ops() {
       zero_points_spec("marlin-zero-points", "zero-point codes zp [G,N] -> Marlin zp [G,N/pf]", zp_op::codes),
       zero_points_spec("unmarlin-zero-points", "Marlin zp [G,N/pf] -> codes [G,N] (exact inverse)", zp_op::inverse),
       zero_points_spec("awq-to-marlin-zero-points", "AWQ qzeros [G,N/pf] -> Marlin zp [G,N/pf]", zp_op::awq),
+      sort_g_idx_spec(),
       fp8_prepare_spec(),
       nvfp4_prepare_spec(),
       mxfp4_prepare_spec(),

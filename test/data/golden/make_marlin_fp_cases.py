@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the golden cases 1900-1907 of the FP8/FP4 Marlin preparation ops into ops/ (and prints
+"""Writes the golden cases 1900-1909 of the FP8/FP4 Marlin preparation ops and of the stable
+act-order sort into ops/ (and prints
 their cases.jsonl lines). No golden rows of the reference cover these ops, so the cases are built
 from research/marlin.md's worked example EX9 and its formulas (§0, §4.1, §6, §7), transcribed
 here in plain Python independently of the C++ (standard library only):
@@ -12,6 +13,9 @@ here in plain Python independently of the C++ (standard library only):
              (others c8); global scale 1.0 -> 2^7 (fp16) or 2^119 / 8 (bf16).
   1906-1907  marlin-mxfp4-prepare: N = 32 padded to 64, scale bytes 120 + (n + 3g) % 16: bf16
              (regroup {0,2,1,3}) and --a8 (A8 layout, single permutation, +6).
+  1908-1909  marlin-sort-g-idx: EX5's g_idx = [1,0]*16 (stable: [1,3,...,31,0,2,...,30], where
+             torch's CPU argsort gives [1,31,29,...]) and g_idx[k] = 7k % 4 over 64 rows, sorted by
+             Python's (stable) sorted().
 
     python3 make_marlin_fp_cases.py OPS_DIR
 """
@@ -160,10 +164,21 @@ def mxfp4_cases():
                 ("weight_scale", "U8", [G, n_pad], bytes(out))])
 
 
+def sort_cases():
+    for g in ([1, 0] * 16, [(7 * k) % 4 for k in range(64)]):
+        K = len(g)
+        idx = sorted(range(K), key=lambda k: g[k])  # Python's sort is stable
+        if K == 32:
+            assert idx == list(range(1, 32, 2)) + list(range(0, 32, 2))  # EX5
+        yield ([K], "marlin-sort-g-idx", {},
+               [("g_idx", "I32", [K], i32(g))],
+               [("g_idx", "I32", [K], i32([g[k] for k in idx])), ("sort_indices", "I32", [K], i32(idx))])
+
+
 def main():
     ops_dir = sys.argv[1]
     number = 1900
-    for shape, op, params, ins, outs in list(fp8_cases()) + list(nvfp4_cases()) + list(mxfp4_cases()):
+    for shape, op, params, ins, outs in list(fp8_cases()) + list(nvfp4_cases()) + list(mxfp4_cases()) + list(sort_cases()):
         name = "%04d-%s" % (number, op)
         with open(os.path.join(ops_dir, name + ".in.safetensors"), "wb") as f:
             f.write(build(ins))
