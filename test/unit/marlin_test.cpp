@@ -8,6 +8,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
@@ -368,4 +369,83 @@ TEST_CASE("marlin: the AWQ band executor equals its portable loop", "[marlin]") 
     qtl::marlin::detail::awq4_band(rows, count, got.data());
     CHECK(got == want);
   }
+}
+
+TEST_CASE("marlin FP8: the exponent-bias folds, and where they differ", "[marlin][fp8]") {
+  using qtl::bfloat16_t;
+  using qtl::half_t;
+  using qtl::marlin::fp8_scale_fold;
+  // EX9: fp16 [0.5, 1, 2, 3] -> [128, 256, 512, 768]; bf16 -> x 2^120.
+  std::vector<half_t> h = {qtl::from_float<half_t>(0.5f), qtl::from_float<half_t>(1.0f),
+                           qtl::from_float<half_t>(2.0f), qtl::from_float<half_t>(3.0f)};
+  qtl::marlin::fold_fp8_exponent_bias<half_t>(make_view(h.data(), 1, 4), fp8_scale_fold::vllm);
+  CHECK(qtl::to_float(h[0]) == 128.0f);
+  CHECK(qtl::to_float(h[3]) == 768.0f);
+  std::vector<bfloat16_t> b = {qtl::from_float<bfloat16_t>(0.5f), qtl::from_float<bfloat16_t>(300.0f),
+                               qtl::from_float<bfloat16_t>(1e-7f)};
+  auto vllm = b, sglang = b, none = b;
+  qtl::marlin::fold_fp8_exponent_bias<bfloat16_t>(make_view(vllm.data(), 1, 3), fp8_scale_fold::vllm);
+  qtl::marlin::fold_fp8_exponent_bias<bfloat16_t>(make_view(sglang.data(), 1, 3), fp8_scale_fold::sglang_fp16);
+  qtl::marlin::fold_fp8_exponent_bias<bfloat16_t>(make_view(none.data(), 1, 3), fp8_scale_fold::none);
+  CHECK(qtl::to_float(vllm[0]) == 0x1p119f);
+  CHECK(std::isinf(qtl::to_float(vllm[1])));  // 300 * 2^120 overflows bf16 (and float32)
+  CHECK(qtl::to_float(sglang[0]) == 128.0f);
+  CHECK(std::isinf(qtl::to_float(sglang[1])));  // 300 -> fp16 300, x 256 = 76800 > 65504: Inf in fp16
+  CHECK(none == b);
+  // 1e-7 is below fp16's smallest subnormal (2^-24 ~ 6e-8 rounds it to 2^-24): lossy through fp16.
+  CHECK(qtl::to_float(sglang[2]) != qtl::to_float(b[2]) * 256.0f);
+}
+
+TEST_CASE("marlin FP4: NVFP4 and MXFP4 scale processing, and what is refused", "[marlin][fp4]") {
+  using qtl::marlin::act_dtype;
+  std::vector<std::uint8_t> e4 = {0x38, 0x40, 0x30, 0x7e, 0x01, 0x08, 0x39, 0x00};  // EX9
+  auto const v = make_view<std::uint8_t const>(e4.data(), 1, 8);
+  CHECK(qtl::marlin::nvfp4_scale_factor(v, act_dtype::f16) == 1.0f);
+  CHECK(qtl::marlin::nvfp4_scale_factor(v, act_dtype::bf16) == 8.0f);
+  std::vector<std::uint8_t> ones(8, 0x38), zeros(8, 0);
+  CHECK(qtl::marlin::nvfp4_scale_factor(make_view<std::uint8_t const>(ones.data(), 1, 8), act_dtype::bf16) == 1.0f);
+  CHECK(qtl::marlin::nvfp4_scale_factor(make_view<std::uint8_t const>(zeros.data(), 1, 8), act_dtype::bf16) == 1.0f);
+  std::vector<std::uint8_t> out(8);
+  qtl::marlin::nvfp4_process_scales(v, 1.0f, make_view(out.data(), 1, 8));
+  CHECK(out == std::vector<std::uint8_t>{0xb0, 0xa8, 0xb8, 0xf6, 0x68, 0xb1, 0x80, 0x00});
+  qtl::marlin::nvfp4_process_scales(v, 8.0f, make_view(out.data(), 1, 8));
+  CHECK(out == std::vector<std::uint8_t>{0xc8, 0xc0, 0xd0, 0xf8, 0x80, 0xc9, 0x98, 0x00});
+  // A negative scale loses its sign (vLLM warns); NaN scales are refused.
+  std::vector<std::uint8_t> neg = {0xb8, 0x38, 0x38, 0x38};
+  qtl::marlin::nvfp4_process_scales(make_view<std::uint8_t const>(neg.data(), 1, 4), 1.0f, make_view(out.data(), 1, 4));
+  CHECK(out[0] == 0xb0);
+  neg[2] = 0x7f;
+  CHECK_THROWS_AS(qtl::marlin::nvfp4_process_scales(make_view<std::uint8_t const>(neg.data(), 1, 4), 1.0f,
+                                                    make_view(out.data(), 1, 4)),
+                  qtl::value_error);
+  CHECK(qtl::marlin::nvfp4_process_global_scale(1.0f, act_dtype::f16, 1.0f) == 128.0f);
+  CHECK(qtl::marlin::nvfp4_process_global_scale(1.0f, act_dtype::bf16, 8.0f) == 0x1p116f);
+  // MXFP4: a byte permutation ({0,2,1,3}), + 6 for FP8 activations; fp16 parameters refuse bytes
+  // whose 2^(b-127) fp16 cannot hold.
+  std::vector<std::uint8_t> e8 = {0, 120, 127, 254};
+  qtl::marlin::mxfp4_process_scales(make_view<std::uint8_t const>(e8.data(), 1, 4), act_dtype::bf16, false,
+                                    make_view(out.data(), 1, 4));
+  CHECK(std::vector<std::uint8_t>(out.begin(), out.begin() + 4) == std::vector<std::uint8_t>{0, 127, 120, 254});
+  CHECK_THROWS_AS(qtl::marlin::mxfp4_process_scales(make_view<std::uint8_t const>(e8.data(), 1, 4), act_dtype::f16,
+                                                    false, make_view(out.data(), 1, 4)),
+                  qtl::value_error);
+  CHECK_THROWS_AS(qtl::marlin::mxfp4_process_scales(make_view<std::uint8_t const>(e8.data(), 1, 4), act_dtype::bf16,
+                                                    true, make_view(out.data(), 1, 4)),
+                  qtl::value_error);  // 254 + 6 > 255
+  std::vector<std::uint8_t> ok = {103, 120, 127, 142};
+  qtl::marlin::mxfp4_process_scales(make_view<std::uint8_t const>(ok.data(), 1, 4), act_dtype::f16, true,
+                                    make_view(out.data(), 1, 4));
+  CHECK(std::vector<std::uint8_t>(out.begin(), out.begin() + 4) == std::vector<std::uint8_t>{109, 126, 133, 148});
+  // The FP8 weight bytes as a GPTQ 8-bit qweight: [N, K] and [K, N] inputs agree.
+  std::vector<std::uint8_t> nk(64 * 16), kn(16 * 64);
+  for (int n = 0; n < 64; ++n)
+    for (int k = 0; k < 16; ++k) {
+      nk[static_cast<std::size_t>(n * 16 + k)] = static_cast<std::uint8_t>((16 * k + n) % 256);
+      kn[static_cast<std::size_t>(k * 64 + n)] = static_cast<std::uint8_t>((16 * k + n) % 256);
+    }
+  auto const a = qtl::marlin::pack_fp8_k(make_view<std::uint8_t const>(nk.data(), 64, 16), false);
+  auto const c = qtl::marlin::pack_fp8_k(make_view<std::uint8_t const>(kn.data(), 16, 64), true);
+  CHECK(a.storage() == c.storage());
+  CHECK(prefix(a, 0, 4) == words_of({0x30201000, 0x31211101, 0x32221202, 0x33231303}));  // EX9
+  CHECK(prefix(qtl::marlin::repack_gptq<8>(a.view()), 0, 4) == words_of({0x90108000, 0x98188808, 0xa0209010, 0xa8289818}));
 }
