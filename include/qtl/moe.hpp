@@ -16,6 +16,7 @@
 #include <qtl/error.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
+#include <qtl/x86/moe.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -80,13 +81,7 @@ void swap_halves_rank3(view<In, 3> in, view<Out, 3> out, int d) {
 inline constexpr index_t stream_store_bytes = index_t{8} << 20;
 
 inline bool use_stream_stores(void const* out, index_t bytes) {
-#if defined(QTL_BLOCKSCALE_X86)
-  return bytes >= stream_store_bytes && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
-#else
-  (void)out;
-  (void)bytes;
-  return false;
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  return moe_x86::streams && bytes >= stream_store_bytes && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
 }
 
 // Asks for the cache lines of `n` bytes at `p` (a row that is read next).
@@ -101,45 +96,14 @@ inline void prefetch_bytes(byte_t const* p, index_t n) {
 #endif  // ^^^ __GNUC__ ^^^
 }
 
-/// How `copy_row_bytes` writes: plain `memcpy`, or streaming stores of 16 bytes (SSE2) or of
-/// 64 bytes (AVX-512F, from the first 64-byte boundary on; 16 bytes before it and after the last).
-enum class row_store { plain, stream16, stream64 };
 
-#if defined(QTL_BLOCKSCALE_X86)
-__attribute__((target("avx512f"))) inline void stream_row64(byte_t* dst, byte_t const* src, std::size_t n) {
-  std::size_t i = 0;
-  for (; i < n && reinterpret_cast<std::uintptr_t>(dst + i) % 64 != 0; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
-  }
-  for (; i + 64 <= n; i += 64) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
-  }
-  for (; i < n; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
-  }
-}
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
-
-/// Copies `n` bytes; streaming (`How` != plain) only where `dst` is 16-byte aligned and `n` a
-/// multiple of 16, else (and on other CPUs) as `memcpy`.
+/// Copies `n` bytes; streaming (`How` != plain, `moe_x86::copy_row`) only where `dst` is 16-byte
+/// aligned and `n` a multiple of 16, else (and on other CPUs) as `memcpy`.
 template <row_store How>
 inline void copy_row_bytes(byte_t* dst, byte_t const* src, std::size_t n) {
-#if defined(QTL_BLOCKSCALE_X86)
-  if constexpr (How != row_store::plain) {
-    if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && n % 16 == 0) {
-      if constexpr (How == row_store::stream64) {
-        stream_row64(dst, src, n);
-      } else {
-        for (std::size_t i = 0; i < n; i += 16) {
-          _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                           _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
-        }
-      }
-      return;
-    }
+  if (!moe_x86::copy_row<How>(dst, src, n)) {
+    std::memcpy(dst, src, n);
   }
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
-  std::memcpy(dst, src, n);
 }
 
 template <class In, class Out, int Rank>
@@ -375,11 +339,8 @@ class trtllm_fp4_moe_plan {
   // Whole-row byte copies; rows of large outputs go around the caches (streaming stores), which
   // is what memcpy does for buffers this size. The source rows jump around inside their 32-row
   // blocks, so the hardware prefetchers restart at every row: the rows 8 KiB ahead (in gather
-  // order, across experts) are asked for explicitly. Measured for the gated GEMM1 weights of 64
-  // experts (H = 4096): 47 ms without, 32 ms one row ahead, 31 ms 8 KiB ahead, memcpy 27-31 ms;
-  // for GEMM2's 768-byte rows 8 KiB ahead took them from 0.7 to ~1.0 of memcpy. 64-byte streaming
-  // stores where the CPU has AVX-512F: GEMM1 weights 28.3-28.4 -> 24.3-25.4 ms (best of 15, memcpy
-  // 23.3 ms); the whole benchmark preparation 45.7-55.9 -> 41.1-55.4 ms, loaded machine.
+  // order, across experts) are asked for explicitly, and rows go out with 64-byte streaming stores
+  // where the CPU has AVX-512F (figures: docs/performance.md, moe).
   template <class In, class Out>
   static void gather_rows(view3d<In> const& in, view3d<Out> const& out, std::vector<std::int32_t> const& rows) {
     auto const width = static_cast<std::size_t>(in.extent[2]);

@@ -149,11 +149,10 @@ constexpr void report_first_bad_code(char const* op, view2d<std::int32_t const> 
 // whose `excess` is non-zero, so masks would only cost instructions. Each loop runs whole chunks of
 // `chunk` columns in an inner loop of constant trip count (which g++ vectorises even under -O2's
 // cheap cost model: no epilogue, no run-time checks), then the remainder. They are kept out of line
-// (noinline): inlined into the ops, g++ 12 -O2 no longer vectorised them (lost `__restrict__`
-// information, as far as -fopt-info tells). Modes:
+// (noinline): inlined into the ops, g++ 12 -O2 no longer vectorised them (docs/performance.md).
+// Modes:
 //   strided    any column strides (the general path);
 //   unit       unit column strides on both sides: contiguous streams.
-// (Non-temporal stores through an L1 buffer were tried for large outputs and measured slower.)
 enum class row_mode { strided, unit };
 inline constexpr int chunk = 64;
 inline constexpr row_mode pick_mode(bool unit) { return unit ? row_mode::unit : row_mode::strided; }

@@ -301,12 +301,17 @@ TEST_CASE("the branch-free fp16/bf16 conversions equal the generic codec", "[num
     auto const c = static_cast<std::uint16_t>(h);
     REQUIRE(bits_of(qtl::fp16_to_float(c)) == bits_of(qtl::detail::decode<5, 10, special_codes::ieee>(c)));
   }
+  // Every exponent and sign with the mantissas next to each rounding point of fp16 (bit 13) and
+  // bf16 (bit 16): half an ulp and the neighbours of it, odd and even kept bits.
   std::vector<std::uint32_t> probes;
-  for (std::uint32_t e = 0; e < 256; ++e) {  // every exponent, mantissas around every rounding boundary
-    for (std::uint32_t m : {0u, 1u, 0xFFFu, 0x1000u, 0x1001u, 0x2FFFu, 0x3000u, 0x7FFFu, 0x8000u, 0x8001u, 0x18000u,
-                            0x7FFFFFu, 0x7FF000u, 0x7FEFFFu}) {
-      probes.push_back((e << 23) | m);
-      probes.push_back(0x80000000u | (e << 23) | m);
+  for (std::uint32_t hi = 0; hi < 512; ++hi) {
+    for (int cut : {13, 16}) {
+      std::uint32_t const half = 1u << (cut - 1);
+      for (std::uint32_t kept : {0u, 1u << cut, 3u << cut, 0x7FFFFFu >> cut << cut}) {
+        for (std::uint32_t low : {0u, 1u, half - 1, half, half + 1, (half << 1) - 1}) {
+          probes.push_back((hi << 23) | ((kept | low) & 0x7FFFFFu));
+        }
+      }
     }
   }
   for (std::uint64_t u = 12345; u < (std::uint64_t{1} << 32); u += std::uint64_t{1} << oracle_sweep_shift) {

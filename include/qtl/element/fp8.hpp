@@ -191,7 +191,8 @@ QTL_HOST_DEVICE constexpr std::uint8_t fp8_saturate_encode(float v) {
   } else {
     // max_code | nan_code == nan_code for both formats: turn +-max into the NaN code
     static_assert((fp8_format<Fp8>::max_code | fp8_format<Fp8>::nan_code) == fp8_format<Fp8>::nan_code);
-    return static_cast<std::uint8_t>(sign | detail::fp8_encode_magnitude<Fp8>(clamped) | (nan & fp8_format<Fp8>::nan_code));
+    return static_cast<std::uint8_t>(sign | detail::fp8_encode_magnitude<Fp8>(clamped) |
+                                     (nan & fp8_format<Fp8>::nan_code));
   }
 }
 

@@ -127,7 +127,9 @@ QTL_HOST_DEVICE constexpr bool isnan(float x) { return x != x; }
 // Selects with both arms already computed and conditions evaluated unconditionally. Loops built
 // from them are if-converted and vectorised even under -ftrapping-math (GCC's default), which
 // forbids speculating a float comparison or division that the source evaluates conditionally.
-QTL_HOST_DEVICE constexpr std::uint32_t select(bool c, std::uint32_t a, std::uint32_t b) { return select_bits(c, a, b); }
+QTL_HOST_DEVICE constexpr std::uint32_t select(bool c, std::uint32_t a, std::uint32_t b) {
+  return select_bits(c, a, b);
+}
 QTL_HOST_DEVICE constexpr float select(bool c, float a, float b) {
   return std::bit_cast<float>(select(c, std::bit_cast<std::uint32_t>(a), std::bit_cast<std::uint32_t>(b)));
 }
@@ -396,5 +398,89 @@ QTL_HOST_DEVICE constexpr bool torch_isclose(T a_, T b_, std::uint32_t opaque = 
   float const actual = abs(round_to<T>(sub_rn(a, b)));
   return actual < std::numeric_limits<float>::infinity() && actual <= allowed;
 }
+
+// ------------------------------------------------------------------------------------------------
+// Blocks of element functions and the tile geometry, shared by the host executors (the portable
+// loops of qtl/quantize.hpp and the x86 executor of qtl/x86/quantize.hpp)
+
+namespace detail::qnt {
+
+/// Columns per tile. Small groups: 512 columns, so that a group of a tile (≤ 256 KiB) is still in
+/// L2 when pass 2 reads it again. Large groups (channelwise): 4096 columns, streamed twice from
+/// memory in long contiguous runs (narrow tiles of thousands of rows a power-of-two stride apart
+/// would thrash a few cache sets).
+inline constexpr index_t max_tile_cols = 4096;
+inline index_t tile_cols(index_t group_rows, std::size_t elem_bytes) {
+  return group_rows * 512 * static_cast<index_t>(elem_bytes) <= 256 * 1024 ? 512 : max_tile_cols;
+}
+
+/// W consecutive columns of pass 1 (max/min). Fixed-width blocks with local arrays vectorise
+/// even under -O2's very-cheap cost model (no trip-count epilogue, no alias versioning).
+template <class T, int W>
+QTL_HOST_DEVICE void minmax_block(T const* row, float* mx, float* mn) {
+  float x[W];
+  for (int l = 0; l < W; ++l) {
+    x[l] = load<T>(row[l]);
+  }
+  for (int l = 0; l < W; ++l) {
+    mx[l] = nan_max(mx[l], x[l]);
+    mn[l] = nan_min(mn[l], x[l]);
+  }
+}
+
+/// W consecutive columns of pass 2 (codes and reference values) of one row.
+template <class T, bool SmallCodes, bool After, int W>
+QTL_HOST_DEVICE void quantize_block(T const* in, float const* sc, float const* zp, quant_range r, std::uint32_t opaque,
+                                    std::int32_t* q_out, T* ref_out) {
+  float x[W];
+  float q[W];
+  T ref[W];
+  for (int l = 0; l < W; ++l) {
+    x[l] = load<T>(in[l]);
+  }
+  for (int l = 0; l < W; ++l) {
+    group_params const p{sc[l], zp[l]};
+    q[l] = quantize_code<T>(x[l], p, r);
+    ref[l] = store<T>(dequantize_code<T, SmallCodes>(q[l], p, After, opaque));
+  }
+  for (int l = 0; l < W; ++l) {
+    ref_out[l] = ref[l];
+    q_out[l] = static_cast<std::int32_t>(q[l]) + r.bias;
+  }
+}
+
+template <class T, bool SmallCodes, bool After>
+void quantize_row(T const* in, float const* sc, float const* zp, index_t cn, quant_range r, std::uint32_t opaque,
+                  std::int32_t* q_out, T* ref_out) {
+  constexpr int block = 16;
+  index_t j = 0;
+  for (; j + block <= cn; j += block) {
+    quantize_block<T, SmallCodes, After, block>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
+  }
+  for (; j < cn; ++j) {
+    quantize_block<T, SmallCodes, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
+  }
+}
+
+/// Asks for the `n` elements at `p` to be brought into L2 (a hint: no fault, no effect elsewhere).
+template <class T>
+inline void prefetch_row(T const* p, index_t n) {
+#if defined(__GNUC__) || defined(__clang__)
+  char const* const c = reinterpret_cast<char const*>(p);
+  for (std::size_t b = 0; b < static_cast<std::size_t>(n) * sizeof(T); b += 64) {
+    __builtin_prefetch(c + b, 0, 2);
+  }
+#else
+  (void)p, (void)n;
+#endif
+}
+
+
+/// Outputs of at least this many bytes are written with non-temporal stores by the x86 executor:
+/// far beyond what the caches keep (32 MiB of L3 on the machines we measure), where write-allocate
+/// would read every output line before overwriting it.
+inline constexpr std::size_t stream_output_bytes = std::size_t{64} << 20;
+
+}  // namespace detail::qnt
 
 }  // namespace qtl
