@@ -16,6 +16,8 @@
 #include <qtl/blockscale.hpp>
 #include <qtl/moe.hpp>
 
+#include "support/memcpy_baseline.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -62,20 +64,11 @@ struct bytes_at {
 
 constexpr std::size_t scale_bytes = weight_rows * scale_cols;
 
-void memcpy_loop(benchmark::State& state, std::uint8_t const* src, std::uint8_t* dst, std::size_t bytes) {
-  for (auto _ : state) {
-    std::memcpy(dst, src, bytes);
-    benchmark::DoNotOptimize(dst);
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
-}
-
 void bm_memcpy(benchmark::State& state) {
   auto const bytes = static_cast<std::size_t>(state.range(0));
   bytes_at const src(bytes, 0, true);
   bytes_at const dst(bytes, 0, false);
-  memcpy_loop(state, src.data, dst.data, bytes);
+  qtl_bench::memcpy_baseline(state, src.data, dst.data, bytes);
 }
 BENCHMARK(bm_memcpy)->Name("BM_memcpy")->Arg(scale_bytes)->Unit(benchmark::kMillisecond);
 
@@ -132,7 +125,7 @@ moe_buffers& moe() {
 
 void bm_memcpy_moe(benchmark::State& state) {
   auto& b = moe();
-  memcpy_loop(state, b.in.data(), b.out.data(), moe_buffers::total);
+  qtl_bench::memcpy_baseline(state, b.in.data(), b.out.data(), moe_buffers::total);
 }
 BENCHMARK(bm_memcpy_moe)->Name("BM_memcpy_moe/679477248")->Unit(benchmark::kMillisecond);
 

@@ -11,6 +11,8 @@
 
 #include <qtl/fp4.hpp>
 
+#include "support/memcpy_baseline.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -43,17 +45,7 @@ buffers& data() {
   return b;
 }
 
-void bm_memcpy(benchmark::State& state) {
-  auto const bytes = static_cast<std::size_t>(numel * 2);
-  std::vector<char> src(bytes, 1);
-  std::vector<char> dst(bytes, 0);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * 2 * static_cast<std::int64_t>(bytes));
-}
+void bm_memcpy(benchmark::State& state) { qtl_bench::memcpy_baseline(state, static_cast<std::size_t>(numel * 2)); }
 
 // ComputeGlobalScale: NVFP4 with `nvfp4_global_scale` inside the timed loop (one more read of the
 // input, not counted as bytes).

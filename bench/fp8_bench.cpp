@@ -18,6 +18,8 @@
 
 #include <qtl/fp8.hpp>
 
+#include "support/memcpy_baseline.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -53,17 +55,7 @@ buffers& data() {
   return b;
 }
 
-void bm_memcpy(benchmark::State& state) {
-  auto const bytes = static_cast<std::size_t>(numel * 2);
-  std::vector<char> src(bytes, 1);
-  std::vector<char> dst(bytes, 0);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(state.iterations() * 2 * static_cast<std::int64_t>(bytes));
-}
+void bm_memcpy(benchmark::State& state) { qtl_bench::memcpy_baseline(state, static_cast<std::size_t>(numel * 2)); }
 
 void bm_static(benchmark::State& state) {
   buffers& b = data();

@@ -25,6 +25,8 @@
 
 #include <qtl/match/regex.hpp>
 
+#include "support/memcpy_baseline.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -252,12 +254,7 @@ void bm_memcpy_names(benchmark::State& state) {
     all += n;
   }
   std::string dst(all.size(), '\0');
-  for (auto _ : state) {
-    std::memcpy(dst.data(), all.data(), all.size());
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * 2 * all.size()));
+  qtl_bench::memcpy_baseline(state, all.data(), dst.data(), all.size());
 }
 BENCHMARK(bm_memcpy_names)->Name("BM_memcpy_names");
 

@@ -11,6 +11,8 @@
 
 #include <qtl/pack.hpp>
 
+#include "support/memcpy_baseline.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -48,15 +50,7 @@ buffers& buffers_for(qtl::index_t k, qtl::index_t n) {
 }
 
 void bm_memcpy(benchmark::State& state) {
-  auto const bytes = static_cast<std::size_t>(state.range(0));
-  std::vector<char> src(bytes, 1);
-  std::vector<char> dst(bytes, 0);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
+  qtl_bench::memcpy_baseline(state, static_cast<std::size_t>(state.range(0)));
 }
 
 enum class op { pack_rows, pack_cols, unpack_rows, unpack_cols };

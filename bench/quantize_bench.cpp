@@ -7,6 +7,8 @@
 //   build/bench/qtl_bench_quantize --benchmark_filter='4096x4096' --benchmark_min_time=0.2
 #include <qtl/quantize.hpp>
 
+#include "support/memcpy_baseline.hpp"
+
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -31,15 +33,7 @@ std::vector<T> random_weights(index_t k, index_t n) {
 }
 
 void bm_memcpy(benchmark::State& state) {
-  auto const bytes = static_cast<std::size_t>(state.range(0));
-  std::vector<std::byte> src(bytes, std::byte{1});
-  std::vector<std::byte> dst(bytes, std::byte{0});
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(2 * bytes));
+  qtl_bench::memcpy_baseline(state, static_cast<std::size_t>(state.range(0)));
 }
 
 /// G: 128 or qtl::group_channelwise; ZeroPoints: uint4 with zero points, else uint4b8 symmetric.

@@ -44,8 +44,9 @@
 /// row stride); outputs likewise. Errors (`qtl::shape_error`, `qtl::value_error`) name the argument
 /// and value and are thrown before anything is written.
 ///
-/// Host execution: the element functions are `QTL_HOST_DEVICE constexpr` (qtl/cuda/fp8.cuh runs
-/// them on the GPU). The host row loops run them four lanes at a time in SSE2 where the target has
+/// Host execution: the element functions are `QTL_HOST_DEVICE constexpr`, in `qtl/element/fp8.hpp`
+/// (qtl/cuda/fp8.cuh runs them on the GPU). The host row loops (the x86 executors of
+/// `qtl/x86/fp8.hpp`) run them four lanes at a time in SSE2 where the target has
 /// it (same integer and IEEE steps, tested equal on every bf16 code), because g++ vectorizes the
 /// scalar form only at -O3; on x86-64 with GCC/Clang, float and bf16 rows go through an AVX-512
 /// executor (16 lanes; bf16 per-token-group 16 groups a step; amax, requantization and
@@ -66,394 +67,25 @@
 #include <type_traits>
 #include <vector>
 
+#if defined(__unix__)
+#  include <unistd.h>  // sysconf: the last-level cache size
+#endif  // ^^^ __unix__ ^^^
+
+#include <qtl/element/fp8.hpp>
 #include <qtl/error.hpp>
+#include <qtl/exact.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
-
-#if defined(__SSE2__) && !defined(__CUDA_ARCH__)
-#  include <emmintrin.h>
-#  define QTL_FP8_SSE2 1
-#else
-#  define QTL_FP8_SSE2 0
-#endif  // ^^^ __SSE2__ ^^^
-
-// x86-64 host compilers with GNU target attributes also get an AVX2 row executor chosen at run
-// time (the default build targets baseline x86-64); nvcc's passes do not.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
-#  include <immintrin.h>
-#  include <unistd.h>  // sysconf: the last-level cache size
-#  define QTL_FP8_X86_DISPATCH 1
-#else
-#  define QTL_FP8_X86_DISPATCH 0
-#endif  // ^^^ x86-64 GCC/Clang host ^^^
+#include <qtl/x86/fp8.hpp>
 
 namespace qtl {
-
-// ---------------------------------------------------------------------------------------------
-// formats and element code
-// ---------------------------------------------------------------------------------------------
-
-/// The FP8 storage formats `scaled_fp8_quant` writes.
-template <class T>
-concept fp8_storage = std::is_same_v<T, float8_e4m3fn_t> || std::is_same_v<T, float8_e5m2_t>;
-
-/// The element types it reads (converted exactly to float32 before any arithmetic).
-template <class T>
-concept fp8_quant_input =
-    std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
-
-/// Layout constants of an FP8 format: 1 sign bit | `exponent_bits` | `mantissa_bits`.
-template <fp8_storage Fp8>
-struct fp8_format;
-
-/// e4m3fn: bias 7, no Inf, NaN = 0x7F/0xFF, max 448 (0x7E), min subnormal 2^-9 (0x01).
-template <>
-struct fp8_format<float8_e4m3fn_t> {
-  static constexpr int exponent_bits = 4;
-  static constexpr int mantissa_bits = 3;
-  static constexpr int bias = 7;
-  static constexpr float max = 448.0f;
-  static constexpr std::uint8_t max_code = 0x7E;
-  static constexpr std::uint8_t nan_code = 0x7F;  ///< with the sign bit: numeric.hpp's canonical NaN
-  static constexpr char const* name = "float8_e4m3fn";
-};
-/// e5m2: bias 15, IEEE-like (Inf 0x7C), max 57344 (0x7B), min subnormal 2^-16 (0x01).
-template <>
-struct fp8_format<float8_e5m2_t> {
-  static constexpr int exponent_bits = 5;
-  static constexpr int mantissa_bits = 2;
-  static constexpr int bias = 15;
-  static constexpr float max = 57344.0f;
-  static constexpr std::uint8_t max_code = 0x7B;
-  static constexpr std::uint8_t nan_code = 0x7F;  ///< with the sign bit: numeric.hpp's canonical NaN
-  static constexpr char const* name = "float8_e5m2";
-};
-
-/// What a NaN element becomes (see the file comment).
-enum class fp8_nan : std::uint8_t {
-  to_max,     ///< +max, as the CUDA kernels' `fminf/fmaxf` clamp (default)
-  propagate,  ///< the format's NaN code, as torch's `clamp(...).to(fp8)`
-};
-
-/// How a zero scale turns into the multiplier `1/scale`.
-enum class fp8_zero_scale : std::uint8_t {
-  reciprocal,  ///< `1/0 = inf`: zeros -> NaN -> per the NaN policy, others -> ±max (per-tensor)
-  guard,       ///< `scale == 0 ? 0 : 1/scale`: everything quantizes to ±0 (sglang per-token)
-};
-
-/// How the scale is applied to an element.
-enum class fp8_scale_op : std::uint8_t {
-  multiply_reciprocal,  ///< `x * (1/scale)` (every sglang/vLLM CUDA kernel)
-  divide,               ///< `x / scale` (vLLM per-token kernel, the torch references)
-};
-
-namespace detail {
-
-// Explicitly rounded float32 arithmetic: on the device the intrinsics keep nvcc's contraction and
-// `-use_fast_math` away from the operations whose rounding the results depend on; on the host a
-// lone multiply, divide or add is always IEEE, and no product here feeds an addition, so host
-// contraction (-ffp-contract=fast, -march=native) has nothing to fuse.
-QTL_HOST_DEVICE constexpr float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  if (!std::is_constant_evaluated()) {
-    return __fmul_rn(a, b);
-  }
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-  return a * b;
-}
-QTL_HOST_DEVICE constexpr float div_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  if (!std::is_constant_evaluated()) {
-    return __fdiv_rn(a, b);
-  }
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-  return a / b;
-}
-QTL_HOST_DEVICE constexpr float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  if (!std::is_constant_evaluated()) {
-    return __fadd_rn(a, b);
-  }
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-  return a + b;
-}
-
-// Raw bits of the input types, for the exact amax reduction: for non-negative, non-NaN values the
-// integer order of the bits is the numeric order, so amax is an integer max of |x|'s bits.
-template <class T>
-struct input_bits;
-template <>
-struct input_bits<float> {
-  using word = std::uint32_t;
-  static constexpr word abs_mask = 0x7fffffffu;
-  static constexpr word inf = 0x7f800000u;
-  QTL_HOST_DEVICE static constexpr word get(float x) { return float_to_bits(x); }
-  QTL_HOST_DEVICE static constexpr float value(word w) { return bits_to_float(w); }
-};
-template <>
-struct input_bits<half_t> {
-  using word = std::uint16_t;
-  static constexpr word abs_mask = 0x7fffu;
-  static constexpr word inf = 0x7c00u;
-  QTL_HOST_DEVICE static constexpr word get(half_t x) { return x.bits; }
-  QTL_HOST_DEVICE static constexpr float value(word w) { return to_float(half_t{w}); }
-};
-template <>
-struct input_bits<bfloat16_t> {
-  using word = std::uint16_t;
-  static constexpr word abs_mask = 0x7fffu;
-  static constexpr word inf = 0x7f80u;
-  QTL_HOST_DEVICE static constexpr word get(bfloat16_t x) { return x.bits; }
-  QTL_HOST_DEVICE static constexpr float value(word w) { return to_float(bfloat16_t{w}); }
-};
-
-}  // namespace detail
-
-/// Bits of |x| with NaN mapped to +0: the leaf of every amax reduction (max of these = bits of
-/// the largest non-NaN magnitude).
-template <fp8_quant_input T>
-QTL_HOST_DEVICE constexpr typename detail::input_bits<T>::word amax_bits(T x) {
-  using B = detail::input_bits<T>;
-  auto const a = static_cast<typename B::word>(B::get(x) & B::abs_mask);
-  return static_cast<typename B::word>(a & (0u - static_cast<unsigned>(a <= B::inf)));  // NaN -> 0
-}
-/// The float32 value of `amax_bits` (exact).
-template <fp8_quant_input T>
-QTL_HOST_DEVICE constexpr float amax_value(typename detail::input_bits<T>::word bits) {
-  return detail::input_bits<T>::value(bits);
-}
-
-namespace detail {
-
-// FP8 code (sign excluded) of the float whose bits are `mag` (sign clear, at most the bits of
-// the format's max, not NaN): one round-to-nearest-even to the format's grid, branch-free.
-//
-//   normal |v| >= 2^(1-bias):  round the 23-bit float mantissa to M bits (RNE on the integer
-//                              bits, a carry rolls into the exponent), then re-bias 127 -> bias
-//   subnormal:                 |v| + 2^E, E = 24-bias-M, is a float whose ulp is the fp8
-//                              subnormal step 2^(1-bias-M): the FPU's RNE does the rounding and
-//                              the low bits of the sum are the code (0 .. 2^M, the last one
-//                              being the smallest normal)
-template <class Fp8>
-QTL_HOST_DEVICE constexpr std::uint32_t fp8_encode_magnitude(std::uint32_t mag) {
-  using F = fp8_format<Fp8>;
-  constexpr int drop = 23 - F::mantissa_bits;
-  constexpr std::uint32_t rebias = std::uint32_t(127 - F::bias) << F::mantissa_bits;
-  constexpr std::uint32_t min_normal = std::uint32_t(127 + 1 - F::bias) << 23;
-  constexpr float magic = bits_to_float(std::uint32_t(127 + 24 - F::bias - F::mantissa_bits) << 23);
-  constexpr std::uint32_t magic_bits = float_to_bits(magic);
-  std::uint32_t const rounded = mag + ((1u << (drop - 1)) - 1u) + ((mag >> drop) & 1u);
-  std::uint32_t const normal = (rounded >> drop) - rebias;
-  std::uint32_t const subnormal = float_to_bits(add_rn(bits_to_float(mag), magic)) - magic_bits;
-  // A mask, not a `?:`: with -ftrapping-math g++ will not if-convert a select that would
-  // speculate the float addition, and the loop would not vectorize.
-  // (signed compares: SSE2 has no unsigned one, and the magnitudes are below 2^31)
-  std::uint32_t const is_subnormal = 0u - std::uint32_t(std::int32_t(mag) < std::int32_t(min_normal));
-  return (subnormal & is_subnormal) | (normal & ~is_subnormal);
-}
-
-}  // namespace detail
-
-/// FP8 code of a float already inside [-max, max] and not NaN: one round-to-nearest-even to the
-/// format's grid. Equal to numeric.hpp's `from_float<Fp8>` on that domain (tested), which it only
-/// specialises: branch-free integer logic, so that host loops vectorize.
-template <fp8_storage Fp8>
-QTL_HOST_DEVICE constexpr std::uint8_t fp8_encode_clamped(float v) {
-  std::uint32_t const bits = float_to_bits(v);
-  return static_cast<std::uint8_t>(((bits >> 24) & 0x80u) | detail::fp8_encode_magnitude<Fp8>(bits & 0x7fffffffu));
-}
-
-/// The FP8 code of `v` (= x * (1/scale), already scaled) after the kernels' clamp to ±max:
-/// ±Inf and beyond -> ±max; NaN per `Nan` (`to_max`: +max whatever its sign, `propagate`: the
-/// format's NaN code with its sign, numeric.hpp's canonical NaN). The clamp and the NaN test are
-/// done on the bits: under g++'s default `-ftrapping-math` a float comparison is control flow
-/// that stops the vectorizer, an integer one is not; the result is the same.
-template <fp8_storage Fp8, fp8_nan Nan = fp8_nan::to_max>
-QTL_HOST_DEVICE constexpr std::uint8_t fp8_saturate_encode(float v) {
-  constexpr std::int32_t max_bits = static_cast<std::int32_t>(float_to_bits(fp8_format<Fp8>::max));
-  std::uint32_t const bits = float_to_bits(v);
-  std::uint32_t sign = (bits >> 24) & 0x80u;
-  auto const mag = static_cast<std::int32_t>(bits & 0x7fffffffu);
-  std::uint32_t const nan = 0u - std::uint32_t(mag > 0x7f800000);  // all ones for a NaN
-  // |v| clamped to max on the bits; a NaN's bits exceed Inf's, so it becomes max too
-  auto const clamped = static_cast<std::uint32_t>(mag < max_bits ? mag : max_bits);
-  if constexpr (Nan == fp8_nan::to_max) {
-    sign &= ~nan;  // NaN -> +max: drop its sign
-    return static_cast<std::uint8_t>(sign | detail::fp8_encode_magnitude<Fp8>(clamped));
-  } else {
-    // max_code | nan_code == nan_code for both formats: turn +-max into the NaN code
-    static_assert((fp8_format<Fp8>::max_code | fp8_format<Fp8>::nan_code) == fp8_format<Fp8>::nan_code);
-    return static_cast<std::uint8_t>(sign | detail::fp8_encode_magnitude<Fp8>(clamped) | (nan & fp8_format<Fp8>::nan_code));
-  }
-}
-
-/// The multiplier `1/scale` of the reciprocal recipe, with the zero-scale policy.
-QTL_HOST_DEVICE constexpr float fp8_inverse_scale(float scale, fp8_zero_scale zero = fp8_zero_scale::reciprocal) {
-  if (scale == 0.0f) {  // ±inf, spelled out so that the function stays usable in constant expressions
-    return zero == fp8_zero_scale::guard ? 0.0f : bits_to_float((float_to_bits(scale) & 0x80000000u) | 0x7f800000u);
-  }
-  return detail::div_rn(1.0f, scale);
-}
-
-/// The per-element operation of every variant: the code of `x` under scale `scale` whose
-/// reciprocal is `inv` (the caller computes `fp8_inverse_scale(scale)` once).
-template <fp8_storage Fp8, fp8_nan Nan = fp8_nan::to_max, fp8_scale_op Op = fp8_scale_op::multiply_reciprocal>
-QTL_HOST_DEVICE constexpr std::uint8_t fp8_quantize_element(float x, float scale, float inv) {
-  if constexpr (Op == fp8_scale_op::divide) {
-    return fp8_saturate_encode<Fp8, Nan>(detail::div_rn(x, scale));
-  } else {
-    return fp8_saturate_encode<Fp8, Nan>(detail::mul_rn(x, inv));
-  }
-}
-
-/// Dynamic per-tensor / per-token scale: `amax / max` (IEEE division), no floor.
-template <fp8_storage Fp8>
-QTL_HOST_DEVICE constexpr float fp8_scale_from_amax(float amax) {
-  return detail::div_rn(amax, fp8_format<Fp8>::max);
-}
-
-/// Rounds a positive finite float up to a power of two, exactly: `2^ceil(log2(s))` (a power of two
-/// stays). This is CUDA's `__nv_cvt_float_to_e8m0(s, satfinite, cudaRoundPosInf)` read back, and
-/// what the UE8M0 scales of DeepGEMM mean; `exp2(ceil(log2(s)))` in float can round down for s
-/// just above a power of two, which this does not. 0 stays 0; Inf and NaN are returned unchanged.
-QTL_HOST_DEVICE constexpr float round_up_to_power_of_two(float s) {
-  std::uint32_t const bits = float_to_bits(s);
-  std::uint32_t const mag = bits & 0x7fffffffu;
-  if (mag == 0 || mag >= 0x7f800000u) {
-    return s;
-  }
-  if (mag < 0x00800000u) {  // subnormal: the next power of two above its highest set bit
-    std::uint32_t p = 1;
-    while (p < mag) {
-      p <<= 1;
-    }
-    return bits_to_float((bits & 0x80000000u) | p);
-  }
-  std::uint32_t const up = (mag & 0x007fffffu) != 0 ? (mag & 0x7f800000u) + 0x00800000u : mag;
-  return bits_to_float((bits & 0x80000000u) | up);
-}
-
-/// Per-token-group scale: `max(amax, eps) / max`, then optionally `2^ceil(log2(.))` (UE8M0).
-template <fp8_storage Fp8>
-QTL_HOST_DEVICE constexpr float fp8_group_scale(float amax, float eps, bool power_of_two) {
-  float const a = amax > eps ? amax : eps;
-  float const s = detail::div_rn(a, fp8_format<Fp8>::max);
-  return power_of_two ? round_up_to_power_of_two(s) : s;
-}
-
-// ---------------------------------------------------------------------------------------------
-// options
-// ---------------------------------------------------------------------------------------------
-
-/// Options of the per-tensor variants (static and dynamic).
-struct fp8_tensor_options {
-  fp8_nan nan = fp8_nan::to_max;
-  fp8_zero_scale zero_scale = fp8_zero_scale::reciprocal;
-};
-
-/// Options of dynamic per-token quantization. Defaults: sglang (`amax/max`, no floor, guarded
-/// reciprocal, multiply); `vllm_per_token_options` gives vLLM's recipe.
-struct fp8_token_options {
-  fp8_nan nan = fp8_nan::to_max;
-  fp8_zero_scale zero_scale = fp8_zero_scale::guard;
-  fp8_scale_op op = fp8_scale_op::multiply_reciprocal;
-  /// vLLM's `scale_ub`: each row's amax is first lowered to at most this (+inf: no bound).
-  float upper_bound = std::numeric_limits<float>::infinity();
-  /// Lower bound of each scale (vLLM: `1/(max*512)`); 0: none.
-  float min_scale = 0.0f;
-};
-
-/// vLLM's per-token recipe: `scale = max(min(amax, ub)/max, 1/(max*512))`, `q = x / scale`.
-template <fp8_storage Fp8>
-constexpr fp8_token_options vllm_per_token_options(float upper_bound = std::numeric_limits<float>::infinity()) {
-  fp8_token_options o;
-  o.op = fp8_scale_op::divide;
-  o.upper_bound = upper_bound;
-  o.min_scale = 1.0f / (fp8_format<Fp8>::max * 512.0f);
-  return o;
-}
-
-/// Per-token scale of one row from its amax, under `o` (the element code shared by host and GPU).
-template <fp8_storage Fp8>
-QTL_HOST_DEVICE constexpr float fp8_token_scale(float amax, fp8_token_options const& o) {
-  float const a = amax < o.upper_bound ? amax : o.upper_bound;
-  float const s = fp8_scale_from_amax<Fp8>(a);
-  return s > o.min_scale ? s : o.min_scale;
-}
-
-/// Where the per-token-group scales go: scale (m, g) of an [M, N] input with G = N / GroupSize
-/// groups per row.
-enum class group_scale_layout : std::uint8_t {
-  row_major,     ///< `[M, G]`: offset m * G + g
-  column_major,  ///< `[G, Mp]` storage of the logical `[M, G]`: offset g * Mp + m, Mp = M rounded
-                 ///< up to `row_align` (4 for DeepGEMM's TMA-aligned scales, else 1)
-};
-
-/// Options of per-token-group quantization (defaults: sglang/vLLM `per_token_group_quant_fp8`).
-struct fp8_group_options {
-  fp8_nan nan = fp8_nan::to_max;
-  fp8_scale_op op = fp8_scale_op::divide;  ///< the torch reference divides; Triton multiplies
-  float eps = 1e-10f;                      ///< floor of each group's amax
-  bool power_of_two_scale = false;         ///< UE8M0: scale = 2^ceil(log2(scale))
-  group_scale_layout layout = group_scale_layout::row_major;
-  index_t row_align = 1;  ///< column-major only: rows of the scale storage rounded up to this
-};
-
-/// Offset of scale (m, g) in the storage of `layout` (rows = M of the output, groups = G).
-QTL_HOST_DEVICE constexpr index_t group_scale_offset(group_scale_layout layout, index_t m, index_t g,
-                                                     index_t rows, index_t groups, index_t row_align) {
-  if (layout == group_scale_layout::row_major) {
-    return m * groups + g;
-  }
-  index_t const padded = (rows + row_align - 1) / row_align * row_align;
-  return g * padded + m;
-}
-/// Number of floats the scale storage of `layout` needs.
-constexpr index_t group_scale_storage_size(group_scale_layout layout, index_t rows, index_t groups,
-                                           index_t row_align) {
-  if (layout == group_scale_layout::row_major) {
-    return rows * groups;
-  }
-  return (rows + row_align - 1) / row_align * row_align * groups;
-}
 
 // ---------------------------------------------------------------------------------------------
 // host loops (the reference executor; qtl/cuda/fp8.cuh runs the same element code on the GPU)
 // ---------------------------------------------------------------------------------------------
 
 namespace detail {
-
-inline std::string shape_string(index_t r, index_t c) {
-  // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on `"[" + std::string`.
-  std::string s = "[";
-  s += std::to_string(r);
-  s += ", ";
-  s += std::to_string(c);
-  s += "]";
-  return s;
-}
-
-// Checks of every variant: rows contiguous, same width, output at least as tall as the input.
-template <class T, class Fp8>
-void check_fp8_shapes(char const* fn, view2d<T const> in, view2d<Fp8> out) {
-  if (in.extent[0] < 0 || in.extent[1] < 0) {
-    throw shape_error(std::string(fn) + ": input has a negative extent " + shape_string(in.extent[0], in.extent[1]));
-  }
-  if (in.extent[1] > 1 && in.stride[1] != 1) {
-    throw shape_error(std::string(fn) + ": input rows must be contiguous (stride[1] == 1), got stride " +
-                      std::to_string(in.stride[1]));
-  }
-  if (out.extent[1] > 1 && out.stride[1] != 1) {
-    throw shape_error(std::string(fn) + ": output rows must be contiguous (stride[1] == 1), got stride " +
-                      std::to_string(out.stride[1]));
-  }
-  if (out.extent[1] != in.extent[1] || out.extent[0] < in.extent[0]) {
-    throw shape_error(std::string(fn) + ": output " + shape_string(out.extent[0], out.extent[1]) +
-                      " must have the input's columns and at least its rows; input is " +
-                      shape_string(in.extent[0], in.extent[1]));
-  }
-}
 
 template <class Fp8>
 void zero_padding_rows(view2d<Fp8> out, index_t from_row) {
@@ -465,591 +97,23 @@ void zero_padding_rows(view2d<Fp8> out, index_t from_row) {
   }
 }
 
-#if QTL_FP8_SSE2
-// SSE2 forms of the element code, 4 lanes at a time, for the host row loops: g++ auto-vectorizes
-// the scalar loops only at -O3 (its -O2 cost model refuses them), and the consumer picks the
-// flags. Each step is the scalar step of `fp8_saturate_encode` / `fp8_encode_magnitude` on 4
-// lanes (same integer and IEEE float operations, so the same codes; tested against the scalar
-// element function). Magnitudes stay below 2^31, so SSE2's signed compares are exact.
-template <class Fp8, fp8_nan Nan>
-inline __m128i fp8_encode4(__m128 v) {
-  using F = fp8_format<Fp8>;
-  constexpr int drop = 23 - F::mantissa_bits;
-  auto const c32 = [](std::uint32_t x) { return _mm_set1_epi32(static_cast<int>(x)); };
-  __m128i const bits = _mm_castps_si128(v);
-  __m128i sign = _mm_and_si128(_mm_srli_epi32(bits, 24), c32(0x80u));
-  __m128i mag = _mm_and_si128(bits, c32(0x7fffffffu));
-  __m128i const nan = _mm_cmpgt_epi32(mag, c32(0x7f800000u));
-  __m128i const max_bits = c32(float_to_bits(F::max));
-  __m128i const over = _mm_cmpgt_epi32(mag, max_bits);
-  mag = _mm_or_si128(_mm_and_si128(over, max_bits), _mm_andnot_si128(over, mag));
-  // normal: RNE of the mantissa to M bits, re-bias
-  __m128i const lsb = _mm_and_si128(_mm_srli_epi32(mag, drop), c32(1u));
-  __m128i const rounded = _mm_add_epi32(_mm_add_epi32(mag, c32((1u << (drop - 1)) - 1u)), lsb);
-  __m128i const normal =
-      _mm_sub_epi32(_mm_srli_epi32(rounded, drop), c32(std::uint32_t(127 - F::bias) << F::mantissa_bits));
-  // subnormal: the FPU's RNE on |v| + 2^E
-  std::uint32_t const magic_bits = std::uint32_t(127 + 24 - F::bias - F::mantissa_bits) << 23;
-  __m128 const sum = _mm_add_ps(_mm_castsi128_ps(mag), _mm_castsi128_ps(c32(magic_bits)));
-  __m128i const subnormal = _mm_sub_epi32(_mm_castps_si128(sum), c32(magic_bits));
-  __m128i const is_subnormal = _mm_cmplt_epi32(mag, c32(std::uint32_t(127 + 1 - F::bias) << 23));
-  __m128i const code = _mm_or_si128(_mm_and_si128(is_subnormal, subnormal), _mm_andnot_si128(is_subnormal, normal));
-  if constexpr (Nan == fp8_nan::to_max) {
-    sign = _mm_andnot_si128(nan, sign);
-    return _mm_or_si128(code, sign);
-  } else {
-    return _mm_or_si128(_mm_or_si128(code, sign), _mm_and_si128(nan, c32(F::nan_code)));
-  }
-}
-
-template <fp8_scale_op Op>
-inline __m128 fp8_scale4(__m128 x, __m128 scale, __m128 inv) {
-  if constexpr (Op == fp8_scale_op::divide) {
-    return _mm_div_ps(x, scale);
-  } else {
-    return _mm_mul_ps(x, inv);
-  }
-}
-#endif  // ^^^ QTL_FP8_SSE2 ^^^
-
-// One row: `out[j] = fp8_quantize_element(in[j])`; SSE2 for float and bf16 where available.
+// One row: `out[j] = fp8_quantize_element(in[j])`, the portable loop.
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
 void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv) {
-  index_t j = 0;
-#if QTL_FP8_SSE2
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
-    __m128 const vs = _mm_set1_ps(scale);
-    __m128 const vi = _mm_set1_ps(inv);
-    index_t const vec_end = n - n % 8;
-    for (; j < vec_end; j += 8) {
-      __m128 lo;
-      __m128 hi;
-      if constexpr (std::is_same_v<T, float>) {
-        lo = _mm_loadu_ps(in + j);
-        hi = _mm_loadu_ps(in + j + 4);
-      } else {  // bf16 bits are the high half of the float
-        __m128i const raw = _mm_loadu_si128(reinterpret_cast<__m128i const*>(in + j));
-        lo = _mm_castsi128_ps(_mm_unpacklo_epi16(_mm_setzero_si128(), raw));
-        hi = _mm_castsi128_ps(_mm_unpackhi_epi16(_mm_setzero_si128(), raw));
-      }
-      __m128i const c0 = fp8_encode4<Fp8, Nan>(fp8_scale4<Op>(lo, vs, vi));
-      __m128i const c1 = fp8_encode4<Fp8, Nan>(fp8_scale4<Op>(hi, vs, vi));
-      __m128i const bytes = _mm_packus_epi16(_mm_packs_epi32(c0, c1), _mm_setzero_si128());  // codes <= 255
-      _mm_storel_epi64(reinterpret_cast<__m128i*>(out + j), bytes);
-    }
-  }
-#endif  // ^^^ QTL_FP8_SSE2 ^^^
-  for (; j < n; ++j) {
+  for (index_t j = 0; j < n; ++j) {
     out[j].bits = fp8_quantize_element<Fp8, Nan, Op>(to_float(in[j]), scale, inv);
   }
 }
 
-#if QTL_FP8_X86_DISPATCH
-// AVX2 row executor: `fp8_encode4` and `quantize_row` on 8 lanes, 16 elements a step. The same
-// integer and IEEE float operations, one instruction each (FMA is not enabled here and no product
-// feeds an addition), so the same codes as the portable loops (tested on every bf16 code).
-// (QTL_FP8_AVX2 stays defined for qtl/fp4.hpp's block executor.)
-namespace x86 {
-#  define QTL_FP8_AVX2 __attribute__((target("avx2")))
-
-// The x86 executors in order of preference. The CPU's is read once (CPUID, and XGETBV for the
-// OS's AVX-512 state, by `__builtin_cpu_supports`); `fp8_isa_limit()` caps the one used, a hook
-// through which the unit tests run every executor on the same inputs.
-enum class fp8_isa : std::uint8_t { portable, avx2, avx512 };
-
-inline fp8_isa fp8_cpu_isa() {
-  static fp8_isa const isa = [] {
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vbmi")) {
-      return fp8_isa::avx512;
-    }
-    return __builtin_cpu_supports("avx2") ? fp8_isa::avx2 : fp8_isa::portable;
-  }();
-  return isa;
-}
-inline fp8_isa& fp8_isa_limit() {
-  static fp8_isa limit = fp8_isa::avx512;
-  return limit;
-}
-inline fp8_isa fp8_active_isa() { return fp8_cpu_isa() < fp8_isa_limit() ? fp8_cpu_isa() : fp8_isa_limit(); }
-
-// True when the AVX2 (at least) / AVX-512 executor runs.
-inline bool fp8_has_avx2() { return fp8_active_isa() >= fp8_isa::avx2; }
-inline bool fp8_has_avx512() { return fp8_active_isa() >= fp8_isa::avx512; }
-
-QTL_FP8_AVX2 inline __m256i c32(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
-
-template <class Fp8, fp8_nan Nan>
-QTL_FP8_AVX2 inline __m256i fp8_encode8(__m256 v) {
-  using F = fp8_format<Fp8>;
-  constexpr int drop = 23 - F::mantissa_bits;
-  __m256i const bits = _mm256_castps_si256(v);
-  __m256i sign = _mm256_and_si256(_mm256_srli_epi32(bits, 24), c32(0x80u));
-  __m256i mag = _mm256_and_si256(bits, c32(0x7fffffffu));
-  __m256i const nan = _mm256_cmpgt_epi32(mag, c32(0x7f800000u));
-  mag = _mm256_min_epi32(mag, c32(float_to_bits(F::max)));  // signed: magnitudes are below 2^31
-  __m256i const lsb = _mm256_and_si256(_mm256_srli_epi32(mag, drop), c32(1u));
-  __m256i const rounded = _mm256_add_epi32(_mm256_add_epi32(mag, c32((1u << (drop - 1)) - 1u)), lsb);
-  __m256i const normal =
-      _mm256_sub_epi32(_mm256_srli_epi32(rounded, drop), c32(std::uint32_t(127 - F::bias) << F::mantissa_bits));
-  std::uint32_t const magic_bits = std::uint32_t(127 + 24 - F::bias - F::mantissa_bits) << 23;
-  __m256 const sum = _mm256_add_ps(_mm256_castsi256_ps(mag), _mm256_castsi256_ps(c32(magic_bits)));
-  __m256i const subnormal = _mm256_sub_epi32(_mm256_castps_si256(sum), c32(magic_bits));
-  __m256i const is_subnormal = _mm256_cmpgt_epi32(c32(std::uint32_t(127 + 1 - F::bias) << 23), mag);
-  __m256i const code = _mm256_blendv_epi8(normal, subnormal, is_subnormal);
-  if constexpr (Nan == fp8_nan::to_max) {
-    return _mm256_or_si256(code, _mm256_andnot_si256(nan, sign));
-  } else {
-    return _mm256_or_si256(_mm256_or_si256(code, sign), _mm256_and_si256(nan, c32(F::nan_code)));
-  }
-}
-
-// 8 elements as exact floats (bf16: its bits in the float's high half).
-template <class T>
-QTL_FP8_AVX2 inline __m256 load8(T const* p) {
-  if constexpr (std::is_same_v<T, float>) {
-    return _mm256_loadu_ps(p);
-  } else {
-    __m128i const raw = _mm_loadu_si128(reinterpret_cast<__m128i const*>(p));
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(raw), 16));
-  }
-}
-
-// The first `n - n % 16` elements of `quantize_row`; returns how many it did.
+// `quantize_row` with the leading part an x86 executor takes (`fp8_x86::quantize_row`, the one
+// place that chooses; none where `QTL_X86` is 0), the rest by the portable loop.
+// `stream`: see `stream_output`; `prefetch`: see `row_ahead`.
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
-QTL_FP8_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float scale, float inv) {
-  __m256 const vs = _mm256_set1_ps(scale);
-  __m256 const vi = _mm256_set1_ps(inv);
-  index_t const vec_end = n - n % 16;
-  for (index_t j = 0; j < vec_end; j += 16) {
-    __m256 x0 = load8(in + j);
-    __m256 x1 = load8(in + j + 8);
-    if constexpr (Op == fp8_scale_op::divide) {
-      x0 = _mm256_div_ps(x0, vs);
-      x1 = _mm256_div_ps(x1, vs);
-    } else {
-      x0 = _mm256_mul_ps(x0, vi);
-      x1 = _mm256_mul_ps(x1, vi);
-    }
-    __m256i const c0 = fp8_encode8<Fp8, Nan>(x0);
-    __m256i const c1 = fp8_encode8<Fp8, Nan>(x1);
-    // int16 lanes [0-3 8-11 | 4-7 12-15] -> [0-7 | 8-15] -> 16 bytes (codes <= 255)
-    __m256i const w = _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8);
-    __m128i const bytes = _mm_packus_epi16(_mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), bytes);
-  }
-  return vec_end;
-}
-
-// AVX-512 executor (F, BW, VL, DQ, VBMI): 16 float lanes, the element code's integer and IEEE
-// steps again (compares into masks, `vpternlogd` for and/or), one instruction each.
-#  define QTL_FP8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
-// g++ 12's AVX-512 intrinsics pass `_mm512_undefined_*()` (a self-initialised local) as the
-// merge source of unmasked operations, which -Wuninitialized reports once they are inlined.
-#  if defined(__GNUC__) && !defined(__clang__)
-#    pragma GCC diagnostic push
-#    pragma GCC diagnostic ignored "-Wuninitialized"
-#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#  endif  // ^^^ g++ ^^^
-
-QTL_FP8_AVX512 inline __m512i z32(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
-
-// `fp8_encode_magnitude` of a format with `Bias` and `M` mantissa bits (E4M3: 7, 3; E5M2: 15, 2)
-// on 16 lanes; `mag` is at most the format's max and not NaN. One float addition rounds both
-// ranges: with e = max(exponent of |v|, e_min), e_min that of the smallest normal, the float
-// 2^(e + 23 - M) has ulp 2^(e - M), the format's step at |v| (the subnormal step below e_min), so
-// the FPU's RNE of |v| + 2^(e+23-M) is the format's RNE of |v|, and the low bits of the sum
-// count steps of 2^(e-M): 2^M + mantissa for a normal |v| (2^(M+1) when it rounds up to the next
-// binade), the code itself for a subnormal one. Then
-//
-//   code = (e - e_min) * 2^M + (bits(sum) - bits(2^(e+23-M)))       (biased exponents)
-//
-// (the same codes as the element function's integer rounding; tested on every boundary).
-template <int Bias, int M>
-QTL_FP8_AVX512 inline __m512i encode_magnitude16(__m512i mag) {
-  constexpr std::uint32_t e_min = 127 + 1 - Bias;
-  __m512i const e = _mm512_max_epu32(_mm512_and_si512(mag, z32(0x7f800000u)), z32(e_min << 23));
-  __m512i const magic = _mm512_add_epi32(e, z32(std::uint32_t(23 - M) << 23));
-  __m512 const sum = _mm512_add_ps(_mm512_castsi512_ps(mag), _mm512_castsi512_ps(magic));
-  __m512i const steps = _mm512_sub_epi32(_mm512_castps_si512(sum), magic);
-  return _mm512_add_epi32(_mm512_sub_epi32(_mm512_srli_epi32(e, 23 - M), z32(e_min << M)), steps);
-}
-
-// `fp8_saturate_encode` of 16 floats: |v| clamped to max on the bits (a NaN too, whose bits
-// exceed Inf's), then `encode_magnitude16`, then the sign. `to_max`: the sign bit where v is a
-// negative number, -0 and -Inf included (`vfpclassps`), so a NaN stays +max; `propagate`: v's
-// sign bit, and a NaN lane ORs in the NaN code.
-template <class Fp8, fp8_nan Nan>
-QTL_FP8_AVX512 inline __m512i fp8_encode16(__m512 v) {
-  using F = fp8_format<Fp8>;
-  __m512i const bits = _mm512_castps_si512(v);
-  __m512i const mag = _mm512_and_si512(bits, z32(0x7fffffffu));
-  __m512i const code =
-      encode_magnitude16<F::bias, F::mantissa_bits>(_mm512_min_epu32(mag, z32(float_to_bits(F::max))));
-  if constexpr (Nan == fp8_nan::to_max) {
-    __mmask16 const negative = _mm512_fpclass_ps_mask(v, 0x04 | 0x10 | 0x40);  // -0, -Inf, negative finite
-    return _mm512_mask_or_epi32(code, negative, code, z32(0x80u));
-  } else {
-    __mmask16 const nan = _mm512_cmpgt_epu32_mask(mag, z32(0x7f800000u));
-    // code | ((bits >> 24) & 0x80): A | (B & C)
-    __m512i const signed_code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 24), z32(0x80u), 0xF8);
-    return _mm512_mask_or_epi32(signed_code, nan, signed_code, z32(F::nan_code));
-  }
-}
-
-template <fp8_scale_op Op>
-QTL_FP8_AVX512 inline __m512 scale16(__m512 x, __m512 scale, __m512 inv) {
-  if constexpr (Op == fp8_scale_op::divide) {
-    return _mm512_div_ps(x, scale);
-  } else {
-    return _mm512_mul_ps(x, inv);
-  }
-}
-
-// 32 bf16 as two float vectors without a shuffle: the even elements (bits shifted into the high
-// half) and the odd ones (their high half kept). Lane j of `even`/`odd` is element 2j / 2j+1.
-QTL_FP8_AVX512 inline void load_bf16_pairs(bfloat16_t const* p, __m512& even, __m512& odd) {
-  __m512i const raw = _mm512_loadu_si512(p);
-  even = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
-  odd = _mm512_castsi512_ps(_mm512_and_si512(raw, z32(0xffff0000u)));
-}
-
-// The first `n - n % S` elements of `quantize_row` (S = 32 for bf16, 16 for float); returns how
-// many it did. bf16: the codes of the even and odd elements meet in 16-bit words
-// (odd << 8 | even, little-endian bytes 2j, 2j+1) and `vpmovdw` stores the 32 bytes in order.
-// `prefetch` (optional, as long as the row): a row that is read next (per-token quantization's
-// next row, whose max is taken before anything else can run), one line per step.
-// `Stream` (bf16): non-temporal stores, `out` 32-byte aligned (see `stream_output`).
-template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T, bool Stream = false>
-QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, float scale, float inv,
-                                           T const* prefetch = nullptr) {
-  __m512 const vs = _mm512_set1_ps(scale);
-  __m512 const vi = _mm512_set1_ps(inv);
-  if constexpr (std::is_same_v<T, bfloat16_t>) {
-    index_t const vec_end = n - n % 32;
-    for (index_t j = 0; j < vec_end; j += 32) {
-      if (prefetch != nullptr) {
-        _mm_prefetch(reinterpret_cast<char const*>(prefetch + j), _MM_HINT_T0);
-      }
-      __m512 even;
-      __m512 odd;
-      load_bf16_pairs(in + j, even, odd);
-      __m512i const ce = fp8_encode16<Fp8, Nan>(scale16<Op>(even, vs, vi));
-      __m512i const co = fp8_encode16<Fp8, Nan>(scale16<Op>(odd, vs, vi));
-      __m256i const c = _mm512_cvtepi32_epi16(_mm512_or_si512(ce, _mm512_slli_epi32(co, 8)));
-      if constexpr (Stream) {
-        _mm256_stream_si256(reinterpret_cast<__m256i*>(out + j), c);
-      } else {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j), c);
-      }
-    }
-    if constexpr (Stream) {
-      _mm_sfence();  // the streamed codes are visible before the function returns
-    }
-    return vec_end;
-  } else {
-    index_t const vec_end = n - n % 16;
-    for (index_t j = 0; j < vec_end; j += 16) {
-      if (prefetch != nullptr) {
-        _mm_prefetch(reinterpret_cast<char const*>(prefetch + j), _MM_HINT_T0);
-      }
-      __m512i const c = fp8_encode16<Fp8, Nan>(scale16<Op>(_mm512_loadu_ps(in + j), vs, vi));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + j), _mm512_cvtepi32_epi8(c));
-    }
-    return vec_end;
-  }
-}
-
-// max of `amax_bits` over the first `n - n % S` elements (S = 64 for 16-bit inputs, 32 for
-// float): |x| by a mask, NaN lanes (|x| above Inf's bits) left out of the max by a mask. Two
-// accumulators; their lanes reduced at the end. Returns how many elements it read through `done`.
-// `prefetch` (optional, as long as the row): a row read later (see `row_ahead`), two lines a step.
-template <class T>
-QTL_FP8_AVX512 typename input_bits<T>::word row_amax_bits_avx512(T const* in, index_t n, index_t& done,
-                                                                 T const* prefetch) {
-  using B = input_bits<T>;
-  if constexpr (sizeof(T) == 2) {
-    __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
-    __m512i const inf = _mm512_set1_epi16(static_cast<short>(B::inf));
-    __m512i acc0 = _mm512_setzero_si512();
-    __m512i acc1 = _mm512_setzero_si512();
-    done = n - n % 64;
-    for (index_t j = 0; j < done; j += 64) {
-      if (prefetch != nullptr) {
-        _mm_prefetch(reinterpret_cast<char const*>(prefetch + j), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<char const*>(prefetch + j + 32), _MM_HINT_T0);
-      }
-      __m512i const a0 = _mm512_and_si512(_mm512_loadu_si512(in + j), abs_mask);
-      __m512i const a1 = _mm512_and_si512(_mm512_loadu_si512(in + j + 32), abs_mask);
-      acc0 = _mm512_mask_max_epi16(acc0, _mm512_cmple_epi16_mask(a0, inf), acc0, a0);
-      acc1 = _mm512_mask_max_epi16(acc1, _mm512_cmple_epi16_mask(a1, inf), acc1, a1);
-    }
-    __m512i const acc = _mm512_max_epi16(acc0, acc1);
-    __m256i const m256 = _mm256_max_epi16(_mm512_castsi512_si256(acc), _mm512_extracti64x4_epi64(acc, 1));
-    __m128i m = _mm_max_epi16(_mm256_castsi256_si128(m256), _mm256_extracti128_si256(m256, 1));
-    m = _mm_max_epi16(m, _mm_srli_si128(m, 8));  // non-negative lanes: shifted-in zeros are harmless
-    m = _mm_max_epi16(m, _mm_srli_si128(m, 4));
-    m = _mm_max_epi16(m, _mm_srli_si128(m, 2));
-    return static_cast<typename B::word>(_mm_extract_epi16(m, 0));
-  } else {
-    __m512i const abs_mask = z32(B::abs_mask);
-    __m512i const inf = z32(B::inf);
-    __m512i acc0 = _mm512_setzero_si512();
-    __m512i acc1 = _mm512_setzero_si512();
-    done = n - n % 32;
-    for (index_t j = 0; j < done; j += 32) {
-      if (prefetch != nullptr) {
-        _mm_prefetch(reinterpret_cast<char const*>(prefetch + j), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<char const*>(prefetch + j + 16), _MM_HINT_T0);
-      }
-      __m512i const a0 = _mm512_and_si512(_mm512_loadu_si512(in + j), abs_mask);
-      __m512i const a1 = _mm512_and_si512(_mm512_loadu_si512(in + j + 16), abs_mask);
-      acc0 = _mm512_mask_max_epu32(acc0, _mm512_cmple_epu32_mask(a0, inf), acc0, a0);
-      acc1 = _mm512_mask_max_epu32(acc1, _mm512_cmple_epu32_mask(a1, inf), acc1, a1);
-    }
-    return static_cast<typename B::word>(_mm512_reduce_max_epu32(_mm512_max_epu32(acc0, acc1)));
-  }
-}
-
-// Max |x| per 128-bit lane of 8 vectors z0..z7, z_k the elementwise max of the V vectors of 32
-// bf16 at x + 32 V k, ...: word w of lane L of the result is the max of lane L of z_w, NaN left
-// out. The words are |x| + 0x7F, which turns a NaN's magnitude (0x7F81..0x7FFF) negative and
-// keeps the order of the others, so the signed maxima skip NaNs; the result is corrected back
-// (a lane of NaNs only gives 0). Three rounds of unpack + max, each halving the words per vector:
-//
-//   a b -> a b a b a b a b  ->  a b c d a b c d  ->  a b c d e f g h      (per 128-bit lane)
-template <int V>
-QTL_FP8_AVX512 inline __m512i bf16_lane_max8(bfloat16_t const* x) {
-  __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
-  __m512i const bias = _mm512_set1_epi16(0x7f);
-  __m512i z[8];
-  for (int k = 0; k < 8; ++k) {
-    z[k] = _mm512_add_epi16(_mm512_and_si512(_mm512_loadu_si512(x + 32 * V * k), abs_mask), bias);
-    for (int v = 1; v < V; ++v) {
-      z[k] = _mm512_max_epi16(
-          z[k], _mm512_add_epi16(_mm512_and_si512(_mm512_loadu_si512(x + 32 * (V * k + v)), abs_mask), bias));
-    }
-  }
-  __m512i t[4];
-  for (int k = 0; k < 4; ++k) {
-    t[k] = _mm512_max_epi16(_mm512_unpacklo_epi16(z[2 * k], z[2 * k + 1]),
-                            _mm512_unpackhi_epi16(z[2 * k], z[2 * k + 1]));
-  }
-  __m512i const u0 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[0], t[1]), _mm512_unpackhi_epi32(t[0], t[1]));
-  __m512i const u1 = _mm512_max_epi16(_mm512_unpacklo_epi32(t[2], t[3]), _mm512_unpackhi_epi32(t[2], t[3]));
-  __m512i const m = _mm512_max_epi16(_mm512_unpacklo_epi64(u0, u1), _mm512_unpackhi_epi64(u0, u1));
-  return _mm512_sub_epi16(_mm512_max_epi16(m, bias), bias);
-}
-
-// vmax of the 16 consecutive blocks of B (16 or a multiple of 32) bf16 at `x`, as floats (block
-// k in lane k).
-//   B = 16: vector w holds blocks 2w (lanes 0-1) and 2w+1 (lanes 2-3) -> max of lanes 0,1 and
-//           2,3 -> word w of lane 0 is block 2w, of lane 2 block 2w+1
-//   B = 32 V: block w is the max of V vectors -> two trees (blocks 0-7, 8-15), max over the 4
-//           lanes
-// then `vpermw` moves block k's word to the high half of dword k (bf16 bits -> float).
-template <int B>
-QTL_FP8_AVX512 inline __m512 block_vmax16_bf16(bfloat16_t const* x) {
-  alignas(64) std::int16_t idx[32] = {};
-  if constexpr (B == 16) {
-    __m512i v = bf16_lane_max8<1>(x);
-    v = _mm512_max_epi16(v, _mm512_shuffle_i32x4(v, v, _MM_SHUFFLE(2, 3, 0, 1)));
-    for (int k = 0; k < 16; ++k) {
-      idx[2 * k + 1] = static_cast<std::int16_t>(k % 2 == 0 ? k / 2 : 16 + k / 2);
-    }
-    return _mm512_castsi512_ps(_mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, _mm512_load_si512(idx), v));
-  } else {
-    static_assert(B % 32 == 0);
-    __m512i r0 = bf16_lane_max8<B / 32>(x);
-    __m512i r1 = bf16_lane_max8<B / 32>(x + 8 * B);
-    r0 = _mm512_max_epi16(r0, _mm512_shuffle_i32x4(r0, r0, _MM_SHUFFLE(2, 3, 0, 1)));
-    r1 = _mm512_max_epi16(r1, _mm512_shuffle_i32x4(r1, r1, _MM_SHUFFLE(2, 3, 0, 1)));
-    r0 = _mm512_max_epi16(r0, _mm512_shuffle_i32x4(r0, r0, _MM_SHUFFLE(1, 0, 3, 2)));
-    r1 = _mm512_max_epi16(r1, _mm512_shuffle_i32x4(r1, r1, _MM_SHUFFLE(1, 0, 3, 2)));
-    for (int k = 0; k < 16; ++k) {
-      idx[2 * k + 1] = static_cast<std::int16_t>(k < 8 ? k : 32 + (k - 8));
-    }
-    return _mm512_castsi512_ps(_mm512_maskz_permutex2var_epi16(0xAAAAAAAAu, r0, _mm512_load_si512(idx), r1));
-  }
-}
-
-// Per-token-group quantization of the first `groups - groups % 16` groups of one bf16 row (G a
-// multiple of 32), 16 groups a step; returns how many. The groups' maxima as
-// `block_vmax16_bf16`; their scales `fp8_group_scale` on 16 lanes (`max(amax, eps) / max`; UE8M0:
-// exponent + 1 when a fraction bit is set, as `round_up_to_power_of_two`, whose loop a subnormal
-// scale, which only an eps below 2^-126 * max allows, still takes); `1/s` (IEEE, ±0 -> ±Inf: 
-// `fp8_inverse_scale`'s reciprocal); then each group's elements: `x * (1/s)` when the recipe
-// multiplies or s is a normal power of two (`is_normal_power_of_two`: the same as `x / s`), else
-// `x / s`. The scales go to `row_scales[g]`. While a step writes its codes it prefetches the
-// input of the next one (of `next_row`, when given, after the last): the max of a step reads
-// its 16 groups before anything else can run, and would otherwise wait for memory each time.
-// `x / s` stays `vdivps`: the correctly rounded quotient by `x * (1/s)` and two FMA corrections
-// (Markstein; equal to `vdivps` on 2.7e11 quotients checked) was measured slower on a Sapphire
-// Rapids-class guest (L2-resident rows: 2.46 against 2.54-3.02 G elements/s), because its nine
-// vector operations compete with the encoder's for the same two ports while the divider works
-// beside them.
-template <int G, class Fp8, fp8_nan Nan, fp8_scale_op Op>
-QTL_FP8_AVX512 index_t group_quantize_row_avx512(bfloat16_t const* x, Fp8* out, index_t groups, float eps,
-                                                 bool power_of_two, float* row_scales, bfloat16_t const* next_row) {
-  static_assert(G % 32 == 0);
-  index_t const end = groups - groups % 16;
-  for (index_t b = 0; b < end; b += 16) {
-    bfloat16_t const* const prefetch = b + 16 < end ? x + (b + 16) * G : next_row;
-    __m512 const vmax = block_vmax16_bf16<G>(x + b * G);
-    __m512 s = _mm512_div_ps(_mm512_max_ps(vmax, _mm512_set1_ps(eps)), _mm512_set1_ps(fp8_format<Fp8>::max));
-    __m512i bits = _mm512_castps_si512(s);  // s >= +0, not NaN
-    __m512i const expo = _mm512_and_si512(bits, z32(0x7f800000u));
-    __mmask16 const fraction = _mm512_test_epi32_mask(bits, z32(0x007fffffu));
-    __mmask16 const normal = _mm512_cmpneq_epi32_mask(expo, _mm512_setzero_si512()) &
-                             _mm512_cmpneq_epi32_mask(expo, z32(0x7f800000u));
-    alignas(64) float sv[16];
-    if (power_of_two) {
-      bits = _mm512_mask_add_epi32(bits, normal & fraction, expo, z32(0x00800000u));
-      s = _mm512_castsi512_ps(bits);
-      _mm512_store_ps(sv, s);
-      auto const subnormal = static_cast<unsigned>(fraction & ~normal);
-      if (subnormal != 0) {
-        for (int k = 0; k < 16; ++k) {
-          if ((subnormal >> k) & 1u) {
-            sv[k] = round_up_to_power_of_two(sv[k]);
-          }
-        }
-        s = _mm512_load_ps(sv);
-      }
-    } else {
-      _mm512_store_ps(sv, s);
-    }
-    alignas(64) float iv[16];
-    _mm512_store_ps(iv, _mm512_div_ps(_mm512_set1_ps(1.0f), s));
-    _mm512_storeu_ps(row_scales + b, s);
-    unsigned multiply = 0xffffu;
-    if constexpr (Op == fp8_scale_op::divide) {
-      __m512i const sb = _mm512_castps_si512(s);
-      __m512i const e = _mm512_and_si512(sb, z32(0x7f800000u));
-      multiply = _mm512_testn_epi32_mask(sb, z32(0x007fffffu)) & _mm512_cmpneq_epi32_mask(e, _mm512_setzero_si512()) &
-                 _mm512_cmpneq_epi32_mask(e, z32(0x7f800000u));
-    }
-    for (int k = 0; k < 16; ++k) {
-      bfloat16_t const* gx = x + (b + k) * G;
-      Fp8* go = out + (b + k) * G;
-      __m512 const vs = _mm512_set1_ps(sv[k]);
-      __m512 const vi = _mm512_set1_ps(iv[k]);
-      bool const mul = (multiply >> k) & 1u;
-      for (int j = 0; j < G; j += 32) {
-        if (prefetch != nullptr) {  // one 64-byte line of the next step per 32 elements
-          _mm_prefetch(reinterpret_cast<char const*>(prefetch + k * G + j), _MM_HINT_T0);
-        }
-        __m512 even;
-        __m512 odd;
-        load_bf16_pairs(gx + j, even, odd);
-        if (mul) {
-          even = _mm512_mul_ps(even, vi);
-          odd = _mm512_mul_ps(odd, vi);
-        } else {
-          even = _mm512_div_ps(even, vs);
-          odd = _mm512_div_ps(odd, vs);
-        }
-        __m512i const ce = fp8_encode16<Fp8, Nan>(even);
-        __m512i const co = fp8_encode16<Fp8, Nan>(odd);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(go + j),
-                            _mm512_cvtepi32_epi16(_mm512_or_si512(ce, _mm512_slli_epi32(co, 8))));
-      }
-    }
-  }
-  return end;
-}
-
-// `p[j] = table[p[j]]` for the first `n - n % 64` bytes; returns how many. `vpermi2b` looks 64
-// bytes up in a 128-byte half of the table (index bits 0-6), bit 7 picks the half.
-QTL_FP8_AVX512 inline index_t translate_bytes_avx512(unsigned char* p, index_t n, unsigned char const* table) {
-  __m512i const t0 = _mm512_loadu_si512(table);
-  __m512i const t1 = _mm512_loadu_si512(table + 64);
-  __m512i const t2 = _mm512_loadu_si512(table + 128);
-  __m512i const t3 = _mm512_loadu_si512(table + 192);
-  index_t const vec_end = n - n % 64;
-  for (index_t j = 0; j < vec_end; j += 64) {
-    __m512i const c = _mm512_loadu_si512(p + j);
-    __m512i const lo = _mm512_permutex2var_epi8(t0, c, t1);
-    __m512i const hi = _mm512_permutex2var_epi8(t2, c, t3);
-    _mm512_storeu_si512(p + j, _mm512_mask_blend_epi8(_mm512_movepi8_mask(c), lo, hi));
-  }
-  return vec_end;
-}
-
-// `fp8_compare_codes` of 64 byte pairs at a time, counted into `flips`, `differ`, `large` (the
-// first `n - n % 64` pairs; returns how many): byte distance |a - b| as the larger of the two
-// saturating differences; a code is a number when its magnitude - 1 (wrapping) is below
-// `number_limit` (0x7E for e4m3fn: not 0, not 0x7F; 0x7C for e5m2: not 0, not above Inf).
-QTL_FP8_AVX512 inline index_t compare_bytes_avx512(unsigned char const* a, unsigned char const* b, index_t n,
-                                                   std::uint8_t number_limit, index_t& flips, index_t& differ,
-                                                   index_t& large) {
-  __m512i const one = _mm512_set1_epi8(1);
-  __m512i const mag_mask = _mm512_set1_epi8(0x7f);
-  __m512i const limit = _mm512_set1_epi8(static_cast<char>(number_limit));
-  index_t const vec_end = n - n % 64;
-  for (index_t j = 0; j < vec_end; j += 64) {
-    __m512i const va = _mm512_loadu_si512(a + j);
-    __m512i const vb = _mm512_loadu_si512(b + j);
-    __m512i const d = _mm512_or_si512(_mm512_subs_epu8(va, vb), _mm512_subs_epu8(vb, va));
-    __mmask64 const ne = _mm512_cmpneq_epu8_mask(va, vb);
-    __mmask64 const big = _mm512_cmpgt_epu8_mask(d, one);
-    __mmask64 const sign_differs = _mm512_movepi8_mask(_mm512_xor_si512(va, vb));
-    __mmask64 const a_number =
-        _mm512_cmplt_epu8_mask(_mm512_sub_epi8(_mm512_and_si512(va, mag_mask), one), limit);
-    __mmask64 const b_number =
-        _mm512_cmplt_epu8_mask(_mm512_sub_epi8(_mm512_and_si512(vb, mag_mask), one), limit);
-    flips += __builtin_popcountll(sign_differs & a_number & b_number);
-    differ += __builtin_popcountll(ne);
-    large += __builtin_popcountll(big);
-  }
-  return vec_end;
-}
-#  if defined(__GNUC__) && !defined(__clang__)
-#    pragma GCC diagnostic pop
-#  endif  // ^^^ g++ ^^^
-}  // namespace x86
-#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
-
-// True when `quantize_row_dispatch` runs T through the AVX2 executor.
-template <class T>
-bool avx2_quantizes() {
-#if QTL_FP8_X86_DISPATCH
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
-    return x86::fp8_has_avx2();
-  }
-#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
-  return false;
-}
-
-// `quantize_row` by the AVX2 executor where the CPU has it (float and bf16), the rest by the
-// portable loops.
-// `stream`: see `stream_output` (bf16 on the AVX-512 executor; a head up to the first 32-byte
-// boundary of `out` goes through the portable loop).
-template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
-void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float inv,
-                           [[maybe_unused]] T const* prefetch = nullptr, [[maybe_unused]] bool stream = false) {
-  index_t j = 0;
-#if QTL_FP8_X86_DISPATCH
-  if constexpr (std::is_same_v<T, bfloat16_t>) {
-    if (stream && n >= 256 && x86::fp8_has_avx512()) {
-      auto const head = static_cast<index_t>((32u - reinterpret_cast<std::uintptr_t>(out) % 32u) % 32u);
-      quantize_row<Fp8, Nan, Op>(in, out, head, scale, inv);
-      j = head + x86::quantize_row_avx512<Fp8, Nan, Op, T, true>(in + head, out + head, n - head, scale, inv,
-                                                                prefetch);
-      quantize_row<Fp8, Nan, Op>(in + j, out + j, n - j, scale, inv);
-      return;
-    }
-  }
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) {
-    if (x86::fp8_has_avx512()) {
-      j = x86::quantize_row_avx512<Fp8, Nan, Op>(in, out, n, scale, inv, prefetch);
-    } else if (avx2_quantizes<T>()) {
-      j = x86::quantize_row_avx2<Fp8, Nan, Op>(in, out, n, scale, inv);
-    }
-  }
-#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
-  quantize_row<Fp8, Nan, Op>(in + j, out + j, n - j, scale, inv);
+void quantize_row_dispatch(T const* in, Fp8* out, index_t n, float scale, float inv, T const* prefetch = nullptr,
+                           bool stream = false) {
+  fp8_x86::span const done = fp8_x86::quantize_row<Fp8, Nan, Op>(in, out, n, scale, inv, prefetch, stream);
+  quantize_row<Fp8, Nan, Op>(in, out, done.begin, scale, inv);
+  quantize_row<Fp8, Nan, Op>(in + done.end, out + done.end, n - done.end, scale, inv);
 }
 
 // True when an output of `bytes` is better written with non-temporal stores: at least twice the
@@ -1099,33 +163,11 @@ void quantize_row(T const* in, Fp8* out, index_t n, float scale, float inv, fp8_
 // never use the top bit), which g++ can vectorize at -O3; SSE2 does 16-bit words directly.
 // `prefetch`: see `row_amax_bits_avx512`.
 template <class T>
-typename input_bits<T>::word row_amax_bits(T const* in, index_t n, [[maybe_unused]] T const* prefetch = nullptr) {
+typename input_bits<T>::word row_amax_bits(T const* in, index_t n, T const* prefetch = nullptr) {
   using signed_word = std::make_signed_t<typename input_bits<T>::word>;
   signed_word m = 0;
   index_t j = 0;
-#if QTL_FP8_X86_DISPATCH
-  if (n >= 64 && x86::fp8_has_avx512()) {
-    m = static_cast<signed_word>(x86::row_amax_bits_avx512(in, n, j, prefetch));
-  }
-#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
-#if QTL_FP8_SSE2
-  if constexpr (sizeof(T) == 2) {
-    __m128i const abs_mask = _mm_set1_epi16(0x7fff);
-    __m128i const inf = _mm_set1_epi16(static_cast<short>(input_bits<T>::inf));
-    __m128i acc = _mm_setzero_si128();
-    index_t const vec_end = n - n % 8;
-    for (; j < vec_end; j += 8) {
-      __m128i const a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<__m128i const*>(in + j)), abs_mask);
-      acc = _mm_max_epi16(acc, _mm_andnot_si128(_mm_cmpgt_epi16(a, inf), a));  // NaN -> 0
-    }
-    // horizontal max of the 8 non-negative lanes (shifting in zeros is harmless)
-    acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 8));
-    acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 4));
-    acc = _mm_max_epi16(acc, _mm_srli_si128(acc, 2));
-    auto const r = static_cast<signed_word>(_mm_extract_epi16(acc, 0));
-    m = r > m ? r : m;
-  }
-#endif  // ^^^ QTL_FP8_SSE2 ^^^
+  j = fp8_x86::row_amax_bits(in, n, prefetch, m);  // the leading part an x86 executor takes
   for (; j < n; ++j) {
     auto const a = static_cast<signed_word>(amax_bits(in[j]));
     m = a > m ? a : m;
@@ -1135,7 +177,7 @@ typename input_bits<T>::word row_amax_bits(T const* in, index_t n, [[maybe_unuse
 
 // The row that the per-tensor loops ask for while they work on row i: the first at least 32 KiB
 // further on (nullptr past the end). The hardware prefetcher alone left them waiting on memory
-// (measured on a 2-core Xeon guest: static quantization +20-25%, dynamic +10-15% with it).
+// (docs/performance.md, fp8).
 template <class T>
 T const* row_ahead(view2d<T const> in, index_t i) {
   auto const row_bytes = static_cast<index_t>(sizeof(T)) * (in.extent[1] > 0 ? in.extent[1] : 1);
@@ -1267,33 +309,10 @@ void per_token_group_quant_fp8(view2d<T const> in, view2d<Fp8> out, std::span<fl
     throw shape_error("qtl::per_token_group_quant_fp8: scales has " + std::to_string(scales.size()) +
                       " floats, the layout needs " + std::to_string(need));
   }
-  [[maybe_unused]] std::vector<float> row_scales;
+  std::vector<float> row_scales;  // the x86 executor's scales of one row
   for (index_t i = 0; i < in.extent[0]; ++i) {
-    index_t g0 = 0;
-#if QTL_FP8_X86_DISPATCH
-    if constexpr (std::is_same_v<T, bfloat16_t> && GroupSize % 32 == 0) {
-      if (groups >= 16 && detail::x86::fp8_has_avx512()) {  // 16 groups a step
-        row_scales.resize(static_cast<std::size_t>(groups));
-        auto const run = [&]<fp8_nan Nan, fp8_scale_op Op>() {
-          return detail::x86::group_quantize_row_avx512<GroupSize, Fp8, Nan, Op>(
-              &in(i, 0), &out(i, 0), groups, o.eps, o.power_of_two_scale, row_scales.data(),
-              i + 1 < in.extent[0] ? &in(i + 1, 0) : nullptr);
-        };
-        if (o.op == fp8_scale_op::divide) {
-          g0 = o.nan == fp8_nan::to_max ? run.template operator()<fp8_nan::to_max, fp8_scale_op::divide>()
-                                        : run.template operator()<fp8_nan::propagate, fp8_scale_op::divide>();
-        } else {
-          g0 = o.nan == fp8_nan::to_max
-                   ? run.template operator()<fp8_nan::to_max, fp8_scale_op::multiply_reciprocal>()
-                   : run.template operator()<fp8_nan::propagate, fp8_scale_op::multiply_reciprocal>();
-        }
-        for (index_t g = 0; g < g0; ++g) {
-          scales[static_cast<std::size_t>(group_scale_offset(o.layout, i, g, rows, groups, o.row_align))] =
-              row_scales[static_cast<std::size_t>(g)];
-        }
-      }
-    }
-#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+    index_t const g0 =
+        detail::fp8_x86::group_quantize_row<GroupSize, Fp8>(in, out, i, groups, rows, o, scales, row_scales);
     for (index_t g = g0; g < groups; ++g) {
       T const* x = &in(i, g * GroupSize);
       float const s = fp8_group_scale<Fp8>(amax_value<T>(detail::row_amax_bits(x, GroupSize)), o.eps,
@@ -1354,19 +373,6 @@ fp8_quant_result<Fp8> scaled_fp8_quant(view2d<T const> in, float const* scale = 
 // per_tensor_dequantize, requantize_with_max_scale
 // ---------------------------------------------------------------------------------------------
 
-/// One element of `per_tensor_dequantize`: `fp8 -> fp16` (exact), times the scale in float32,
-/// rounded once to `Out` (half_t: the reference's result when the scale is a float or a 0-dim
-/// tensor; float: when it is a 1-element tensor, which torch promotes to float32).
-template <class Out, fp8_storage Fp8>
-QTL_HOST_DEVICE constexpr Out dequantize_fp8_element(Fp8 q, float scale) {
-  float const p = detail::mul_rn(to_float(q), scale);
-  if constexpr (std::is_same_v<Out, float>) {
-    return p;
-  } else {
-    return from_float<Out>(p);
-  }
-}
-
 /// `per_tensor_dequantize(tensor, inv_scale)`: `out = Out(float(q) * scale)` elementwise.
 /// `Out` = half_t (default; a 0-dim or Python-float scale) or float (a [1] tensor scale).
 template <class Out = half_t, fp8_storage Fp8>
@@ -1386,14 +392,6 @@ void per_tensor_dequantize(view2d<Fp8 const> q, float scale, view2d<Out> out) {
       out(i, j) = table[q(i, j).bits];
     }
   }
-}
-
-/// One element of `requantize_with_max_scale`: dequantize with the shard's scale through fp16
-/// (lossy, as the reference), then quantize statically with the maximum scale, `inv_max = 1/max`.
-template <fp8_storage Fp8>
-QTL_HOST_DEVICE constexpr Fp8 requantize_fp8_element(Fp8 q, float shard_scale, float inv_max) {
-  float const x = to_float(dequantize_fp8_element<half_t>(q, shard_scale));
-  return Fp8{fp8_quantize_element<Fp8>(x, 0.0f, inv_max)};
 }
 
 /// The weight-scale argument of `requantize_with_max_scale`: a 1-D float32 tensor of one scale per
@@ -1485,12 +483,9 @@ float requantize_with_max_scale(view2d<Fp8> weight, weight_scales s, std::span<i
     }
     for (index_t i = start; i < start + w; ++i) {
       index_t j = 0;
-#if QTL_FP8_X86_DISPATCH
-      if ((weight.extent[1] <= 1 || weight.stride[1] == 1) && detail::x86::fp8_has_avx512()) {
-        j = detail::x86::translate_bytes_avx512(reinterpret_cast<unsigned char*>(&weight(i, 0)), weight.extent[1],
-                                                table);
+      if (weight.extent[1] <= 1 || weight.stride[1] == 1) {
+        j = detail::fp8_x86::translate_bytes(reinterpret_cast<unsigned char*>(&weight(i, 0)), weight.extent[1], table);
       }
-#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
       for (; j < weight.extent[1]; ++j) {
         weight(i, j).bits = table[weight(i, j).bits];
       }
@@ -1577,14 +572,7 @@ fp8_compare_report fp8_all_close(view2d<Fp8 const> a, view2d<Fp8 const> b) {
         std::int32_t differ = 0;
         std::int32_t large = 0;
         index_t j = 0;
-#if QTL_FP8_X86_DISPATCH
-        if (detail::x86::fp8_has_avx512()) {
-          constexpr std::uint8_t number_limit = std::is_same_v<Fp8, float8_e4m3fn_t> ? 0x7E : 0x7C;
-          j = detail::x86::compare_bytes_avx512(reinterpret_cast<unsigned char const*>(pa),
-                                                reinterpret_cast<unsigned char const*>(pb), n, number_limit,
-                                                r.sign_flips, r.differ, r.differ_large);
-        }
-#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+        j = detail::fp8_x86::compare_bytes<Fp8>(pa, pb, n, r.sign_flips, r.differ, r.differ_large);
         for (; j < n; ++j) {
           fp8_compare_counts const c = fp8_compare_codes<Fp8>(pa[j].bits, pb[j].bits);
           flips += c.sign_flip;

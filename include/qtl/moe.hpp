@@ -12,22 +12,16 @@
 #include <cstdint>
 #include <cstring>
 #include <qtl/blockscale.hpp>
+#include <qtl/element/moe.hpp>
 #include <qtl/error.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
+#include <qtl/x86/moe.hpp>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 namespace qtl {
-
-// ------------------------------------------------------------------------------------------------
-// Half swaps: [w1; w3] <-> [w3; w1]
-// ------------------------------------------------------------------------------------------------
-
-/// Source index of index `i` when the two halves of an even extent `n` are exchanged:
-/// `[a0 .. a(n/2-1) | b0 .. b(n/2-1)]` becomes `[b0 .. | a0 ..]`. The map is an involution.
-QTL_HOST_DEVICE constexpr index_t swap_halves_source(index_t i, index_t n) { return i < n / 2 ? i + n / 2 : i - n / 2; }
 
 namespace detail {
 
@@ -87,13 +81,7 @@ void swap_halves_rank3(view<In, 3> in, view<Out, 3> out, int d) {
 inline constexpr index_t stream_store_bytes = index_t{8} << 20;
 
 inline bool use_stream_stores(void const* out, index_t bytes) {
-#if defined(QTL_BLOCKSCALE_X86)
-  return bytes >= stream_store_bytes && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
-#else
-  (void)out;
-  (void)bytes;
-  return false;
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+  return moe_x86::streams && bytes >= stream_store_bytes && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
 }
 
 // Asks for the cache lines of `n` bytes at `p` (a row that is read next).
@@ -108,45 +96,14 @@ inline void prefetch_bytes(byte_t const* p, index_t n) {
 #endif  // ^^^ __GNUC__ ^^^
 }
 
-/// How `copy_row_bytes` writes: plain `memcpy`, or streaming stores of 16 bytes (SSE2) or of
-/// 64 bytes (AVX-512F, from the first 64-byte boundary on; 16 bytes before it and after the last).
-enum class row_store { plain, stream16, stream64 };
 
-#if defined(QTL_BLOCKSCALE_X86)
-__attribute__((target("avx512f"))) inline void stream_row64(byte_t* dst, byte_t const* src, std::size_t n) {
-  std::size_t i = 0;
-  for (; i < n && reinterpret_cast<std::uintptr_t>(dst + i) % 64 != 0; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
-  }
-  for (; i + 64 <= n; i += 64) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
-  }
-  for (; i < n; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
-  }
-}
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
-
-/// Copies `n` bytes; streaming (`How` != plain) only where `dst` is 16-byte aligned and `n` a
-/// multiple of 16, else (and on other CPUs) as `memcpy`.
+/// Copies `n` bytes; streaming (`How` != plain, `moe_x86::copy_row`) only where `dst` is 16-byte
+/// aligned and `n` a multiple of 16, else (and on other CPUs) as `memcpy`.
 template <row_store How>
 inline void copy_row_bytes(byte_t* dst, byte_t const* src, std::size_t n) {
-#if defined(QTL_BLOCKSCALE_X86)
-  if constexpr (How != row_store::plain) {
-    if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && n % 16 == 0) {
-      if constexpr (How == row_store::stream64) {
-        stream_row64(dst, src, n);
-      } else {
-        for (std::size_t i = 0; i < n; i += 16) {
-          _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                           _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
-        }
-      }
-      return;
-    }
+  if (!moe_x86::copy_row<How>(dst, src, n)) {
+    std::memcpy(dst, src, n);
   }
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
-  std::memcpy(dst, src, n);
 }
 
 template <class In, class Out, int Rank>
@@ -217,57 +174,6 @@ void reorder_w1w3_to_w3w1(view<WIn, Rank> weight, view<SIn, Rank> scale, view<WO
   if (scale.size() != 0) {
     detail::swap_halves_rank3(detail::as_rank3(scale), detail::as_rank3(scale_out), d + 3 - Rank);
   }
-}
-
-// ------------------------------------------------------------------------------------------------
-// trtllm-gen row permutations (gather form: out row n = in row source(n))
-// ------------------------------------------------------------------------------------------------
-
-/// Rows of one trtllm-gen shuffle block: 32 when `epilogue_tile_m` is a multiple of 128, else 16
-/// (flashinfer `get_shuffle_block_size`).
-template <int EpilogueTileM>
-inline constexpr int shuffle_block_rows = EpilogueTileM % 128 == 0 ? 32 : 16;
-
-/// Source row of output row `n` of the epilogue-tile row shuffle (flashinfer
-/// `get_shuffle_matrix_a_row_indices`, trtllm-gen `shuffleMatrixA`). Each block of `Bs` rows is an
-/// `8 x g` grid (`g = Bs / 8`) read column by column, e.g. `Bs = 32`:
-///
-///     in rows (8 x 4 grid, r = 4a + c)       out rows 0..31
-///       0  1  2  3                           0  4  8 12 16 20 24 28 | 1  5 .. 29 | 2 .. 30 | 3 .. 31
-///       4  5  6  7          ==>              (column c of the grid becomes out rows 8c .. 8c+7)
-///      ...
-///      28 29 30 31
-///
-/// `source(n) = (n / Bs) * Bs + g * (n % 8) + (n % Bs) / 8`. @pre the row count is a multiple of Bs.
-template <int EpilogueTileM = 128>
-QTL_HOST_DEVICE constexpr index_t shuffle_row_source(index_t n) {
-  constexpr index_t bs = shuffle_block_rows<EpilogueTileM>;
-  constexpr index_t g = bs / 8;
-  return (n / bs) * bs + g * (n % 8) + (n % bs) / 8;
-}
-
-/// Source row of output row `n` of the gated-activation interleave of `rows` rows (flashinfer
-/// `get_reorder_rows_for_gated_act_gemm_row_indices`): `[u0 u1 .. | g0 g1 ..] -> [u0 g0 u1 g1 ..]`,
-/// i.e. `source(2i) = i`, `source(2i + 1) = rows/2 + i`. @pre `rows` even.
-QTL_HOST_DEVICE constexpr index_t gated_interleave_source(index_t n, index_t rows) {
-  return n % 2 == 0 ? n / 2 : rows / 2 + n / 2;
-}
-
-/// Source row of output row `n` of GEMM1 (`[w3; w1]`, `rows` rows) for trtllm-gen: the gated
-/// interleave (if `gated`) followed by the row shuffle (flashinfer
-/// `_maybe_get_cached_w3_w1_permute_indices`): `source(n) = interleave(shuffle(n))`. The same map
-/// is used for the weights and for the linear scales (before their 128x4 layout).
-template <int EpilogueTileM = 128>
-QTL_HOST_DEVICE constexpr index_t w3w1_row_source(index_t n, index_t rows, bool gated) {
-  index_t const j = shuffle_row_source<EpilogueTileM>(n);
-  return gated ? gated_interleave_source(j, rows) : j;
-}
-
-/// Source row of output row `n` of GEMM2 (flashinfer `get_w2_permute_indices_with_cache`): the
-/// row shuffle alone.
-template <int EpilogueTileM = 128>
-QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
-  return shuffle_row_source<EpilogueTileM>(n);
 }
 
 /// The GEMM1 gather vector for `rows` rows (`out[n] = in[indices[n]]`).
@@ -433,11 +339,8 @@ class trtllm_fp4_moe_plan {
   // Whole-row byte copies; rows of large outputs go around the caches (streaming stores), which
   // is what memcpy does for buffers this size. The source rows jump around inside their 32-row
   // blocks, so the hardware prefetchers restart at every row: the rows 8 KiB ahead (in gather
-  // order, across experts) are asked for explicitly. Measured for the gated GEMM1 weights of 64
-  // experts (H = 4096): 47 ms without, 32 ms one row ahead, 31 ms 8 KiB ahead, memcpy 27-31 ms;
-  // for GEMM2's 768-byte rows 8 KiB ahead took them from 0.7 to ~1.0 of memcpy. 64-byte streaming
-  // stores where the CPU has AVX-512F: GEMM1 weights 28.3-28.4 -> 24.3-25.4 ms (best of 15, memcpy
-  // 23.3 ms); the whole benchmark preparation 45.7-55.9 -> 41.1-55.4 ms, loaded machine.
+  // order, across experts) are asked for explicitly, and rows go out with 64-byte streaming stores
+  // where the CPU has AVX-512F (figures: docs/performance.md, moe).
   template <class In, class Out>
   static void gather_rows(view3d<In> const& in, view3d<Out> const& out, std::vector<std::int32_t> const& rows) {
     auto const width = static_cast<std::size_t>(in.extent[2]);

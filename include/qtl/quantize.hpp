@@ -15,21 +15,8 @@
 ///      │ G rows    │ ───────────────▶│ ...       │
 ///      └───────────┘                 └───────────┘
 ///
-/// **Numerics** (the reference runs in the weight's dtype `T`: every torch operation computes in
-/// float32 and rounds its result back to `T`, which is what `round_to<T>` does after each step
-/// below; `rne` is torch.round, round half to even; qmax/qmin are the type's value range with the
-/// bias removed, e.g. uint4b8: 7 and -8):
-///
-///   mx, mn = max, min of the group                              (NaN if the group holds a NaN)
-///   symmetric:  s  = max(|T(mx / qmax)|, |T(mn / qmin)|)        (x / ∞ for a zero qmax or qmin)
-///   zero point: s  = T(T(max(T(mx - mn), T(1e-5))) / qmax)
-///               zp = int(clamp(rne(|T(mn / s)|), qmin, qmax))
-///   code:       q  = clamp(int(rne(T(w / s))) + zp, qmin, qmax)   (zp = 0 when symmetric)
-///   reference:  w_ref = T(T(q - zp) · s)
-///               or, zero points applied after scales, T(T(q · s) - T(zp · s))
-///   stored:     w_q = q + bias                                  (after w_ref, as the reference)
-///   no groups:  q = clamp(int(rne(w)), qmin, qmax), w_ref = float(q) in float32 (the reference
-///               divides by a float32 tensor [1.0], which promotes the result), no scales.
+/// **Numerics**: the element functions of `qtl/element/quantize.hpp` (the formulas are in its
+/// file comment); this header runs them over (K, N) weights and checks the arguments.
 ///
 /// **Where the reference is undefined or device-dependent, QTL defines** (and tests):
 ///  - `int(x)` of NaN is 0 and out-of-range values saturate, as CUDA's conversion (CPU torch gives
@@ -43,17 +30,12 @@
 ///  - `gptq_quantize_weights` with act-order and channelwise groups throws (the reference returns
 ///    nonsense for -1); `sort_weights` is stable (torch's argsort is not).
 ///
-/// **Contraction.** `-ffp-contract=fast` (GCC's default in GNU modes) with FMA hardware would fuse
-/// `q·s - zp·s` into one rounding. Products that feed a subtraction go through `detail::qnt::mul`,
-/// whose result is xor-ed with a zero the compiler cannot see (read from a `volatile` once per
-/// call), so no FMA can absorb it and loops still vectorise; on the device `__fmul_rn` and friends
-/// are used. `-ffast-math` is not supported (it licenses re-association and flushes subnormals).
-///
 /// **Host executors.** Grouped quantization runs two passes per group and column tile: max/min
 /// down the rows, then codes and reference values; the next tile is prefetched into L2 during
 /// pass 2 (on the x86 executor its pass 1 is folded there too, a row at a time). The portable
 /// loops vectorise with SSE2; on x86-64 CPUs with AVX2 and F16C (checked once at run time) fp16
-/// and bf16 weights take `detail::qnt::x86`, which folds max/min on the
+/// and bf16 weights take the x86 executor of `qtl/x86/quantize.hpp` (`grouped_x86`, chosen in
+/// `quantize_grouped_host`), which folds max/min on the
 /// raw 16-bit codes, computes scales 8 columns at a time, and runs pass 2 with one vector
 /// instruction per float operation and hardware fp16 conversions, or, on tiles free of NaN,
 /// zero and infinite scales (almost all of a real checkpoint), with a kernel that needs no NaN
@@ -72,1066 +54,54 @@
 #include <type_traits>
 #include <vector>
 
+#include <qtl/element/quantize.hpp>
 #include <qtl/error.hpp>
+#include <qtl/exact.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>
-
-// Host fast path: x86-64 compilers with GNU target attributes get an AVX2 + F16C executor chosen at
-// run time (the default build targets baseline x86-64); nvcc's host pass does not.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
-#  define QTL_QUANTIZE_X86_DISPATCH 1
-#  include <cpuid.h>
-#  include <immintrin.h>
-#endif  // ^^^ x86-64 GCC/Clang host ^^^
+#include <qtl/x86/quantize.hpp>
 
 namespace qtl {
 
-// ------------------------------------------------------------------------------------------------
-// Vocabulary
-
-/// Group-size template argument: one group per column (the reference's -1; same as G = K).
-inline constexpr int group_channelwise = -1;
-/// Group-size template argument: no groups and no scales (the reference's `group_size=None`).
-inline constexpr int group_none = 0;
-/// Group-size template argument: the size is a run-time value.
-inline constexpr int group_dynamic = std::numeric_limits<int>::min();
-
-/// The weight dtypes `quantize_weights` takes.
-template <class T>
-concept weight_float = std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
-
-/// True for a group-size template argument QTL accepts: channelwise, none, dynamic, or positive.
-QTL_HOST_DEVICE constexpr bool is_valid_group_size_param(int g) {
-  return g == group_channelwise || g == group_none || g == group_dynamic || g > 0;
-}
-/// True for the quantization types of the reference's `SUPPORTED_GPTQ_QUANT_TYPES`.
-QTL_HOST_DEVICE constexpr bool is_gptq_quant_type(scalar_type q) { return q == uint4b8 || q == uint8b128; }
-/// True for a group size of the reference's `SUPPORTED_GROUP_SIZES` (-1, 32, 64, 128); K itself
-/// is also accepted at run time.
-QTL_HOST_DEVICE constexpr bool is_gptq_group_size(int g) { return g == -1 || g == 32 || g == 64 || g == 128; }
-
-/// Options of `quantize_weights` (the reference's keyword arguments).
-struct quantize_options {
-  bool zero_points = false;                   ///< asymmetric, with per-group zero points
-  bool ref_zero_points_after_scales = false;  ///< w_ref = q·s - zp·s (Machete's order)
-};
-
-/// Caller-owned outputs of `quantize_weights`. `R` is the weight dtype, float when ungrouped.
-template <class R>
-struct quantize_outputs {
-  view2d<R> w_ref;            ///< (K, N) dequantized reference
-  view2d<std::int32_t> w_q;   ///< (K, N) stored codes (bias added)
-  view2d<R> w_s;              ///< (K/G, N) scales; unused when ungrouped
-  view2d<std::int32_t> w_zp;  ///< (K/G, N) zero points; only with zero points
-};
-
-/// Allocated outputs of `quantize_weights` (`w_s`, `w_zp` empty where the reference returns None).
-template <class R>
-struct quantized_weights {
-  host_tensor<R, 2> w_ref;
-  host_tensor<std::int32_t, 2> w_q;
-  host_tensor<R, 2> w_s;
-  host_tensor<std::int32_t, 2> w_zp;
-  /// Views of the buffers, as the view-taking overloads want them.
-  quantize_outputs<R> views() { return {w_ref.view(), w_q.view(), w_s.view(), w_zp.view()}; }
-};
-
-/// The value range of an integer quantization type as floats (bias removed) and its bias.
-struct quant_range {
-  float qmin = 0;
-  float qmax = 0;
-  std::int32_t bias = 0;
-};
-/// `quant_range` of `q`. @pre q.is_integer(), q.size_bits() ≤ 24
-QTL_HOST_DEVICE constexpr quant_range quant_range_of(scalar_type q) {
-  return {static_cast<float>(q.min_int()), static_cast<float>(q.max_int()), q.bias};
-}
-
-// ------------------------------------------------------------------------------------------------
-// Element functions (host and device): each float operation rounds once, as IEEE and torch do.
-
 namespace detail::qnt {
 
-/// A zero the optimiser cannot see, read once per host call (see the file comment on contraction).
-inline volatile std::uint32_t opaque_zero_source = 0;
-inline std::uint32_t opaque_zero() { return opaque_zero_source; }
-
-QTL_HOST_DEVICE constexpr float div(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-}
-QTL_HOST_DEVICE constexpr float sub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-}
-QTL_HOST_DEVICE constexpr float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-}
-/// a·b rounded once, never fused into a later addition: `opaque` is 0 but unknown to the compiler.
-QTL_HOST_DEVICE constexpr float mul(float a, float b, std::uint32_t opaque) {
-#if defined(__CUDA_ARCH__)
-  (void)opaque;
-  return __fmul_rn(a, b);
-#else
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a * b) ^ opaque);
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-}
-QTL_HOST_DEVICE constexpr float abs(float x) {
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu);
-}
-QTL_HOST_DEVICE constexpr bool isnan(float x) { return x != x; }
-
-// Selects with both arms already computed and conditions evaluated unconditionally. Loops built
-// from them are if-converted and vectorised even under -ftrapping-math (GCC's default), which
-// forbids speculating a float comparison or division that the source evaluates conditionally.
-QTL_HOST_DEVICE constexpr std::uint32_t select(bool c, std::uint32_t a, std::uint32_t b) {
-  std::uint32_t const m = 0u - static_cast<std::uint32_t>(c);
-  return (a & m) | (b & ~m);
-}
-QTL_HOST_DEVICE constexpr float select(bool c, float a, float b) {
-  return std::bit_cast<float>(select(c, std::bit_cast<std::uint32_t>(a), std::bit_cast<std::uint32_t>(b)));
-}
-
-/// fp16 bits → float, exact; branch-free so that loops vectorise (subnormals go through an exact
-/// int → float conversion, so DAZ/FTZ modes cannot flush them). NaN → quiet NaN, sign kept.
-QTL_HOST_DEVICE constexpr float fp16_to_float(std::uint16_t h) {
-  // Signed 32-bit compares throughout: SSE2 has no unsigned ones.
-  std::int32_t const em = static_cast<std::int32_t>(h & 0x7FFFu);
-  std::uint32_t const sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
-  //  s eeeee mmmmmmmmmm  →  s eeeeeeee mmmmmmmmmm0000000000000   (rebias 15 → 127: + 112 << 23;
-  //  Inf/NaN, e = 31, take another 112 to reach 255, and NaN gets the quiet bit)
-  std::uint32_t const inf_nan = 0u - static_cast<std::uint32_t>(em >= 0x7C00);
-  std::uint32_t const is_nan = 0u - static_cast<std::uint32_t>(em > 0x7C00);
-  std::uint32_t const normal =
-      ((static_cast<std::uint32_t>(em) << 13) + (112u << 23) + (inf_nan & (112u << 23))) | (is_nan & 0x00400000u);
-  float const sub = static_cast<float>(em) * 0x1p-24f;  // subnormal m · 2^-24, exact
-  return std::bit_cast<float>(sign | select(em < 0x400, std::bit_cast<std::uint32_t>(sub), normal));
-}
-/// float → fp16 bits, round to nearest even, overflow to ±Inf, NaN → sign | 0x7E00 (torch's);
-/// equal to `qtl::float_to_fp16` for every input, branch-free.
-QTL_HOST_DEVICE constexpr std::uint16_t float_to_fp16(float x) {
-  std::uint32_t const f = std::bit_cast<std::uint32_t>(x);
-  std::uint32_t const sign = (f >> 16) & 0x8000u;
-  std::int32_t const a = static_cast<std::int32_t>(f & 0x7FFFFFFFu);  // signed compares (SSE2)
-  std::uint32_t const ua = static_cast<std::uint32_t>(a);
-  // Normal fp16 (|x| ≥ 2^-14): round the 23-bit mantissa at bit 13, ties to even, then rebias.
-  std::uint32_t const normal = (ua + 0xFFFu + ((ua >> 13) & 1u) - (112u << 23)) >> 13;
-  // Subnormal fp16 (|x| < 2^-14): |x| + 0.5 has ulp 2^-24, so the addition rounds |x| to a
-  // multiple of 2^-24 (nearest even); the low bits of the sum are that multiple.
-  float const shifted = std::bit_cast<float>(ua) + 0.5f;
-  std::uint32_t const subnormal = std::bit_cast<std::uint32_t>(shifted) - 0x3F000000u;
-  std::uint32_t mag = select(a < 0x38800000, subnormal, normal);
-  mag = select(a >= 0x477FF000, 0x7C00u, mag);  // ≥ 65520 rounds to Inf
-  mag = select(a > 0x7F800000, 0x7E00u, mag);   // NaN
-  return static_cast<std::uint16_t>(sign | mag);
-}
-/// float → bf16 bits, round to nearest even, overflow to ±Inf, NaN → 0x7FC0 (torch's).
-QTL_HOST_DEVICE constexpr std::uint16_t float_to_bf16(float x) {
-  std::uint32_t const f = std::bit_cast<std::uint32_t>(x);
-  std::uint32_t const r = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
-  return static_cast<std::uint16_t>(select((f & 0x7FFFFFFFu) > 0x7F800000u, 0x7FC0u, r));
-}
-
-/// `x` of storage type T as float (exact).
-template <class T>
-QTL_HOST_DEVICE constexpr float load(T x) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    return fp16_to_float(x.bits);
-  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(x.bits) << 16);
-  } else if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return qtl::to_float(x);
+/// The portable steps of the tile loop: each returns "not done" (or 0 columns), so the loop runs
+/// its own portable code. An executor (`grouped_x86` of qtl/x86/quantize.hpp) has the same
+/// members and does the steps it can.
+struct grouped_portable {
+  static constexpr bool pipeline = false;  // no folding of the next tile's pass 1
+  template <class T>
+  bool pass1(T const*, index_t, index_t, index_t, float*, float*) {
+    return false;
   }
-}
-/// `x` rounded to T (nearest even), as `qtl::from_float<T>`.
-template <class T>
-QTL_HOST_DEVICE constexpr T store(float x) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    return half_t{float_to_fp16(x)};
-  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return bfloat16_t{float_to_bf16(x)};
-  } else {
-    return x;
+  template <class T>
+  index_t scales(float const*, float const*, index_t, quant_range, bool, float*, float*, T*, std::int32_t*) {
+    return 0;
   }
-}
-/// `x` rounded to T's precision and range, as a float: what torch does after each operation.
-template <class T>
-QTL_HOST_DEVICE constexpr float round_to(float x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return load<T>(store<T>(x));
+  void prepare(index_t, quant_range, float const*, float const*, float const*, std::uint32_t) {}
+  template <class T>
+  void fold(T const*, index_t, index_t, index_t, index_t) {}
+  template <bool After, class T>
+  bool row(T const*, float const*, float const*, index_t, quant_range, std::uint32_t, std::int32_t*, T*) {
+    return false;
   }
-}
-
-/// `x` rounded to T's precision (11 significant bits for fp16, 8 for bf16, nearest even) by bit
-/// logic on the float, with no range handling: equal to `round_to<T>` wherever it is then fed to
-/// `round_even` and clamped to a code range. (fp16 subnormal results are < 0.5 either way and
-/// round to ±0; results ≥ 65520 become Inf in fp16 and ≥ 65536 here, and both clamp to qmax;
-/// NaN and ±Inf pass through.)
-template <class T>
-QTL_HOST_DEVICE constexpr float round_precision_for_code(float x) {
-  std::uint32_t const u = std::bit_cast<std::uint32_t>(x);
-  if constexpr (std::is_same_v<T, half_t>) {
-    return std::bit_cast<float>((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
-  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return std::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & ~0xFFFFu);
-  } else {
-    return x;
-  }
-}
-
-/// torch.round: nearest integer, ties to even, sign of zero kept, Inf unchanged, NaN stays NaN. |x| + 2^23
-/// has ulp 1, so the addition does the rounding; |x| ≥ 2^23 is already an integer.
-QTL_HOST_DEVICE constexpr float round_even(float x) {
-  float const a = abs(x);
-  float const r = sub(add(a, 0x1p23f), 0x1p23f);
-  float const m = select(a >= 0x1p23f, a, r);
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(m) | (std::bit_cast<std::uint32_t>(x) & 0x80000000u));
-}
-
-/// NaN-propagating max/min (torch.max/min and torch.maximum propagate NaN).
-QTL_HOST_DEVICE constexpr float nan_max(float acc, float x) {
-  bool const take = (x > acc) | isnan(x);
-  return select(take, x, acc);
-}
-QTL_HOST_DEVICE constexpr float nan_min(float acc, float x) {
-  bool const take = (x < acc) | isnan(x);
-  return select(take, x, acc);
-}
-/// clamp(x, lo, hi) with NaN kept (torch.clamp).
-QTL_HOST_DEVICE constexpr float clamp(float x, float lo, float hi) {
-  bool const below = x < lo;
-  bool const above = x > hi;
-  return select(above, hi, select(below, lo, x));
-}
-
-/// Scale and zero point of one group (zp 0 when symmetric).
-struct group_params {
-  float s = 0;
-  float zp = 0;
+  void end_tile(bool) {}
+  void finish() {}
 };
 
-/// Symmetric scale: max(|T(mx / qmax)|, |T(mn / qmin)|), dividing by +∞ where the bound is 0.
-template <class T>
-QTL_HOST_DEVICE constexpr group_params symmetric_scale(float mx, float mn, quant_range r) {
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  float const a = abs(round_to<T>(div(mx, r.qmax != 0 ? r.qmax : inf)));
-  float const b = abs(round_to<T>(div(mn, r.qmin != 0 ? r.qmin : inf)));
-  return {nan_max(a, b), 0.0f};  // torch.maximum: NaN if either is NaN
-}
-
-/// Asymmetric scale and zero point: s = T(clamp_min(T(mx - mn), T(1e-5)) / qmax),
-/// zp = int(clamp(rne(|T(mn / s)|), qmin, qmax)) with int(NaN) = 0.
-template <class T>
-QTL_HOST_DEVICE constexpr group_params asymmetric_scale(float mx, float mn, quant_range r) {
-  float const lo = round_to<T>(1e-5f);  // torch converts the Python scalar to T
-  float d = round_to<T>(sub(mx, mn));
-  bool const below = d < lo;
-  d = select(below, lo, d);  // clamp(min=): NaN stays NaN
-  float const s = round_to<T>(div(d, r.qmax));
-  float const z = clamp(round_even(abs(round_to<T>(div(mn, s)))), r.qmin, r.qmax);
-  return {s, select(isnan(z), 0.0f, z)};
-}
-
-/// The clamped code (value domain, bias not added) of weight `w` in a group of scale `s`, zero
-/// point `zp`: clamp(int(rne(T(w / s))) + zp, qmin, qmax), int(NaN) = 0, saturating.
-template <class T>
-QTL_HOST_DEVICE constexpr float quantize_code(float w, group_params p, quant_range r) {
-  float q = round_even(round_precision_for_code<T>(div(w, p.s)));
-  q = std::bit_cast<float>(std::bit_cast<std::uint32_t>(q) & (0u - static_cast<std::uint32_t>(q == q)));  // NaN → +0
-  // Saturating: |q| ≥ 2^24 (or ±Inf) stays beyond the code range after adding |zp| ≤ 2^23, so
-  // the clamp below gives qmin or qmax as a saturating int conversion would.
-  q = add(q, p.zp);
-  q = q < r.qmin ? r.qmin : q;  // not NaN here: plain selects (maxps/minps)
-  return q > r.qmax ? r.qmax : q;
-}
-
-/// The dequantized reference of clamped code `q` (see the file comment) before its last rounding:
-/// `store<T>` of the result is w_ref. `SmallCodes`: |q|, |zp|, |q - zp| ≤ 256, so converting them
-/// to T is exact (every type of ≤ 8 bits) and skipped.
-template <class T, bool SmallCodes = false>
-QTL_HOST_DEVICE constexpr float dequantize_code(float q, group_params p, bool zp_after_scales, std::uint32_t opaque) {
-  auto const to_t = [](float x) { return SmallCodes ? x : round_to<T>(x); };
-  if (zp_after_scales) {
-    float const a = round_to<T>(mul(to_t(q), p.s, opaque));
-    float const b = round_to<T>(mul(to_t(p.zp), p.s, opaque));
-    return sub(a, b);
-  }
-  return mul(to_t(sub(q, p.zp)), p.s, opaque);
-}
-
-/// Ungrouped code: clamp(int(rne(w)), qmin, qmax) (w / 1.0f is w).
-QTL_HOST_DEVICE constexpr float quantize_code_ungrouped(float w, quant_range r) {
-  return quantize_code<float>(w, group_params{1.0f, 0.0f}, r);
-}
-
-}  // namespace detail::qnt
-
-/// One group (one column of K weights) quantized in constant evaluation, as `quantize_weights`
-/// does it with G = K: the element functions without the host executor, so `static_assert` can
-/// check the numerics. `codes` are stored codes (bias added).
-template <class T, std::size_t K>
-struct quantized_group {
-  T w_ref[K] = {};
-  std::int32_t codes[K] = {};
-  T scale = {};
-  std::int32_t zero_point = 0;
-};
-/// See `quantized_group`. @pre Q is an integer type; zero points need an unsigned Q.
-template <scalar_type Q, class T, std::size_t K>
-QTL_HOST_DEVICE constexpr quantized_group<T, K> quantize_group(T const (&w)[K], quantize_options opt = {}) {
-  static_assert(Q.is_integer(), "qtl::quantize_group: Q must be an integer scalar type");
-  static_assert(K > 0, "qtl::quantize_group: a group has at least one weight");
-  using namespace detail::qnt;
-  constexpr quant_range r = quant_range_of(Q);
-  float mx = load<T>(w[0]);
-  float mn = mx;
-  for (std::size_t i = 1; i < K; ++i) {
-    mx = nan_max(mx, load<T>(w[i]));
-    mn = nan_min(mn, load<T>(w[i]));
-  }
-  group_params const p = opt.zero_points ? asymmetric_scale<T>(mx, mn, r) : symmetric_scale<T>(mx, mn, r);
-  quantized_group<T, K> g;
-  g.scale = store<T>(p.s);
-  g.zero_point = static_cast<std::int32_t>(p.zp);
-  for (std::size_t i = 0; i < K; ++i) {
-    float const q = quantize_code<T>(load<T>(w[i]), p, r);
-    g.w_ref[i] = store<T>(dequantize_code<T>(q, p, opt.zero_points && opt.ref_zero_points_after_scales, 0));
-    g.codes[i] = static_cast<std::int32_t>(q) + r.bias;
-  }
-  return g;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Shape checks (host)
-
-namespace detail::qnt {
-
-inline std::string shape_str(index_t a, index_t b) {
-  // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on `"(" + std::string`.
-  std::string s = "(";
-  s += std::to_string(a);
-  s += ", ";
-  s += std::to_string(b);
-  s += ")";
-  return s;
-}
-template <class V>
-void check_2d(char const* fn, char const* arg, V const& v, index_t rows, index_t cols) {
-  if (v.extent[0] != rows || v.extent[1] != cols) {
-    throw shape_error(std::string(fn) + ": " + arg + " has shape " + shape_str(v.extent[0], v.extent[1]) +
-                      ", expected " + shape_str(rows, cols));
-  }
-  if (rows * cols > 0 && v.data == nullptr) {
-    throw shape_error(std::string(fn) + ": " + arg + " has no data");
-  }
-  if (cols > 1 && v.stride[1] != 1) {
-    throw shape_error(std::string(fn) + ": " + arg + " must have unit stride along its last dimension (stride " +
-                      std::to_string(v.stride[1]) + ")");
-  }
-}
-template <class V>
-void check_1d(char const* fn, char const* arg, V const& v, index_t n) {
-  if (v.extent[0] != n) {
-    throw shape_error(std::string(fn) + ": " + arg + " has " + std::to_string(v.extent[0]) +
-                      " elements, expected " + std::to_string(n));
-  }
-  if (n > 0 && v.data == nullptr) {
-    throw shape_error(std::string(fn) + ": " + arg + " has no data");
-  }
-}
-
-/// The effective group size (rows per group) for K rows, as the reference: -1 and sizes ≥ K mean
-/// K; 0 < g < K must divide K.
-inline index_t effective_group_size(char const* fn, index_t g, index_t k) {
-  if (k <= 0) {
-    throw shape_error(std::string(fn) + ": w has no rows (K = " + std::to_string(k) + ")");
-  }
-  if (g == -1 || g >= k) {
-    return k;
-  }
-  if (g <= 0) {
-    throw value_error(std::string(fn) + ": group_size " + std::to_string(g) +
-                      " is not a positive size, -1 (channelwise) or none");
-  }
-  if (k % g != 0) {
-    throw shape_error(std::string(fn) + ": group_size " + std::to_string(g) + " does not divide K = " +
-                      std::to_string(k) + " (a group size below K must divide it)");
-  }
-  return g;
-}
-
-/// Columns per tile. Small groups: 512 columns, so that a group of a tile (≤ 256 KiB) is still in
-/// L2 when pass 2 reads it again. Large groups (channelwise): 4096 columns, streamed twice from
-/// memory in long contiguous runs (narrow tiles of thousands of rows a power-of-two stride apart
-/// would thrash a few cache sets).
-inline constexpr index_t max_tile_cols = 4096;
-inline index_t tile_cols(index_t group_rows, std::size_t elem_bytes) {
-  return group_rows * 512 * static_cast<index_t>(elem_bytes) <= 256 * 1024 ? 512 : max_tile_cols;
-}
-
-/// W consecutive columns of pass 1 (max/min). Fixed-width blocks with local arrays vectorise
-/// even under -O2's very-cheap cost model (no trip-count epilogue, no alias versioning).
-template <class T, int W>
-QTL_HOST_DEVICE void minmax_block(T const* row, float* mx, float* mn) {
-  float x[W];
-  for (int l = 0; l < W; ++l) {
-    x[l] = load<T>(row[l]);
-  }
-  for (int l = 0; l < W; ++l) {
-    mx[l] = nan_max(mx[l], x[l]);
-    mn[l] = nan_min(mn[l], x[l]);
-  }
-}
-
-/// W consecutive columns of pass 2 (codes and reference values) of one row.
-template <class T, bool SmallCodes, bool After, int W>
-QTL_HOST_DEVICE void quantize_block(T const* in, float const* sc, float const* zp, quant_range r, std::uint32_t opaque,
-                                    std::int32_t* q_out, T* ref_out) {
-  float x[W];
-  float q[W];
-  T ref[W];
-  for (int l = 0; l < W; ++l) {
-    x[l] = load<T>(in[l]);
-  }
-  for (int l = 0; l < W; ++l) {
-    group_params const p{sc[l], zp[l]};
-    q[l] = quantize_code<T>(x[l], p, r);
-    ref[l] = store<T>(dequantize_code<T, SmallCodes>(q[l], p, After, opaque));
-  }
-  for (int l = 0; l < W; ++l) {
-    ref_out[l] = ref[l];
-    q_out[l] = static_cast<std::int32_t>(q[l]) + r.bias;
-  }
-}
-
-template <class T, bool SmallCodes, bool After>
-void quantize_row(T const* in, float const* sc, float const* zp, index_t cn, quant_range r, std::uint32_t opaque,
-                  std::int32_t* q_out, T* ref_out) {
-  constexpr int block = 16;
-  index_t j = 0;
-  for (; j + block <= cn; j += block) {
-    quantize_block<T, SmallCodes, After, block>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
-  }
-  for (; j < cn; ++j) {
-    quantize_block<T, SmallCodes, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
-  }
-}
-
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-/// AVX2 + F16C pass 2 for fp16 and bf16 weights, 8 columns per step; the scalar tail and every
-/// other dtype take the portable loops. Each step computes exactly what `quantize_code` and
-/// `dequantize_code` do, with one vector instruction per float operation (each rounds once, as the
-/// scalar code). FMA is not enabled in these functions, and no product feeds an addition directly
-/// (products are stored, or rounded to T by a conversion or by integer logic first), so
-/// contraction cannot change them even where the surrounding code is built with FMA and
-/// -ffp-contract=fast (the native test builds them that way).
-namespace x86 {
-#  define QTL_QUANTIZE_AVX2 __attribute__((target("avx2,f16c")))
-
-/// True when the CPU runs the AVX2 + F16C executor (checked once). F16C is CPUID leaf 1, ECX
-/// bit 29, read directly: Clang 14's `__builtin_cpu_supports` does not know "f16c". (The AVX2
-/// check includes the OS's saving of the YMM state, which F16C needs too.)
-inline bool has_avx2_f16c() {
-  static bool const ok = [] {
-    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
-    return __builtin_cpu_supports("avx2") && __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
-  }();
-  return ok;
-}
-
-/// True when the CPU (and the OS, which must save the ZMM state: `__builtin_cpu_supports` checks
-/// that) runs the AVX-512 clean kernel: AVX-512 F, BW and VL, besides AVX2 and F16C.
-inline bool has_avx512() {
-  static bool const ok = has_avx2_f16c() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                         __builtin_cpu_supports("avx512vl");
-  return ok;
-}
-
-/// 8 weights of T (fp16 or bf16) as floats, exact: F16C's conversion (quiet NaN, payload and sign
-/// kept, subnormals exact, as `fp16_to_float`), or the bf16 bits shifted to the float's high half.
-template <class T>
-QTL_QUANTIZE_AVX2 inline __m256 load8(T const* p) {
-  __m128i const h = _mm_loadu_si128(reinterpret_cast<__m128i const*>(p));
-  if constexpr (std::is_same_v<T, half_t>) {
-    return _mm256_cvtph_ps(h);
-  } else {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-  }
-}
-
-/// bf16 bits, rounded to nearest even, in the high half of each 32-bit lane (low half zero) and
-/// with no NaN handling: `round_precision_for_code<bfloat16_t>` of 8 floats.
-QTL_QUANTIZE_AVX2 inline __m256i bf16_round_hi(__m256 v) {
-  __m256i const u = _mm256_castps_si256(v);
-  __m256i const odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-  __m256i const r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd);
-  return _mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
-}
-/// Lanes of `v` that are NaN, as an integer mask: |bits| > Inf's bits (signed compare is right:
-/// both sides are non-negative).
-QTL_QUANTIZE_AVX2 inline __m256i nan_mask(__m256 v) {
-  __m256i const a = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF));
-  return _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000));
-}
-
-/// `round_precision_for_code<T>` of 8 floats. fp16: the F16C round trip, which is `round_to`
-/// itself (range included, NaN payloads aside, and NaN codes become 0 anyway).
-template <class T>
-QTL_QUANTIZE_AVX2 inline __m256 round_precision8(__m256 v) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
-    return _mm256_castsi256_ps(bf16_round_hi(v));
-  }
-}
-
-/// 8 floats rounded to T and stored: `store<T>` of each, bit for bit (NaN → sign | 0x7E00 for
-/// fp16, 0x7FC0 for bf16, as `float_to_fp16` / `float_to_bf16`).
-template <class T>
-QTL_QUANTIZE_AVX2 inline void store8(T* p, __m256 v) {
-  __m256i const nan = nan_mask(v);
-  __m128i h;
-  if constexpr (std::is_same_v<T, half_t>) {
-    // F16C keeps a NaN's sign and top payload bits; clear the payload below the quiet bit.
-    h = _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m128i const nan16 = _mm_packs_epi32(_mm256_castsi256_si128(nan), _mm256_extracti128_si256(nan, 1));
-    h = _mm_andnot_si128(_mm_and_si128(nan16, _mm_set1_epi16(0x01FF)), h);
-  } else {
-    __m256i r = _mm256_srli_epi32(bf16_round_hi(v), 16);
-    r = _mm256_blendv_epi8(r, _mm256_set1_epi32(0x7FC0), nan);
-    // [r0..r3 r0..r3 | r4..r7 r4..r7] as 16-bit lanes; 64-bit quarters 0 and 2 are r0..r7.
-    h = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_packus_epi32(r, r), 0x08));
-  }
-  _mm_storeu_si128(reinterpret_cast<__m128i*>(p), h);
-}
-/// `round_to<T>` of 8 floats (load8 of store8, without the memory round trip).
-template <class T>
-QTL_QUANTIZE_AVX2 inline __m256 round_to8(__m256 v) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    __m256 const r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    __m256i const nan = nan_mask(v);  // canonical sign | 0x7FC00000, as store<half_t> then load
-    __m256i const canon = _mm256_or_si256(_mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(INT32_MIN)),
-                                          _mm256_set1_epi32(0x7FC00000));
-    return _mm256_castsi256_ps(_mm256_blendv_epi8(_mm256_castps_si256(r), canon, nan));
-  } else {
-    __m256i const r = _mm256_blendv_epi8(bf16_round_hi(v), _mm256_set1_epi32(0x7FC00000), nan_mask(v));
-    return _mm256_castsi256_ps(r);
-  }
-}
-
-/// Max and min of one column down `rows` rows, exactly as the portable pass 1 folds them (first
-/// row, then `nan_max`/`nan_min` row by row): the path of columns holding a NaN, and of the tail.
-template <class T>
-inline void column_minmax(T const* w, index_t stride, index_t rows, float& mx, float& mn) {
-  float hi = load<T>(w[0]);
-  float lo = hi;
-  for (index_t i = 1; i < rows; ++i) {
-    float const x = load<T>(w[i * stride]);
-    hi = nan_max(hi, x);
-    lo = nan_min(lo, x);
-  }
-  mx = hi;
-  mn = lo;
-}
-
-/// Pass 1 of a column tile for fp16/bf16 (`rows` rows of `cn` columns from `w`, row stride
-/// `stride`) on the raw 16-bit codes. A sign-magnitude code maps to a signed integer of the same
-/// order, key = bits ^ ((bits >> 15 arithmetic) & 0x7FFF):
-///
-///   -NaN < -Inf < ... < -min < -0 < +0 < +min < ... < +Inf < +NaN      (keys, int16)
-///
-/// so max/min are `vpmaxsw`/`vpminsw` with no conversion. They differ from the float fold only
-/// in the sign of a zero result (-0 < +0 here; the float fold keeps the first of equal values),
-/// which no scale or zero point depends on (each takes |mx|, |mn| or mx - mn, and a zero
-/// difference is clamped to 1e-5). A column holds a NaN exactly when its key maximum lies above
-/// +Inf's or its minimum below -Inf's; such columns are folded again by `column_minmax`, which
-/// keeps the portable NaN semantics.
-///
-/// The fold is in three steps so that the executor can fold the next tile's rows one at a time
-/// while it writes this tile's outputs (`minmax_keys_row`), then finish it (`minmax_keys_finish`);
-/// `minmax_tile_avx2` runs all three on one tile. Keys cover the first cn / 16 · 16 columns; the
-/// rest are folded by `column_minmax` in the finish.
-struct minmax_keys {
-  alignas(32) std::int16_t mx[max_tile_cols];
-  alignas(32) std::int16_t mn[max_tile_cols];
-};
-
-template <class T>
-QTL_QUANTIZE_AVX2 inline __m256i minmax_key(T const* p) {
-  __m256i const b = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(p));
-  return _mm256_xor_si256(b, _mm256_and_si256(_mm256_srai_epi16(b, 15), _mm256_set1_epi16(0x7FFF)));
-}
-
-/// Columns [begin, end) of a tile's row `i` (`row` points at its column 0) folded into `k`; row 0
-/// sets them. @pre begin and end are multiples of 16.
-template <class T>
-QTL_QUANTIZE_AVX2 void minmax_keys_row(T const* row, index_t i, index_t begin, index_t end, minmax_keys& k) {
-  for (index_t c = begin; c < end; c += 16) {
-    __m256i const key = minmax_key(row + c);
-    __m256i* const pmx = reinterpret_cast<__m256i*>(k.mx + c);
-    __m256i* const pmn = reinterpret_cast<__m256i*>(k.mn + c);
-    _mm256_store_si256(pmx, i == 0 ? key : _mm256_max_epi16(_mm256_load_si256(pmx), key));
-    _mm256_store_si256(pmn, i == 0 ? key : _mm256_min_epi16(_mm256_load_si256(pmn), key));
-  }
-}
-
-/// `mx`/`mn` of the tile whose every row `k` has folded: from the keys, or by `column_minmax` for
-/// columns holding a NaN and the last cn % 16.
-template <class T>
-void minmax_keys_finish(T const* w, index_t stride, index_t rows, index_t cn, minmax_keys const& k, float* mx,
-                        float* mn) {
-  constexpr std::int16_t inf_bits = std::is_same_v<T, half_t> ? 0x7C00 : 0x7F80;
-  index_t const cv = cn / 16 * 16;
-  for (index_t j = 0; j < cv; ++j) {
-    if (k.mx[j] > inf_bits || k.mn[j] < -inf_bits - 1) {  // key(-Inf) = -Inf's magnitude - 1
-      column_minmax(w + j, stride, rows, mx[j], mn[j]);
-    } else {
-      auto const bits = [](std::int16_t key) {  // the key map is its own inverse
-        return T{static_cast<std::uint16_t>(key ^ ((key >> 15) & 0x7FFF))};
-      };
-      mx[j] = load<T>(bits(k.mx[j]));
-      mn[j] = load<T>(bits(k.mn[j]));
-    }
-  }
-  for (index_t j = cv; j < cn; ++j) {
-    column_minmax(w + j, stride, rows, mx[j], mn[j]);
-  }
-}
-
-/// Pass 1 of a whole tile. Short tiles (small groups, in L2) keep 64 columns of maxima and minima
-/// in registers down all rows; tall ones (channelwise) walk the rows in memory order, asking for
-/// them 8 rows ahead.
-template <class T>
-QTL_QUANTIZE_AVX2 void minmax_tile_avx2(T const* w, index_t stride, index_t rows, index_t cn, float* mx, float* mn) {
-  minmax_keys k;
-  index_t const cv = cn / 16 * 16;
-  index_t j = 0;
-  if (rows <= 512) {
-    for (; j + 64 <= cv; j += 64) {
-      __m256i hi[4], lo[4];
-      for (int v = 0; v < 4; ++v) {
-        hi[v] = lo[v] = minmax_key(w + j + 16 * v);
-      }
-      for (index_t i = 1; i < rows; ++i) {
-        for (int v = 0; v < 4; ++v) {
-          __m256i const key = minmax_key(w + i * stride + j + 16 * v);
-          hi[v] = _mm256_max_epi16(hi[v], key);
-          lo[v] = _mm256_min_epi16(lo[v], key);
-        }
-      }
-      for (int v = 0; v < 4; ++v) {
-        _mm256_store_si256(reinterpret_cast<__m256i*>(k.mx + j + 16 * v), hi[v]);
-        _mm256_store_si256(reinterpret_cast<__m256i*>(k.mn + j + 16 * v), lo[v]);
-      }
-    }
-  }
-  for (index_t i = 0; i < rows && j < cv; ++i) {
-    if (i + 8 < rows) {  // tall tiles come from memory: ask 8 rows ahead
-      for (index_t c = j; c < cv; c += 32) {
-        _mm_prefetch(reinterpret_cast<char const*>(w + (i + 8) * stride + c), _MM_HINT_T0);
-      }
-    }
-    minmax_keys_row(w + i * stride, i, j, cv, k);
-  }
-  minmax_keys_finish(w, stride, rows, cn, k, mx, mn);
-}
-
-/// An integral code value converted to T, as `dequantize_code`'s `to_t` (exact, so skipped, for
-/// codes of ≤ 8 bits).
-template <class T, bool SmallCodes>
-QTL_QUANTIZE_AVX2 inline __m256 code_to_t(__m256 v) {
-  if constexpr (SmallCodes) {
-    return v;
-  } else {
-    return round_to8<T>(v);
-  }
-}
-
-/// Pass 2 of one row of the column tile, as `quantize_row` (which it must equal bit for bit).
-template <class T, bool SmallCodes, bool After>
-QTL_QUANTIZE_AVX2 void quantize_row_avx2(T const* in, float const* sc, float const* zp, index_t cn, quant_range r,
-                                         std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
-  __m256 const qmin = _mm256_set1_ps(r.qmin);
-  __m256 const qmax = _mm256_set1_ps(r.qmax);
-  __m256i const bias = _mm256_set1_epi32(r.bias);
-  index_t j = 0;
-  for (; j + 8 <= cn; j += 8) {
-    __m256 const x = load8<T>(in + j);
-    __m256 const s = _mm256_loadu_ps(sc + j);
-    __m256 const z = _mm256_loadu_ps(zp + j);
-    // quantize_code: rne(T(x / s)), NaN → +0, + zp, clamp (operand order keeps `q < lo ? lo : q`).
-    __m256 q = _mm256_round_ps(round_precision8<T>(_mm256_div_ps(x, s)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    q = _mm256_and_ps(q, _mm256_cmp_ps(q, q, _CMP_ORD_Q));
-    q = _mm256_add_ps(q, z);
-    q = _mm256_min_ps(qmax, _mm256_max_ps(qmin, q));
-    // dequantize_code
-    __m256 ref;
-    if constexpr (After) {
-      __m256 const a = round_to8<T>(_mm256_mul_ps(code_to_t<T, SmallCodes>(q), s));
-      __m256 const b = round_to8<T>(_mm256_mul_ps(code_to_t<T, SmallCodes>(z), s));
-      ref = _mm256_sub_ps(a, b);
-    } else {
-      ref = _mm256_mul_ps(code_to_t<T, SmallCodes>(_mm256_sub_ps(q, z)), s);
-    }
-    store8<T>(ref_out + j, ref);
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q_out + j), _mm256_add_epi32(_mm256_cvttps_epi32(q), bias));
-  }
-  for (; j < cn; ++j) {
-    quantize_block<T, SmallCodes, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
-  }
-}
-/// Scales (and zero points) of the first cn / 8 · 8 columns of a tile from their max/min, 8 per
-/// step, exactly as `symmetric_scale` / `asymmetric_scale` (NaN, Inf and zero included): into
-/// `sc`/`zp` as floats and `s_out`/`zp_out` as stored. Returns the number of columns done.
-template <class T>
-QTL_QUANTIZE_AVX2 index_t scales_avx2(float const* mx, float const* mn, index_t cn, quant_range r, bool zero_points,
-                                      float* sc, float* zp, T* s_out, std::int32_t* zp_out) {
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  __m256 const qmin = _mm256_set1_ps(r.qmin);
-  __m256 const qmax = _mm256_set1_ps(r.qmax);
-  __m256 const abs_mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
-  index_t j = 0;
-  for (; j + 8 <= cn; j += 8) {
-    __m256 const hi = _mm256_loadu_ps(mx + j);
-    __m256 const lo = _mm256_loadu_ps(mn + j);
-    __m256 s;
-    __m256 z = _mm256_setzero_ps();
-    if (zero_points) {
-      __m256 const eps = _mm256_set1_ps(round_to<T>(1e-5f));
-      __m256 d = round_to8<T>(_mm256_sub_ps(hi, lo));
-      d = _mm256_blendv_ps(d, eps, _mm256_cmp_ps(d, eps, _CMP_LT_OQ));  // clamp(min=): NaN stays
-      s = round_to8<T>(_mm256_div_ps(d, qmax));
-      z = _mm256_and_ps(round_to8<T>(_mm256_div_ps(lo, s)), abs_mask);
-      z = _mm256_round_ps(z, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      z = _mm256_blendv_ps(z, qmin, _mm256_cmp_ps(z, qmin, _CMP_LT_OQ));
-      z = _mm256_blendv_ps(z, qmax, _mm256_cmp_ps(z, qmax, _CMP_GT_OQ));
-      z = _mm256_and_ps(z, _mm256_cmp_ps(z, z, _CMP_ORD_Q));  // int(NaN) = 0
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(zp_out + j), _mm256_cvttps_epi32(z));
-    } else {
-      __m256 const a =
-          _mm256_and_ps(round_to8<T>(_mm256_div_ps(hi, _mm256_set1_ps(r.qmax != 0 ? r.qmax : inf))), abs_mask);
-      __m256 const b =
-          _mm256_and_ps(round_to8<T>(_mm256_div_ps(lo, _mm256_set1_ps(r.qmin != 0 ? r.qmin : inf))), abs_mask);
-      // nan_max(a, b): b where b > a or b is NaN
-      s = _mm256_blendv_ps(a, b, _mm256_or_ps(_mm256_cmp_ps(b, a, _CMP_GT_OQ), _mm256_cmp_ps(b, b, _CMP_UNORD_Q)));
-    }
-    _mm256_storeu_ps(sc + j, s);
-    _mm256_storeu_ps(zp + j, z);
-    store8<T>(s_out + j, s);
-  }
-  return j;
-}
-
-/// Per-column constants of pass 2 on a clean tile (see `quantize_row_clean_avx2`).
-struct clean_columns {
-  float lo[max_tile_cols];        // qmin - zp
-  float hi[max_tile_cols];        // qmax - zp
-  std::int32_t zb[max_tile_cols]; // zp + bias, added to a code after the clamp
-  float zs[max_tile_cols];        // T(zp · s), the subtrahend of zero points after scales
-};
-
-/// 16 bytes stored at `p`; past the caches (non-temporal) when `Stream`. @pre Stream: p is 16-byte aligned.
-template <bool Stream>
-QTL_QUANTIZE_AVX2 inline void store16(void* p, __m128i v) {
-  if constexpr (Stream) {
-    _mm_stream_si128(static_cast<__m128i*>(p), v);
-  } else {
-    _mm_storeu_si128(static_cast<__m128i*>(p), v);
-  }
-}
-/// 8 int32 stored at `p`, as `store16`.
-template <bool Stream>
-QTL_QUANTIZE_AVX2 inline void store32(std::int32_t* p, __m256i v) {
-  if constexpr (Stream) {
-    store16<true>(p, _mm256_castsi256_si128(v));
-    store16<true>(p + 4, _mm256_extracti128_si256(v, 1));
-  } else {
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v);
-  }
-}
-
-/// Pass 2 of one row of a *clean* tile for codes of ≤ 8 bits: every column's scale finite and
-/// positive and no NaN in the group, so `w / s` is never NaN. Then, with y = T(w / s) and the
-/// integers lo = qmin - zp, hi = qmax - zp,
-///
-///   clamp(rne(y) + zp, qmin, qmax) - zp  =  rne(clamp(y, lo, hi))      (rne is monotone and
-///                                                                       keeps integers)
-///
-/// so the code is that value plus zp + bias and the reference (zero points before scales) is its
-/// product with s, a finite float: no NaN masks, one add and one subtract fewer than
-/// `quantize_row_avx2`. The value goes through an int32 conversion before the product, which
-/// turns rne's -0 into the +0 that `q - zp` gives. 16 columns per step, so that bf16 results pack
-/// into one 32-byte store. `Stream`: non-temporal stores (q_out and ref_out 16-byte aligned).
-/// Bit for bit `quantize_row` on such columns (test/unit/quantize_x86_test.cpp).
-/// Columns [begin, end) of the row (the AVX-512 kernel leaves a head and a tail to it).
-template <class T, bool After, bool Stream>
-QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, float const* zp, clean_columns const& c,
-                                               index_t begin, index_t end, quant_range r, std::uint32_t opaque,
-                                               std::int32_t* q_out, T* ref_out) {
-  // Codes of columns j..j+7 stored; returns their reference values before the rounding to T.
-  auto const step = [&](index_t j) QTL_QUANTIZE_AVX2 {
-    __m256 const s = _mm256_loadu_ps(sc + j);
-    __m256 y = round_precision8<T>(_mm256_div_ps(load8<T>(in + j), s));
-    y = _mm256_min_ps(_mm256_max_ps(y, _mm256_loadu_ps(c.lo + j)), _mm256_loadu_ps(c.hi + j));
-    __m256i const v = _mm256_cvttps_epi32(_mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    __m256i const code = _mm256_add_epi32(v, _mm256_loadu_si256(reinterpret_cast<__m256i const*>(c.zb + j)));
-    store32<Stream>(q_out + j, code);
-    if constexpr (After) {
-      // T(q · s) - T(zp · s) with q = code - bias = value + zp; may be Inf - Inf (NaN).
-      __m256 const q = _mm256_cvtepi32_ps(_mm256_sub_epi32(code, _mm256_set1_epi32(r.bias)));
-      return _mm256_sub_ps(round_to8<T>(_mm256_mul_ps(q, s)), _mm256_loadu_ps(c.zs + j));
-    } else {
-      return _mm256_mul_ps(_mm256_cvtepi32_ps(v), s);  // |value| ≤ 256, s finite: finite
-    }
-  };
-  index_t j = begin;
-  for (; j + 16 <= end; j += 16) {
-    __m256 const a = step(j);
-    __m256 const b = step(j + 8);
-    if constexpr (std::is_same_v<T, half_t> && !After) {
-      store16<Stream>(ref_out + j, _mm256_cvtps_ph(a, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-      store16<Stream>(ref_out + j + 8, _mm256_cvtps_ph(b, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    } else if constexpr (!After) {
-      // bf16 of a and b in the low halves, packed: [a0..a3 b0..b3 | a4..a7 b4..b7], then the
-      // 64-bit quarters reordered to a0..a7 b0..b7.
-      __m256i const ha = _mm256_srli_epi32(bf16_round_hi(a), 16);
-      __m256i const hb = _mm256_srli_epi32(bf16_round_hi(b), 16);
-      __m256i const h = _mm256_permute4x64_epi64(_mm256_packus_epi32(ha, hb), 0xD8);
-      store16<Stream>(ref_out + j, _mm256_castsi256_si128(h));
-      store16<Stream>(ref_out + j + 8, _mm256_extracti128_si256(h, 1));
-    } else {
-      store8<T>(ref_out + j, a);
-      store8<T>(ref_out + j + 8, b);
-    }
-  }
-  for (; j + 8 <= end; j += 8) {
-    store8<T>(ref_out + j, step(j));
-  }
-  for (; j < end; ++j) {
-    quantize_block<T, true, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
-  }
-}
-#  define QTL_QUANTIZE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
-// GCC 12 warns falsely on the `_mm512_undefined_*` self-initialisations inside its own AVX-512
-// intrinsics once they are inlined at -O2/-O3.
-#  if defined(__GNUC__) && !defined(__clang__)
-#    pragma GCC diagnostic push
-#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#  endif  // ^^^ GCC ^^^
-
-/// `bf16_round_hi` of 16 floats.
-QTL_QUANTIZE_AVX512 inline __m512i bf16_round_hi16(__m512 v) {
-  __m512i const u = _mm512_castps_si512(v);
-  __m512i const odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
-  __m512i const r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
-  return _mm512_and_si512(r, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u)));
-}
-
-/// `quantize_row_clean_avx2` (zero points before scales) 16 columns per instruction, with the
-/// rounding and the int32 conversion of the clamped value in one `vcvtps2dq` {rn-sae}. The row's
-/// ragged ends are masked loads and stores of the same step, not a narrower kernel: the outputs
-/// of `host_tensor` start 16 bytes past a 64-byte line, and a scalar head and tail per row of a
-/// 512-column tile had cost a third of pass 2. `Stream`: the codes (two thirds of the bytes) go
-/// past the caches in whole 64-byte lines, from the first column where `q_out` is so aligned
-/// (the masked head before it is stored normally; non-temporal stores in 16-byte pieces measured
-/// slower than ordinary ones). Same bits as the AVX2 kernel (test/unit/quantize_x86_test.cpp).
-///
-///   q_out  |head (< 16 codes)|line|line|line| ... |line|tail (< 16)|
-///                             ^ 64-byte aligned when Stream
-template <class T, bool Stream>
-QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc, clean_columns const& c, index_t cn,
-                                                   std::int32_t* q_out, T* ref_out) {
-  constexpr int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
-  // Columns j..j+15 where `m` has their bits; masked-off lanes are neither read nor written (a
-  // scale of 1 keeps them finite). `Full`: all 16, with a streaming store of the codes if Stream.
-  auto const step = [&]<bool Full>(index_t j, __mmask16 m) QTL_QUANTIZE_AVX512 {
-    __m256i const raw = Full ? _mm256_loadu_si256(reinterpret_cast<__m256i const*>(in + j))
-                             : _mm256_maskz_loadu_epi16(m, in + j);
-    __m512 const s = Full ? _mm512_loadu_ps(sc + j) : _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, sc + j);
-    __m512 y;
-    if constexpr (std::is_same_v<T, half_t>) {
-      y = _mm512_cvtph_ps(_mm512_cvtps_ph(_mm512_div_ps(_mm512_cvtph_ps(raw), s), rne));
-    } else {  // bf16: the bits in the high half
-      __m512 const x = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(raw), 16));
-      y = _mm512_castsi512_ps(bf16_round_hi16(_mm512_div_ps(x, s)));
-    }
-    y = _mm512_min_ps(_mm512_max_ps(y, _mm512_maskz_loadu_ps(m, c.lo + j)), _mm512_maskz_loadu_ps(m, c.hi + j));
-    __m512i const v = _mm512_cvt_roundps_epi32(y, rne);
-    __m512i const code = _mm512_add_epi32(v, _mm512_maskz_loadu_epi32(m, c.zb + j));
-    __m512 const ref = _mm512_mul_ps(_mm512_cvtepi32_ps(v), s);  // finite: no NaN to canonicalise
-    __m256i h;
-    if constexpr (std::is_same_v<T, half_t>) {
-      h = _mm512_cvtps_ph(ref, rne);
-    } else {
-      h = _mm512_cvtepi32_epi16(_mm512_srli_epi32(bf16_round_hi16(ref), 16));
-    }
-    if constexpr (!Full) {
-      _mm512_mask_storeu_epi32(q_out + j, m, code);
-      _mm256_mask_storeu_epi16(ref_out + j, m, h);
-    } else {
-      if constexpr (Stream) {
-        _mm512_stream_si512(reinterpret_cast<__m512i*>(q_out + j), code);
-      } else {
-        _mm512_storeu_si512(q_out + j, code);
-      }
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(ref_out + j), h);
-    }
-  };
-  auto const first = [](index_t n) { return static_cast<__mmask16>((1u << n) - 1u); };  // n < 16
-  index_t j = 0;
-  if constexpr (Stream) {
-    j = std::min<index_t>(cn, static_cast<index_t>((64 - (reinterpret_cast<std::uintptr_t>(q_out) & 63)) & 63) / 4);
-    if (j > 0) {
-      step.template operator()<false>(0, first(j));
-    }
-  }
-  for (; j + 16 <= cn; j += 16) {
-    step.template operator()<true>(j, 0xFFFF);
-  }
-  if (j < cn) {
-    step.template operator()<false>(j, first(cn - j));
-  }
-}
-#  if defined(__GNUC__) && !defined(__clang__)
-#    pragma GCC diagnostic pop
-#  endif  // ^^^ GCC ^^^
-#  undef QTL_QUANTIZE_AVX512
-#  undef QTL_QUANTIZE_AVX2
-}  // namespace x86
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
-
-/// Pass 1 of a column tile by the AVX2 executor where the CPU has it (returns false otherwise:
-/// the caller runs the portable loops).
-template <class T>
-bool minmax_tile_dispatch(bool fast, T const* w, index_t stride, index_t rows, index_t cn, float* mx, float* mn) {
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-  if constexpr (std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>) {
-    if (fast) {
-      x86::minmax_tile_avx2(w, stride, rows, cn, mx, mn);
-      return true;
-    }
-  }
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
-  (void)fast, (void)w, (void)stride, (void)rows, (void)cn, (void)mx, (void)mn;
-  return false;
-}
-
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-/// How pass 2 runs on one column tile of the x86 executor.
-struct x86_tile {
-  bool clean = false;   // `quantize_row_clean_avx2` applies (its columns in `cols`)
-  bool stream = false;  // non-temporal stores (AVX2: for rows whose outputs are 16-byte aligned)
-  bool avx512 = false;  // the clean kernel's AVX-512 variant (zero points before scales)
-  x86::clean_columns cols;
-  x86::minmax_keys keys[2];  // pass 1 of this tile (folded during the last one's pass 2) and the next
-};
-/// Prepares `t` for a tile of `cn` columns: clean when the codes are of ≤ 8 bits, every scale is
-/// finite and positive and no group holds a NaN (`mx` is NaN for a column holding one).
-template <class T, bool SmallCodes>
-__attribute__((target("avx2,f16c"))) void prepare_x86_tile(x86_tile& t, index_t cn, quant_range r, float const* sc,
-                                                          float const* zp, float const* mx, std::uint32_t opaque) {
-  t.clean = SmallCodes;
-  index_t j = 0;
-  for (; j + 8 <= cn && t.clean; j += 8) {
-    __m256 const s = _mm256_loadu_ps(sc + j);
-    __m256 const m = _mm256_loadu_ps(mx + j);
-    __m256 const ok = _mm256_and_ps(
-        _mm256_and_ps(_mm256_cmp_ps(s, _mm256_setzero_ps(), _CMP_GT_OQ),
-                      _mm256_cmp_ps(s, _mm256_set1_ps(std::numeric_limits<float>::max()), _CMP_LE_OQ)),
-        _mm256_cmp_ps(m, m, _CMP_ORD_Q));
-    t.clean = _mm256_movemask_ps(ok) == 0xFF;
-  }
-  for (; j < cn && t.clean; ++j) {
-    t.clean = sc[j] > 0.0f && sc[j] <= std::numeric_limits<float>::max() && mx[j] == mx[j];  // NaN fails
-  }
-  if (!t.clean) {
-    return;
-  }
-  for (j = 0; j + 8 <= cn; j += 8) {
-    __m256 const z = _mm256_loadu_ps(zp + j);
-    _mm256_storeu_ps(t.cols.lo + j, _mm256_sub_ps(_mm256_set1_ps(r.qmin), z));
-    _mm256_storeu_ps(t.cols.hi + j, _mm256_sub_ps(_mm256_set1_ps(r.qmax), z));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(t.cols.zb + j),
-                        _mm256_add_epi32(_mm256_cvttps_epi32(z), _mm256_set1_epi32(r.bias)));
-    _mm256_storeu_ps(t.cols.zs + j, x86::round_to8<T>(_mm256_mul_ps(z, _mm256_loadu_ps(sc + j))));
-  }
-  for (; j < cn; ++j) {
-    t.cols.lo[j] = r.qmin - zp[j];
-    t.cols.hi[j] = r.qmax - zp[j];
-    t.cols.zb[j] = static_cast<std::int32_t>(zp[j]) + r.bias;
-    t.cols.zs[j] = round_to<T>(mul(zp[j], sc[j], opaque));
-  }
-}
-/// Pass 2 of one row on the x86 executor: the clean kernel (streaming or not) or the general one.
-template <class T, bool SmallCodes, bool After>
-void quantize_row_x86(x86_tile const& t, T const* in, float const* sc, float const* zp, index_t cn, quant_range r,
-                      std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
-  if constexpr (SmallCodes) {
-    if (t.clean) {
-      if (t.avx512 && !After) {  // streams from the first 64-byte boundary of q_out
-        if (t.stream) {
-          x86::quantize_row_clean_avx512<T, true>(in, sc, t.cols, cn, q_out, ref_out);
-        } else {
-          x86::quantize_row_clean_avx512<T, false>(in, sc, t.cols, cn, q_out, ref_out);
-        }
-      } else if (t.stream && ((reinterpret_cast<std::uintptr_t>(q_out) | reinterpret_cast<std::uintptr_t>(ref_out)) &
-                              15) == 0) {
-        x86::quantize_row_clean_avx2<T, After, true>(in, sc, zp, t.cols, 0, cn, r, opaque, q_out, ref_out);
-      } else {
-        x86::quantize_row_clean_avx2<T, After, false>(in, sc, zp, t.cols, 0, cn, r, opaque, q_out, ref_out);
-      }
-      return;
-    }
-  }
-  x86::quantize_row_avx2<T, SmallCodes, After>(in, sc, zp, cn, r, opaque, q_out, ref_out);
-}
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
-
-/// Asks for the `n` elements at `p` to be brought into L2 (a hint: no fault, no effect elsewhere).
-template <class T>
-inline void prefetch_row(T const* p, index_t n) {
-#if defined(__GNUC__) || defined(__clang__)
-  char const* const c = reinterpret_cast<char const*>(p);
-  for (std::size_t b = 0; b < static_cast<std::size_t>(n) * sizeof(T); b += 64) {
-    __builtin_prefetch(c + b, 0, 2);
-  }
-#else
-  (void)p, (void)n;
-#endif
-}
-
-/// Outputs of at least this many bytes are written with non-temporal stores by the x86 executor:
-/// far beyond what the caches keep (32 MiB of L3 on the machines we measure), where write-allocate
-/// would read every output line before overwriting it.
-inline constexpr std::size_t stream_output_bytes = std::size_t{64} << 20;
-
-/// Host executor of grouped quantization: one group (gs rows) × one column tile at a time, so the
+/// The tile loop of grouped quantization: one group (gs rows) × one column tile at a time, so the
 /// tile is still in L2 when pass 2 reads it again; while pass 2 runs, the next tile's rows are
-/// prefetched into L2 (and on the x86 executor folded into its pass 1 there, see `pipeline`), so
-/// that pass 1 of that tile does not wait for memory. Tiles too tall for
-/// L2 (channelwise) are read twice from memory, each pass asking for the rows a few ahead.
-/// `row_out[r]` (optional) is the output row of input row r (act-order writes permuted rows).
-template <class T, int G, bool SmallCodes>
-void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantize_options opt,
+/// prefetched into L2 (or, by an executor with `pipeline`, folded into its pass 1 there), so that
+/// pass 1 of that tile does not wait for memory. Tiles too tall for L2 (channelwise) are read
+/// twice from memory, each pass asking for the rows a few ahead. `exec` does the steps it can
+/// (see `grouped_portable`); `row_out[r]` (optional) is the output row of input row r (act-order
+/// writes permuted rows).
+template <class T, int G, bool SmallCodes, class Exec>
+void quantize_grouped_loop(Exec& exec, view2d<T const> w, index_t gs, quant_range r, quantize_options opt,
                            quantize_outputs<T> out, std::int32_t const* row_out) {
   constexpr int block = 16;
-  constexpr bool x86_16 = std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;  // the x86 executor's types
   index_t const k = w.extent[0];
   index_t const n = w.extent[1];
   if constexpr (G > 0) {
@@ -1145,24 +115,6 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
   float sc[max_tile_cols];
   float zp[max_tile_cols];
   bool const after = opt.zero_points && opt.ref_zero_points_after_scales;
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-  bool const fast = x86::has_avx2_f16c();
-  x86_tile tile;
-  tile.avx512 = x86::has_avx512();
-  tile.stream = static_cast<std::size_t>(k * n) * (sizeof(T) + sizeof(std::int32_t)) >= stream_output_bytes;
-  // Small-group tiles on the x86 executor fold the next tile's pass 1 into this one's pass 2, a
-  // row at a time: its rows come in from memory while this tile's outputs go out, instead of in
-  // a read-only phase of its own that waited on them (~0.25 ns of ~1.1 per element).
-  // Measured ~5% on 8192x28672 (A/B in one process, 12 pairs). Not for tall (channelwise)
-  // tiles, both read from memory: folding the next 4096-column tile while this one is read again
-  // was 3-4% slower on 8192x28672 (A/B in one process, 8 pairs each of bf16 and fp16).
-  bool const pipeline = fast && prefetch && x86_16;
-  int cur = 0;  // tile.keys[cur]: this tile's pass 1, when `have_keys`
-  bool have_keys = false;
-#else
-  bool const fast = false;
-  bool const pipeline = false;
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
   for (index_t g = 0; g < k / gs; ++g) {
     index_t const r0 = g * gs;
     for (index_t c0 = 0; c0 < n; c0 += tc) {
@@ -1174,16 +126,7 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
                             : r0 + gs < k ? w.data + (r0 + gs) * w.stride[0]
                                           : nullptr;
       // Pass 1: NaN-propagating max/min down the group's rows.
-      bool folded = false;
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-      if constexpr (x86_16) {
-        if (have_keys) {
-          x86::minmax_keys_finish(w.data + r0 * w.stride[0] + c0, w.stride[0], gs, cn, tile.keys[cur], mx, mn);
-          folded = true;
-        }
-      }
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
-      if (!folded && !minmax_tile_dispatch(fast, w.data + r0 * w.stride[0] + c0, w.stride[0], gs, cn, mx, mn)) {
+      if (!exec.pass1(w.data + r0 * w.stride[0] + c0, w.stride[0], gs, cn, mx, mn)) {
         T const* row = w.data + r0 * w.stride[0] + c0;
         for (index_t j = 0; j < cn; ++j) {
           mx[j] = load<T>(row[j]);
@@ -1200,17 +143,10 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
           }
         }
       }
-      // Scales (and zero points) of this group's columns.
+      // Scales (and zero points) of this group's columns; the executor does the first j0.
       T* s_out = out.w_s.data + g * out.w_s.stride[0] + c0;
       std::int32_t* zp_out = opt.zero_points ? out.w_zp.data + g * out.w_zp.stride[0] + c0 : nullptr;
-      index_t j0 = 0;  // columns done by the vector executor
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-      if constexpr (x86_16) {
-        if (fast) {
-          j0 = x86::scales_avx2<T>(mx, mn, cn, r, opt.zero_points, sc, zp, s_out, zp_out);
-        }
-      }
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+      index_t const j0 = exec.scales(mx, mn, cn, r, opt.zero_points, sc, zp, s_out, zp_out);
       if (opt.zero_points) {
         for (index_t j = j0; j < cn; ++j) {
           group_params const p = asymmetric_scale<T>(mx[j], mn[j], r);
@@ -1227,31 +163,9 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
           s_out[j] = store<T>(p.s);
         }
       }
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-      if constexpr (x86_16) {
-        if (fast) {
-          prepare_x86_tile<T, SmallCodes>(tile, cn, r, sc, zp, mx, opaque);
-        }
-      }
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
-      // Pass 1 of the next tile during this one's pass 2 (see `pipeline`): before row i of this
-      // tile, row i - 1 of the next is folded and row i + 2 asked for, so that a fold never waits.
+      exec.prepare(cn, r, sc, zp, mx, opaque);
       index_t const next_cn = c0 + cn < n ? std::min(tc, n - c0 - cn) : std::min(tc, n);
-      bool const fold = pipeline && next != nullptr;
-      auto const fold_next = [&](index_t i) {
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-        if constexpr (x86_16) {
-          constexpr index_t ahead = 2;
-          if (i > 0) {
-            x86::minmax_keys_row(next + (i - 1) * w.stride[0], i - 1, 0, next_cn / 16 * 16, tile.keys[cur ^ 1]);
-          }
-          for (index_t a = i == 0 ? 0 : i + ahead; a <= i + ahead && a < gs; ++a) {
-            prefetch_row(next + a * w.stride[0], next_cn);
-          }
-        }
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
-        (void)i;
-      };
+      bool const fold = exec.pipeline && next != nullptr;
       // Pass 2: codes and reference values.
       for (index_t i = 0; i < gs; ++i) {
         index_t const ri = r0 + i;
@@ -1260,44 +174,47 @@ void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantiz
         std::int32_t* q_out = out.w_q.data + ro * out.w_q.stride[0] + c0;
         T* ref_out = out.w_ref.data + ro * out.w_ref.stride[0] + c0;
         if (fold) {
-          fold_next(i);
+          exec.fold(next, w.stride[0], i, gs, next_cn);
         } else if (next != nullptr) {
           prefetch_row(next + i * w.stride[0], cn);  // the next tile is about as wide as this one
         } else if (i + 4 < gs) {
           prefetch_row(in + 4 * w.stride[0], cn);  // a tall tile, read again from memory: 4 rows ahead
         }
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-        if constexpr (x86_16) {
-          if (fast) {
-            if (after) {
-              quantize_row_x86<T, SmallCodes, true>(tile, in, sc, zp, cn, r, opaque, q_out, ref_out);
-            } else {
-              quantize_row_x86<T, SmallCodes, false>(tile, in, sc, zp, cn, r, opaque, q_out, ref_out);
-            }
-            continue;
-          }
-        }
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
         if (after) {
-          quantize_row<T, SmallCodes, true>(in, sc, zp, cn, r, opaque, q_out, ref_out);
-        } else {
+          if (!exec.template row<true>(in, sc, zp, cn, r, opaque, q_out, ref_out)) {
+            quantize_row<T, SmallCodes, true>(in, sc, zp, cn, r, opaque, q_out, ref_out);
+          }
+        } else if (!exec.template row<false>(in, sc, zp, cn, r, opaque, q_out, ref_out)) {
           quantize_row<T, SmallCodes, false>(in, sc, zp, cn, r, opaque, q_out, ref_out);
         }
       }
       if (fold) {
-        fold_next(gs);
+        exec.fold(next, w.stride[0], gs, gs, next_cn);
       }
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-      have_keys = fold;
-      cur ^= fold ? 1 : 0;
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+      exec.end_tile(fold);
     }
   }
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
-  if (tile.stream) {
-    _mm_sfence();  // order the non-temporal stores before whatever the caller does next
+  exec.finish();
+}
+
+/// Host executor of grouped quantization: the tile loop with the executor chosen here, the one
+/// place that chooses (fp16/bf16 weights take the x86 executor where the CPU has AVX2 and F16C
+/// and `qtl::x86::level_cap()` allows it; everything else the portable steps; the same bits).
+template <class T, int G, bool SmallCodes>
+void quantize_grouped_host(view2d<T const> w, index_t gs, quant_range r, quantize_options opt,
+                           quantize_outputs<T> out, std::int32_t const* row_out) {
+#if QTL_X86
+  if constexpr (grouped_x86<T, SmallCodes>::takes) {
+    if (grouped_x86<T, SmallCodes>::available()) {
+      index_t const rows = G > 0 ? std::min<index_t>(G, w.extent[0]) : gs;  // as the loop's gs
+      grouped_x86<T, SmallCodes> exec(w.extent[0], w.extent[1], tile_cols(rows, sizeof(T)) < max_tile_cols);
+      quantize_grouped_loop<T, G, SmallCodes>(exec, w, gs, r, opt, out, row_out);
+      return;
+    }
   }
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+#endif  // ^^^ QTL_X86 ^^^
+  grouped_portable exec;
+  quantize_grouped_loop<T, G, SmallCodes>(exec, w, gs, r, opt, out, row_out);
 }
 
 /// Host executor of ungrouped quantization (`group_size=None`).
@@ -1314,20 +231,6 @@ void quantize_ungrouped_host(view2d<T const> w, quant_range r, view2d<float> w_r
       q_out[j] = static_cast<std::int32_t>(q + bias);
     }
   }
-}
-
-template <class V>
-auto as_const(V const& v) {
-  using E = std::remove_const_t<typename V::element_type>;
-  return static_cast<view<E const, 2>>(v);
-}
-
-template <scalar_type Q>
-constexpr void check_quant_type() {
-  static_assert(Q.is_integer(),
-                "qtl::quantize_weights: Q must be an integer scalar type (int4, uint4b8, uint8, ...); "
-                "floating-point quantization types are not supported, as in the reference");
-  static_assert(Q.size_bits() <= 24, "qtl::quantize_weights: Q wider than 24 bits is not supported");
 }
 
 /// Runs the grouped or ungrouped executor after every argument check.
@@ -1413,8 +316,7 @@ void quantize_weights(view2d<W> w, std::optional<index_t> group_size, quantize_o
   }
   index_t const k = v.extent[0];
   index_t const g = *group_size;
-  index_t const eff = (g == -1 || g >= k) ? k : g;
-  switch (eff == k ? -1 : g) {
+  switch (is_channelwise_group_size(g, k) ? -1 : g) {
     case 32: detail::qnt::quantize_weights_impl<Q, 32>(v, g, false, out, opt, nullptr); break;
     case 64: detail::qnt::quantize_weights_impl<Q, 64>(v, g, false, out, opt, nullptr); break;
     case 128: detail::qnt::quantize_weights_impl<Q, 128>(v, g, false, out, opt, nullptr); break;
@@ -1440,16 +342,6 @@ auto quantize_weights(view2d<W> w, quantize_options opt = {}) {
 
 // ------------------------------------------------------------------------------------------------
 // Act-order: permute_rows, sort_weights, gptq_quantize_weights
-
-namespace detail::qnt {
-/// The high 64 bits of the 128-bit product a·b (portable; no __int128 under -Wpedantic).
-QTL_HOST_DEVICE constexpr std::uint64_t mul_hi(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t const a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32, b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
-  std::uint64_t const ll = a_lo * b_lo, lh = a_lo * b_hi, hl = a_hi * b_lo, hh = a_hi * b_hi;
-  std::uint64_t const mid = (ll >> 32) + (lh & 0xFFFFFFFFu) + (hl & 0xFFFFFFFFu);
-  return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
-}
-}  // namespace detail::qnt
 
 /// A uniformly shuffled permutation of [0, K) from `seed`, written to `perm`: Fisher–Yates from
 /// the last element down, j = ⌊u · (i + 1) / 2^64⌋ with u the next output of SplitMix64
@@ -1490,12 +382,6 @@ void check_permutation(char const* fn, view1d<I> perm, index_t k, std::vector<bo
     }
     seen[static_cast<std::size_t>(p)] = true;
   }
-}
-
-/// Python's floor division i // g (g ≠ 0), as the reference's g_idx.
-QTL_HOST_DEVICE constexpr std::int64_t floor_div(std::int64_t i, std::int64_t g) {
-  std::int64_t const q = i / g;
-  return (i % g != 0 && ((i < 0) != (g < 0))) ? q - 1 : q;
 }
 
 /// dst[i, :] = src[idx[i], :].
@@ -1623,7 +509,7 @@ void gptq_impl(view2d<T const> w, index_t group_size, gptq_options const& opt, g
     quantize_weights_impl<Q, G>(w, group_size, false, qo, {}, nullptr);
     return;
   }
-  if (group_size == -1 || group_size >= k) {
+  if (is_channelwise_group_size(group_size, k)) {
     throw value_error(std::string(fn) + ": act_order needs group_size < K (got " + std::to_string(group_size) +
                       ", K = " + std::to_string(k) + "); with one group per column it has no effect");
   }
@@ -1679,8 +565,7 @@ void gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<std::re
   static_assert(is_gptq_quant_type(Q), "qtl::gptq_quantize_weights: Q must be uint4b8 or uint8b128");
   auto const v = detail::qnt::as_const(w);
   index_t const k = v.extent[0];
-  bool const channelwise = group_size == -1 || group_size >= k;
-  switch (channelwise ? -1 : group_size) {
+  switch (is_channelwise_group_size(group_size, k) ? -1 : group_size) {
     case 32: detail::qnt::gptq_impl<Q, 32>(v, group_size, opt, out); break;
     case 64: detail::qnt::gptq_impl<Q, 64>(v, group_size, opt, out); break;
     case 128: detail::qnt::gptq_impl<Q, 128>(v, group_size, opt, out); break;
@@ -1690,19 +575,6 @@ void gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<std::re
 
 // ------------------------------------------------------------------------------------------------
 // per_tensor_dequantize, convert_to_channelwise, all_close_1d
-
-/// Element of `per_tensor_dequantize` with a scalar (0-dim) scale: fp16(fp16(x) · inv_scale),
-/// the scale kept in float32 as torch ≥ 2.1 does for a CPU scalar operand.
-template <class T>
-QTL_HOST_DEVICE constexpr half_t per_tensor_dequantize_element(T x, float inv_scale) {
-  float const h = detail::qnt::round_to<half_t>(detail::qnt::load<T>(x));
-  return detail::qnt::store<half_t>(detail::qnt::mul(h, inv_scale, 0));
-}
-/// Element with a 1-element scale tensor: float32(fp16(x)) · inv_scale in float32 (torch promotes).
-template <class T>
-QTL_HOST_DEVICE constexpr float per_tensor_dequantize_element_f32(T x, float inv_scale) {
-  return detail::qnt::mul(detail::qnt::round_to<half_t>(detail::qnt::load<T>(x)), inv_scale, 0);
-}
 
 /// `per_tensor_dequantize(tensor, inv_scale)`: `tensor.to(float16) * inv_scale`. With a half_t
 /// output: the scale is a Python float or 0-dim tensor, the product is rounded to fp16 (overflow
@@ -1784,21 +656,6 @@ inline host_tensor<float, 2> convert_to_channelwise(float weight_scale, std::spa
   host_tensor<float, 2> out({total, 1});
   convert_to_channelwise(weight_scale, logical_widths, out.view());
   return out;
-}
-
-/// torch.isclose(a, b) with rtol = 1e-5, atol = 1e-8, equal_nan = False, each step in T as torch:
-/// a == b, or |T(a - b)| finite and ≤ T(atol + |T(rtol · b)|). The tolerance scales with `b`.
-template <class T>
-QTL_HOST_DEVICE constexpr bool torch_isclose(T a_, T b_, std::uint32_t opaque = 0) {
-  using namespace detail::qnt;
-  float const a = load<T>(a_);
-  float const b = load<T>(b_);
-  if (a == b) {
-    return true;
-  }
-  float const allowed = round_to<T>(add(1e-8f, abs(round_to<T>(mul(1e-5f, b, opaque)))));
-  float const actual = abs(round_to<T>(sub(a, b)));
-  return actual < std::numeric_limits<float>::infinity() && actual <= allowed;
 }
 
 /// `all_close_1d(x)`: every element is torch.allclose to x[0] (tolerance relative to the other

@@ -19,11 +19,8 @@
 
 #include <qtl/error.hpp>
 #include <qtl/view.hpp>
+#include <qtl/x86/transpose.hpp>
 
-#if defined(__SSE2__) && !defined(__CUDACC__)
-#  define QTL_TRANSPOSE_SSE2 1
-#  include <emmintrin.h>
-#endif  // ^^^ SSE2 host ^^^
 
 namespace qtl {
 
@@ -46,31 +43,6 @@ void transpose_scalar(view2d<T const> in, view2d<T> out, index_t r0, index_t r1,
   }
 }
 
-#if defined(QTL_TRANSPOSE_SSE2)
-/// Rows a[0..7] of 8 16-bit lanes become columns: a[i] lane j ↔ a[j] lane i. Each round
-/// interleaves pairs at twice the width (16, 32, then 64 bits).
-inline void transpose8x8_epi16(__m128i a[8]) {
-  __m128i t[8];
-  for (int i = 0; i < 4; ++i) {
-    t[i] = _mm_unpacklo_epi16(a[2 * i], a[2 * i + 1]);      // a0[0] a1[0] a0[1] a1[1] ...
-    t[4 + i] = _mm_unpackhi_epi16(a[2 * i], a[2 * i + 1]);  // a0[4] a1[4] a0[5] a1[5] ...
-  }
-  __m128i u[8];
-  for (int h = 0; h < 2; ++h) {  // h: columns 0-3 (t[0..3]) or 4-7 (t[4..7])
-    __m128i const* s = t + 4 * h;
-    u[4 * h + 0] = _mm_unpacklo_epi32(s[0], s[1]);  // rows 0-3 of columns 4h, 4h+1
-    u[4 * h + 1] = _mm_unpackhi_epi32(s[0], s[1]);  // rows 0-3 of columns 4h+2, 4h+3
-    u[4 * h + 2] = _mm_unpacklo_epi32(s[2], s[3]);  // rows 4-7 of columns 4h, 4h+1
-    u[4 * h + 3] = _mm_unpackhi_epi32(s[2], s[3]);  // rows 4-7 of columns 4h+2, 4h+3
-  }
-  for (int h = 0; h < 2; ++h) {
-    a[4 * h + 0] = _mm_unpacklo_epi64(u[4 * h + 0], u[4 * h + 2]);
-    a[4 * h + 1] = _mm_unpackhi_epi64(u[4 * h + 0], u[4 * h + 2]);
-    a[4 * h + 2] = _mm_unpacklo_epi64(u[4 * h + 1], u[4 * h + 3]);
-    a[4 * h + 3] = _mm_unpackhi_epi64(u[4 * h + 1], u[4 * h + 3]);
-  }
-}
-#endif  // ^^^ QTL_TRANSPOSE_SSE2 ^^^
 
 }  // namespace detail::tr
 
@@ -85,33 +57,16 @@ void transpose(view2d<W> in_, view2d<T> out) {
   index_t const rows = in.extent[0];
   index_t const cols = in.extent[1];
   if (out.extent[0] != cols || out.extent[1] != rows) {
-    throw shape_error("qtl::transpose: out has shape (" + std::to_string(out.extent[0]) + ", " +
-                      std::to_string(out.extent[1]) + "), expected (" + std::to_string(cols) + ", " +
-                      std::to_string(rows) + ")");
+    throw shape_error("qtl::transpose: out has shape " + detail::shape_string(out.extent[0], out.extent[1]) +
+                      ", expected " + detail::shape_string(cols, rows));
   }
   if ((cols > 1 && in.stride[1] != 1) || (rows > 1 && out.stride[1] != 1)) {
     throw shape_error("qtl::transpose: in and out need unit stride along their last dimension");
   }
+  // The 8x8 blocks of the top-left [r8, c8) by the x86 executor (2-byte elements, SSE2), if any.
   index_t r8 = 0;
   index_t c8 = 0;
-#if defined(QTL_TRANSPOSE_SSE2)
-  if constexpr (sizeof(T) == 2) {
-    r8 = rows / 8 * 8;
-    c8 = cols / 8 * 8;
-    for (index_t r = 0; r < r8; r += 8) {
-      for (index_t c = 0; c < c8; c += 8) {
-        __m128i a[8];
-        for (int i = 0; i < 8; ++i) {
-          a[i] = _mm_loadu_si128(reinterpret_cast<__m128i const*>(&in(r + i, c)));
-        }
-        detail::tr::transpose8x8_epi16(a);
-        for (int i = 0; i < 8; ++i) {
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(&out(c + i, r)), a[i]);
-        }
-      }
-    }
-  }
-#endif  // ^^^ QTL_TRANSPOSE_SSE2 ^^^
+  detail::tr::transpose_blocks_x86(in, out, r8, c8);
   detail::tr::transpose_scalar(in, out, 0, r8, c8, cols);   // right edge of the blocks
   detail::tr::transpose_scalar(in, out, r8, rows, 0, cols);  // bottom rows
 }

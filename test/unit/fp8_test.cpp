@@ -547,7 +547,7 @@ void check_row_executors(std::vector<T> const& x, float s) {
   qtl::detail::quantize_row<Fp8, Nan, Op>(x.data(), portable.data(), n, s, inv);
   std::vector<Fp8> dispatched(x.size());
   qtl::detail::quantize_row_dispatch<Fp8, Nan, Op>(x.data(), dispatched.data(), n, s, inv);
-#if QTL_FP8_X86_DISPATCH
+#if QTL_X86
   if (qtl::detail::x86::fp8_has_avx2()) {
     std::vector<Fp8> avx2(x.size());
     index_t const done = qtl::detail::x86::quantize_row_avx2<Fp8, Nan, Op>(x.data(), avx2.data(), n, s, inv);
@@ -556,7 +556,7 @@ void check_row_executors(std::vector<T> const& x, float s) {
       REQUIRE(avx2[c].bits == qtl::fp8_quantize_element<Fp8, Nan, Op>(qtl::to_float(x[c]), s, inv));
     }
   }
-#endif  // ^^^ QTL_FP8_X86_DISPATCH ^^^
+#endif  // ^^^ QTL_X86 ^^^
   for (std::size_t c = 0; c < x.size(); ++c) {
     std::uint8_t const want = qtl::fp8_quantize_element<Fp8, Nan, Op>(qtl::to_float(x[c]), s, inv);
     REQUIRE(portable[c].bits == want);

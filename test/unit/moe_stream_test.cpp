@@ -41,14 +41,14 @@ void compare_copies(std::mt19937& rng) {
 TEST_CASE("streaming row copies equal memcpy", "[moe][stream]") {
   std::mt19937 rng(3);
   compare_copies<row_store::plain>(rng);
-#if defined(QTL_BLOCKSCALE_X86)
+#if QTL_X86
   compare_copies<row_store::stream16>(rng);
   if (qtl::detail::best_band_isa() == qtl::detail::band_isa::avx512) {
     compare_copies<row_store::stream64>(rng);
   } else {
     WARN("no AVX-512F: the 64-byte streaming copy is not compared");
   }
-#endif  // ^^^ QTL_BLOCKSCALE_X86 ^^^
+#endif  // ^^^ QTL_X86 ^^^
 }
 
 }  // namespace

@@ -295,6 +295,37 @@ TEST_CASE("typed conversions agree with the raw codecs", "[numeric]") {
   }
 }
 
+TEST_CASE("the branch-free fp16/bf16 conversions equal the generic codec", "[numeric]") {
+  using qtl::detail::special_codes;
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    auto const c = static_cast<std::uint16_t>(h);
+    REQUIRE(bits_of(qtl::fp16_to_float(c)) == bits_of(qtl::detail::decode<5, 10, special_codes::ieee>(c)));
+  }
+  // Every exponent and sign with the mantissas next to each rounding point of fp16 (bit 13) and
+  // bf16 (bit 16): half an ulp and the neighbours of it, odd and even kept bits.
+  std::vector<std::uint32_t> probes;
+  for (std::uint32_t hi = 0; hi < 512; ++hi) {
+    for (int cut : {13, 16}) {
+      std::uint32_t const half = 1u << (cut - 1);
+      for (std::uint32_t kept : {0u, 1u << cut, 3u << cut, 0x7FFFFFu >> cut << cut}) {
+        for (std::uint32_t low : {0u, 1u, half - 1, half, half + 1, (half << 1) - 1}) {
+          probes.push_back((hi << 23) | ((kept | low) & 0x7FFFFFu));
+        }
+      }
+    }
+  }
+  for (std::uint64_t u = 12345; u < (std::uint64_t{1} << 32); u += std::uint64_t{1} << oracle_sweep_shift) {
+    probes.push_back(static_cast<std::uint32_t>(u));
+  }
+  for (std::uint32_t u : probes) {
+    INFO("bits 0x" << std::hex << u);
+    REQUIRE(qtl::float_to_fp16(float_of(u)) ==
+            qtl::detail::encode<5, 10, special_codes::ieee, 0x7E00u, true>(u, saturation::none, true));
+    REQUIRE(qtl::float_to_bf16(float_of(u)) ==
+            qtl::detail::encode<8, 7, special_codes::ieee, 0x7FC0u, false>(u, saturation::none, true));
+  }
+}
+
 TEST_CASE("round_half_even equals std::nearbyint in round-to-nearest mode", "[numeric][sweep]") {
   REQUIRE(std::fegetround() == FE_TONEAREST);
   std::size_t bad = 0;

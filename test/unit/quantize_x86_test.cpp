@@ -15,6 +15,8 @@
 #include <random>
 #include <vector>
 
+#if QTL_X86
+
 namespace {
 
 using qtl::index_t;
@@ -342,7 +344,7 @@ void compare_executor(index_t k, index_t n, bool zero_points, bool after, std::m
 }  // namespace
 
 TEST_CASE("x86 AVX2 scales equal the element functions bit for bit", "[quantize][x86]") {
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
+#if QTL_X86
   if (!qnt::x86::has_avx2_f16c()) {
     WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
     return;
@@ -352,11 +354,11 @@ TEST_CASE("x86 AVX2 scales equal the element functions bit for bit", "[quantize]
   SECTION("bf16") { compare_scales<qtl::bfloat16_t>(rng); }
 #else
   WARN("no x86 dispatch in this build");
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+#endif  // ^^^ QTL_X86 ^^^
 }
 
 TEST_CASE("x86 AVX2 pass 2 on clean tiles equals the portable loops bit for bit", "[quantize][x86]") {
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
+#if QTL_X86
   if (!qnt::x86::has_avx2_f16c()) {
     WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
     return;
@@ -366,7 +368,7 @@ TEST_CASE("x86 AVX2 pass 2 on clean tiles equals the portable loops bit for bit"
   SECTION("bf16") { compare_clean_all<qtl::bfloat16_t>(rng); }
 #else
   WARN("no x86 dispatch in this build");
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+#endif  // ^^^ QTL_X86 ^^^
 }
 
 TEST_CASE("the grouped executor equals the element functions group by group", "[quantize][x86]") {
@@ -388,7 +390,7 @@ TEST_CASE("the grouped executor equals the element functions group by group", "[
 }
 
 TEST_CASE("x86 AVX2 pass 1 (max/min on 16-bit keys) gives the portable scales", "[quantize][x86]") {
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
+#if QTL_X86
   if (!qnt::x86::has_avx2_f16c()) {
     WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
     return;
@@ -398,11 +400,11 @@ TEST_CASE("x86 AVX2 pass 1 (max/min on 16-bit keys) gives the portable scales", 
   SECTION("bf16") { compare_minmax<qtl::bfloat16_t>(rng); }
 #else
   WARN("no x86 dispatch in this build");
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+#endif  // ^^^ QTL_X86 ^^^
 }
 
 TEST_CASE("x86 AVX2/F16C pass 2 equals the portable loops bit for bit", "[quantize][x86]") {
-#if defined(QTL_QUANTIZE_X86_DISPATCH)
+#if QTL_X86
   if (!qnt::x86::has_avx2_f16c()) {
     WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
     return;
@@ -412,5 +414,11 @@ TEST_CASE("x86 AVX2/F16C pass 2 equals the portable loops bit for bit", "[quanti
   SECTION("bf16") { compare_all<qtl::bfloat16_t>(rng); }
 #else
   WARN("no x86 dispatch in this build");
-#endif  // ^^^ QTL_QUANTIZE_X86_DISPATCH ^^^
+#endif  // ^^^ QTL_X86 ^^^
 }
+
+#else
+
+TEST_CASE("x86 executor of quantize", "[quantize][x86]") { WARN("QTL_X86 is 0 in this build: nothing to compare"); }
+
+#endif  // ^^^ QTL_X86 ^^^

@@ -39,9 +39,7 @@
 /// `qtl::regex_set` runs all such patterns of a list on one combined DFA; at run time the re_*
 /// functions keep a `qtl::regex` for a pattern they see a second time (per thread).
 ///
-/// Measured (bench/match_bench.cpp: 36,472 MoE module names x 40 GPTQ dynamic rules, two with
-/// lookahead, 2-core machine under load, CPU time): regex_set 1.83M names/s, qtl::regex rule by
-/// rule 381k, PCRE2-JIT 521k-602k, std::regex 27k.
+/// Throughput against PCRE2-JIT and std::regex: docs/performance.md (match).
 
 #include <algorithm>
 #include <array>

@@ -76,6 +76,73 @@ constexpr bool consumes(inst const& in, charset const* sets, unsigned char c) {
 constexpr bool is_consuming(op o) { return o == op::byte || o == op::any || o == op::set; }
 
 /// Runs `p` on `text` with Python's semantics of re.match / re.fullmatch / re.search.
+/// What `nfa_closure` does at an instruction that is not consuming, a jump, a split or an anchor.
+enum class closure_action : std::uint8_t { none, accept, follow };
+
+/// One epsilon closure of the Pike VM, shared by the forward run and the lookahead pass: adds the
+/// consuming instructions reachable from `start` at `pos` to `list` (each pc once per `gen` of
+/// `mark`), following jumps, splits (`x` before `y`) and the anchors that hold at `pos`; at any
+/// other instruction `other(pc, in)` says whether the run succeeds there (`accept`: returns true),
+/// goes on at `in.x` (`follow`) or stops (`none`). `pops` (optional) counts the instructions
+/// visited.
+template <class Other>
+constexpr bool nfa_closure(program_view const& p, std::string_view text, std::int32_t start, std::size_t pos,
+                           std::uint32_t* mark, std::uint32_t gen, std::int32_t* stack, std::int32_t* list,
+                           std::int32_t& count, std::size_t* pops, Other const& other) {
+  if (mark[start] == gen) {
+    return false;
+  }
+  mark[start] = gen;
+  std::int32_t sp = 0;
+  stack[sp++] = start;
+  auto push = [&](std::int32_t t) {
+    if (mark[t] != gen) {
+      mark[t] = gen;
+      stack[sp++] = t;
+    }
+  };
+  while (sp > 0) {
+    std::int32_t const pc = stack[--sp];
+    if (pops != nullptr) {
+      ++*pops;
+    }
+    inst const& in = p.code[pc];
+    switch (in.code) {
+      case op::byte:
+      case op::any:
+      case op::set: list[count++] = pc; break;
+      case op::jmp: push(in.x); break;
+      case op::split: push(in.y); push(in.x); break;
+      case op::assert_at:
+        if (anchor_holds(in.arg, text, pos)) {
+          push(pc + 1);
+        }
+        break;
+      default:
+        switch (other(pc, in)) {
+          case closure_action::accept: return true;
+          case closure_action::follow: push(in.x); break;
+          case closure_action::none: break;
+        }
+    }
+  }
+  return false;
+}
+
+/// One step of the Pike VM: each thread of `cur` that consumes `c` continues, by `closure(pc + 1,
+/// next_pos, nxt, n_nxt)`, into `nxt`; true as soon as a closure accepts.
+template <class Closure>
+constexpr bool nfa_step(program_view const& p, unsigned char c, std::int32_t const* cur, std::int32_t n_cur,
+                        std::size_t next_pos, std::int32_t* nxt, std::int32_t& n_nxt, Closure const& closure) {
+  for (std::int32_t k = 0; k != n_cur; ++k) {
+    std::int32_t const pc = cur[k];
+    if (consumes(p.code[pc], p.sets, c) && closure(pc + 1, next_pos, nxt, n_nxt)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scratch_view s) {
   std::size_t const n = text.size();
   std::size_t const row = n + 1;
@@ -172,39 +239,12 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
     std::int32_t* cur = s.sub_list_a;
     std::int32_t* nxt = s.sub_list_b;
     std::int32_t n_cur = 0;
+    // (a lookahead of a lookahead is answered by solve_all, never here)
     auto sub_closure = [&](std::int32_t start, std::size_t at, std::int32_t* list, std::int32_t& count) {
-      if (s.sub_mark[start] == sub_gen) {
-        return false;
-      }
-      s.sub_mark[start] = sub_gen;
-      std::int32_t sp = 0;
-      s.sub_stack[sp++] = start;
-      auto push = [&](std::int32_t t) {
-        if (s.sub_mark[t] != sub_gen) {
-          s.sub_mark[t] = sub_gen;
-          s.sub_stack[sp++] = t;
-        }
-      };
-      while (sp > 0) {
-        std::int32_t const pc = s.sub_stack[--sp];
-        ++spent;
-        inst const& in = p.code[pc];
-        switch (in.code) {
-          case op::byte:
-          case op::any:
-          case op::set: list[count++] = pc; break;
-          case op::look_end: return true;
-          case op::jmp: push(in.x); break;
-          case op::split: push(in.y); push(in.x); break;
-          case op::assert_at:
-            if (anchor_holds(in.arg, text, at)) {
-              push(pc + 1);
-            }
-            break;
-          default: break;
-        }
-      }
-      return false;
+      return nfa_closure(p, text, start, at, s.sub_mark, sub_gen, s.sub_stack, list, count, &spent,
+                         [](std::int32_t, inst const& in) {
+                           return in.code == op::look_end ? closure_action::accept : closure_action::none;
+                         });
     };
     ++sub_gen;
     if (sub_closure(L + 1, pos, cur, n_cur)) {
@@ -214,11 +254,8 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
       unsigned char const c = static_cast<unsigned char>(text[at]);
       ++sub_gen;
       std::int32_t n_nxt = 0;
-      for (std::int32_t k = 0; k != n_cur; ++k) {
-        std::int32_t const pc = cur[k];
-        if (consumes(p.code[pc], p.sets, c) && sub_closure(pc + 1, at + 1, nxt, n_nxt)) {
-          return true;
-        }
+      if (nfa_step(p, c, cur, n_cur, at + 1, nxt, n_nxt, sub_closure)) {
+        return true;
       }
       std::int32_t* const t = cur;
       cur = nxt;
@@ -254,46 +291,16 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
   // 2. Forward simulation. A closure adds the consuming instructions reachable from `start` at
   //    `pos` to `list`; it reports whether `match` is reachable (and counts for the verb).
   auto closure = [&](std::int32_t start, std::size_t pos, std::int32_t* list, std::int32_t& count) {
-    if (s.mark[start] == gen) {
-      return false;
-    }
-    s.mark[start] = gen;
-    std::int32_t sp = 0;
-    s.stack[sp++] = start;
-    auto push = [&](std::int32_t t) {
-      if (s.mark[t] != gen) {
-        s.mark[t] = gen;
-        s.stack[sp++] = t;
-      }
-    };
-    while (sp > 0) {
-      std::int32_t const pc = s.stack[--sp];
-      inst const& in = p.code[pc];
-      switch (in.code) {
-        case op::byte:
-        case op::any:
-        case op::set: list[count++] = pc; break;
-        case op::match:
-          if (v != verb::fullmatch || pos == n) {
-            return true;
-          }
-          break;
-        case op::jmp: push(in.x); break;
-        case op::split: push(in.y); push(in.x); break;
-        case op::assert_at:
-          if (anchor_holds(in.arg, text, pos)) {
-            push(pc + 1);
-          }
-          break;
-        case op::look:
-          if (look_ok(pc, pos)) {
-            push(in.x);
-          }
-          break;
-        case op::look_end: break;
-      }
-    }
-    return false;
+    return nfa_closure(p, text, start, pos, s.mark, gen, s.stack, list, count, nullptr,
+                       [&](std::int32_t pc, inst const& in) {
+                         if (in.code == op::match) {
+                           return v != verb::fullmatch || pos == n ? closure_action::accept : closure_action::none;
+                         }
+                         if (in.code == op::look) {
+                           return look_ok(pc, pos) ? closure_action::follow : closure_action::none;
+                         }
+                         return closure_action::none;  // look_end: the end of a lookahead's sub-program
+                       });
   };
 
   bool const unanchored = v == verb::search && !p.anchored;
@@ -311,11 +318,8 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
     unsigned char const c = static_cast<unsigned char>(text[pos]);
     ++gen;
     std::int32_t n_nxt = 0;
-    for (std::int32_t k = 0; k != n_cur; ++k) {
-      std::int32_t const pc = cur[k];
-      if (consumes(p.code[pc], p.sets, c) && closure(pc + 1, pos + 1, nxt, n_nxt)) {
-        return true;
-      }
+    if (nfa_step(p, c, cur, n_cur, pos + 1, nxt, n_nxt, closure)) {
+      return true;
     }
     if (unanchored && closure(0, pos + 1, nxt, n_nxt)) {
       return true;

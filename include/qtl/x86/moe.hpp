@@ -1,0 +1,65 @@
+#pragma once
+/// \file
+/// The x86 executor of the MoE weight shuffles (`qtl/moe.hpp`): rows copied with streaming stores
+/// (16 bytes, SSE2; 64 bytes from the first 64-byte boundary on, AVX-512F) into outputs too large
+/// for the caches, which skips reading each destination line before writing it, as memcpy does.
+/// The entry points `detail::moe_x86` do nothing where `QTL_X86` is 0 (then rows are memcpy'd).
+
+#include <cstddef>
+#include <cstdint>
+
+#include <qtl/detail/band_executor.hpp>
+#include <qtl/x86/isa.hpp>
+
+namespace qtl::detail {
+
+/// How `copy_row_bytes` writes: plain `memcpy`, or streaming stores of 16 bytes (SSE2) or of
+/// 64 bytes (AVX-512F, from the first 64-byte boundary on; 16 bytes before it and after the last).
+enum class row_store { plain, stream16, stream64 };
+
+#if QTL_X86
+__attribute__((target("avx512f"))) inline void stream_row64(byte_t* dst, byte_t const* src, std::size_t n) {
+  std::size_t i = 0;
+  for (; i < n && reinterpret_cast<std::uintptr_t>(dst + i) % 64 != 0; i += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
+  }
+  for (; i + 64 <= n; i += 64) {
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
+  }
+  for (; i < n; i += 16) {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
+  }
+}
+#endif  // ^^^ QTL_X86 ^^^
+
+/// The entry points of qtl/moe.hpp's row copies.
+namespace moe_x86 {
+
+/// True where streaming stores exist.
+inline constexpr bool streams = QTL_X86 != 0;
+
+/// Copies `n` bytes with `How`'s streaming stores where `dst` is 16-byte aligned and `n` a
+/// multiple of 16; false when it does not (`How` plain, unaligned, or no x86 executor).
+template <row_store How>
+bool copy_row([[maybe_unused]] byte_t* dst, [[maybe_unused]] byte_t const* src, [[maybe_unused]] std::size_t n) {
+#if QTL_X86
+  if constexpr (How != row_store::plain) {
+    if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && n % 16 == 0) {
+      if constexpr (How == row_store::stream64) {
+        stream_row64(dst, src, n);
+      } else {
+        for (std::size_t i = 0; i < n; i += 16) {
+          _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                           _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
+        }
+      }
+      return true;
+    }
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  return false;
+}
+
+}  // namespace moe_x86
+
+}  // namespace qtl::detail
