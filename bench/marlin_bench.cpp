@@ -12,9 +12,10 @@
 
 #include <benchmark/benchmark.h>
 
+#include "support/memcpy_baseline.hpp"
+
 #include <algorithm>
 #include <cstdint>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -25,14 +26,9 @@ using qtl::index_t;
 
 void bm_memcpy(benchmark::State& state) {
   auto const bytes = static_cast<std::size_t>(state.range(0));
-  qtl::aligned_vector<char> src(bytes, 1);
+  qtl::aligned_vector<char> const src(bytes, 1);
   qtl::aligned_vector<char> dst(bytes, 0);
-  for (auto _ : state) {
-    std::memcpy(dst.data(), src.data(), bytes);
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
+  qtl_bench::memcpy_baseline(state, src.data(), dst.data(), bytes);
 }
 
 qtl::aligned_vector<std::int32_t> random_words(std::size_t n) {
