@@ -30,13 +30,11 @@
 // config.json gets the `quantization_config` (GPTQ also writes quantize_config.json); the input
 // folder's other files are copied.
 //
-// Streaming and atomicity: every output shard is created as a hidden temporary in OUT_DIR, its
-// header written first (offsets are known from the shapes), then worker threads quantize one tensor
-// at a time (GPTQ in 256-column slices) and write the results at their offsets; input pages are
-// released after use, so memory stays at a few tensors. Only when every tensor is written are the
-// files flushed and renamed to their final names; an error or a signal (SIGINT, SIGTERM, SIGHUP)
-// removes the temporaries; a killed run leaves no file under a final name that it did not finish,
-// and the next run into the same folder removes the temporaries a SIGKILL left.
+// Streaming: every output shard is created in a staging folder beside OUT_DIR, its header written
+// first (offsets are known from the shapes), then worker threads quantize one tensor at a time (GPTQ
+// in 256-column slices) and write the results at their offsets; input pages are released after use,
+// so memory stays at a few tensors. Commit, lock and what a signal or a kill leaves: the folder is
+// swapped in whole (staged_output.hpp), so OUT_DIR always holds one complete checkpoint.
 
 #include <fcntl.h>
 #include <signal.h>
@@ -67,6 +65,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "config_tools.hpp"
+#include "staged_output.hpp"
 
 namespace qtl::tool {
 
@@ -75,135 +74,11 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-// ------------------------------------------------------------------------------------------------
-// Temporary files removed on error or on a signal
-
-/// Paths of the temporaries alive now; a signal handler unlinks them (async-signal-safe: a fixed
-/// array of C strings, written before the handler can see them).
-constexpr int max_temps = 4096;
-char* temp_paths[max_temps];
-std::atomic<int> temp_count{0};
-
-extern "C" void remove_temps_and_die(int sig) {
-  int const n = temp_count.load();
-  for (int i = 0; i < n; ++i) {
-    if (temp_paths[i] != nullptr) {
-      ::unlink(temp_paths[i]);
-    }
-  }
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
-}
-
-/// Removes the temporaries (".NAME.qtl-tmp-PID-N") that a run killed by SIGKILL, which no
-/// handler sees, left in `dir`: those of processes that no longer exist. Returns how many.
-int remove_stale_temporaries(fs::path const& dir) {
-  int removed = 0;
-  std::error_code ec;
-  for (auto const& e : fs::directory_iterator(dir, ec)) {
-    std::string const name = e.path().filename().string();
-    std::size_t const at = name.rfind(".qtl-tmp-");
-    if (name.empty() || name[0] != '.' || at == std::string::npos) {
-      continue;
-    }
-    char* end = nullptr;
-    long const pid = std::strtol(name.c_str() + at + 9, &end, 10);
-    if (pid <= 0 || end == nullptr || *end != '-' || pid == ::getpid()) {
-      continue;
-    }
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH && fs::remove(e.path(), ec)) {
-      ++removed;
-    }
-  }
-  return removed;
-}
-
-/// A hidden temporary file in `dir` that becomes `final_name` on `commit`, or is removed.
-class temp_file {
- public:
-  temp_file(fs::path dir, std::string final_name) : final_(dir / final_name) {
-    static std::atomic<unsigned> counter{0};
-    tmp_ = dir / ("." + final_name + ".qtl-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      throw data_error(tmp_.string() + ": cannot create: " + std::strerror(errno));
-    }
-    int const slot = temp_count.load();
-    if (slot < max_temps) {
-      temp_paths[slot] = ::strdup(tmp_.c_str());
-      slot_ = slot;
-      temp_count.store(slot + 1);
-    }
-  }
-  temp_file(temp_file const&) = delete;
-  temp_file& operator=(temp_file const&) = delete;
-  ~temp_file() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-    if (!committed_) {
-      ::unlink(tmp_.c_str());
-    }
-    forget();
-  }
-  int fd() const { return fd_; }
-  fs::path const& final_path() const { return final_; }
-
-  /// Writes `size` bytes at `offset`, retrying short writes. @throws data_error
-  void pwrite_all(void const* data, std::size_t size, std::uint64_t offset) const {
-    auto const* p = static_cast<char const*>(data);
-    while (size > 0) {
-      ssize_t const w = ::pwrite(fd_, p, std::min<std::size_t>(size, std::size_t{1} << 30),
-                                 static_cast<off_t>(offset));
-      if (w < 0) {
-        if (errno == EINTR) {
-          continue;
-        }
-        throw data_error(final_.string() + ": cannot write: " + std::strerror(errno));
-      }
-      p += w;
-      size -= static_cast<std::size_t>(w);
-      offset += static_cast<std::uint64_t>(w);
-    }
-  }
-  /// Flushes to disk (fsync) and closes. @throws data_error
-  void flush() {
-    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-      fd_ = -1;
-      throw data_error(final_.string() + ": cannot flush: " + std::strerror(errno));
-    }
-    fd_ = -1;
-  }
-  /// Renames the flushed temporary to its final name. @throws data_error
-  void commit() {
-    if (::rename(tmp_.c_str(), final_.c_str()) != 0) {
-      throw data_error(final_.string() + ": cannot rename the temporary file into place: " + std::strerror(errno));
-    }
-    committed_ = true;
-  }
-
- private:
-  void forget() {
-    if (slot_ >= 0) {
-      char* p = temp_paths[slot_];
-      temp_paths[slot_] = nullptr;
-      std::free(p);
-      slot_ = -1;
-    }
-  }
-  fs::path final_;
-  fs::path tmp_;
-  int fd_ = -1;
-  int slot_ = -1;
-  bool committed_ = false;
-};
-
-/// A small file written whole through a temporary.
-std::unique_ptr<temp_file> small_file(fs::path const& dir, std::string const& name, std::string const& text) {
-  auto f = std::make_unique<temp_file>(dir, name);
-  f->pwrite_all(text.data(), text.size(), 0);
-  f->flush();
-  return f;
+/// A small file of the staged output, written whole and flushed.
+void small_file(staged_output& out, std::string const& name, std::string const& text) {
+  output_file f(out, name);
+  f.pwrite_all(text.data(), text.size(), 0);
+  f.flush();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -242,7 +117,7 @@ struct shard_plan {
   std::vector<out_tensor> tensors;
   std::uint64_t header_bytes = 0;  // 8 + N
   std::uint64_t total = 0;
-  std::unique_ptr<temp_file> file;
+  std::unique_ptr<output_file> file;
 };
 
 std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
@@ -557,21 +432,15 @@ int run_quantize(quantize_args const& a) {
   }
   consumer const sg = engine_consumer(cfg, true);
 
-  // --- input ---------------------------------------------------------------------------------
-  auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
+  // --- input (after removing what killed runs left, so that a bad input cannot keep it) --------
   fs::path const in_path(a.in);
-  fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
   fs::path const out_dir(a.out_dir);
+  std::cerr << clean_stale_outputs(out_dir);
+  auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
+  fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
   std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (!fs::is_directory(out_dir)) {
-    throw data_error(a.out_dir + ": cannot create the output folder");
-  }
   if (fs::equivalent(in_dir.empty() ? fs::path(".") : in_dir, out_dir, ec)) {
     throw usage_error("OUT_DIR must differ from the input's folder (the input is read while the output is written)");
-  }
-  if (int const stale = remove_stale_temporaries(out_dir); stale > 0) {
-    std::fprintf(stderr, "qtl quantize: removed %d temporary file(s) left by a killed run\n", stale);
   }
   bool const sharded = ckpt.shards().size() > 1 ||
                        (in_path.string().size() > 5 && in_path.extension() == ".json") ||
@@ -665,11 +534,12 @@ int run_quantize(quantize_args const& a) {
   }
 
   // --- output files: headers now, data by the workers ---------------------------------------
+  staged_output staged(out_dir, fs::is_directory(in_path) ? in_path : in_dir);
   for (auto& s : shards) {
     std::string const header = lay_out(s);
-    s.file = std::make_unique<temp_file>(out_dir, s.name);
+    s.file = std::make_unique<output_file>(staged, s.name);
     if (::ftruncate(s.file->fd(), static_cast<off_t>(s.total)) != 0) {
-      throw data_error((out_dir / s.name).string() + ": cannot size the file: " + std::strerror(errno));
+      throw data_error(s.file->shown() + ": cannot size the file: " + std::strerror(errno));
     }
     unsigned char len[8];
     std::uint64_t const hn = header.size();
@@ -834,10 +704,9 @@ int run_quantize(quantize_args const& a) {
   }
   model_config["quantization_config"] = q;
 
-  std::vector<std::unique_ptr<temp_file>> extra;
-  extra.push_back(small_file(out_dir, "config.json", model_config.dump(2) + "\n"));
+  small_file(staged, "config.json", model_config.dump(2) + "\n");
   if (gptq) {
-    extra.push_back(small_file(out_dir, "quantize_config.json", q.dump(2) + "\n"));
+    small_file(staged, "quantize_config.json", q.dump(2) + "\n");
   }
   std::uint64_t total_out = 0;
   for (auto const& s : shards) {
@@ -853,7 +722,7 @@ int run_quantize(quantize_args const& a) {
       }
     }
     index["metadata"]["total_size"] = data_bytes;
-    extra.push_back(small_file(out_dir, "model.safetensors.index.json", index.dump(2) + "\n"));
+    small_file(staged, "model.safetensors.index.json", index.dump(2) + "\n");
   }
   // The input folder's other files (tokenizer, generation_config.json, ...), copied.
   if (fs::is_directory(in_dir.empty() ? fs::path(".") : in_dir)) {
@@ -872,25 +741,15 @@ int run_quantize(quantize_args const& a) {
       std::ifstream in(entry.path(), std::ios::binary);
       std::ostringstream ss;
       ss << in.rdbuf();
-      extra.push_back(small_file(out_dir, fname, ss.str()));
+      small_file(staged, fname, ss.str());
     }
   }
 
-  // --- commit: flush every shard, then rename everything ---------------------------------------
+  // --- commit: flush every shard, then swap the finished folder in ----------------------------
   for (auto& s : shards) {
     s.file->flush();
   }
-  for (auto& s : shards) {
-    s.file->commit();
-  }
-  for (auto& f : extra) {
-    f->commit();
-  }
-  int dfd = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  std::cerr << staged.commit();
   double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // --- summary ---------------------------------------------------------------------------------
@@ -936,7 +795,7 @@ command define_quantize(CLI::App& app) {
       "quantize", "round-to-nearest quantization of every linear weight of a checkpoint to GPTQ "
                   "(int4/int8) or FP8, in the layout sglang and vLLM load");
   cmd->add_option("IN", a->in, "a .safetensors file, a *.safetensors.index.json, or a folder")->required();
-  cmd->add_option("OUT_DIR", a->out_dir, "output folder (created; its files are replaced at the end)")
+  cmd->add_option("OUT_DIR", a->out_dir, "output folder (created, or replaced whole by the finished output: see staged_output.hpp)")
       ->required();
   cmd->add_option("--format", a->format, "gptq or fp8")->required()->check(CLI::IsMember({"gptq", "fp8"}));
   a->bits_opt = cmd->add_option("--bits", a->bits, "GPTQ bits: 4 (default) or 8")->check(CLI::IsMember({4, 8}));
@@ -950,14 +809,7 @@ command define_quantize(CLI::App& app) {
                   "(as `qtl explain --consumer sglang` shows)");
   cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::NonNegativeNumber);
   cmd->add_option("--device", a->device, "auto (default), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  return {cmd, [a]() {
-            struct sigaction sa {};
-            sa.sa_handler = remove_temps_and_die;
-            for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-              ::sigaction(sig, &sa, nullptr);
-            }
-            return run_quantize(*a);
-          }};
+  return {cmd, [a]() { return run_quantize(*a); }};
 }
 
 }  // namespace qtl::tool

