@@ -265,6 +265,69 @@ def test_old_files_go(tmp, r):
           "a folder holding the input is refused: " + err)
 
 
+def test_bad_inputs(tmp, r):
+    """5. Every input file that cannot be read whole is an error; 6. quantized input is refused."""
+    out = os.path.join(tmp, "out")
+    src = os.path.join(tmp, "in-bad")
+    cases = []
+
+    def unreadable(folder):
+        p = os.path.join(folder, "tokenizer.json")
+        os.chmod(p, 0)
+        return p, "Permission denied"
+
+    def fifo(folder):
+        p = os.path.join(folder, "special_tokens_map.json")
+        os.mkfifo(p)
+        return p, "FIFO"
+
+    def dangling(folder):
+        p = os.path.join(folder, "generation_config.json")
+        os.symlink(os.path.join(folder, "missing-target"), p)
+        return p, "symbolic link to a missing file"
+
+    cases = [unreadable, fifo, dangling]
+    for make in cases:
+        shutil.rmtree(src, ignore_errors=True)
+        shutil.copytree(r.in_b, src)
+        os.chmod(src, 0o777)
+        path, words = make(src)
+        fresh_a(r, out)
+        os.chmod(out, 0o777)
+        # unprivileged, so that a mode-000 file is unreadable even when the tests run as root
+        user = 65534 if os.getuid() == 0 else None
+        rc, _, err = run("quantize", src, out, *ARGS_B, user=user)
+        check(rc == 2 and path in err and words in err, "%s: exit 2 naming it (%s): %d %s" % (make.__name__, words, rc, err))
+        os.chmod(out, 0o755)
+        check(which(r, snapshot(out)) == "A", "%s: the output folder untouched" % make.__name__)
+        check(hidden_beside(out) == [], "%s: nothing hidden left: %s" % (make.__name__, hidden_beside(out)))
+    shutil.rmtree(src, ignore_errors=True)
+    # 6. already quantized: A itself (GPTQ), and a float checkpoint whose config says it is quantized
+    for fmt in (["--format", "fp8"], ["--format", "gptq"]):
+        rc, _, err = run("quantize", r.out_a, os.path.join(tmp, "requant"), *fmt)
+        check(rc == 2 and "quantized already" in err and "qweight" in err and "GPTQ" in err,
+              "GPTQ input refused for %s, naming tensors: %d %s" % (fmt, rc, err))
+        check(not os.path.exists(os.path.join(tmp, "requant")), "nothing written for a quantized input")
+    shutil.copytree(r.in_b, src)
+    with open(os.path.join(src, "config.json"), "w") as f:
+        json.dump({"model_type": "llama", "quantization_config": {"quant_method": "fp8"}}, f)
+    rc, _, err = run("quantize", src, os.path.join(tmp, "requant"), *ARGS_B)
+    check(rc == 2 and "quantized already" in err and "'fp8'" in err, "a quantized config refused: " + err)
+    fp8 = os.path.join(tmp, "fp8-in")
+    os.makedirs(fp8)
+    with open(os.path.join(fp8, "model.safetensors"), "wb") as f:
+        f.write(st.build([("model.layers.0.mlp.up_proj.weight", "F8_E4M3", [64, 64], bytes(4096))]))
+    rc, _, err = run("quantize", fp8, os.path.join(tmp, "requant"), *ARGS_B)
+    check(rc == 2 and "quantized already" in err and "up_proj.weight" in err, "F8 tensors refused: " + err)
+    for bad_json in ("[1, 2]", '"text"'):
+        with open(os.path.join(src, "config.json"), "w") as f:
+            f.write(bad_json)
+        rc, _, err = run("quantize", src, os.path.join(tmp, "requant"), *ARGS_B)
+        check(rc == 2 and os.path.join(src, "config.json") in err and "not an object" in err,
+              "config.json %s: named, in words: %s" % (bad_json, err))
+    shutil.rmtree(src, ignore_errors=True)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="qtl-commit-test-")
     os.chmod(tmp, 0o777)
@@ -274,6 +337,7 @@ def main():
         test_swap_fails(tmp, r)
         test_lock(tmp, r)
         test_old_files_go(tmp, r)
+        test_bad_inputs(tmp, r)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d checks, %d failures" % (checks, len(failures)))

@@ -7,23 +7,32 @@
 #include <set>
 #include <sstream>
 
+#include <qtl/io/regular_file.hpp>
 #include <qtl/io/safetensors.hpp>
 
 #include "common.hpp"
 
 namespace qtl::tool {
 
-namespace {
-
-std::string slurp(std::filesystem::path const& path, char const* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw config_error(std::string(what) + ": cannot open '" + path.string() + "'");
+std::string read_text_file(std::filesystem::path const& path, char const* what) {
+  std::string text;
+  std::string why;
+  if (!qtl::io::read_regular_file(path, max_config_bytes, text, why)) {
+    throw config_error(std::string(what) + ": " + path.string() + ": " + why);
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return text;
 }
+
+nlohmann::ordered_json read_json_document(std::filesystem::path const& path, char const* what) {
+  std::string const text = read_text_file(path, what);
+  try {
+    return nlohmann::ordered_json::parse(text);
+  } catch (nlohmann::json::exception const& e) {
+    throw config_error(std::string(what) + ": " + path.string() + ": not valid JSON: " + e.what());
+  }
+}
+
+namespace {
 
 std::string_view last_component(std::string_view m) {
   auto const dot = m.rfind('.');
@@ -56,14 +65,14 @@ packed_mapping effective_mapping(quant_config const& cfg) {
 quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path) {
   quant_config cfg;
   try {
-    cfg = qtl::io::parse_quant_config(slurp(path, "--config"));
+    cfg = qtl::io::parse_quant_config(read_text_file(path, "--config"));
   } catch (config_error const& e) {
     throw config_error(path.string() + ": " + e.what());
   }
   if (!mapping_path.empty()) {
     nlohmann::ordered_json doc;
     try {
-      doc = nlohmann::ordered_json::parse(slurp(mapping_path, "--packed-modules-mapping"));
+      doc = nlohmann::ordered_json::parse(read_text_file(mapping_path, "--packed-modules-mapping"));
     } catch (nlohmann::json::exception const& e) {
       throw config_error(mapping_path.string() + ": not valid JSON: " + e.what());
     }

@@ -4,6 +4,7 @@
 // naming consumers ("sglang", "vllm", "all" or a dialect's own name), listing the modules of a
 // checkpoint and the engines' fused names of unfused Hugging Face modules.
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
@@ -13,6 +14,16 @@
 #include <qtl/rules/consumers.hpp>
 
 namespace qtl::tool {
+
+/// Config files are read whole up to this size (a 100k-rule `dynamic` is a few MB).
+inline constexpr std::uint64_t max_config_bytes = std::uint64_t{256} << 20;
+
+/// The text of the regular file `path` (`what` names it in messages: "--config").
+/// @throws qtl::config_error "WHAT: PATH: is a directory, not a regular file", "...: cannot open: ..."
+std::string read_text_file(std::filesystem::path const& path, char const* what);
+
+/// The JSON document in `path`, in file order. @throws qtl::config_error naming the file.
+nlohmann::ordered_json read_json_document(std::filesystem::path const& path, char const* what);
 
 /// The config of `path`; `mapping_path` (may be empty) replaces its `packed_modules_mapping`
 /// (a JSON object {fused: [shard, ...]}, or a document with a `packed_modules_mapping` key).

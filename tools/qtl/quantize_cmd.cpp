@@ -39,6 +39,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -58,6 +59,7 @@
 #include <thread>
 
 #include <qtl/fp8.hpp>
+#include <qtl/io/regular_file.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/transpose.hpp>
 #include <qtl/quantize.hpp>
@@ -65,6 +67,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "config_tools.hpp"
+#include "recognize.hpp"
 #include "staged_output.hpp"
 
 namespace qtl::tool {
@@ -78,6 +81,42 @@ namespace {
 void small_file(staged_output& out, std::string const& name, std::string const& text) {
   output_file f(out, name);
   f.pwrite_all(text.data(), text.size(), 0);
+  f.flush();
+}
+
+/// Copies the regular file `from` into the staged output as `name`, reading it to its end.
+/// @throws data_error naming `from` when it is not a regular file or cannot be read whole.
+void copy_extra_file(fs::path const& from, staged_output& out, std::string const& name) {
+  struct stat st {};
+  std::string why;
+  int const fd = qtl::io::open_regular_file(from, st, why);
+  if (fd < 0) {
+    throw data_error(from.string() + ": " + why + " (the input folder's other files are copied)");
+  }
+  output_file f(out, name);
+  std::vector<char> buf(std::size_t{1} << 20);
+  std::uint64_t off = 0;
+  for (;;) {
+    ssize_t const r = ::read(fd, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r < 0) {
+      int const err = errno;
+      ::close(fd);
+      throw data_error(from.string() + ": cannot read: " + std::strerror(err));
+    }
+    if (r == 0) {
+      break;
+    }
+    f.pwrite_all(buf.data(), static_cast<std::size_t>(r), off);
+    off += static_cast<std::uint64_t>(r);
+  }
+  ::close(fd);
+  if (off != static_cast<std::uint64_t>(st.st_size)) {
+    throw data_error(from.string() + ": read " + std::to_string(off) + " of its " + std::to_string(st.st_size) +
+                     " bytes (it changed while it was copied)");
+  }
   f.flush();
 }
 
@@ -181,13 +220,7 @@ struct quantize_args {
 /// The quantization object of a config document (config.json's `quantization_config`, or the
 /// document itself), kept in file order.
 ojson read_quant_object(fs::path const& path) {
-  std::ifstream in(path, std::ios::binary);
-  ojson doc;
-  try {
-    doc = ojson::parse(in);
-  } catch (nlohmann::json::exception const& e) {
-    throw config_error(path.string() + ": not valid JSON: " + e.what());
-  }
+  ojson doc = read_json_document(path, "--config");
   if (doc.is_object() && doc.contains("quantization_config")) {
     return doc["quantization_config"];
   }
@@ -196,6 +229,52 @@ ojson read_quant_object(fs::path const& path) {
 
 /// A float type for a dtype the quantizers take.
 bool is_float(dtype t) { return t == dtype::F16 || t == dtype::BF16 || t == dtype::F32; }
+
+/// Refuses a checkpoint that is quantized already: its tensors (GPTQ/AWQ `qweight`, FP8
+/// weights with scales, NVFP4/MXFP4 blocks, any F8 tensor) or its config.json's
+/// `quantization_config`. No format qtl writes takes quantized input: requantizing would copy the
+/// quantized tensors under a config of another format.
+/// @throws data_error naming the first tensors (and how many more).
+void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, ojson const& model_config,
+                            fs::path const& config_path) {
+  std::vector<tensor_info const*> all;
+  all.reserve(ckpt.tensors().size());
+  std::vector<std::string> found;
+  for (auto const& e : ckpt.tensors()) {
+    all.push_back(e.tensor);
+  }
+  for (auto const& m : recognize(all)) {
+    for (auto const& t : m.tensors) {
+      found.push_back(t + " (" + m.scheme + ")");
+    }
+  }
+  if (found.empty()) {
+    for (auto const* t : all) {
+      if (t->type == dtype::F8_E4M3 || t->type == dtype::F8_E5M2 || t->type == dtype::F8_E8M0) {
+        found.push_back(t->name + " (" + std::string(qtl::io::dtype_name(t->type)) + ")");
+      }
+    }
+  }
+  if (!found.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < found.size() && i < 4; ++i) {
+      list += (i == 0 ? "" : ", ") + qtl::io::detail::printable(found[i]);
+    }
+    if (found.size() > 4) {
+      list += " and " + std::to_string(found.size() - 4) + " more";
+    }
+    throw data_error("the input is quantized already: " + list +
+                     "; qtl quantize takes a float (F32, F16, BF16) checkpoint");
+  }
+  if (model_config.is_object() && model_config.contains("quantization_config")) {
+    auto const& q = model_config["quantization_config"];
+    std::string const method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
+                                   ? q["quant_method"].get<std::string>()
+                                   : std::string("unknown");
+    throw data_error(config_path.string() + ": the input is quantized already (its quantization_config says '" +
+                     qtl::io::detail::printable(method) + "'); qtl quantize takes a float checkpoint");
+  }
+}
 
 // ------------------------------------------------------------------------------------------------
 // The workers
@@ -442,6 +521,24 @@ int run_quantize(quantize_args const& a) {
   if (fs::equivalent(in_dir.empty() ? fs::path(".") : in_dir, out_dir, ec)) {
     throw usage_error("OUT_DIR must differ from the input's folder (the input is read while the output is written)");
   }
+  // The model config the output's config.json extends: the input folder's, else a full
+  // config.json given as --config; an input that is quantized already is refused.
+  ojson model_config = ojson::object();
+  fs::path const in_config = in_dir / "config.json";
+  if (fs::exists(fs::symlink_status(in_config, ec))) {
+    model_config = read_json_document(in_config, "the input's config");
+    if (!model_config.is_object()) {
+      throw data_error(in_config.string() + ": the model config is a JSON " + model_config.type_name() +
+                       ", not an object");
+    }
+  } else if (!a.config.empty()) {
+    ojson doc = read_json_document(a.config, "--config");
+    if (doc.is_object() && doc.contains("quantization_config") && doc.contains("model_type")) {
+      model_config = doc;
+      model_config.erase("quantization_config");
+    }
+  }
+  refuse_quantized_input(ckpt, model_config, in_config);
   bool const sharded = ckpt.shards().size() > 1 ||
                        (in_path.string().size() > 5 && in_path.extension() == ".json") ||
                        (fs::is_directory(in_path) && fs::exists(in_path / "model.safetensors.index.json"));
@@ -687,21 +784,6 @@ int run_quantize(quantize_args const& a) {
     }
     q["config_groups"] = {{"group_0", {{"targets", {"Linear"}}, {"weights", w}, {"input_activations", act}}}};
   }
-  ojson model_config = ojson::object();
-  if (fs::exists(in_dir / "config.json")) {
-    std::ifstream in(in_dir / "config.json", std::ios::binary);
-    try {
-      model_config = ojson::parse(in);
-    } catch (nlohmann::json::exception const& e) {
-      throw data_error((in_dir / "config.json").string() + ": not valid JSON: " + e.what());
-    }
-  } else if (!a.config.empty()) {
-    std::ifstream in(a.config, std::ios::binary);
-    ojson doc = ojson::parse(in);
-    if (doc.contains("quantization_config") && doc.contains("model_type")) {
-      model_config = doc;
-    }
-  }
   model_config["quantization_config"] = q;
 
   small_file(staged, "config.json", model_config.dump(2) + "\n");
@@ -724,24 +806,22 @@ int run_quantize(quantize_args const& a) {
     index["metadata"]["total_size"] = data_bytes;
     small_file(staged, "model.safetensors.index.json", index.dump(2) + "\n");
   }
-  // The input folder's other files (tokenizer, generation_config.json, ...), copied.
-  if (fs::is_directory(in_dir.empty() ? fs::path(".") : in_dir)) {
+  // The input folder's other files (tokenizer, generation_config.json, ...), copied; folders are
+  // not. Each is read to its end or the run fails naming it (never a short copy).
+  if (fs::is_directory(in_path)) {
     std::set<std::string> mine = {"config.json", "quantize_config.json", "model.safetensors.index.json",
                                   "hf_quant_config.json"};
     for (auto const& s : shards) {
       mine.insert(s.name);
     }
-    for (auto const& entry : fs::directory_iterator(in_dir.empty() ? fs::path(".") : in_dir)) {
+    for (auto const& entry : fs::directory_iterator(in_path)) {
       std::string const fname = entry.path().filename().string();
-      if (!entry.is_regular_file() || mine.count(fname) != 0 || fname.empty() || fname[0] == '.' ||
-          entry.path().extension() == ".safetensors" || fname.find(".safetensors.index.json") != std::string::npos ||
-          !fs::is_directory(in_path)) {
+      std::error_code dir_ec;
+      if (mine.count(fname) != 0 || fname.empty() || fname[0] == '.' || entry.path().extension() == ".safetensors" ||
+          fname.find(".safetensors.index.json") != std::string::npos || entry.is_directory(dir_ec)) {
         continue;
       }
-      std::ifstream in(entry.path(), std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      small_file(staged, fname, ss.str());
+      copy_extra_file(entry.path(), staged, fname);
     }
   }
 
