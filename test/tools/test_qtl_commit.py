@@ -328,6 +328,75 @@ def test_bad_inputs(tmp, r):
     shutil.rmtree(src, ignore_errors=True)
 
 
+def write_json(path, doc):
+    with open(path, "w") as f:
+        json.dump(doc, f)
+    return path
+
+
+def test_values(tmp, r):
+    """7. Every value that reaches an output config passes the command line's rules; lint and
+    explain apply the same ones; flags of the other format are refused."""
+    out = os.path.join(tmp, "out-values")
+
+    def refused(args, want_rc, words, what):
+        rc, _, err = run("quantize", r.in_b, out, *args)
+        check(rc == want_rc and all(w in err for w in words), "%s: exit %d naming %s: %d %s" % (what, want_rc, words, rc, err))
+        check(not os.path.exists(out), what + ": nothing written")
+
+    # K is 64 or 128 in input B: 1024 does not divide it (the engines raise), whatever the source
+    refused(["--format", "gptq", "--group-size", "1024"], 2, ["1024", "K = 64"], "--group-size 1024")
+    refused(["--format", "gptq", "--group-size", "99999999999999999999"], 1, ["--group-size", "too large"],
+            "--group-size beyond int64")
+    for g in ("0", "-2", "abc", "64x"):
+        refused(["--format", "gptq", "--group-size", g], 1, ["--group-size " + g], "--group-size " + g)
+    base = {"quant_method": "gptq", "bits": 4, "group_size": 64, "desc_act": False, "sym": True}
+    cfg = write_json(os.path.join(tmp, "g1024.json"), dict(base, group_size=1024))
+    refused(["--format", "gptq", "--config", cfg], 2, ["1024", "K = 64"], "config group_size 1024")
+    bad_rules = [({"bits": "four"}, ".bits", "a string"), ({"group_size": "64"}, ".group_size", "a string"),
+                 ({"bits": 4.0}, ".bits", "not an integer"), ({"sym": 1}, ".sym", "not true or false"),
+                 ({"group_size": 1024}, "1024", "K = "), ({"bits": 3}, ".bits 3", "4- or 8-bit"),
+                 ({"desc_act": True}, "desc_act", "act-order"), ({"group_size": 0}, "group_size 0", "-1")]
+    for body, w1, w2 in bad_rules:
+        doc = dict(base, dynamic={"+:.*mlp.*": body})
+        cfg = write_json(os.path.join(tmp, "dyn.json"), {"quantization_config": doc})
+        refused(["--format", "gptq", "--config", cfg], 2, [w1, w2], "dynamic %s" % body)
+    cfg = write_json(os.path.join(tmp, "null.json"), dict(base, bits=None))
+    refused(["--format", "gptq", "--config", cfg], 2, ["bits is null"], '"bits": null')
+    # lint: the same rules, reported as problems (exit 3); explain refuses (exit 2)
+    names = os.path.join(tmp, "modules.txt")
+    with open(names, "w") as f:
+        f.write("model.layers.0.mlp.up_proj\nmodel.layers.0.self_attn.q_proj\n")
+    lint_cases = [dict(base, group_size=0), dict(base, group_size=-2), dict(base, dynamic={"+:.*mlp.*": {"bits": "four"}}),
+                  dict(base, dynamic={"+:.*mlp.*": {"group_size": "64"}}),
+                  {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [0, 128]},
+                  {"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": "128"}]
+    for doc in lint_cases:
+        cfg = write_json(os.path.join(tmp, "lint.json"), {"quantization_config": doc})
+        rc, so, _ = run("lint", "--config", cfg, "--modules", names)
+        check(rc == 3 and "value:" in so, "lint finds the bad value in %s: %d %s" % (doc, rc, so))
+        rc, _, err = run("explain", "--config", cfg, "--modules", names)
+        check(rc == 2 and cfg in err, "explain refuses %s: %d %s" % (doc, rc, err))
+    cfg = write_json(os.path.join(tmp, "good.json"), {"quantization_config": base})
+    rc, so, _ = run("lint", "--config", cfg, "--modules", names)
+    check(rc == 0, "a good config lints clean: %s" % so)
+    # flags of the other format
+    refused(["--format", "fp8", "--bits", "8"], 1, ["--bits", "gptq"], "--bits with fp8")
+    refused(["--format", "fp8", "--group-size", "64"], 1, ["--group-size", "gptq"], "--group-size with fp8")
+    refused(["--format", "fp8", "--asym"], 1, ["--asym"], "--asym with fp8")
+    refused(["--format", "gptq", "--fp8-scheme", "block"], 1, ["--fp8-scheme", "fp8"], "--fp8-scheme with gptq")
+    # and a config the rules accept still goes through, dynamic values copied as written
+    doc = dict(base, dynamic={"+:.*mlp.*": {"bits": 8, "group_size": 32}})
+    cfg = write_json(os.path.join(tmp, "ok.json"), {"quantization_config": doc})
+    rc, _, err = run("quantize", r.in_b, out, "--format", "gptq", "--config", cfg)
+    check(rc == 0, "a valid dynamic config quantizes: " + err)
+    if rc == 0:
+        with open(os.path.join(out, "config.json")) as f:
+            q = json.load(f)["quantization_config"]
+        check(q["dynamic"] == doc["dynamic"] and q["group_size"] == 64, "dynamic copied: %s" % q)
+    shutil.rmtree(out, ignore_errors=True)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="qtl-commit-test-")
     os.chmod(tmp, 0o777)
@@ -338,6 +407,7 @@ def main():
         test_lock(tmp, r)
         test_old_files_go(tmp, r)
         test_bad_inputs(tmp, r)
+        test_values(tmp, r)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d checks, %d failures" % (checks, len(failures)))

@@ -88,6 +88,111 @@ quant_config load_config(std::filesystem::path const& path, std::filesystem::pat
   return cfg;
 }
 
+nlohmann::ordered_json read_quant_object(std::filesystem::path const& path) {
+  nlohmann::ordered_json doc = read_json_document(path, "--config");
+  if (doc.is_object() && doc.contains("quantization_config")) {
+    return doc["quantization_config"];
+  }
+  return doc;
+}
+
+namespace {
+
+std::string py_repr(py_value const& v) {
+  switch (v.type) {
+    case py_type::none: return "null";
+    case py_type::boolean: return v.integer != 0 ? "true" : "false";
+    case py_type::integer: return std::to_string(v.integer);
+    case py_type::floating: return std::to_string(v.floating);
+    case py_type::string: return "a string";
+    case py_type::list: return "a list";
+    case py_type::dict: return "an object";
+    default: return "nothing";
+  }
+}
+
+void check_bits(std::int64_t bits, std::string const& field, std::string const& source, value_rules rules) {
+  bool const ok = rules == value_rules::written ? (bits == 4 || bits == 8)
+                                                : (bits == 2 || bits == 3 || bits == 4 || bits == 8);
+  if (!ok) {
+    throw config_error(source + ": " + field + " " + std::to_string(bits) +
+                       (rules == value_rules::written ? ": qtl quantize writes 4- or 8-bit GPTQ"
+                                                      : ": GPTQ loaders take 2, 3, 4 or 8 bits"));
+  }
+}
+
+void check_group_size(std::int64_t g, std::string const& field, std::string const& source) {
+  if (g != -1 && g <= 0) {
+    throw config_error(source + ": " + field + " " + std::to_string(g) +
+                       ": a group size is -1 (one group per column) or positive");
+  }
+}
+
+/// A `dynamic` override: an integer (a bool is not one here) or absent.
+void check_rule_int(py_value const& v, std::string const& field, std::string const& source) {
+  if (v.present() && v.type != py_type::integer) {
+    throw config_error(source + ": " + field + " is " + py_repr(v) +
+                       ", not an integer (the engines would use it as the layer's value)");
+  }
+}
+
+}  // namespace
+
+void validate_config_values(quant_config const& cfg, nlohmann::ordered_json const& qobj, std::string const& source,
+                            value_rules rules) {
+  if (cfg.family == quant_family::gptq || cfg.family == quant_family::awq || cfg.family == quant_family::auto_round) {
+    if (qobj.is_object()) {
+      for (char const* k : {"bits", "group_size"}) {
+        if (auto const it = qobj.find(k); it != qobj.end() && it->is_null()) {
+          throw config_error(source + ": " + k + " is null (the engines read None and fail)");
+        }
+      }
+    }
+    if (cfg.bits) {
+      check_bits(*cfg.bits, "bits", source, rules);
+    }
+    if (cfg.group_size) {
+      check_group_size(*cfg.group_size, "group_size", source);
+    }
+    if (rules == value_rules::written && cfg.desc_act.value_or(false)) {
+      throw config_error(source + ": desc_act true: qtl quantize writes no act-order checkpoints");
+    }
+    for (auto const& r : cfg.dynamic) {
+      std::string const where = "dynamic[" + nlohmann::ordered_json(r.key).dump() + "]";
+      if (r.body.type != py_type::dict) {
+        throw config_error(source + ": " + where + " is " + py_repr(r.body.self) + ", not an object of overrides");
+      }
+      check_rule_int(r.body.bits, where + ".bits", source);
+      check_rule_int(r.body.group_size, where + ".group_size", source);
+      if (r.body.bits.present()) {
+        check_bits(r.body.bits.integer, where + ".bits", source, rules);
+      }
+      if (r.body.group_size.present()) {
+        check_group_size(r.body.group_size.integer, where + ".group_size", source);
+      }
+      for (auto const& [name, v] : {std::pair{"desc_act", r.body.desc_act}, std::pair{"sym", r.body.sym}}) {
+        if (v.present() && !v.is_bool()) {
+          throw config_error(source + ": " + where + "." + name + " is " + py_repr(v) + ", not true or false");
+        }
+      }
+      if (rules == value_rules::written && r.body.desc_act.present() && r.body.desc_act.integer != 0) {
+        throw config_error(source + ": " + where + ".desc_act true: qtl quantize writes no act-order checkpoints");
+      }
+    }
+  }
+  if (qobj.is_object()) {
+    if (auto const it = qobj.find("weight_block_size"); it != qobj.end() && !it->is_null()) {
+      bool ok = it->is_array() && it->size() == 2;
+      for (std::size_t i = 0; ok && i < 2; ++i) {
+        ok = (*it)[i].is_number_integer() && (*it)[i].get<std::int64_t>() > 0;
+      }
+      if (!ok) {
+        throw config_error(source + ": weight_block_size " + it->dump() + " is not [block_n, block_k] of positive integers");
+      }
+    }
+  }
+}
+
 consumer engine_consumer(quant_config const& cfg, bool sglang) {
   switch (cfg.family) {
     case quant_family::gptq: return sglang ? consumer::sglang_gptq : consumer::vllm_gptq;

@@ -83,6 +83,7 @@ command define_explain(CLI::App& app) {
   cmd->add_flag("--json", args->json, "one JSON object per line per (module, consumer)");
   return {cmd, [args]() {
             quant_config const cfg = load_config(args->config, args->mapping);
+            validate_config_values(cfg, read_quant_object(args->config), args->config, value_rules::engines);
             auto const consumers = resolve_consumers(args->consumer, cfg);
             auto const modules = gather_modules(args->modules, args->checkpoint, args->config);
             if (modules.empty()) {

@@ -85,6 +85,11 @@ command define_lint(CLI::App& app) {
               }
             }
             std::vector<std::string> problems;
+            try {
+              validate_config_values(cfg, read_quant_object(args->config), args->config, value_rules::engines);
+            } catch (config_error const& e) {
+              problems.push_back(std::string("value: ") + e.what());
+            }
             std::map<std::string, std::map<std::string, decision>> by_module;  // module -> consumer -> d
             for (auto const& m : names) {
               auto const ds = decide_all(cfg, m, infer_layer_kind(m), engines);

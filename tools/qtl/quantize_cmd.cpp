@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -206,7 +207,7 @@ struct quantize_args {
   std::string out_dir;
   std::string format;
   int bits = 4;
-  std::int64_t group_size = 128;
+  std::string group_size_text;
   bool sym = false;
   bool asym = false;
   std::string fp8_scheme = "channel";
@@ -215,16 +216,22 @@ struct quantize_args {
   std::string device = "auto";
   CLI::Option* bits_opt = nullptr;
   CLI::Option* group_opt = nullptr;
+  CLI::Option* sym_opt = nullptr;
+  CLI::Option* asym_opt = nullptr;
+  CLI::Option* scheme_opt = nullptr;
 };
 
-/// The quantization object of a config document (config.json's `quantization_config`, or the
-/// document itself), kept in file order.
-ojson read_quant_object(fs::path const& path) {
-  ojson doc = read_json_document(path, "--config");
-  if (doc.is_object() && doc.contains("quantization_config")) {
-    return doc["quantization_config"];
+/// `--group-size`: -1 or a positive integer that fits 64 bits. @throws usage_error
+std::int64_t parse_group_size(std::string const& text) {
+  std::int64_t v = 0;
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    throw usage_error("--group-size " + text + ": too large (a group size is -1 or a positive integer below 2^63)");
   }
-  return doc;
+  if (ec != std::errc() || end != text.data() + text.size() || (v != -1 && v <= 0)) {
+    throw usage_error("--group-size " + text + ": expected -1 (one group per column) or a positive integer");
+  }
+  return v;
 }
 
 /// A float type for a dtype the quantizers take.
@@ -466,6 +473,17 @@ int run_quantize(quantize_args const& a) {
     throw usage_error("--sym and --asym exclude each other");
   }
   bool const gptq = a.format == "gptq";
+  // Flags of the other format are mistakes, not silently ignored.
+  if (gptq && a.scheme_opt->count() > 0) {
+    throw usage_error("--fp8-scheme applies to --format fp8, not gptq");
+  }
+  if (!gptq) {
+    for (auto const* o : {a.bits_opt, a.group_opt, a.sym_opt, a.asym_opt}) {
+      if (o->count() > 0) {
+        throw usage_error(o->get_name() + " applies to --format gptq, not fp8");
+      }
+    }
+  }
   fp8_scheme const scheme = a.fp8_scheme == "tensor"    ? fp8_scheme::tensor
                             : a.fp8_scheme == "channel" ? fp8_scheme::channel
                                                         : fp8_scheme::block;
@@ -474,7 +492,7 @@ int run_quantize(quantize_args const& a) {
   ojson qobj;
   if (!a.config.empty()) {
     cfg = load_config(a.config);
-    qobj = read_quant_object(a.config);
+    qobj = read_quant_object(a.config);  // config_tools
     if (gptq && cfg.family != quant_family::gptq) {
       throw usage_error("--config " + a.config + " is a '" + cfg.quant_method + "' config, not GPTQ");
     }
@@ -501,13 +519,23 @@ int run_quantize(quantize_args const& a) {
     if (!cfg.bits || a.bits_opt->count() > 0) {
       cfg.bits = a.bits;
     }
-    if (!cfg.group_size || a.group_opt->count() > 0) {
-      cfg.group_size = a.group_size;
+    if (a.group_opt->count() > 0) {
+      cfg.group_size = parse_group_size(a.group_size_text);
+    } else if (!cfg.group_size) {
+      cfg.group_size = 128;
     }
     if (!cfg.sym || a.sym || a.asym) {
       cfg.sym = !a.asym;
     }
+  }
+  validate_config_values(cfg, qobj, a.config.empty() ? std::string("the command line") : "--config " + a.config,
+                         value_rules::written);
+  if (gptq) {
     cfg.desc_act = false;
+  } else if (auto const it = qobj.find("weight_block_size");
+             scheme == fp8_scheme::block && it != qobj.end() && !it->is_null() && *it != ojson::array({128, 128})) {
+    throw config_error("--config " + a.config + ": weight_block_size " + it->dump() +
+                       ": qtl quantize writes 128x128 blocks");
   }
   consumer const sg = engine_consumer(cfg, true);
 
@@ -585,7 +613,7 @@ int run_quantize(quantize_args const& a) {
             }
             bits_used.insert(j.bits);
             std::int64_t const gcfg = j.config_group_size;
-            j.group_size = (gcfg == -1 || gcfg >= k) ? k : gcfg;
+            j.group_size = gcfg == -1 ? k : gcfg;
             if (gcfg == 0 || gcfg < -1 || k % j.group_size != 0) {
               throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of group_size " +
                                std::to_string(gcfg) + " (the engines need K % group_size == 0)");
@@ -879,10 +907,10 @@ command define_quantize(CLI::App& app) {
       ->required();
   cmd->add_option("--format", a->format, "gptq or fp8")->required()->check(CLI::IsMember({"gptq", "fp8"}));
   a->bits_opt = cmd->add_option("--bits", a->bits, "GPTQ bits: 4 (default) or 8")->check(CLI::IsMember({4, 8}));
-  a->group_opt = cmd->add_option("--group-size", a->group_size, "GPTQ group size (default 128; -1: one group per column)");
-  cmd->add_flag("--sym", a->sym, "symmetric GPTQ (the default): z = 2^(bits-1)");
-  cmd->add_flag("--asym", a->asym, "asymmetric GPTQ with per-group zero points");
-  cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default) or block (128x128)")
+  a->group_opt = cmd->add_option("--group-size", a->group_size_text, "GPTQ group size (default 128; -1: one group per column)");
+  a->sym_opt = cmd->add_flag("--sym", a->sym, "symmetric GPTQ (the default): z = 2^(bits-1)");
+  a->asym_opt = cmd->add_flag("--asym", a->asym, "asymmetric GPTQ with per-group zero points");
+  a->scheme_opt = cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default) or block (128x128)")
       ->check(CLI::IsMember({"tensor", "channel", "block"}));
   cmd->add_option("--config", a->config,
                   "quantization config whose skip lists and dynamic rules decide the layers "
