@@ -7,6 +7,9 @@
 /// * `QTL_KERNEL`      — a `__global__` kernel with hidden visibility (CCCL's rule, so copies built for
 ///                       different architecture lists in different shared objects do not collide).
 /// * `QTL_UNROLL`      — `#pragma unroll` in the device pass only.
+/// * `QTL_DEVICE_ROUNDING` — 1 where element code runs as device code and must use CUDA's
+///                       explicitly rounded intrinsics (`qtl/exact.hpp`), else 0: the one
+///                       predicate by which element code tells the device from the host.
 
 #if defined(__CUDACC__)
 #  define QTL_HOST_DEVICE __host__ __device__ __forceinline__
@@ -19,8 +22,10 @@
 
 #if defined(__CUDA_ARCH__)
 #  define QTL_UNROLL _Pragma("unroll")
+#  define QTL_DEVICE_ROUNDING 1
 #else
 #  define QTL_UNROLL
+#  define QTL_DEVICE_ROUNDING 0
 #endif  // ^^^ __CUDA_ARCH__ ^^^
 
 // Bit-exactness and floating-point contraction: element code that must be exact is written so that
