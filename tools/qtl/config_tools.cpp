@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include <qtl/io/json_parse.hpp>
 #include <qtl/io/regular_file.hpp>
 #include <qtl/io/safetensors.hpp>
 
@@ -24,12 +25,8 @@ std::string read_text_file(std::filesystem::path const& path, char const* what) 
 }
 
 nlohmann::ordered_json read_json_document(std::filesystem::path const& path, char const* what) {
-  std::string const text = read_text_file(path, what);
-  try {
-    return nlohmann::ordered_json::parse(text);
-  } catch (nlohmann::json::exception const& e) {
-    throw config_error(std::string(what) + ": " + path.string() + ": not valid JSON: " + e.what());
-  }
+  return qtl::io::parse_json_like_python<config_error>(read_text_file(path, what),
+                                                       std::string(what) + ": " + path.string() + ": ");
 }
 
 namespace {
@@ -64,18 +61,14 @@ packed_mapping effective_mapping(quant_config const& cfg) {
 
 quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path) {
   quant_config cfg;
+  std::string const text = read_text_file(path, "--config");
   try {
-    cfg = qtl::io::parse_quant_config(read_text_file(path, "--config"));
+    cfg = qtl::io::parse_quant_config(text);
   } catch (config_error const& e) {
     throw config_error(path.string() + ": " + e.what());
   }
   if (!mapping_path.empty()) {
-    nlohmann::ordered_json doc;
-    try {
-      doc = nlohmann::ordered_json::parse(read_text_file(mapping_path, "--packed-modules-mapping"));
-    } catch (nlohmann::json::exception const& e) {
-      throw config_error(mapping_path.string() + ": not valid JSON: " + e.what());
-    }
+    nlohmann::ordered_json doc = read_json_document(mapping_path, "--packed-modules-mapping");
     if (doc.is_object() && doc.contains("packed_modules_mapping")) {
       doc = nlohmann::ordered_json(doc["packed_modules_mapping"]);
     }

@@ -33,10 +33,9 @@ struct explain_args {
 
 /// The document's own `module_names` list (golden configs), or empty.
 std::vector<std::string> document_modules(std::string const& path) {
-  std::ifstream in(path, std::ios::binary);
   std::vector<std::string> out;
   try {
-    auto const doc = nlohmann::json::parse(in);
+    auto const doc = read_json_document(path, "--config");
     if (doc.is_object() && doc.contains("module_names") && doc["module_names"].is_array()) {
       for (auto const& m : doc["module_names"]) {
         if (m.is_string()) {
@@ -44,8 +43,8 @@ std::vector<std::string> document_modules(std::string const& path) {
         }
       }
     }
-  } catch (nlohmann::json::exception const&) {
-    // load_config reports malformed JSON with a better message
+  } catch (config_error const&) {
+    // load_config reports an unreadable or malformed file
   }
   return out;
 }

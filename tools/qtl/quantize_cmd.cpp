@@ -57,9 +57,11 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <qtl/fp8.hpp>
+#include <qtl/group_size.hpp>
 #include <qtl/io/regular_file.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/transpose.hpp>
@@ -201,6 +203,9 @@ std::string lay_out(shard_plan& s) {
 
 // ------------------------------------------------------------------------------------------------
 // Arguments and the config
+
+/// The most worker threads --threads takes.
+constexpr int max_threads = 4096;
 
 struct quantize_args {
   std::string in;
@@ -612,12 +617,16 @@ int run_quantize(quantize_args const& a) {
               throw data_error(module + ": " + std::to_string(j.bits) + "-bit GPTQ is not written (4 or 8)");
             }
             bits_used.insert(j.bits);
+            // The library's rule (qtl/group_size.hpp), and the engines' stricter one: they need
+            // K % group_size == 0 for every size but -1 (vLLM/sglang create_weights), so a size
+            // above K, which the rule reads as one group per column, is refused too.
             std::int64_t const gcfg = j.config_group_size;
-            j.group_size = gcfg == -1 ? k : gcfg;
-            if (gcfg == 0 || gcfg < -1 || k % j.group_size != 0) {
+            group_size_result const gr = normalize_group_size(gcfg, k);
+            if (!gr.ok() || (gcfg != -1 && k % gcfg != 0)) {
               throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of group_size " +
-                               std::to_string(gcfg) + " (the engines need K % group_size == 0)");
+                               std::to_string(gcfg) + " (the engines need K % group_size == 0, or -1)");
             }
+            j.group_size = gr.rows;
             int const pf = 32 / j.bits;
             if (k % pf != 0 || n % pf != 0) {
               throw data_error(name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) +
@@ -725,10 +734,34 @@ int run_quantize(quantize_args const& a) {
     }
   };
   {
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) {
-      pool.emplace_back(worker);
+    std::vector<mapped_input> mapped;
+    for (auto const& f : ckpt.shards()) {
+      mapped.push_back({f.file_bytes().data(), f.file_bytes().size(), f.path().string()});
     }
+    guard_input_mappings(mapped);
+  }
+  test_stop_point("reading");
+  unsigned used_threads = 1;
+  {
+    // The calling thread is the first worker; a thread the system will not create (ulimit -u,
+    // address space) leaves fewer workers, not an abort.
+    std::vector<std::thread> pool;
+    pool.reserve(threads - 1);
+    std::string problem;
+    for (unsigned t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (std::system_error const& e) {
+        problem = e.what();
+        break;
+      }
+    }
+    used_threads = static_cast<unsigned>(pool.size()) + 1;
+    if (!problem.empty()) {
+      std::fprintf(stderr, "qtl quantize: warning: could start only %u of %u threads (%s); going on with %u\n",
+                   used_threads, threads, problem.c_str(), used_threads);
+    }
+    worker();
     for (auto& t : pool) {
       t.join();
     }
@@ -869,7 +902,7 @@ int run_quantize(quantize_args const& a) {
   } else {
     out << ", " << a.fp8_scheme << " scales";
   }
-  out << ", " << threads << " thread" << (threads == 1 ? "" : "s") << ")\n";
+  out << ", " << used_threads << " thread" << (used_threads == 1 ? "" : "s") << ")\n";
   out << "  " << std::left << std::setw(48) << "layer" << "done\n";
   for (auto const& j : jobs) {
     if (j.kind == job_kind::copy) {
@@ -915,7 +948,7 @@ command define_quantize(CLI::App& app) {
   cmd->add_option("--config", a->config,
                   "quantization config whose skip lists and dynamic rules decide the layers "
                   "(as `qtl explain --consumer sglang` shows)");
-  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::Range(0, max_threads));
   cmd->add_option("--device", a->device, "auto (default), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   return {cmd, [a]() { return run_quantize(*a); }};
 }

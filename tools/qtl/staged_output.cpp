@@ -119,13 +119,79 @@ void test_stop_point(char const* step) {
     return;
   }
   std::string_view w(want);
-  bool const term = w.size() > 5 && w.substr(w.size() - 5) == ":TERM";
-  if (term) {
-    w.remove_suffix(5);
+  int sig = SIGKILL;
+  for (auto const& [suffix, s] : {std::pair{std::string_view(":TERM"), SIGTERM}, std::pair{std::string_view(":STOP"), SIGSTOP}}) {
+    if (w.size() > suffix.size() && w.substr(w.size() - suffix.size()) == suffix) {
+      w.remove_suffix(suffix.size());
+      sig = s;
+    }
   }
   if (w == step) {
-    std::raise(term ? SIGTERM : SIGKILL);
+    std::raise(sig);
   }
+}
+
+namespace {
+
+constexpr int max_guarded = 4096;
+struct guarded_range {
+  std::uintptr_t begin;
+  std::uintptr_t end;
+  char const* path;
+};
+guarded_range guarded[max_guarded];
+int guarded_count = 0;
+
+void write_str(char const* s) {
+  std::size_t n = std::strlen(s);
+  while (n > 0) {
+    ssize_t const w = ::write(2, s, n);
+    if (w <= 0) {
+      return;
+    }
+    s += w;
+    n -= static_cast<std::size_t>(w);
+  }
+}
+
+extern "C" void input_bus_error(int, siginfo_t* info, void*) {
+  auto const addr = reinterpret_cast<std::uintptr_t>(info->si_addr);
+  char const* path = nullptr;
+  for (int i = 0; i < guarded_count; ++i) {
+    if (addr >= guarded[i].begin && addr < guarded[i].end) {
+      path = guarded[i].path;
+    }
+  }
+  write_str("qtl: error: ");
+  write_str(path != nullptr ? path : "an input file");
+  write_str(": the file shrank while it was read (truncated or replaced during the run); nothing was written\n");
+  int const n = tracked_count.load();
+  for (int i = 0; i < n; ++i) {
+    if (tracked[i] != nullptr) {
+      ::unlink(tracked[i]);
+    }
+  }
+  if (staging_path != nullptr) {
+    ::rmdir(staging_path);
+  }
+  ::_exit(2);
+}
+
+}  // namespace
+
+void guard_input_mappings(std::vector<mapped_input> const& files) {
+  guarded_count = 0;
+  for (auto const& f : files) {
+    if (guarded_count == max_guarded) {
+      break;
+    }
+    auto const b = reinterpret_cast<std::uintptr_t>(f.begin);
+    guarded[guarded_count++] = {b, b + f.size, ::strdup(f.path.c_str())};
+  }
+  struct sigaction sa {};
+  sa.sa_sigaction = input_bus_error;
+  sa.sa_flags = SA_SIGINFO;
+  ::sigaction(SIGBUS, &sa, nullptr);
 }
 
 std::string clean_stale_outputs(fs::path const& target_in) {

@@ -23,6 +23,7 @@
 //   staged   every file complete in the staging folder, nothing swapped
 //   aside    fallback path only: OUT moved aside, the new folder not yet in place
 //   swapped  the new output in place, the old one not yet removed
+//   reading  the input mapped and planned, the workers not started (with :STOP, for truncation)
 // QTL_TEST_NO_EXCHANGE=1 takes the fallback path; QTL_TEST_FAIL_AT=swap makes the swap fail
 // (EACCES) as a rename into a folder this user may not change does.
 
@@ -30,11 +31,23 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 namespace qtl::tool {
 
-/// Raises the signal QTL_TEST_STOP_AT names when it names `step` (a no-op otherwise).
+/// Raises the signal QTL_TEST_STOP_AT names when it names `step` (a no-op otherwise);
+/// `STEP:STOP` stops the process (SIGSTOP) so that a test can change its input meanwhile.
 void test_stop_point(char const* step);
+
+/// Makes a SIGBUS (an input file truncated while its mapping is read) a clean failure: the
+/// handler names the file whose mapping `si_addr` falls in (one of `files`: begin, size, path),
+/// removes the staging folder as the other handlers do and exits with code 2.
+struct mapped_input {
+  void const* begin;
+  std::size_t size;
+  std::string path;
+};
+void guard_input_mappings(std::vector<mapped_input> const& files);
 
 /// Removes what runs killed by SIGKILL left beside `target` (hidden staging and old folders of
 /// processes that no longer exist), putting a moved-aside old output back when `target` is
