@@ -8,7 +8,10 @@ Usage: test_qtl_robust.py QTL
      the file truncated, the run continued): exit 2 naming the file, no SIGBUS, nothing left
  10. a FIFO as model.safetensors, the index, a shard, the input's config.json or --config: exit 2
      at once (inspect, quantize, explain, lint), never a blocking open
- and: each bad file named with its problem in words (directories, dangling and looping links).
+ and: each bad file named with its problem in words (directories, dangling and looping links);
+     NaN/Inf weights refused (--allow-nonfinite); inspect escapes control bytes in names; --help
+     lists exit code 3; a BOM or NUL padding around the header refused, spaces accepted (the
+     safetensors library's reader, 0.8.0, decides the same).
 Every run has a 20 s timeout: a hang fails the test instead of stalling it.
 """
 import json
@@ -186,6 +189,50 @@ def test_messages(tmp, src):
         check(rc == 2 and "model.safetensors" in err and words in err, "%s link as model.safetensors: %s" % (kind, err))
 
 
+def test_small_things(tmp):
+    """NaN/Inf weights refused by default; inspect escapes names; --help lists exit code 3;
+    a BOM or NUL padding around the header refused (as the safetensors library's reader does)."""
+    for fmt in (["--format", "gptq", "--group-size", "64"], ["--format", "fp8"]):
+        for bad, word in ((float("nan"), "NaN"), (float("inf"), "+Inf"), (float("-inf"), "-Inf")):
+            d = os.path.join(tmp, "nonfinite")
+            shutil.rmtree(d, ignore_errors=True)
+            os.makedirs(d)
+            vals = [0.01] * (64 * 64)
+            vals[64 * 3 + 5] = bad
+            with open(os.path.join(d, "model.safetensors"), "wb") as f:
+                f.write(st.build([("model.layers.0.mlp.up_proj.weight", "F32", [64, 64],
+                                   struct.pack("<%df" % len(vals), *vals))]))
+            out = os.path.join(tmp, "out-nonfinite")
+            rc, _, err = run("quantize", d, out, *fmt)
+            check(rc == 2 and "up_proj.weight" in err and "[3, 5]" in err and word in err,
+                  "%s %s: refused naming tensor and element: %s %s" % (fmt[1], word, rc, err))
+            check(not os.path.exists(out), "nothing written for a non-finite weight")
+            rc, _, err = run("quantize", d, out, *fmt, "--allow-nonfinite")
+            check(rc == 0, "--allow-nonfinite quantizes it: " + err)
+            shutil.rmtree(out, ignore_errors=True)
+    name = "evil\x1b[2J\r\nforged.row  F32  [1]  4"
+    p = os.path.join(tmp, "evil.safetensors")
+    with open(p, "wb") as f:
+        f.write(st.build([(name, "F32", [1], b"\0\0\0\0")]))
+    rc, so, _ = run("inspect", p)
+    check(rc == 0 and "\x1b" not in so and "\r" not in so and "forged.row" in so and "\\x1b" in so
+          and len([l for l in so.splitlines() if "forged" in l]) == 1, "inspect escapes control bytes: %r" % so)
+    rc, so, _ = run("inspect", p, "--json")
+    check(rc == 0 and json.loads(so)["files"][0]["tensors"][0]["name"] == name, "inspect --json keeps the name")
+    rc, so, _ = run("--help")
+    check(rc == 0 and "3 qtl lint found problems" in so.replace("\n", " ").replace("  ", " "), "--help lists exit 3")
+    ok = json.dumps({"t": {"dtype": "F32", "shape": [1], "data_offsets": [0, 4]}}).encode()
+    for what, header, words in (("BOM", b"\xef\xbb\xbf" + ok, "byte-order mark"), ("NUL padding", ok + b"\0\0\0", "NUL byte")):
+        with open(p, "wb") as f:
+            f.write(struct.pack("<Q", len(header)) + header + b"\0\0\0\0")
+        rc, _, err = run("inspect", p)
+        check(rc == 2 and words in err, "%s before/after the header refused: %s" % (what, err))
+    with open(p, "wb") as f:
+        f.write(struct.pack("<Q", len(ok) + 3) + ok + b"   " + b"\0\0\0\0")
+    rc, _, err = run("inspect", p)
+    check(rc == 0, "space padding accepted (the safetensors reader accepts it): " + err)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="qtl-robust-test-")
     try:
@@ -195,6 +242,7 @@ def main():
         test_truncated(tmp, src)
         test_fifos(tmp, src)
         test_messages(tmp, src)
+        test_small_things(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("%d checks, %d failures" % (checks, len(failures)))

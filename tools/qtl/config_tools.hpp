@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <qtl/io/config_values.hpp>
 #include <qtl/io/quant_config.hpp>
 #include <qtl/rules/consumers.hpp>
 
@@ -34,19 +35,8 @@ nlohmann::ordered_json read_quant_object(std::filesystem::path const& path);
 /// @throws qtl::config_error naming the file and the field.
 quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path = {});
 
-/// Which values a config may carry: what the engines' loaders take (`engines`: lint, explain) or,
-/// stricter, what qtl quantize writes (`written`: 4 or 8 bits, no act-order).
-enum class value_rules { engines, written };
-
-/// Checks the values of a GPTQ-family config (`cfg`, and `qobj`, its quantization object as in
-/// the file): `bits` and `group_size` at top level and in every `dynamic` rule are integers
-/// (not strings, floats, booleans or null), bits in {2, 3, 4, 8} ({4, 8} written), group_size -1
-/// or positive; `desc_act` and `sym` booleans (desc_act false when written); an FP8
-/// `weight_block_size` two positive integers. The same rules for the command line's values, the
-/// config's top level and its `dynamic` rules, in quantize, lint and explain.
-/// @throws config_error naming `source`, the field and the value.
-void validate_config_values(quant_config const& cfg, nlohmann::ordered_json const& qobj, std::string const& source,
-                            value_rules rules);
+using qtl::io::validate_config_values;
+using qtl::io::value_rules;
 
 /// The consumers `name` stands for, given the config's family: `sglang` and `vllm` are the
 /// engine's loader for that family (GPTQ: sglang_gptq; FP8: sglang_fp8; ...), `all` every

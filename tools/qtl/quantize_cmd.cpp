@@ -152,6 +152,7 @@ struct job {
   // results kept to the end: GPTQ zero points (G x N, unpacked) and the error statistics
   std::vector<std::int32_t> zeros;
   bool zero_has_zero = false;
+  bool allow_nonfinite = false;  // --allow-nonfinite
 };
 
 struct shard_plan {
@@ -219,6 +220,7 @@ struct quantize_args {
   std::string config;
   int threads = 0;
   std::string device = "auto";
+  bool allow_nonfinite = false;
   CLI::Option* bits_opt = nullptr;
   CLI::Option* group_opt = nullptr;
   CLI::Option* sym_opt = nullptr;
@@ -389,9 +391,33 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
   s.file->pwrite_all(g_idx.data(), g_idx.size() * 4, s.tensors[j.outs[3]].offset);
 }
 
+/// Refuses a weight with a NaN or an infinity (GPTQ scales would be NaN, FP8 scales infinite),
+/// naming the tensor and the first bad element, unless --allow-nonfinite.
+/// @throws data_error
+template <class T>
+void check_finite(view2d<T const> w, bool allow) {
+  if (allow) {
+    return;
+  }
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  for (index_t r = 0; r < n; ++r) {
+    T const* row = &w(r, 0);
+    for (index_t c = 0; c < k; ++c) {
+      float const x = to_float(row[c]);
+      if (!std::isfinite(x)) {
+        throw data_error("element [" + std::to_string(r) + ", " + std::to_string(c) + "] is " +
+                         (std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf") +
+                         " (the scales would not be finite; --allow-nonfinite quantizes it anyway)");
+      }
+    }
+  }
+}
+
 template <class T>
 void run_gptq(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
+  check_finite(w.v, j.allow_nonfinite);
   if (j.bits == 4) {
     j.sym ? gptq_slices<qtl::uint4b8>(j, w.v, s) : gptq_slices<qtl::uint4>(j, w.v, s);
   } else {
@@ -402,6 +428,7 @@ void run_gptq(job& j, shard_plan const& s) {
 template <class T>
 void run_fp8(job& j, shard_plan const& s, fp8_scheme scheme) {
   aligned_weight<T> w(*j.in);
+  check_finite(w.v, j.allow_nonfinite);
   index_t const n = w.v.extent[0];
   index_t const k = w.v.extent[1];
   std::vector<float8_e4m3fn_t> q(static_cast<std::size_t>(n * k));
@@ -588,6 +615,7 @@ int run_quantize(quantize_args const& a) {
     tensor_info const& t = *e.tensor;
     job j;
     j.in = &t;
+    j.allow_nonfinite = a.allow_nonfinite;
     j.shard = e.shard;
     auto& s = shards[e.shard];
     std::string const& name = t.name;
@@ -949,6 +977,8 @@ command define_quantize(CLI::App& app) {
                   "quantization config whose skip lists and dynamic rules decide the layers "
                   "(as `qtl explain --consumer sglang` shows)");
   cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::Range(0, max_threads));
+  cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,
+                "quantize weights holding NaN or Inf (refused by default: their scales are not finite)");
   cmd->add_option("--device", a->device, "auto (default), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   return {cmd, [a]() { return run_quantize(*a); }};
 }

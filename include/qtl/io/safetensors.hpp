@@ -14,6 +14,7 @@
 /// relative to the start of the data section. The reader enforces the rules of the format's
 /// reference reader, so that a file it accepts can be read without any further check:
 ///   - the file holds at least the 8-byte length, N <= 100'000'000 and 8 + N <= file size;
+///   - the header text has no UTF-8 byte-order mark and no NUL byte (whitespace may pad it);
 ///   - the header is valid UTF-8 JSON, a JSON object, with no key twice in any object (nlohmann
 ///     keeps one silently, so keys are checked while parsing) and at most 64 levels deep;
 ///   - every tensor has a known dtype (`dtype_from_name`), a shape of non-negative integers whose
@@ -492,6 +493,15 @@ class safetensors_file {
     }
     header_size_ = n;
     std::string_view text(reinterpret_cast<char const*>(bytes + 8), n);
+    // As the safetensors library's reader (0.8: serde_json on the header text): a byte-order
+    // mark and NUL bytes (e.g. NUL padding after the JSON) are errors; whitespace padding is not.
+    if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") {
+      detail::fail(path_, "header starts with a UTF-8 byte-order mark (the safetensors reader rejects it)");
+    }
+    if (auto const nul = text.find('\0'); nul != std::string_view::npos) {
+      detail::fail(path_, "header holds a NUL byte at offset " + std::to_string(8 + nul) +
+                              " (padding must be spaces; the safetensors reader rejects it)");
+    }
     json header = detail::parse_json_strict(text, path_, "header");
     std::uint64_t const data_size = size_ - 8 - n;
     metadata_ = detail::validate_header(header, data_size, path_, tensors_);
