@@ -179,6 +179,17 @@ def test_messages(tmp, src):
     check(rc == 2 and "config.json" in err and "directory" in err, "config.json a directory: " + err)
     rc, _, err = run("quantize", src, os.path.join(tmp, "never"), "--format", "gptq", "--config", d)
     check(rc == 2 and d in err and "directory" in err, "--config a directory: " + err)
+    # a 90 MB header under a 240 MB address-space limit: named, not std::bad_alloc (skipped under
+    # ASan, which cannot start under such a limit)
+    big = os.path.join(tmp, "big-header.safetensors")
+    text = b'{"__metadata__":{"x":"' + b"a" * 90_000_000 + b'"}}'
+    with open(big, "wb") as f:
+        f.write(struct.pack("<Q", len(text)) + text)
+    rc0, _, _ = run("--version", pre=lambda: resource.setrlimit(resource.RLIMIT_AS, (240 << 20, 240 << 20)))
+    if rc0 == 0:
+        rc, _, err = run("inspect", big, pre=lambda: resource.setrlimit(resource.RLIMIT_AS, (240 << 20, 240 << 20)))
+        check(rc == 2 and big in err and "more memory" in err, "a header too big for the memory limit: %s %s" % (rc, err))
+    os.remove(big)
     for kind, target in (("dangling", "missing"), ("looping", "model.safetensors")):
         l = os.path.join(tmp, kind)
         os.makedirs(l)

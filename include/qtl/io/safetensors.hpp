@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -502,9 +503,13 @@ class safetensors_file {
       detail::fail(path_, "header holds a NUL byte at offset " + std::to_string(8 + nul) +
                               " (padding must be spaces; the safetensors reader rejects it)");
     }
-    json header = detail::parse_json_strict(text, path_, "header");
     std::uint64_t const data_size = size_ - 8 - n;
-    metadata_ = detail::validate_header(header, data_size, path_, tensors_);
+    try {
+      json header = detail::parse_json_strict(text, path_, "header");
+      metadata_ = detail::validate_header(header, data_size, path_, tensors_);
+    } catch (std::bad_alloc const&) {
+      detail::fail(path_, "the " + std::to_string(n) + "-byte header needs more memory than this process may use");
+    }
     auto const* data = reinterpret_cast<std::byte const*>(bytes + 8 + n);
     index_.reserve(tensors_.size());
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
