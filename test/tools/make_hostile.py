@@ -65,6 +65,9 @@ HOSTILE = {
     "trailing-bytes": (raw(OK, D8 + b"\x00\x00"), "trailing bytes"),
     "metadata-not-object": (raw('{"__metadata__":"x"}'), "__metadata__ is not an object"),
     "metadata-value-number": (raw('{"__metadata__":{"a":1}}'), "not a string"),
+    # the safetensors library's reader (0.8.0) rejects these two; whitespace padding it accepts
+    "bom-before-header": (raw(b"\xef\xbb\xbf" + OK.encode(), D8), "byte-order mark"),
+    "nul-padded-header": (raw(OK.encode() + b"\x00\x00\x00", D8), "NUL byte"),
 }
 
 

@@ -354,8 +354,9 @@ def test_killed(tmp):
             f.write(old)
         p = subprocess.Popen([QTL, "quantize", src, out, "--format", "gptq", "--threads", "1"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        staging = ".out-killed-%d.qtl-new-" % sig
         deadline = time.time() + 20
-        while time.time() < deadline and not [f for f in os.listdir(out) if f.startswith(".")]:
+        while time.time() < deadline and not [f for f in os.listdir(tmp) if f.startswith(staging)]:
             time.sleep(0.005)
         time.sleep(0.05)
         finished = p.poll() is not None
@@ -363,20 +364,20 @@ def test_killed(tmp):
         p.wait()
         check(not finished, "the run was still going when killed (make the checkpoint bigger)")
         names = sorted(os.listdir(out))
-        visible = [f for f in names if not f.startswith(".")]
-        check(visible == ["model.safetensors"], "killed run: only the old file under a final name: %s" % visible)
+        check(names == ["model.safetensors"], "killed run: the output folder holds the old file alone: %s" % names)
         with open(os.path.join(out, "model.safetensors"), "rb") as f:
             check(f.read() == old, "killed run: the older output untouched")
+        left = [f for f in os.listdir(tmp) if f.startswith(staging)]
         if sig == signal.SIGTERM:
-            check(names == ["model.safetensors"], "SIGTERM: temporaries removed: %s" % names)
+            check(left == [], "SIGTERM: the staging folder removed: %s" % left)
         else:
             # SIGKILL reaches no handler: the next run into the folder removes what it left.
-            check(any(".qtl-tmp-" in f for f in names), "SIGKILL leaves its temporaries: %s" % names)
+            check(len(left) == 1, "SIGKILL leaves its staging folder: %s" % left)
             small = os.path.join(tmp, "small-%d" % sig)
             make_checkpoint(small, shards=1)
-            rc, _, err = run("quantize", small, out, "--format", "gptq")
-            check(rc == 0 and "left by a killed run" in err, "the next run reports the stale temporaries: " + err)
-            check(not [f for f in os.listdir(out) if ".qtl-tmp-" in f], "the next run removed the stale temporaries")
+            rc, _, err = run("quantize", small, out, "--format", "gptq", "--group-size", "32")
+            check(rc == 0 and "killed run" in err, "the next run reports the stale staging folder: " + err)
+            check(not [f for f in os.listdir(tmp) if f.startswith(staging)], "the next run removed it")
 
 
 # ------------------------------------------------------------------------------------------------

@@ -419,3 +419,54 @@ TEST_CASE("every golden case opens, and the loader filters by op") {
   }
   CHECK_THROWS_AS(qtl::test::golden_cases("no-such-op"), qtl::error);
 }
+
+TEST_CASE("parse_json_linear: the same document as nlohmann's parser, duplicates by policy") {
+  using qtl::io::duplicate_keys;
+  using ojson = nlohmann::ordered_json;
+  std::string const text =
+      R"({"b": [1, {"x": null, "y": [true, false]}], "a": {"k": 1.5, "j": -3}, "c": "s", "d": 18446744073709551615})";
+  ojson got;
+  REQUIRE(qtl::io::parse_json_linear(text, got, duplicate_keys::reject).ok());
+  CHECK(got == ojson::parse(text));
+  CHECK(got.begin().key() == "b");  // file order kept
+  // An object past the linear-scan threshold (16 keys) is checked through the hash set.
+  std::string many = "{";
+  for (int i = 0; i < 40; ++i) {
+    many += (i > 0 ? "," : "") + std::string("\"k") + std::to_string(i) + "\":" + std::to_string(i);
+  }
+  REQUIRE(qtl::io::parse_json_linear(many + "}", got, duplicate_keys::reject).ok());
+  CHECK(got == ojson::parse(many + "}"));
+  for (std::string const& dup : {std::string("\"k3\":7"), std::string("\"k39\":7")}) {
+    auto const s = qtl::io::parse_json_linear(many + "," + dup + "}", got, duplicate_keys::reject);
+    CHECK(s.what == qtl::io::json_parse_status::kind::duplicate_key);
+    CHECK(s.depth == 1);
+    // Python's json.loads: the last value, at the first key's position.
+    REQUIRE(qtl::io::parse_json_linear(many + "," + dup + "}", got, duplicate_keys::last_wins).ok());
+    CHECK(got.size() == 40);
+    std::string const key = dup.substr(1, dup.find('"', 1) - 1);
+    CHECK(got[key] == 7);
+    CHECK(std::next(got.begin(), std::stoi(key.substr(1))).key() == key);
+  }
+  auto const nested = qtl::io::parse_json_linear(R"({"a": {"x": 1, "x": 2}})", got, duplicate_keys::reject);
+  CHECK(nested.key == "x");
+  CHECK(nested.depth == 2);
+  CHECK(qtl::io::parse_json_linear("[[[1]]]", got, duplicate_keys::reject, 2).what ==
+        qtl::io::json_parse_status::kind::too_deep);
+  CHECK(qtl::io::parse_json_linear("[[1]]", got, duplicate_keys::reject, 2).ok());
+  CHECK(qtl::io::parse_json_linear("{\"a\": 1} x", got, duplicate_keys::reject).what ==
+        qtl::io::json_parse_status::kind::syntax);
+  CHECK(qtl::io::parse_json_linear("", got, duplicate_keys::reject).what == qtl::io::json_parse_status::kind::syntax);
+}
+
+TEST_CASE("header: a byte-order mark or a NUL byte is refused, space padding is not") {
+  temp_dir dir;
+  auto const p = dir.path / "h.safetensors";
+  std::string const ok = "{" + tensor_json("s", "F32", "[]", 0, 4) + "}";
+  std::string const data("\x00\x00\x80\x3f", 4);
+  write_raw(p, "\xEF\xBB\xBF" + ok, data);
+  CHECK_THROWS_WITH(qtl::io::safetensors_file::open(p), Contains("byte-order mark"));
+  write_raw(p, ok + std::string(3, '\0'), data);
+  CHECK_THROWS_WITH(qtl::io::safetensors_file::open(p), Contains("NUL byte"));
+  write_raw(p, "  " + ok + " \n\t", data);
+  CHECK(qtl::io::safetensors_file::open(p).tensors().size() == 1);
+}

@@ -7,23 +7,29 @@
 #include <set>
 #include <sstream>
 
+#include <qtl/io/json_parse.hpp>
+#include <qtl/io/regular_file.hpp>
 #include <qtl/io/safetensors.hpp>
 
 #include "common.hpp"
 
 namespace qtl::tool {
 
-namespace {
-
-std::string slurp(std::filesystem::path const& path, char const* what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    throw config_error(std::string(what) + ": cannot open '" + path.string() + "'");
+std::string read_text_file(std::filesystem::path const& path, char const* what) {
+  std::string text;
+  std::string why;
+  if (!qtl::io::read_regular_file(path, max_config_bytes, text, why)) {
+    throw config_error(std::string(what) + ": " + path.string() + ": " + why);
   }
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
+  return text;
 }
+
+nlohmann::ordered_json read_json_document(std::filesystem::path const& path, char const* what) {
+  return qtl::io::parse_json_like_python<config_error>(read_text_file(path, what),
+                                                       std::string(what) + ": " + path.string() + ": ");
+}
+
+namespace {
 
 std::string_view last_component(std::string_view m) {
   auto const dot = m.rfind('.');
@@ -55,18 +61,14 @@ packed_mapping effective_mapping(quant_config const& cfg) {
 
 quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path) {
   quant_config cfg;
+  std::string const text = read_text_file(path, "--config");
   try {
-    cfg = qtl::io::parse_quant_config(slurp(path, "--config"));
+    cfg = qtl::io::parse_quant_config(text);
   } catch (config_error const& e) {
     throw config_error(path.string() + ": " + e.what());
   }
   if (!mapping_path.empty()) {
-    nlohmann::ordered_json doc;
-    try {
-      doc = nlohmann::ordered_json::parse(slurp(mapping_path, "--packed-modules-mapping"));
-    } catch (nlohmann::json::exception const& e) {
-      throw config_error(mapping_path.string() + ": not valid JSON: " + e.what());
-    }
+    nlohmann::ordered_json doc = read_json_document(mapping_path, "--packed-modules-mapping");
     if (doc.is_object() && doc.contains("packed_modules_mapping")) {
       doc = nlohmann::ordered_json(doc["packed_modules_mapping"]);
     }
@@ -77,6 +79,14 @@ quant_config load_config(std::filesystem::path const& path, std::filesystem::pat
     }
   }
   return cfg;
+}
+
+nlohmann::ordered_json read_quant_object(std::filesystem::path const& path) {
+  nlohmann::ordered_json doc = read_json_document(path, "--config");
+  if (doc.is_object() && doc.contains("quantization_config")) {
+    return doc["quantization_config"];
+  }
+  return doc;
 }
 
 consumer engine_consumer(quant_config const& cfg, bool sglang) {

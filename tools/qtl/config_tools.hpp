@@ -4,20 +4,39 @@
 // naming consumers ("sglang", "vllm", "all" or a dialect's own name), listing the modules of a
 // checkpoint and the engines' fused names of unfused Hugging Face modules.
 
+#include <cstdint>
 #include <filesystem>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include <qtl/io/config_values.hpp>
 #include <qtl/io/quant_config.hpp>
 #include <qtl/rules/consumers.hpp>
 
 namespace qtl::tool {
 
+/// Config files are read whole up to this size (a 100k-rule `dynamic` is a few MB).
+inline constexpr std::uint64_t max_config_bytes = std::uint64_t{256} << 20;
+
+/// The text of the regular file `path` (`what` names it in messages: "--config").
+/// @throws qtl::config_error "WHAT: PATH: is a directory, not a regular file", "...: cannot open: ..."
+std::string read_text_file(std::filesystem::path const& path, char const* what);
+
+/// The JSON document in `path`, in file order. @throws qtl::config_error naming the file.
+nlohmann::ordered_json read_json_document(std::filesystem::path const& path, char const* what);
+
+/// The quantization object of a config document (config.json's `quantization_config`, or the
+/// document itself), in file order. @throws qtl::config_error naming the file.
+nlohmann::ordered_json read_quant_object(std::filesystem::path const& path);
+
 /// The config of `path`; `mapping_path` (may be empty) replaces its `packed_modules_mapping`
 /// (a JSON object {fused: [shard, ...]}, or a document with a `packed_modules_mapping` key).
 /// @throws qtl::config_error naming the file and the field.
 quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path = {});
+
+using qtl::io::validate_config_values;
+using qtl::io::value_rules;
 
 /// The consumers `name` stands for, given the config's family: `sglang` and `vllm` are the
 /// engine's loader for that family (GPTQ: sglang_gptq; FP8: sglang_fp8; ...), `all` every

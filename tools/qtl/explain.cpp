@@ -33,10 +33,9 @@ struct explain_args {
 
 /// The document's own `module_names` list (golden configs), or empty.
 std::vector<std::string> document_modules(std::string const& path) {
-  std::ifstream in(path, std::ios::binary);
   std::vector<std::string> out;
   try {
-    auto const doc = nlohmann::json::parse(in);
+    auto const doc = read_json_document(path, "--config");
     if (doc.is_object() && doc.contains("module_names") && doc["module_names"].is_array()) {
       for (auto const& m : doc["module_names"]) {
         if (m.is_string()) {
@@ -44,8 +43,8 @@ std::vector<std::string> document_modules(std::string const& path) {
         }
       }
     }
-  } catch (nlohmann::json::exception const&) {
-    // load_config reports malformed JSON with a better message
+  } catch (config_error const&) {
+    // load_config reports an unreadable or malformed file
   }
   return out;
 }
@@ -83,6 +82,7 @@ command define_explain(CLI::App& app) {
   cmd->add_flag("--json", args->json, "one JSON object per line per (module, consumer)");
   return {cmd, [args]() {
             quant_config const cfg = load_config(args->config, args->mapping);
+            validate_config_values(cfg, read_quant_object(args->config), args->config, value_rules::engines);
             auto const consumers = resolve_consumers(args->consumer, cfg);
             auto const modules = gather_modules(args->modules, args->checkpoint, args->config);
             if (modules.empty()) {

@@ -15,6 +15,7 @@
 #include <map>
 #include <set>
 #include <sstream>
+#include <unordered_set>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -44,15 +45,6 @@ std::vector<std::pair<std::string, std::string>> config_entries(quant_config con
     out.emplace_back(e.key, "extra_config");
   }
   return out;
-}
-
-/// Whether a decision's rule names `entry` (sglang's FP8 loader doubles entries with and without
-/// a leading `model.`, so either spelling counts).
-bool rule_is(std::optional<std::string> const& rule, std::string const& entry) {
-  if (!rule) {
-    return false;
-  }
-  return *rule == entry || *rule == "model." + entry || "model." + *rule == entry;
 }
 
 }  // namespace
@@ -85,6 +77,11 @@ command define_lint(CLI::App& app) {
               }
             }
             std::vector<std::string> problems;
+            try {
+              validate_config_values(cfg, read_quant_object(args->config), args->config, value_rules::engines);
+            } catch (config_error const& e) {
+              problems.push_back(std::string("value: ") + e.what());
+            }
             std::map<std::string, std::map<std::string, decision>> by_module;  // module -> consumer -> d
             for (auto const& m : names) {
               auto const ds = decide_all(cfg, m, infer_layer_kind(m), engines);
@@ -122,13 +119,19 @@ command define_lint(CLI::App& app) {
             }
             // Entries that decide nothing.
             if (!modules.empty()) {
-              for (auto const& [entry, field] : config_entries(cfg)) {
-                bool used = false;
-                for (auto const& [m, per] : by_module) {
-                  for (auto const& [cn, d] : per) {
-                    used = used || rule_is(d.rule, entry);
+              // The rules that decided something, once (a lookup per entry, not a scan of every
+              // decision: linear in modules + entries).
+              std::unordered_set<std::string> used_rules;
+              for (auto const& [m, per] : by_module) {
+                for (auto const& [cn, d] : per) {
+                  if (d.rule) {
+                    used_rules.insert(*d.rule);
                   }
                 }
+              }
+              for (auto const& [entry, field] : config_entries(cfg)) {
+                bool const used = used_rules.count(entry) != 0 || used_rules.count("model." + entry) != 0 ||
+                                  (entry.starts_with("model.") && used_rules.count(entry.substr(6)) != 0);
                 if (!used) {
                   problems.push_back("unused: " + field + " entry '" + entry + "' matches none of the " +
                                      std::to_string(modules.size()) + " modules for " +

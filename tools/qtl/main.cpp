@@ -5,7 +5,7 @@
 //                                               one library operation on a file's tensors
 //   qtl quantize | explain | lint | demo        whole checkpoints and configs (commands.hpp)
 //
-// Exit codes: 0 success, 1 command line, 2 files and data (see common.hpp).
+// Exit codes: 0 success, 1 command line, 2 files and data, 3 lint found problems (see common.hpp).
 
 #include <algorithm>
 #include <iostream>
@@ -31,7 +31,7 @@ int main(int argc, char** argv) {
   using namespace qtl::tool;
   CLI::App app{"qtl: quantize, repack and inspect safetensors checkpoints (QTL, the Quantization "
                "Template Library).\nExit codes: 0 success, 1 command-line error, 2 file or data "
-               "error.",
+               "error, 3 qtl lint found problems.",
                "qtl"};
   app.require_subcommand(1);
   app.set_version_flag("--version", version);

@@ -30,20 +30,20 @@
 // config.json gets the `quantization_config` (GPTQ also writes quantize_config.json); the input
 // folder's other files are copied.
 //
-// Streaming and atomicity: every output shard is created as a hidden temporary in OUT_DIR, its
-// header written first (offsets are known from the shapes), then worker threads quantize one tensor
-// at a time (GPTQ in 256-column slices) and write the results at their offsets; input pages are
-// released after use, so memory stays at a few tensors. Only when every tensor is written are the
-// files flushed and renamed to their final names; an error or a signal (SIGINT, SIGTERM, SIGHUP)
-// removes the temporaries; a killed run leaves no file under a final name that it did not finish,
-// and the next run into the same folder removes the temporaries a SIGKILL left.
+// Streaming: every output shard is created in a staging folder beside OUT_DIR, its header written
+// first (offsets are known from the shapes), then worker threads quantize one tensor at a time (GPTQ
+// in 256-column slices) and write the results at their offsets; input pages are released after use,
+// so memory stays at a few tensors. Commit, lock and what a signal or a kill leaves: the folder is
+// swapped in whole (staged_output.hpp), so OUT_DIR always holds one complete checkpoint.
 
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <charconv>
 #include <atomic>
 #include <chrono>
 #include <csignal>
@@ -57,9 +57,12 @@
 #include <mutex>
 #include <set>
 #include <sstream>
+#include <system_error>
 #include <thread>
 
 #include <qtl/fp8.hpp>
+#include <qtl/group_size.hpp>
+#include <qtl/io/regular_file.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/transpose.hpp>
 #include <qtl/quantize.hpp>
@@ -67,6 +70,8 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "config_tools.hpp"
+#include "recognize.hpp"
+#include "staged_output.hpp"
 
 namespace qtl::tool {
 
@@ -75,135 +80,47 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
-// ------------------------------------------------------------------------------------------------
-// Temporary files removed on error or on a signal
-
-/// Paths of the temporaries alive now; a signal handler unlinks them (async-signal-safe: a fixed
-/// array of C strings, written before the handler can see them).
-constexpr int max_temps = 4096;
-char* temp_paths[max_temps];
-std::atomic<int> temp_count{0};
-
-extern "C" void remove_temps_and_die(int sig) {
-  int const n = temp_count.load();
-  for (int i = 0; i < n; ++i) {
-    if (temp_paths[i] != nullptr) {
-      ::unlink(temp_paths[i]);
-    }
-  }
-  std::signal(sig, SIG_DFL);
-  std::raise(sig);
+/// A small file of the staged output, written whole and flushed.
+void small_file(staged_output& out, std::string const& name, std::string const& text) {
+  output_file f(out, name);
+  f.pwrite_all(text.data(), text.size(), 0);
+  f.flush();
 }
 
-/// Removes the temporaries (".NAME.qtl-tmp-PID-N") that a run killed by SIGKILL, which no
-/// handler sees, left in `dir`: those of processes that no longer exist. Returns how many.
-int remove_stale_temporaries(fs::path const& dir) {
-  int removed = 0;
-  std::error_code ec;
-  for (auto const& e : fs::directory_iterator(dir, ec)) {
-    std::string const name = e.path().filename().string();
-    std::size_t const at = name.rfind(".qtl-tmp-");
-    if (name.empty() || name[0] != '.' || at == std::string::npos) {
+/// Copies the regular file `from` into the staged output as `name`, reading it to its end.
+/// @throws data_error naming `from` when it is not a regular file or cannot be read whole.
+void copy_extra_file(fs::path const& from, staged_output& out, std::string const& name) {
+  struct stat st {};
+  std::string why;
+  int const fd = qtl::io::open_regular_file(from, st, why);
+  if (fd < 0) {
+    throw data_error(from.string() + ": " + why + " (the input folder's other files are copied)");
+  }
+  output_file f(out, name);
+  std::vector<char> buf(std::size_t{1} << 20);
+  std::uint64_t off = 0;
+  for (;;) {
+    ssize_t const r = ::read(fd, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) {
       continue;
     }
-    char* end = nullptr;
-    long const pid = std::strtol(name.c_str() + at + 9, &end, 10);
-    if (pid <= 0 || end == nullptr || *end != '-' || pid == ::getpid()) {
-      continue;
+    if (r < 0) {
+      int const err = errno;
+      ::close(fd);
+      throw data_error(from.string() + ": cannot read: " + std::strerror(err));
     }
-    if (::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH && fs::remove(e.path(), ec)) {
-      ++removed;
+    if (r == 0) {
+      break;
     }
+    f.pwrite_all(buf.data(), static_cast<std::size_t>(r), off);
+    off += static_cast<std::uint64_t>(r);
   }
-  return removed;
-}
-
-/// A hidden temporary file in `dir` that becomes `final_name` on `commit`, or is removed.
-class temp_file {
- public:
-  temp_file(fs::path dir, std::string final_name) : final_(dir / final_name) {
-    static std::atomic<unsigned> counter{0};
-    tmp_ = dir / ("." + final_name + ".qtl-tmp-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fd_ = ::open(tmp_.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd_ < 0) {
-      throw data_error(tmp_.string() + ": cannot create: " + std::strerror(errno));
-    }
-    int const slot = temp_count.load();
-    if (slot < max_temps) {
-      temp_paths[slot] = ::strdup(tmp_.c_str());
-      slot_ = slot;
-      temp_count.store(slot + 1);
-    }
+  ::close(fd);
+  if (off != static_cast<std::uint64_t>(st.st_size)) {
+    throw data_error(from.string() + ": read " + std::to_string(off) + " of its " + std::to_string(st.st_size) +
+                     " bytes (it changed while it was copied)");
   }
-  temp_file(temp_file const&) = delete;
-  temp_file& operator=(temp_file const&) = delete;
-  ~temp_file() {
-    if (fd_ >= 0) {
-      ::close(fd_);
-    }
-    if (!committed_) {
-      ::unlink(tmp_.c_str());
-    }
-    forget();
-  }
-  int fd() const { return fd_; }
-  fs::path const& final_path() const { return final_; }
-
-  /// Writes `size` bytes at `offset`, retrying short writes. @throws data_error
-  void pwrite_all(void const* data, std::size_t size, std::uint64_t offset) const {
-    auto const* p = static_cast<char const*>(data);
-    while (size > 0) {
-      ssize_t const w = ::pwrite(fd_, p, std::min<std::size_t>(size, std::size_t{1} << 30),
-                                 static_cast<off_t>(offset));
-      if (w < 0) {
-        if (errno == EINTR) {
-          continue;
-        }
-        throw data_error(final_.string() + ": cannot write: " + std::strerror(errno));
-      }
-      p += w;
-      size -= static_cast<std::size_t>(w);
-      offset += static_cast<std::uint64_t>(w);
-    }
-  }
-  /// Flushes to disk (fsync) and closes. @throws data_error
-  void flush() {
-    if (::fsync(fd_) != 0 || ::close(fd_) != 0) {
-      fd_ = -1;
-      throw data_error(final_.string() + ": cannot flush: " + std::strerror(errno));
-    }
-    fd_ = -1;
-  }
-  /// Renames the flushed temporary to its final name. @throws data_error
-  void commit() {
-    if (::rename(tmp_.c_str(), final_.c_str()) != 0) {
-      throw data_error(final_.string() + ": cannot rename the temporary file into place: " + std::strerror(errno));
-    }
-    committed_ = true;
-  }
-
- private:
-  void forget() {
-    if (slot_ >= 0) {
-      char* p = temp_paths[slot_];
-      temp_paths[slot_] = nullptr;
-      std::free(p);
-      slot_ = -1;
-    }
-  }
-  fs::path final_;
-  fs::path tmp_;
-  int fd_ = -1;
-  int slot_ = -1;
-  bool committed_ = false;
-};
-
-/// A small file written whole through a temporary.
-std::unique_ptr<temp_file> small_file(fs::path const& dir, std::string const& name, std::string const& text) {
-  auto f = std::make_unique<temp_file>(dir, name);
-  f->pwrite_all(text.data(), text.size(), 0);
-  f->flush();
-  return f;
+  f.flush();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -235,6 +152,7 @@ struct job {
   // results kept to the end: GPTQ zero points (G x N, unpacked) and the error statistics
   std::vector<std::int32_t> zeros;
   bool zero_has_zero = false;
+  bool allow_nonfinite = false;  // --allow-nonfinite
 };
 
 struct shard_plan {
@@ -242,7 +160,7 @@ struct shard_plan {
   std::vector<out_tensor> tensors;
   std::uint64_t header_bytes = 0;  // 8 + N
   std::uint64_t total = 0;
-  std::unique_ptr<temp_file> file;
+  std::unique_ptr<output_file> file;
 };
 
 std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
@@ -287,40 +205,90 @@ std::string lay_out(shard_plan& s) {
 // ------------------------------------------------------------------------------------------------
 // Arguments and the config
 
+/// The most worker threads --threads takes.
+constexpr int max_threads = 4096;
+
 struct quantize_args {
   std::string in;
   std::string out_dir;
   std::string format;
   int bits = 4;
-  std::int64_t group_size = 128;
+  std::string group_size_text;
   bool sym = false;
   bool asym = false;
   std::string fp8_scheme = "channel";
   std::string config;
   int threads = 0;
   std::string device = "auto";
+  bool allow_nonfinite = false;
   CLI::Option* bits_opt = nullptr;
   CLI::Option* group_opt = nullptr;
+  CLI::Option* sym_opt = nullptr;
+  CLI::Option* asym_opt = nullptr;
+  CLI::Option* scheme_opt = nullptr;
 };
 
-/// The quantization object of a config document (config.json's `quantization_config`, or the
-/// document itself), kept in file order.
-ojson read_quant_object(fs::path const& path) {
-  std::ifstream in(path, std::ios::binary);
-  ojson doc;
-  try {
-    doc = ojson::parse(in);
-  } catch (nlohmann::json::exception const& e) {
-    throw config_error(path.string() + ": not valid JSON: " + e.what());
+/// `--group-size`: -1 or a positive integer that fits 64 bits. @throws usage_error
+std::int64_t parse_group_size(std::string const& text) {
+  std::int64_t v = 0;
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    throw usage_error("--group-size " + text + ": too large (a group size is -1 or a positive integer below 2^63)");
   }
-  if (doc.is_object() && doc.contains("quantization_config")) {
-    return doc["quantization_config"];
+  if (ec != std::errc() || end != text.data() + text.size() || (v != -1 && v <= 0)) {
+    throw usage_error("--group-size " + text + ": expected -1 (one group per column) or a positive integer");
   }
-  return doc;
+  return v;
 }
 
 /// A float type for a dtype the quantizers take.
 bool is_float(dtype t) { return t == dtype::F16 || t == dtype::BF16 || t == dtype::F32; }
+
+/// Refuses a checkpoint that is quantized already: its tensors (GPTQ/AWQ `qweight`, FP8
+/// weights with scales, NVFP4/MXFP4 blocks, any F8 tensor) or its config.json's
+/// `quantization_config`. No format qtl writes takes quantized input: requantizing would copy the
+/// quantized tensors under a config of another format.
+/// @throws data_error naming the first tensors (and how many more).
+void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, ojson const& model_config,
+                            fs::path const& config_path) {
+  std::vector<tensor_info const*> all;
+  all.reserve(ckpt.tensors().size());
+  std::vector<std::string> found;
+  for (auto const& e : ckpt.tensors()) {
+    all.push_back(e.tensor);
+  }
+  for (auto const& m : recognize(all)) {
+    for (auto const& t : m.tensors) {
+      found.push_back(t + " (" + m.scheme + ")");
+    }
+  }
+  if (found.empty()) {
+    for (auto const* t : all) {
+      if (t->type == dtype::F8_E4M3 || t->type == dtype::F8_E5M2 || t->type == dtype::F8_E8M0) {
+        found.push_back(t->name + " (" + std::string(qtl::io::dtype_name(t->type)) + ")");
+      }
+    }
+  }
+  if (!found.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < found.size() && i < 4; ++i) {
+      list += (i == 0 ? "" : ", ") + qtl::io::detail::printable(found[i]);
+    }
+    if (found.size() > 4) {
+      list += " and " + std::to_string(found.size() - 4) + " more";
+    }
+    throw data_error("the input is quantized already: " + list +
+                     "; qtl quantize takes a float (F32, F16, BF16) checkpoint");
+  }
+  if (model_config.is_object() && model_config.contains("quantization_config")) {
+    auto const& q = model_config["quantization_config"];
+    std::string const method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
+                                   ? q["quant_method"].get<std::string>()
+                                   : std::string("unknown");
+    throw data_error(config_path.string() + ": the input is quantized already (its quantization_config says '" +
+                     qtl::io::detail::printable(method) + "'); qtl quantize takes a float checkpoint");
+  }
+}
 
 // ------------------------------------------------------------------------------------------------
 // The workers
@@ -423,9 +391,33 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
   s.file->pwrite_all(g_idx.data(), g_idx.size() * 4, s.tensors[j.outs[3]].offset);
 }
 
+/// Refuses a weight with a NaN or an infinity (GPTQ scales would be NaN, FP8 scales infinite),
+/// naming the tensor and the first bad element, unless --allow-nonfinite.
+/// @throws data_error
+template <class T>
+void check_finite(view2d<T const> w, bool allow) {
+  if (allow) {
+    return;
+  }
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  for (index_t r = 0; r < n; ++r) {
+    T const* row = &w(r, 0);
+    for (index_t c = 0; c < k; ++c) {
+      float const x = to_float(row[c]);
+      if (!std::isfinite(x)) {
+        throw data_error("element [" + std::to_string(r) + ", " + std::to_string(c) + "] is " +
+                         (std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf") +
+                         " (the scales would not be finite; --allow-nonfinite quantizes it anyway)");
+      }
+    }
+  }
+}
+
 template <class T>
 void run_gptq(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
+  check_finite(w.v, j.allow_nonfinite);
   if (j.bits == 4) {
     j.sym ? gptq_slices<qtl::uint4b8>(j, w.v, s) : gptq_slices<qtl::uint4>(j, w.v, s);
   } else {
@@ -436,6 +428,7 @@ void run_gptq(job& j, shard_plan const& s) {
 template <class T>
 void run_fp8(job& j, shard_plan const& s, fp8_scheme scheme) {
   aligned_weight<T> w(*j.in);
+  check_finite(w.v, j.allow_nonfinite);
   index_t const n = w.v.extent[0];
   index_t const k = w.v.extent[1];
   std::vector<float8_e4m3fn_t> q(static_cast<std::size_t>(n * k));
@@ -512,6 +505,17 @@ int run_quantize(quantize_args const& a) {
     throw usage_error("--sym and --asym exclude each other");
   }
   bool const gptq = a.format == "gptq";
+  // Flags of the other format are mistakes, not silently ignored.
+  if (gptq && a.scheme_opt->count() > 0) {
+    throw usage_error("--fp8-scheme applies to --format fp8, not gptq");
+  }
+  if (!gptq) {
+    for (auto const* o : {a.bits_opt, a.group_opt, a.sym_opt, a.asym_opt}) {
+      if (o->count() > 0) {
+        throw usage_error(o->get_name() + " applies to --format gptq, not fp8");
+      }
+    }
+  }
   fp8_scheme const scheme = a.fp8_scheme == "tensor"    ? fp8_scheme::tensor
                             : a.fp8_scheme == "channel" ? fp8_scheme::channel
                                                         : fp8_scheme::block;
@@ -520,7 +524,7 @@ int run_quantize(quantize_args const& a) {
   ojson qobj;
   if (!a.config.empty()) {
     cfg = load_config(a.config);
-    qobj = read_quant_object(a.config);
+    qobj = read_quant_object(a.config);  // config_tools
     if (gptq && cfg.family != quant_family::gptq) {
       throw usage_error("--config " + a.config + " is a '" + cfg.quant_method + "' config, not GPTQ");
     }
@@ -547,32 +551,54 @@ int run_quantize(quantize_args const& a) {
     if (!cfg.bits || a.bits_opt->count() > 0) {
       cfg.bits = a.bits;
     }
-    if (!cfg.group_size || a.group_opt->count() > 0) {
-      cfg.group_size = a.group_size;
+    if (a.group_opt->count() > 0) {
+      cfg.group_size = parse_group_size(a.group_size_text);
+    } else if (!cfg.group_size) {
+      cfg.group_size = 128;
     }
     if (!cfg.sym || a.sym || a.asym) {
       cfg.sym = !a.asym;
     }
+  }
+  validate_config_values(cfg, qobj, a.config.empty() ? std::string("the command line") : "--config " + a.config,
+                         value_rules::written);
+  if (gptq) {
     cfg.desc_act = false;
+  } else if (auto const it = qobj.find("weight_block_size");
+             scheme == fp8_scheme::block && it != qobj.end() && !it->is_null() && *it != ojson::array({128, 128})) {
+    throw config_error("--config " + a.config + ": weight_block_size " + it->dump() +
+                       ": qtl quantize writes 128x128 blocks");
   }
   consumer const sg = engine_consumer(cfg, true);
 
-  // --- input ---------------------------------------------------------------------------------
-  auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
+  // --- input (after removing what killed runs left, so that a bad input cannot keep it) --------
   fs::path const in_path(a.in);
-  fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
   fs::path const out_dir(a.out_dir);
+  std::cerr << clean_stale_outputs(out_dir);
+  auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
+  fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
   std::error_code ec;
-  fs::create_directories(out_dir, ec);
-  if (!fs::is_directory(out_dir)) {
-    throw data_error(a.out_dir + ": cannot create the output folder");
-  }
   if (fs::equivalent(in_dir.empty() ? fs::path(".") : in_dir, out_dir, ec)) {
     throw usage_error("OUT_DIR must differ from the input's folder (the input is read while the output is written)");
   }
-  if (int const stale = remove_stale_temporaries(out_dir); stale > 0) {
-    std::fprintf(stderr, "qtl quantize: removed %d temporary file(s) left by a killed run\n", stale);
+  // The model config the output's config.json extends: the input folder's, else a full
+  // config.json given as --config; an input that is quantized already is refused.
+  ojson model_config = ojson::object();
+  fs::path const in_config = in_dir / "config.json";
+  if (fs::exists(fs::symlink_status(in_config, ec))) {
+    model_config = read_json_document(in_config, "the input's config");
+    if (!model_config.is_object()) {
+      throw data_error(in_config.string() + ": the model config is a JSON " + model_config.type_name() +
+                       ", not an object");
+    }
+  } else if (!a.config.empty()) {
+    ojson doc = read_json_document(a.config, "--config");
+    if (doc.is_object() && doc.contains("quantization_config") && doc.contains("model_type")) {
+      model_config = doc;
+      model_config.erase("quantization_config");
+    }
   }
+  refuse_quantized_input(ckpt, model_config, in_config);
   bool const sharded = ckpt.shards().size() > 1 ||
                        (in_path.string().size() > 5 && in_path.extension() == ".json") ||
                        (fs::is_directory(in_path) && fs::exists(in_path / "model.safetensors.index.json"));
@@ -589,6 +615,7 @@ int run_quantize(quantize_args const& a) {
     tensor_info const& t = *e.tensor;
     job j;
     j.in = &t;
+    j.allow_nonfinite = a.allow_nonfinite;
     j.shard = e.shard;
     auto& s = shards[e.shard];
     std::string const& name = t.name;
@@ -618,12 +645,16 @@ int run_quantize(quantize_args const& a) {
               throw data_error(module + ": " + std::to_string(j.bits) + "-bit GPTQ is not written (4 or 8)");
             }
             bits_used.insert(j.bits);
+            // The library's rule (qtl/group_size.hpp), and the engines' stricter one: they need
+            // K % group_size == 0 for every size but -1 (vLLM/sglang create_weights), so a size
+            // above K, which the rule reads as one group per column, is refused too.
             std::int64_t const gcfg = j.config_group_size;
-            j.group_size = (gcfg == -1 || gcfg >= k) ? k : gcfg;
-            if (gcfg == 0 || gcfg < -1 || k % j.group_size != 0) {
+            group_size_result const gr = normalize_group_size(gcfg, k);
+            if (!gr.ok() || (gcfg != -1 && k % gcfg != 0)) {
               throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of group_size " +
-                               std::to_string(gcfg) + " (the engines need K % group_size == 0)");
+                               std::to_string(gcfg) + " (the engines need K % group_size == 0, or -1)");
             }
+            j.group_size = gr.rows;
             int const pf = 32 / j.bits;
             if (k % pf != 0 || n % pf != 0) {
               throw data_error(name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) +
@@ -665,11 +696,12 @@ int run_quantize(quantize_args const& a) {
   }
 
   // --- output files: headers now, data by the workers ---------------------------------------
+  staged_output staged(out_dir, fs::is_directory(in_path) ? in_path : in_dir);
   for (auto& s : shards) {
     std::string const header = lay_out(s);
-    s.file = std::make_unique<temp_file>(out_dir, s.name);
+    s.file = std::make_unique<output_file>(staged, s.name);
     if (::ftruncate(s.file->fd(), static_cast<off_t>(s.total)) != 0) {
-      throw data_error((out_dir / s.name).string() + ": cannot size the file: " + std::strerror(errno));
+      throw data_error(s.file->shown() + ": cannot size the file: " + std::strerror(errno));
     }
     unsigned char len[8];
     std::uint64_t const hn = header.size();
@@ -730,10 +762,34 @@ int run_quantize(quantize_args const& a) {
     }
   };
   {
-    std::vector<std::thread> pool;
-    for (unsigned t = 0; t < threads; ++t) {
-      pool.emplace_back(worker);
+    std::vector<mapped_input> mapped;
+    for (auto const& f : ckpt.shards()) {
+      mapped.push_back({f.file_bytes().data(), f.file_bytes().size(), f.path().string()});
     }
+    guard_input_mappings(mapped);
+  }
+  test_stop_point("reading");
+  unsigned used_threads = 1;
+  {
+    // The calling thread is the first worker; a thread the system will not create (ulimit -u,
+    // address space) leaves fewer workers, not an abort.
+    std::vector<std::thread> pool;
+    pool.reserve(threads - 1);
+    std::string problem;
+    for (unsigned t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (std::system_error const& e) {
+        problem = e.what();
+        break;
+      }
+    }
+    used_threads = static_cast<unsigned>(pool.size()) + 1;
+    if (!problem.empty()) {
+      std::fprintf(stderr, "qtl quantize: warning: could start only %u of %u threads (%s); going on with %u\n",
+                   used_threads, threads, problem.c_str(), used_threads);
+    }
+    worker();
     for (auto& t : pool) {
       t.join();
     }
@@ -817,27 +873,11 @@ int run_quantize(quantize_args const& a) {
     }
     q["config_groups"] = {{"group_0", {{"targets", {"Linear"}}, {"weights", w}, {"input_activations", act}}}};
   }
-  ojson model_config = ojson::object();
-  if (fs::exists(in_dir / "config.json")) {
-    std::ifstream in(in_dir / "config.json", std::ios::binary);
-    try {
-      model_config = ojson::parse(in);
-    } catch (nlohmann::json::exception const& e) {
-      throw data_error((in_dir / "config.json").string() + ": not valid JSON: " + e.what());
-    }
-  } else if (!a.config.empty()) {
-    std::ifstream in(a.config, std::ios::binary);
-    ojson doc = ojson::parse(in);
-    if (doc.contains("quantization_config") && doc.contains("model_type")) {
-      model_config = doc;
-    }
-  }
   model_config["quantization_config"] = q;
 
-  std::vector<std::unique_ptr<temp_file>> extra;
-  extra.push_back(small_file(out_dir, "config.json", model_config.dump(2) + "\n"));
+  small_file(staged, "config.json", model_config.dump(2) + "\n");
   if (gptq) {
-    extra.push_back(small_file(out_dir, "quantize_config.json", q.dump(2) + "\n"));
+    small_file(staged, "quantize_config.json", q.dump(2) + "\n");
   }
   std::uint64_t total_out = 0;
   for (auto const& s : shards) {
@@ -853,44 +893,32 @@ int run_quantize(quantize_args const& a) {
       }
     }
     index["metadata"]["total_size"] = data_bytes;
-    extra.push_back(small_file(out_dir, "model.safetensors.index.json", index.dump(2) + "\n"));
+    small_file(staged, "model.safetensors.index.json", index.dump(2) + "\n");
   }
-  // The input folder's other files (tokenizer, generation_config.json, ...), copied.
-  if (fs::is_directory(in_dir.empty() ? fs::path(".") : in_dir)) {
+  // The input folder's other files (tokenizer, generation_config.json, ...), copied; folders are
+  // not. Each is read to its end or the run fails naming it (never a short copy).
+  if (fs::is_directory(in_path)) {
     std::set<std::string> mine = {"config.json", "quantize_config.json", "model.safetensors.index.json",
                                   "hf_quant_config.json"};
     for (auto const& s : shards) {
       mine.insert(s.name);
     }
-    for (auto const& entry : fs::directory_iterator(in_dir.empty() ? fs::path(".") : in_dir)) {
+    for (auto const& entry : fs::directory_iterator(in_path)) {
       std::string const fname = entry.path().filename().string();
-      if (!entry.is_regular_file() || mine.count(fname) != 0 || fname.empty() || fname[0] == '.' ||
-          entry.path().extension() == ".safetensors" || fname.find(".safetensors.index.json") != std::string::npos ||
-          !fs::is_directory(in_path)) {
+      std::error_code dir_ec;
+      if (mine.count(fname) != 0 || fname.empty() || fname[0] == '.' || entry.path().extension() == ".safetensors" ||
+          fname.find(".safetensors.index.json") != std::string::npos || entry.is_directory(dir_ec)) {
         continue;
       }
-      std::ifstream in(entry.path(), std::ios::binary);
-      std::ostringstream ss;
-      ss << in.rdbuf();
-      extra.push_back(small_file(out_dir, fname, ss.str()));
+      copy_extra_file(entry.path(), staged, fname);
     }
   }
 
-  // --- commit: flush every shard, then rename everything ---------------------------------------
+  // --- commit: flush every shard, then swap the finished folder in ----------------------------
   for (auto& s : shards) {
     s.file->flush();
   }
-  for (auto& s : shards) {
-    s.file->commit();
-  }
-  for (auto& f : extra) {
-    f->commit();
-  }
-  int dfd = ::open(out_dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  std::cerr << staged.commit();
   double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // --- summary ---------------------------------------------------------------------------------
@@ -902,7 +930,7 @@ int run_quantize(quantize_args const& a) {
   } else {
     out << ", " << a.fp8_scheme << " scales";
   }
-  out << ", " << threads << " thread" << (threads == 1 ? "" : "s") << ")\n";
+  out << ", " << used_threads << " thread" << (used_threads == 1 ? "" : "s") << ")\n";
   out << "  " << std::left << std::setw(48) << "layer" << "done\n";
   for (auto const& j : jobs) {
     if (j.kind == job_kind::copy) {
@@ -936,28 +964,23 @@ command define_quantize(CLI::App& app) {
       "quantize", "round-to-nearest quantization of every linear weight of a checkpoint to GPTQ "
                   "(int4/int8) or FP8, in the layout sglang and vLLM load");
   cmd->add_option("IN", a->in, "a .safetensors file, a *.safetensors.index.json, or a folder")->required();
-  cmd->add_option("OUT_DIR", a->out_dir, "output folder (created; its files are replaced at the end)")
+  cmd->add_option("OUT_DIR", a->out_dir, "output folder (created, or replaced whole by the finished output: see staged_output.hpp)")
       ->required();
   cmd->add_option("--format", a->format, "gptq or fp8")->required()->check(CLI::IsMember({"gptq", "fp8"}));
   a->bits_opt = cmd->add_option("--bits", a->bits, "GPTQ bits: 4 (default) or 8")->check(CLI::IsMember({4, 8}));
-  a->group_opt = cmd->add_option("--group-size", a->group_size, "GPTQ group size (default 128; -1: one group per column)");
-  cmd->add_flag("--sym", a->sym, "symmetric GPTQ (the default): z = 2^(bits-1)");
-  cmd->add_flag("--asym", a->asym, "asymmetric GPTQ with per-group zero points");
-  cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default) or block (128x128)")
+  a->group_opt = cmd->add_option("--group-size", a->group_size_text, "GPTQ group size (default 128; -1: one group per column)");
+  a->sym_opt = cmd->add_flag("--sym", a->sym, "symmetric GPTQ (the default): z = 2^(bits-1)");
+  a->asym_opt = cmd->add_flag("--asym", a->asym, "asymmetric GPTQ with per-group zero points");
+  a->scheme_opt = cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default) or block (128x128)")
       ->check(CLI::IsMember({"tensor", "channel", "block"}));
   cmd->add_option("--config", a->config,
                   "quantization config whose skip lists and dynamic rules decide the layers "
                   "(as `qtl explain --consumer sglang` shows)");
-  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::NonNegativeNumber);
+  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::Range(0, max_threads));
+  cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,
+                "quantize weights holding NaN or Inf (refused by default: their scales are not finite)");
   cmd->add_option("--device", a->device, "auto (default), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-  return {cmd, [a]() {
-            struct sigaction sa {};
-            sa.sa_handler = remove_temps_and_die;
-            for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-              ::sigaction(sig, &sa, nullptr);
-            }
-            return run_quantize(*a);
-          }};
+  return {cmd, [a]() { return run_quantize(*a); }};
 }
 
 }  // namespace qtl::tool

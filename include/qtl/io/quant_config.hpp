@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include <qtl/error.hpp>
+#include <qtl/io/json_parse.hpp>
 #include <qtl/rules/config.hpp>
 
 namespace qtl::io {
@@ -385,14 +386,10 @@ inline quant_config quant_config_from_json(nlohmann::ordered_json const& doc) {
 }
 
 /// Parses JSON text; malformed JSON is a `qtl::config_error` with the parser's message.
+/// Parsed in linear time, duplicate keys as Python's `json.loads` reads them (the last value, at
+/// the first key's position: qtl/io/json_parse.hpp).
 inline quant_config parse_quant_config(std::string_view text) {
-  nlohmann::ordered_json doc;
-  try {
-    doc = nlohmann::ordered_json::parse(text.begin(), text.end());
-  } catch (nlohmann::json::exception const& e) {
-    throw config_error(std::string("quant config: not valid JSON: ") + e.what());
-  }
-  return quant_config_from_json(doc);
+  return quant_config_from_json(parse_json_like_python<config_error>(text, "quant config: "));
 }
 
 /// Reads a file (`config.json`, `hf_quant_config.json`, `quantize_config.json`).

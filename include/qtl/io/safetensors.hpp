@@ -14,6 +14,7 @@
 /// relative to the start of the data section. The reader enforces the rules of the format's
 /// reference reader, so that a file it accepts can be read without any further check:
 ///   - the file holds at least the 8-byte length, N <= 100'000'000 and 8 + N <= file size;
+///   - the header text has no UTF-8 byte-order mark and no NUL byte (whitespace may pad it);
 ///   - the header is valid UTF-8 JSON, a JSON object, with no key twice in any object (nlohmann
 ///     keeps one silently, so keys are checked while parsing) and at most 64 levels deep;
 ///   - every tensor has a known dtype (`dtype_from_name`), a shape of non-negative integers whose
@@ -38,6 +39,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <new>
 #include <optional>
 #include <span>
 #include <string>
@@ -50,6 +52,8 @@
 #include <nlohmann/json.hpp>
 
 #include <qtl/error.hpp>
+#include <qtl/io/json_parse.hpp>
+#include <qtl/io/regular_file.hpp>
 #include <qtl/numeric.hpp>
 
 namespace qtl::io {
@@ -212,50 +216,24 @@ inline std::string printable(std::string_view s, std::size_t limit = 200) {
 inline std::string quote_name(std::string_view s) { return "'" + printable(s) + "'"; }
 
 /// Parses `text` as JSON, rejecting duplicate keys in any object and nesting deeper than
-/// `max_header_depth` (both checked by a parser callback, i.e. while parsing).
+/// `max_header_depth` (both checked while parsing), in time linear in the text
+/// (qtl/io/json_parse.hpp).
 inline json parse_json_strict(std::string_view text, std::filesystem::path const& path,
                               char const* what) {
-  std::vector<std::unordered_set<std::string>> keys;  // one set per open object
-  std::vector<bool> is_object;                        // the open containers
-  auto callback = [&](int depth, json::parse_event_t event, json& parsed) -> bool {
-    switch (event) {
-      case json::parse_event_t::object_start:
-      case json::parse_event_t::array_start:
-        if (depth >= max_header_depth) {
-          fail(path, std::string(what) + " nests deeper than " + std::to_string(max_header_depth) +
-                         " levels");
-        }
-        is_object.push_back(event == json::parse_event_t::object_start);
-        if (is_object.back()) {
-          keys.emplace_back();
-        }
-        break;
-      case json::parse_event_t::object_end:
-        keys.pop_back();
-        is_object.pop_back();
-        break;
-      case json::parse_event_t::array_end:
-        is_object.pop_back();
-        break;
-      case json::parse_event_t::key: {
-        auto const& key = parsed.get_ref<json::string_t const&>();
-        if (!keys.back().insert(key).second) {
-          fail(path, std::string(what) + " has the key " + quote_name(key) +
-                         (keys.size() == 1 ? " (a tensor name)" : "") + " more than once");
-        }
-        break;
-      }
-      case json::parse_event_t::value:
-        break;
-    }
-    return true;
-  };
-  try {
-    return json::parse(text.begin(), text.end(), callback, /*allow_exceptions=*/true,
-                       /*ignore_comments=*/false);
-  } catch (json::exception const& e) {
-    fail(path, std::string(what) + " is not valid JSON: " + printable(e.what(), 400));
+  json out;
+  json_parse_status const s = parse_json_linear(text, out, duplicate_keys::reject, static_cast<std::size_t>(max_header_depth));
+  switch (s.what) {
+    case json_parse_status::kind::ok:
+      break;
+    case json_parse_status::kind::duplicate_key:
+      fail(path, std::string(what) + " has the key " + quote_name(s.key) +
+                     (s.depth == 1 ? " (a tensor name)" : "") + " more than once");
+    case json_parse_status::kind::too_deep:
+      fail(path, std::string(what) + " nests deeper than " + std::to_string(max_header_depth) + " levels");
+    case json_parse_status::kind::syntax:
+      fail(path, std::string(what) + " is not valid JSON: " + printable(s.message, 400));
   }
+  return out;
 }
 
 /// A non-negative JSON integer, or nullopt (negative, fractional, too large, not a number).
@@ -421,17 +399,11 @@ class safetensors_file {
   static safetensors_file open(std::filesystem::path const& path) {
     safetensors_file f;
     f.path_ = path;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      detail::fail(path, "cannot open: " + detail::errno_text(errno));
-    }
     struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      int err = errno;
-      ::close(fd);
-      detail::fail(path, S_ISDIR(st.st_mode) ? std::string("is a directory, not a file")
-                   : S_ISREG(st.st_mode)     ? "cannot stat: " + detail::errno_text(err)
-                                             : std::string("is not a regular file"));
+    std::string why;
+    int const fd = open_regular_file(path, st, why);  // never blocks (a FIFO is refused)
+    if (fd < 0) {
+      detail::fail(path, why);
     }
     auto const size = static_cast<std::uint64_t>(st.st_size);
     if (size < 8) {
@@ -489,6 +461,10 @@ class safetensors_file {
   /// Byte length of the JSON header (N) and the whole file.
   std::uint64_t header_size() const { return header_size_; }
   std::uint64_t file_size() const { return size_; }
+  /// The whole file's bytes (the mapping, or the viewed bytes).
+  std::span<std::byte const> file_bytes() const {
+    return {reinterpret_cast<std::byte const*>(bytes_), static_cast<std::size_t>(size_)};
+  }
 
  private:
   void swap(safetensors_file& o) noexcept {
@@ -518,9 +494,22 @@ class safetensors_file {
     }
     header_size_ = n;
     std::string_view text(reinterpret_cast<char const*>(bytes + 8), n);
-    json header = detail::parse_json_strict(text, path_, "header");
+    // As the safetensors library's reader (0.8: serde_json on the header text): a byte-order
+    // mark and NUL bytes (e.g. NUL padding after the JSON) are errors; whitespace padding is not.
+    if (text.size() >= 3 && text.substr(0, 3) == "\xEF\xBB\xBF") {
+      detail::fail(path_, "header starts with a UTF-8 byte-order mark (the safetensors reader rejects it)");
+    }
+    if (auto const nul = text.find('\0'); nul != std::string_view::npos) {
+      detail::fail(path_, "header holds a NUL byte at offset " + std::to_string(8 + nul) +
+                              " (padding must be spaces; the safetensors reader rejects it)");
+    }
     std::uint64_t const data_size = size_ - 8 - n;
-    metadata_ = detail::validate_header(header, data_size, path_, tensors_);
+    try {
+      json header = detail::parse_json_strict(text, path_, "header");
+      metadata_ = detail::validate_header(header, data_size, path_, tensors_);
+    } catch (std::bad_alloc const&) {
+      detail::fail(path_, "the " + std::to_string(n) + "-byte header needs more memory than this process may use");
+    }
     auto const* data = reinterpret_cast<std::byte const*>(bytes + 8 + n);
     index_.reserve(tensors_.size());
     for (std::size_t i = 0; i < tensors_.size(); ++i) {
@@ -565,9 +554,10 @@ class safetensors_checkpoint {
     std::error_code ec;
     fs::path p = path;
     if (fs::is_directory(p, ec)) {
-      if (fs::exists(p / "model.safetensors.index.json", ec)) {
+      // symlink_status: a dangling or looping link is opened, and named for what it is
+      if (fs::exists(fs::symlink_status(p / "model.safetensors.index.json", ec))) {
         p = p / "model.safetensors.index.json";
-      } else if (fs::exists(p / "model.safetensors", ec)) {
+      } else if (fs::exists(fs::symlink_status(p / "model.safetensors", ec))) {
         p = p / "model.safetensors";
       } else {
         detail::fail(path, "directory holds neither model.safetensors.index.json nor "
@@ -602,32 +592,11 @@ class safetensors_checkpoint {
 
  private:
   void open_index(std::filesystem::path const& p) {
-    int fd = ::open(p.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-      detail::fail(p, "cannot open: " + detail::errno_text(errno));
+    std::string text;
+    std::string why;
+    if (!read_regular_file(p, max_header_bytes, text, why)) {  // never blocks (a FIFO is refused)
+      detail::fail(p, why);
     }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-        static_cast<std::uint64_t>(st.st_size) > max_header_bytes) {
-      ::close(fd);
-      detail::fail(p, "is not a regular file of at most " + std::to_string(max_header_bytes) +
-                          " bytes");
-    }
-    std::string text(static_cast<std::size_t>(st.st_size), '\0');
-    std::size_t got = 0;
-    while (got < text.size()) {
-      ssize_t r = ::read(fd, text.data() + got, text.size() - got);
-      if (r <= 0) {
-        if (r < 0 && errno == EINTR) {
-          continue;
-        }
-        int err = errno;
-        ::close(fd);
-        detail::fail(p, "cannot read: " + (r == 0 ? std::string("file shrank") : detail::errno_text(err)));
-      }
-      got += static_cast<std::size_t>(r);
-    }
-    ::close(fd);
     json index = detail::parse_json_strict(text, p, "index");
     if (!index.is_object() || !index.contains("weight_map") || !index["weight_map"].is_object()) {
       detail::fail(p, "is not a JSON object with a \"weight_map\" object");
@@ -671,9 +640,13 @@ class safetensors_checkpoint {
     }
     for (std::size_t s = 0; s < shards_.size(); ++s) {
       if (listed_count[s] != shards_[s].tensors().size()) {
+        std::unordered_map<std::string_view, std::size_t> where;  // tensor -> shard, as listed
+        for (auto const& [tensor, shard] : listed) {
+          where.emplace(tensor, shard);
+        }
         for (auto const& t : shards_[s].tensors()) {
-          auto it = index["weight_map"].find(t.name);
-          if (it == index["weight_map"].end() || *it != shard_names[s]) {
+          auto it = where.find(t.name);
+          if (it == where.end() || it->second != s) {
             detail::fail(p, "shard " + detail::quote_name(shard_names[s]) + " holds tensor " +
                                 detail::quote_name(t.name) + ", which weight_map does not put there");
           }

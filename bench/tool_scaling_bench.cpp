@@ -1,0 +1,127 @@
+// How the qtl tool's front end scales with the size of its input (issue 17, items 11 and 12):
+//
+//   BM_header_parse/N      qtl::io::safetensors_file::view of a file with N tensors (a MoE-sized
+//                          header: N = 200k is 20 MB of JSON), i.e. JSON parse + validation +
+//                          the name index; bytes_per_second of the whole file
+//   BM_memcpy_header/N     a copy of the same bytes (DESIGN's reference figure)
+//   BM_config_parse/R      qtl::io::parse_quant_config of a GPTQ config with R `dynamic` rules
+//   BM_decide_dynamic/M/R  qtl::decide (sglang's GPTQ loader) for M module names against a config
+//                          of R `dynamic` rules; items_per_second = names. Linear in M; the
+//                          per-name cost grows with R (each name is matched rule by rule)
+// Linear scaling shows as a constant bytes_per_second (items_per_second) across N (M).
+
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <map>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <qtl/io/quant_config.hpp>
+#include <qtl/io/safetensors.hpp>
+#include <qtl/rules/consumers.hpp>
+
+namespace {
+
+/// A safetensors file of `n` F16 [2] tensors named like a MoE checkpoint's experts.
+std::vector<std::byte> const& header_file(std::size_t n) {
+  static std::map<std::size_t, std::vector<std::byte>> cache;
+  auto& f = cache[n];
+  if (!f.empty()) {
+    return f;
+  }
+  std::string h = "{\"__metadata__\":{\"format\":\"pt\"}";
+  for (std::size_t i = 0; i < n; ++i) {
+    h += ",\"model.layers." + std::to_string(i / 3000) + ".mlp.experts." + std::to_string(i % 3000) + ".w" +
+         std::to_string(i % 3) + ".weight\":{\"dtype\":\"F16\",\"shape\":[2],\"data_offsets\":[" +
+         std::to_string(4 * i) + "," + std::to_string(4 * i + 4) + "]}";
+  }
+  h += "}";
+  h.append((8 - (8 + h.size()) % 8) % 8, ' ');
+  f.resize(8 + h.size() + 4 * n);
+  std::uint64_t const len = h.size();
+  for (int i = 0; i < 8; ++i) {
+    f[static_cast<std::size_t>(i)] = static_cast<std::byte>(len >> (8 * i));
+  }
+  std::memcpy(f.data() + 8, h.data(), h.size());
+  return f;
+}
+
+void BM_header_parse(benchmark::State& state) {
+  auto const& f = header_file(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    auto const file = qtl::io::safetensors_file::view(std::span<std::byte const>(f), "bench.safetensors");
+    benchmark::DoNotOptimize(file.tensors().data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(f.size()));
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
+void BM_memcpy_header(benchmark::State& state) {
+  auto const& f = header_file(static_cast<std::size_t>(state.range(0)));
+  std::vector<std::byte> dst(f.size());
+  for (auto _ : state) {
+    std::memcpy(dst.data(), f.data(), f.size());
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(f.size()));
+}
+
+/// A GPTQ config whose `dynamic` holds `r` rules, one per (layer, expert), none matching the
+/// benchmark's names but the last (so every name is tried against every rule).
+std::string dynamic_config(std::size_t r) {
+  std::string s = "{\"quant_method\":\"gptq\",\"bits\":4,\"group_size\":128,\"desc_act\":false,\"sym\":true,\"dynamic\":{";
+  for (std::size_t i = 0; i + 1 < r; ++i) {
+    s += "\"-:model\\\\.layers\\\\." + std::to_string(1000 + i / 100) + "\\\\.mlp\\\\.experts\\\\." +
+         std::to_string(i % 100) + "\\\\..*\":{},";
+  }
+  s += "\"+:.*\":{\"bits\":8}}}";
+  return s;
+}
+
+std::vector<std::string> module_names(std::size_t m) {
+  std::vector<std::string> out;
+  out.reserve(m);
+  for (std::size_t i = 0; i < m; ++i) {
+    out.push_back("model.layers." + std::to_string(i / 300) + ".mlp.experts." + std::to_string(i % 300) + ".up_proj");
+  }
+  return out;
+}
+
+void BM_config_parse(benchmark::State& state) {
+  std::string const text = dynamic_config(static_cast<std::size_t>(state.range(0)));
+  for (auto _ : state) {
+    auto const cfg = qtl::io::parse_quant_config(text);
+    benchmark::DoNotOptimize(cfg.dynamic.data());
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(text.size()));
+}
+
+void BM_decide_dynamic(benchmark::State& state) {
+  auto const names = module_names(static_cast<std::size_t>(state.range(0)));
+  auto const cfg = qtl::io::parse_quant_config(dynamic_config(static_cast<std::size_t>(state.range(1))));
+  for (auto _ : state) {
+    std::size_t quantized = 0;
+    for (auto const& n : names) {
+      quantized += qtl::decide(cfg, qtl::consumer::sglang_gptq, n).skipped ? 0 : 1;
+    }
+    if (quantized != names.size()) {
+      state.SkipWithError("a name the last rule should quantize was skipped");
+      break;
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
+}  // namespace
+
+BENCHMARK(BM_header_parse)->Arg(10'000)->Arg(50'000)->Arg(200'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_memcpy_header)->Arg(10'000)->Arg(50'000)->Arg(200'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_config_parse)->Arg(1'000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decide_dynamic)->Args({1'000, 100})->Args({10'000, 100})->Args({1'000, 1'000})->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();

@@ -1,0 +1,113 @@
+#pragma once
+// The output folder of `qtl quantize`, committed all or nothing (issue 17).
+//
+//   PARENT/OUT                  the target: at every instant the complete old checkpoint or the
+//                               complete new one (or, on the fallback path, briefly absent)
+//   PARENT/.OUT.qtl-new-PID     the staging folder this run writes, files under their final names
+//   PARENT/.OUT.qtl-old-PID     the old checkpoint after the swap, removed at once
+//
+// Commit: every file flushed (fsync), the staging folder flushed, then
+// renameat2(staging, OUT, RENAME_EXCHANGE) swaps the two folders in one step, the parent is
+// flushed and the old folder (now under the staging name's sibling) removed. Files of the old
+// output that the new one lacks go with it. Where the kernel or filesystem has no
+// RENAME_EXCHANGE (EINVAL, ENOSYS: e.g. some network filesystems), two renames: OUT ->
+// .OUT.qtl-old-PID, staging -> OUT; between them OUT does not exist (never mixed), and a run
+// killed there leaves the old folder under its hidden name, which the next run puts back.
+//
+// Lock: flock(LOCK_EX | LOCK_NB) on OUT itself (created empty when missing); a second run into
+// the same folder is refused at once, naming the folder. Crashes: SIGINT, SIGTERM and SIGHUP
+// remove the staging folder (its files are registered for an async-signal-safe handler); what a
+// SIGKILL leaves (hidden folders of a dead process) the next run into OUT removes first.
+//
+// Test hook: QTL_TEST_STOP_AT=STEP[:TERM] raises SIGKILL (or SIGTERM) at a commit step:
+//   staged   every file complete in the staging folder, nothing swapped
+//   aside    fallback path only: OUT moved aside, the new folder not yet in place
+//   swapped  the new output in place, the old one not yet removed
+//   reading  the input mapped and planned, the workers not started (with :STOP, for truncation)
+// QTL_TEST_NO_EXCHANGE=1 takes the fallback path; QTL_TEST_FAIL_AT=swap makes the swap fail
+// (EACCES) as a rename into a folder this user may not change does.
+
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <string>
+#include <vector>
+
+namespace qtl::tool {
+
+/// Raises the signal QTL_TEST_STOP_AT names when it names `step` (a no-op otherwise);
+/// `STEP:STOP` stops the process (SIGSTOP) so that a test can change its input meanwhile.
+void test_stop_point(char const* step);
+
+/// Makes a SIGBUS (an input file truncated while its mapping is read) a clean failure: the
+/// handler names the file whose mapping `si_addr` falls in (one of `files`: begin, size, path),
+/// removes the staging folder as the other handlers do and exits with code 2.
+struct mapped_input {
+  void const* begin;
+  std::size_t size;
+  std::string path;
+};
+void guard_input_mappings(std::vector<mapped_input> const& files);
+
+/// Removes what runs killed by SIGKILL left beside `target` (hidden staging and old folders of
+/// processes that no longer exist), putting a moved-aside old output back when `target` is
+/// missing. Returns a line for the user per thing done (empty: nothing to do).
+std::string clean_stale_outputs(std::filesystem::path const& target);
+
+/// The locked target and its staging folder; removes the staging folder unless committed.
+class staged_output {
+ public:
+  /// Creates `target` when missing, locks it, checks that it is a folder a new checkpoint may
+  /// replace (empty, or holding a checkpoint, and not holding `input_dir`), creates the staging
+  /// folder. @throws data_error naming the folder and the problem (another run holds the lock,
+  /// not a folder, holds other files, cannot create).
+  staged_output(std::filesystem::path const& target, std::filesystem::path const& input_dir);
+  staged_output(staged_output const&) = delete;
+  staged_output& operator=(staged_output const&) = delete;
+  ~staged_output();
+
+  /// The staging folder: write every output file here, under its final name.
+  std::filesystem::path const& dir() const { return staging_; }
+  /// The target folder (absolute).
+  std::filesystem::path const& target() const { return target_; }
+
+  /// Registers a file in the staging folder for the signal handler to remove.
+  void track(std::filesystem::path const& file);
+
+  /// Flushes the staging folder and swaps it in for the target; removes the old output.
+  /// Returns a warning when the old output could not be removed (the new one is in place).
+  /// @throws data_error when the swap fails (the target is then untouched).
+  std::string commit();
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path staging_;
+  int lock_fd_ = -1;
+  bool created_target_ = false;
+  bool committed_ = false;
+};
+
+/// A file of the staged output, created (never replacing one) under its final name in the
+/// staging folder and registered for removal on a signal.
+class output_file {
+ public:
+  /// @throws data_error naming the file
+  output_file(staged_output& out, std::string const& name);
+  output_file(output_file const&) = delete;
+  output_file& operator=(output_file const&) = delete;
+  ~output_file();
+  int fd() const { return fd_; }
+  /// "OUT/NAME", the path it will have, for messages.
+  std::string const& shown() const { return shown_; }
+  /// Writes `size` bytes at `offset`, retrying short writes. @throws data_error
+  void pwrite_all(void const* data, std::size_t size, std::uint64_t offset) const;
+  /// Flushes to disk (fsync) and closes. @throws data_error
+  void flush();
+
+ private:
+  std::filesystem::path path_;
+  std::string shown_;
+  int fd_ = -1;
+};
+
+}  // namespace qtl::tool
