@@ -27,9 +27,6 @@ RULES = [
 KNOWN = {
     ("group-size rule", "include/qtl/cuda/quantize.cuh"): "issue 15 (qtl/cuda/)",
     ("GPTQ group-size set", "include/qtl/cuda/quantize.cuh"): "issue 15 (qtl/cuda/)",
-    ("GPTQ group-size set", "include/qtl/rules/consumers.hpp"): "issue 17 (qtl/rules/)",
-    ("group-size rule", "tools/qtl/quantize_cmd.cpp"): "issue 17 (tools/)",
-    ("group-size rule", "tools/qtl/ops_quantize.cpp"): "issue 17 (tools/)",
 }
 FOLDERS = ("include", "tools", "bench")  # not test/: tests may restate a rule as an independent oracle
 ONLY_IN = {"memcpy baseline": "bench/"}  # the library copies bytes too; only benchmarks time it

@@ -14,6 +14,7 @@
 
 #include <charconv>
 
+#include <qtl/group_size.hpp>
 #include <qtl/quantize.hpp>
 #include <qtl/scalar_type.hpp>
 
@@ -74,7 +75,7 @@ std::string check_group_size(std::string const& s) {
 }
 
 /// Rows of the scale tensors: K / effective group size (-1 or >= K: one group).
-index_t group_rows(index_t k, index_t g) { return (g == -1 || g >= k) ? 1 : k / g; }
+index_t group_rows(index_t k, index_t g) { return qtl::is_channelwise_group_size(g, k) ? 1 : k / g; }
 
 op_spec quantize_weights_op() {
   return {"quantize-weights",

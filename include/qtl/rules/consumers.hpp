@@ -50,6 +50,7 @@
 #include <vector>
 
 #include <qtl/error.hpp>
+#include <qtl/group_size.hpp>
 #include <qtl/match/glob.hpp>
 #include <qtl/match/regex.hpp>
 #include <qtl/rules/config.hpp>
@@ -353,8 +354,7 @@ inline gptq_params gptq_base_params(quant_config const& cfg, std::optional<gptq_
   p.desc_act = cfg.desc_act.value_or(false);
   p.sym = cfg.sym.value_or(true);
   p.lm_head_quantized = cfg.lm_head_quantized;
-  bool const marlin_ok = gptq_marlin_type(p.bits, p.sym).has_value() &&
-                         (p.group_size == -1 || p.group_size == 32 || p.group_size == 64 || p.group_size == 128);
+  bool const marlin_ok = gptq_marlin_type(p.bits, p.sym).has_value() && is_gptq_group_size(p.group_size);
   p.kernel = kernel.value_or(marlin_ok ? gptq_kernel::gptq_marlin : gptq_kernel::gptq);
   p.pack_factor = p.bits > 0 ? 32 / p.bits : 0;
   p.quant_type =
