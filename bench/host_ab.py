@@ -2,7 +2,7 @@
 """A/B of two builds of the host benchmarks: runs OLD_DIR/qtl_bench_<name> and NEW_DIR/qtl_bench_<name>
 alternately, REPS times each (one repetition per run, so that drifts of a shared machine hit both
 alike), and prints per case the median bytes/s ratio to the memcpy baseline of the same run, old
-and new, and new/old.
+and new, new/old, and the median bytes/s of each.
 
   bench/host_ab.py OLD_BENCH_DIR NEW_BENCH_DIR [--reps 5] [--filter NAME=REGEX ...] NAME...
 
@@ -48,20 +48,24 @@ def main():
     ap.add_argument("--filter", action="append", default=[])
     a = ap.parse_args()
     filters = dict(f.split("=", 1) for f in a.filter)
-    print("| benchmark | case | old / memcpy | new / memcpy | new / old |")
-    print("| --- | --- | --- | --- | --- |")
+    print("| benchmark | case | old / memcpy | new / memcpy | new / old | old GB/s | new GB/s |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
     for name in a.names:
         ratios = {"old": {}, "new": {}}
+        rates_of = {"old": {}, "new": {}}
         for _ in range(a.reps):
             for side, folder in (("old", a.old), ("new", a.new)):
                 rates = run(f"{folder}/qtl_bench_{name}", filters.get(name))
                 for case, r in rates.items():
                     if "memcpy" not in case.lower():
                         ratios[side].setdefault(case, []).append(r / baseline(case, rates))
+                        rates_of[side].setdefault(case, []).append(r / 1e9)
         for case in ratios["old"]:
             o = statistics.median(ratios["old"][case])
             n = statistics.median(ratios["new"].get(case, [float("nan")]))
-            print(f"| {name} | {case} | {o:.3f} | {n:.3f} | {n / o:.3f} |", flush=True)
+            ro = statistics.median(rates_of["old"][case])
+            rn = statistics.median(rates_of["new"].get(case, [float("nan")]))
+            print(f"| {name} | {case} | {o:.3f} | {n:.3f} | {n / o:.3f} | {ro:.2f} | {rn:.2f} |", flush=True)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string_view>
+#include <utility>
 
 #include <qtl/match/detail/regex_program.hpp>
 
@@ -257,9 +258,7 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
       if (nfa_step(p, c, cur, n_cur, at + 1, nxt, n_nxt, sub_closure)) {
         return true;
       }
-      std::int32_t* const t = cur;
-      cur = nxt;
-      nxt = t;
+      std::swap(cur, nxt);
       n_cur = n_nxt;
     }
     return false;
@@ -324,9 +323,7 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
     if (unanchored && closure(0, pos + 1, nxt, n_nxt)) {
       return true;
     }
-    std::int32_t* const t = cur;
-    cur = nxt;
-    nxt = t;
+    std::swap(cur, nxt);
     n_cur = n_nxt;
   }
   return false;
