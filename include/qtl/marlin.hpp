@@ -251,11 +251,11 @@ inline void repack4_a16_tile_row_portable(std::int32_t const* row0, std::int32_t
 
 // The same, by the SSE2 executor where there is one (qtl/x86/marlin.hpp).
 inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* row1, index_t ncols, std::int32_t* out) {
-#if QTL_X86_MARLIN
+#if QTL_X86
   x86::marlin::repack4_a16_tile_row(row0, row1, ncols, out);
 #else
   repack4_a16_tile_row_portable(row0, row1, ncols, out);
-#endif  // ^^^ QTL_X86_MARLIN ^^^
+#endif  // ^^^ QTL_X86 ^^^
 }
 
 // Columns per block of the act-order and AWQ paths: the K x 128 slice of the input they gather
@@ -321,12 +321,12 @@ inline void awq4_band_portable(std::int32_t const* const (&rows)[8], index_t cou
 }
 
 inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
-#if QTL_X86_MARLIN
+#if QTL_X86
   if (count % 4 == 0) {
     x86::marlin::awq4_band(rows, count, band);
     return;
   }
-#endif  // ^^^ QTL_X86_MARLIN ^^^
+#endif  // ^^^ QTL_X86 ^^^
   awq4_band_portable(rows, count, band);
 }
 

@@ -2,7 +2,8 @@
 /// \file
 /// The SSE2 executor of the 4-bit A16 Marlin tile (qtl/marlin.hpp's fast paths): the same words as
 /// the portable `qtl::marlin::detail::repack4_a16_tile_row_portable`, four at a time. SSE2 is the
-/// x86-64 baseline, so no CPU check is needed; `QTL_NO_SIMD` turns it off (the portable loop runs).
+/// x86-64 baseline, so no CPU check is needed; it exists where `QTL_X86` is 1 (`qtl/x86/isa.hpp`:
+/// not with `QTL_NO_SIMD`, where the portable loop runs).
 ///
 /// Per tile, for warp w and columns c = 16w + cc (cc = 0..3, then 4..7), from the GPTQ words
 /// A = row0[c], B = row1[c], C = row0[c+8], D = row1[c+8] (4 per register):
@@ -17,16 +18,11 @@
 
 #include <qtl/view.hpp>
 
-#if !defined(QTL_NO_SIMD) && defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(__CUDACC__)
-#  define QTL_X86_MARLIN 1
-#  include <emmintrin.h>
-#else
-#  define QTL_X86_MARLIN 0
-#endif  // ^^^ x86-64 GCC/Clang host without QTL_NO_SIMD ^^^
+#include <qtl/x86/isa.hpp>
 
 namespace qtl::x86::marlin {
 
-#if QTL_X86_MARLIN
+#if QTL_X86
 
 /// `ncols` (a multiple of 64) columns of the packed rows row0 (k 0..7) and row1 (k 8..15) -> the
 /// ncols/64 consecutive A16 4-bit Marlin tiles at `out`.
@@ -102,6 +98,6 @@ inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::
   }
 }
 
-#endif  // ^^^ QTL_X86_MARLIN ^^^
+#endif  // ^^^ QTL_X86 ^^^
 
 }  // namespace qtl::x86::marlin
