@@ -22,6 +22,7 @@
 #include <vector>
 
 #include <qtl/element/convert.hpp>
+#include <qtl/element/fp8.hpp>
 #include <qtl/error.hpp>
 #include <qtl/numeric.hpp>
 
@@ -86,14 +87,27 @@ void for_each_block(block_grid const& g, F&& f) {
 /// through `put(n, k, code)`: returns the block scale.
 template <pow2_rule Rule, class Value, class Put>
 float cast_block(std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, Value&& value, Put&& put) {
-  float amax = 0.0f;
+  // |x| as bits: their integer max is the NaN-propagating amax (a NaN's bits exceed Inf's)
+  std::uint32_t top = 0;
   for (std::int64_t n = n0; n < n1; ++n) {
     for (std::int64_t k = k0; k < k1; ++k) {
-      amax = amax_step(amax, value(n, k));
+      std::uint32_t const a = float_to_bits(value(n, k)) & 0x7FFFFFFFu;
+      top = a > top ? a : top;
     }
   }
+  float const amax = bits_to_float(top);
   float const sf = cast_block_scale<Rule>(amax);
   float const inv = qtl::detail::div_rn(1.0f, sf);
+  if (top < 0x7F800000u) {
+    // finite block: |x * inv| <= 448 (1 + 6 ulp), which rounds to at most 448, so the
+    // branch-free encoder of the clamped domain gives torch's code
+    for (std::int64_t n = n0; n < n1; ++n) {
+      for (std::int64_t k = k0; k < k1; ++k) {
+        put(n, k, fp8_encode_clamped<float8_e4m3fn_t>(qtl::detail::mul_rn(value(n, k), inv)));
+      }
+    }
+    return sf;
+  }
   for (std::int64_t n = n0; n < n1; ++n) {
     for (std::int64_t k = k0; k < k1; ++k) {
       put(n, k, cast_element(value(n, k), inv));
@@ -121,16 +135,32 @@ void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const>
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
+  // Each block's 256 possible outputs, computed once per block: the element loop is a lookup.
+  std::vector<Out> table(static_cast<std::size_t>(kb) * 256);
   for (std::int64_t gi = 0; gi < g.groups; ++gi) {
-    for (std::int64_t n = 0; n < g.n; ++n) {
-      float const* srow = s.data() + (gi * nb + n / g.block.n) * kb;
-      std::size_t const row = static_cast<std::size_t>((gi * g.n + n) * g.k);
-      for (std::int64_t k = 0; k < g.k; ++k) {
-        float const d = dequant_element(q[row + static_cast<std::size_t>(k)], srow[k / g.block.k]);
-        if constexpr (std::is_same_v<Out, float>) {
-          out[row + static_cast<std::size_t>(k)] = d;
-        } else {
-          out[row + static_cast<std::size_t>(k)] = bfloat16_t{float_to_bf16(d)};
+    for (std::int64_t bi = 0; bi < nb; ++bi) {
+      float const* srow = s.data() + (gi * nb + bi) * kb;
+      for (std::int64_t bj = 0; bj < kb; ++bj) {
+        for (int c = 0; c < 256; ++c) {
+          float const d = dequant_element(static_cast<std::uint8_t>(c), srow[bj]);
+          Out v{};
+          if constexpr (std::is_same_v<Out, float>) {
+            v = d;
+          } else {
+            v = bfloat16_t{float_to_bf16(d)};
+          }
+          table[static_cast<std::size_t>(bj * 256 + c)] = v;
+        }
+      }
+      std::int64_t const r1 = (bi + 1) * g.block.n < g.n ? (bi + 1) * g.block.n : g.n;
+      for (std::int64_t n = bi * g.block.n; n < r1; ++n) {
+        std::size_t const row = static_cast<std::size_t>((gi * g.n + n) * g.k);
+        for (std::int64_t bj = 0; bj < kb; ++bj) {
+          Out const* t = table.data() + bj * 256;
+          std::int64_t const k1 = (bj + 1) * g.block.k < g.k ? (bj + 1) * g.block.k : g.k;
+          for (std::int64_t k = bj * g.block.k; k < k1; ++k) {
+            out[row + static_cast<std::size_t>(k)] = t[q[row + static_cast<std::size_t>(k)]];
+          }
         }
       }
     }
@@ -193,17 +223,47 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
     auto const at = [&](std::int64_t r, std::int64_t c) { return static_cast<std::size_t>((gi * n + r) * k + c); };
     std::size_t const si = static_cast<std::size_t>((gi * nb + bi) * kb + bj);
     float const scale = s[si];
-    auto const local = [&](std::int64_t r, std::int64_t c) {
-      return static_cast<std::size_t>((r - n0) * Recipe::block::k + (c - k0));
-    };
+    if (qtl::is_nan(scale - scale)) {
+      // Inf or NaN scale: element by element (0 * Inf is NaN, so amax depends on which codes occur)
+      auto const local = [&](std::int64_t r, std::int64_t c) {
+        return static_cast<std::size_t>((r - n0) * Recipe::block::k + (c - k0));
+      };
+      for (std::int64_t r = n0; r < n1; ++r) {
+        for (std::int64_t c = k0; c < k1; ++c) {
+          block[local(r, c)] = dequant_element_as<Recipe::precision>(q[at(r, c)], scale);
+        }
+      }
+      s_out[si] = detail::cast_block<Recipe::rule>(
+          n0, n1, k0, k1, [&](std::int64_t r, std::int64_t c) { return block[local(r, c)]; },
+          [&](std::int64_t r, std::int64_t c, std::uint8_t code) { q_out[at(r, c)] = code; });
+      return;
+    }
+    // A finite scale: each output code is a function of the input code alone, and |dequant| grows
+    // with the code's magnitude (c & 0x7F; 0x7F, the NaN, is the largest and propagates), so the
+    // block's amax is that of its largest magnitude. Same bytes as the element loop above.
+    std::uint8_t top = 0;
     for (std::int64_t r = n0; r < n1; ++r) {
-      for (std::int64_t c = k0; c < k1; ++c) {
-        block[local(r, c)] = dequant_element_as<Recipe::precision>(q[at(r, c)], scale);
+      std::uint8_t const* row = q.data() + at(r, k0);
+      for (std::int64_t c = 0; c < k1 - k0; ++c) {
+        std::uint8_t const m = static_cast<std::uint8_t>(row[c] & 0x7Fu);
+        top = m > top ? m : top;
       }
     }
-    s_out[si] = detail::cast_block<Recipe::rule>(
-        n0, n1, k0, k1, [&](std::int64_t r, std::int64_t c) { return block[local(r, c)]; },
-        [&](std::int64_t r, std::int64_t c, std::uint8_t code) { q_out[at(r, c)] = code; });
+    float const amax = amax_step(0.0f, dequant_element_as<Recipe::precision>(top, scale));
+    float const sf = cast_block_scale<Recipe::rule>(amax);
+    float const inv = qtl::detail::div_rn(1.0f, sf);
+    std::uint8_t map[256];
+    for (int c = 0; c < 256; ++c) {
+      map[c] = cast_element(dequant_element_as<Recipe::precision>(static_cast<std::uint8_t>(c), scale), inv);
+    }
+    for (std::int64_t r = n0; r < n1; ++r) {
+      std::uint8_t const* in = q.data() + at(r, k0);
+      std::uint8_t* out = q_out.data() + at(r, k0);
+      for (std::int64_t c = 0; c < k1 - k0; ++c) {
+        out[c] = map[in[c]];
+      }
+    }
+    s_out[si] = sf;
   });
 }
 
@@ -323,23 +383,41 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
+  // mxfp4_exponent_of for every non-negative bf16 d, computed once (d is a bf16 value)
+  static std::vector<std::int16_t> const exponents = [] {
+    std::vector<std::int16_t> t(0x8000);
+    for (std::uint32_t b = 0; b < 0x8000u; ++b) {
+      t[b] = static_cast<std::int16_t>(mxfp4_exponent_of(static_cast<std::uint16_t>(b)));
+    }
+    return t;
+  }();
   float x[mxfp4_block];
+  // the 256 bf16 dequant values of each block of the current block row, computed once per block
+  std::vector<float> table(static_cast<std::size_t>(kb) * 256);
   for (std::int64_t gi = 0; gi < g.groups; ++gi) {
     for (std::int64_t n = 0; n < g.n; ++n) {
-      float const* srow = s.data() + (gi * nb + n / g.block.n) * kb;
+      if (n % g.block.n == 0) {
+        float const* srow = s.data() + (gi * nb + n / g.block.n) * kb;
+        for (std::int64_t bj = 0; bj < kb; ++bj) {
+          for (int c = 0; c < 256; ++c) {
+            table[static_cast<std::size_t>(bj * 256 + c)] =
+                dequant_element_as<dequant_precision::bf16>(static_cast<std::uint8_t>(c), srow[bj]);
+          }
+        }
+      }
       std::size_t const row = static_cast<std::size_t>((gi * g.n + n) * g.k);
       for (std::int64_t k0 = 0; k0 < g.k; k0 += mxfp4_block) {
         float amax = 0.0f;
         for (int i = 0; i < mxfp4_block; ++i) {
           std::int64_t const k = k0 + i;
-          x[i] = dequant_element_as<dequant_precision::bf16>(q[row + static_cast<std::size_t>(k)], srow[k / g.block.k]);
+          x[i] = table[static_cast<std::size_t>((k / g.block.k) * 256 + q[row + static_cast<std::size_t>(k)])];
           if (!(x[i] - x[i] == 0.0f)) {
             throw value_error("qtl::convert::fp8_block_to_mxfp4: element (" + std::to_string(gi) + ", " +
                               std::to_string(n) + ", " + std::to_string(k) + ") dequantizes to NaN or Inf");
           }
           amax = amax_step(amax, x[i]);
         }
-        int const e = mxfp4_exponent(amax);
+        int const e = exponents[mxfp4_scaled_amax(amax) & 0x7FFFu];
         std::size_t const out = row / 2 + static_cast<std::size_t>(k0 / 2);
         for (int i = 0; i < mxfp4_block; i += 2) {
           packed[out + static_cast<std::size_t>(i / 2)] =

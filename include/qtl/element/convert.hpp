@@ -312,10 +312,14 @@ QTL_HOST_DEVICE constexpr float bf16_log2(float d) {
 
 }  // namespace detail
 
-/// The shared exponent e of 32 bf16 values whose amax (exact, |x| max) is `amax`:
-///   d = bf(amax / 6), L = bf(log2f(d)), e = ceil(max(L, -127))      (amax 0 -> -127)
-QTL_HOST_DEVICE constexpr int mxfp4_exponent(float amax) {
-  float const d = bf16_to_float(float_to_bf16(qtl::detail::div_rn(amax, 6.0f)));
+/// The bf16 bits of d = bf(amax / 6), the input of the MXFP4 exponent.
+QTL_HOST_DEVICE constexpr std::uint16_t mxfp4_scaled_amax(float amax) {
+  return float_to_bf16(qtl::detail::div_rn(amax, 6.0f));
+}
+
+/// The exponent of d (bf16 bits, not negative): L = bf(log2f(d)), e = ceil(max(L, -127)) (d = 0 -> -127).
+QTL_HOST_DEVICE constexpr int mxfp4_exponent_of(std::uint16_t d_bits) {
+  float const d = bf16_to_float(d_bits);
   if (!(d > 0.0f)) {
     return -127;  // log2(0) = -inf, floored at -127
   }
@@ -327,6 +331,10 @@ QTL_HOST_DEVICE constexpr int mxfp4_exponent(float amax) {
   }
   return e;
 }
+
+/// The shared exponent e of 32 bf16 values whose amax (exact, |x| max) is `amax`:
+///   d = bf(amax / 6), L = bf(log2f(d)), e = ceil(max(L, -127))      (amax 0 -> -127)
+QTL_HOST_DEVICE constexpr int mxfp4_exponent(float amax) { return mxfp4_exponent_of(mxfp4_scaled_amax(amax)); }
 
 /// The E2M1 nibble of one element x (a bf16 value) under exponent e: y = x / 2^e (exact), the code
 /// is how many of 0.25, 0.75, 1.25, 1.75, 2.5, 3.5, 5 are strictly below |y| (ties go toward zero),
