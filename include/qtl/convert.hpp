@@ -321,18 +321,24 @@ inline void deepgemm_pack_ue8m0(std::span<float const> sf, dg_packed_layout cons
   std::int64_t const P = l.packed_k();
   for (std::int64_t g = 0; g < l.groups; ++g) {
     for (std::int64_t p = 0; p < P; ++p) {
-      for (std::int64_t n = 0; n < A; ++n) {
+      // one word per block row, broadcast to its (up to) 128 rows; pad rows 0
+      std::int32_t* out_row = out.data() + l.word(g, p, 0);
+      for (std::int64_t i = 0; i < nb; ++i) {
+        float const* row = sf.data() + (g * nb + i) * l.k_blocks;
         std::uint32_t w = 0;
-        if (n < l.mn) {
-          float const* row = sf.data() + (g * nb + n / dg_packed_layout::rows_per_scale) * l.k_blocks;
-          for (int t = 0; t < 4; ++t) {
-            std::int64_t const j = 4 * p + t;
-            if (j < l.k_blocks) {
-              w |= static_cast<std::uint32_t>(ue8m0_byte(row[j])) << (8 * t);
-            }
+        for (int t = 0; t < 4; ++t) {
+          std::int64_t const j = 4 * p + t;
+          if (j < l.k_blocks) {
+            w |= static_cast<std::uint32_t>(ue8m0_byte(row[j])) << (8 * t);
           }
         }
-        out[static_cast<std::size_t>(l.word(g, p, n))] = static_cast<std::int32_t>(w);
+        std::int64_t const n1 = (i + 1) * dg_packed_layout::rows_per_scale < l.mn ? (i + 1) * dg_packed_layout::rows_per_scale : l.mn;
+        for (std::int64_t n = i * dg_packed_layout::rows_per_scale; n < n1; ++n) {
+          out_row[n] = static_cast<std::int32_t>(w);
+        }
+      }
+      for (std::int64_t n = l.mn; n < A; ++n) {
+        out_row[n] = 0;
       }
     }
   }
