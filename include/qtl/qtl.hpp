@@ -4,6 +4,7 @@
 /// (`qtl/cuda/*.cuh` need nvcc; `qtl/io/*.hpp` need nlohmann-json).
 
 #include <qtl/blockscale.hpp>
+#include <qtl/convert.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/error.hpp>
 #include <qtl/fixed_string.hpp>

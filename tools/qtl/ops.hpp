@@ -29,11 +29,12 @@ std::vector<op_spec> quantize_ops();    // qtl/quantize.hpp
 std::vector<op_spec> fp8_ops();         // qtl/fp8.hpp, qtl/fp4.hpp
 std::vector<op_spec> layout_ops();      // qtl/blockscale.hpp, qtl/moe.hpp
 std::vector<op_spec> marlin_ops();      // qtl/marlin.hpp
+std::vector<op_spec> convert_ops();     // qtl/convert.hpp
 
 /// Every op, in the order `qtl op --help` lists them.
 inline std::vector<op_spec> all_ops() {
   std::vector<op_spec> all;
-  for (auto const& group : {pack_ops(), quantize_ops(), fp8_ops(), layout_ops(), marlin_ops()}) {
+  for (auto const& group : {pack_ops(), quantize_ops(), fp8_ops(), layout_ops(), marlin_ops(), convert_ops()}) {
     all.insert(all.end(), group.begin(), group.end());
   }
   return all;

@@ -1,0 +1,438 @@
+#pragma once
+/// \file
+/// The load-time converters of sglang and vLLM on the host (`research/converters.md` §3), each
+/// reproducing a named engine byte for byte where the engines differ (the recipes of
+/// <qtl/element/convert.hpp>):
+///
+///   block_quant_dequant     FP8 block q [G,N,K] + s [G,nb,kb] -> F32 or BF16 [G,N,K]
+///   per_block_cast_to_fp8   F32 [G,N,K] -> q [G,N,K] + s [G,nb,kb] (pow2 by a rule, or not)
+///   requant_weight_ue8m0    FP8 block -> FP8 block with power-of-two scales (a recipe)
+///   deepgemm_pack_ue8m0     pow2 scales [G,nb,kb] -> DeepGEMM's packed int32 [G,P,A]
+///   deepgemm_unpack_ue8m0   its inverse (sglang `_unpack_ue8m0_scale_for_triton`, any N)
+///   fp8_block_to_mxfp4      FP8 block -> E2M1 codes [G,N,K/2] + E8M0 bytes [G,N,K/32] (sglang)
+///
+/// G = 1 for a plain [N,K] weight; stacked experts are converted one matrix at a time (the newest
+/// sglang and vLLM; the older sglang flattening of (E*N, K) is not reproduced). Sizes are checked
+/// before anything is written: `shape_error` names the dimension, `value_error` the value.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include <qtl/element/convert.hpp>
+#include <qtl/element/fp8.hpp>
+#include <qtl/error.hpp>
+#include <qtl/numeric.hpp>
+
+namespace qtl::convert {
+
+/// A G x N x K weight in blocks of `block`: nb = ceil(N/BN) block rows, kb = ceil(K/BK) columns.
+struct block_grid {
+  std::int64_t groups = 1;
+  std::int64_t n = 0;
+  std::int64_t k = 0;
+  block_size block{};
+
+  constexpr std::int64_t n_blocks() const { return (n + block.n - 1) / block.n; }
+  constexpr std::int64_t k_blocks() const { return (k + block.k - 1) / block.k; }
+  constexpr std::int64_t elements() const { return groups * n * k; }
+  constexpr std::int64_t scales() const { return groups * n_blocks() * k_blocks(); }
+};
+
+namespace detail {
+
+[[noreturn]] inline void fail_shape(std::string const& op, std::string const& what) {
+  throw shape_error("qtl::convert::" + op + ": " + what);
+}
+
+/// Checks the grid, the element count and the scale count.
+inline void check_grid(std::string const& op, block_grid const& g, std::size_t elements, std::size_t scales) {
+  if (g.block.n <= 0 || g.block.k <= 0) {
+    fail_shape(op, "block size " + std::to_string(g.block.n) + "x" + std::to_string(g.block.k) +
+                       " must be positive");
+  }
+  if (g.groups < 0 || g.n < 0 || g.k < 0) {
+    fail_shape(op, "negative extent");
+  }
+  if (static_cast<std::int64_t>(elements) != g.elements()) {
+    fail_shape(op, "the weight has " + std::to_string(elements) + " elements, G*N*K = " +
+                       std::to_string(g.elements()));
+  }
+  if (static_cast<std::int64_t>(scales) != g.scales()) {
+    fail_shape(op, "the scales have " + std::to_string(scales) + " elements; ceil(N/BN) x ceil(K/BK) = " +
+                       std::to_string(g.n_blocks()) + " x " + std::to_string(g.k_blocks()) + " per matrix (" +
+                       std::to_string(g.groups) + " matrices) are needed");
+  }
+}
+
+/// Calls f(g, bi, bj, n0, n1, k0, k1) for every block of the grid.
+template <class F>
+void for_each_block(block_grid const& g, F&& f) {
+  for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+    for (std::int64_t bi = 0; bi < g.n_blocks(); ++bi) {
+      std::int64_t const n0 = bi * g.block.n;
+      std::int64_t const n1 = n0 + g.block.n < g.n ? n0 + g.block.n : g.n;
+      for (std::int64_t bj = 0; bj < g.k_blocks(); ++bj) {
+        std::int64_t const k0 = bj * g.block.k;
+        std::int64_t const k1 = k0 + g.block.k < g.k ? k0 + g.block.k : g.k;
+        f(gi, bi, bj, n0, n1, k0, k1);
+      }
+    }
+  }
+}
+
+/// The per-block cast of one block of float values (read through `value(n, k)`), writing codes
+/// through `put(n, k, code)`: returns the block scale.
+template <pow2_rule Rule, class Value, class Put>
+float cast_block(std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, Value&& value, Put&& put) {
+  // |x| as bits: their integer max is the NaN-propagating amax (a NaN's bits exceed Inf's)
+  std::uint32_t top = 0;
+  for (std::int64_t n = n0; n < n1; ++n) {
+    for (std::int64_t k = k0; k < k1; ++k) {
+      std::uint32_t const a = float_to_bits(value(n, k)) & 0x7FFFFFFFu;
+      top = a > top ? a : top;
+    }
+  }
+  float const amax = bits_to_float(top);
+  float const sf = cast_block_scale<Rule>(amax);
+  float const inv = qtl::detail::div_rn(1.0f, sf);
+  if (top < 0x7F800000u) {
+    // finite block: |x * inv| <= 448 (1 + 6 ulp), which rounds to at most 448, so the
+    // branch-free encoder of the clamped domain gives torch's code
+    for (std::int64_t n = n0; n < n1; ++n) {
+      for (std::int64_t k = k0; k < k1; ++k) {
+        put(n, k, fp8_encode_clamped<float8_e4m3fn_t>(qtl::detail::mul_rn(value(n, k), inv)));
+      }
+    }
+    return sf;
+  }
+  for (std::int64_t n = n0; n < n1; ++n) {
+    for (std::int64_t k = k0; k < k1; ++k) {
+      put(n, k, cast_element(value(n, k), inv));
+    }
+  }
+  return sf;
+}
+
+}  // namespace detail
+
+/// The output element types of `block_quant_dequant`.
+template <class T>
+concept dequant_output = std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>;
+
+/// sglang `block_quant_dequant`: out[g,n,k] = fl(e4m3(q[g,n,k]) * s[g, n/BN, k/BK]) in float32,
+/// then (bf16) one RNE rounding. NaN codes give NaN (bf16 0x7FC0).
+/// @throws shape_error when the sizes do not match the grid
+template <dequant_output Out>
+void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
+                         std::span<Out> out) {
+  detail::check_grid("block_quant_dequant", g, q.size(), s.size());
+  if (out.size() != q.size()) {
+    detail::fail_shape("block_quant_dequant", "the output has " + std::to_string(out.size()) +
+                                                  " elements, the weight " + std::to_string(q.size()));
+  }
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  // Each block's 256 possible outputs, computed once per block: the element loop is a lookup.
+  std::vector<Out> table(static_cast<std::size_t>(kb) * 256);
+  for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+    for (std::int64_t bi = 0; bi < nb; ++bi) {
+      float const* srow = s.data() + (gi * nb + bi) * kb;
+      for (std::int64_t bj = 0; bj < kb; ++bj) {
+        for (int c = 0; c < 256; ++c) {
+          float const d = dequant_element(static_cast<std::uint8_t>(c), srow[bj]);
+          Out v{};
+          if constexpr (std::is_same_v<Out, float>) {
+            v = d;
+          } else {
+            v = bfloat16_t{float_to_bf16(d)};
+          }
+          table[static_cast<std::size_t>(bj * 256 + c)] = v;
+        }
+      }
+      std::int64_t const r1 = (bi + 1) * g.block.n < g.n ? (bi + 1) * g.block.n : g.n;
+      for (std::int64_t n = bi * g.block.n; n < r1; ++n) {
+        std::size_t const row = static_cast<std::size_t>((gi * g.n + n) * g.k);
+        for (std::int64_t bj = 0; bj < kb; ++bj) {
+          Out const* t = table.data() + bj * 256;
+          std::int64_t const k1 = (bj + 1) * g.block.k < g.k ? (bj + 1) * g.block.k : g.k;
+          for (std::int64_t k = bj * g.block.k; k < k1; ++k) {
+            out[row + static_cast<std::size_t>(k)] = t[q[row + static_cast<std::size_t>(k)]];
+          }
+        }
+      }
+    }
+  }
+}
+
+/// `per_block_cast_to_fp8` (DeepGEMM/sglang with `Rule = bits`, vLLM with `log2`, `none` for
+/// `use_ue8m0=False`): per zero-padded block, sf = ceil_pow2<Rule>(fl(max(amax, 1e-4)/448)),
+/// q = e4m3(fl(x * fl(1/sf))) (torch's cast: RNE, not saturating).
+/// @throws shape_error when the sizes do not match the grid
+template <pow2_rule Rule>
+void per_block_cast_to_fp8(std::span<float const> x, block_grid const& g, std::span<std::uint8_t> q,
+                           std::span<float> s) {
+  detail::check_grid("per_block_cast_to_fp8", g, x.size(), s.size());
+  if (q.size() != x.size()) {
+    detail::fail_shape("per_block_cast_to_fp8", "the codes have " + std::to_string(q.size()) +
+                                                    " elements, the input " + std::to_string(x.size()));
+  }
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  detail::for_each_block(g, [&](std::int64_t gi, std::int64_t bi, std::int64_t bj, std::int64_t n0, std::int64_t n1,
+                                std::int64_t k0, std::int64_t k1) {
+    auto const at = [&](std::int64_t n, std::int64_t k) { return static_cast<std::size_t>((gi * g.n + n) * g.k + k); };
+    s[static_cast<std::size_t>((gi * nb + bi) * kb + bj)] = detail::cast_block<Rule>(
+        n0, n1, k0, k1, [&](std::int64_t n, std::int64_t k) { return x[at(n, k)]; },
+        [&](std::int64_t n, std::int64_t k, std::uint8_t c) { q[at(n, k)] = c; });
+  });
+}
+
+/// The run-time form of `per_block_cast_to_fp8<Rule>`.
+inline void per_block_cast_to_fp8(pow2_rule rule, std::span<float const> x, block_grid const& g,
+                                  std::span<std::uint8_t> q, std::span<float> s) {
+  switch (rule) {
+    case pow2_rule::bits: return per_block_cast_to_fp8<pow2_rule::bits>(x, g, q, s);
+    case pow2_rule::log2: return per_block_cast_to_fp8<pow2_rule::log2>(x, g, q, s);
+    case pow2_rule::none: return per_block_cast_to_fp8<pow2_rule::none>(x, g, q, s);
+  }
+}
+
+/// The load-time requant to power-of-two scales of `Recipe` (`recipe::sglang`, `recipe::vllm`,
+/// `recipe::sglang_legacy`): per 128x128 block, dequant (bf16 or f32), then the per-block cast
+/// with the recipe's rule. In place is allowed (q_out may alias q, s_out may alias s: each block
+/// is read whole before it is written). Not idempotent (converters.md §2): a block whose largest
+/// code becomes 224 halves its scale on a second pass; `requant_weight_ue8m0_canonical` is the
+/// fixed point. NaN codes or an Inf scale: the bits rule gives the block 2^127 (sglang).
+/// @throws shape_error when the sizes do not match G x N x K in 128x128 blocks
+template <requant_recipe_type Recipe>
+void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const> s, std::int64_t groups,
+                          std::int64_t n, std::int64_t k, std::span<std::uint8_t> q_out, std::span<float> s_out) {
+  block_grid const g{groups, n, k, block_size{Recipe::block::n, Recipe::block::k}};
+  detail::check_grid("requant_weight_ue8m0", g, q.size(), s.size());
+  if (q_out.size() != q.size() || s_out.size() != s.size()) {
+    detail::fail_shape("requant_weight_ue8m0", "the outputs must have the sizes of the inputs");
+  }
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  std::vector<float> block(static_cast<std::size_t>(Recipe::block::n) * Recipe::block::k);
+  detail::for_each_block(g, [&](std::int64_t gi, std::int64_t bi, std::int64_t bj, std::int64_t n0, std::int64_t n1,
+                                std::int64_t k0, std::int64_t k1) {
+    auto const at = [&](std::int64_t r, std::int64_t c) { return static_cast<std::size_t>((gi * n + r) * k + c); };
+    std::size_t const si = static_cast<std::size_t>((gi * nb + bi) * kb + bj);
+    float const scale = s[si];
+    if (qtl::is_nan(scale - scale)) {
+      // Inf or NaN scale: element by element (0 * Inf is NaN, so amax depends on which codes occur)
+      auto const local = [&](std::int64_t r, std::int64_t c) {
+        return static_cast<std::size_t>((r - n0) * Recipe::block::k + (c - k0));
+      };
+      for (std::int64_t r = n0; r < n1; ++r) {
+        for (std::int64_t c = k0; c < k1; ++c) {
+          block[local(r, c)] = dequant_element_as<Recipe::precision>(q[at(r, c)], scale);
+        }
+      }
+      s_out[si] = detail::cast_block<Recipe::rule>(
+          n0, n1, k0, k1, [&](std::int64_t r, std::int64_t c) { return block[local(r, c)]; },
+          [&](std::int64_t r, std::int64_t c, std::uint8_t code) { q_out[at(r, c)] = code; });
+      return;
+    }
+    // A finite scale: each output code is a function of the input code alone, and |dequant| grows
+    // with the code's magnitude (c & 0x7F; 0x7F, the NaN, is the largest and propagates), so the
+    // block's amax is that of its largest magnitude. Same bytes as the element loop above.
+    std::uint8_t top = 0;
+    for (std::int64_t r = n0; r < n1; ++r) {
+      std::uint8_t const* row = q.data() + at(r, k0);
+      for (std::int64_t c = 0; c < k1 - k0; ++c) {
+        std::uint8_t const m = static_cast<std::uint8_t>(row[c] & 0x7Fu);
+        top = m > top ? m : top;
+      }
+    }
+    float const amax = amax_step(0.0f, dequant_element_as<Recipe::precision>(top, scale));
+    float const sf = cast_block_scale<Recipe::rule>(amax);
+    float const inv = qtl::detail::div_rn(1.0f, sf);
+    std::uint8_t map[256];
+    for (int c = 0; c < 256; ++c) {
+      map[c] = cast_element(dequant_element_as<Recipe::precision>(static_cast<std::uint8_t>(c), scale), inv);
+    }
+    for (std::int64_t r = n0; r < n1; ++r) {
+      std::uint8_t const* in = q.data() + at(r, k0);
+      std::uint8_t* out = q_out.data() + at(r, k0);
+      for (std::int64_t c = 0; c < k1 - k0; ++c) {
+        out[c] = map[in[c]];
+      }
+    }
+    s_out[si] = sf;
+  });
+}
+
+/// The canonical requant: `requant_weight_ue8m0<Recipe>` applied twice, its fixed point
+/// (converters.md §5 property 2: R(R(R(x))) == R(R(x))). It equals what the engine of `Recipe`
+/// holds after its own load-time requant of a checkpoint converted once (the blocks whose largest
+/// code is 224 after one pass have sf/2 and codes x2; the values are the same).
+template <requant_recipe_type Recipe>
+void requant_weight_ue8m0_canonical(std::span<std::uint8_t const> q, std::span<float const> s, std::int64_t groups,
+                                    std::int64_t n, std::int64_t k, std::span<std::uint8_t> q_out,
+                                    std::span<float> s_out) {
+  requant_weight_ue8m0<Recipe>(q, s, groups, n, k, q_out, s_out);
+  requant_weight_ue8m0<Recipe>(q_out, s_out, groups, n, k, q_out, s_out);
+}
+
+/// The packed layout `deepgemm_pack_ue8m0` writes for `groups` matrices of `mn` rows, `k_blocks`.
+inline dg_packed_layout deepgemm_layout(std::int64_t groups, std::int64_t mn, std::int64_t k_blocks) {
+  return dg_packed_layout{groups, mn, k_blocks};
+}
+
+/// DeepGEMM `transform_sf_into_required_layout` (recipe (1,128,128), SM100, its torch path): the
+/// power-of-two scales sf [G, ceil(N/128), kb] broadcast to N rows and packed four K-blocks to an
+/// int32, MN-major (`dg_packed_layout`); pad rows are 0.
+/// @throws shape_error (sizes), value_error naming the first scale that is not a positive normal
+///         power of two (DeepGEMM's kernels trap on it; its torch path would floor it)
+inline void deepgemm_pack_ue8m0(std::span<float const> sf, dg_packed_layout const& l, std::span<std::int32_t> out) {
+  std::int64_t const nb = l.scale_rows();
+  if (l.groups < 0 || l.mn < 1 || l.k_blocks < 1) {
+    detail::fail_shape("deepgemm_pack_ue8m0", "N = " + std::to_string(l.mn) + " and kb = " +
+                                                  std::to_string(l.k_blocks) + " must be positive");
+  }
+  if (static_cast<std::int64_t>(sf.size()) != l.groups * nb * l.k_blocks) {
+    detail::fail_shape("deepgemm_pack_ue8m0", "the scales have " + std::to_string(sf.size()) + " elements; N = " +
+                                                  std::to_string(l.mn) + " needs ceil(N/128) = " + std::to_string(nb) +
+                                                  " rows of kb = " + std::to_string(l.k_blocks));
+  }
+  if (static_cast<std::int64_t>(out.size()) != l.words()) {
+    detail::fail_shape("deepgemm_pack_ue8m0", "the output has " + std::to_string(out.size()) + " words, the layout " +
+                                                  std::to_string(l.words()));
+  }
+  for (std::size_t i = 0; i < sf.size(); ++i) {
+    if (!is_ue8m0_packable(sf[i])) {
+      throw value_error("qtl::convert::deepgemm_pack_ue8m0: scale " + std::to_string(i) + " (bits 0x" +
+                        [&] {
+                          char buf[9];
+                          std::uint32_t b = float_to_bits(sf[i]);
+                          for (int d = 7; d >= 0; --d, b >>= 4) buf[d] = "0123456789abcdef"[b & 0xF];
+                          buf[8] = 0;
+                          return std::string(buf);
+                        }() +
+                        ") is not a positive normal power of two");
+    }
+  }
+  std::int64_t const A = l.aligned_mn();
+  std::int64_t const P = l.packed_k();
+  for (std::int64_t g = 0; g < l.groups; ++g) {
+    for (std::int64_t p = 0; p < P; ++p) {
+      // one word per block row, broadcast to its (up to) 128 rows; pad rows 0
+      std::int32_t* out_row = out.data() + l.word(g, p, 0);
+      for (std::int64_t i = 0; i < nb; ++i) {
+        float const* row = sf.data() + (g * nb + i) * l.k_blocks;
+        std::uint32_t w = 0;
+        for (int t = 0; t < 4; ++t) {
+          std::int64_t const j = 4 * p + t;
+          if (j < l.k_blocks) {
+            w |= static_cast<std::uint32_t>(ue8m0_byte(row[j])) << (8 * t);
+          }
+        }
+        std::int64_t const n1 = (i + 1) * dg_packed_layout::rows_per_scale < l.mn ? (i + 1) * dg_packed_layout::rows_per_scale : l.mn;
+        for (std::int64_t n = i * dg_packed_layout::rows_per_scale; n < n1; ++n) {
+          out_row[n] = static_cast<std::int32_t>(w);
+        }
+      }
+      for (std::int64_t n = l.mn; n < A; ++n) {
+        out_row[n] = 0;
+      }
+    }
+  }
+}
+
+/// The inverse of the packing (sglang `_unpack_ue8m0_scale_for_triton`, any N): from the storage
+/// [G, P, A], block row i of sf [G, ceil(A/128), kb] is word row 128·i; byte b -> float(b << 23)
+/// (0 -> +0.0, 255 -> +Inf). Pad rows and bytes past kb are not read.
+/// @throws shape_error unless 4P-3 <= kb <= 4P and the sizes match
+inline void deepgemm_unpack_ue8m0(std::span<std::int32_t const> packed, std::int64_t groups, std::int64_t P,
+                                  std::int64_t A, std::int64_t k_blocks, std::span<float> sf) {
+  if (P < 1 || A < 1 || groups < 0) {
+    detail::fail_shape("deepgemm_unpack_ue8m0", "P = " + std::to_string(P) + " and A = " + std::to_string(A) +
+                                                    " must be positive");
+  }
+  if (k_blocks < 4 * P - 3 || k_blocks > 4 * P) {
+    detail::fail_shape("deepgemm_unpack_ue8m0", "kb = " + std::to_string(k_blocks) + " does not fit P = " +
+                                                    std::to_string(P) + " packed words (4P-3 <= kb <= 4P)");
+  }
+  std::int64_t const rows = (A + 127) / 128;
+  if (static_cast<std::int64_t>(packed.size()) != groups * P * A ||
+      static_cast<std::int64_t>(sf.size()) != groups * rows * k_blocks) {
+    detail::fail_shape("deepgemm_unpack_ue8m0", "the sizes do not match G x P x A and G x ceil(A/128) x kb");
+  }
+  for (std::int64_t g = 0; g < groups; ++g) {
+    for (std::int64_t i = 0; i < rows; ++i) {
+      for (std::int64_t j = 0; j < k_blocks; ++j) {
+        std::int32_t const w = packed[static_cast<std::size_t>((g * P + j / 4) * A + 128 * i)];
+        sf[static_cast<std::size_t>((g * rows + i) * k_blocks + j)] = ue8m0_decode(packed_byte(w, static_cast<int>(j % 4)));
+      }
+    }
+  }
+}
+
+/// sglang `quantize_block_fp8_weight_to_mxfp4`: `block_quant_dequant` to bf16, then per 32
+/// consecutive values (ModelOpt `MXFP4QuantizeUtil.quantize`) the exponent of `mxfp4_exponent` and
+/// the nibbles of `mxfp4_nibble`; element 2i in the low nibble of byte i, scale byte e + 127.
+/// NaN elements are refused (torch would cast a NaN exponent to an undefined byte).
+/// @throws shape_error (K % 32, sizes), value_error (a NaN code or a non-finite result)
+inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
+                               std::span<std::uint8_t> packed, std::span<std::uint8_t> scales) {
+  detail::check_grid("fp8_block_to_mxfp4", g, q.size(), s.size());
+  if (g.k % mxfp4_block != 0) {
+    detail::fail_shape("fp8_block_to_mxfp4", "K = " + std::to_string(g.k) + " is not a multiple of 32");
+  }
+  if (packed.size() != q.size() / 2 || scales.size() != q.size() / mxfp4_block) {
+    detail::fail_shape("fp8_block_to_mxfp4", "the outputs must hold G*N*K/2 codes and G*N*K/32 scales");
+  }
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  // mxfp4_exponent_of for every non-negative bf16 d, computed once (d is a bf16 value)
+  static std::vector<std::int16_t> const exponents = [] {
+    std::vector<std::int16_t> t(0x8000);
+    for (std::uint32_t b = 0; b < 0x8000u; ++b) {
+      t[b] = static_cast<std::int16_t>(mxfp4_exponent_of(static_cast<std::uint16_t>(b)));
+    }
+    return t;
+  }();
+  float x[mxfp4_block];
+  // the 256 bf16 dequant values of each block of the current block row, computed once per block
+  std::vector<float> table(static_cast<std::size_t>(kb) * 256);
+  for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+    for (std::int64_t n = 0; n < g.n; ++n) {
+      if (n % g.block.n == 0) {
+        float const* srow = s.data() + (gi * nb + n / g.block.n) * kb;
+        for (std::int64_t bj = 0; bj < kb; ++bj) {
+          for (int c = 0; c < 256; ++c) {
+            table[static_cast<std::size_t>(bj * 256 + c)] =
+                dequant_element_as<dequant_precision::bf16>(static_cast<std::uint8_t>(c), srow[bj]);
+          }
+        }
+      }
+      std::size_t const row = static_cast<std::size_t>((gi * g.n + n) * g.k);
+      for (std::int64_t k0 = 0; k0 < g.k; k0 += mxfp4_block) {
+        float amax = 0.0f;
+        for (int i = 0; i < mxfp4_block; ++i) {
+          std::int64_t const k = k0 + i;
+          x[i] = table[static_cast<std::size_t>((k / g.block.k) * 256 + q[row + static_cast<std::size_t>(k)])];
+          if (!(x[i] - x[i] == 0.0f)) {
+            throw value_error("qtl::convert::fp8_block_to_mxfp4: element (" + std::to_string(gi) + ", " +
+                              std::to_string(n) + ", " + std::to_string(k) + ") dequantizes to NaN or Inf");
+          }
+          amax = amax_step(amax, x[i]);
+        }
+        int const e = exponents[mxfp4_scaled_amax(amax) & 0x7FFFu];
+        std::size_t const out = row / 2 + static_cast<std::size_t>(k0 / 2);
+        for (int i = 0; i < mxfp4_block; i += 2) {
+          packed[out + static_cast<std::size_t>(i / 2)] =
+              static_cast<std::uint8_t>(mxfp4_nibble(x[i], e) | (mxfp4_nibble(x[i + 1], e) << 4));
+        }
+        scales[row / mxfp4_block + static_cast<std::size_t>(k0 / mxfp4_block)] = mxfp4_scale_byte(e);
+      }
+    }
+  }
+}
+
+}  // namespace qtl::convert

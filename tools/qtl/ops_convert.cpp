@@ -1,0 +1,263 @@
+// qtl op for the load-time converters (qtl/convert.hpp). Weights are [N,K] or [E,N,K] (E experts,
+// converted one matrix at a time); block scales [ceil(N/BN),ceil(K/BK)] or [E,...].
+//
+//   block-quant-dequant   --dtype bf16|f32 [--block-size BN,BK]
+//                         weight F8_E4M3, weight_scale_inv F32 -> weight BF16|F32
+//   requant-weight-ue8m0  --recipe sglang|vllm [--canonical]
+//                         weight F8_E4M3, weight_scale_inv F32 (128x128 blocks)
+//                         -> weight F8_E4M3, weight_scale_inv F32 powers of two
+//   deepgemm-pack-ue8m0   --mn N      weight_scale_inv F32 [ceil(N/128),kb] ([E,..]) -> I32 [P,A] ([E,P,A])
+//   deepgemm-unpack-ue8m0 --k-blocks kb   weight_scale_inv I32 [P,A] ([E,P,A]) -> F32 [ceil(A/128),kb]
+//   fp8-block-to-mxfp4    [--block-size BN,BK]   weight F8_E4M3, weight_scale_inv F32
+//                         -> weight U8 [..,K/2], weight_scale U8 [..,K/32] (E8M0)
+//   per-block-cast-to-fp8 [--block-size BN,BK] [--ue8m0 bits|log2]   weight F32|F16|BF16
+//                         -> weight F8_E4M3, weight_scale_inv F32
+//
+// The contract is test/data/golden/README.md; sizes the operation cannot take are the library's
+// shape_error (exit 2).
+
+#include <qtl/convert.hpp>
+
+#include "ops.hpp"
+
+namespace qtl::tool {
+namespace {
+
+namespace cv = qtl::convert;
+
+constexpr char const* scale_name = "weight_scale_inv";
+
+/// Adds --block-size (default 128,128) and returns where the parsed value will be.
+std::shared_ptr<std::string> add_block_flag(CLI::App& cmd) {
+  auto block = std::make_shared<std::string>("128,128");
+  cmd.add_option("--block-size", *block, "BN,BK: the rows and columns one scale covers (default 128,128)");
+  return block;
+}
+
+cv::block_size parse_block(std::string const& text) {
+  auto const bs = parse_int_list("--block-size", text);
+  if (bs.size() != 2 || bs[0] <= 0 || bs[1] <= 0 || bs[0] > (1 << 20) || bs[1] > (1 << 20)) {
+    throw usage_error("--block-size " + text + ": two positive integers BN,BK");
+  }
+  return {static_cast<int>(bs[0]), static_cast<int>(bs[1])};
+}
+
+/// The G x N x K grid of a weight [N,K] or [E,N,K].
+cv::block_grid grid_of(tensor_info const& w, cv::block_size b) {
+  bool const experts = w.shape.size() == 3;
+  return {experts ? w.shape[0] : 1, w.shape[experts ? 1 : 0], w.shape[experts ? 2 : 1], b};
+}
+
+/// The shape of the block scales of `g`, with the weight's rank.
+std::vector<std::int64_t> scale_shape(cv::block_grid const& g, bool experts) {
+  return experts ? shape_of(g.groups, g.n_blocks(), g.k_blocks()) : shape_of(g.n_blocks(), g.k_blocks());
+}
+
+/// The weight and its block scales, checked against each other.
+struct fp8_block_input {
+  tensor_info const* weight;
+  tensor_info const* scale;
+  cv::block_grid grid;
+};
+
+fp8_block_input read_fp8_block(op_io& io, cv::block_size b) {
+  auto const& w = io.tensor("weight", {dtype::F8_E4M3}, {2, 3});
+  auto const& s = io.tensor(scale_name, {dtype::F32}, {2, 3});
+  cv::block_grid const g = grid_of(w, b);
+  auto const want = scale_shape(g, w.shape.size() == 3);
+  if (s.shape != want) {
+    throw data_error(io.where(scale_name) + " has shape " + qtl::io::shape_string(s.shape) + "; weight " +
+                     qtl::io::shape_string(w.shape) + " in " + std::to_string(b.n) + "x" + std::to_string(b.k) +
+                     " blocks needs " + qtl::io::shape_string(want));
+  }
+  return {&w, &s, g};
+}
+
+std::span<std::uint8_t const> codes(tensor_info const& t) {
+  return {reinterpret_cast<std::uint8_t const*>(t.bytes.data()), t.bytes.size()};
+}
+
+op_spec block_quant_dequant_op() {
+  return {"block-quant-dequant",
+          "FP8 block weight (weight, weight_scale_inv) -> BF16 or F32: fl(e4m3(q)*s) in float32, then one "
+          "rounding (sglang block_quant_dequant)",
+          [](CLI::App& cmd) -> op_runner {
+            auto type = std::make_shared<std::string>();
+            cmd.add_option("--dtype", *type, "bf16 or f32")->required()->check(CLI::IsMember({"bf16", "f32"}));
+            auto block = add_block_flag(cmd);
+            return [type, block](op_io& io) {
+              auto const in = read_fp8_block(io, parse_block(*block));
+              typed_tensor<float> const s(*in.scale);
+              std::span<float const> const sv(s.data(), static_cast<std::size_t>(s.size()));
+              auto const n = static_cast<std::size_t>(in.grid.elements());
+              if (*type == "bf16") {
+                std::vector<bfloat16_t> out(n);
+                cv::block_quant_dequant<bfloat16_t>(codes(*in.weight), sv, in.grid, out);
+                io.emit("weight", dtype::BF16, in.weight->shape, std::move(out));
+              } else {
+                std::vector<float> out(n);
+                cv::block_quant_dequant<float>(codes(*in.weight), sv, in.grid, out);
+                io.emit("weight", dtype::F32, in.weight->shape, std::move(out));
+              }
+            };
+          }};
+}
+
+op_spec requant_op() {
+  return {"requant-weight-ue8m0",
+          "FP8 block weight -> FP8 block weight with power-of-two scales, as an engine does at load "
+          "(sglang: bf16 dequant, bits rule; vllm: f32 dequant, log2 rule); --canonical: the fixed point",
+          [](CLI::App& cmd) -> op_runner {
+            auto recipe = std::make_shared<std::string>();
+            auto canonical = std::make_shared<bool>(false);
+            cmd.add_option("--recipe", *recipe, "sglang or vllm")->required()->check(CLI::IsMember({"sglang", "vllm"}));
+            cmd.add_flag("--canonical", *canonical,
+                         "apply the requant twice: what the engine holds after its own load-time requant");
+            return [recipe, canonical](op_io& io) {
+              auto const in = read_fp8_block(io, cv::block_size{128, 128});
+              typed_tensor<float> const s(*in.scale);
+              std::span<float const> const sv(s.data(), static_cast<std::size_t>(s.size()));
+              std::vector<std::uint8_t> q(static_cast<std::size_t>(in.grid.elements()));
+              std::vector<float> sf(static_cast<std::size_t>(in.grid.scales()));
+              auto const run = [&]<class R>(std::type_identity<R>) {
+                if (*canonical) {
+                  cv::requant_weight_ue8m0_canonical<R>(codes(*in.weight), sv, in.grid.groups, in.grid.n, in.grid.k, q, sf);
+                } else {
+                  cv::requant_weight_ue8m0<R>(codes(*in.weight), sv, in.grid.groups, in.grid.n, in.grid.k, q, sf);
+                }
+              };
+              if (*recipe == "sglang") {
+                run(std::type_identity<cv::recipe::sglang>{});
+              } else {
+                run(std::type_identity<cv::recipe::vllm>{});
+              }
+              io.emit("weight", dtype::F8_E4M3, in.weight->shape, std::move(q));
+              io.emit(scale_name, dtype::F32, in.scale->shape, std::move(sf));
+            };
+          }};
+}
+
+op_spec pack_op() {
+  return {"deepgemm-pack-ue8m0",
+          "power-of-two block scales [ceil(N/128),kb] -> DeepGEMM's MN-major packed UE8M0 int32 storage [P,A] "
+          "(P = ceil(kb/4), A = N rounded up to 4)",
+          [](CLI::App& cmd) -> op_runner {
+            auto mn = std::make_shared<std::int64_t>(0);
+            cmd.add_option("--mn", *mn, "N, the rows the scales are broadcast to")->required();
+            return [mn](op_io& io) {
+              auto const& t = io.tensor(scale_name, {dtype::F32}, {2, 3});
+              bool const experts = t.shape.size() == 3;
+              std::int64_t const groups = experts ? t.shape[0] : 1;
+              std::int64_t const rows = t.shape[experts ? 1 : 0];
+              std::int64_t const kb = t.shape[experts ? 2 : 1];
+              if (*mn < 1) {
+                throw usage_error("--mn " + std::to_string(*mn) + ": a positive row count");
+              }
+              auto const l = cv::deepgemm_layout(groups, *mn, kb);
+              if (rows != l.scale_rows()) {
+                throw data_error(io.where(scale_name) + " has " + std::to_string(rows) + " block rows; --mn " +
+                                 std::to_string(*mn) + " needs ceil(N/128) = " + std::to_string(l.scale_rows()));
+              }
+              typed_tensor<float> const s(t);
+              std::vector<std::int32_t> out(static_cast<std::size_t>(l.words()));
+              cv::deepgemm_pack_ue8m0(std::span<float const>(s.data(), static_cast<std::size_t>(s.size())), l, out);
+              io.emit(scale_name, dtype::I32,
+                      experts ? shape_of(groups, l.packed_k(), l.aligned_mn()) : shape_of(l.packed_k(), l.aligned_mn()),
+                      std::move(out));
+            };
+          }};
+}
+
+op_spec unpack_op() {
+  return {"deepgemm-unpack-ue8m0",
+          "DeepGEMM packed UE8M0 int32 storage [P,A] -> block scales F32 [ceil(A/128),kb] (byte b -> 2^(b-127), "
+          "0 -> 0.0, 255 -> Inf)",
+          [](CLI::App& cmd) -> op_runner {
+            auto kb = std::make_shared<std::int64_t>(0);
+            cmd.add_option("--k-blocks", *kb, "kb, the K scale blocks (4P-3 <= kb <= 4P)")->required();
+            return [kb](op_io& io) {
+              auto const& t = io.tensor(scale_name, {dtype::I32}, {2, 3});
+              bool const experts = t.shape.size() == 3;
+              std::int64_t const groups = experts ? t.shape[0] : 1;
+              std::int64_t const P = t.shape[experts ? 1 : 0];
+              std::int64_t const A = t.shape[experts ? 2 : 1];
+              if (P >= 1 && (*kb < 4 * P - 3 || *kb > 4 * P)) {
+                throw usage_error("--k-blocks " + std::to_string(*kb) + ": " + io.where(scale_name) + " has P = " +
+                                  std::to_string(P) + " packed words per row, so 4P-3 <= kb <= 4P");
+              }
+              std::int64_t const rows = (A + 127) / 128;
+              typed_tensor<std::int32_t> const w(t);
+              std::vector<float> out(static_cast<std::size_t>(groups * rows * *kb));
+              cv::deepgemm_unpack_ue8m0(std::span<std::int32_t const>(w.data(), static_cast<std::size_t>(w.size())),
+                                        groups, P, A, *kb, out);
+              io.emit(scale_name, dtype::F32, experts ? shape_of(groups, rows, *kb) : shape_of(rows, *kb),
+                      std::move(out));
+            };
+          }};
+}
+
+op_spec mxfp4_op() {
+  return {"fp8-block-to-mxfp4",
+          "FP8 block weight -> MXFP4 as sglang does it (bf16 dequant, then ModelOpt's MXFP4QuantizeUtil: bf16 "
+          "log2 exponent, ties toward zero, zeros as 0x8)",
+          [](CLI::App& cmd) -> op_runner {
+            auto block = add_block_flag(cmd);
+            return [block](op_io& io) {
+              auto const in = read_fp8_block(io, parse_block(*block));
+              if (in.grid.k % cv::mxfp4_block != 0) {
+                throw data_error(io.where("weight") + " has K = " + std::to_string(in.grid.k) +
+                                 " columns, not a multiple of the MXFP4 block of 32");
+              }
+              typed_tensor<float> const s(*in.scale);
+              auto const n = static_cast<std::size_t>(in.grid.elements());
+              std::vector<std::uint8_t> packed(n / 2);
+              std::vector<std::uint8_t> scales(n / cv::mxfp4_block);
+              cv::fp8_block_to_mxfp4(codes(*in.weight), std::span<float const>(s.data(), static_cast<std::size_t>(s.size())),
+                                     in.grid, packed, scales);
+              auto shape = in.weight->shape;
+              shape.back() = in.grid.k / 2;
+              io.emit("weight", dtype::U8, shape, std::move(packed));
+              shape.back() = in.grid.k / cv::mxfp4_block;
+              io.emit("weight_scale", dtype::U8, shape, std::move(scales));
+            };
+          }};
+}
+
+op_spec cast_op() {
+  return {"per-block-cast-to-fp8",
+          "F32|F16|BF16 weight [N,K] -> FP8 block weight: per block sf = max(amax, 1e-4)/448, rounded up to a "
+          "power of two with --ue8m0 bits|log2, q = e4m3(x * (1/sf))",
+          [](CLI::App& cmd) -> op_runner {
+            auto block = add_block_flag(cmd);
+            auto rule = std::make_shared<std::string>();
+            cmd.add_option("--ue8m0", *rule, "bits or log2: the power-of-two rule (absent: scales not rounded)")
+                ->check(CLI::IsMember({"bits", "log2"}));
+            return [block, rule](op_io& io) {
+              auto const& t = io.tensor("weight", {dtype::F32, dtype::F16, dtype::BF16}, {2, 3});
+              cv::block_grid const g = grid_of(t, parse_block(*block));
+              std::vector<float> x(static_cast<std::size_t>(g.elements()));
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const in(t);
+                for (std::size_t i = 0; i < x.size(); ++i) {
+                  x[i] = qtl::to_float(in.data()[i]);
+                }
+              });
+              std::vector<std::uint8_t> q(x.size());
+              std::vector<float> sf(static_cast<std::size_t>(g.scales()));
+              cv::pow2_rule const r = rule->empty() ? cv::pow2_rule::none
+                                      : *rule == "bits" ? cv::pow2_rule::bits
+                                                        : cv::pow2_rule::log2;
+              cv::per_block_cast_to_fp8(r, x, g, q, sf);
+              io.emit("weight", dtype::F8_E4M3, t.shape, std::move(q));
+              io.emit(scale_name, dtype::F32, scale_shape(g, t.shape.size() == 3), std::move(sf));
+            };
+          }};
+}
+
+}  // namespace
+
+std::vector<op_spec> convert_ops() {
+  return {block_quant_dequant_op(), requant_op(), pack_op(), unpack_op(), mxfp4_op(), cast_op()};
+}
+
+}  // namespace qtl::tool
