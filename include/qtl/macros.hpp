@@ -7,11 +7,26 @@
 /// * `QTL_KERNEL`      — a `__global__` kernel with hidden visibility (CCCL's rule, so copies built for
 ///                       different architecture lists in different shared objects do not collide).
 /// * `QTL_UNROLL`      — `#pragma unroll` in the device pass only.
+/// * `QTL_DEVICE_INTRINSICS` — 1 where CUDA's device intrinsics (`__fmul_rn`, ...) are declared:
+///                       nvcc's device pass and the simulated device.
+/// * `QTL_ON_DEVICE()` — true while device code runs: always in nvcc's device pass, never on the
+///                       host, and while a simulated device thread runs under `QTL_CUDA_SIM`. Element
+///                       code asks it (after `#if QTL_DEVICE_INTRINSICS`) instead of testing
+///                       `__CUDA_ARCH__`, so that in one simulator binary the kernels take the device
+///                       branch and the host references the host branch.
+///
+/// `QTL_CUDA_SIM` (test-only) compiles the kernels with g++ against the simulated device of
+/// test/support/cuda_sim, whose <cuda_sim/device.hpp> declares the built-ins and intrinsics.
 
 #if defined(__CUDACC__)
 #  define QTL_HOST_DEVICE __host__ __device__ __forceinline__
 #  define QTL_DEVICE __device__ __forceinline__
 #  define QTL_KERNEL __global__ __attribute__((visibility("hidden")))
+#elif defined(QTL_CUDA_SIM)
+#  include <cuda_sim/device.hpp>
+#  define QTL_HOST_DEVICE inline
+#  define QTL_DEVICE inline
+#  define QTL_KERNEL inline
 #else
 #  define QTL_HOST_DEVICE inline
 #  define QTL_DEVICE inline
@@ -19,8 +34,16 @@
 
 #if defined(__CUDA_ARCH__)
 #  define QTL_UNROLL _Pragma("unroll")
+#  define QTL_DEVICE_INTRINSICS 1
+#  define QTL_ON_DEVICE() true
+#elif defined(QTL_CUDA_SIM) && !defined(__CUDACC__)
+#  define QTL_UNROLL
+#  define QTL_DEVICE_INTRINSICS 1
+#  define QTL_ON_DEVICE() (::cuda_sim::on_device())
 #else
 #  define QTL_UNROLL
+#  define QTL_DEVICE_INTRINSICS 0
+#  define QTL_ON_DEVICE() false
 #endif  // ^^^ __CUDA_ARCH__ ^^^
 
 // Bit-exactness and floating-point contraction: element code that must be exact is written so that
