@@ -404,9 +404,14 @@ void run_block(block_run& b) {
 }
 
 // ---- device memory ------------------------------------------------------------------------------
+// An allocation is [front guard 256 B | the bytes asked for | back guard, >= 64 B, to a 256 B
+// boundary]; the guards hold a canary that every launch checks afterwards (and ASan poisons them).
+constexpr std::size_t guard_front = 256;
+constexpr unsigned char canary = 0xE7;
+
 struct allocation {
   std::size_t bytes = 0;
-  std::size_t capacity = 0;
+  std::size_t back = 0;  // back guard bytes
   bool stream_ordered = false;
 };
 std::map<char const*, allocation>& allocations() {
@@ -414,22 +419,53 @@ std::map<char const*, allocation>& allocations() {
   return a;
 }
 
+void check_guards(std::source_location site) {
+  for (auto const& [p, a] : allocations()) {
+#if CUDA_SIM_ASAN
+    ASAN_UNPOISON_MEMORY_REGION(p - guard_front, guard_front);
+    ASAN_UNPOISON_MEMORY_REGION(p + a.bytes, a.back);
+#endif
+    auto const bad = [](char const* g, std::size_t n) {
+      for (std::size_t i = 0; i < n; ++i) {
+        if (static_cast<unsigned char>(g[i]) != canary) {
+          return true;
+        }
+      }
+      return false;
+    };
+    bool const front = bad(p - guard_front, guard_front);
+    bool const back = bad(p + a.bytes, a.back);
+#if CUDA_SIM_ASAN
+    ASAN_POISON_MEMORY_REGION(p - guard_front, guard_front);
+    ASAN_POISON_MEMORY_REGION(p + a.bytes, a.back);
+#endif
+    if (front || back) {
+      fatal(std::string("the kernel of ") + site.function_name() + " wrote " + (front ? "before the start" : "past the end") +
+            " of a device allocation of " + std::to_string(a.bytes) + " bytes");
+    }
+  }
+}
+
 cudaError_t allocate(void** p, std::size_t bytes, bool stream_ordered) {
   if (p == nullptr) {
     return record_error(cudaErrorInvalidValue);
   }
-  std::size_t const cap = (std::max<std::size_t>(bytes, 1) + 255) / 256 * 256;
-  void* m = std::aligned_alloc(256, cap);
+  std::size_t const cap = (bytes + 64 + 255) / 256 * 256;
+  auto* m = static_cast<char*>(std::aligned_alloc(256, guard_front + cap));
   if (m == nullptr) {
     *p = nullptr;
     return record_error(cudaErrorMemoryAllocation);
   }
-  std::memset(m, 0xCD, cap);  // device memory starts as garbage, not zeros
+  char* const user = m + guard_front;
+  std::memset(m, canary, guard_front);
+  std::memset(user, 0xCD, bytes);  // device memory starts as garbage, not zeros
+  std::memset(user + bytes, canary, cap - bytes);
 #if CUDA_SIM_ASAN
-  ASAN_POISON_MEMORY_REGION(static_cast<char*>(m) + bytes, cap - bytes);
+  ASAN_POISON_MEMORY_REGION(m, guard_front);
+  ASAN_POISON_MEMORY_REGION(user + bytes, cap - bytes);
 #endif
-  allocations()[static_cast<char const*>(m)] = {bytes, cap, stream_ordered};
-  *p = m;
+  allocations()[user] = {bytes, cap - bytes, stream_ordered};
+  *p = user;
   return cudaSuccess;
 }
 
@@ -441,11 +477,12 @@ cudaError_t release(void* p) {
   if (it == allocations().end()) {
     return record_error(cudaErrorInvalidDevicePointer);
   }
+  char* const m = static_cast<char*>(p) - guard_front;
 #if CUDA_SIM_ASAN
-  ASAN_UNPOISON_MEMORY_REGION(p, it->second.capacity);
+  ASAN_UNPOISON_MEMORY_REGION(m, guard_front + it->second.bytes + it->second.back);
 #endif
   allocations().erase(it);
-  std::free(p);
+  std::free(m);
   return cudaSuccess;
 }
 
@@ -640,6 +677,7 @@ cudaError_t run_grid(cudaLaunchConfig_t const& config, std::function<void()> con
     }
   }
   g_block = outer;
+  check_guards(site);
   return cudaSuccess;
 }
 
