@@ -25,6 +25,7 @@
 #include <utility>
 
 #include <qtl/error.hpp>
+#include <qtl/group_size.hpp>
 #include <qtl/scalar_type.hpp>
 
 namespace qtl {
@@ -90,14 +91,14 @@ decltype(auto) dispatch_type_rec(scalar_type t, std::string (*supported)(), F& f
 
 // The specialised instantiation for a listed group size, else the run-time path f(int).
 template <class R, int G, int... Rest, class F>
-R group_size_rec(int group_size, long long k, F& f) {
+R group_size_rec(int group_size, F& f) {
   if (group_size == G) {
     return f(std::integral_constant<int, G>{});
   }
   if constexpr (sizeof...(Rest) > 0) {
-    return group_size_rec<R, Rest...>(group_size, k, f);
+    return group_size_rec<R, Rest...>(group_size, f);
   } else {
-    return f(group_size == -1 ? static_cast<int>(k) : group_size);  // k < 2^31 checked by the caller
+    return f(group_size);
   }
 }
 
@@ -161,13 +162,13 @@ decltype(auto) dispatch_scalar_type(char const* name, F&& f) {
   return dispatch_scalar_type<Types...>(std::string_view(name), std::forward<F>(f));
 }
 
-/// Group sizes along K: calls `f(std::integral_constant<int, G>{})` when `group_size` is one of
-/// `GroupSizes` (a specialised instantiation), else `f(int{g})` — the generic run-time path —
-/// for any other positive `g` that divides `k`. `group_size == -1` (vLLM's "one group per
-/// column") means `k`, unless -1 itself is listed. `f` is typically a generic lambda; `int(gs)` is
-/// the group size on both paths.
+/// Group sizes along K, after the rule of `qtl/group_size.hpp` (-1 or ≥ K: one group per column,
+/// i.e. K rows; below K: must divide K): calls `f(std::integral_constant<int, G>{})` when the
+/// rows per group are one of `GroupSizes` (a specialised instantiation), else `f(int{rows})` —
+/// the generic run-time path. A channelwise group size dispatches to `G = -1` when -1 is listed.
+/// `f` is typically a generic lambda; `int(gs)` is the group size on both paths.
 /// @throws unsupported_error when the group size is 0, below -1, or does not divide `k` (naming
-///         both), or when `k` is not positive
+///         both), when `k` is not positive, or when the rows per group reach 2^31
 template <int... GroupSizes, class F>
 decltype(auto) dispatch_group_size(long long group_size, long long k, F&& f) {
   static_assert(sizeof...(GroupSizes) > 0,
@@ -178,22 +179,25 @@ decltype(auto) dispatch_group_size(long long group_size, long long k, F&& f) {
     return unsupported_error("qtl::dispatch_group_size: group size " + std::to_string(group_size) + " with K = " +
                              std::to_string(k) + " is not supported (" + why + "); supported: " +
                              detail::int_set<GroupSizes...>() +
-                             " specialised, any positive divisor of K, or -1 (one group per column)");
+                             " specialised, any positive divisor of K, or -1 or at least K (one group per column)");
   };
-  if (k <= 0) {
-    throw fail("K must be positive");
+  group_size_result const r = normalize_group_size(group_size, k);
+  switch (r.status) {
+    case group_size_status::ok: break;
+    case group_size_status::no_rows: throw fail("K must be positive");
+    case group_size_status::not_positive: throw fail("a group size must be positive, or -1");
+    case group_size_status::not_dividing: throw fail("it does not divide K");
   }
-  if (group_size == 0 || group_size < -1) {
-    throw fail("a group size must be positive, or -1");
-  }
-  if (group_size != -1 && k % group_size != 0) {
-    throw fail("it does not divide K");
-  }
-  if ((group_size == -1 ? k : group_size) > 0x7FFFFFFF) {
+  if (r.rows > 0x7FFFFFFF) {
     throw fail("a group size must be below 2^31");
   }
   using R = decltype(f(std::integral_constant<int, detail::first_value<GroupSizes...>>{}));
-  return detail::group_size_rec<R, GroupSizes...>(static_cast<int>(group_size), k, f);
+  if constexpr (((GroupSizes == -1) || ...)) {
+    if (is_channelwise_group_size(group_size, k)) {
+      return f(std::integral_constant<int, -1>{});
+    }
+  }
+  return detail::group_size_rec<R, GroupSizes...>(static_cast<int>(r.rows), f);
 }
 
 }  // namespace qtl

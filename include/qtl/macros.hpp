@@ -7,13 +7,14 @@
 /// * `QTL_KERNEL`      — a `__global__` kernel with hidden visibility (CCCL's rule, so copies built for
 ///                       different architecture lists in different shared objects do not collide).
 /// * `QTL_UNROLL`      — `#pragma unroll` in the device pass only.
-/// * `QTL_DEVICE_INTRINSICS` — 1 where CUDA's device intrinsics (`__fmul_rn`, ...) are declared:
-///                       nvcc's device pass and the simulated device.
-/// * `QTL_ON_DEVICE()` — true while device code runs: always in nvcc's device pass, never on the
-///                       host, and while a simulated device thread runs under `QTL_CUDA_SIM`. Element
-///                       code asks it (after `#if QTL_DEVICE_INTRINSICS`) instead of testing
-///                       `__CUDA_ARCH__`, so that in one simulator binary the kernels take the device
-///                       branch and the host references the host branch.
+/// * `QTL_DEVICE_ROUNDING` — 1 where element code may run as device code and must use CUDA's
+///                       explicitly rounded intrinsics (`qtl/exact.hpp`): nvcc's device pass and the
+///                       simulated device; else 0.
+/// * `QTL_ON_DEVICE()` — whether device code runs now: always in nvcc's device pass, never on the
+///                       host, and while a simulated device thread runs under `QTL_CUDA_SIM`. With
+///                       `QTL_DEVICE_ROUNDING`, the one predicate by which element code tells the
+///                       device from the host, so that in one simulator binary the kernels take the
+///                       device branch and the host references the host branch.
 ///
 /// `QTL_CUDA_SIM` (test-only) compiles the kernels with g++ against the simulated device of
 /// test/support/cuda_sim, whose <cuda_sim/device.hpp> declares the built-ins and intrinsics.
@@ -34,15 +35,15 @@
 
 #if defined(__CUDA_ARCH__)
 #  define QTL_UNROLL _Pragma("unroll")
-#  define QTL_DEVICE_INTRINSICS 1
+#  define QTL_DEVICE_ROUNDING 1
 #  define QTL_ON_DEVICE() true
 #elif defined(QTL_CUDA_SIM) && !defined(__CUDACC__)
 #  define QTL_UNROLL
-#  define QTL_DEVICE_INTRINSICS 1
+#  define QTL_DEVICE_ROUNDING 1
 #  define QTL_ON_DEVICE() (::cuda_sim::on_device())
 #else
 #  define QTL_UNROLL
-#  define QTL_DEVICE_INTRINSICS 0
+#  define QTL_DEVICE_ROUNDING 0
 #  define QTL_ON_DEVICE() false
 #endif  // ^^^ __CUDA_ARCH__ ^^^
 

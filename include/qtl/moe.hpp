@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstring>
 #include <qtl/blockscale.hpp>
+#include <qtl/element/moe.hpp>
 #include <qtl/error.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
@@ -20,14 +21,6 @@
 #include <vector>
 
 namespace qtl {
-
-// ------------------------------------------------------------------------------------------------
-// Half swaps: [w1; w3] <-> [w3; w1]
-// ------------------------------------------------------------------------------------------------
-
-/// Source index of index `i` when the two halves of an even extent `n` are exchanged:
-/// `[a0 .. a(n/2-1) | b0 .. b(n/2-1)]` becomes `[b0 .. | a0 ..]`. The map is an involution.
-QTL_HOST_DEVICE constexpr index_t swap_halves_source(index_t i, index_t n) { return i < n / 2 ? i + n / 2 : i - n / 2; }
 
 namespace detail {
 
@@ -217,57 +210,6 @@ void reorder_w1w3_to_w3w1(view<WIn, Rank> weight, view<SIn, Rank> scale, view<WO
   if (scale.size() != 0) {
     detail::swap_halves_rank3(detail::as_rank3(scale), detail::as_rank3(scale_out), d + 3 - Rank);
   }
-}
-
-// ------------------------------------------------------------------------------------------------
-// trtllm-gen row permutations (gather form: out row n = in row source(n))
-// ------------------------------------------------------------------------------------------------
-
-/// Rows of one trtllm-gen shuffle block: 32 when `epilogue_tile_m` is a multiple of 128, else 16
-/// (flashinfer `get_shuffle_block_size`).
-template <int EpilogueTileM>
-inline constexpr int shuffle_block_rows = EpilogueTileM % 128 == 0 ? 32 : 16;
-
-/// Source row of output row `n` of the epilogue-tile row shuffle (flashinfer
-/// `get_shuffle_matrix_a_row_indices`, trtllm-gen `shuffleMatrixA`). Each block of `Bs` rows is an
-/// `8 x g` grid (`g = Bs / 8`) read column by column, e.g. `Bs = 32`:
-///
-///     in rows (8 x 4 grid, r = 4a + c)       out rows 0..31
-///       0  1  2  3                           0  4  8 12 16 20 24 28 | 1  5 .. 29 | 2 .. 30 | 3 .. 31
-///       4  5  6  7          ==>              (column c of the grid becomes out rows 8c .. 8c+7)
-///      ...
-///      28 29 30 31
-///
-/// `source(n) = (n / Bs) * Bs + g * (n % 8) + (n % Bs) / 8`. @pre the row count is a multiple of Bs.
-template <int EpilogueTileM = 128>
-QTL_HOST_DEVICE constexpr index_t shuffle_row_source(index_t n) {
-  constexpr index_t bs = shuffle_block_rows<EpilogueTileM>;
-  constexpr index_t g = bs / 8;
-  return (n / bs) * bs + g * (n % 8) + (n % bs) / 8;
-}
-
-/// Source row of output row `n` of the gated-activation interleave of `rows` rows (flashinfer
-/// `get_reorder_rows_for_gated_act_gemm_row_indices`): `[u0 u1 .. | g0 g1 ..] -> [u0 g0 u1 g1 ..]`,
-/// i.e. `source(2i) = i`, `source(2i + 1) = rows/2 + i`. @pre `rows` even.
-QTL_HOST_DEVICE constexpr index_t gated_interleave_source(index_t n, index_t rows) {
-  return n % 2 == 0 ? n / 2 : rows / 2 + n / 2;
-}
-
-/// Source row of output row `n` of GEMM1 (`[w3; w1]`, `rows` rows) for trtllm-gen: the gated
-/// interleave (if `gated`) followed by the row shuffle (flashinfer
-/// `_maybe_get_cached_w3_w1_permute_indices`): `source(n) = interleave(shuffle(n))`. The same map
-/// is used for the weights and for the linear scales (before their 128x4 layout).
-template <int EpilogueTileM = 128>
-QTL_HOST_DEVICE constexpr index_t w3w1_row_source(index_t n, index_t rows, bool gated) {
-  index_t const j = shuffle_row_source<EpilogueTileM>(n);
-  return gated ? gated_interleave_source(j, rows) : j;
-}
-
-/// Source row of output row `n` of GEMM2 (flashinfer `get_w2_permute_indices_with_cache`): the
-/// row shuffle alone.
-template <int EpilogueTileM = 128>
-QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
-  return shuffle_row_source<EpilogueTileM>(n);
 }
 
 /// The GEMM1 gather vector for `rows` rows (`out[n] = in[indices[n]]`).

@@ -3,9 +3,11 @@
 /// Number formats: `constexpr` encoders and decoders between `float` and the narrow formats that
 /// quantized checkpoints store, usable in `static_assert`, in host loops and in CUDA kernels.
 ///
-/// Every encoder is integer logic on the bits of the `float` (no floating-point arithmetic at
-/// all), so its result does not depend on `-ffp-contract`, `-march`, `-ffast-math` nor on the
-/// rounding mode of the machine; every decoder builds the `float` bits directly and is exact.
+/// Every encoder is integer logic on the bits of the `float` (the fp16 encoder adds one exactly
+/// rounded float addition for fp16-subnormal results, `qtl/exact.hpp`), so its result does not
+/// depend on `-ffp-contract`, `-march` nor on the rounding mode of the machine; every decoder
+/// builds the `float` bits directly and is exact. The fp16 and bf16 conversions are branch-free,
+/// so that host loops built from them vectorise.
 ///
 /// | format (code bits)            | layout              | bias | max       | Inf | NaN codes             |
 /// |-------------------------------|---------------------|------|-----------|-----|-----------------------|
@@ -48,6 +50,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <qtl/exact.hpp>
 #include <qtl/macros.hpp>
 
 namespace qtl {
@@ -68,6 +71,15 @@ QTL_HOST_DEVICE constexpr double bits_to_double(std::uint64_t bits) { return std
 QTL_HOST_DEVICE constexpr bool is_nan(float x) { return (float_to_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 /// True when `x` is +Inf or -Inf.
 QTL_HOST_DEVICE constexpr bool is_inf(float x) { return (float_to_bits(x) & 0x7FFFFFFFu) == 0x7F800000u; }
+
+namespace detail {
+/// `c ? a : b` with both arms computed: loops built from it are if-converted and vectorised even
+/// under -ftrapping-math (GCC's default), which forbids speculating a conditional float operation.
+QTL_HOST_DEVICE constexpr std::uint32_t select_bits(bool c, std::uint32_t a, std::uint32_t b) {
+  std::uint32_t const m = 0u - static_cast<std::uint32_t>(c);
+  return (a & m) | (b & ~m);
+}
+}  // namespace detail
 
 // ------------------------------------------------------------------------------------------------
 // Modes
@@ -251,20 +263,57 @@ QTL_HOST_DEVICE constexpr float decode(std::uint32_t c) {
 // ------------------------------------------------------------------------------------------------
 // Raw codes: float <-> code
 
-/// float -> fp16 bits, RNE; overflow to ±Inf (`saturation::none`, as `__float2half_rn`) or ±65504.
+/// float -> fp16 bits, RNE; overflow to ±Inf (`saturation::none`, as `__float2half_rn`) or ±65504;
+/// NaN -> sign | 0x7E00 (torch's). Branch-free for `saturation::none`:
+///
+///   float  s eeeeeeee mmmmmmmmmmmmmmmmmmmmmmm
+///   fp16   s    eeeee mmmmmmmmmm              normal (|x| ≥ 2^-14): round the mantissa at bit 13,
+///                                             ties to even (a carry rolls into the exponent),
+///                                             then rebias 127 -> 15 (- 112 << 23)
+///   subnormal (|x| < 2^-14): |x| + 0.5 has ulp 2^-24, so the addition rounds |x| to a multiple
+///   of 2^-24 (nearest even); the low bits of the sum are that multiple.
 QTL_HOST_DEVICE constexpr std::uint16_t float_to_fp16(float x, saturation sat = saturation::none) {
-  return static_cast<std::uint16_t>(
-      detail::encode<5, 10, detail::special_codes::ieee, 0x7E00u, true>(float_to_bits(x), sat, true));
+  if (sat == saturation::finite) {
+    return static_cast<std::uint16_t>(
+        detail::encode<5, 10, detail::special_codes::ieee, 0x7E00u, true>(float_to_bits(x), sat, true));
+  }
+  std::uint32_t const f = float_to_bits(x);
+  std::uint32_t const sign = (f >> 16) & 0x8000u;
+  std::int32_t const a = static_cast<std::int32_t>(f & 0x7FFFFFFFu);  // signed compares (SSE2 has no unsigned)
+  std::uint32_t const ua = static_cast<std::uint32_t>(a);
+  std::uint32_t const normal = (ua + 0xFFFu + ((ua >> 13) & 1u) - (112u << 23)) >> 13;
+  std::uint32_t const subnormal = float_to_bits(detail::add_rn(bits_to_float(ua), 0.5f)) - 0x3F000000u;
+  std::uint32_t mag = detail::select_bits(a < 0x38800000, subnormal, normal);
+  mag = detail::select_bits(a >= 0x477FF000, 0x7C00u, mag);  // ≥ 65520 rounds to Inf
+  mag = detail::select_bits(a > 0x7F800000, 0x7E00u, mag);   // NaN
+  return static_cast<std::uint16_t>(sign | mag);
 }
-/// fp16 bits -> float (exact).
+/// fp16 bits -> float (exact; NaN -> quiet NaN with the code's sign and payload). Branch-free:
+///
+///   s eeeee mmmmmmmmmm  ->  s eeeeeeee mmmmmmmmmm0000000000000   (rebias 15 -> 127: + 112 << 23;
+///   Inf/NaN, e = 31, take another 112 to reach 255, and NaN gets the quiet bit); subnormals go
+///   through an exact int -> float conversion, so DAZ/FTZ modes cannot flush them.
 QTL_HOST_DEVICE constexpr float fp16_to_float(std::uint16_t c) {
-  return detail::decode<5, 10, detail::special_codes::ieee>(c);
+  std::int32_t const em = static_cast<std::int32_t>(c & 0x7FFFu);  // signed compares (SSE2)
+  std::uint32_t const sign = (static_cast<std::uint32_t>(c) & 0x8000u) << 16;
+  std::uint32_t const inf_nan = 0u - static_cast<std::uint32_t>(em >= 0x7C00);
+  std::uint32_t const is_nan = 0u - static_cast<std::uint32_t>(em > 0x7C00);
+  std::uint32_t const normal =
+      ((static_cast<std::uint32_t>(em) << 13) + (112u << 23) + (inf_nan & (112u << 23))) | (is_nan & 0x00400000u);
+  float const sub = static_cast<float>(em) * 0x1p-24f;  // subnormal m · 2^-24: exact, a normal float
+  return bits_to_float(sign | detail::select_bits(em < 0x400, float_to_bits(sub), normal));
 }
 
 /// float -> bf16 bits, RNE; overflow to ±Inf (as `__float2bfloat16_rn`) or ±max; NaN -> 0x7FC0.
+/// Branch-free for `saturation::none`: round the low 16 bits away, ties to even.
 QTL_HOST_DEVICE constexpr std::uint16_t float_to_bf16(float x, saturation sat = saturation::none) {
-  return static_cast<std::uint16_t>(
-      detail::encode<8, 7, detail::special_codes::ieee, 0x7FC0u, false>(float_to_bits(x), sat, true));
+  if (sat == saturation::finite) {
+    return static_cast<std::uint16_t>(
+        detail::encode<8, 7, detail::special_codes::ieee, 0x7FC0u, false>(float_to_bits(x), sat, true));
+  }
+  std::uint32_t const f = float_to_bits(x);
+  std::uint32_t const r = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
+  return static_cast<std::uint16_t>(detail::select_bits((f & 0x7FFFFFFFu) > 0x7F800000u, 0x7FC0u, r));
 }
 /// bf16 bits -> float (exact: the upper half of the float).
 QTL_HOST_DEVICE constexpr float bf16_to_float(std::uint16_t c) {
@@ -417,22 +466,14 @@ QTL_HOST_DEVICE constexpr T from_float(float x, saturation sat = saturation::non
 // Rounding to an integer
 
 /// `x` rounded to the nearest integer, ties to even (`torch.round`, `std::nearbyint` in the
-/// default mode), keeping the sign of zero; NaN and ±Inf are returned unchanged. Bit logic only,
-/// so it is `constexpr` under g++ 12 and immune to fp contraction and `-ffast-math`.
+/// default mode), keeping the sign of zero; NaN and ±Inf are returned unchanged. Branch-free, so
+/// that loops vectorise: |x| + 2^23 has ulp 1, so that exactly rounded addition does the rounding
+/// (`qtl/exact.hpp`); |x| ≥ 2^23 is already an integer, and NaN fails `<` and is kept.
 QTL_HOST_DEVICE constexpr float round_half_even(float x) {
-  std::uint32_t const f = float_to_bits(x);
-  std::uint32_t const sign = f & 0x80000000u;
-  int const fexp = static_cast<int>((f >> 23) & 0xFFu);
-  if (fexp >= 150) {  // |x| ≥ 2^23: already an integer (or Inf/NaN)
-    return x;
-  }
-  if (fexp < 126) {  // |x| < 0.5
-    return bits_to_float(sign);
-  }
-  // |x| = sig * 2^(fexp - 150) with 1 to 24 fractional bits.
-  std::uint32_t const q = detail::shift_round((f & 0x7FFFFFu) | 0x800000u, 150 - fexp, true);
-  // q < 2^24 is exact as a float; rebuild it from bits to stay constexpr-friendly and exact.
-  return bits_to_float(sign | float_to_bits(static_cast<float>(q)));
+  float const a = bits_to_float(float_to_bits(x) & 0x7FFFFFFFu);
+  float const r = detail::sub_rn(detail::add_rn(a, 0x1p23f), 0x1p23f);
+  std::uint32_t const m = detail::select_bits(a < 0x1p23f, float_to_bits(r), float_to_bits(a));
+  return bits_to_float(m | (float_to_bits(x) & 0x80000000u));
 }
 
 }  // namespace qtl

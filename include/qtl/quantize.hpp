@@ -15,21 +15,8 @@
 ///      │ G rows    │ ───────────────▶│ ...       │
 ///      └───────────┘                 └───────────┘
 ///
-/// **Numerics** (the reference runs in the weight's dtype `T`: every torch operation computes in
-/// float32 and rounds its result back to `T`, which is what `round_to<T>` does after each step
-/// below; `rne` is torch.round, round half to even; qmax/qmin are the type's value range with the
-/// bias removed, e.g. uint4b8: 7 and -8):
-///
-///   mx, mn = max, min of the group                              (NaN if the group holds a NaN)
-///   symmetric:  s  = max(|T(mx / qmax)|, |T(mn / qmin)|)        (x / ∞ for a zero qmax or qmin)
-///   zero point: s  = T(T(max(T(mx - mn), T(1e-5))) / qmax)
-///               zp = int(clamp(rne(|T(mn / s)|), qmin, qmax))
-///   code:       q  = clamp(int(rne(T(w / s))) + zp, qmin, qmax)   (zp = 0 when symmetric)
-///   reference:  w_ref = T(T(q - zp) · s)
-///               or, zero points applied after scales, T(T(q · s) - T(zp · s))
-///   stored:     w_q = q + bias                                  (after w_ref, as the reference)
-///   no groups:  q = clamp(int(rne(w)), qmin, qmax), w_ref = float(q) in float32 (the reference
-///               divides by a float32 tensor [1.0], which promotes the result), no scales.
+/// **Numerics**: the element functions of `qtl/element/quantize.hpp` (the formulas are in its
+/// file comment); this header runs them over (K, N) weights and checks the arguments.
 ///
 /// **Where the reference is undefined or device-dependent, QTL defines** (and tests):
 ///  - `int(x)` of NaN is 0 and out-of-range values saturate, as CUDA's conversion (CPU torch gives
@@ -42,12 +29,6 @@
 ///    reference crashes in a reshape). K = 0 throws `qtl::shape_error` (torch cannot reduce it).
 ///  - `gptq_quantize_weights` with act-order and channelwise groups throws (the reference returns
 ///    nonsense for -1); `sort_weights` is stable (torch's argsort is not).
-///
-/// **Contraction.** `-ffp-contract=fast` (GCC's default in GNU modes) with FMA hardware would fuse
-/// `q·s - zp·s` into one rounding. Products that feed a subtraction go through `detail::qnt::mul`,
-/// whose result is xor-ed with a zero the compiler cannot see (read from a `volatile` once per
-/// call), so no FMA can absorb it and loops still vectorise; on the device `__fmul_rn` and friends
-/// are used. `-ffast-math` is not supported (it licenses re-association and flushes subnormals).
 ///
 /// **Host executors.** Grouped quantization runs two passes per group and column tile: max/min
 /// down the rows, then codes and reference values; the next tile is prefetched into L2 during
@@ -72,7 +53,9 @@
 #include <type_traits>
 #include <vector>
 
+#include <qtl/element/quantize.hpp>
 #include <qtl/error.hpp>
+#include <qtl/exact.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/scalar_type.hpp>
@@ -88,393 +71,7 @@
 
 namespace qtl {
 
-// ------------------------------------------------------------------------------------------------
-// Vocabulary
-
-/// Group-size template argument: one group per column (the reference's -1; same as G = K).
-inline constexpr int group_channelwise = -1;
-/// Group-size template argument: no groups and no scales (the reference's `group_size=None`).
-inline constexpr int group_none = 0;
-/// Group-size template argument: the size is a run-time value.
-inline constexpr int group_dynamic = std::numeric_limits<int>::min();
-
-/// The weight dtypes `quantize_weights` takes.
-template <class T>
-concept weight_float = std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
-
-/// True for a group-size template argument QTL accepts: channelwise, none, dynamic, or positive.
-QTL_HOST_DEVICE constexpr bool is_valid_group_size_param(int g) {
-  return g == group_channelwise || g == group_none || g == group_dynamic || g > 0;
-}
-/// True for the quantization types of the reference's `SUPPORTED_GPTQ_QUANT_TYPES`.
-QTL_HOST_DEVICE constexpr bool is_gptq_quant_type(scalar_type q) { return q == uint4b8 || q == uint8b128; }
-/// True for a group size of the reference's `SUPPORTED_GROUP_SIZES` (-1, 32, 64, 128); K itself
-/// is also accepted at run time.
-QTL_HOST_DEVICE constexpr bool is_gptq_group_size(int g) { return g == -1 || g == 32 || g == 64 || g == 128; }
-
-/// Options of `quantize_weights` (the reference's keyword arguments).
-struct quantize_options {
-  bool zero_points = false;                   ///< asymmetric, with per-group zero points
-  bool ref_zero_points_after_scales = false;  ///< w_ref = q·s - zp·s (Machete's order)
-};
-
-/// Caller-owned outputs of `quantize_weights`. `R` is the weight dtype, float when ungrouped.
-template <class R>
-struct quantize_outputs {
-  view2d<R> w_ref;            ///< (K, N) dequantized reference
-  view2d<std::int32_t> w_q;   ///< (K, N) stored codes (bias added)
-  view2d<R> w_s;              ///< (K/G, N) scales; unused when ungrouped
-  view2d<std::int32_t> w_zp;  ///< (K/G, N) zero points; only with zero points
-};
-
-/// Allocated outputs of `quantize_weights` (`w_s`, `w_zp` empty where the reference returns None).
-template <class R>
-struct quantized_weights {
-  host_tensor<R, 2> w_ref;
-  host_tensor<std::int32_t, 2> w_q;
-  host_tensor<R, 2> w_s;
-  host_tensor<std::int32_t, 2> w_zp;
-  /// Views of the buffers, as the view-taking overloads want them.
-  quantize_outputs<R> views() { return {w_ref.view(), w_q.view(), w_s.view(), w_zp.view()}; }
-};
-
-/// The value range of an integer quantization type as floats (bias removed) and its bias.
-struct quant_range {
-  float qmin = 0;
-  float qmax = 0;
-  std::int32_t bias = 0;
-};
-/// `quant_range` of `q`. @pre q.is_integer(), q.size_bits() ≤ 24
-QTL_HOST_DEVICE constexpr quant_range quant_range_of(scalar_type q) {
-  return {static_cast<float>(q.min_int()), static_cast<float>(q.max_int()), q.bias};
-}
-
-// ------------------------------------------------------------------------------------------------
-// Element functions (host and device): each float operation rounds once, as IEEE and torch do.
-
 namespace detail::qnt {
-
-/// A zero the optimiser cannot see, read once per host call (see the file comment on contraction).
-inline volatile std::uint32_t opaque_zero_source = 0;
-inline std::uint32_t opaque_zero() { return opaque_zero_source; }
-
-QTL_HOST_DEVICE constexpr float div(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fdiv_rn(a, b);
-#else
-  return a / b;
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-}
-QTL_HOST_DEVICE constexpr float sub(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return a - b;
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-}
-QTL_HOST_DEVICE constexpr float add(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return a + b;
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-}
-/// a·b rounded once, never fused into a later addition: `opaque` is 0 but unknown to the compiler.
-QTL_HOST_DEVICE constexpr float mul(float a, float b, std::uint32_t opaque) {
-#if defined(__CUDA_ARCH__)
-  (void)opaque;
-  return __fmul_rn(a, b);
-#else
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(a * b) ^ opaque);
-#endif  // ^^^ __CUDA_ARCH__ ^^^
-}
-QTL_HOST_DEVICE constexpr float abs(float x) {
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(x) & 0x7FFFFFFFu);
-}
-QTL_HOST_DEVICE constexpr bool isnan(float x) { return x != x; }
-
-// Selects with both arms already computed and conditions evaluated unconditionally. Loops built
-// from them are if-converted and vectorised even under -ftrapping-math (GCC's default), which
-// forbids speculating a float comparison or division that the source evaluates conditionally.
-QTL_HOST_DEVICE constexpr std::uint32_t select(bool c, std::uint32_t a, std::uint32_t b) {
-  std::uint32_t const m = 0u - static_cast<std::uint32_t>(c);
-  return (a & m) | (b & ~m);
-}
-QTL_HOST_DEVICE constexpr float select(bool c, float a, float b) {
-  return std::bit_cast<float>(select(c, std::bit_cast<std::uint32_t>(a), std::bit_cast<std::uint32_t>(b)));
-}
-
-/// fp16 bits → float, exact; branch-free so that loops vectorise (subnormals go through an exact
-/// int → float conversion, so DAZ/FTZ modes cannot flush them). NaN → quiet NaN, sign kept.
-QTL_HOST_DEVICE constexpr float fp16_to_float(std::uint16_t h) {
-  // Signed 32-bit compares throughout: SSE2 has no unsigned ones.
-  std::int32_t const em = static_cast<std::int32_t>(h & 0x7FFFu);
-  std::uint32_t const sign = (static_cast<std::uint32_t>(h) & 0x8000u) << 16;
-  //  s eeeee mmmmmmmmmm  →  s eeeeeeee mmmmmmmmmm0000000000000   (rebias 15 → 127: + 112 << 23;
-  //  Inf/NaN, e = 31, take another 112 to reach 255, and NaN gets the quiet bit)
-  std::uint32_t const inf_nan = 0u - static_cast<std::uint32_t>(em >= 0x7C00);
-  std::uint32_t const is_nan = 0u - static_cast<std::uint32_t>(em > 0x7C00);
-  std::uint32_t const normal =
-      ((static_cast<std::uint32_t>(em) << 13) + (112u << 23) + (inf_nan & (112u << 23))) | (is_nan & 0x00400000u);
-  float const sub = static_cast<float>(em) * 0x1p-24f;  // subnormal m · 2^-24, exact
-  return std::bit_cast<float>(sign | select(em < 0x400, std::bit_cast<std::uint32_t>(sub), normal));
-}
-/// float → fp16 bits, round to nearest even, overflow to ±Inf, NaN → sign | 0x7E00 (torch's);
-/// equal to `qtl::float_to_fp16` for every input, branch-free.
-QTL_HOST_DEVICE constexpr std::uint16_t float_to_fp16(float x) {
-  std::uint32_t const f = std::bit_cast<std::uint32_t>(x);
-  std::uint32_t const sign = (f >> 16) & 0x8000u;
-  std::int32_t const a = static_cast<std::int32_t>(f & 0x7FFFFFFFu);  // signed compares (SSE2)
-  std::uint32_t const ua = static_cast<std::uint32_t>(a);
-  // Normal fp16 (|x| ≥ 2^-14): round the 23-bit mantissa at bit 13, ties to even, then rebias.
-  std::uint32_t const normal = (ua + 0xFFFu + ((ua >> 13) & 1u) - (112u << 23)) >> 13;
-  // Subnormal fp16 (|x| < 2^-14): |x| + 0.5 has ulp 2^-24, so the addition rounds |x| to a
-  // multiple of 2^-24 (nearest even); the low bits of the sum are that multiple.
-  float const shifted = std::bit_cast<float>(ua) + 0.5f;
-  std::uint32_t const subnormal = std::bit_cast<std::uint32_t>(shifted) - 0x3F000000u;
-  std::uint32_t mag = select(a < 0x38800000, subnormal, normal);
-  mag = select(a >= 0x477FF000, 0x7C00u, mag);  // ≥ 65520 rounds to Inf
-  mag = select(a > 0x7F800000, 0x7E00u, mag);   // NaN
-  return static_cast<std::uint16_t>(sign | mag);
-}
-/// float → bf16 bits, round to nearest even, overflow to ±Inf, NaN → 0x7FC0 (torch's).
-QTL_HOST_DEVICE constexpr std::uint16_t float_to_bf16(float x) {
-  std::uint32_t const f = std::bit_cast<std::uint32_t>(x);
-  std::uint32_t const r = (f + 0x7FFFu + ((f >> 16) & 1u)) >> 16;
-  return static_cast<std::uint16_t>(select((f & 0x7FFFFFFFu) > 0x7F800000u, 0x7FC0u, r));
-}
-
-/// `x` of storage type T as float (exact).
-template <class T>
-QTL_HOST_DEVICE constexpr float load(T x) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    return fp16_to_float(x.bits);
-  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return std::bit_cast<float>(static_cast<std::uint32_t>(x.bits) << 16);
-  } else if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return qtl::to_float(x);
-  }
-}
-/// `x` rounded to T (nearest even), as `qtl::from_float<T>`.
-template <class T>
-QTL_HOST_DEVICE constexpr T store(float x) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    return half_t{float_to_fp16(x)};
-  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return bfloat16_t{float_to_bf16(x)};
-  } else {
-    return x;
-  }
-}
-/// `x` rounded to T's precision and range, as a float: what torch does after each operation.
-template <class T>
-QTL_HOST_DEVICE constexpr float round_to(float x) {
-  if constexpr (std::is_same_v<T, float>) {
-    return x;
-  } else {
-    return load<T>(store<T>(x));
-  }
-}
-
-/// `x` rounded to T's precision (11 significant bits for fp16, 8 for bf16, nearest even) by bit
-/// logic on the float, with no range handling: equal to `round_to<T>` wherever it is then fed to
-/// `round_even` and clamped to a code range. (fp16 subnormal results are < 0.5 either way and
-/// round to ±0; results ≥ 65520 become Inf in fp16 and ≥ 65536 here, and both clamp to qmax;
-/// NaN and ±Inf pass through.)
-template <class T>
-QTL_HOST_DEVICE constexpr float round_precision_for_code(float x) {
-  std::uint32_t const u = std::bit_cast<std::uint32_t>(x);
-  if constexpr (std::is_same_v<T, half_t>) {
-    return std::bit_cast<float>((u + 0xFFFu + ((u >> 13) & 1u)) & ~0x1FFFu);
-  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    return std::bit_cast<float>((u + 0x7FFFu + ((u >> 16) & 1u)) & ~0xFFFFu);
-  } else {
-    return x;
-  }
-}
-
-/// torch.round: nearest integer, ties to even, sign of zero kept, Inf unchanged, NaN stays NaN. |x| + 2^23
-/// has ulp 1, so the addition does the rounding; |x| ≥ 2^23 is already an integer.
-QTL_HOST_DEVICE constexpr float round_even(float x) {
-  float const a = abs(x);
-  float const r = sub(add(a, 0x1p23f), 0x1p23f);
-  float const m = select(a >= 0x1p23f, a, r);
-  return std::bit_cast<float>(std::bit_cast<std::uint32_t>(m) | (std::bit_cast<std::uint32_t>(x) & 0x80000000u));
-}
-
-/// NaN-propagating max/min (torch.max/min and torch.maximum propagate NaN).
-QTL_HOST_DEVICE constexpr float nan_max(float acc, float x) {
-  bool const take = (x > acc) | isnan(x);
-  return select(take, x, acc);
-}
-QTL_HOST_DEVICE constexpr float nan_min(float acc, float x) {
-  bool const take = (x < acc) | isnan(x);
-  return select(take, x, acc);
-}
-/// clamp(x, lo, hi) with NaN kept (torch.clamp).
-QTL_HOST_DEVICE constexpr float clamp(float x, float lo, float hi) {
-  bool const below = x < lo;
-  bool const above = x > hi;
-  return select(above, hi, select(below, lo, x));
-}
-
-/// Scale and zero point of one group (zp 0 when symmetric).
-struct group_params {
-  float s = 0;
-  float zp = 0;
-};
-
-/// Symmetric scale: max(|T(mx / qmax)|, |T(mn / qmin)|), dividing by +∞ where the bound is 0.
-template <class T>
-QTL_HOST_DEVICE constexpr group_params symmetric_scale(float mx, float mn, quant_range r) {
-  constexpr float inf = std::numeric_limits<float>::infinity();
-  float const a = abs(round_to<T>(div(mx, r.qmax != 0 ? r.qmax : inf)));
-  float const b = abs(round_to<T>(div(mn, r.qmin != 0 ? r.qmin : inf)));
-  return {nan_max(a, b), 0.0f};  // torch.maximum: NaN if either is NaN
-}
-
-/// Asymmetric scale and zero point: s = T(clamp_min(T(mx - mn), T(1e-5)) / qmax),
-/// zp = int(clamp(rne(|T(mn / s)|), qmin, qmax)) with int(NaN) = 0.
-template <class T>
-QTL_HOST_DEVICE constexpr group_params asymmetric_scale(float mx, float mn, quant_range r) {
-  float const lo = round_to<T>(1e-5f);  // torch converts the Python scalar to T
-  float d = round_to<T>(sub(mx, mn));
-  bool const below = d < lo;
-  d = select(below, lo, d);  // clamp(min=): NaN stays NaN
-  float const s = round_to<T>(div(d, r.qmax));
-  float const z = clamp(round_even(abs(round_to<T>(div(mn, s)))), r.qmin, r.qmax);
-  return {s, select(isnan(z), 0.0f, z)};
-}
-
-/// The clamped code (value domain, bias not added) of weight `w` in a group of scale `s`, zero
-/// point `zp`: clamp(int(rne(T(w / s))) + zp, qmin, qmax), int(NaN) = 0, saturating.
-template <class T>
-QTL_HOST_DEVICE constexpr float quantize_code(float w, group_params p, quant_range r) {
-  float q = round_even(round_precision_for_code<T>(div(w, p.s)));
-  q = std::bit_cast<float>(std::bit_cast<std::uint32_t>(q) & (0u - static_cast<std::uint32_t>(q == q)));  // NaN → +0
-  // Saturating: |q| ≥ 2^24 (or ±Inf) stays beyond the code range after adding |zp| ≤ 2^23, so
-  // the clamp below gives qmin or qmax as a saturating int conversion would.
-  q = add(q, p.zp);
-  q = q < r.qmin ? r.qmin : q;  // not NaN here: plain selects (maxps/minps)
-  return q > r.qmax ? r.qmax : q;
-}
-
-/// The dequantized reference of clamped code `q` (see the file comment) before its last rounding:
-/// `store<T>` of the result is w_ref. `SmallCodes`: |q|, |zp|, |q - zp| ≤ 256, so converting them
-/// to T is exact (every type of ≤ 8 bits) and skipped.
-template <class T, bool SmallCodes = false>
-QTL_HOST_DEVICE constexpr float dequantize_code(float q, group_params p, bool zp_after_scales, std::uint32_t opaque) {
-  auto const to_t = [](float x) { return SmallCodes ? x : round_to<T>(x); };
-  if (zp_after_scales) {
-    float const a = round_to<T>(mul(to_t(q), p.s, opaque));
-    float const b = round_to<T>(mul(to_t(p.zp), p.s, opaque));
-    return sub(a, b);
-  }
-  return mul(to_t(sub(q, p.zp)), p.s, opaque);
-}
-
-/// Ungrouped code: clamp(int(rne(w)), qmin, qmax) (w / 1.0f is w).
-QTL_HOST_DEVICE constexpr float quantize_code_ungrouped(float w, quant_range r) {
-  return quantize_code<float>(w, group_params{1.0f, 0.0f}, r);
-}
-
-}  // namespace detail::qnt
-
-/// One group (one column of K weights) quantized in constant evaluation, as `quantize_weights`
-/// does it with G = K: the element functions without the host executor, so `static_assert` can
-/// check the numerics. `codes` are stored codes (bias added).
-template <class T, std::size_t K>
-struct quantized_group {
-  T w_ref[K] = {};
-  std::int32_t codes[K] = {};
-  T scale = {};
-  std::int32_t zero_point = 0;
-};
-/// See `quantized_group`. @pre Q is an integer type; zero points need an unsigned Q.
-template <scalar_type Q, class T, std::size_t K>
-QTL_HOST_DEVICE constexpr quantized_group<T, K> quantize_group(T const (&w)[K], quantize_options opt = {}) {
-  static_assert(Q.is_integer(), "qtl::quantize_group: Q must be an integer scalar type");
-  static_assert(K > 0, "qtl::quantize_group: a group has at least one weight");
-  using namespace detail::qnt;
-  constexpr quant_range r = quant_range_of(Q);
-  float mx = load<T>(w[0]);
-  float mn = mx;
-  for (std::size_t i = 1; i < K; ++i) {
-    mx = nan_max(mx, load<T>(w[i]));
-    mn = nan_min(mn, load<T>(w[i]));
-  }
-  group_params const p = opt.zero_points ? asymmetric_scale<T>(mx, mn, r) : symmetric_scale<T>(mx, mn, r);
-  quantized_group<T, K> g;
-  g.scale = store<T>(p.s);
-  g.zero_point = static_cast<std::int32_t>(p.zp);
-  for (std::size_t i = 0; i < K; ++i) {
-    float const q = quantize_code<T>(load<T>(w[i]), p, r);
-    g.w_ref[i] = store<T>(dequantize_code<T>(q, p, opt.zero_points && opt.ref_zero_points_after_scales, 0));
-    g.codes[i] = static_cast<std::int32_t>(q) + r.bias;
-  }
-  return g;
-}
-
-// ------------------------------------------------------------------------------------------------
-// Shape checks (host)
-
-namespace detail::qnt {
-
-inline std::string shape_str(index_t a, index_t b) {
-  // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on `"(" + std::string`.
-  std::string s = "(";
-  s += std::to_string(a);
-  s += ", ";
-  s += std::to_string(b);
-  s += ")";
-  return s;
-}
-template <class V>
-void check_2d(char const* fn, char const* arg, V const& v, index_t rows, index_t cols) {
-  if (v.extent[0] != rows || v.extent[1] != cols) {
-    throw shape_error(std::string(fn) + ": " + arg + " has shape " + shape_str(v.extent[0], v.extent[1]) +
-                      ", expected " + shape_str(rows, cols));
-  }
-  if (rows * cols > 0 && v.data == nullptr) {
-    throw shape_error(std::string(fn) + ": " + arg + " has no data");
-  }
-  if (cols > 1 && v.stride[1] != 1) {
-    throw shape_error(std::string(fn) + ": " + arg + " must have unit stride along its last dimension (stride " +
-                      std::to_string(v.stride[1]) + ")");
-  }
-}
-template <class V>
-void check_1d(char const* fn, char const* arg, V const& v, index_t n) {
-  if (v.extent[0] != n) {
-    throw shape_error(std::string(fn) + ": " + arg + " has " + std::to_string(v.extent[0]) +
-                      " elements, expected " + std::to_string(n));
-  }
-  if (n > 0 && v.data == nullptr) {
-    throw shape_error(std::string(fn) + ": " + arg + " has no data");
-  }
-}
-
-/// The effective group size (rows per group) for K rows, as the reference: -1 and sizes ≥ K mean
-/// K; 0 < g < K must divide K.
-inline index_t effective_group_size(char const* fn, index_t g, index_t k) {
-  if (k <= 0) {
-    throw shape_error(std::string(fn) + ": w has no rows (K = " + std::to_string(k) + ")");
-  }
-  if (g == -1 || g >= k) {
-    return k;
-  }
-  if (g <= 0) {
-    throw value_error(std::string(fn) + ": group_size " + std::to_string(g) +
-                      " is not a positive size, -1 (channelwise) or none");
-  }
-  if (k % g != 0) {
-    throw shape_error(std::string(fn) + ": group_size " + std::to_string(g) + " does not divide K = " +
-                      std::to_string(k) + " (a group size below K must divide it)");
-  }
-  return g;
-}
 
 /// Columns per tile. Small groups: 512 columns, so that a group of a tile (≤ 256 KiB) is still in
 /// L2 when pass 2 reads it again. Large groups (channelwise): 4096 columns, streamed twice from
@@ -1075,7 +672,7 @@ __attribute__((target("avx2,f16c"))) void prepare_x86_tile(x86_tile& t, index_t 
     t.cols.lo[j] = r.qmin - zp[j];
     t.cols.hi[j] = r.qmax - zp[j];
     t.cols.zb[j] = static_cast<std::int32_t>(zp[j]) + r.bias;
-    t.cols.zs[j] = round_to<T>(mul(zp[j], sc[j], opaque));
+    t.cols.zs[j] = round_to<T>(mul_rn_unfused(zp[j], sc[j], opaque));
   }
 }
 /// Pass 2 of one row on the x86 executor: the clean kernel (streaming or not) or the general one.
@@ -1316,19 +913,7 @@ void quantize_ungrouped_host(view2d<T const> w, quant_range r, view2d<float> w_r
   }
 }
 
-template <class V>
-auto as_const(V const& v) {
-  using E = std::remove_const_t<typename V::element_type>;
-  return static_cast<view<E const, 2>>(v);
-}
 
-template <scalar_type Q>
-constexpr void check_quant_type() {
-  static_assert(Q.is_integer(),
-                "qtl::quantize_weights: Q must be an integer scalar type (int4, uint4b8, uint8, ...); "
-                "floating-point quantization types are not supported, as in the reference");
-  static_assert(Q.size_bits() <= 24, "qtl::quantize_weights: Q wider than 24 bits is not supported");
-}
 
 /// Runs the grouped or ungrouped executor after every argument check.
 template <scalar_type Q, int G, class T, class R>
@@ -1413,8 +998,7 @@ void quantize_weights(view2d<W> w, std::optional<index_t> group_size, quantize_o
   }
   index_t const k = v.extent[0];
   index_t const g = *group_size;
-  index_t const eff = (g == -1 || g >= k) ? k : g;
-  switch (eff == k ? -1 : g) {
+  switch (is_channelwise_group_size(g, k) ? -1 : g) {
     case 32: detail::qnt::quantize_weights_impl<Q, 32>(v, g, false, out, opt, nullptr); break;
     case 64: detail::qnt::quantize_weights_impl<Q, 64>(v, g, false, out, opt, nullptr); break;
     case 128: detail::qnt::quantize_weights_impl<Q, 128>(v, g, false, out, opt, nullptr); break;
@@ -1441,15 +1025,6 @@ auto quantize_weights(view2d<W> w, quantize_options opt = {}) {
 // ------------------------------------------------------------------------------------------------
 // Act-order: permute_rows, sort_weights, gptq_quantize_weights
 
-namespace detail::qnt {
-/// The high 64 bits of the 128-bit product a·b (portable; no __int128 under -Wpedantic).
-QTL_HOST_DEVICE constexpr std::uint64_t mul_hi(std::uint64_t a, std::uint64_t b) {
-  std::uint64_t const a_lo = a & 0xFFFFFFFFu, a_hi = a >> 32, b_lo = b & 0xFFFFFFFFu, b_hi = b >> 32;
-  std::uint64_t const ll = a_lo * b_lo, lh = a_lo * b_hi, hl = a_hi * b_lo, hh = a_hi * b_hi;
-  std::uint64_t const mid = (ll >> 32) + (lh & 0xFFFFFFFFu) + (hl & 0xFFFFFFFFu);
-  return hh + (lh >> 32) + (hl >> 32) + (mid >> 32);
-}
-}  // namespace detail::qnt
 
 /// A uniformly shuffled permutation of [0, K) from `seed`, written to `perm`: Fisher–Yates from
 /// the last element down, j = ⌊u · (i + 1) / 2^64⌋ with u the next output of SplitMix64
@@ -1492,11 +1067,6 @@ void check_permutation(char const* fn, view1d<I> perm, index_t k, std::vector<bo
   }
 }
 
-/// Python's floor division i // g (g ≠ 0), as the reference's g_idx.
-QTL_HOST_DEVICE constexpr std::int64_t floor_div(std::int64_t i, std::int64_t g) {
-  std::int64_t const q = i / g;
-  return (i % g != 0 && ((i < 0) != (g < 0))) ? q - 1 : q;
-}
 
 /// dst[i, :] = src[idx[i], :].
 template <class S, class D, class I>
@@ -1623,7 +1193,7 @@ void gptq_impl(view2d<T const> w, index_t group_size, gptq_options const& opt, g
     quantize_weights_impl<Q, G>(w, group_size, false, qo, {}, nullptr);
     return;
   }
-  if (group_size == -1 || group_size >= k) {
+  if (is_channelwise_group_size(group_size, k)) {
     throw value_error(std::string(fn) + ": act_order needs group_size < K (got " + std::to_string(group_size) +
                       ", K = " + std::to_string(k) + "); with one group per column it has no effect");
   }
@@ -1679,8 +1249,7 @@ void gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<std::re
   static_assert(is_gptq_quant_type(Q), "qtl::gptq_quantize_weights: Q must be uint4b8 or uint8b128");
   auto const v = detail::qnt::as_const(w);
   index_t const k = v.extent[0];
-  bool const channelwise = group_size == -1 || group_size >= k;
-  switch (channelwise ? -1 : group_size) {
+  switch (is_channelwise_group_size(group_size, k) ? -1 : group_size) {
     case 32: detail::qnt::gptq_impl<Q, 32>(v, group_size, opt, out); break;
     case 64: detail::qnt::gptq_impl<Q, 64>(v, group_size, opt, out); break;
     case 128: detail::qnt::gptq_impl<Q, 128>(v, group_size, opt, out); break;
@@ -1690,19 +1259,6 @@ void gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<std::re
 
 // ------------------------------------------------------------------------------------------------
 // per_tensor_dequantize, convert_to_channelwise, all_close_1d
-
-/// Element of `per_tensor_dequantize` with a scalar (0-dim) scale: fp16(fp16(x) · inv_scale),
-/// the scale kept in float32 as torch ≥ 2.1 does for a CPU scalar operand.
-template <class T>
-QTL_HOST_DEVICE constexpr half_t per_tensor_dequantize_element(T x, float inv_scale) {
-  float const h = detail::qnt::round_to<half_t>(detail::qnt::load<T>(x));
-  return detail::qnt::store<half_t>(detail::qnt::mul(h, inv_scale, 0));
-}
-/// Element with a 1-element scale tensor: float32(fp16(x)) · inv_scale in float32 (torch promotes).
-template <class T>
-QTL_HOST_DEVICE constexpr float per_tensor_dequantize_element_f32(T x, float inv_scale) {
-  return detail::qnt::mul(detail::qnt::round_to<half_t>(detail::qnt::load<T>(x)), inv_scale, 0);
-}
 
 /// `per_tensor_dequantize(tensor, inv_scale)`: `tensor.to(float16) * inv_scale`. With a half_t
 /// output: the scale is a Python float or 0-dim tensor, the product is rounded to fp16 (overflow
@@ -1784,21 +1340,6 @@ inline host_tensor<float, 2> convert_to_channelwise(float weight_scale, std::spa
   host_tensor<float, 2> out({total, 1});
   convert_to_channelwise(weight_scale, logical_widths, out.view());
   return out;
-}
-
-/// torch.isclose(a, b) with rtol = 1e-5, atol = 1e-8, equal_nan = False, each step in T as torch:
-/// a == b, or |T(a - b)| finite and ≤ T(atol + |T(rtol · b)|). The tolerance scales with `b`.
-template <class T>
-QTL_HOST_DEVICE constexpr bool torch_isclose(T a_, T b_, std::uint32_t opaque = 0) {
-  using namespace detail::qnt;
-  float const a = load<T>(a_);
-  float const b = load<T>(b_);
-  if (a == b) {
-    return true;
-  }
-  float const allowed = round_to<T>(add(1e-8f, abs(round_to<T>(mul(1e-5f, b, opaque)))));
-  float const actual = abs(round_to<T>(sub(a, b)));
-  return actual < std::numeric_limits<float>::infinity() && actual <= allowed;
 }
 
 /// `all_close_1d(x)`: every element is torch.allclose to x[0] (tolerance relative to the other

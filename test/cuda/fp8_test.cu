@@ -5,6 +5,7 @@
 #include <qtl/fp8.hpp>
 
 #include <catch2/catch.hpp>
+#include <device_compare.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -94,8 +95,8 @@ void per_tensor_and_token(index_t m, index_t n, index_t padded, qtl::fp8_nan nan
   device_buffer<float8_e4m3fn_t> dq(out_n);
   device_buffer<float> ds(1);
   REQUIRE(qtl::cuda::scaled_fp8_quant_dynamic(din, qtl::make_view(dq.ptr, padded, n), ds.ptr, to) == cudaSuccess);
-  CHECK(bits(ds.get()) == bits({hs}));
-  CHECK(codes(dq.get()) == codes(hq));
+  CHECK(qtl_test::mismatches(bits(ds.get()), bits({hs})) == "");
+  CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
 
   // per token, sglang and vLLM recipes
   for (auto const& o : {qtl::fp8_token_options{}, qtl::vllm_per_token_options<float8_e4m3fn_t>(3.0f)}) {
@@ -106,8 +107,8 @@ void per_tensor_and_token(index_t m, index_t n, index_t padded, qtl::fp8_nan nan
     device_buffer<float> dsc(static_cast<std::size_t>(padded));
     REQUIRE(qtl::cuda::scaled_fp8_quant_per_token(din, qtl::make_view(dq.ptr, padded, n), dsc.ptr, oo) ==
             cudaSuccess);
-    CHECK(bits(dsc.get()) == bits(hsc));
-    CHECK(codes(dq.get()) == codes(hq));
+    CHECK(qtl_test::mismatches(bits(dsc.get()), bits(hsc)) == "");
+    CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
   }
 }
 
@@ -126,8 +127,8 @@ void per_group(index_t m, index_t n, qtl::fp8_group_options o) {
   device_buffer<float> ds(std::vector<float>(hs.size(), -1.0f));
   REQUIRE(qtl::cuda::per_token_group_quant_fp8<G>(qtl::make_view<T const>(dx.ptr, m, n),
                                                   qtl::make_view(dq.ptr, rows, n), ds.ptr, o) == cudaSuccess);
-  CHECK(codes(dq.get()) == codes(hq));
-  CHECK(bits(ds.get()) == bits(hs));
+  CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
+  CHECK(qtl_test::mismatches(bits(ds.get()), bits(hs)) == "");
 }
 
 }  // namespace
@@ -152,7 +153,7 @@ TEST_CASE("device static quantization equals the host, zero scale included", "[c
     device_buffer<float8_e4m3fn_t> dq(hq.size());
     REQUIRE(qtl::cuda::scaled_fp8_quant_static(qtl::make_view<float const>(dx.ptr, m, n), ds.ptr,
                                                qtl::make_view(dq.ptr, m, n)) == cudaSuccess);
-    CHECK(codes(dq.get()) == codes(hq));
+    CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
   }
 }
 
@@ -189,7 +190,7 @@ TEST_CASE("device requantize_with_max_scale equals the host", "[cuda][fp8]") {
   CHECK(plan.max_scale == mx);
   REQUIRE(qtl::cuda::requantize_with_max_scale(qtl::make_view(dw.ptr, rows, k), plan, scales, widths) ==
           cudaSuccess);
-  CHECK(codes(dw.get()) == codes(hw));
+  CHECK(qtl_test::mismatches(codes(dw.get()), codes(hw)) == "");
 }
 
 TEST_CASE("device fp8_all_close counts equal the host report", "[cuda][fp8]") {

@@ -100,9 +100,12 @@ TEST_CASE("dispatch_group_size: listed sizes are specialised, other divisors of 
 
   CHECK_THROWS_WITH((qtl::dispatch_group_size<32, 64, 128>(48, 4096, describe)),
                     "qtl::dispatch_group_size: group size 48 with K = 4096 is not supported (it does not divide K); "
-                    "supported: {32, 64, 128} specialised, any positive divisor of K, or -1 (one group per column)");
-  CHECK_THROWS_WITH((qtl::dispatch_group_size<32, 64, 128>(128, 100, describe)),
-                    Contains("group size 128 with K = 100 is not supported (it does not divide K)"));
+                    "supported: {32, 64, 128} specialised, any positive divisor of K, or -1 or at least K (one group per "
+                    "column)");
+  // A group size of at least K is one group per column, as in quantize_weights (qtl/group_size.hpp).
+  CHECK(qtl::dispatch_group_size<32, 64, 128>(128, 100, describe) == "dynamic 100");
+  CHECK(qtl::dispatch_group_size<-1, 128>(128, 100, describe) == "static -1");
+  CHECK(qtl::dispatch_group_size<32, 64, 128>(128, 128, describe) == "static 128");
   CHECK_THROWS_WITH((qtl::dispatch_group_size<32>(0, 64, describe)),
                     Contains("group size 0 with K = 64 is not supported (a group size must be positive, or -1)"));
   CHECK_THROWS_WITH((qtl::dispatch_group_size<32>(-2, 64, describe)), Contains("group size -2 with K = 64"));

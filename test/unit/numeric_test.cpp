@@ -295,6 +295,32 @@ TEST_CASE("typed conversions agree with the raw codecs", "[numeric]") {
   }
 }
 
+TEST_CASE("the branch-free fp16/bf16 conversions equal the generic codec", "[numeric]") {
+  using qtl::detail::special_codes;
+  for (std::uint32_t h = 0; h < 0x10000; ++h) {
+    auto const c = static_cast<std::uint16_t>(h);
+    REQUIRE(bits_of(qtl::fp16_to_float(c)) == bits_of(qtl::detail::decode<5, 10, special_codes::ieee>(c)));
+  }
+  std::vector<std::uint32_t> probes;
+  for (std::uint32_t e = 0; e < 256; ++e) {  // every exponent, mantissas around every rounding boundary
+    for (std::uint32_t m : {0u, 1u, 0xFFFu, 0x1000u, 0x1001u, 0x2FFFu, 0x3000u, 0x7FFFu, 0x8000u, 0x8001u, 0x18000u,
+                            0x7FFFFFu, 0x7FF000u, 0x7FEFFFu}) {
+      probes.push_back((e << 23) | m);
+      probes.push_back(0x80000000u | (e << 23) | m);
+    }
+  }
+  for (std::uint64_t u = 12345; u < (std::uint64_t{1} << 32); u += std::uint64_t{1} << oracle_sweep_shift) {
+    probes.push_back(static_cast<std::uint32_t>(u));
+  }
+  for (std::uint32_t u : probes) {
+    INFO("bits 0x" << std::hex << u);
+    REQUIRE(qtl::float_to_fp16(float_of(u)) ==
+            qtl::detail::encode<5, 10, special_codes::ieee, 0x7E00u, true>(u, saturation::none, true));
+    REQUIRE(qtl::float_to_bf16(float_of(u)) ==
+            qtl::detail::encode<8, 7, special_codes::ieee, 0x7FC0u, false>(u, saturation::none, true));
+  }
+}
+
 TEST_CASE("round_half_even equals std::nearbyint in round-to-nearest mode", "[numeric][sweep]") {
   REQUIRE(std::fegetround() == FE_TONEAREST);
   std::size_t bad = 0;

@@ -62,7 +62,7 @@ TEST_CASE("transpose rejects mismatched shapes and strided last dimensions", "[t
   auto const in = qtl::make_view(static_cast<float const*>(a.data()), 3, 4);
   CHECK_THROWS_AS(qtl::transpose(in, qtl::make_view(b.data(), 3, 4)), qtl::shape_error);
   CHECK_THROWS_WITH(qtl::transpose(in, qtl::make_view(b.data(), 3, 4)),
-                    Catch::Contains("out has shape (3, 4), expected (4, 3)"));
+                    Catch::Contains("out has shape [3, 4], expected [4, 3]"));
   auto strided = qtl::make_view(b.data(), 4, 3);
   strided.stride[1] = 2;
   CHECK_THROWS_AS(qtl::transpose(in, strided), qtl::shape_error);
