@@ -231,3 +231,28 @@ TEST_CASE("device launchers refuse bad shapes without launching", "[cuda][fp8]")
   CHECK(qtl::cuda::scaled_fp8_quant_dynamic(in, qtl::make_view(dq.ptr, 2, 4), ds.ptr) == cudaErrorInvalidValue);
   CHECK(qtl::cuda::per_token_group_quant_fp8<32>(in, qtl::make_view(dq.ptr, 3, 4), ds.ptr) == cudaErrorInvalidValue);
 }
+
+#if defined(QTL_CUDA_SIM)
+// -use_fast_math (nvcc -ftz=true) turns the _rn intrinsics into their .ftz forms: a subnormal
+// input or scale flushes to zero. The kernels' bit-exactness is promised for IEEE builds only
+// (qtl/cuda/fp8.cuh; the PTX check cuda_ptx_no_ftz keeps .ftz out of the project's own flags);
+// this pins what the flag would change, on the simulated device's FTZ mode.
+TEST_CASE("device fp8 codes differ from the host under flush-to-zero (-use_fast_math), as documented", "[cuda][fp8]") {
+  std::vector<float> const x = {std::ldexp(1.0f, -128), std::ldexp(-3.0f, -130), 1e-3f};  // two subnormals
+  float const s = std::ldexp(1.0f, -127);  // a subnormal scale: 1/s = 2^127
+  std::vector<float8_e4m3fn_t> hq(x.size());
+  qtl::scaled_fp8_quant_static(qtl::make_view<float const>(x.data(), 1, 3), s, qtl::make_view(hq.data(), 1, 3));
+  CHECK(codes(hq)[0] == 0x30);  // 2^-128 * 2^127 = 0.5
+  device_buffer<float> dx(x);
+  device_buffer<float> ds(std::vector<float>{s});
+  for (bool const ftz : {false, true}) {
+    cuda_sim::set_flush_to_zero(ftz);
+    device_buffer<float8_e4m3fn_t> dq(x.size());
+    REQUIRE(qtl::cuda::scaled_fp8_quant_static(qtl::make_view<float const>(dx.ptr, 1, 3), ds.ptr,
+                                               qtl::make_view(dq.ptr, 1, 3)) == cudaSuccess);
+    cuda_sim::set_flush_to_zero(false);
+    INFO("flush to zero: " << ftz);
+    CHECK((qtl_test::mismatches(codes(dq.get()), codes(hq)) == "") == !ftz);
+  }
+}
+#endif  // ^^^ QTL_CUDA_SIM ^^^

@@ -5,8 +5,11 @@
 /// `fp8_all_close`. Every kernel runs the host header's element functions (`fp8_quantize_element`,
 /// `fp8_token_scale`, `fp8_group_scale`, `requantize_fp8_element`, `fp8_compare_codes`), whose
 /// float arithmetic uses `__fmul_rn`/`__fdiv_rn`/`__fadd_rn` on the device, so the device output
-/// equals the host output bit for bit (test/cuda/fp8_test.cu), whatever nvcc contracts or
-/// `-use_fast_math` does elsewhere.
+/// equals the host output bit for bit (test/cuda/fp8_test.cu), whatever nvcc contracts elsewhere.
+/// Not under `-use_fast_math` / `-ftz=true`: nvcc then emits the `.ftz` forms of those intrinsics,
+/// and subnormal inputs, scales (`1/s` of a huge scale) and products flush to zero (pinned on the
+/// simulated device's FTZ mode in test/cuda/fp8_test.cu; the cuda_ptx_no_ftz test reads the PTX
+/// of the project's own flags).
 ///
 /// Launchers follow CUB: they take a `cudaStream_t`, enqueue work, and return the first
 /// `cudaError_t` (bad shapes give `cudaErrorInvalidValue` before anything is enqueued); nothing

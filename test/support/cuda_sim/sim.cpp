@@ -332,6 +332,11 @@ void run_block(block_run& b) {
     t.st = state::runnable;
     // A fresh stack as cuda_sim_switch leaves it: six zero registers, then "return" into
     // fiber_main with the stack aligned as after a call.
+#if CUDA_SIM_ASAN
+    // The last fiber on this stack ended by a switch, not a return: its frames' redzones are still
+    // poisoned. Kernel frames are shallow; the top 64 KiB are cleared for the next one.
+    ASAN_UNPOISON_MEMORY_REGION(static_cast<char*>(t.stack) + stack_bytes - 64 * 1024, 64 * 1024);
+#endif
     auto* top = reinterpret_cast<std::uintptr_t*>(static_cast<char*>(t.stack) + stack_bytes);
     top[-1] = 0;
     top[-2] = reinterpret_cast<std::uintptr_t>(&fiber_main);
