@@ -246,7 +246,8 @@ QTL_FP8_AVX2 inline __m256i fp8_encode8(__m256 v) {
   if constexpr (Nan == fp8_nan::to_max) {
     return _mm256_or_si256(code, _mm256_andnot_si256(nan, sign));
   } else {
-    return _mm256_or_si256(_mm256_or_si256(code, _mm256_andnot_si256(nan, sign)), _mm256_and_si256(nan, c32(F::nan_code)));
+    __m256i const signed_code = _mm256_or_si256(code, _mm256_andnot_si256(nan, sign));  // a NaN drops its sign
+    return _mm256_or_si256(signed_code, _mm256_and_si256(nan, c32(F::nan_code)));
   }
 }
 

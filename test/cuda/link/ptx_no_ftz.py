@@ -27,7 +27,8 @@ def main() -> int:
             return 1
         text = ptx.read_text()
     entries = len(re.findall(r"^\.visible \.entry|^\.entry|^\.weak \.entry", text, re.M))
-    bad = [line.strip() for line in text.splitlines() if re.search(r"\.ftz\b", line) and not line.lstrip().startswith("//")]
+    bad = [line.strip() for line in text.splitlines()
+           if re.search(r"\.ftz\b", line) and not line.lstrip().startswith("//")]
     print(f"{entries} kernels, {len(text.splitlines())} PTX lines, {len(bad)} with .ftz")
     for line in bad[:20]:
         print("  " + line)

@@ -445,8 +445,9 @@ void check_guards(std::source_location site) {
     ASAN_POISON_MEMORY_REGION(p + a.bytes, a.back);
 #endif
     if (front || back) {
-      fatal(std::string("the kernel of ") + site.function_name() + " wrote " + (front ? "before the start" : "past the end") +
-            " of a device allocation of " + std::to_string(a.bytes) + " bytes");
+      fatal(std::string("the kernel of ") + site.function_name() + " wrote " +
+            (front ? "before the start" : "past the end") + " of a device allocation of " + std::to_string(a.bytes) +
+            " bytes");
     }
   }
 }
