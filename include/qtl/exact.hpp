@@ -21,14 +21,14 @@
 #include <cstdint>
 #include <type_traits>
 
-#include <qtl/macros.hpp>  // QTL_HOST_DEVICE, QTL_DEVICE_ROUNDING
+#include <qtl/macros.hpp>  // QTL_HOST_DEVICE, QTL_DEVICE_ROUNDING, QTL_ON_DEVICE
 
 namespace qtl::detail {
 
 /// a + b, rounded once to nearest even.
 QTL_HOST_DEVICE constexpr float add_rn(float a, float b) {
 #if QTL_DEVICE_ROUNDING
-  if (!std::is_constant_evaluated()) {
+  if (!std::is_constant_evaluated() && QTL_ON_DEVICE()) {
     return __fadd_rn(a, b);
   }
 #endif  // ^^^ QTL_DEVICE_ROUNDING ^^^
@@ -37,7 +37,7 @@ QTL_HOST_DEVICE constexpr float add_rn(float a, float b) {
 /// a - b, rounded once to nearest even.
 QTL_HOST_DEVICE constexpr float sub_rn(float a, float b) {
 #if QTL_DEVICE_ROUNDING
-  if (!std::is_constant_evaluated()) {
+  if (!std::is_constant_evaluated() && QTL_ON_DEVICE()) {
     return __fsub_rn(a, b);
   }
 #endif  // ^^^ QTL_DEVICE_ROUNDING ^^^
@@ -46,7 +46,7 @@ QTL_HOST_DEVICE constexpr float sub_rn(float a, float b) {
 /// a · b, rounded once to nearest even (see `mul_rn_unfused` where a sum consumes it on the host).
 QTL_HOST_DEVICE constexpr float mul_rn(float a, float b) {
 #if QTL_DEVICE_ROUNDING
-  if (!std::is_constant_evaluated()) {
+  if (!std::is_constant_evaluated() && QTL_ON_DEVICE()) {
     return __fmul_rn(a, b);
   }
 #endif  // ^^^ QTL_DEVICE_ROUNDING ^^^
@@ -55,7 +55,7 @@ QTL_HOST_DEVICE constexpr float mul_rn(float a, float b) {
 /// a / b, rounded once to nearest even (IEEE division, never a reciprocal).
 QTL_HOST_DEVICE constexpr float div_rn(float a, float b) {
 #if QTL_DEVICE_ROUNDING
-  if (!std::is_constant_evaluated()) {
+  if (!std::is_constant_evaluated() && QTL_ON_DEVICE()) {
     return __fdiv_rn(a, b);
   }
 #endif  // ^^^ QTL_DEVICE_ROUNDING ^^^
@@ -73,7 +73,7 @@ inline std::uint32_t opaque_zero() { return opaque_zero_source; }
 /// compiler (`opaque_zero()` on the host; any value is ignored on the device).
 QTL_HOST_DEVICE constexpr float mul_rn_unfused(float a, float b, std::uint32_t opaque) {
 #if QTL_DEVICE_ROUNDING
-  if (!std::is_constant_evaluated()) {
+  if (!std::is_constant_evaluated() && QTL_ON_DEVICE()) {
     (void)opaque;
     return __fmul_rn(a, b);
   }

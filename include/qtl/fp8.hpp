@@ -25,7 +25,8 @@
 /// reproduce), and the other behaviour is an option:
 ///   - **NaN input**: the kernels clamp with `fminf/fmaxf`, which drop a NaN operand, so a NaN
 ///     becomes `+max` (0x7E for e4m3fn) whatever its sign: `fp8_nan::to_max` (default). torch's
-///     `clamp` keeps it and the cast gives the NaN code: `fp8_nan::propagate`.
+///     `clamp` keeps it and the cast gives the NaN code: `fp8_nan::propagate`, always the positive
+///     code 0x7F (device arithmetic makes every NaN +NaN; x86 keeps signs: QTL defines one result).
 ///   - **zero scale** (static scale 0, or an all-zero tensor under dynamic per-tensor): sglang's
 ///     per-tensor kernels multiply by `1/0 = inf`, so 0 * inf = NaN -> +max and nonzero -> ±max:
 ///     `fp8_zero_scale::reciprocal` (default there). sglang's per-token kernels guard

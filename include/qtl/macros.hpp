@@ -7,14 +7,27 @@
 /// * `QTL_KERNEL`      — a `__global__` kernel with hidden visibility (CCCL's rule, so copies built for
 ///                       different architecture lists in different shared objects do not collide).
 /// * `QTL_UNROLL`      — `#pragma unroll` in the device pass only.
-/// * `QTL_DEVICE_ROUNDING` — 1 where element code runs as device code and must use CUDA's
-///                       explicitly rounded intrinsics (`qtl/exact.hpp`), else 0: the one
-///                       predicate by which element code tells the device from the host.
+/// * `QTL_DEVICE_ROUNDING` — 1 where element code may run as device code and must use CUDA's
+///                       explicitly rounded intrinsics (`qtl/exact.hpp`): nvcc's device pass and the
+///                       simulated device; else 0.
+/// * `QTL_ON_DEVICE()` — whether device code runs now: always in nvcc's device pass, never on the
+///                       host, and while a simulated device thread runs under `QTL_CUDA_SIM`. With
+///                       `QTL_DEVICE_ROUNDING`, the one predicate by which element code tells the
+///                       device from the host, so that in one simulator binary the kernels take the
+///                       device branch and the host references the host branch.
+///
+/// `QTL_CUDA_SIM` (test-only) compiles the kernels with g++ against the simulated device of
+/// test/support/cuda_sim, whose <cuda_sim/device.hpp> declares the built-ins and intrinsics.
 
 #if defined(__CUDACC__)
 #  define QTL_HOST_DEVICE __host__ __device__ __forceinline__
 #  define QTL_DEVICE __device__ __forceinline__
 #  define QTL_KERNEL __global__ __attribute__((visibility("hidden")))
+#elif defined(QTL_CUDA_SIM)
+#  include <cuda_sim/device.hpp>
+#  define QTL_HOST_DEVICE inline
+#  define QTL_DEVICE inline
+#  define QTL_KERNEL inline
 #else
 #  define QTL_HOST_DEVICE inline
 #  define QTL_DEVICE inline
@@ -23,9 +36,15 @@
 #if defined(__CUDA_ARCH__)
 #  define QTL_UNROLL _Pragma("unroll")
 #  define QTL_DEVICE_ROUNDING 1
+#  define QTL_ON_DEVICE() true
+#elif defined(QTL_CUDA_SIM) && !defined(__CUDACC__)
+#  define QTL_UNROLL
+#  define QTL_DEVICE_ROUNDING 1
+#  define QTL_ON_DEVICE() (::cuda_sim::on_device())
 #else
 #  define QTL_UNROLL
 #  define QTL_DEVICE_ROUNDING 0
+#  define QTL_ON_DEVICE() false
 #endif  // ^^^ __CUDA_ARCH__ ^^^
 
 // Bit-exactness and floating-point contraction: element code that must be exact is written so that

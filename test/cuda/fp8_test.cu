@@ -5,6 +5,7 @@
 #include <qtl/fp8.hpp>
 
 #include <catch2/catch.hpp>
+#include <device_compare.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -94,8 +95,8 @@ void per_tensor_and_token(index_t m, index_t n, index_t padded, qtl::fp8_nan nan
   device_buffer<float8_e4m3fn_t> dq(out_n);
   device_buffer<float> ds(1);
   REQUIRE(qtl::cuda::scaled_fp8_quant_dynamic(din, qtl::make_view(dq.ptr, padded, n), ds.ptr, to) == cudaSuccess);
-  CHECK(bits(ds.get()) == bits({hs}));
-  CHECK(codes(dq.get()) == codes(hq));
+  CHECK(qtl_test::mismatches(bits(ds.get()), bits({hs})) == "");
+  CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
 
   // per token, sglang and vLLM recipes
   for (auto const& o : {qtl::fp8_token_options{}, qtl::vllm_per_token_options<float8_e4m3fn_t>(3.0f)}) {
@@ -106,8 +107,8 @@ void per_tensor_and_token(index_t m, index_t n, index_t padded, qtl::fp8_nan nan
     device_buffer<float> dsc(static_cast<std::size_t>(padded));
     REQUIRE(qtl::cuda::scaled_fp8_quant_per_token(din, qtl::make_view(dq.ptr, padded, n), dsc.ptr, oo) ==
             cudaSuccess);
-    CHECK(bits(dsc.get()) == bits(hsc));
-    CHECK(codes(dq.get()) == codes(hq));
+    CHECK(qtl_test::mismatches(bits(dsc.get()), bits(hsc)) == "");
+    CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
   }
 }
 
@@ -126,8 +127,8 @@ void per_group(index_t m, index_t n, qtl::fp8_group_options o) {
   device_buffer<float> ds(std::vector<float>(hs.size(), -1.0f));
   REQUIRE(qtl::cuda::per_token_group_quant_fp8<G>(qtl::make_view<T const>(dx.ptr, m, n),
                                                   qtl::make_view(dq.ptr, rows, n), ds.ptr, o) == cudaSuccess);
-  CHECK(codes(dq.get()) == codes(hq));
-  CHECK(bits(ds.get()) == bits(hs));
+  CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
+  CHECK(qtl_test::mismatches(bits(ds.get()), bits(hs)) == "");
 }
 
 }  // namespace
@@ -152,7 +153,7 @@ TEST_CASE("device static quantization equals the host, zero scale included", "[c
     device_buffer<float8_e4m3fn_t> dq(hq.size());
     REQUIRE(qtl::cuda::scaled_fp8_quant_static(qtl::make_view<float const>(dx.ptr, m, n), ds.ptr,
                                                qtl::make_view(dq.ptr, m, n)) == cudaSuccess);
-    CHECK(codes(dq.get()) == codes(hq));
+    CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
   }
 }
 
@@ -189,7 +190,7 @@ TEST_CASE("device requantize_with_max_scale equals the host", "[cuda][fp8]") {
   CHECK(plan.max_scale == mx);
   REQUIRE(qtl::cuda::requantize_with_max_scale(qtl::make_view(dw.ptr, rows, k), plan, scales, widths) ==
           cudaSuccess);
-  CHECK(codes(dw.get()) == codes(hw));
+  CHECK(qtl_test::mismatches(codes(dw.get()), codes(hw)) == "");
 }
 
 TEST_CASE("device fp8_all_close counts equal the host report", "[cuda][fp8]") {
@@ -230,3 +231,28 @@ TEST_CASE("device launchers refuse bad shapes without launching", "[cuda][fp8]")
   CHECK(qtl::cuda::scaled_fp8_quant_dynamic(in, qtl::make_view(dq.ptr, 2, 4), ds.ptr) == cudaErrorInvalidValue);
   CHECK(qtl::cuda::per_token_group_quant_fp8<32>(in, qtl::make_view(dq.ptr, 3, 4), ds.ptr) == cudaErrorInvalidValue);
 }
+
+#if defined(QTL_CUDA_SIM)
+// -use_fast_math (nvcc -ftz=true) turns the _rn intrinsics into their .ftz forms: a subnormal
+// input or scale flushes to zero. The kernels' bit-exactness is promised for IEEE builds only
+// (qtl/cuda/fp8.cuh; the PTX check cuda_ptx_no_ftz keeps .ftz out of the project's own flags);
+// this pins what the flag would change, on the simulated device's FTZ mode.
+TEST_CASE("device fp8 codes differ from the host under flush-to-zero (-use_fast_math), as documented", "[cuda][fp8]") {
+  std::vector<float> const x = {std::ldexp(1.0f, -128), std::ldexp(-3.0f, -130), 1e-3f};  // two subnormals
+  float const s = std::ldexp(1.0f, -127);  // a subnormal scale: 1/s = 2^127
+  std::vector<float8_e4m3fn_t> hq(x.size());
+  qtl::scaled_fp8_quant_static(qtl::make_view<float const>(x.data(), 1, 3), s, qtl::make_view(hq.data(), 1, 3));
+  CHECK(codes(hq)[0] == 0x30);  // 2^-128 * 2^127 = 0.5
+  device_buffer<float> dx(x);
+  device_buffer<float> ds(std::vector<float>{s});
+  for (bool const ftz : {false, true}) {
+    cuda_sim::set_flush_to_zero(ftz);
+    device_buffer<float8_e4m3fn_t> dq(x.size());
+    REQUIRE(qtl::cuda::scaled_fp8_quant_static(qtl::make_view<float const>(dx.ptr, 1, 3), ds.ptr,
+                                               qtl::make_view(dq.ptr, 1, 3)) == cudaSuccess);
+    cuda_sim::set_flush_to_zero(false);
+    INFO("flush to zero: " << ftz);
+    CHECK((qtl_test::mismatches(codes(dq.get()), codes(hq)) == "") == !ftz);
+  }
+}
+#endif  // ^^^ QTL_CUDA_SIM ^^^

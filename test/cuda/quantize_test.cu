@@ -198,7 +198,9 @@ TEST_CASE("device act-order, permute_rows and sort_weights equal the host", "[qu
                                        nullptr));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(o_q.get(), h_q.data(), h_q.storage().size()));
+  CHECK(same(o_ref.get(), h_ref.data(), h_ref.storage().size()));
   CHECK(o_g.get() == h_g);
+  CHECK(o_p.get() == h_p);
 
   // sort_weights: stable on the device as on the host (g_idx has many ties).
   qtl::host_tensor<std::int32_t, 2> s_q({k, n});
@@ -232,6 +234,12 @@ TEST_CASE("device per_tensor_dequantize equals the host; launchers reject what t
   CUDA_REQUIRE(qtl::cuda::per_tensor_dequantize(dt.view(16, 16), 0.0173f, dh.view(16, 16), nullptr));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(dh.get(), h.data(), 256));
+  // the float output (a 1-element scale)
+  qtl::host_tensor<float, 2> hf({16, 16});
+  qtl::per_tensor_dequantize(qtl::make_view(t.data(), 16, 16), 0.0173f, hf.view());
+  dbuf<float> df(256);
+  CUDA_REQUIRE(qtl::cuda::per_tensor_dequantize(dt.view(16, 16), 0.0173f, df.view(16, 16), nullptr));
+  CHECK(same(df.get(), hf.data(), 256));
 
   dbuf<float> w(6 * 4);
   dbuf<float> ref(6 * 4);
@@ -242,4 +250,42 @@ TEST_CASE("device per_tensor_dequantize equals the host; launchers reject what t
         cudaErrorInvalidValue);  // 4 does not divide 6
   CHECK(qtl::cuda::quantize_weights<qtl::int4>(qtl::view2d<float const>(w.view(6, 4)), 2, out, {.zero_points = true},
                                                nullptr) == cudaErrorInvalidValue);
+}
+
+TEST_CASE("device launchers return their own status and check everything before they enqueue", "[quantize][cuda]") {
+  // An unrelated earlier error (cudaFree of memory that is not a device allocation) stays for
+  // cudaGetLastError; a launcher neither returns nor clears it (they returned cudaGetLastError()).
+  int not_device = 0;
+  CHECK(cudaFree(&not_device) != cudaSuccess);
+  std::vector<qtl::float8_e4m3fn_t> t(16);
+  dbuf<qtl::float8_e4m3fn_t> dt(t);
+  dbuf<qtl::half_t> dh(16);
+  CHECK(qtl::cuda::per_tensor_dequantize(dt.view(4, 4), 1.0f, dh.view(4, 4), nullptr) == cudaSuccess);
+  CHECK(cudaGetLastError() != cudaSuccess);
+  CHECK(cudaGetLastError() == cudaSuccess);
+
+  // gptq with act-order and a g_idx of the wrong length: rejected before inverse_kernel writes
+  // the scratch (it was enqueued before the check)
+  index_t const k = 128;
+  index_t const n = 8;
+  std::vector<std::int64_t> perm(static_cast<std::size_t>(k));
+  for (index_t i = 0; i < k; ++i) {
+    perm[static_cast<std::size_t>(i)] = k - 1 - i;
+  }
+  dbuf<float> w(static_cast<std::size_t>(k * n));
+  dbuf<std::int64_t> dperm(perm);
+  dbuf<float> ref(static_cast<std::size_t>(k * n));
+  dbuf<std::int32_t> q(static_cast<std::size_t>(k * n));
+  dbuf<float> s(static_cast<std::size_t>(k / 32 * n));
+  dbuf<std::int32_t> g(static_cast<std::size_t>(k));
+  dbuf<std::int64_t> p(static_cast<std::size_t>(k));
+  dbuf<std::int32_t> scratch(static_cast<std::size_t>(k));
+  auto const before = scratch.get();
+  CHECK(qtl::cuda::gptq_quantize_weights<qtl::uint4b8>(
+            qtl::view2d<float const>(w.view(k, n)), 32,
+            qtl::gptq_outputs<float>{ref.view(k, n), q.view(k, n), s.view(k / 32, n), qtl::make_view(g.p, k - 1),
+                                     qtl::make_view(p.p, k)},
+            dperm.p, scratch.p, nullptr) == cudaErrorInvalidValue);
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  CHECK(scratch.get() == before);
 }

@@ -19,7 +19,7 @@
 /// the host function would reject, before anything is enqueued); they never throw or synchronise.
 /// Views hold device pointers.
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #error "<qtl/cuda/blockscale.cuh> needs nvcc; host code includes <qtl/blockscale.hpp>"
 #endif  // ^^^ __CUDACC__ ^^^
 
@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <qtl/blockscale.hpp>
+#include <qtl/cuda/launch.cuh>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
 #include <type_traits>
@@ -38,8 +39,7 @@ namespace detail {
 inline constexpr int blockscale_threads = 256;
 
 inline unsigned blockscale_grid(index_t items) {
-  index_t const blocks = (items + blockscale_threads - 1) / blockscale_threads;
-  return static_cast<unsigned>(blocks < 65536 * 16 ? (blocks > 0 ? blocks : 1) : 65536 * 16);  // grid-stride beyond
+  return grid_stride_blocks(items, blockscale_threads, index_t{65536} * 16);
 }
 
 template <class T>
@@ -144,16 +144,12 @@ cudaError_t swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out, cudaStrea
   }
   if constexpr (Layout::tile_cols % 4 == 0) {
     if (reinterpret_cast<std::uintptr_t>(out.data) % 4 == 0) {
-      detail::swizzle_blockscale_words_kernel<Layout, Out>
-          <<<detail::blockscale_grid(total / 4), detail::blockscale_threads, 0, stream>>>(src, out.data, padded_rows,
-                                                                                          padded_cols);
-      return cudaGetLastError();
+      return launch(detail::swizzle_blockscale_words_kernel<Layout, Out>, detail::blockscale_grid(total / 4),
+                    detail::blockscale_threads, 0, stream, src, out.data, padded_rows, padded_cols);
     }
   }
-  detail::swizzle_blockscale_bytes_kernel<Layout, Out>
-      <<<detail::blockscale_grid(total), detail::blockscale_threads, 0, stream>>>(src, out.data, padded_rows,
-                                                                                  padded_cols);
-  return cudaGetLastError();
+  return launch(detail::swizzle_blockscale_bytes_kernel<Layout, Out>, detail::blockscale_grid(total),
+                detail::blockscale_threads, 0, stream, src, out.data, padded_rows, padded_cols);
 }
 
 /// Device `qtl::unswizzle_blockscale`: the contiguous `Layout` buffer `in` back into the row-major
@@ -180,10 +176,8 @@ cudaError_t unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out, cudaStr
   if (total == 0) {
     return cudaSuccess;
   }
-  detail::unswizzle_blockscale_kernel<Layout, Out>
-      <<<detail::blockscale_grid(total), detail::blockscale_threads, 0, stream>>>(static_cast<Out const*>(in.data), dst,
-                                                                                  padded_rows, padded_cols);
-  return cudaGetLastError();
+  return launch(detail::unswizzle_blockscale_kernel<Layout, Out>, detail::blockscale_grid(total),
+                detail::blockscale_threads, 0, stream, static_cast<Out const*>(in.data), dst, padded_rows, padded_cols);
 }
 
 }  // namespace qtl::cuda

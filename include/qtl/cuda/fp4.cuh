@@ -16,16 +16,16 @@
 /// Launchers take a `cudaStream_t`, return `cudaError_t` (`cudaErrorInvalidValue` for bad shapes,
 /// before anything is enqueued), never throw or synchronise; pointers are device pointers.
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #  error "<qtl/cuda/fp4.cuh> needs nvcc; host code includes <qtl/fp4.hpp>"
 #endif  // ^^^ __CUDACC__ ^^^
 
-#include <cstdint>
-
 #include <cuda_runtime.h>
 
+#include <cstdint>
 #include <qtl/blockscale.hpp>
 #include <qtl/cuda/fp8.cuh>
+#include <qtl/cuda/launch.cuh>
 #include <qtl/fp4.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
@@ -126,8 +126,7 @@ cudaError_t nvfp4_global_scale(view2d<T const> in, float* global_scale, cudaStre
   if (cudaError_t e = fp8_amax(in, global_scale, stream); e != cudaSuccess) {
     return e;
   }
-  detail::map_scalar_kernel<detail::nvfp4_global_scale_from_amax_fn><<<1, 1, 0, stream>>>(global_scale);
-  return cudaGetLastError();
+  return launch(detail::map_scalar_kernel<detail::nvfp4_global_scale_from_amax_fn>, 1, 1, 0, stream, global_scale);
 }
 
 /// Block quantization of `in` [M, K] into `values` and `scales` (`block_scale_bytes<F,
@@ -151,10 +150,9 @@ cudaError_t block_quantize(view2d<T const> in, view2d<typename F::element> value
   if (total == 0) {
     return cudaSuccess;
   }
-  index_t const blocks = (total + detail::threads - 1) / detail::threads;
-  unsigned const grid = static_cast<unsigned>(blocks < 65535 * 4 ? blocks : 65535 * 4);
-  detail::block_quantize_kernel<F, Layout, T><<<grid, detail::threads, 0, stream>>>(in, values, scales, global_scale);
-  return cudaGetLastError();
+  unsigned const grid = detail::grid_stride_blocks(total, detail::threads, 65535 * 4);
+  return launch(detail::block_quantize_kernel<F, Layout, T>, grid, detail::threads, 0, stream, in, values, scales,
+                global_scale);
 }
 
 /// Dequantization into `out` [M, K] (float, half_t or bfloat16_t), as the host
@@ -172,9 +170,8 @@ cudaError_t block_dequantize(view2d<typename F::element const> values, typename 
   if (m == 0 || k == 0) {
     return cudaSuccess;
   }
-  detail::block_dequantize_kernel<F, Layout, Out>
-      <<<detail::grid_2d(m, k, 64, 4096), detail::threads, 0, stream>>>(values, scales, global_scale, out);
-  return cudaGetLastError();
+  return launch(detail::block_dequantize_kernel<F, Layout, Out>, detail::grid_2d(m, k, 64, 4096), detail::threads, 0,
+                stream, values, scales, global_scale, out);
 }
 
 }  // namespace qtl::cuda

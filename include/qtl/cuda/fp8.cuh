@@ -5,8 +5,11 @@
 /// `fp8_all_close`. Every kernel runs the host header's element functions (`fp8_quantize_element`,
 /// `fp8_token_scale`, `fp8_group_scale`, `requantize_fp8_element`, `fp8_compare_codes`), whose
 /// float arithmetic uses `__fmul_rn`/`__fdiv_rn`/`__fadd_rn` on the device, so the device output
-/// equals the host output bit for bit (test/cuda/fp8_test.cu), whatever nvcc contracts or
-/// `-use_fast_math` does elsewhere.
+/// equals the host output bit for bit (test/cuda/fp8_test.cu), whatever nvcc contracts elsewhere.
+/// Not under `-use_fast_math` / `-ftz=true`: nvcc then emits the `.ftz` forms of those intrinsics,
+/// and subnormal inputs, scales (`1/s` of a huge scale) and products flush to zero (pinned on the
+/// simulated device's FTZ mode in test/cuda/fp8_test.cu; the cuda_ptx_no_ftz test reads the PTX
+/// of the project's own flags).
 ///
 /// Launchers follow CUB: they take a `cudaStream_t`, enqueue work, and return the first
 /// `cudaError_t` (bad shapes give `cudaErrorInvalidValue` before anything is enqueued); nothing
@@ -14,19 +17,19 @@
 /// pointers. amax reductions are CUB block reductions of `|x|`'s bits (exact, NaN ignored, order
 /// free), combined across blocks with `atomicMax` on the bits of a non-negative float.
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #  error "<qtl/cuda/fp8.cuh> needs nvcc; host code includes <qtl/fp8.hpp>"
 #endif  // ^^^ __CUDACC__ ^^^
 
-#include <cstdint>
-#include <span>
-
-#include <cub/block/block_reduce.cuh>
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <cub/block/block_reduce.cuh>
+#include <qtl/cuda/launch.cuh>
 #include <qtl/fp8.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
+#include <span>
 
 namespace qtl::cuda {
 
@@ -44,9 +47,7 @@ struct sum_op {
 // A 2-D grid over [rows, cols]: x strides over columns, y over rows, both capped so that large
 // tensors loop inside the kernel (and amax has few atomics).
 inline dim3 grid_2d(index_t rows, index_t cols, int max_x = 64, int max_y = 1024) {
-  index_t const x = (cols + threads - 1) / threads;
-  return dim3(static_cast<unsigned>(x < 1 ? 1 : (x > max_x ? max_x : x)),
-              static_cast<unsigned>(rows < 1 ? 1 : (rows > max_y ? max_y : rows)));
+  return dim3(grid_stride_blocks(cols, threads, max_x), grid_stride_blocks(rows, 1, max_y));
 }
 
 template <class T, class Fp8>
@@ -242,9 +243,8 @@ cudaError_t fp8_amax(view2d<T const> in, float* amax, cudaStream_t stream = null
   if (in.extent[0] == 0 || in.extent[1] == 0) {
     return cudaSuccess;
   }
-  detail::amax_kernel<T><<<detail::grid_2d(in.extent[0], in.extent[1], 32, 512), detail::threads, 0, stream>>>(
-      in, reinterpret_cast<std::uint32_t*>(amax));
-  return cudaGetLastError();
+  return launch(detail::amax_kernel<T>, detail::grid_2d(in.extent[0], in.extent[1], 32, 512), detail::threads, 0,
+                stream, in, reinterpret_cast<std::uint32_t*>(amax));
 }
 
 /// Static per-tensor quantization with the scale `*scale` (a device float), as the host
@@ -260,13 +260,19 @@ cudaError_t scaled_fp8_quant_static(view2d<T const> in, float const* scale, view
   }
   dim3 const grid = detail::grid_2d(out.extent[0], out.extent[1], 64, 4096);
   if (o.nan == fp8_nan::to_max) {
-    detail::per_tensor_kernel<T, Fp8, fp8_nan::to_max><<<grid, detail::threads, 0, stream>>>(in, out, scale, 0.0f,
-                                                                                             o.zero_scale);
+    if (cudaError_t const st = launch(detail::per_tensor_kernel<T, Fp8, fp8_nan::to_max>, grid, detail::threads, 0,
+                                      stream, in, out, scale, 0.0f, o.zero_scale);
+        st != cudaSuccess) {
+      return st;
+    }
   } else {
-    detail::per_tensor_kernel<T, Fp8, fp8_nan::propagate><<<grid, detail::threads, 0, stream>>>(in, out, scale, 0.0f,
-                                                                                                o.zero_scale);
+    if (cudaError_t const st = launch(detail::per_tensor_kernel<T, Fp8, fp8_nan::propagate>, grid, detail::threads, 0,
+                                      stream, in, out, scale, 0.0f, o.zero_scale);
+        st != cudaSuccess) {
+      return st;
+    }
   }
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 /// Dynamic per-tensor quantization: `*scale = amax / max` (written to the device float), then as
@@ -280,9 +286,9 @@ cudaError_t scaled_fp8_quant_dynamic(view2d<T const> in, view2d<Fp8> out, float*
   if (cudaError_t e = fp8_amax(in, scale, stream); e != cudaSuccess) {
     return e;
   }
-  detail::map_scalar_kernel<detail::scale_from_amax<Fp8>><<<1, 1, 0, stream>>>(scale);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-    return e;
+  if (cudaError_t const st = launch(detail::map_scalar_kernel<detail::scale_from_amax<Fp8>>, 1, 1, 0, stream, scale);
+      st != cudaSuccess) {
+    return st;
   }
   return scaled_fp8_quant_static<Fp8>(in, scale, out, o, stream);
 }
@@ -298,18 +304,17 @@ cudaError_t scaled_fp8_quant_per_token(view2d<T const> in, view2d<Fp8> out, floa
   if (out.extent[0] == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = static_cast<unsigned>(out.extent[0] < 65535 ? out.extent[0] : 65535);
-  auto launch = [&](auto kernel) {
-    kernel<<<blocks, detail::threads, 0, stream>>>(in, out, scales, o);
-    return cudaGetLastError();
+  unsigned const blocks = detail::grid_stride_blocks(out.extent[0], 1, 65535);
+  auto run = [&](auto kernel) {
+    return qtl::cuda::launch(kernel, blocks, detail::threads, 0, stream, in, out, scales, o);
   };
   bool const divide = o.op == fp8_scale_op::divide;
   if (o.nan == fp8_nan::to_max) {
-    return divide ? launch(detail::per_token_kernel<T, Fp8, fp8_nan::to_max, fp8_scale_op::divide>)
-                  : launch(detail::per_token_kernel<T, Fp8, fp8_nan::to_max, fp8_scale_op::multiply_reciprocal>);
+    return divide ? run(detail::per_token_kernel<T, Fp8, fp8_nan::to_max, fp8_scale_op::divide>)
+                  : run(detail::per_token_kernel<T, Fp8, fp8_nan::to_max, fp8_scale_op::multiply_reciprocal>);
   }
-  return divide ? launch(detail::per_token_kernel<T, Fp8, fp8_nan::propagate, fp8_scale_op::divide>)
-                : launch(detail::per_token_kernel<T, Fp8, fp8_nan::propagate, fp8_scale_op::multiply_reciprocal>);
+  return divide ? run(detail::per_token_kernel<T, Fp8, fp8_nan::propagate, fp8_scale_op::divide>)
+                : run(detail::per_token_kernel<T, Fp8, fp8_nan::propagate, fp8_scale_op::multiply_reciprocal>);
 }
 
 /// Per-token-group quantization, as the host `per_token_group_quant_fp8`; `scales` (device) holds
@@ -330,21 +335,19 @@ cudaError_t per_token_group_quant_fp8(view2d<T const> in, view2d<Fp8> out, float
   }
   constexpr int team = GroupSize >= 32 ? 32 : GroupSize;
   index_t const warps = (total + 32 / team - 1) / (32 / team);
-  index_t const blocks = (warps * 32 + detail::threads - 1) / detail::threads;
-  unsigned const grid = static_cast<unsigned>(blocks < 65535 ? blocks : 65535);
-  auto launch = [&](auto kernel) {
-    kernel<<<grid, detail::threads, 0, stream>>>(in, out, scales, o);
-    return cudaGetLastError();
+  unsigned const grid = detail::grid_stride_blocks(warps * 32, detail::threads, 65535);
+  auto run = [&](auto kernel) {
+    return qtl::cuda::launch(kernel, grid, detail::threads, 0, stream, in, out, scales, o);
   };
   bool const divide = o.op == fp8_scale_op::divide;
   if (o.nan == fp8_nan::to_max) {
-    return divide ? launch(detail::per_token_group_kernel<GroupSize, T, Fp8, fp8_nan::to_max, fp8_scale_op::divide>)
-                  : launch(detail::per_token_group_kernel<GroupSize, T, Fp8, fp8_nan::to_max,
-                                                          fp8_scale_op::multiply_reciprocal>);
+    return divide ? run(detail::per_token_group_kernel<GroupSize, T, Fp8, fp8_nan::to_max, fp8_scale_op::divide>)
+                  : run(detail::per_token_group_kernel<GroupSize, T, Fp8, fp8_nan::to_max,
+                                                       fp8_scale_op::multiply_reciprocal>);
   }
-  return divide ? launch(detail::per_token_group_kernel<GroupSize, T, Fp8, fp8_nan::propagate, fp8_scale_op::divide>)
-                : launch(detail::per_token_group_kernel<GroupSize, T, Fp8, fp8_nan::propagate,
-                                                        fp8_scale_op::multiply_reciprocal>);
+  return divide ? run(detail::per_token_group_kernel<GroupSize, T, Fp8, fp8_nan::propagate, fp8_scale_op::divide>)
+                : run(detail::per_token_group_kernel<GroupSize, T, Fp8, fp8_nan::propagate,
+                                                     fp8_scale_op::multiply_reciprocal>);
 }
 
 /// `requantize_with_max_scale` on a device weight, for a plan the host validated with
@@ -356,18 +359,23 @@ cudaError_t requantize_with_max_scale(view2d<Fp8> weight, requantize_plan const&
   if (!plan.requantize) {
     return cudaSuccess;
   }
-  float const inv = fp8_inverse_scale(plan.max_scale);
   index_t start = 0;
-  for (std::size_t k = 0; k < logical_widths.size(); ++k) {
+  for (std::size_t k = 0; k < logical_widths.size(); ++k) {  // every shard checked before the first launch
     index_t const w = logical_widths[k];
     if (w < 0 || (w > 0 && k >= scales.size()) || start + w > weight.extent[0]) {
       return cudaErrorInvalidValue;
     }
+    start += w;
+  }
+  float const inv = fp8_inverse_scale(plan.max_scale);
+  start = 0;
+  for (std::size_t k = 0; k < logical_widths.size(); ++k) {
+    index_t const w = logical_widths[k];
     if (w > 0 && weight.extent[1] > 0) {
-      detail::requantize_kernel<Fp8><<<detail::grid_2d(w, weight.extent[1], 64, 4096), detail::threads, 0, stream>>>(
-          weight, start, start + w, scales[k], inv);
-      if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
-        return e;
+      if (cudaError_t const st = launch(detail::requantize_kernel<Fp8>, detail::grid_2d(w, weight.extent[1], 64, 4096),
+                                        detail::threads, 0, stream, weight, start, start + w, scales[k], inv);
+          st != cudaSuccess) {
+        return st;
       }
     }
     start += w;
@@ -389,9 +397,8 @@ cudaError_t fp8_compare(view2d<Fp8 const> a, view2d<Fp8 const> b, unsigned long 
   if (a.extent[0] == 0 || a.extent[1] == 0) {
     return cudaSuccess;
   }
-  detail::compare_kernel<Fp8><<<detail::grid_2d(a.extent[0], a.extent[1], 32, 512), detail::threads, 0, stream>>>(
-      a, b, counts);
-  return cudaGetLastError();
+  return launch(detail::compare_kernel<Fp8>, detail::grid_2d(a.extent[0], a.extent[1], 32, 512), detail::threads, 0,
+                stream, a, b, counts);
 }
 
 /// The report of `fp8_compare`'s counts (copied to the host) for `numel` elements.

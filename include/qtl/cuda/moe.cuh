@@ -12,7 +12,7 @@
 /// Launchers take a `cudaStream_t` and return `cudaError_t` (`cudaErrorInvalidValue` for what the
 /// host would reject, before anything is enqueued); they never throw or synchronise.
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #error "<qtl/cuda/moe.cuh> needs nvcc; host code includes <qtl/moe.hpp>"
 #endif  // ^^^ __CUDACC__ ^^^
 
@@ -20,6 +20,7 @@
 
 #include <cstdint>
 #include <qtl/blockscale.hpp>
+#include <qtl/cuda/launch.cuh>
 #include <qtl/macros.hpp>
 #include <qtl/moe.hpp>
 #include <qtl/view.hpp>
@@ -90,8 +91,7 @@ QTL_KERNEL void moe_scales_kernel(view3d<T const> in, T* out, moe_rows map) {
 }
 
 inline unsigned moe_grid(index_t items, int per_block) {
-  index_t const blocks = (items + per_block - 1) / per_block;
-  return static_cast<unsigned>(blocks < (index_t{1} << 20) ? (blocks > 0 ? blocks : 1) : (index_t{1} << 20));
+  return grid_stride_blocks(items, per_block, index_t{1} << 20);
 }
 
 template <class In, class Out>
@@ -143,19 +143,28 @@ cudaError_t prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const
   auto const g2 = detail::moe_rows::w2;
   using w_t = WOut;
   using s_t = SOut;
-  detail::moe_gather_rows_kernel<EpilogueTileM, w_t>
-      <<<detail::moe_grid(e * r1, 1), detail::moe_row_threads, 0, stream>>>(view3d<w_t const>(in.gemm1_weights),
-                                                                            out.gemm1_weights, g1);
-  detail::moe_scales_kernel<EpilogueTileM, s_t>
-      <<<detail::moe_grid(e * r1 * (h / 16) / 4, detail::moe_word_threads), detail::moe_word_threads, 0, stream>>>(
-          view3d<s_t const>(in.gemm1_scales), out.gemm1_scales.data, g1);
-  detail::moe_gather_rows_kernel<EpilogueTileM, w_t>
-      <<<detail::moe_grid(e * h, 1), detail::moe_row_threads, 0, stream>>>(view3d<w_t const>(in.gemm2_weights),
-                                                                           out.gemm2_weights, g2);
-  detail::moe_scales_kernel<EpilogueTileM, s_t>
-      <<<detail::moe_grid(e * h * (i / 16) / 4, detail::moe_word_threads), detail::moe_word_threads, 0, stream>>>(
-          view3d<s_t const>(in.gemm2_scales), out.gemm2_scales.data, g2);
-  return cudaGetLastError();
+  if (cudaError_t const st =
+          launch(detail::moe_gather_rows_kernel<EpilogueTileM, w_t>, detail::moe_grid(e * r1, 1),
+                 detail::moe_row_threads, 0, stream, view3d<w_t const>(in.gemm1_weights), out.gemm1_weights, g1);
+      st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st =
+          launch(detail::moe_scales_kernel<EpilogueTileM, s_t>,
+                 detail::moe_grid(e * r1 * (h / 16) / 4, detail::moe_word_threads), detail::moe_word_threads, 0, stream,
+                 view3d<s_t const>(in.gemm1_scales), out.gemm1_scales.data, g1);
+      st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st =
+          launch(detail::moe_gather_rows_kernel<EpilogueTileM, w_t>, detail::moe_grid(e * h, 1),
+                 detail::moe_row_threads, 0, stream, view3d<w_t const>(in.gemm2_weights), out.gemm2_weights, g2);
+      st != cudaSuccess) {
+    return st;
+  }
+  return launch(detail::moe_scales_kernel<EpilogueTileM, s_t>,
+                detail::moe_grid(e * h * (i / 16) / 4, detail::moe_word_threads), detail::moe_word_threads, 0, stream,
+                view3d<s_t const>(in.gemm2_scales), out.gemm2_scales.data, g2);
 }
 
 }  // namespace qtl::cuda

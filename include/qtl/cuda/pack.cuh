@@ -14,14 +14,14 @@
 /// null pointer with a non-empty view), otherwise the launch status (`cudaGetLastError`); they do
 /// not synchronise.
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #  error "<qtl/cuda/pack.cuh> needs nvcc; host code includes <qtl/pack.hpp>"
 #endif  // ^^^ !__CUDACC__ ^^^
 
-#include <cstdint>
-
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <qtl/cuda/launch.cuh>
 #include <qtl/macros.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/view.hpp>
@@ -159,8 +159,7 @@ bool rows_vectorisable(view2d<T> v) {
 // (columns handled by one thread each, rows) -> grid, one 256-thread block row per 256 columns.
 inline dim3 pack_grid(index_t cols, index_t rows) {
   index_t const bx = (cols + pack_block_threads - 1) / pack_block_threads;
-  index_t const by = rows < max_grid_y ? rows : max_grid_y;
-  return dim3(static_cast<unsigned>(bx), static_cast<unsigned>(by));
+  return dim3(static_cast<unsigned>(bx), grid_stride_blocks(rows, 1, max_grid_y));
 }
 
 template <auto Width>
@@ -190,9 +189,8 @@ cudaError_t pack_rows(view2d<std::int32_t const> in, view2d<std::int32_t> out, c
   if (out.size() == 0) {
     return cudaSuccess;
   }
-  detail::pack_rows_kernel<traits::bits, traits::is_signed>
-      <<<detail::pack_grid(out.extent[1], out.extent[0]), detail::pack_block_threads, 0, stream>>>(in, out);
-  return cudaGetLastError();
+  return launch(detail::pack_rows_kernel<traits::bits, traits::is_signed>,
+                detail::pack_grid(out.extent[1], out.extent[0]), detail::pack_block_threads, 0, stream, in, out);
 }
 
 /// GPU `qtl::pack_cols`: `in` (K, N) codes -> `out` (K, N/pf) words, on `stream`.
@@ -207,13 +205,19 @@ cudaError_t pack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> out, c
   }
   dim3 const grid = detail::pack_grid(out.extent[1], out.extent[0]);
   if (detail::rows_vectorisable<traits::factor>(in)) {
-    detail::pack_cols_kernel<traits::bits, traits::is_signed, true>
-        <<<grid, detail::pack_block_threads, 0, stream>>>(in, out);
+    if (cudaError_t const st = launch(detail::pack_cols_kernel<traits::bits, traits::is_signed, true>, grid,
+                                      detail::pack_block_threads, 0, stream, in, out);
+        st != cudaSuccess) {
+      return st;
+    }
   } else {
-    detail::pack_cols_kernel<traits::bits, traits::is_signed, false>
-        <<<grid, detail::pack_block_threads, 0, stream>>>(in, out);
+    if (cudaError_t const st = launch(detail::pack_cols_kernel<traits::bits, traits::is_signed, false>, grid,
+                                      detail::pack_block_threads, 0, stream, in, out);
+        st != cudaSuccess) {
+      return st;
+    }
   }
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 /// GPU `qtl::unpack_rows`: `in` (K/pf, N) words -> `out` (K, N) codes, on `stream`.
@@ -226,9 +230,8 @@ cudaError_t unpack_rows(view2d<std::int32_t const> in, view2d<std::int32_t> out,
   if (in.size() == 0) {
     return cudaSuccess;
   }
-  detail::unpack_rows_kernel<traits::bits, traits::is_signed>
-      <<<detail::pack_grid(in.extent[1], in.extent[0]), detail::pack_block_threads, 0, stream>>>(in, out);
-  return cudaGetLastError();
+  return launch(detail::unpack_rows_kernel<traits::bits, traits::is_signed>,
+                detail::pack_grid(in.extent[1], in.extent[0]), detail::pack_block_threads, 0, stream, in, out);
 }
 
 /// GPU `qtl::unpack_cols`: `in` (K, N/pf) words -> `out` (K, N) codes, on `stream`.
@@ -243,13 +246,19 @@ cudaError_t unpack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> out,
   }
   dim3 const grid = detail::pack_grid(in.extent[1], in.extent[0]);
   if (detail::rows_vectorisable<traits::factor>(out)) {
-    detail::unpack_cols_kernel<traits::bits, traits::is_signed, true>
-        <<<grid, detail::pack_block_threads, 0, stream>>>(in, out);
+    if (cudaError_t const st = launch(detail::unpack_cols_kernel<traits::bits, traits::is_signed, true>, grid,
+                                      detail::pack_block_threads, 0, stream, in, out);
+        st != cudaSuccess) {
+      return st;
+    }
   } else {
-    detail::unpack_cols_kernel<traits::bits, traits::is_signed, false>
-        <<<grid, detail::pack_block_threads, 0, stream>>>(in, out);
+    if (cudaError_t const st = launch(detail::unpack_cols_kernel<traits::bits, traits::is_signed, false>, grid,
+                                      detail::pack_block_threads, 0, stream, in, out);
+        st != cudaSuccess) {
+      return st;
+    }
   }
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 }  // namespace qtl::cuda

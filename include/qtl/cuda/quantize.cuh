@@ -2,7 +2,7 @@
 /// \file
 /// CUDA kernels and launchers of qtl/quantize.hpp: `quantize_weights` (grouped and ungrouped),
 /// `gptq_quantize_weights` with act-order, `permute_rows`, `sort_weights` (CUB radix sort, which is
-/// stable like the host's), `per_tensor_dequantize` and `convert_to_channelwise`. The per-group
+/// stable like the host's), and `per_tensor_dequantize`. The per-group
 /// and per-element work is the host header's (`symmetric_scale`, `asymmetric_scale`,
 /// `quantize_code`, `dequantize_code`, whose float steps use `__fdiv_rn`/`__fmul_rn`/... on the
 /// device, so nvcc's FMA contraction cannot change them): device output equals host output bit
@@ -24,17 +24,17 @@
 /// host functions reject, before anything is enqueued); they never throw or synchronise. Views
 /// hold device pointers; inner strides must be 1.
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #  error "<qtl/cuda/quantize.cuh> needs nvcc; host code includes <qtl/quantize.hpp>"
 #endif  // ^^^ __CUDACC__ ^^^
 
 #include <cuda_runtime.h>
 
-#include <cub/cub.cuh>
-
 #include <cstddef>
 #include <cstdint>
+#include <cub/cub.cuh>
 #include <optional>
+#include <qtl/cuda/launch.cuh>
 #include <qtl/macros.hpp>
 #include <qtl/quantize.hpp>
 #include <qtl/view.hpp>
@@ -69,58 +69,62 @@ QTL_KERNEL void __launch_bounds__(32 * Slices)
   __shared__ typename warp_reduce::TempStorage temp[32];
 
   index_t const n = w.extent[1];
+  index_t const groups = w.extent[0] / gs;
   int const tx = static_cast<int>(threadIdx.x);
   int const ty = static_cast<int>(threadIdx.y);
   index_t const col = index_t(blockIdx.x) * 32 + tx;
-  index_t const g = blockIdx.y;
-  index_t const r0 = g * gs;
   bool const in_range = col < n;
-
-  // Pass 1: this thread's rows of its column.
-  minmax acc{std::numeric_limits<float>::quiet_NaN(), 0.0f};
-  bool first = true;
-  if (in_range) {
-    for (index_t i = ty; i < gs; i += Slices) {
-      float const x = load<T>(w.data[(r0 + i) * w.stride[0] + col]);
-      acc = first ? minmax{x, x} : minmax_op{}(acc, minmax{x, x});
-      first = false;
-    }
-  }
-  partial[ty][tx] = acc;
-  __syncthreads();
-  // The Slices partials of column c = t / Slices, reduced by a logical warp of Slices lanes
-  // (slices with no rows, when gs < Slices, hold their own column's first value: see below).
-  int const t = ty * 32 + tx;
-  int const c = t / Slices;
-  int const s = t % Slices;
-  minmax v = partial[s < gs ? s : 0][c];
-  minmax const red = warp_reduce(temp[c]).Reduce(v, minmax_op{});
-  if (s == 0) {
-    index_t const oc = index_t(blockIdx.x) * 32 + c;
-    group_params p{};
-    if (oc < n) {
-      p = ZeroPoints ? qtl::detail::qnt::asymmetric_scale<T>(red.mx, red.mn, r)
-                     : qtl::detail::qnt::symmetric_scale<T>(red.mx, red.mn, r);
-      out.w_s.data[g * out.w_s.stride[0] + oc] = store<T>(p.s);
-      if constexpr (ZeroPoints) {
-        out.w_zp.data[g * out.w_zp.stride[0] + oc] = static_cast<std::int32_t>(p.zp);
+  // Groups past grid.y's cap: the block loops (uniformly: every thread meets every barrier). The
+  // shared arrays need no barrier between groups: partial is read before the second barrier of a
+  // group and params after it, and both are written in the next group only after its first.
+  for (index_t g = blockIdx.y; g < groups; g += gridDim.y) {
+    index_t const r0 = g * gs;
+    // Pass 1: this thread's rows of its column.
+    minmax acc{std::numeric_limits<float>::quiet_NaN(), 0.0f};
+    bool first = true;
+    if (in_range) {
+      for (index_t i = ty; i < gs; i += Slices) {
+        float const x = load<T>(w.data[(r0 + i) * w.stride[0] + col]);
+        acc = first ? minmax{x, x} : minmax_op{}(acc, minmax{x, x});
+        first = false;
       }
     }
-    params[c] = p;
-  }
-  __syncthreads();
-  if (!in_range) {
-    return;
-  }
-  // Pass 2: codes and reference values.
-  group_params const p = params[tx];
-  for (index_t i = ty; i < gs; i += Slices) {
-    index_t const ri = r0 + i;
-    index_t const ro = row_out ? row_out[ri] : ri;
-    float const q = qtl::detail::qnt::quantize_code<T>(load<T>(w.data[ri * w.stride[0] + col]), p, r);
-    out.w_ref.data[ro * out.w_ref.stride[0] + col] =
-        store<T>(qtl::detail::qnt::dequantize_code<T, SmallCodes>(q, p, After, 0u));
-    out.w_q.data[ro * out.w_q.stride[0] + col] = static_cast<std::int32_t>(q) + r.bias;
+    partial[ty][tx] = acc;
+    __syncthreads();
+    // The Slices partials of column c = t / Slices, reduced by a logical warp of Slices lanes
+    // (slices with no rows, when gs < Slices, hold their own column's first value: see below).
+    int const t = ty * 32 + tx;
+    int const c = t / Slices;
+    int const s = t % Slices;
+    minmax v = partial[s < gs ? s : 0][c];
+    minmax const red = warp_reduce(temp[c]).Reduce(v, minmax_op{});
+    if (s == 0) {
+      index_t const oc = index_t(blockIdx.x) * 32 + c;
+      group_params p{};
+      if (oc < n) {
+        p = ZeroPoints ? qtl::detail::qnt::asymmetric_scale<T>(red.mx, red.mn, r)
+                       : qtl::detail::qnt::symmetric_scale<T>(red.mx, red.mn, r);
+        out.w_s.data[g * out.w_s.stride[0] + oc] = store<T>(p.s);
+        if constexpr (ZeroPoints) {
+          out.w_zp.data[g * out.w_zp.stride[0] + oc] = static_cast<std::int32_t>(p.zp);
+        }
+      }
+      params[c] = p;
+    }
+    __syncthreads();
+    if (!in_range) {
+      continue;
+    }
+    // Pass 2: codes and reference values.
+    group_params const p = params[tx];
+    for (index_t i = ty; i < gs; i += Slices) {
+      index_t const ri = r0 + i;
+      index_t const ro = row_out ? row_out[ri] : ri;
+      float const q = qtl::detail::qnt::quantize_code<T>(load<T>(w.data[ri * w.stride[0] + col]), p, r);
+      out.w_ref.data[ro * out.w_ref.stride[0] + col] =
+          store<T>(qtl::detail::qnt::dequantize_code<T, SmallCodes>(q, p, After, 0u));
+      out.w_q.data[ro * out.w_q.stride[0] + col] = static_cast<std::int32_t>(q) + r.bias;
+    }
   }
 }
 
@@ -149,9 +153,13 @@ QTL_KERNEL void gather_rows_kernel(view2d<S const> src, I const* idx, view2d<S> 
   }
 }
 
+// The three index kernels are templates (on the index type) although each has one instantiation: a
+// non-template __global__ function defined in a header is defined again by every translation unit
+// that includes it, and two of them no longer link (test/cuda/link: two TUs including every .cuh).
+
 /// g_idx[i] = perm[i] // group_size (Python floor division); rand_perm[i] = perm[i] when asked.
-QTL_KERNEL void g_idx_kernel(std::int64_t const* perm, index_t k, index_t group_size, std::int32_t* g_idx,
-                             std::int64_t* rand_perm) {
+template <class Perm>
+QTL_KERNEL void g_idx_kernel(Perm const* perm, index_t k, index_t group_size, std::int32_t* g_idx, Perm* rand_perm) {
   for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < k; i += index_t(gridDim.x) * blockDim.x) {
     std::int64_t const p = perm[i];
     g_idx[i] = static_cast<std::int32_t>(qtl::detail::qnt::floor_div(p, group_size));
@@ -161,14 +169,17 @@ QTL_KERNEL void g_idx_kernel(std::int64_t const* perm, index_t k, index_t group_
   }
 }
 /// inv[perm[i]] = i.
-QTL_KERNEL void inverse_kernel(std::int64_t const* perm, index_t k, std::int32_t* inv) {
+template <class Perm>
+QTL_KERNEL void inverse_kernel(Perm const* perm, index_t k, std::int32_t* inv) {
   for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < k; i += index_t(gridDim.x) * blockDim.x) {
     inv[perm[i]] = static_cast<std::int32_t>(i);
   }
 }
-QTL_KERNEL void iota_kernel(std::int32_t* v, index_t k) {
+/// v[i] = i.
+template <class I>
+QTL_KERNEL void iota_kernel(I* v, index_t k) {
   for (index_t i = index_t(blockIdx.x) * blockDim.x + threadIdx.x; i < k; i += index_t(gridDim.x) * blockDim.x) {
-    v[i] = static_cast<std::int32_t>(i);
+    v[i] = static_cast<I>(i);
   }
 }
 
@@ -189,8 +200,7 @@ QTL_KERNEL void per_tensor_dequantize_kernel(view2d<T const> in, float inv_scale
 }
 
 inline unsigned grid_for(index_t items, int threads = 256) {
-  index_t const blocks = (items + threads - 1) / threads;
-  return static_cast<unsigned>(blocks < 65536 * 16 ? (blocks > 0 ? blocks : 1) : 65536 * 16);
+  return grid_stride_blocks(items, threads, index_t{65536} * 16);
 }
 
 template <class V>
@@ -207,39 +217,49 @@ cudaError_t launch_grouped(view2d<T const> w, index_t gs, quant_range r, quantiz
   if (n == 0) {
     return cudaSuccess;
   }
-  dim3 const grid(static_cast<unsigned>((n + 31) / 32), static_cast<unsigned>(k / gs));
-  if (gs <= 128) {
-    quantize_grouped_kernel<T, SmallCodes, ZeroPoints, After, 8><<<grid, dim3(32, 8), 0, stream>>>(w, gs, r, out, row_out);
-  } else {
-    quantize_grouped_kernel<T, SmallCodes, ZeroPoints, After, 32><<<grid, dim3(32, 32), 0, stream>>>(w, gs, r, out, row_out);
+  dim3 const grid(static_cast<unsigned>((n + 31) / 32), grid_stride_blocks(k / gs, 1, launch_limits::grid_yz));
+  if (index_t{grid.x} * 32 < n) {
+    return cudaErrorInvalidValue;  // more than 2^37 columns
   }
-  return cudaGetLastError();
+  if (gs <= 128) {
+    return launch(quantize_grouped_kernel<T, SmallCodes, ZeroPoints, After, 8>, grid, dim3(32, 8), 0, stream, w, gs, r,
+                  out, row_out);
+  }
+  return launch(quantize_grouped_kernel<T, SmallCodes, ZeroPoints, After, 32>, grid, dim3(32, 32), 0, stream, w, gs, r,
+                out, row_out);
 }
 
-/// Checks as the host does (returning cudaErrorInvalidValue) and launches.
+/// The group size `quantize_impl` uses, or 0 where the host function throws (bad shapes).
 template <scalar_type Q, class T>
-cudaError_t quantize_impl(view2d<T const> w, index_t group_size, quantize_outputs<T> out, quantize_options opt,
-                          std::int32_t const* row_out, cudaStream_t stream) {
-  constexpr quant_range r = quant_range_of(Q);
-  constexpr bool small = Q.size_bits() <= 8;
+index_t checked_group_size(view2d<T const> w, index_t group_size, quantize_outputs<T> const& out,
+                           quantize_options opt) {
   index_t const k = w.extent[0];
   index_t const n = w.extent[1];
   if (k <= 0 || (n > 1 && w.stride[1] != 1)) {
-    return cudaErrorInvalidValue;
+    return 0;
   }
   if (opt.zero_points && (Q.is_signed || Q.max_int() <= 0)) {
-    return cudaErrorInvalidValue;
+    return 0;
   }
   index_t gs = group_size;
   if (gs == -1 || gs >= k) {
     gs = k;
   } else if (gs <= 0 || k % gs != 0) {
-    return cudaErrorInvalidValue;
+    return 0;
   }
   if (!shape_ok(out.w_ref, k, n) || !shape_ok(out.w_q, k, n) || !shape_ok(out.w_s, k / gs, n) ||
       (opt.zero_points && !shape_ok(out.w_zp, k / gs, n))) {
-    return cudaErrorInvalidValue;
+    return 0;
   }
+  return gs;
+}
+
+/// Launches the grouped kernel for a group size `checked_group_size` accepted.
+template <scalar_type Q, class T>
+cudaError_t quantize_impl(view2d<T const> w, index_t gs, quantize_outputs<T> out, quantize_options opt,
+                          std::int32_t const* row_out, cudaStream_t stream) {
+  constexpr quant_range r = quant_range_of(Q);
+  constexpr bool small = Q.size_bits() <= 8;
   if (!opt.zero_points) {
     return launch_grouped<T, small, false, false>(w, gs, r, out, row_out, stream);
   }
@@ -276,14 +296,17 @@ cudaError_t quantize_weights(view2d<W> w, std::optional<index_t> group_size, qua
           !detail::shape_ok(out.w_q, k, n)) {
         return cudaErrorInvalidValue;
       }
-      detail::quantize_ungrouped_kernel<T><<<detail::grid_for(k * n), 256, 0, stream>>>(v, quant_range_of(Q), out.w_ref,
-                                                                                         out.w_q);
-      return cudaGetLastError();
+      return launch(detail::quantize_ungrouped_kernel<T>, detail::grid_for(k * n), 256, 0, stream, v, quant_range_of(Q),
+                    out.w_ref, out.w_q);
     } else {
       return cudaErrorInvalidValue;
     }
   } else if constexpr (std::is_same_v<R, T>) {
-    return detail::quantize_impl<Q, T>(v, *group_size, out, opt, nullptr, stream);
+    index_t const gs = detail::checked_group_size<Q, T>(v, *group_size, out, opt);
+    if (gs == 0) {
+      return cudaErrorInvalidValue;
+    }
+    return detail::quantize_impl<Q, T>(v, gs, out, opt, nullptr, stream);
   } else {
     return cudaErrorInvalidValue;
   }
@@ -305,19 +328,29 @@ cudaError_t gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<
     return cudaErrorInvalidValue;
   }
   quantize_outputs<T> qo{out.w_ref, out.w_q, out.w_s, {}};
-  if (perm == nullptr) {
-    return detail::quantize_impl<Q, T>(v, group_size, qo, {}, nullptr, stream);
-  }
-  if (group_size == -1 || group_size >= k || scratch == nullptr || out.g_idx.extent[0] != k ||
-      out.rand_perm.extent[0] != k || out.g_idx.stride[0] != 1 || out.rand_perm.stride[0] != 1) {
+  index_t const gs = detail::checked_group_size<Q, T>(v, group_size, qo, {});
+  if (gs == 0) {
     return cudaErrorInvalidValue;
   }
-  detail::inverse_kernel<<<detail::grid_for(k), 256, 0, stream>>>(perm, k, scratch);
-  if (cudaError_t const e = detail::quantize_impl<Q, T>(v, group_size, qo, {}, scratch, stream); e != cudaSuccess) {
+  if (perm == nullptr) {
+    return detail::quantize_impl<Q, T>(v, gs, qo, {}, nullptr, stream);
+  }
+  // Everything is checked before the first of the three launches is enqueued.
+  if (group_size == -1 || group_size >= k || scratch == nullptr || out.g_idx.extent[0] != k ||
+      out.rand_perm.extent[0] != k || out.g_idx.stride[0] != 1 || out.rand_perm.stride[0] != 1 ||
+      k > std::numeric_limits<std::int32_t>::max()) {
+    return cudaErrorInvalidValue;
+  }
+  if (cudaError_t const e =
+          launch(detail::inverse_kernel<std::int64_t>, detail::grid_for(k), 256, 0, stream, perm, k, scratch);
+      e != cudaSuccess) {
     return e;
   }
-  detail::g_idx_kernel<<<detail::grid_for(k), 256, 0, stream>>>(perm, k, group_size, out.g_idx.data, out.rand_perm.data);
-  return cudaGetLastError();
+  if (cudaError_t const e = detail::quantize_impl<Q, T>(v, gs, qo, {}, scratch, stream); e != cudaSuccess) {
+    return e;
+  }
+  return launch(detail::g_idx_kernel<std::int64_t>, detail::grid_for(k), 256, 0, stream, perm, k, group_size,
+                out.g_idx.data, out.rand_perm.data);
 }
 
 /// `permute_rows` on the device (perm: device int64, a permutation, not checked).
@@ -334,10 +367,20 @@ cudaError_t permute_rows(view2d<QW> q_w, view2d<WR> w_ref, index_t group_size, s
   if (k == 0) {
     return cudaSuccess;
   }
-  detail::gather_rows_kernel<<<detail::grid_for(k * n), 256, 0, stream>>>(detail::as_const(w_ref), perm, out.w_ref);
-  detail::gather_rows_kernel<<<detail::grid_for(k * n), 256, 0, stream>>>(detail::as_const(q_w), perm, out.q_w);
-  detail::g_idx_kernel<<<detail::grid_for(k), 256, 0, stream>>>(perm, k, group_size, out.g_idx.data, out.rand_perm.data);
-  return cudaGetLastError();
+  using WRT = std::remove_const_t<WR>;
+  using QWT = std::remove_const_t<QW>;
+  if (cudaError_t const e = launch(detail::gather_rows_kernel<WRT, std::int64_t>, detail::grid_for(k * n), 256, 0,
+                                   stream, detail::as_const(w_ref), perm, out.w_ref);
+      e != cudaSuccess) {
+    return e;
+  }
+  if (cudaError_t const e = launch(detail::gather_rows_kernel<QWT, std::int64_t>, detail::grid_for(k * n), 256, 0,
+                                   stream, detail::as_const(q_w), perm, out.q_w);
+      e != cudaSuccess) {
+    return e;
+  }
+  return launch(detail::g_idx_kernel<std::int64_t>, detail::grid_for(k), 256, 0, stream, perm, k, group_size,
+                out.g_idx.data, out.rand_perm.data);
 }
 
 /// `sort_weights` on the device: a stable CUB radix sort of (g_idx, row) pairs, then a row
@@ -348,6 +391,9 @@ cudaError_t sort_weights(void* workspace, std::size_t& workspace_bytes, view2d<Q
                          sort_weights_outputs out, cudaStream_t stream) {
   index_t const k = q_w.extent[0];
   index_t const n = q_w.extent[1];
+  if (k > std::numeric_limits<int>::max()) {
+    return cudaErrorInvalidValue;  // CUB counts items in int
+  }
   std::size_t cub_bytes = 0;
   cudaError_t e = cub::DeviceRadixSort::SortPairs(nullptr, cub_bytes, static_cast<std::int32_t const*>(nullptr),
                                                   static_cast<std::int32_t*>(nullptr),
@@ -363,23 +409,23 @@ cudaError_t sort_weights(void* workspace, std::size_t& workspace_bytes, view2d<Q
   }
   if (workspace_bytes < iota_bytes + cub_bytes || !detail::shape_ok(out.q_w, k, n) || out.g_idx.extent[0] != k ||
       out.sort_indices.extent[0] != k || out.g_idx.stride[0] != 1 || out.sort_indices.stride[0] != 1 ||
-      (k > 0 && g_idx == nullptr) || k > std::numeric_limits<int>::max()) {
+      (k > 0 && g_idx == nullptr)) {
     return cudaErrorInvalidValue;
   }
   if (k == 0) {
     return cudaSuccess;
   }
   auto* iota = static_cast<std::int32_t*>(workspace);
-  detail::iota_kernel<<<detail::grid_for(k), 256, 0, stream>>>(iota, k);
+  if (e = launch(detail::iota_kernel<std::int32_t>, detail::grid_for(k), 256, 0, stream, iota, k); e != cudaSuccess) {
+    return e;
+  }
   e = cub::DeviceRadixSort::SortPairs(static_cast<char*>(workspace) + iota_bytes, cub_bytes, g_idx, out.g_idx.data, iota,
                                       out.sort_indices.data, static_cast<int>(k), 0, 32, stream);
   if (e != cudaSuccess) {
     return e;
   }
-  detail::gather_rows_kernel<<<detail::grid_for(k * n), 256, 0, stream>>>(detail::as_const(q_w),
-                                                                          static_cast<std::int32_t const*>(out.sort_indices.data),
-                                                                          out.q_w);
-  return cudaGetLastError();
+  return launch(detail::gather_rows_kernel<std::remove_const_t<QW>, std::int32_t>, detail::grid_for(k * n), 256, 0,
+                stream, detail::as_const(q_w), static_cast<std::int32_t const*>(out.sort_indices.data), out.q_w);
 }
 
 /// `per_tensor_dequantize` on the device: half_t output (scalar scale) or float (1-element scale).
@@ -395,8 +441,8 @@ cudaError_t per_tensor_dequantize(view2d<T> tensor, float inv_scale, view2d<O> o
   if (k * n == 0) {
     return cudaSuccess;
   }
-  detail::per_tensor_dequantize_kernel<<<detail::grid_for(k * n), 256, 0, stream>>>(detail::as_const(tensor), inv_scale, out);
-  return cudaGetLastError();
+  return launch(detail::per_tensor_dequantize_kernel<std::remove_const_t<T>, O>, detail::grid_for(k * n), 256, 0,
+                stream, detail::as_const(tensor), inv_scale, out);
 }
 
 }  // namespace qtl::cuda

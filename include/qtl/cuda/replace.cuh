@@ -6,7 +6,7 @@
 /// (an unknown name is `cudaErrorInvalidValue`). Copies are enqueued on the given stream;
 /// re-allocation uses `cudaMallocAsync`/`cudaFreeAsync` on that stream.
 
-#if !defined(__CUDACC__)
+#if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #  error "<qtl/cuda/replace.cuh> needs nvcc; host code includes <qtl/replace.hpp>"
 #endif  // ^^^ __CUDACC__ ^^^
 
@@ -30,13 +30,15 @@ struct device_parameter {
   std::size_t nbytes = 0;
 };
 
-/// Named device parameters; owns the buffers (freed in the destructor, synchronously).
+/// Named device parameters; owns the buffers (freed in the destructor, synchronously: the buffers
+/// come from `cudaMallocAsync`, and `cudaFree` of stream-ordered memory needs the work using it done).
 class device_parameter_map {
  public:
   device_parameter_map() = default;
   device_parameter_map(device_parameter_map const&) = delete;
   device_parameter_map& operator=(device_parameter_map const&) = delete;
   ~device_parameter_map() {
+    cudaDeviceSynchronize();
     for (auto& [name, p] : params_) {
       cudaFree(p.data);
     }

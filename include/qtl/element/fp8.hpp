@@ -69,7 +69,7 @@ struct fp8_format<float8_e5m2_t> {
 /// What a NaN element becomes (see the file comment).
 enum class fp8_nan : std::uint8_t {
   to_max,     ///< +max, as the CUDA kernels' `fminf/fmaxf` clamp (default)
-  propagate,  ///< the format's NaN code, as torch's `clamp(...).to(fp8)`
+  propagate,  ///< the positive NaN code 0x7F, whatever the NaN's sign (torch's clamp keeps the sign)
 };
 
 /// How a zero scale turns into the multiplier `1/scale`.
@@ -189,7 +189,11 @@ QTL_HOST_DEVICE constexpr std::uint8_t fp8_saturate_encode(float v) {
     sign &= ~nan;  // NaN -> +max: drop its sign
     return static_cast<std::uint8_t>(sign | detail::fp8_encode_magnitude<Fp8>(clamped));
   } else {
-    // max_code | nan_code == nan_code for both formats: turn +-max into the NaN code
+    // A NaN becomes the positive NaN code whatever its sign: CUDA's float arithmetic makes every
+    // NaN result the canonical +NaN (0x7fffffff) where x86 keeps an operand's sign (and makes -NaN
+    // of Inf·0), so a NaN's sign is not a result both executors can agree on.
+    sign &= ~nan;
+    // max_code | nan_code == nan_code for both formats: turn max into the NaN code
     static_assert((fp8_format<Fp8>::max_code | fp8_format<Fp8>::nan_code) == fp8_format<Fp8>::nan_code);
     return static_cast<std::uint8_t>(sign | detail::fp8_encode_magnitude<Fp8>(clamped) |
                                      (nan & fp8_format<Fp8>::nan_code));

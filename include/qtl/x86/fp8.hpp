@@ -59,7 +59,7 @@ inline __m128i fp8_encode4(__m128 v) {
     sign = _mm_andnot_si128(nan, sign);
     return _mm_or_si128(code, sign);
   } else {
-    return _mm_or_si128(_mm_or_si128(code, sign), _mm_and_si128(nan, c32(F::nan_code)));
+    return _mm_or_si128(_mm_or_si128(code, _mm_andnot_si128(nan, sign)), _mm_and_si128(nan, c32(F::nan_code)));
   }
 }
 
@@ -150,7 +150,8 @@ QTL_FP8_AVX2 inline __m256i fp8_encode8(__m256 v) {
   if constexpr (Nan == fp8_nan::to_max) {
     return _mm256_or_si256(code, _mm256_andnot_si256(nan, sign));
   } else {
-    return _mm256_or_si256(_mm256_or_si256(code, sign), _mm256_and_si256(nan, c32(F::nan_code)));
+    __m256i const signed_code = _mm256_or_si256(code, _mm256_andnot_si256(nan, sign));  // a NaN drops its sign
+    return _mm256_or_si256(signed_code, _mm256_and_si256(nan, c32(F::nan_code)));
   }
 }
 
@@ -228,7 +229,7 @@ QTL_FP8_AVX512 inline __m512i encode_magnitude16(__m512i mag) {
 // `fp8_saturate_encode` of 16 floats: |v| clamped to max on the bits (a NaN too, whose bits
 // exceed Inf's), then `encode_magnitude16`, then the sign. `to_max`: the sign bit where v is a
 // negative number, -0 and -Inf included (`vfpclassps`), so a NaN stays +max; `propagate`: v's
-// sign bit, and a NaN lane ORs in the NaN code.
+// sign bit, and a NaN lane is the positive NaN code.
 template <class Fp8, fp8_nan Nan>
 QTL_FP8_AVX512 inline __m512i fp8_encode16(__m512 v) {
   using F = fp8_format<Fp8>;
@@ -243,7 +244,7 @@ QTL_FP8_AVX512 inline __m512i fp8_encode16(__m512 v) {
     __mmask16 const nan = _mm512_cmpgt_epu32_mask(mag, z32(0x7f800000u));
     // code | ((bits >> 24) & 0x80): A | (B & C)
     __m512i const signed_code = _mm512_ternarylogic_epi32(code, _mm512_srli_epi32(bits, 24), z32(0x80u), 0xF8);
-    return _mm512_mask_or_epi32(signed_code, nan, signed_code, z32(F::nan_code));
+    return _mm512_mask_mov_epi32(signed_code, nan, z32(F::nan_code));  // +NaN code, whatever the sign
   }
 }
 

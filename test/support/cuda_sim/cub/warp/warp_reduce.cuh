@@ -1,0 +1,2 @@
+#pragma once
+#include <cub/block/block_reduce.cuh>  // cuda_sim: WarpReduce lives beside BlockReduce
