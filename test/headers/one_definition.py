@@ -25,8 +25,6 @@ RULES = [
 ]
 # (rule, file, owner): repeats left in files owned by other work (the lead removes them on merge).
 KNOWN = {
-    ("group-size rule", "include/qtl/cuda/quantize.cuh"): "issue 15 (qtl/cuda/)",
-    ("GPTQ group-size set", "include/qtl/cuda/quantize.cuh"): "issue 15 (qtl/cuda/)",
 }
 FOLDERS = ("include", "tools", "bench")  # not test/: tests may restate a rule as an independent oracle
 ONLY_IN = {"memcpy baseline": "bench/"}  # the library copies bytes too; only benchmarks time it

@@ -10,20 +10,20 @@
 /// Launchers return `cudaErrorInvalidValue`, before anything is enqueued, for shapes the layout
 /// cannot take (K % 16, K % 32 with A8, N % 64, extents that do not match), null pointers with
 /// non-empty views, act-order with the A8 layout, or more than 65535 experts; otherwise the status
-/// of this launch (`cudaLaunchKernelEx`). They do not synchronise.
+/// of this launch (`qtl/cuda/launch.cuh`). They do not synchronise.
 ///
 /// Unlike the host ops, the kernels cannot check that `sort_indices` is a permutation (it lives in
 /// device memory): an index outside [0, K) is clamped into it, so that nothing is read out of
 /// bounds, and the words it feeds are unspecified. Validate on the host where that matters.
 
 #if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
-#  error "<qtl/cuda/marlin.cuh> needs nvcc; host code includes <qtl/marlin.hpp>"
+#error "<qtl/cuda/marlin.cuh> needs nvcc; host code includes <qtl/marlin.hpp>"
 #endif  // ^^^ !__CUDACC__ ^^^
-
-#include <cstdint>
 
 #include <cuda_runtime.h>
 
+#include <cstdint>
+#include <qtl/cuda/launch.cuh>
 #include <qtl/macros.hpp>
 #include <qtl/marlin.hpp>
 #include <qtl/view.hpp>
@@ -114,21 +114,6 @@ inline dim3 grid_for(index_t items, index_t experts = 1) {
 
 inline bool grid_fits(index_t items) { return (items + block_threads - 1) / block_threads < 0x7FFFFFFF; }
 
-// A launch of `kernel` on `grid` x block_threads through cudaLaunchKernelEx, whose return value is
-// this launch's own status (and which the simulated device of the tests runs). To be replaced by
-// qtl/cuda/launch.cuh's `launch` once that lands.
-template <class... Params, class... Args>
-cudaError_t launch(void (*kernel)(Params...), dim3 grid, cudaStream_t stream, Args... args) {
-  cudaLaunchConfig_t config{};
-  config.gridDim = grid;
-  config.blockDim = dim3(block_threads);
-  config.dynamicSmemBytes = 0;
-  config.stream = stream;
-  config.attrs = nullptr;
-  config.numAttrs = 0;
-  return cudaLaunchKernelEx(&config, kernel, args...);
-}
-
 }  // namespace detail
 
 /// GPU `qtl::marlin::repack_gptq` for E experts at once: qweight [E, K/pf, N], sort_indices (device,
@@ -153,11 +138,12 @@ cudaError_t repack_gptq(view3d<std::int32_t const> qweight, std::int32_t const* 
     return cudaErrorInvalidValue;
   }
   if (sort_indices != nullptr) {
-    return detail::launch(detail::repack_gptq_kernel<Bits, A, true>, detail::grid_for(words, E), stream, qweight,
-                          sort_indices, out.data, K, N);
+    return qtl::cuda::launch(detail::repack_gptq_kernel<Bits, A, true>, detail::grid_for(words, E),
+                             dim3(detail::block_threads), 0, stream, qweight, sort_indices, out.data, K, N);
   }
-  return detail::launch(detail::repack_gptq_kernel<Bits, A, false>, detail::grid_for(words, E), stream, qweight,
-                        static_cast<std::int32_t const*>(nullptr), out.data, K, N);
+  return qtl::cuda::launch(detail::repack_gptq_kernel<Bits, A, false>, detail::grid_for(words, E),
+                           dim3(detail::block_threads), 0, stream, qweight, static_cast<std::int32_t const*>(nullptr),
+                           out.data, K, N);
 }
 
 /// Dense GPU `repack_gptq`: qweight [K/pf, N], sort_indices (K entries) or null, out [K/16, N*16/pf].
@@ -195,7 +181,8 @@ cudaError_t repack_awq(view2d<std::int32_t const> qweight, view2d<std::int32_t> 
   if (qweight.data == nullptr || out.data == nullptr || !detail::grid_fits(words)) {
     return cudaErrorInvalidValue;
   }
-  return detail::launch(detail::repack_awq_kernel<Bits, A>, detail::grid_for(words), stream, qweight, out.data, K, N);
+  return qtl::cuda::launch(detail::repack_awq_kernel<Bits, A>, detail::grid_for(words), dim3(detail::block_threads), 0,
+                           stream, qweight, out.data, K, N);
 }
 
 /// GPU `qtl::marlin::unrepack_gptq`: Marlin m [K/16, N*16/pf] (contiguous) -> qweight [K/pf, N].
@@ -219,8 +206,8 @@ cudaError_t unrepack_gptq(view2d<std::int32_t const> m, std::int32_t const* inve
   if (m.data == nullptr || qweight.data == nullptr || !detail::grid_fits(qweight.size())) {
     return cudaErrorInvalidValue;
   }
-  return detail::launch(detail::unrepack_gptq_kernel<Bits, A>, detail::grid_for(qweight.size()), stream, m.data,
-                        inverse_sort_indices, qweight, N);
+  return qtl::cuda::launch(detail::unrepack_gptq_kernel<Bits, A>, detail::grid_for(qweight.size()),
+                           dim3(detail::block_threads), 0, stream, m.data, inverse_sort_indices, qweight, N);
 }
 
 /// GPU `qtl::marlin::permute_scales` (any element type T of 1, 2 or 4 bytes).
@@ -237,8 +224,8 @@ cudaError_t permute_scales(view2d<T const> s, qtl::marlin::scale_perm_kind kind,
   if (s.data == nullptr || out.data == nullptr || !detail::grid_fits(s.size())) {
     return cudaErrorInvalidValue;
   }
-  return detail::launch(detail::permute_scales_kernel<T>, detail::grid_for(s.size()), stream, s, out,
-                        kind == qtl::marlin::scale_perm_kind::grouped ? 1 : 0);
+  return qtl::cuda::launch(detail::permute_scales_kernel<T>, detail::grid_for(s.size()), dim3(detail::block_threads), 0,
+                           stream, s, out, kind == qtl::marlin::scale_perm_kind::grouped ? 1 : 0);
 }
 
 }  // namespace qtl::cuda::marlin

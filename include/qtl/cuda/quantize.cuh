@@ -35,6 +35,7 @@
 #include <cub/cub.cuh>
 #include <optional>
 #include <qtl/cuda/launch.cuh>
+#include <qtl/group_size.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/quantize.hpp>
 #include <qtl/view.hpp>
@@ -241,12 +242,11 @@ index_t checked_group_size(view2d<T const> w, index_t group_size, quantize_outpu
   if (opt.zero_points && (Q.is_signed || Q.max_int() <= 0)) {
     return 0;
   }
-  index_t gs = group_size;
-  if (gs == -1 || gs >= k) {
-    gs = k;
-  } else if (gs <= 0 || k % gs != 0) {
+  group_size_result const g = qtl::normalize_group_size(group_size, k);
+  if (!g.ok()) {
     return 0;
   }
+  index_t const gs = g.rows;
   if (!shape_ok(out.w_ref, k, n) || !shape_ok(out.w_q, k, n) || !shape_ok(out.w_s, k / gs, n) ||
       (opt.zero_points && !shape_ok(out.w_zp, k / gs, n))) {
     return 0;
@@ -323,7 +323,7 @@ cudaError_t gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<
   static_assert(is_gptq_quant_type(Q), "qtl::cuda::gptq_quantize_weights: Q must be uint4b8 or uint8b128");
   auto const v = detail::as_const(w);
   index_t const k = v.extent[0];
-  bool const supported = group_size == -1 || group_size == 32 || group_size == 64 || group_size == 128 || group_size == k;
+  bool const supported = qtl::is_gptq_group_size(group_size) || group_size == k;
   if (!supported) {
     return cudaErrorInvalidValue;
   }
@@ -336,7 +336,7 @@ cudaError_t gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<
     return detail::quantize_impl<Q, T>(v, gs, qo, {}, nullptr, stream);
   }
   // Everything is checked before the first of the three launches is enqueued.
-  if (group_size == -1 || group_size >= k || scratch == nullptr || out.g_idx.extent[0] != k ||
+  if (qtl::is_channelwise_group_size(group_size, k) || scratch == nullptr || out.g_idx.extent[0] != k ||
       out.rand_perm.extent[0] != k || out.g_idx.stride[0] != 1 || out.rand_perm.stride[0] != 1 ||
       k > std::numeric_limits<std::int32_t>::max()) {
     return cudaErrorInvalidValue;
