@@ -8,6 +8,9 @@
 //   BM_decide_dynamic/M/R  qtl::decide (sglang's GPTQ loader) for M module names against a config
 //                          of R `dynamic` rules; items_per_second = names. Linear in M; the
 //                          per-name cost grows with R (each name is matched rule by rule)
+//   BM_decide_dynamic_compiled/M/R  the same with the rules compiled once per config
+//                          (qtl::compiled_dynamic_rules via decide_options::dynamic, as `qtl
+//                          explain` and `qtl lint` do); the compilation is inside the timed loop
 // Linear scaling shows as a constant bytes_per_second (items_per_second) across N (M).
 
 #include <benchmark/benchmark.h>
@@ -117,11 +120,36 @@ void BM_decide_dynamic(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
 
+void BM_decide_dynamic_compiled(benchmark::State& state) {
+  auto const names = module_names(static_cast<std::size_t>(state.range(0)));
+  auto const cfg = qtl::io::parse_quant_config(dynamic_config(static_cast<std::size_t>(state.range(1))));
+  for (auto _ : state) {
+    qtl::compiled_dynamic_rules const rules(cfg.dynamic);
+    qtl::decide_options opt;
+    opt.dynamic = &rules;
+    std::size_t quantized = 0;
+    for (auto const& n : names) {
+      quantized += qtl::decide(cfg, qtl::consumer::sglang_gptq, n, opt).skipped ? 0 : 1;
+    }
+    if (quantized != names.size()) {
+      state.SkipWithError("a name the last rule should quantize was skipped");
+      break;
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+
 }  // namespace
 
 BENCHMARK(BM_header_parse)->Arg(10'000)->Arg(50'000)->Arg(200'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_memcpy_header)->Arg(10'000)->Arg(50'000)->Arg(200'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_config_parse)->Arg(1'000)->Arg(10'000)->Arg(100'000)->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_decide_dynamic)->Args({1'000, 100})->Args({10'000, 100})->Args({1'000, 1'000})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decide_dynamic_compiled)
+    ->Args({1'000, 100})
+    ->Args({10'000, 100})
+    ->Args({1'000, 1'000})
+    ->Args({100'000, 10'000})
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

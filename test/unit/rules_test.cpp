@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <qtl/rules/compiled_dynamic.hpp>
 #include <qtl/rules/consumers.hpp>
 #include <qtl/rules/decision.hpp>
 #include <qtl/rules/dynamic.hpp>
@@ -439,6 +440,89 @@ TEST_CASE("a bad dynamic pattern is an error of the layers that reach it", "[rul
   CHECK_THAT(*d.error, Catch::StartsWith("re.error: "));
 }
 
+namespace {
+/// What `find_dynamic_rule` says for `name`, or the message of the `regex_error` it throws.
+std::string loop_answer(std::vector<qtl::dynamic_rule> const& rules, std::string const& name) {
+  try {
+    auto const m = qtl::find_dynamic_rule(rules, name);
+    return std::to_string(static_cast<int>(m.what)) + "/" + std::to_string(m.rule);
+  } catch (qtl::regex_error const& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+std::string compiled_answer(qtl::compiled_dynamic_rules const& rules, std::string const& name) {
+  try {
+    auto const m = rules.find(name);
+    return std::to_string(static_cast<int>(m.what)) + "/" + std::to_string(m.rule);
+  } catch (qtl::regex_error const& e) {
+    return std::string("error: ") + e.what();
+  }
+}
+}  // namespace
+
+TEST_CASE("compiled dynamic rules: the first rule in order wins, as in the loop", "[rules][dynamic]") {
+  // A later, more specific rule never beats an earlier one; lookahead rules (not on the combined
+  // DFA) keep their place in the order; a bad pattern is reached only by names no earlier rule takes.
+  std::vector<qtl::dynamic_rule> const rules = {
+      rule("-:model\\.layers\\.(?!1\\.)\\d+\\.mlp\\..*"),
+      rule("+:model\\.layers\\.1\\..*"),
+      rule("model\\.layers\\.1\\.mlp\\.up_proj"),
+      rule("-:.*\\bself_attn\\b.*"),
+      rule("+:model\\.layers\\.2\\.mlp"),
+      rule("+:(unclosed"),
+      rule("+:.*"),
+  };
+  qtl::compiled_dynamic_rules const compiled(rules);
+  CHECK(compiled.size() == rules.size());
+  auto const m = compiled.find("model.layers.1.mlp.up_proj");
+  CHECK(m.is_positive());
+  CHECK(m.rule == 1);
+  CHECK(compiled.find("model.layers.2.mlp.up_proj").is_negative());
+  CHECK(compiled.find("model.layers.3.self_attn.o_proj").rule == 3);
+  CHECK_THROWS_AS(compiled.find("lm_head"), qtl::regex_error);
+  for (std::string const name :
+       {"model.layers.0.mlp.down_proj", "model.layers.1.mlp.up_proj", "model.layers.10.mlp.gate_proj",
+        "model.layers.1.self_attn.q_proj", "model.layers.2.mlp", "model.layers.2.mlpx", "model.layers.2.self_attnx",
+        "lm_head", "", "\n", "model.layers.1.\n"}) {
+    INFO(name);
+    CHECK(compiled_answer(compiled, name) == loop_answer(rules, name));
+  }
+}
+
+TEST_CASE("compiled dynamic rules past the regex cache: 300 rules", "[rules][dynamic]") {
+  std::vector<qtl::dynamic_rule> rules;
+  for (int i = 0; i != 300; ++i) {
+    rules.push_back(rule((i % 3 == 0 ? "-:" : "+:") + std::string("model\\.layers\\.") + std::to_string(i % 97) +
+                         "\\.mlp\\.experts\\." + std::to_string(i) + "\\..*"));
+  }
+  rules.push_back(rule("+:model\\.layers\\.\\d+\\.mlp\\.experts\\.1\\d*\\..*"));
+  qtl::compiled_dynamic_rules const compiled(rules);
+  for (int layer = 0; layer < 100; layer += 7) {
+    for (int e = 0; e < 400; e += 13) {
+      std::string const name =
+          "model.layers." + std::to_string(layer) + ".mlp.experts." + std::to_string(e) + ".up_proj";
+      INFO(name);
+      REQUIRE(compiled_answer(compiled, name) == loop_answer(rules, name));
+    }
+  }
+}
+
+TEST_CASE("decide with compiled dynamic rules equals decide without", "[rules][dynamic][consumers]") {
+  auto const cfg = gptq_config({rule("-:model\\.layers\\.0\\..*"),
+                                rule("+:.*\\.1\\..*", fields(qtl::py_value::of_int(8), qtl::py_value::of_int(32))),
+                                rule("+:(unclosed")});
+  qtl::compiled_dynamic_rules const compiled(cfg.dynamic);
+  qtl::decide_options opt;
+  opt.dynamic = &compiled;
+  for (std::string const m : {"model.layers.0.o_proj", "model.layers.1.mlp.gate_up_proj", "model.layers.2.o_proj",
+                              "lm_head", "model.embed_tokens"}) {
+    for (qtl::consumer const c : {qtl::consumer::sglang_gptq, qtl::consumer::vllm_gptq}) {
+      INFO(m);
+      CHECK(qtl::to_json(qtl::decide(cfg, c, m, opt)) == qtl::to_json(qtl::decide(cfg, c, m)));
+    }
+  }
+}
+
 TEST_CASE("AutoRound: vLLM searches, sglang fullmatches; dots alone do not make a regex key", "[rules][consumers]") {
   qtl::quant_config cfg;
   cfg.family = qtl::quant_family::auto_round;
@@ -588,5 +672,31 @@ TEST_CASE("every reference case replays identically", "[rules][reference]") {
   }
   CHECK(skip_cases >= 1000);
   CHECK(dynamic_cases >= 1000);
+}
+#endif
+
+#if QTL_RULES_TEST_HAVE_JSON
+TEST_CASE("every reference rule table finds the same rule compiled", "[rules][reference][dynamic]") {
+  std::ifstream in(std::string(QTL_TEST_DATA_DIR) + "/rules/reference_cases.jsonl");
+  REQUIRE(in);
+  std::string line;
+  std::size_t cases = 0;
+  while (std::getline(in, line)) {
+    auto const c = nlohmann::ordered_json::parse(line);
+    if (c["kind"] == "skip") {
+      continue;
+    }
+    INFO(line);
+    std::vector<qtl::dynamic_rule> rules;
+    for (auto const& r : c["dynamic"]) {
+      std::string const key = r[0].get<std::string>();
+      rules.push_back({key, qtl::io::detail::rule_body(r[1], key)});
+    }
+    std::string const prefix = c["prefix"].get<std::string>();
+    qtl::compiled_dynamic_rules const compiled(rules);
+    CHECK(compiled_answer(compiled, prefix) == loop_answer(rules, prefix));
+    ++cases;
+  }
+  CHECK(cases >= 1000);
 }
 #endif

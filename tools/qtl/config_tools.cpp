@@ -12,6 +12,7 @@
 #include <qtl/io/safetensors.hpp>
 
 #include "common.hpp"
+#include "staged_output.hpp"
 
 namespace qtl::tool {
 
@@ -81,6 +82,14 @@ quant_config load_config(std::filesystem::path const& path, std::filesystem::pat
   return cfg;
 }
 
+std::unique_ptr<compiled_dynamic_rules const> compile_dynamic_rules(quant_config const& cfg) {
+  try {
+    return std::make_unique<compiled_dynamic_rules const>(cfg.dynamic);
+  } catch (regex_error const&) {
+    return nullptr;
+  }
+}
+
 nlohmann::ordered_json read_quant_object(std::filesystem::path const& path) {
   nlohmann::ordered_json doc = read_json_document(path, "--config");
   if (doc.is_object() && doc.contains("quantization_config")) {
@@ -123,7 +132,9 @@ std::vector<consumer> resolve_consumers(std::string const& name, quant_config co
 }
 
 std::vector<std::string> checkpoint_modules(std::filesystem::path const& path) {
+  guard_opening_inputs();
   auto const ckpt = qtl::io::safetensors_checkpoint::open(path);
+  guard_checkpoint_mappings(ckpt);
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (auto const& e : ckpt.tensors()) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -34,6 +35,11 @@ nlohmann::ordered_json read_quant_object(std::filesystem::path const& path);
 /// (a JSON object {fused: [shard, ...]}, or a document with a `packed_modules_mapping` key).
 /// @throws qtl::config_error naming the file and the field.
 quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path = {});
+
+/// `cfg`'s `dynamic` rules compiled once, for `decide_options::dynamic` (explain and lint decide
+/// every module with them). Null when the rules together exceed a regex limit although each
+/// compiles alone: `decide` then matches them one by one, with the same result.
+std::unique_ptr<compiled_dynamic_rules const> compile_dynamic_rules(quant_config const& cfg);
 
 using qtl::io::validate_config_values;
 using qtl::io::value_rules;

@@ -92,10 +92,13 @@ command define_explain(CLI::App& app) {
             for (auto const& m : modules) {
               width = std::max(width, m.size());
             }
+            auto const rules = compile_dynamic_rules(cfg);
+            decide_options opt;
+            opt.dynamic = rules.get();
             std::ostringstream out;
             for (auto const& m : modules) {
               for (consumer const c : consumers) {
-                decision const d = decide(cfg, c, m);
+                decision const d = decide(cfg, c, m, opt);
                 if (args->json) {
                   out << to_json(d) << '\n';
                 } else {

@@ -11,6 +11,7 @@
 #include <qtl/io/safetensors.hpp>
 
 #include "recognize.hpp"
+#include "staged_output.hpp"
 
 namespace qtl::tool {
 namespace {
@@ -152,7 +153,9 @@ void print_table(json const& r, std::ostream& out) {
 void inspect(std::vector<std::string> const& paths, bool as_json, std::ostream& out, std::string const& assume) {
   json files = json::array();
   for (auto const& p : paths) {
+    guard_opening_inputs();
     auto const ck = qtl::io::safetensors_checkpoint::open(p);
+    guard_checkpoint_mappings(ck);  // recognize() reads g_idx values from the mapping
     files.push_back(report(p, ck, assume));
   }
   if (as_json) {

@@ -83,8 +83,11 @@ command define_lint(CLI::App& app) {
               problems.push_back(std::string("value: ") + e.what());
             }
             std::map<std::string, std::map<std::string, decision>> by_module;  // module -> consumer -> d
+            auto const rules = compile_dynamic_rules(cfg);
+            decide_options opt;
+            opt.dynamic = rules.get();
             for (auto const& m : names) {
-              auto const ds = decide_all(cfg, m, infer_layer_kind(m), engines);
+              auto const ds = decide_all(cfg, m, infer_layer_kind(m), engines, opt);
               for (auto const& d : ds) {
                 by_module[m][d.consumer] = d;
                 if (d.error) {

@@ -575,6 +575,7 @@ int run_quantize(quantize_args const& a) {
   fs::path const in_path(a.in);
   fs::path const out_dir(a.out_dir);
   std::cerr << clean_stale_outputs(out_dir);
+  guard_opening_inputs();
   auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
   fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
   std::error_code ec;
@@ -761,13 +762,7 @@ int run_quantize(quantize_args const& a) {
       }
     }
   };
-  {
-    std::vector<mapped_input> mapped;
-    for (auto const& f : ckpt.shards()) {
-      mapped.push_back({f.file_bytes().data(), f.file_bytes().size(), f.path().string()});
-    }
-    guard_input_mappings(mapped);
-  }
+  guard_checkpoint_mappings(ckpt);
   test_stop_point("reading");
   unsigned used_threads = 1;
   {

@@ -18,6 +18,8 @@
 #include <string_view>
 #include <system_error>
 
+#include <qtl/io/safetensors.hpp>
+
 #include "common.hpp"
 
 namespace qtl::tool {
@@ -179,19 +181,41 @@ extern "C" void input_bus_error(int, siginfo_t* info, void*) {
 
 }  // namespace
 
-void guard_input_mappings(std::vector<mapped_input> const& files) {
-  guarded_count = 0;
+namespace {
+void install_bus_handler() {
+  struct sigaction sa {};
+  sa.sa_sigaction = input_bus_error;
+  sa.sa_flags = SA_SIGINFO;
+  ::sigaction(SIGBUS, &sa, nullptr);
+}
+
+struct mapped_input {
+  void const* begin;
+  std::size_t size;
+  std::string path;
+};
+
+void add_guarded(std::vector<mapped_input> const& files) {
   for (auto const& f : files) {
     if (guarded_count == max_guarded) {
       break;
     }
     auto const b = reinterpret_cast<std::uintptr_t>(f.begin);
-    guarded[guarded_count++] = {b, b + f.size, ::strdup(f.path.c_str())};
+    guarded[guarded_count] = {b, b + f.size, ::strdup(f.path.c_str())};
+    ++guarded_count;  // published after the entry is complete (the handler reads [0, count))
   }
-  struct sigaction sa {};
-  sa.sa_sigaction = input_bus_error;
-  sa.sa_flags = SA_SIGINFO;
-  ::sigaction(SIGBUS, &sa, nullptr);
+}
+}  // namespace
+
+void guard_opening_inputs() { install_bus_handler(); }
+
+void guard_checkpoint_mappings(qtl::io::safetensors_checkpoint const& ckpt) {
+  install_bus_handler();
+  std::vector<mapped_input> files;
+  for (auto const& f : ckpt.shards()) {
+    files.push_back({f.file_bytes().data(), f.file_bytes().size(), f.path().string()});
+  }
+  add_guarded(files);
 }
 
 std::string clean_stale_outputs(fs::path const& target_in) {

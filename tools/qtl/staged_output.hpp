@@ -33,6 +33,10 @@
 #include <string>
 #include <vector>
 
+namespace qtl::io {
+class safetensors_checkpoint;
+}  // namespace qtl::io
+
 namespace qtl::tool {
 
 /// Raises the signal QTL_TEST_STOP_AT names when it names `step` (a no-op otherwise);
@@ -40,14 +44,15 @@ namespace qtl::tool {
 void test_stop_point(char const* step);
 
 /// Makes a SIGBUS (an input file truncated while its mapping is read) a clean failure: the
-/// handler names the file whose mapping `si_addr` falls in (one of `files`: begin, size, path),
-/// removes the staging folder as the other handlers do and exits with code 2.
-struct mapped_input {
-  void const* begin;
-  std::size_t size;
-  std::string path;
-};
-void guard_input_mappings(std::vector<mapped_input> const& files);
+/// handler names the file whose mapping `si_addr` falls in (the newest guarded one), removes
+/// the staging folder as the other handlers do and exits with code 2. Guards every shard of
+/// `ckpt`, added to the files already guarded (`qtl quantize`, `inspect`, `explain` and `lint`
+/// call it once a checkpoint is open).
+void guard_checkpoint_mappings(qtl::io::safetensors_checkpoint const& ckpt);
+
+/// Installs the SIGBUS handler before a checkpoint is opened (a file that shrinks while its
+/// header is parsed: the message says "an input file", its mapping is not known yet).
+void guard_opening_inputs();
 
 /// Removes what runs killed by SIGKILL left beside `target` (hidden staging and old folders of
 /// processes that no longer exist), putting a moved-aside old output back when `target` is

@@ -54,6 +54,7 @@
 #include <qtl/match/glob.hpp>
 #include <qtl/match/regex.hpp>
 #include <qtl/rules/config.hpp>
+#include <qtl/rules/compiled_dynamic.hpp>
 #include <qtl/rules/decision.hpp>
 #include <qtl/rules/dynamic.hpp>
 #include <qtl/rules/skip.hpp>
@@ -255,6 +256,10 @@ struct decide_options {
   /// and the group size is one Marlin takes (-1, 32, 64, 128), else `gptq` (as sglang and vLLM
   /// prefer Marlin when the config allows it).
   std::optional<gptq_kernel> kernel;
+  /// The config's `dynamic` rules compiled once (`compiled_dynamic_rules(cfg.dynamic)`, built
+  /// from the same config): the GPTQ consumers then find a layer's rule in one pass. Null: each
+  /// call matches the rules one by one (`find_dynamic_rule`). The decision is the same.
+  compiled_dynamic_rules const* dynamic = nullptr;
 };
 
 /// The unsigned integer storage type of a `bits`-wide symmetric (biased by 2^(bits-1)) or
@@ -684,8 +689,11 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
           }
         }
         gptq_layer_decision const g =
-            get_linear_quant_method(base, cfg.dynamic, module, kind == layer_kind::moe ? layer_kind::linear : kind,
-                                    vl ? false_test::equals_false : false_test::is_false);
+            get_linear_quant_method_by(base, cfg.dynamic, module, kind == layer_kind::moe ? layer_kind::linear : kind,
+                                       vl ? false_test::equals_false : false_test::is_false, [&] {
+                                         return opt.dynamic != nullptr ? opt.dynamic->find(module)
+                                                                       : find_dynamic_rule(cfg.dynamic, module);
+                                       });
         if (g.rule.what != dynamic_match::kind::none) {
           d.rule = cfg.dynamic[g.rule.rule].key;
         }

@@ -404,17 +404,20 @@ struct gptq_layer_decision {
 /// - the rule found is negative (or, quirk, a positive rule whose body is `False`; vLLM:
 ///   `== False`) -> `unquantized_embedding` for the lm_head, else `unquantized_linear`;
 /// - else quantized with the overridden copy of the config; an empty prefix gets no override.
-template <class Rules, class Match = re_match_fn>
-constexpr gptq_layer_decision get_linear_quant_method(gptq_params const& base, Rules const& rules,
-                                                      std::string_view prefix, layer_kind kind,
-                                                      false_test test = false_test::is_false, Match&& match = {}) {
+///
+/// `find_rule()` returns the rule of `prefix` (`find_dynamic_rule(rules, prefix)`, or the same
+/// from a `compiled_dynamic_rules`); it is called only for a layer the method handles.
+template <class Rules, class FindRule>
+constexpr gptq_layer_decision get_linear_quant_method_by(gptq_params const& base, Rules const& rules,
+                                                         std::string_view prefix, layer_kind kind, false_test test,
+                                                         FindRule&& find_rule) {
   gptq_layer_decision d;
   d.override_.params = base;
   bool const lm_head_q = kind == layer_kind::lm_head && base.lm_head_quantized;
   if (kind != layer_kind::linear && !lm_head_q) {
     return d;
   }
-  d.rule = find_dynamic_rule(rules, prefix, match);
+  d.rule = find_rule();
   bool skip = d.rule.is_negative();
   if (d.rule.is_positive()) {
     dynamic_rule_body const& body = detail::rule_at(rules, d.rule.rule).body;
@@ -431,6 +434,15 @@ constexpr gptq_layer_decision get_linear_quant_method(gptq_params const& base, R
     d.override_ = override_config(base, rules, d.rule);
   }
   return d;
+}
+
+/// `get_linear_quant_method_by` with the rule found by `find_dynamic_rule(rules, prefix, match)`.
+template <class Rules, class Match = re_match_fn>
+constexpr gptq_layer_decision get_linear_quant_method(gptq_params const& base, Rules const& rules,
+                                                      std::string_view prefix, layer_kind kind,
+                                                      false_test test = false_test::is_false, Match&& match = {}) {
+  return get_linear_quant_method_by(base, rules, prefix, kind, test,
+                                    [&] { return find_dynamic_rule(rules, prefix, match); });
 }
 
 }  // namespace qtl
