@@ -1,6 +1,7 @@
 """Minimal safetensors reading and writing with the standard library only (struct + json), for the
 end-to-end tests of the qtl tool: they must not trust the C++ reader they are testing."""
 import json
+import os
 import struct
 
 DTYPE_SIZE = {"F64": 8, "F32": 4, "F16": 2, "BF16": 2, "I64": 8, "I32": 4, "I16": 2, "I8": 1,
@@ -47,3 +48,21 @@ def read(path):
         assert end <= len(data), (path, name)
         out[name] = (e["dtype"], list(e["shape"]), data[begin:end])
     return out, meta
+
+
+def write_checkpoint(folder, tensors, shards):
+    """Writes `tensors` ((name, dtype, shape, bytes) tuples) into `folder` as model.safetensors, or as
+    `shards` files model-0000i-of-0000n.safetensors with their model.safetensors.index.json."""
+    os.makedirs(folder, exist_ok=True)
+    per = (len(tensors) + shards - 1) // shards
+    weight_map = {}
+    for s in range(shards):
+        part = tensors[s * per:(s + 1) * per]
+        fname = "model-%05d-of-%05d.safetensors" % (s + 1, shards) if shards > 1 else "model.safetensors"
+        with open(os.path.join(folder, fname), "wb") as f:
+            f.write(build(part, {"format": "pt"}))
+        for t in part:
+            weight_map[t[0]] = fname
+    if shards > 1:
+        with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
+            json.dump({"metadata": {"total_size": sum(len(t[3]) for t in tensors)}, "weight_map": weight_map}, f)

@@ -30,18 +30,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
+from checks import check, finish  # noqa: E402
 
 QTL = sys.argv[1]
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(*args, env=None, user=None):
@@ -84,19 +75,7 @@ def make_input(folder, seed, shards):
         add(p + "mlp.down_proj.weight", [H, I])
         add(p + "input_layernorm.weight", [H], 1.0)
     add("lm_head.weight", [64, H])
-    os.makedirs(folder, exist_ok=True)
-    per = (len(tensors) + shards - 1) // shards
-    weight_map = {}
-    for s in range(shards):
-        part = tensors[s * per:(s + 1) * per]
-        fname = "model-%05d-of-%05d.safetensors" % (s + 1, shards) if shards > 1 else "model.safetensors"
-        with open(os.path.join(folder, fname), "wb") as f:
-            f.write(st.build(part, {"format": "pt"}))
-        for t in part:
-            weight_map[t[0]] = fname
-    if shards > 1:
-        with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {"total_size": sum(len(t[3]) for t in tensors)}, "weight_map": weight_map}, f)
+    st.write_checkpoint(folder, tensors, shards)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({"model_type": "llama", "hidden_size": H, "seed": seed}, f)
     with open(os.path.join(folder, "tokenizer.json"), "w") as f:
@@ -410,8 +389,7 @@ def main():
         test_values(tmp, r)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d checks, %d failures" % (checks, len(failures)))
-    sys.exit(1 if failures else 0)
+    finish()
 
 
 if __name__ == "__main__":

@@ -31,19 +31,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
+from checks import check, finish  # noqa: E402
 
 QTL = sys.argv[1]
 GOLDEN = sys.argv[2]
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(*args, stdin=None):
@@ -93,19 +84,7 @@ def make_checkpoint(folder, shards=2, seed=7):
         add("model.layers.%d.post_attention_layernorm.weight" % i, [H], 0.01, 1.0)
     add("model.norm.weight", [H], 0.01, 1.0)
     add("lm_head.weight", [V, H], 0.02)
-    os.makedirs(folder, exist_ok=True)
-    per = (len(tensors) + shards - 1) // shards
-    weight_map = {}
-    for s in range(shards):
-        part = tensors[s * per:(s + 1) * per]
-        fname = "model-%05d-of-%05d.safetensors" % (s + 1, shards) if shards > 1 else "model.safetensors"
-        with open(os.path.join(folder, fname), "wb") as f:
-            f.write(st.build(part, {"format": "pt"}))
-        for t in part:
-            weight_map[t[0]] = fname
-    if shards > 1:
-        with open(os.path.join(folder, "model.safetensors.index.json"), "w") as f:
-            json.dump({"metadata": {"total_size": sum(len(t[3]) for t in tensors)}, "weight_map": weight_map}, f)
+    st.write_checkpoint(folder, tensors, shards)
     with open(os.path.join(folder, "config.json"), "w") as f:
         json.dump({"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": H,
                    "intermediate_size": I, "num_hidden_layers": L, "num_attention_heads": 2,
@@ -516,8 +495,7 @@ def main():
         test_demo(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d checks, %d failures" % (checks, len(failures)))
-    sys.exit(1 if failures else 0)
+    finish()
 
 
 if __name__ == "__main__":

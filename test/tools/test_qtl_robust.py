@@ -26,18 +26,9 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
+from checks import check, finish  # noqa: E402
 
 QTL = sys.argv[1]
-failures = []
-checks = 0
-
-
-def check(cond, what):
-    global checks
-    checks += 1
-    if not cond:
-        failures.append(what)
-        print("FAIL:", what)
 
 
 def run(*args, pre=None, env=None):
@@ -256,8 +247,7 @@ def main():
         test_small_things(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print("%d checks, %d failures" % (checks, len(failures)))
-    sys.exit(1 if failures else 0)
+    finish()
 
 
 if __name__ == "__main__":
