@@ -589,6 +589,21 @@ void check_scales(std::string const& op, view2d<T> s, view2d<U> out, scale_perm_
   }
   check_extents(op, "out", out, s.extent[0], s.extent[1]);
 }
+
+// Marlin zero points [G, N/pf] from `code(g, n)`, the zero-point code of group g and column n.
+template <int Bits, act_width A, class Code>
+host_tensor<std::int32_t, 2> pack_zero_points(index_t G, index_t N, Code const& code) {
+  constexpr int pf = 32 / Bits;
+  host_tensor<std::int32_t, 2> out({G, N / pf});
+  auto o = out.view();
+  for (index_t g = 0; g < G; ++g) {
+    auto const row = [&](index_t n) { return code(g, n); };
+    for (index_t w = 0; w < N / pf; ++w) {
+      o(g, w) = static_cast<std::int32_t>(zero_point_word<Bits, A>(row, w));
+    }
+  }
+  return out;
+}
 }  // namespace detail
 
 /// Scales [G, N] (any element type, values untouched) -> the same with columns moved:
@@ -630,16 +645,7 @@ host_tensor<std::int32_t, 2> zero_points(view2d<std::int32_t const> zp) {
     detail::fail_shape(op, "N = " + std::to_string(N) + " is not a multiple of 64 (scale_perm)");
   }
   detail::check_codes<Bits>(op, "zp", zp);
-  constexpr int pf = 32 / Bits;
-  host_tensor<std::int32_t, 2> out({G, N / pf});
-  auto o = out.view();
-  for (index_t g = 0; g < G; ++g) {
-    auto const row = [&](index_t n) { return zp(g, n); };
-    for (index_t w = 0; w < N / pf; ++w) {
-      o(g, w) = static_cast<std::int32_t>(zero_point_word<Bits, A>(row, w));
-    }
-  }
-  return out;
+  return detail::pack_zero_points<Bits, A>(G, N, [&](index_t g, index_t n) { return zp(g, n); });
 }
 
 /// AWQ qzeros [G, N/pf] (AWQ's in-word order) -> Marlin zero points [G, N/pf]
@@ -652,18 +658,10 @@ host_tensor<std::int32_t, 2> awq_zero_points(view2d<std::int32_t const> qzeros) 
   if (N % 64 != 0) {
     detail::fail_shape(op, "N = " + std::to_string(N) + " is not a multiple of 64 (scale_perm)");
   }
-  host_tensor<std::int32_t, 2> out({G, N / pf});
-  auto o = out.view();
-  for (index_t g = 0; g < G; ++g) {
-    auto const row = [&](index_t n) {
-      auto const word = static_cast<std::uint32_t>(qzeros(g, n / pf));
-      return static_cast<std::int32_t>((word >> (Bits * awq_slot<Bits>(static_cast<int>(n % pf)))) & ((1u << Bits) - 1u));
-    };
-    for (index_t w = 0; w < N / pf; ++w) {
-      o(g, w) = static_cast<std::int32_t>(zero_point_word<Bits, A>(row, w));
-    }
-  }
-  return out;
+  return detail::pack_zero_points<Bits, A>(G, N, [&](index_t g, index_t n) {
+    auto const word = static_cast<std::uint32_t>(qzeros(g, n / pf));
+    return static_cast<std::int32_t>((word >> (Bits * awq_slot<Bits>(static_cast<int>(n % pf)))) & ((1u << Bits) - 1u));
+  });
 }
 
 /// Marlin zero points [G, N/pf] -> codes [G, N] (the exact inverse of zero_points).
