@@ -258,6 +258,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
               throw data_error(module + ": " + std::to_string(j.bits) + "-bit GPTQ is not written (4 or 8)");
             }
             bits_used.insert(j.bits);
+            j.weight_type = *integer_weight_type(j.bits, j.sym);
             // The library's rule (qtl/group_size.hpp), and the engines' stricter one: they need
             // K % group_size == 0 for every size but -1 (vLLM/sglang create_weights), so a size
             // above K, which the rule reads as one group per column, is refused too.

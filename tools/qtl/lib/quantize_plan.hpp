@@ -12,6 +12,7 @@
 #include <vector>
 
 #include <qtl/io/safetensors.hpp>
+#include <qtl/scalar_type.hpp>
 
 #include "../staged_output.hpp"
 
@@ -46,6 +47,7 @@ struct job {
   std::int64_t group_rows = 128;         ///< rows per group (K when channelwise)
   std::int64_t config_group_size = 128;  ///< as the config says it (-1 for channelwise)
   bool sym = true;
+  scalar_type weight_type = uint4b8;     ///< the codes' type: integer_weight_type(bits, sym)
   bool allow_nonfinite = false;
   // GPTQ results kept to the end: zero points (G x N, unpacked) and whether one is 0
   std::vector<std::int32_t> zeros;

@@ -9,6 +9,7 @@
 #include <cstring>
 #include <optional>
 
+#include <qtl/dispatch.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/quantize.hpp>
@@ -77,7 +78,7 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
     quantize_outputs<T> out{make_view(w_ref.view().data, k, c), make_view(w_q.view().data, k, c),
                             make_view(w_s.view().data, groups, c), make_view(w_zp.view().data, groups, c)};
     qtl::quantize_options opt;
-    opt.zero_points = !j.sym;
+    opt.zero_points = Q.bias == 0;
     quantize_weights<Q>(view2d<T const>(t), std::optional<index_t>(j.config_group_size), out, opt);
     view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
     qw.stride[0] = n;
@@ -90,7 +91,7 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
         } else {
           scales[idx] = from_float<half_t>(to_float(out.w_s(g, r)));
         }
-        std::int32_t const z = j.sym ? Q.bias : out.w_zp(g, r);
+        std::int32_t const z = Q.bias != 0 ? Q.bias : out.w_zp(g, r);
         j.zeros[idx] = z;
         j.zero_has_zero = j.zero_has_zero || z == 0;
       }
@@ -133,11 +134,8 @@ template <class T>
 void gptq_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
   check_finite(w.v, j.allow_nonfinite);
-  if (j.bits == 4) {
-    j.sym ? gptq_slices<qtl::uint4b8>(j, w.v, s) : gptq_slices<qtl::uint4>(j, w.v, s);
-  } else {
-    j.sym ? gptq_slices<qtl::uint8b128>(j, w.v, s) : gptq_slices<qtl::uint8>(j, w.v, s);
-  }
+  dispatch_scalar_type<qtl::uint4b8, qtl::uint4, qtl::uint8b128, qtl::uint8>(
+      j.weight_type, [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
 }
 
 template <class T>
@@ -216,11 +214,7 @@ void write_gptq_zero_points(std::vector<job>& jobs, std::vector<shard_plan>& sha
     }
     host_tensor<std::int32_t, 2> packed({g, t.shape[1]});
     auto const zv = make_view(static_cast<std::int32_t const*>(j.zeros.data()), g, n);
-    if (j.bits == 4) {
-      pack_cols<4>(zv, packed.view());
-    } else {
-      pack_cols<8>(zv, packed.view());
-    }
+    dispatch_bits<4, 8>(j.bits, [&]<int B>() { pack_cols<B>(zv, packed.view()); });
     shards[j.shard].file->pwrite_all(packed.view().data, static_cast<std::size_t>(g * t.shape[1]) * 4, t.offset);
     j.zeros.clear();
     j.zeros.shrink_to_fit();
