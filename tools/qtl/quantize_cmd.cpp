@@ -2,8 +2,8 @@
 // what is written; the layouts: lib/quantize.cpp). This file parses the flags, draws the
 // progress bar on a terminal and prints the summary.
 //
-//   qtl quantize IN OUT_DIR --format gptq|fp8 [--bits 4|8] [--group-size N] [--sym|--asym]
-//                [--fp8-scheme tensor|channel|block] [--config QUANT_CONFIG.json] [--threads N]
+//   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
+//                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json] [--threads N]
 //                [--device auto|cpu|cuda] [--allow-nonfinite]
 
 #include <unistd.h>
@@ -113,17 +113,23 @@ command define_quantize(CLI::App& app) {
   auto a = std::make_shared<quantize_args>();
   auto* cmd = app.add_subcommand(
       "quantize", "round-to-nearest quantization of every linear weight of a checkpoint to GPTQ "
-                  "(int4/int8) or FP8, in the layout sglang and vLLM load");
+                  "(int4/int8), FP8 or compressed-tensors (W4A16, W8A16, NVFP4A16, MXFP4), in the layout "
+                  "sglang, vLLM and transformers load");
   cmd->add_option("IN", a->in, "a .safetensors file, a *.safetensors.index.json, or a folder")->required();
   cmd->add_option("OUT_DIR", a->out_dir, "output folder (created, or replaced whole by the finished output: see staged_output.hpp)")
       ->required();
-  cmd->add_option("--format", a->o.format, "gptq or fp8")->required()->check(CLI::IsMember({"gptq", "fp8"}));
+  cmd->add_option("--format", a->o.format,
+                  "gptq, fp8, or a compressed-tensors format: w4a16, w8a16 (pack-quantized), nvfp4 (NVFP4A16), "
+                  "mxfp4")
+      ->required()
+      ->check(CLI::IsMember({"gptq", "fp8", "w4a16", "w8a16", "nvfp4", "mxfp4"}));
   a->bits_opt = cmd->add_option("--bits", a->bits, "GPTQ bits: 4 (default) or 8")->check(CLI::IsMember({4, 8}));
-  a->group_opt = cmd->add_option("--group-size", a->group_size_text, "GPTQ group size (default 128; -1: one group per column)");
-  cmd->add_flag("--sym", a->o.sym, "symmetric GPTQ (the default): z = 2^(bits-1)");
-  cmd->add_flag("--asym", a->o.asym, "asymmetric GPTQ with per-group zero points");
-  a->scheme_opt = cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default) or block (128x128)")
-      ->check(CLI::IsMember({"tensor", "channel", "block"}));
+  a->group_opt = cmd->add_option("--group-size", a->group_size_text, "GPTQ/w4a16/w8a16 group size (default 128; -1: one group per column)");
+  cmd->add_flag("--sym", a->o.sym, "symmetric integer weights (the default): z = 2^(bits-1)");
+  cmd->add_flag("--asym", a->o.asym, "asymmetric integer weights with per-group zero points");
+  a->scheme_opt = cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default), block (128x128, Hugging Face fp8) or "
+                                  "ct-block (128x128, compressed-tensors FP8_BLOCK)")
+      ->check(CLI::IsMember({"tensor", "channel", "block", "ct-block"}));
   cmd->add_option("--config", a->config,
                   "quantization config whose skip lists and dynamic rules decide the layers "
                   "(as `qtl explain --consumer sglang` shows)");

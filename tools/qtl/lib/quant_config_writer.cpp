@@ -8,7 +8,42 @@ using ojson = nlohmann::ordered_json;
 
 ojson written_quantization_config(ojson const& base, quant_config const& cfg, written_format const& f) {
   ojson q = base.is_object() ? base : ojson::object();
-  if (f.gptq) {
+  using kind = written_format::kind;
+  if (f.what == kind::pack_quantized || f.what == kind::nvfp4 || f.what == kind::mxfp4) {
+    std::string const format = f.what == kind::pack_quantized ? "pack-quantized"
+                               : f.what == kind::nvfp4        ? "nvfp4-pack-quantized"
+                                                              : "mxfp4-pack-quantized";
+    ojson w;
+    if (f.what == kind::pack_quantized) {
+      bool const channel = f.group_size == -1;
+      w = {{"num_bits", f.bits},
+           {"type", "int"},
+           {"symmetric", f.sym},
+           {"group_size", channel ? ojson(nullptr) : ojson(f.group_size)},
+           {"strategy", channel ? "channel" : "group"},
+           {"dynamic", false},
+           {"actorder", nullptr}};
+    } else if (f.what == kind::nvfp4) {
+      w = {{"num_bits", 4}, {"type", "float"}, {"symmetric", true}, {"group_size", 16},
+           {"strategy", "tensor_group"}, {"dynamic", false}};
+    } else {
+      w = {{"num_bits", 4},      {"type", "float"},  {"symmetric", true},          {"group_size", 32},
+           {"strategy", "group"}, {"dynamic", false}, {"scale_dtype", "torch.uint8"}};
+    }
+    q["quant_method"] = "compressed-tensors";
+    q["format"] = format;
+    q["quantization_status"] = "compressed";
+    if (!q.contains("kv_cache_scheme")) {
+      q["kv_cache_scheme"] = nullptr;
+    }
+    q["ignore"] = f.ignore;
+    q["config_groups"] = {{"group_0",
+                           {{"targets", {"Linear"}},
+                            {"weights", w},
+                            {"input_activations", nullptr},
+                            {"output_activations", nullptr},
+                            {"format", format}}}};
+  } else if (f.what == kind::gptq) {
     q["quant_method"] = "gptq";
     q["bits"] = *cfg.bits;
     q["group_size"] = *cfg.group_size;

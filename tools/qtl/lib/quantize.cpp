@@ -65,6 +65,22 @@ using ojson = nlohmann::ordered_json;
 
 namespace {
 
+/// What a run writes.
+enum class out_format { gptq, fp8, ct_int, nvfp4, mxfp4 };
+
+/// Rows per group of an integer format's `group_size` along K = `k`: the library's rule
+/// (qtl/group_size.hpp), and the engines' stricter one: they need K % group_size == 0 for every
+/// size but -1 (vLLM/sglang create_weights), so a size above K, which the rule reads as one group
+/// per column, is refused too. @throws data_error naming the tensor
+std::int64_t group_rows(std::string const& name, std::int64_t group_size, std::int64_t k) {
+  group_size_result const gr = normalize_group_size(group_size, k);
+  if (!gr.ok() || (group_size != -1 && k % group_size != 0)) {
+    throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of group_size " +
+                     std::to_string(group_size) + " (the engines need K % group_size == 0, or -1)");
+  }
+  return gr.rows;
+}
+
 /// A float type for a dtype the quantizers take.
 bool is_float(dtype t) { return t == dtype::F16 || t == dtype::BF16 || t == dtype::F32; }
 
@@ -90,22 +106,39 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   if (a.device == "cuda") {
     check_device("cuda");
   }
-  if (a.format != "gptq" && a.format != "fp8") {
-    throw usage_error("--format must be gptq or fp8");
+  out_format fmt{};
+  if (a.format == "gptq") {
+    fmt = out_format::gptq;
+  } else if (a.format == "fp8") {
+    fmt = out_format::fp8;
+  } else if (a.format == "w4a16" || a.format == "w8a16") {
+    fmt = out_format::ct_int;
+  } else if (a.format == "nvfp4") {
+    fmt = out_format::nvfp4;
+  } else if (a.format == "mxfp4") {
+    fmt = out_format::mxfp4;
+  } else {
+    throw usage_error("--format must be gptq, fp8, w4a16, w8a16, nvfp4 or mxfp4");
   }
   if (a.sym && a.asym) {
     throw usage_error("--sym and --asym exclude each other");
   }
-  bool const gptq = a.format == "gptq";
-  // Flags of the other format are mistakes, not silently ignored.
-  if (gptq && a.fp8_scheme) {
-    throw usage_error("--fp8-scheme applies to --format fp8, not gptq");
+  bool const gptq = fmt == out_format::gptq;
+  bool const integer = gptq || fmt == out_format::ct_int;  // group size and symmetry apply
+  // Flags of another format are mistakes, not silently ignored.
+  if (fmt != out_format::fp8 && a.fp8_scheme) {
+    throw usage_error("--fp8-scheme applies to --format fp8, not " + a.format);
   }
-  if (!gptq) {
-    for (auto const& [given, flag] : {std::pair{a.bits.has_value(), "--bits"}, std::pair{a.group_size.has_value(), "--group-size"},
+  if (!gptq && a.bits) {
+    throw usage_error("--bits applies to --format gptq, not " + a.format +
+                      (fmt == out_format::ct_int ? " (its name gives the bits)" : ""));
+  }
+  if (!integer) {
+    for (auto const& [given, flag] : {std::pair{a.group_size.has_value(), "--group-size"},
                                       std::pair{a.sym, "--sym"}, std::pair{a.asym, "--asym"}}) {
       if (given) {
-        throw usage_error(std::string(flag) + " applies to --format gptq, not fp8");
+        throw usage_error(std::string(flag) + " applies to --format gptq, w4a16 or w8a16, not " + a.format +
+                          (fmt == out_format::fp8 ? "" : " (its block size and scales are fixed)"));
       }
     }
   }
@@ -121,12 +154,13 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
                       std::to_string(max_quantize_threads));
   }
   std::string const scheme_name = a.fp8_scheme.value_or("channel");
-  if (scheme_name != "tensor" && scheme_name != "channel" && scheme_name != "block") {
-    throw usage_error("--fp8-scheme " + scheme_name + ": expected tensor, channel or block");
+  if (scheme_name != "tensor" && scheme_name != "channel" && scheme_name != "block" && scheme_name != "ct-block") {
+    throw usage_error("--fp8-scheme " + scheme_name + ": expected tensor, channel, block or ct-block");
   }
   fp8_scheme const scheme = scheme_name == "tensor"    ? fp8_scheme::tensor
                             : scheme_name == "channel" ? fp8_scheme::channel
                                                        : fp8_scheme::block;
+  bool const ct_block = scheme_name == "ct-block";  // FP8_BLOCK as compressed-tensors writes it
   std::string const config_path = a.config.string();
   // --- the config: read, or made from the flags ---------------------------------------------
   quant_config cfg;
@@ -140,25 +174,38 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     if (gptq && cfg.family != quant_family::gptq) {
       throw usage_error("--config " + config_path + " is a '" + cfg.quant_method + "' config, not GPTQ");
     }
-    if (!gptq && cfg.family != quant_family::fp8 && cfg.family != quant_family::compressed_tensors) {
+    if (fmt == out_format::fp8 && cfg.family != quant_family::fp8 && cfg.family != quant_family::compressed_tensors) {
       throw usage_error("--config " + config_path + " is a '" + cfg.quant_method +
                         "' config, not fp8 or compressed-tensors");
     }
-    if (!gptq && cfg.family == quant_family::fp8 && scheme == fp8_scheme::channel) {
+    if (!gptq && fmt != out_format::fp8 && cfg.family != quant_family::compressed_tensors) {
+      throw usage_error("--config " + config_path + " is a '" + cfg.quant_method + "' config; --format " +
+                        a.format + " is written as compressed-tensors and takes a compressed-tensors config");
+    }
+    if (fmt == out_format::fp8 && cfg.family == quant_family::fp8 && scheme == fp8_scheme::channel) {
       throw usage_error("--fp8-scheme channel is written as compressed-tensors; an HF 'fp8' config "
                         "describes block (weight_block_size) or per-tensor scales");
+    }
+    if (ct_block && cfg.family != quant_family::compressed_tensors) {
+      throw usage_error("--fp8-scheme ct-block is written as compressed-tensors; --config " + config_path +
+                        " is a '" + cfg.quant_method + "' config");
     }
   } else if (gptq) {
     cfg.family = quant_family::gptq;
     cfg.quant_method = "gptq";
     qobj = ojson::object();
   } else {
-    cfg.family = scheme == fp8_scheme::block ? quant_family::fp8 : quant_family::compressed_tensors;
-    cfg.quant_method = scheme == fp8_scheme::block ? "fp8" : "compressed-tensors";
+    bool const hf_fp8 = fmt == out_format::fp8 && scheme == fp8_scheme::block && !ct_block;
+    cfg.family = hf_fp8 ? quant_family::fp8 : quant_family::compressed_tensors;
+    cfg.quant_method = hf_fp8 ? "fp8" : "compressed-tensors";
     cfg.skip_list = {"lm_head"};
-    cfg.skip_list_field = scheme == fp8_scheme::block ? "modules_to_not_convert" : "ignore";
+    cfg.skip_list_field = hf_fp8 ? "modules_to_not_convert" : "ignore";
     qobj = ojson::object();
   }
+  // The integer formats' parameters: the flags over the (GPTQ) config's, else the defaults.
+  std::int64_t int_bits = a.format == "w8a16" ? 8 : 4;
+  std::int64_t int_group_size = a.group_size.value_or(128);
+  bool int_sym = !a.asym;
   if (gptq) {
     if (!cfg.bits || a.bits) {
       cfg.bits = a.bits.value_or(4);
@@ -223,6 +270,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   }
   std::vector<job> jobs;
   std::map<std::string, std::string> skipped;  // module -> why
+  std::string const not_linear = "not a linear layer";
   std::set<int> bits_used;
   for (auto const& e : ckpt.tensors()) {
     tensor_info const& t = *e.tensor;
@@ -259,16 +307,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
             }
             bits_used.insert(j.bits);
             j.weight_type = *integer_weight_type(j.bits, j.sym);
-            // The library's rule (qtl/group_size.hpp), and the engines' stricter one: they need
-            // K % group_size == 0 for every size but -1 (vLLM/sglang create_weights), so a size
-            // above K, which the rule reads as one group per column, is refused too.
-            std::int64_t const gcfg = j.config_group_size;
-            group_size_result const gr = normalize_group_size(gcfg, k);
-            if (!gr.ok() || (gcfg != -1 && k % gcfg != 0)) {
-              throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of group_size " +
-                               std::to_string(gcfg) + " (the engines need K % group_size == 0, or -1)");
-            }
-            j.group_rows = gr.rows;
+            j.group_rows = group_rows(name, j.config_group_size, k);
             int const pf = 32 / j.bits;
             if (k % pf != 0 || n % pf != 0) {
               throw data_error(name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) +
@@ -281,6 +320,43 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
             s.tensors.push_back({base + ".qzeros", dtype::I32, {g, n / pf}});
             s.tensors.push_back({base + ".scales", dtype::F16, {g, n}});
             s.tensors.push_back({base + ".g_idx", dtype::I32, {k}});
+          } else if (fmt == out_format::ct_int) {
+            j.kind = job_kind::ct_pack;
+            j.bits = static_cast<int>(int_bits);
+            j.sym = int_sym;
+            j.config_group_size = int_group_size;
+            j.weight_type = *integer_weight_type(j.bits, j.sym);
+            j.group_rows = group_rows(name, j.config_group_size, k);
+            int const pf = 32 / j.bits;
+            if (k % pf != 0 || (!j.sym && n % pf != 0)) {
+              throw data_error(name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) + "]: K" +
+                               (j.sym ? "" : " and N") + " must be multiples of " + std::to_string(pf) + " for " +
+                               std::to_string(j.bits) + "-bit packing");
+            }
+            std::int64_t const g = k / j.group_rows;
+            j.outs = {s.tensors.size(), s.tensors.size() + 1, s.tensors.size() + 2};
+            s.tensors.push_back({base + ".weight_packed", dtype::I32, {n, k / pf}});
+            s.tensors.push_back({base + ".weight_scale", t.type, {n, g}});
+            s.tensors.push_back({base + ".weight_shape", dtype::I64, {2}});
+            if (!j.sym) {
+              j.outs.push_back(s.tensors.size());
+              s.tensors.push_back({base + ".weight_zero_point", dtype::I32, {n / pf, g}});
+            }
+          } else if (fmt == out_format::nvfp4 || fmt == out_format::mxfp4) {
+            bool const nv = fmt == out_format::nvfp4;
+            j.kind = nv ? job_kind::nvfp4 : job_kind::mxfp4;
+            std::int64_t const bs = nv ? 16 : 32;
+            if (k % bs != 0) {
+              throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of " + std::to_string(bs) +
+                               " (" + a.format + " scales blocks of " + std::to_string(bs) + " elements of a row)");
+            }
+            j.outs = {s.tensors.size(), s.tensors.size() + 1};
+            s.tensors.push_back({base + ".weight_packed", dtype::U8, {n, k / 2}});
+            s.tensors.push_back({base + ".weight_scale", nv ? dtype::F8_E4M3 : dtype::U8, {n, k / bs}});
+            if (nv) {
+              j.outs.push_back(s.tensors.size());
+              s.tensors.push_back({base + ".weight_global_scale", dtype::F32, {1}});
+            }
           } else {
             j.kind = job_kind::fp8;
             j.outs = {s.tensors.size(), s.tensors.size() + 1};
@@ -300,7 +376,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
           continue;
         }
       } else {
-        skipped[module] = "not a linear layer";
+        skipped[module] = not_linear;
       }
     }
     j.kind = job_kind::copy;
@@ -351,6 +427,10 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
           write_copy(j, s);
         } else if (j.kind == job_kind::gptq) {
           write_gptq(j, s);
+        } else if (j.kind == job_kind::ct_pack) {
+          write_ct_pack(j, s);
+        } else if (j.kind == job_kind::nvfp4 || j.kind == job_kind::mxfp4) {
+          write_fp4(j, s);
         } else {
           write_fp8(j, s, scheme);
         }
@@ -413,9 +493,31 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
 
   // --- config files -------------------------------------------------------------------------
   written_format wf;
-  wf.gptq = gptq;
+  using wkind = written_format::kind;
+  wf.what = gptq                          ? wkind::gptq
+            : fmt == out_format::fp8      ? wkind::fp8
+            : fmt == out_format::ct_int   ? wkind::pack_quantized
+            : fmt == out_format::nvfp4    ? wkind::nvfp4
+                                          : wkind::mxfp4;
   wf.scheme = scheme;
   wf.checkpoint_format = checkpoint_format;
+  wf.bits = static_cast<int>(int_bits);
+  wf.group_size = int_group_size == -1 ? -1 : int_group_size;
+  wf.sym = int_sym;
+  // compressed-tensors targets every Linear not ignored: list each linear layer kept, and
+  // lm_head whenever it is not quantized (also when the checkpoint ties it to the embeddings).
+  bool lm_head_quantized = false;
+  for (auto const& j : jobs) {
+    lm_head_quantized = lm_head_quantized || (j.kind != job_kind::copy && j.module == "lm_head");
+  }
+  if (!lm_head_quantized && skipped.count("lm_head") == 0) {
+    wf.ignore.push_back("lm_head");
+  }
+  for (auto const& [m, why] : skipped) {
+    if (why != not_linear) {
+      wf.ignore.push_back(m);
+    }
+  }
   ojson const q = written_quantization_config(qobj, cfg, wf);
   model_config["quantization_config"] = q;
 
@@ -464,7 +566,12 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   }
   note(staged.commit());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  report.variant = gptq ? "checkpoint_format " + checkpoint_format : scheme_name + " scales";
+  std::string const int_desc = "group " + std::to_string(int_group_size) + (int_sym ? " sym" : " asym");
+  report.variant = gptq                        ? "checkpoint_format " + checkpoint_format
+                   : fmt == out_format::fp8    ? scheme_name + " scales"
+                   : fmt == out_format::ct_int ? "compressed-tensors pack-quantized, " + int_desc
+                   : fmt == out_format::nvfp4  ? std::string("compressed-tensors nvfp4-pack-quantized")
+                                               : std::string("compressed-tensors mxfp4-pack-quantized");
   report.threads = used_threads;
   for (auto const& j : jobs) {
     if (j.kind == job_kind::copy) {
@@ -472,6 +579,12 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     } else if (j.kind == job_kind::gptq) {
       report.layers.push_back({j.module, "gptq " + std::to_string(j.bits) + "-bit group " +
                                              std::to_string(j.config_group_size) + (j.sym ? " sym" : " asym")});
+    } else if (j.kind == job_kind::ct_pack) {
+      report.layers.push_back({j.module, a.format + " int" + std::to_string(j.bits) + " " + int_desc});
+    } else if (j.kind == job_kind::nvfp4) {
+      report.layers.push_back({j.module, "nvfp4 e2m1, e4m3 scale per 16, global scale"});
+    } else if (j.kind == job_kind::mxfp4) {
+      report.layers.push_back({j.module, "mxfp4 e2m1, e8m0 scale per 32"});
     } else {
       report.layers.push_back({j.module, "fp8 e4m3 " + scheme_name});
     }

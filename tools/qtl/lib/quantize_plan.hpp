@@ -22,7 +22,7 @@ using qtl::io::dtype;
 using qtl::io::tensor_info;
 
 /// What a job does with its input tensor.
-enum class job_kind { copy, gptq, fp8 };
+enum class job_kind { copy, gptq, fp8, ct_pack, nvfp4, mxfp4 };
 /// How FP8 weights are scaled.
 enum class fp8_scheme { tensor, channel, block };
 

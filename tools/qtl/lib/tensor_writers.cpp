@@ -10,6 +10,7 @@
 #include <optional>
 
 #include <qtl/dispatch.hpp>
+#include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/quantize.hpp>
@@ -44,17 +45,15 @@ struct aligned_weight {
   view2d<T const> v;
 };
 
-template <scalar_type Q, class T>
-void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
+/// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
+/// each slice is transposed to (K, c), quantized by qtl::quantize_weights<Q> and handed to
+/// `emit(n0, c, out)` with out's codes (K, c), scales and zero points (G, c). The input rows of a
+/// slice are released once read.
+template <scalar_type Q, class T, class Emit>
+void rtn_slices(job const& j, view2d<T const> w, Emit&& emit) {
   index_t const n = w.extent[0];
   index_t const k = w.extent[1];
-  index_t const gs = j.group_rows;
-  index_t const groups = k / gs;
-  constexpr int bits = static_cast<int>(Q.size_bits());
-  constexpr int pf = 32 / bits;
-  std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
-  std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
-  j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
+  index_t const groups = k / j.group_rows;
   index_t const slice = 256;
   host_tensor<T, 2> wt({k, std::min(slice, n)});
   host_tensor<T, 2> w_ref({k, std::min(slice, n)});
@@ -80,6 +79,22 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
     qtl::quantize_options opt;
     opt.zero_points = Q.bias == 0;
     quantize_weights<Q>(view2d<T const>(t), std::optional<index_t>(j.config_group_size), out, opt);
+    emit(n0, c, out);
+  }
+}
+
+template <scalar_type Q, class T>
+void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  index_t const gs = j.group_rows;
+  index_t const groups = k / gs;
+  constexpr int bits = static_cast<int>(Q.size_bits());
+  constexpr int pf = 32 / bits;
+  std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
+  std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
+  j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
+  rtn_slices<Q>(j, w, [&](index_t n0, index_t c, quantize_outputs<T> const& out) {
     view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
     qw.stride[0] = n;
     pack_rows<bits>(view2d<std::int32_t const>(out.w_q), qw);
@@ -96,7 +111,7 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
         j.zero_has_zero = j.zero_has_zero || z == 0;
       }
     }
-  }
+  });
   std::vector<std::int32_t> g_idx(static_cast<std::size_t>(k));
   for (index_t kk = 0; kk < k; ++kk) {
     g_idx[static_cast<std::size_t>(kk)] = static_cast<std::int32_t>(kk / gs);
@@ -105,6 +120,50 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
   s.file->pwrite_all(qweight.data(), qweight.size() * 4, s.tensors[j.outs[0]].offset);
   s.file->pwrite_all(scales.data(), scales.size() * 2, s.tensors[j.outs[2]].offset);
   s.file->pwrite_all(g_idx.data(), g_idx.size() * 4, s.tensors[j.outs[3]].offset);
+}
+
+/// compressed-tensors pack-quantized, slice by slice at the rows' offsets (no whole-tensor
+/// buffer): weight_packed [N, K/pf] = the codes of each row packed along K (pack_cols of the
+/// (c, K) transposed codes), weight_scale [N, G] in the weight's dtype, weight_zero_point
+/// [N/pf, G] packed along N (pack_rows of the (c, G) zero points; asymmetric only),
+/// weight_shape [N, K].
+template <scalar_type Q, class T>
+void ct_pack_slices(job& j, view2d<T const> w, shard_plan const& s) {
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  index_t const groups = k / j.group_rows;
+  constexpr int bits = static_cast<int>(Q.size_bits());
+  constexpr int pf = 32 / bits;
+  bool const asym = Q.bias == 0;
+  index_t const slice = std::min<index_t>(256, n);
+  host_tensor<std::int32_t, 2> codes_nk({slice, k});
+  host_tensor<std::int32_t, 2> packed({slice, k / pf});
+  host_tensor<T, 2> scales_ng({slice, groups});
+  host_tensor<std::int32_t, 2> zeros_ng({slice, groups});
+  host_tensor<std::int32_t, 2> zeros_packed({slice / pf, groups});
+  // outs: weight_packed, weight_scale, weight_shape, [weight_zero_point]
+  rtn_slices<Q>(j, w, [&](index_t n0, index_t c, quantize_outputs<T> const& out) {
+    view2d<std::int32_t> cv = make_view(codes_nk.view().data, c, k);
+    transpose(view2d<std::int32_t const>(out.w_q), cv);
+    view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
+    pack_cols<bits>(view2d<std::int32_t const>(cv), pv);
+    s.file->pwrite_all(pv.data, static_cast<std::size_t>(c * (k / pf)) * 4,
+                       s.tensors[j.outs[0]].offset + static_cast<std::uint64_t>(n0 * (k / pf)) * 4);
+    view2d<T> sv = make_view(scales_ng.view().data, c, groups);
+    transpose(view2d<T const>(out.w_s), sv);
+    s.file->pwrite_all(sv.data, static_cast<std::size_t>(c * groups) * sizeof(T),
+                       s.tensors[j.outs[1]].offset + static_cast<std::uint64_t>(n0 * groups) * sizeof(T));
+    if (asym) {
+      view2d<std::int32_t> zv = make_view(zeros_ng.view().data, c, groups);
+      transpose(view2d<std::int32_t const>(out.w_zp), zv);
+      view2d<std::int32_t> zp = make_view(zeros_packed.view().data, c / pf, groups);
+      pack_rows<bits>(view2d<std::int32_t const>(zv), zp);
+      s.file->pwrite_all(zp.data, static_cast<std::size_t>((c / pf) * groups) * 4,
+                         s.tensors[j.outs[3]].offset + static_cast<std::uint64_t>((n0 / pf) * groups) * 4);
+    }
+  });
+  std::int64_t const shape[2] = {n, k};
+  s.file->pwrite_all(shape, sizeof shape, s.tensors[j.outs[2]].offset);
 }
 
 /// Refuses a weight with a NaN or an infinity (GPTQ scales would be NaN, FP8 scales infinite),
@@ -136,6 +195,38 @@ void gptq_weight(job& j, shard_plan const& s) {
   check_finite(w.v, j.allow_nonfinite);
   dispatch_scalar_type<qtl::uint4b8, qtl::uint4, qtl::uint8b128, qtl::uint8>(
       j.weight_type, [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
+}
+
+template <class T>
+void ct_pack_weight(job& j, shard_plan const& s) {
+  aligned_weight<T> w(*j.in);
+  check_finite(w.v, j.allow_nonfinite);
+  dispatch_scalar_type<qtl::uint4b8, qtl::uint4, qtl::uint8b128, qtl::uint8>(
+      j.weight_type, [&](auto q) { ct_pack_slices<decltype(q)::value>(j, w.v, s); });
+}
+
+/// NVFP4 or MXFP4 (compressed-tensors nvfp4-/mxfp4-pack-quantized): weight_packed U8 [N, K/2]
+/// and weight_scale [N, K/bs] by qtl::block_quantize (linear scale layout), NVFP4 also
+/// weight_global_scale F32 [1] = qtl::nvfp4_global_scale (a divisor, as compressed-tensors reads it).
+template <block_format_type F, class T>
+void fp4_weight(job& j, shard_plan const& s) {
+  aligned_weight<T> w(*j.in);
+  check_finite(w.v, j.allow_nonfinite);
+  index_t const n = w.v.extent[0];
+  index_t const k = w.v.extent[1];
+  std::vector<float4_e2m1x2_t> values(static_cast<std::size_t>(n * (k / 2)));
+  std::vector<typename F::scale> scales(static_cast<std::size_t>(block_scale_bytes<F>(n, k)));
+  float gs = 1.0f;
+  if constexpr (F::has_global_scale) {
+    gs = nvfp4_global_scale(w.v);
+  }
+  block_quantize<F>(w.v, make_view(values.data(), n, k / 2), std::span<typename F::scale>(scales), gs);
+  // outs: weight_packed, weight_scale, [weight_global_scale]
+  s.file->pwrite_all(values.data(), values.size(), s.tensors[j.outs[0]].offset);
+  s.file->pwrite_all(scales.data(), scales.size(), s.tensors[j.outs[1]].offset);
+  if constexpr (F::has_global_scale) {
+    s.file->pwrite_all(&gs, sizeof gs, s.tensors[j.outs[2]].offset);
+  }
 }
 
 template <class T>
@@ -193,6 +284,17 @@ void write_copy(job const& j, shard_plan const& s) {
 
 void write_gptq(job& j, shard_plan const& s) {
   with_float_type(j.in->type, [&](auto tag) { gptq_weight<typename decltype(tag)::type>(j, s); });
+}
+
+void write_ct_pack(job& j, shard_plan const& s) {
+  with_float_type(j.in->type, [&](auto tag) { ct_pack_weight<typename decltype(tag)::type>(j, s); });
+}
+
+void write_fp4(job& j, shard_plan const& s) {
+  with_float_type(j.in->type, [&](auto tag) {
+    using T = typename decltype(tag)::type;
+    j.kind == job_kind::nvfp4 ? fp4_weight<nvfp4, T>(j, s) : fp4_weight<mxfp4, T>(j, s);
+  });
 }
 
 void write_fp8(job& j, shard_plan const& s, fp8_scheme scheme) {
