@@ -30,12 +30,15 @@ namespace qtl::tool {
 /// Every flag of `qtl quantize`. An unset optional is a flag not given: the default in its comment
 /// applies, and a value from `--config` is kept (a given flag overrides the config's value).
 struct quantize_options {
-  std::string format;                     ///< --format: "gptq" or "fp8" (required)
-  std::optional<int> bits;                ///< --bits: GPTQ 4 or 8 (default 4)
-  std::optional<std::int64_t> group_size; ///< --group-size: -1 (one group per column) or > 0 (default 128)
+  std::string format;                     ///< --format (required): "gptq", "fp8", or compressed-tensors
+                                          ///< "w4a16", "w8a16" (pack-quantized), "nvfp4", "mxfp4"
+  std::optional<int> bits;                ///< --bits: GPTQ 4 or 8 (default 4); gptq only
+  std::optional<std::int64_t> group_size; ///< --group-size: -1 (one group per column) or > 0 (default
+                                          ///< 128); gptq, w4a16, w8a16
   bool sym = false;                       ///< --sym: symmetric (the default when neither is given)
-  bool asym = false;                      ///< --asym: zero points per group
-  std::optional<std::string> fp8_scheme;  ///< --fp8-scheme: "tensor", "channel" (default) or "block"
+  bool asym = false;                      ///< --asym: zero points per group; gptq, w4a16, w8a16
+  std::optional<std::string> fp8_scheme;  ///< --fp8-scheme: "tensor", "channel" (default), "block"
+                                          ///< (HF fp8) or "ct-block" (compressed-tensors FP8_BLOCK); fp8 only
   std::filesystem::path config;           ///< --config: skip lists and rules that decide the layers (empty: none)
   int threads = 0;                        ///< --threads: worker threads, 0 = every core (at most 4096)
   std::string device = "auto";            ///< --device: "auto", "cpu" or "cuda"
@@ -71,8 +74,9 @@ struct kept_layer {
 
 /// What `quantize_checkpoint` wrote.
 struct quantize_report {
-  std::string format;                  ///< as given: "gptq", "fp8"
-  std::string variant;                 ///< "checkpoint_format gptq" / "gptq_v2", "channel scales", ...
+  std::string format;                  ///< as given: "gptq", "fp8", "w4a16", ...
+  std::string variant;                 ///< "checkpoint_format gptq" / "gptq_v2", "channel scales",
+                                       ///< "compressed-tensors pack-quantized, group 128 sym", ...
   unsigned threads = 1;                ///< worker threads that ran
   std::vector<quantized_layer> layers; ///< in checkpoint order
   std::vector<kept_layer> kept;        ///< sorted by module

@@ -1,9 +1,10 @@
-// qtl quantize's work (quantize_checkpoint, checkpoint.hpp): round-to-nearest quantization of every linear weight of a checkpoint, written in
-// the layout sglang and vLLM load (research/checkpoint_formats.md).
+// qtl quantize's work (quantize_checkpoint, checkpoint.hpp): round-to-nearest quantization of
+// every linear weight of a checkpoint, written in the layout sglang, vLLM and transformers load
+// (research/checkpoint_formats.md; compressed-tensors: research/interop.md §3).
 //
-//   qtl quantize IN OUT_DIR --format gptq|fp8 [--bits 4|8] [--group-size N] [--sym|--asym]
-//                [--fp8-scheme tensor|channel|block] [--config QUANT_CONFIG.json] [--threads N]
-//                [--device auto|cpu|cuda]
+//   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
+//                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json]
+//                [--threads N] [--device auto|cpu|cuda] [--allow-nonfinite]
 //
 // Which layers: every 2-D float `.weight` of a linear layer (embeddings and 1-D tensors are copied),
 // decided by the config's rules as `qtl explain --consumer sglang` shows them, on the name the
@@ -24,7 +25,27 @@
 //         channel  L.weight_scale F32 [N, 1] (compressed-tensors)
 //         block    L.weight_scale_inv F32 [ceil(N/128), ceil(K/128)] (HF "fp8"; weight_scale under a
 //                  compressed-tensors config); scale = max(amax, 1e-12) / 448 per 128x128 block.
+//         ct-block the same blocks as L.weight_scale under a compressed-tensors config (FP8_BLOCK:
+//                  weights strategy block [128, 128], inputs group 128 dynamic).
 //         Activations dynamic: no input_scale.
+//   w4a16, w8a16 (compressed-tensors pack-quantized, b = 4 or 8, pf = 32 / b)
+//         L.weight_packed I32 [N, K/pf]  the codes of each row of W packed along K (pack_cols of the
+//                                        [N, K] codes), element j in bits [b*j, b*j+b); code = q + 2^(b-1)
+//         L.weight_scale  [N, G] in the weight's dtype (--group-size -1: G = 1, strategy channel)
+//         L.weight_shape  I64 [2] = [N, K]
+//         L.weight_zero_point I32 [N/pf, G] (--asym only) zero points packed along N (pack_rows)
+//         codes, scales and zero points from qtl::quantize_weights as for gptq (the reference's
+//         rule: symmetric s = max(|max/qmax|, |min/qmin|), not compressed-tensors' observer's
+//         amax/7.5, so the codes are QTL's, read back as (code - zero) * scale like CT's own).
+//   nvfp4 (NVFP4A16) L.weight_packed U8 [N, K/2] (element 2i in the low nibble), L.weight_scale
+//         F8_E4M3 [N, K/16] (linear), L.weight_global_scale F32 [1] = 448*6/amax, a divisor:
+//         qtl::block_quantize<nvfp4> and qtl::nvfp4_global_scale, as `qtl op nvfp4-quant`.
+//   mxfp4 L.weight_packed U8 [N, K/2], L.weight_scale U8 [N, K/32] biased E8M0 exponents:
+//         qtl::block_quantize<mxfp4>, the library's MX rule (the smallest power of two >= amax/6),
+//         not compressed-tensors' producer rule (interop.md §3.1 d, which rounds amax to a power of
+//         two first and can clip); consumers decode both the same way.
+//   The compressed-tensors configs list in `ignore` every linear layer the run kept (and lm_head
+//   whenever it is not quantized), so every consumer skips exactly what this run skipped.
 // Everything else is copied unchanged; the shards keep their names, each shard's tensors ordered by
 // element size (4-, 2-, then 1-byte) so that every tensor stays aligned; the index is rewritten;
 // config.json gets the `quantization_config` (GPTQ also writes quantize_config.json); the input
@@ -32,7 +53,7 @@
 //
 // Streaming: every output shard is created in a staging folder beside OUT_DIR, its header written
 // first (offsets are known from the shapes), then worker threads quantize one tensor at a time (GPTQ
-// in 256-column slices) and write the results at their offsets; input pages are released after use,
+// and pack-quantized in 256-column slices) and write the results at their offsets; input pages are released after use,
 // so memory stays at a few tensors. Commit, lock and what a signal or a kill leaves: the folder is
 // swapped in whole (staged_output.hpp), so OUT_DIR always holds one complete checkpoint.
 
