@@ -523,7 +523,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   wf.scheme = scheme;
   wf.checkpoint_format = checkpoint_format;
   wf.bits = static_cast<int>(int_bits);
-  wf.group_size = int_group_size == -1 ? -1 : int_group_size;
+  wf.group_size = int_group_size;
   wf.sym = int_sym;
   // compressed-tensors targets every Linear not ignored: list each linear layer kept, and
   // lm_head whenever it is not quantized (also when the checkpoint ties it to the embeddings).
