@@ -92,13 +92,11 @@ command define_explain(CLI::App& app) {
             for (auto const& m : modules) {
               width = std::max(width, m.size());
             }
-            auto const rules = compile_dynamic_rules(cfg);
-            decide_options opt;
-            opt.dynamic = rules.get();
+            compiled_config const cc(cfg);  // rules and lists indexed once: linear in modules + config
             std::ostringstream out;
             for (auto const& m : modules) {
               for (consumer const c : consumers) {
-                decision const d = decide(cfg, c, m, opt);
+                decision const d = decide(cc, c, m);
                 if (args->json) {
                   out << to_json(d) << '\n';
                 } else {
