@@ -259,6 +259,10 @@ linear_fused_finder(Mapping const&) -> linear_fused_finder<Mapping>;
 ///    in the list, skipped; else if `"experts"` occurs in `prefix`, also skipped when `prefix` is
 ///    a plain substring of an entry that contains `"experts"` (one listed expert leaf skips the
 ///    whole fused MoE).
+template <class Finder, class FindFused>
+constexpr skip_outcome sglang_skip_outcome_with(std::string_view prefix, Finder const& ignored,
+                                                FindFused const& find_fused, shard_naming naming);
+
 template <class Ignored, class Mapping = fused_mapping_view>
 constexpr skip_outcome sglang_skip_outcome(std::string_view prefix, Ignored const& ignored, Mapping const& fused = {},
                                            shard_naming naming = shard_naming::replace_all) {
@@ -327,6 +331,11 @@ enum class vllm_skip_match {
   exact,      ///< `prefix in ignored_layers` (default; FP8 family, ModelOpt step 1)
   substring,  ///< `any(ignored in prefix)` (`skip_with_substr=True`: newer AWQ)
 };
+
+template <class Finder, class FindFused>
+constexpr skip_outcome vllm_skip_outcome_with(std::string_view prefix, Finder const& ignored,
+                                              FindFused const& find_fused, vllm_skip_match mode,
+                                              shard_naming naming);
 
 /// vLLM's `quant_utils.is_layer_skipped(prefix, ignored_layers, fused_mapping,
 /// skip_with_substr)` (revision of `research/matchers.md` §2.2), without throwing:
