@@ -8,13 +8,21 @@
 //   BM_decide_dynamic/M/R  qtl::decide (sglang's GPTQ loader) for M module names against a config
 //                          of R `dynamic` rules; items_per_second = names. Linear in M; the
 //                          per-name cost grows with R (each name is matched rule by rule)
-//   BM_decide_dynamic_compiled/M/R  the same with the rules compiled once per config
-//                          (qtl::compiled_dynamic_rules via decide_options::dynamic, as `qtl
-//                          explain` and `qtl lint` do); the compilation is inside the timed loop
+//   BM_decide_dynamic_compiled/M/R  the same with the config compiled once
+//                          (qtl::compiled_config, as `qtl explain` and `qtl lint` do); the
+//                          compilation is inside the timed loop
+//   BM_decide_skip_list/M/L/F        both engines' decisions (lint's pair: sglang_fp8 + vllm_fp8
+//                          for F = 0, sglang_awq + vllm_awq for F = 1) for M names against an
+//                          L-entry modules_to_not_convert, every list scanned per name
+//   BM_decide_skip_list_compiled/M/L/F  the same through qtl::compiled_config (compiled in the loop)
+//   BM_decide_packed/M/P             sglang's is_layer_skipped for M fused names under a P-entry
+//                          packed_modules_mapping (the mapping scanned per name)
+//   BM_decide_packed_compiled/M/P    the same through qtl::compiled_config (compiled in the loop)
 // Linear scaling shows as a constant bytes_per_second (items_per_second) across N (M).
 
 #include <benchmark/benchmark.h>
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -25,6 +33,7 @@
 
 #include <qtl/io/quant_config.hpp>
 #include <qtl/io/safetensors.hpp>
+#include <qtl/rules/compiled_config.hpp>
 #include <qtl/rules/consumers.hpp>
 
 namespace {
@@ -124,12 +133,10 @@ void BM_decide_dynamic_compiled(benchmark::State& state) {
   auto const names = module_names(static_cast<std::size_t>(state.range(0)));
   auto const cfg = qtl::io::parse_quant_config(dynamic_config(static_cast<std::size_t>(state.range(1))));
   for (auto _ : state) {
-    qtl::compiled_dynamic_rules const rules(cfg.dynamic);
-    qtl::decide_options opt;
-    opt.dynamic = &rules;
+    qtl::compiled_config const cc(cfg);
     std::size_t quantized = 0;
     for (auto const& n : names) {
-      quantized += qtl::decide(cfg, qtl::consumer::sglang_gptq, n, opt).skipped ? 0 : 1;
+      quantized += qtl::decide(cc, qtl::consumer::sglang_gptq, n).skipped ? 0 : 1;
     }
     if (quantized != names.size()) {
       state.SkipWithError("a name the last rule should quantize was skipped");
@@ -138,6 +145,100 @@ void BM_decide_dynamic_compiled(benchmark::State& state) {
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
 }
+
+/// An FP8 (F = 0) or AWQ (F = 1) config whose modules_to_not_convert lists `l` modules of
+/// layers the benchmark's names do not have, and the last layer's `lm_head`-like entry that none
+/// of them is either: every name is compared with the whole list.
+qtl::quant_config skip_list_config(std::size_t l, std::int64_t family) {
+  qtl::quant_config cfg;
+  cfg.family = family == 0 ? qtl::quant_family::fp8 : qtl::quant_family::awq;
+  cfg.skip_list.reserve(l);
+  for (std::size_t i = 0; i < l; ++i) {
+    cfg.skip_list.push_back("model.layers." + std::to_string(1000 + i / 300) + ".mlp.experts." +
+                            std::to_string(i % 300) + ".down_proj");
+  }
+  return cfg;
+}
+
+template <bool Compiled>
+void decide_skip_list(benchmark::State& state) {
+  auto const names = module_names(static_cast<std::size_t>(state.range(0)));
+  qtl::quant_config const cfg = skip_list_config(static_cast<std::size_t>(state.range(1)), state.range(2));
+  std::array<qtl::consumer, 2> const engines =
+      state.range(2) == 0 ? std::array{qtl::consumer::sglang_fp8, qtl::consumer::vllm_fp8}
+                          : std::array{qtl::consumer::sglang_awq, qtl::consumer::vllm_awq};
+  for (auto _ : state) {
+    std::size_t skipped = 0;
+    auto run = [&](auto const& config) {
+      for (auto const& n : names) {
+        for (qtl::consumer const c : engines) {
+          skipped += qtl::decide(config, c, n).skipped ? 1 : 0;
+        }
+      }
+    };
+    if constexpr (Compiled) {
+      qtl::compiled_config const cc(cfg);
+      run(cc);
+    } else {
+      run(cfg);
+    }
+    if (skipped != 0) {
+      state.SkipWithError("a name no entry names was skipped");
+      break;
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+void BM_decide_skip_list(benchmark::State& state) { decide_skip_list<false>(state); }
+void BM_decide_skip_list_compiled(benchmark::State& state) { decide_skip_list<true>(state); }
+
+/// A mapping of `p` fused names (`fusedK` -> `shardK_a`, `shardK_b`), a skip list naming the
+/// shards of every other fused module of layer 0, and names `model.layers.L.mlp.fusedK`.
+template <bool Compiled>
+void decide_packed(benchmark::State& state) {
+  auto const m = static_cast<std::size_t>(state.range(0));
+  auto const p = static_cast<std::size_t>(state.range(1));
+  qtl::quant_config cfg;
+  cfg.family = qtl::quant_family::fp8;
+  for (std::size_t k = 0; k < p; ++k) {
+    std::string const f = "fused" + std::to_string(k);
+    cfg.packed_modules_mapping.push_back({f, {"shard" + std::to_string(k) + "_a", "shard" + std::to_string(k) + "_b"}});
+  }
+  std::vector<std::string> names;
+  std::size_t expect = 0;
+  for (std::size_t i = 0; i < m; ++i) {
+    std::size_t const k = (i * 7919) % p;
+    names.push_back("model.layers." + std::to_string(i % 3) + ".mlp.fused" + std::to_string(k));
+    if (i % 3 == 0 && k % 2 == 0) {
+      ++expect;
+    }
+  }
+  for (std::size_t k = 0; k < p; k += 2) {
+    cfg.skip_list.push_back("model.layers.0.mlp.shard" + std::to_string(k) + "_a");
+    cfg.skip_list.push_back("model.layers.0.mlp.shard" + std::to_string(k) + "_b");
+  }
+  for (auto _ : state) {
+    std::size_t skipped = 0;
+    auto run = [&](auto const& config) {
+      for (auto const& n : names) {
+        skipped += qtl::decide(config, qtl::consumer::vllm_fp8, n).skipped ? 1 : 0;
+      }
+    };
+    if constexpr (Compiled) {
+      qtl::compiled_config const cc(cfg);
+      run(cc);
+    } else {
+      run(cfg);
+    }
+    if (skipped != expect) {
+      state.SkipWithError("the skipped shards do not match the list");
+      break;
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+void BM_decide_packed(benchmark::State& state) { decide_packed<false>(state); }
+void BM_decide_packed_compiled(benchmark::State& state) { decide_packed<true>(state); }
 
 }  // namespace
 
@@ -149,7 +250,23 @@ BENCHMARK(BM_decide_dynamic_compiled)
     ->Args({1'000, 100})
     ->Args({10'000, 100})
     ->Args({1'000, 1'000})
+    ->Args({10'000, 1'000})
     ->Args({100'000, 10'000})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decide_skip_list)->Args({1'000, 1'000, 0})->Args({1'000, 10'000, 0})->Args({1'000, 10'000, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decide_skip_list_compiled)
+    ->Args({1'000, 1'000, 0})
+    ->Args({1'000, 10'000, 0})
+    ->Args({100'000, 100'000, 0})
+    ->Args({1'000, 10'000, 1})
+    ->Args({100'000, 100'000, 1})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decide_packed)->Args({1'000, 1'000})->Args({1'000, 100'000})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decide_packed_compiled)
+    ->Args({1'000, 1'000})
+    ->Args({1'000, 100'000})
+    ->Args({100'000, 100'000})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -2,6 +2,7 @@
 
 #include "config_tools.hpp"
 
+#include <algorithm>
 #include <fstream>
 #include <iostream>
 #include <set>
@@ -86,14 +87,6 @@ config_file read_config_file(std::filesystem::path const& path, std::filesystem:
     }
   }
   return out;
-}
-
-std::unique_ptr<compiled_dynamic_rules const> compile_dynamic_rules(quant_config const& cfg) {
-  try {
-    return std::make_unique<compiled_dynamic_rules const>(cfg.dynamic);
-  } catch (regex_error const&) {
-    return nullptr;
-  }
 }
 
 consumer engine_consumer(quant_config const& cfg, bool sglang) {
@@ -198,6 +191,36 @@ std::vector<std::string> shard_names(quant_config const& cfg, std::string const&
     }
   }
   return {};
+}
+
+namespace {
+
+/// The first mapping entry that lists `leaf` as a shard: the config's mapping (indexed), else
+/// the fallback (`fallback` holds it).
+packed_mapping::value_type const* shard_entry(compiled_config const& cc, std::string_view leaf,
+                                              packed_mapping& fallback) {
+  if (!cc.config().packed_modules_mapping.empty()) {
+    return cc.fused().of_shard(leaf);
+  }
+  fallback = effective_mapping(cc.config());
+  for (auto const& e : fallback) {
+    if (std::find(e.second.begin(), e.second.end(), leaf) != e.second.end()) {
+      return &e;
+    }
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+std::optional<std::string> fused_name(compiled_config const& cc, std::string const& module) {
+  std::string_view const parent = parent_of(module);
+  packed_mapping fallback;
+  auto const* e = shard_entry(cc, last_component(module), fallback);
+  if (e == nullptr) {
+    return std::nullopt;
+  }
+  return parent.empty() ? e->first : std::string(parent) + "." + e->first;
 }
 
 std::string describe(decision const& d) {

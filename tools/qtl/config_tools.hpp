@@ -13,6 +13,7 @@
 
 #include <qtl/io/config_values.hpp>
 #include <qtl/io/quant_config.hpp>
+#include <qtl/rules/compiled_config.hpp>
 #include <qtl/rules/consumers.hpp>
 
 namespace qtl::tool {
@@ -39,11 +40,6 @@ struct config_file {
 /// (a JSON object {fused: [shard, ...]}, or a document with a `packed_modules_mapping` key).
 /// @throws qtl::config_error naming the file and the field.
 config_file read_config_file(std::filesystem::path const& path, std::filesystem::path const& mapping_path = {});
-
-/// `cfg`'s `dynamic` rules compiled once, for `decide_options::dynamic` (explain and lint decide
-/// every module with them). Null when the rules together exceed a regex limit although each
-/// compiles alone: `decide` then matches them one by one, with the same result.
-std::unique_ptr<compiled_dynamic_rules const> compile_dynamic_rules(quant_config const& cfg);
 
 using qtl::io::validate_config_values;
 using qtl::io::value_rules;
@@ -77,6 +73,10 @@ std::optional<std::string> fused_name(quant_config const& cfg, std::string const
 /// The shard names of the fused module `module` (`prefix.qkv_proj` -> prefix.q_proj, ...), empty
 /// when its last component is not a fused name.
 std::vector<std::string> shard_names(quant_config const& cfg, std::string const& module);
+
+/// `fused_name` by one hash look-up in the compiled mapping (lint and quantize ask for every
+/// module; the `quant_config` form scans the mapping each time).
+std::optional<std::string> fused_name(compiled_config const& cc, std::string const& module);
 
 /// A one-line human reading of a decision: "skipped (rule 'lm_head')", "4-bit uint4b8 g128 sym", ...
 std::string describe(decision const& d);

@@ -36,7 +36,8 @@
 /// O(n * m * (1 + d)), d the lookahead nesting depth. Never exponential, no recursion on the
 /// system stack (`(a*)*b` on 30,000 'a's takes milliseconds). `qtl::regex` additionally builds a
 /// DFA (at most 4096 states per verb) for patterns without lookahead and \b, making a run O(n);
-/// `qtl::regex_set` runs all such patterns of a list on one combined DFA; at run time the re_*
+/// `qtl::regex_set` runs all such patterns of a list on a few combined DFAs (groups of
+/// consecutive patterns, each within a state limit), O(n) per group; at run time the re_*
 /// functions keep a `qtl::regex` for a pattern they see a second time (per thread).
 ///
 /// Throughput against PCRE2-JIT and std::regex: docs/performance.md (match).
@@ -47,12 +48,12 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
-#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <type_traits>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include <qtl/error.hpp>
@@ -79,8 +80,10 @@ struct regex_limits {
   static constexpr std::size_t runtime_sets = 1024;
   /// DFA states per verb of a `qtl::regex`; a pattern needing more runs on the NFA.
   static constexpr std::size_t dfa_states = 4096;
-  /// States of the combined DFA of a `qtl::regex_set`.
+  /// States of one combined DFA of a `qtl::regex_set` (a group of its patterns).
   static constexpr std::size_t set_dfa_states = 16384;
+  /// States built by all the group DFAs of one `qtl::regex_set` together, fitting or not.
+  static constexpr std::size_t set_build_states = 262144;
 };
 
 namespace detail::re {
@@ -211,20 +214,39 @@ consteval program<N, S> static_compile() {
 }
 
 /// Splits the 256 byte values into classes that no consuming instruction tells apart (refined
-/// instruction by instruction); returns the number of classes.
+/// by each distinct byte set the instructions consume); returns the number of classes.
 inline int byte_classes(std::vector<inst> const& code, std::vector<charset> const& sets,
                         std::array<std::uint8_t, 256>& byte_class) {
-  std::array<std::uint16_t, 256> cls{};
-  int n = 1;
+  struct bits_hash {
+    std::size_t operator()(std::array<std::uint64_t, 4> const& b) const noexcept {
+      return static_cast<std::size_t>((b[0] * 31 + b[1]) * 31 + b[2] + (b[3] << 7));
+    }
+  };
+  std::unordered_set<std::array<std::uint64_t, 4>, bits_hash> distinct;
   for (inst const& in : code) {
     if (!is_consuming(in.code)) {
       continue;
     }
+    std::array<std::uint64_t, 4> b{};
+    if (in.code == op::byte) {
+      b[in.arg >> 6] |= std::uint64_t{1} << (in.arg & 63);
+    } else if (in.code == op::set) {
+      charset const& cs = sets[static_cast<std::size_t>(in.x)];
+      b = {cs.w[0], cs.w[1], cs.w[2], cs.w[3]};
+    } else {
+      b = {~std::uint64_t{0}, ~std::uint64_t{0}, ~std::uint64_t{0}, ~std::uint64_t{0}};
+      b[0] &= ~(std::uint64_t{1} << '\n');  // any: every byte but '\n'
+    }
+    distinct.insert(b);
+  }
+  std::array<std::uint16_t, 256> cls{};
+  int n = 1;
+  for (std::array<std::uint64_t, 4> const& b : distinct) {
     std::array<int, 512> remap{};
     remap.fill(-1);
     int m = 0;
     for (std::size_t c = 0; c != 256; ++c) {
-      bool const in_set = consumes(in, sets.data(), static_cast<unsigned char>(c));
+      bool const in_set = ((b[c >> 6] >> (c & 63)) & 1u) != 0;
       auto const key = static_cast<std::size_t>(cls[c]) * 2 + (in_set ? 1 : 0);
       if (remap[key] < 0) {
         remap[key] = m++;
@@ -240,14 +262,110 @@ inline int byte_classes(std::vector<inst> const& code, std::vector<charset> cons
 }
 
 // ---------------------------------------------------------------------------------------------
-// DFA for run-time patterns without lookahead and \b/\B (subset construction, built eagerly at
-// construction so that a const qtl::regex is safe to share between threads).
+// DFAs for run-time patterns without lookahead and \b/\B (subset construction, built eagerly at
+// construction so that a const qtl::regex or qtl::regex_set is safe to share between threads).
 //
 // A DFA state is the sorted set of NFA instructions a thread can be parked at: consuming
 // instructions, `match`, and end anchors ($ \Z) whose truth is only known at the end of the text.
-// State 0 is dead; state 1 is the accepting sink of the match/search verbs (a match anywhere
-// decides them).
+// Both builders below (one pattern, three verbs; a list of patterns, first match) take their NFA
+// step from `dfa_closure`, i.e. the engine's one epsilon walk (`nfa_closure`).
 // ---------------------------------------------------------------------------------------------
+
+/// The DFA builders' NFA step: the engine's one epsilon closure (`nfa_closure`) from a set of
+/// threads, at a position that is 0 or not (`at_begin`: \A holds) and is the end of the text or
+/// not (`at_end`: $ and \Z hold; elsewhere they are parked, decided at the end). `out` gets the
+/// parked instructions (consuming ones, `match`, the end anchors) sorted, each once.
+class dfa_closure {
+ public:
+  explicit dfa_closure(std::size_t program_size)
+      : mark_(program_size, 0), stack_(program_size), list_(program_size) {}
+
+  void operator()(program_view const& p, std::vector<std::int32_t> const& seeds, bool at_begin, bool at_end,
+                  std::vector<std::int32_t>& out) {
+    ++gen_;
+    std::int32_t count = 0;
+    auto const other = [&](std::int32_t, inst const& in) {
+      if (in.code == op::match) {
+        return closure_action::park;
+      }
+      if (in.code != op::assert_at) {
+        return closure_action::none;  // look / look_end / \b: such programs get no DFA
+      }
+      if (static_cast<anchor>(in.arg) == anchor::begin) {
+        return at_begin ? closure_action::next : closure_action::none;
+      }
+      return at_end ? closure_action::next : closure_action::park;
+    };
+    for (std::int32_t const s : seeds) {
+      nfa_closure(p, s, mark_.data(), gen_, stack_.data(), list_.data(), count, nullptr, other);
+    }
+    out.assign(list_.begin(), list_.begin() + count);
+    std::sort(out.begin(), out.end());
+  }
+
+ private:
+  std::vector<std::uint32_t> mark_;
+  std::vector<std::int32_t> stack_;
+  std::vector<std::int32_t> list_;
+  std::uint32_t gen_ = 0;
+};
+
+/// The threads of the parked set `k` that advance over the byte `c`, one instruction on.
+inline void step_over(inst const* code, charset const* sets, std::vector<std::int32_t> const& k, std::size_t n,
+                      unsigned char c, std::vector<std::int32_t>& seeds) {
+  seeds.clear();
+  for (std::size_t q = 0; q != n; ++q) {
+    std::int32_t const pc = k[q];
+    if (consumes(code[pc], sets, c)) {
+      seeds.push_back(pc + 1);
+    }
+  }
+}
+
+/// DFA states by their parked set: id of a set seen before, or a new id.
+class dfa_state_table {
+ public:
+  /// The sets, by id (ids below `reserved` are the caller's: dead, sinks).
+  explicit dfa_state_table(std::size_t reserved) : sets_(reserved) {}
+
+  std::int32_t intern(std::vector<std::int32_t> k) {
+    auto const it = ids_.find(k);
+    if (it != ids_.end()) {
+      return it->second;
+    }
+    auto const id = static_cast<std::int32_t>(sets_.size());
+    ids_.emplace(k, id);
+    sets_.push_back(std::move(k));
+    return id;
+  }
+  std::size_t size() const { return sets_.size(); }
+  std::vector<std::int32_t> const& operator[](std::size_t id) const { return sets_[id]; }
+
+ private:
+  struct hash {
+    std::size_t operator()(std::vector<std::int32_t> const& k) const noexcept {
+      std::uint64_t h = 0xcbf29ce484222325u;
+      for (std::int32_t const x : k) {
+        h = (h ^ static_cast<std::uint32_t>(x)) * 0x100000001b3u;
+      }
+      return static_cast<std::size_t>(h ^ (h >> 29));
+    }
+  };
+  std::unordered_map<std::vector<std::int32_t>, std::int32_t, hash> ids_;
+  std::vector<std::vector<std::int32_t>> sets_;
+};
+
+/// The representative byte of each class (the smallest byte in it).
+inline std::array<unsigned char, 256> class_representatives(std::array<std::uint8_t, 256> const& byte_class) {
+  std::array<unsigned char, 256> r{};
+  for (int c = 255; c >= 0; --c) {
+    r[byte_class[static_cast<std::size_t>(c)]] = static_cast<unsigned char>(c);
+  }
+  return r;
+}
+
+/// One verb's DFA of one pattern. State 0 is dead; state 1 is the accepting sink of the match
+/// and search verbs (a match anywhere decides them).
 struct dfa {
   std::vector<std::int32_t> next;        // (states, byte classes)
   std::vector<std::uint8_t> accept_end;  // (states,): accepts when the text ends here
@@ -258,70 +376,58 @@ struct dfa {
 class dfa_builder {
  public:
   dfa_builder(program_view const& p, std::array<std::uint8_t, 256> const& byte_class, int n_classes)
-      : p_(p), n_classes_(n_classes), mark_(static_cast<std::size_t>(p.size), 0) {
-    for (int c = 255; c >= 0; --c) {
-      representative_[byte_class[static_cast<std::size_t>(c)]] = static_cast<unsigned char>(c);
-    }
-  }
+      : p_(p), n_classes_(n_classes), representative_(class_representatives(byte_class)),
+        closure_(static_cast<std::size_t>(p.size)) {}
 
   dfa build(bool unanchored, bool sink, std::size_t max_states) {
     dfa d;
-    std::map<std::vector<std::int32_t>, std::int32_t> ids;
-    std::vector<std::vector<std::int32_t>> sets;
-    sets.emplace_back();  // 0: dead
-    sets.emplace_back();  // 1: accepting sink
-    ids[{}] = 0;
+    dfa_state_table states(2);  // 0: dead, 1: accepting sink
+    std::vector<std::int32_t> parked;
     auto intern = [&](std::vector<std::int32_t> k) -> std::int32_t {
+      if (k.empty()) {
+        return 0;
+      }
       if (sink && contains_match(k)) {
         return 1;
       }
-      auto const it = ids.find(k);
-      if (it != ids.end()) {
-        return it->second;
-      }
-      auto const id = static_cast<std::int32_t>(sets.size());
-      ids.emplace(k, id);
-      sets.push_back(std::move(k));
-      return id;
+      return states.intern(std::move(k));
     };
     std::vector<std::int32_t> seeds{0};
-    d.start = intern(closure(seeds, true));
+    closure_(p_, seeds, true, false, parked);
+    d.start = intern(parked);
     std::vector<std::int32_t> start_mid;  // the start's closure away from position 0 (search)
     if (unanchored) {
-      start_mid = closure(seeds, false);
+      closure_(p_, seeds, false, false, start_mid);
     }
     auto const k_count = static_cast<std::size_t>(n_classes_);
-    for (std::size_t s = 2; s < sets.size(); ++s) {
-      if (sets.size() > max_states) {
+    for (std::size_t s = 2; s < states.size(); ++s) {
+      if (states.size() > max_states) {
         return dfa{};
       }
+      d.next.resize(states.size() * k_count, 0);
       for (std::size_t k = 0; k != k_count; ++k) {
-        unsigned char const c = representative_[k];
-        seeds.clear();
-        for (std::int32_t const pc : sets[s]) {
-          if (consumes(p_.code[pc], p_.sets, c)) {
-            seeds.push_back(pc + 1);
-          }
-        }
-        std::vector<std::int32_t> k_set = closure(seeds, false);
+        std::vector<std::int32_t> const& from = states[s];
+        step_over(p_.code, p_.sets, from, from.size(), representative_[k], seeds);
+        closure_(p_, seeds, false, false, parked);
         if (unanchored) {
-          k_set.insert(k_set.end(), start_mid.begin(), start_mid.end());
-          std::sort(k_set.begin(), k_set.end());
-          k_set.erase(std::unique(k_set.begin(), k_set.end()), k_set.end());
+          parked.insert(parked.end(), start_mid.begin(), start_mid.end());
+          std::sort(parked.begin(), parked.end());
+          parked.erase(std::unique(parked.begin(), parked.end()), parked.end());
         }
-        std::int32_t const t = intern(std::move(k_set));
-        d.next.resize(sets.size() * k_count, 0);
+        std::int32_t const t = intern(parked);
+        d.next.resize(states.size() * k_count, 0);
         d.next[s * k_count + k] = t;
       }
     }
-    d.next.resize(sets.size() * k_count, 0);
+    d.next.resize(states.size() * k_count, 0);
     for (std::size_t k = 0; k != k_count; ++k) {  // the sink stays
       d.next[k_count + k] = 1;
     }
-    d.accept_end.assign(sets.size(), 0);
+    d.accept_end.assign(states.size(), 0);
     d.accept_end[1] = 1;
-    for (std::size_t s = 2; s < sets.size(); ++s) {
-      d.accept_end[s] = accepts_at_end(sets[s]) ? 1 : 0;
+    for (std::size_t s = 2; s < states.size(); ++s) {
+      closure_(p_, states[s], false, true, parked);
+      d.accept_end[s] = contains_match(parked) ? 1 : 0;
     }
     d.ok = true;
     return d;
@@ -330,83 +436,151 @@ class dfa_builder {
  private:
   program_view p_;
   int n_classes_;
-  std::array<unsigned char, 256> representative_{};
-  std::vector<std::uint32_t> mark_;
-  std::uint32_t gen_ = 0;
+  std::array<unsigned char, 256> representative_;
+  dfa_closure closure_;
 
   bool contains_match(std::vector<std::int32_t> const& k) const {
     return std::any_of(k.begin(), k.end(), [&](std::int32_t pc) { return p_.code[pc].code == op::match; });
   }
+};
 
-  // Parked instructions reachable from `seeds` at a position that is (at_begin) or is not 0, and is
-  // not the end: \A is decided, $ and \Z are parked.
-  std::vector<std::int32_t> closure(std::vector<std::int32_t> const& seeds, bool at_begin) {
-    ++gen_;
-    std::vector<std::int32_t> out;
-    std::vector<std::int32_t> stack;
-    auto push = [&](std::int32_t t) {
-      if (mark_[static_cast<std::size_t>(t)] != gen_) {
-        mark_[static_cast<std::size_t>(t)] = gen_;
-        stack.push_back(t);
-      }
-    };
-    for (std::int32_t const s : seeds) {
-      push(s);
-    }
-    while (!stack.empty()) {
-      std::int32_t const pc = stack.back();
-      stack.pop_back();
-      inst const& in = p_.code[pc];
-      switch (in.code) {
-        case op::byte:
-        case op::any:
-        case op::set:
-        case op::match: out.push_back(pc); break;
-        case op::jmp: push(in.x); break;
-        case op::split: push(in.y); push(in.x); break;
-        case op::assert_at:
-          if (static_cast<anchor>(in.arg) == anchor::begin) {
-            if (at_begin) {
-              push(pc + 1);
-            }
-          } else {
-            out.push_back(pc);  // $ or \Z: decided at the end
-          }
-          break;
-        default: break;  // look / look_end / \b: such programs get no DFA (see regex::regex)
-      }
-    }
-    std::sort(out.begin(), out.end());
-    return out;
-  }
+/// The combined DFA of an ordered group of patterns for "the first to re.match": a state is the
+/// set of NFA threads of every pattern that can still decide the answer plus the best pattern
+/// matched so far (threads of patterns at or after it are dropped). Ids 0..n_sinks are decided
+/// (id - 1 = the group-local answer, -1 = none); the others are premultiplied row offsets.
+struct set_dfa {
+  std::array<std::uint8_t, 256> byte_class{};
+  int n_classes = 0;
+  std::int32_t n_sinks = 0;
+  std::int32_t start = 0;
+  std::vector<std::int32_t> next;        // (states, byte classes), premultiplied
+  std::vector<std::int32_t> end_result;  // (states,): the group-local answer at the end of the text
+  std::size_t first = 0;                 // the group: patterns first .. first + n_sinks - 1
+  bool ok = false;
 
-  // Whether `match` is reachable from the parked set at the end of a non-empty text: there $ and
-  // \Z hold and \A does not.
-  bool accepts_at_end(std::vector<std::int32_t> const& k) {
-    std::vector<std::uint8_t> done(static_cast<std::size_t>(p_.size), 0);
-    std::vector<std::int32_t> seeds;
-    std::vector<std::int32_t> work(k);
-    while (!work.empty()) {
-      seeds.clear();
-      for (std::int32_t const pc : work) {
-        inst const& in = p_.code[pc];
-        if (in.code == op::match) {
-          return true;
-        }
-        if (in.code == op::assert_at && done[static_cast<std::size_t>(pc)] == 0) {
-          done[static_cast<std::size_t>(pc)] = 1;
-          seeds.push_back(pc + 1);
-        }
-      }
-      if (seeds.empty()) {
-        break;
-      }
-      work = closure(seeds, false);
+  /// The group-local index of the first pattern that matches a non-empty `text` (whose last
+  /// byte is not a '\n' when a pattern has `$`), or -1.
+  int run(std::string_view text) const {
+    std::int32_t const* nx = next.data();
+    std::int32_t const last_sink = n_sinks * n_classes;
+    std::int32_t s = start;
+    for (std::size_t i = 0; i != text.size() && s > last_sink; ++i) {
+      s = nx[static_cast<std::size_t>(s) + byte_class[static_cast<unsigned char>(text[i])]];
     }
-    return false;
+    s /= n_classes;
+    return s <= n_sinks ? s - 1 : end_result[static_cast<std::size_t>(s)];
   }
 };
 
+/// Builds the combined DFA of `progs` (lookahead-free, in order), or `ok == false` when it would
+/// need more than `max_states` states. `budget` (states left to all of a set's builds) is
+/// charged for every state built, kept or not.
+struct program_ref {
+  std::vector<inst> const* code;
+  std::vector<charset> const* sets;
+};
+
+inline set_dfa build_set_dfa(std::vector<program_ref> const& progs, std::size_t first, std::size_t max_states,
+                      std::size_t& budget) {
+  set_dfa d;
+  d.first = first;
+  // One program: the patterns' programs end to end, targets and set indices shifted.
+  std::vector<inst> code;
+  std::vector<charset> sets;
+  std::vector<std::int32_t> rule_of;
+  std::vector<std::int32_t> seeds;
+  for (std::size_t r = 0; r != progs.size(); ++r) {
+    program_ref const& x = progs[r];
+    auto const off = static_cast<std::int32_t>(code.size());
+    auto const set_off = static_cast<std::int32_t>(sets.size());
+    seeds.push_back(off);
+    for (inst in : *x.code) {
+      if (in.code == op::split) {
+        in.x += off;
+        in.y += off;
+      } else if (in.code == op::jmp) {
+        in.x += off;
+      } else if (in.code == op::set) {
+        in.x += set_off;
+      }
+      code.push_back(in);
+      rule_of.push_back(static_cast<std::int32_t>(r));
+    }
+    sets.insert(sets.end(), x.sets->begin(), x.sets->end());
+  }
+  d.n_classes = byte_classes(code, sets, d.byte_class);
+  d.n_sinks = static_cast<std::int32_t>(progs.size());
+  std::array<unsigned char, 256> const representative = class_representatives(d.byte_class);
+  int const none_yet = d.n_sinks;  // "no pattern matched so far"
+  dfa_closure closure(code.size());
+  program_view const view{code.data(), static_cast<std::int32_t>(code.size()), sets.data(), nullptr, nullptr, 0,
+                          false, false, 0};
+  std::vector<std::int32_t> parked;
+  // The parked threads that can still win, with the best match among them; best lowers to
+  // the first pattern whose match was reached.
+  auto prune = [&](std::vector<std::int32_t>& k, int& best) {
+    for (std::int32_t const pc : k) {
+      if (code[static_cast<std::size_t>(pc)].code == op::match) {
+        best = std::min(best, rule_of[static_cast<std::size_t>(pc)]);
+      }
+    }
+    std::erase_if(k, [&](std::int32_t pc) {
+      return code[static_cast<std::size_t>(pc)].code == op::match || rule_of[static_cast<std::size_t>(pc)] >= best;
+    });
+  };
+  dfa_state_table states(static_cast<std::size_t>(d.n_sinks) + 1);  // a state's best is its last element
+  auto intern = [&](std::vector<std::int32_t> k, int best) -> std::int32_t {
+    if (k.empty()) {
+      return best == none_yet ? 0 : best + 1;
+    }
+    k.push_back(best);
+    return states.intern(std::move(k));
+  };
+  int best0 = none_yet;
+  closure(view, seeds, true, false, parked);
+  prune(parked, best0);
+  d.start = intern(parked, best0);
+  auto const kc = static_cast<std::size_t>(d.n_classes);
+  for (std::size_t s = static_cast<std::size_t>(d.n_sinks) + 1; s < states.size(); ++s) {
+    if (states.size() > max_states || budget == 0) {
+      return set_dfa{};
+    }
+    --budget;
+    d.next.resize(states.size() * kc, 0);
+    for (std::size_t k = 0; k != kc; ++k) {
+      std::vector<std::int32_t> const& from = states[s];
+      int best = from.back();
+      step_over(code.data(), sets.data(), from, from.size() - 1, representative[k], seeds);
+      closure(view, seeds, false, false, parked);
+      prune(parked, best);
+      std::int32_t const t = intern(parked, best);
+      d.next.resize(states.size() * kc, 0);
+      d.next[s * kc + k] = t;
+    }
+  }
+  d.next.resize(states.size() * kc, 0);
+  for (std::size_t s = 0; s <= static_cast<std::size_t>(d.n_sinks); ++s) {
+    for (std::size_t k = 0; k != kc; ++k) {
+      d.next[s * kc + k] = static_cast<std::int32_t>(s);  // decided stays decided
+    }
+  }
+  // The answer at the end of the text: parked $ / \Z threads hold there.
+  d.end_result.assign(states.size(), -1);
+  for (std::size_t s = static_cast<std::size_t>(d.n_sinks) + 1; s < states.size(); ++s) {
+    std::vector<std::int32_t> const& from = states[s];
+    int best = from.back();
+    seeds.assign(from.begin(), from.end() - 1);
+    closure(view, seeds, false, true, parked);
+    prune(parked, best);
+    d.end_result[s] = best == none_yet ? -1 : best;
+  }
+  for (std::int32_t& t : d.next) {  // premultiplied: a state is its row offset
+    t *= d.n_classes;
+  }
+  d.start *= d.n_classes;
+  d.ok = true;
+  return d;
+}
 }  // namespace detail::re
 
 /// re.match(pattern, text): whether `pattern` matches at the start of `text`.
@@ -435,7 +609,25 @@ class regex {
   /// Compiles `pattern`.
   /// @throws qtl::regex_error naming the construct and its position when the pattern is outside
   /// the supported syntax (see the file comment) or too large.
-  explicit regex(std::string_view pattern) : pattern_(pattern) {
+  explicit regex(std::string_view pattern) : regex(pattern, true) {}
+
+  /// re.match: a match starting at position 0.
+  bool match(std::string_view text) const { return run(text, detail::re::verb::match); }
+  /// re.fullmatch: a match covering the whole text.
+  bool fullmatch(std::string_view text) const { return run(text, detail::re::verb::fullmatch); }
+  /// re.search: a match anywhere.
+  bool search(std::string_view text) const { return run(text, detail::re::verb::search); }
+
+  /// The pattern as given.
+  std::string const& pattern() const noexcept { return pattern_; }
+  /// Number of NFA instructions (the m of the complexity bound).
+  std::size_t program_size() const noexcept { return code_.size(); }
+  /// Whether a DFA serves the verbs (patterns without lookahead and \b, within the state limit).
+  bool uses_dfa() const noexcept { return dfa_[0].ok && dfa_[1].ok && dfa_[2].ok; }
+
+ private:
+  // with_dfa false: the NFA program only (a regex_set's patterns on its combined DFAs).
+  regex(std::string_view pattern, bool with_dfa) : pattern_(pattern) {
     // default-initialised (not zero-filled): only the written prefix is read
     std::unique_ptr<detail::re::runtime_program> const prog(new detail::re::runtime_program);
     detail::re::parse(pattern, *prog);
@@ -453,26 +645,11 @@ class regex {
     has_word_boundary_ = prog->has_word_boundary;
     nested_looks_ = prog->nested_looks;
     look_cost_ = prog->look_cost;
-    if (n_looks_ == 0 && !prog->has_word_boundary) {
+    if (with_dfa && n_looks_ == 0 && !prog->has_word_boundary) {
       build_dfas();
     }
   }
 
-  /// re.match: a match starting at position 0.
-  bool match(std::string_view text) const { return run(text, detail::re::verb::match); }
-  /// re.fullmatch: a match covering the whole text.
-  bool fullmatch(std::string_view text) const { return run(text, detail::re::verb::fullmatch); }
-  /// re.search: a match anywhere.
-  bool search(std::string_view text) const { return run(text, detail::re::verb::search); }
-
-  /// The pattern as given.
-  std::string const& pattern() const noexcept { return pattern_; }
-  /// Number of NFA instructions (the m of the complexity bound).
-  std::size_t program_size() const noexcept { return code_.size(); }
-  /// Whether a DFA serves the verbs (patterns without lookahead and \b, within the state limit).
-  bool uses_dfa() const noexcept { return dfa_[0].ok && dfa_[1].ok && dfa_[2].ok; }
-
- private:
   std::string pattern_;
   std::vector<detail::re::inst> code_;
   std::vector<detail::re::charset> sets_;
@@ -596,45 +773,47 @@ inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
 /// An ordered list of patterns that answers "which is the first to match" — the question of a
 /// GPTQ `dynamic` config (rules in the config's order, `re.match`, first match wins).
 ///
-/// `first_match` runs the lookahead-free patterns together on one combined DFA (one pass over
-/// the text for all of them: a state is the set of NFA threads of every pattern that can still
-/// decide the answer, plus the best pattern matched so far; patterns after it are dropped), and
-/// the others (lookahead, \b) one by one on their own engine, only while they could still win.
-/// The result equals the loop `for i: if (pattern[i].match(text)) return i;`. When the combined
-/// DFA would exceed `regex_limits::set_dfa_states`, that loop is what runs. Immutable after
-/// construction; safe to share between threads.
+/// `first_match` runs the lookahead-free patterns on combined DFAs, one pass over the text per
+/// DFA: consecutive patterns are grouped so that each group's DFA stays within
+/// `regex_limits::set_dfa_states` (a group that would not fit is halved, down to single
+/// patterns), the groups are run in order until one matches; the other patterns (lookahead,
+/// \b, or too large even alone) run one by one on their own engine, only while they could still
+/// win. A set's builds together construct at most `regex_limits::set_build_states` states;
+/// patterns left when that is spent also run one by one. The result always equals the loop
+/// `for i: if (pattern[i].match(text)) return i;`.
+///
+/// Patterns served by a group get no DFA of their own: `set[i].match(...)` runs them on the NFA
+/// (same answer, O(n * m)). Immutable after construction; safe to share between threads.
 class regex_set {
  public:
   /// Compiles every pattern. @throws qtl::regex_error for the first invalid one.
   template <class Range>
   explicit regex_set(Range const& patterns) {
     for (auto const& p : patterns) {
-      regexes_.emplace_back(std::string_view(p));
+      regexes_.push_back(regex(std::string_view(p), false));
     }
     build();
   }
   regex_set(std::initializer_list<std::string_view> patterns) {
     for (auto const p : patterns) {
-      regexes_.emplace_back(p);
+      regexes_.push_back(regex(p, false));
     }
     build();
   }
 
   /// Index of the first pattern that re.match()es `text`, or -1.
   int first_match(std::string_view text) const {
-    using namespace detail::re;
     int best = -1;
-    if (combined_ok_ && !text.empty() && !(has_end_newline_ && text.back() == '\n')) {
-      std::int32_t const* next = next_.data();
-      std::int32_t const last_sink = n_sinks_ * n_classes_;  // premultiplied ids
-      std::int32_t s = start_;
-      for (std::size_t i = 0; i != text.size() && s > last_sink; ++i) {
-        s = next[static_cast<std::size_t>(s) + byte_class_[static_cast<unsigned char>(text[i])]];
+    if (!text.empty() && !(has_end_newline_ && text.back() == '\n')) {
+      for (detail::re::set_dfa const& g : groups_) {
+        int const r = g.run(text);
+        if (r >= 0) {
+          best = on_dfa_[g.first + static_cast<std::size_t>(r)];
+          break;
+        }
       }
-      s /= n_classes_;
-      best = s <= n_sinks_ ? s - 1 : end_result_[static_cast<std::size_t>(s)];
     } else {
-      for (int const r : on_dfa_) {
+      for (int const r : on_dfa_) {  // the DFAs decide $ only at the very end: ask each pattern
         if (regexes_[static_cast<std::size_t>(r)].match(text)) {
           best = r;
           break;
@@ -672,192 +851,77 @@ class regex_set {
 
   std::size_t size() const noexcept { return regexes_.size(); }
   regex const& operator[](std::size_t i) const { return regexes_[i]; }
-  /// Whether first_match runs on the combined DFA (else pattern by pattern).
-  bool uses_combined_dfa() const noexcept { return combined_ok_; }
-  /// Number of patterns on the combined DFA.
-  std::size_t combined_patterns() const noexcept { return combined_ok_ ? on_dfa_.size() : 0; }
+  /// Whether first_match runs some patterns on a combined DFA.
+  bool uses_combined_dfa() const noexcept { return !groups_.empty(); }
+  /// Number of patterns on the combined DFAs.
+  std::size_t combined_patterns() const noexcept { return on_dfa_.size(); }
+  /// Number of combined DFAs (groups of consecutive patterns).
+  std::size_t combined_groups() const noexcept { return groups_.size(); }
 
  private:
   std::vector<regex> regexes_;
-  std::vector<int> on_dfa_;  // patterns without lookahead or \b, ascending
+  std::vector<int> on_dfa_;  // patterns on the groups, ascending
   std::vector<int> on_own_;  // the others, ascending
-  bool combined_ok_ = false;
+  std::vector<detail::re::set_dfa> groups_;
   bool has_end_newline_ = false;
-  std::array<std::uint8_t, 256> byte_class_{};
-  int n_classes_ = 0;
-  std::int32_t n_sinks_ = 0;  // ids 0..n_sinks_: decided (id - 1 = the answer, -1 = none)
-  std::int32_t start_ = 0;
-  std::vector<std::int32_t> next_;        // (states, byte classes)
-  std::vector<std::int32_t> end_result_;  // (states,): the answer when the text ends there
 
   void build() {
     using namespace detail::re;
+    std::vector<int> candidates;  // lookahead- and \b-free
     for (std::size_t r = 0; r != regexes_.size(); ++r) {
       regex const& x = regexes_[r];
-      (x.n_looks_ == 0 && !x.has_word_boundary_ ? on_dfa_ : on_own_).push_back(static_cast<int>(r));
+      (x.n_looks_ == 0 && !x.has_word_boundary_ ? candidates : on_own_).push_back(static_cast<int>(r));
     }
-    if (on_dfa_.empty()) {
+    std::size_t budget = regex_limits::set_build_states;
+    std::vector<std::vector<int>> members;
+    group(candidates, 0, candidates.size(), budget, members);
+    for (std::size_t g = 0; g != groups_.size(); ++g) {
+      groups_[g].first = on_dfa_.size();
+      for (int const r : members[g]) {
+        on_dfa_.push_back(r);
+        has_end_newline_ = has_end_newline_ || regexes_[static_cast<std::size_t>(r)].has_end_newline_;
+      }
+    }
+    std::sort(on_own_.begin(), on_own_.end());
+    for (int const r : on_own_) {
+      regex& x = regexes_[static_cast<std::size_t>(r)];
+      if (x.n_looks_ == 0 && !x.has_word_boundary_) {
+        x.build_dfas();  // not on a group: its own DFAs
+      }
+    }
+  }
+
+  // Groups candidates[lo, hi) into combined DFAs, halving a range whose DFA does not fit.
+  void group(std::vector<int> const& candidates, std::size_t lo, std::size_t hi, std::size_t& budget,
+             std::vector<std::vector<int>>& members) {
+    using namespace detail::re;
+    if (lo == hi) {
       return;
     }
-    // One program: the patterns' programs end to end, targets and set indices shifted.
-    std::vector<inst> code;
-    std::vector<charset> sets;
-    std::vector<std::int32_t> rule_of;
-    std::vector<std::int32_t> starts;
-    for (int const r : on_dfa_) {
-      regex const& x = regexes_[static_cast<std::size_t>(r)];
-      auto const off = static_cast<std::int32_t>(code.size());
-      auto const set_off = static_cast<std::int32_t>(sets.size());
-      starts.push_back(off);
-      for (inst in : x.code_) {
-        if (in.code == op::split) {
-          in.x += off;
-          in.y += off;
-        } else if (in.code == op::jmp) {
-          in.x += off;
-        } else if (in.code == op::set) {
-          in.x += set_off;
-        }
-        code.push_back(in);
-        rule_of.push_back(r);
+    if (budget != 0) {
+      std::vector<program_ref> progs;
+      for (std::size_t i = lo; i != hi; ++i) {
+        regex const& x = regexes_[static_cast<std::size_t>(candidates[i])];
+        progs.push_back({&x.code_, &x.sets_});
       }
-      sets.insert(sets.end(), x.sets_.begin(), x.sets_.end());
-      has_end_newline_ = has_end_newline_ || x.has_end_newline_;
-    }
-    n_classes_ = byte_classes(code, sets, byte_class_);
-    n_sinks_ = static_cast<std::int32_t>(regexes_.size());
-    std::array<unsigned char, 256> representative{};
-    for (int c = 255; c >= 0; --c) {
-      representative[byte_class_[static_cast<std::size_t>(c)]] = static_cast<unsigned char>(c);
-    }
-    int const none_yet = static_cast<int>(regexes_.size());  // "no pattern matched so far"
-    std::vector<std::uint32_t> mark(code.size(), 0);
-    std::uint32_t gen = 0;
-    // Parked threads reachable from seeds; `best` lowers to the first pattern whose match is
-    // reached; threads of patterns at or after `best` are dropped.
-    auto closure = [&](std::vector<std::int32_t> const& seeds, bool at_begin, int& best) {
-      ++gen;
-      std::vector<std::int32_t> out;
-      std::vector<std::int32_t> stack;
-      auto push = [&](std::int32_t t) {
-        if (mark[static_cast<std::size_t>(t)] != gen) {
-          mark[static_cast<std::size_t>(t)] = gen;
-          stack.push_back(t);
-        }
-      };
-      for (std::int32_t const s : seeds) {
-        push(s);
-      }
-      while (!stack.empty()) {
-        std::int32_t const pc = stack.back();
-        stack.pop_back();
-        inst const& in = code[static_cast<std::size_t>(pc)];
-        switch (in.code) {
-          case op::byte:
-          case op::any:
-          case op::set: out.push_back(pc); break;
-          case op::match: best = std::min(best, rule_of[static_cast<std::size_t>(pc)]); break;
-          case op::jmp: push(in.x); break;
-          case op::split: push(in.y); push(in.x); break;
-          case op::assert_at:
-            if (static_cast<anchor>(in.arg) == anchor::begin) {
-              if (at_begin) {
-                push(pc + 1);
-              }
-            } else {
-              out.push_back(pc);
-            }
-            break;
-          default: break;
-        }
-      }
-      std::vector<std::int32_t> kept;
-      for (std::int32_t const pc : out) {
-        if (rule_of[static_cast<std::size_t>(pc)] < best) {
-          kept.push_back(pc);
-        }
-      }
-      std::sort(kept.begin(), kept.end());
-      return kept;
-    };
-    std::map<std::vector<std::int32_t>, std::int32_t> ids;
-    std::vector<std::vector<std::int32_t>> states;  // parked threads; best stored as the last element
-    states.resize(static_cast<std::size_t>(n_sinks_) + 1);
-    auto intern = [&](std::vector<std::int32_t> k, int best) -> std::int32_t {
-      if (k.empty()) {
-        return best == none_yet ? 0 : best + 1;
-      }
-      k.push_back(best);
-      auto const it = ids.find(k);
-      if (it != ids.end()) {
-        return it->second;
-      }
-      auto const id = static_cast<std::int32_t>(states.size());
-      ids.emplace(k, id);
-      states.push_back(std::move(k));
-      return id;
-    };
-    int best0 = none_yet;
-    std::vector<std::int32_t> seeds = starts;
-    std::vector<std::int32_t> first = closure(seeds, true, best0);  // (before best0 is read)
-    start_ = intern(std::move(first), best0);
-    auto const kc = static_cast<std::size_t>(n_classes_);
-    for (std::size_t s = static_cast<std::size_t>(n_sinks_) + 1; s < states.size(); ++s) {
-      if (states.size() > regex_limits::set_dfa_states) {
-        next_.clear();
-        return;  // too many states: first_match loops over the patterns
-      }
-      for (std::size_t k = 0; k != kc; ++k) {
-        unsigned char const c = representative[k];
-        int best = states[s].back();
-        seeds.clear();
-        for (std::size_t q = 0; q + 1 < states[s].size(); ++q) {
-          std::int32_t const pc = states[s][q];
-          if (consumes(code[static_cast<std::size_t>(pc)], sets.data(), c)) {
-            seeds.push_back(pc + 1);
-          }
-        }
-        std::vector<std::int32_t> parked = closure(seeds, false, best);
-        std::int32_t const t = intern(std::move(parked), best);
-        next_.resize(states.size() * kc, 0);
-        next_[s * kc + k] = t;
+      set_dfa d = build_set_dfa(progs, 0, regex_limits::set_dfa_states, budget);
+      if (d.ok) {
+        groups_.push_back(std::move(d));
+        members.emplace_back(candidates.begin() + static_cast<std::ptrdiff_t>(lo),
+                             candidates.begin() + static_cast<std::ptrdiff_t>(hi));
+        return;
       }
     }
-    next_.resize(states.size() * kc, 0);
-    for (std::size_t s = 0; s <= static_cast<std::size_t>(n_sinks_); ++s) {
-      for (std::size_t k = 0; k != kc; ++k) {
-        next_[s * kc + k] = static_cast<std::int32_t>(s);  // decided stays decided
-      }
+    if (hi - lo == 1 || budget == 0) {
+      on_own_.insert(on_own_.end(), candidates.begin() + static_cast<std::ptrdiff_t>(lo),
+                     candidates.begin() + static_cast<std::ptrdiff_t>(hi));
+      return;
     }
-    // The answer at the end of the text: parked $ / \Z threads hold there.
-    end_result_.assign(states.size(), -1);
-    for (std::size_t s = static_cast<std::size_t>(n_sinks_) + 1; s < states.size(); ++s) {
-      int best = states[s].back();
-      std::vector<std::int32_t> work(states[s].begin(), states[s].end() - 1);
-      std::vector<std::uint8_t> done(code.size(), 0);
-      while (!work.empty()) {
-        seeds.clear();
-        for (std::int32_t const pc : work) {
-          if (code[static_cast<std::size_t>(pc)].code == op::assert_at && done[static_cast<std::size_t>(pc)] == 0) {
-            done[static_cast<std::size_t>(pc)] = 1;
-            seeds.push_back(pc + 1);
-          }
-        }
-        if (seeds.empty()) {
-          break;
-        }
-        work = closure(seeds, false, best);
-      }
-      end_result_[s] = best == none_yet ? -1 : best;
-    }
-    for (std::int32_t& t : next_) {  // premultiplied: a state is its row offset
-      t *= n_classes_;
-    }
-    start_ *= n_classes_;
-    combined_ok_ = true;
+    std::size_t const mid = lo + (hi - lo) / 2;
+    group(candidates, lo, mid, budget, members);
+    group(candidates, mid, hi, budget, members);
   }
 };
-
 /// A pattern given as a literal and compiled at compile time: a malformed or unsupported pattern is
 /// a compile error whose message names the problem (e.g. `regex_has_unbalanced_parenthesis`).
 /// All member functions are constexpr and static; `static_regex<P>{}.match(s)` works too.

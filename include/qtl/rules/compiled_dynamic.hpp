@@ -1,8 +1,8 @@
 #pragma once
 /// \file
 /// `qtl::compiled_dynamic_rules`: a config's `dynamic` rules compiled once, so that deciding N
-/// modules against R rules costs one combined-DFA pass per module instead of R pattern
-/// compilations and matches (`find_dynamic_rule` with `re_match` recompiles past the
+/// modules against R rules costs a pass per module over each of `regex_set`'s few combined DFAs
+/// (groups of consecutive rules) instead of R pattern compilations and matches (`find_dynamic_rule` with `re_match` recompiles past the
 /// thread-local cache's 256 patterns).
 ///
 /// Same answer as `find_dynamic_rule(rules, name)`, including its errors: the reference loops

@@ -531,11 +531,29 @@ constexpr bool auto_round_regex_key(std::string_view key) {
 
 }  // namespace detail
 
-/// The decision of consumer `c` for `module`, a layer of the stated kind. Never throws for a
-/// config the loader accepted: the consumer's exceptions are recorded in `error`, and so are
-/// QTL's own limits (a shard name longer than `max_module_name`: `qtl::value_error: ...`).
-inline decision decide(quant_config const& cfg, consumer c, std::string_view module, layer_kind kind,
-                       decide_options const& opt = {}) {
+/// The reference's way of asking a config's lists (`decide` without a `compiled_config`): a
+/// scan of the list for every question, sglang's doubled FP8 list built for each call.
+struct linear_config_index {
+  quant_config const& cfg;
+
+  linear_skip_finder<std::vector<std::string>> list() const { return {cfg.skip_list}; }
+  template <class F>
+  auto with_fp8_list(F&& f) const {
+    std::vector<std::string> const doubled = detail::sglang_fp8_list(cfg.skip_list);
+    return f(linear_skip_finder<std::vector<std::string>>{doubled});
+  }
+  linear_fused_finder<packed_mapping> fused() const { return {cfg.packed_modules_mapping}; }
+  /// The first `modules_in_block_to_quantize` entry that is a substring of `name`.
+  std::size_t in_block(std::string_view name) const {
+    return linear_skip_finder<std::vector<std::string>>{cfg.modules_in_block_to_quantize}.substring(name);
+  }
+};
+
+/// `decide`, asking the config's lists through `ix` (`linear_config_index`, or the indexes of a
+/// `compiled_config`): one body, so both give the same decision.
+template <class Index>
+decision decide_with(quant_config const& cfg, consumer c, std::string_view module, layer_kind kind,
+                     decide_options const& opt, Index const& ix) {
   decision d;
   d.module = std::string(module);
   d.consumer = std::string(consumer_name(c));
@@ -551,8 +569,8 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
   try {
     switch (c) {
       case consumer::sglang_fp8: {
-        std::vector<std::string> const doubled = detail::sglang_fp8_list(list);
-        skip_outcome o = sglang_skip_outcome(module, doubled, fused, opt.naming);
+        skip_outcome o = ix.with_fp8_list(
+            [&](auto const& doubled) { return sglang_skip_outcome_with(module, doubled, ix.fused(), opt.naming); });
         if (o.rule != no_rule) {
           o.rule /= 2;
         }
@@ -560,23 +578,24 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
         break;
       }
       case consumer::vllm_fp8:
-        detail::apply_skip(d, vllm_skip_outcome(module, list, fused, vllm_skip_match::exact, opt.naming), list, w,
-                           detail::value_error_text(mixed_shards_message(module)));
+        detail::apply_skip(d, vllm_skip_outcome_with(module, ix.list(), ix.fused(), vllm_skip_match::exact, opt.naming),
+                           list, w, detail::value_error_text(mixed_shards_message(module)));
         break;
       case consumer::sglang_is_layer_skipped:
-        detail::apply_skip(d, sglang_skip_outcome(module, list, fused, opt.naming), list, w,
+        detail::apply_skip(d, sglang_skip_outcome_with(module, ix.list(), ix.fused(), opt.naming), list, w,
                            detail::value_error_text(mixed_shards_message(module)));
         break;
       case consumer::sglang_awq: {
         skip_outcome o;
-        o.rule = awq_skip_rule(module, list);
+        o.rule = ix.list().substring(module);  // awq_skip_rule
         o.skipped = o.rule != no_rule;
         detail::apply_skip(d, o, list, w, {});
         break;
       }
       case consumer::vllm_awq:
-        detail::apply_skip(d, vllm_skip_outcome(module, list, fused, vllm_skip_match::substring, opt.naming), list, w,
-                           detail::value_error_text(mixed_shards_message(module)));
+        detail::apply_skip(d,
+                           vllm_skip_outcome_with(module, ix.list(), ix.fused(), vllm_skip_match::substring, opt.naming),
+                           list, w, detail::value_error_text(mixed_shards_message(module)));
         break;
       case consumer::sglang_compressed_tensors:
       case consumer::vllm_compressed_tensors: {
@@ -599,7 +618,7 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
       case consumer::sglang_modelopt: {
         skip_outcome o;
         if (kind != layer_kind::moe) {
-          o = sglang_skip_outcome(module, list, fused, opt.naming);
+          o = sglang_skip_outcome_with(module, ix.list(), ix.fused(), opt.naming);
         }
         if (!o.failed() && !o.skipped) {
           o.rule = detail::sglang_modelopt_excluded(module, list);
@@ -614,7 +633,7 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
           d.skipped = true;  // vLLM forces vision modules unquantized, whatever the list says
           break;
         }
-        skip_outcome o = vllm_skip_outcome(module, list, fused, vllm_skip_match::exact, opt.naming);
+        skip_outcome o = vllm_skip_outcome_with(module, ix.list(), ix.fused(), vllm_skip_match::exact, opt.naming);
         if (!o.failed() && !o.skipped) {
           o.rule = detail::vllm_modelopt_excluded(module, list);
           o.skipped = o.rule != no_rule;
@@ -637,7 +656,7 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
       case consumer::transformers_v4_bnb: {
         std::string_view const leaf = detail::last_component(module);
         skip_outcome o;
-        o.rule = detail::find_equal(list, leaf);
+        o.rule = ix.list().equal(leaf);
         if (o.rule == no_rule) {
           o.rule = detail::find_entry(list, [&](std::string_view e) {
             if (c == consumer::transformers_v4) {
@@ -672,12 +691,9 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
         bool whitelisted = true;
         if (vl && !cfg.modules_in_block_to_quantize.empty()) {
           // vLLM's is_layer_gptq_quantized: plain substring, fused shards must agree.
-          auto const find = [&](std::string_view n) {
-            return detail::find_entry(cfg.modules_in_block_to_quantize,
-                                      [&](std::string_view e) { return detail::contains(n, e); });
-          };
+          auto const find = [&](std::string_view n) { return ix.in_block(n); };
           std::string_view const proj = detail::last_component(module);
-          if (auto const* entry = detail::find_fused(fused, proj)) {
+          if (auto const* entry = ix.fused()(proj)) {
             skip_outcome const o = detail::shard_agreement(module, proj, entry->second, opt.naming, find);
             if (o.mixed_shards) {
               d.error = detail::value_error_text(mixed_shards_message(module));
@@ -845,6 +861,16 @@ inline decision decide(quant_config const& cfg, consumer c, std::string_view mod
     d.error = std::string("qtl::value_error: ") + e.what();
   }
   return d;
+}
+
+/// The decision of consumer `c` for `module`, a layer of the stated kind. Never throws for a
+/// config the loader accepted: the consumer's exceptions are recorded in `error`, and so are
+/// QTL's own limits (a shard name longer than `max_module_name`: `qtl::value_error: ...`).
+/// Each call scans the config's lists (the reference's loops); `decide(compiled_config, ...)`
+/// (`qtl/rules/compiled_config.hpp`) gives the same decision from indexes built once.
+inline decision decide(quant_config const& cfg, consumer c, std::string_view module, layer_kind kind,
+                       decide_options const& opt = {}) {
+  return decide_with(cfg, c, module, kind, opt, linear_config_index{cfg});
 }
 
 /// `decide` with the layer kind inferred from the name (`infer_layer_kind`).

@@ -211,6 +211,42 @@ constexpr std::size_t find_equal(List const& list, std::string_view name) {
 
 }  // namespace detail
 
+/// The reference's loops over a skip list, one question each; every answer is the index of
+/// the first entry (in list order) that answers yes, or `no_rule`. `qtl::skip_list_index`
+/// (`qtl/rules/skip_index.hpp`) answers the same questions from hash tables and automata; the
+/// `*_with` functions below take either.
+template <class List>
+struct linear_skip_finder {
+  List const& list;
+  /// `module_path_match(entry, name)`.
+  constexpr std::size_t path(std::string_view name) const {
+    return detail::find_entry(list, [&](std::string_view e) { return module_path_match(e, name); });
+  }
+  /// `entry == name`.
+  constexpr std::size_t equal(std::string_view name) const { return detail::find_equal(list, name); }
+  /// `entry in name` (a plain substring).
+  constexpr std::size_t substring(std::string_view name) const {
+    return detail::find_entry(list, [&](std::string_view e) { return name.find(e) != std::string_view::npos; });
+  }
+  /// `"experts" in entry and name in entry`.
+  constexpr std::size_t experts_superstring(std::string_view name) const {
+    return detail::find_entry(list, [&](std::string_view e) {
+      return e.find("experts") != std::string_view::npos && e.find(name) != std::string_view::npos;
+    });
+  }
+};
+template <class List>
+linear_skip_finder(List const&) -> linear_skip_finder<List>;
+
+/// The reference's lookup of a fused name in a mapping (`mapping.get(proj)`, a scan).
+template <class Mapping>
+struct linear_fused_finder {
+  Mapping const& mapping;
+  constexpr auto const* operator()(std::string_view proj) const { return detail::find_fused(mapping, proj); }
+};
+template <class Mapping>
+linear_fused_finder(Mapping const&) -> linear_fused_finder<Mapping>;
+
 /// sglang's `is_layer_skipped(prefix, ignored_layers, fused_mapping)`, without throwing.
 ///
 /// 1. `proj` = last component; the shards come from `fused` when it has `proj`, else from
@@ -223,14 +259,24 @@ constexpr std::size_t find_equal(List const& list, std::string_view name) {
 ///    in the list, skipped; else if `"experts"` occurs in `prefix`, also skipped when `prefix` is
 ///    a plain substring of an entry that contains `"experts"` (one listed expert leaf skips the
 ///    whole fused MoE).
+template <class Finder, class FindFused>
+constexpr skip_outcome sglang_skip_outcome_with(std::string_view prefix, Finder const& ignored,
+                                                FindFused const& find_fused, shard_naming naming);
+
 template <class Ignored, class Mapping = fused_mapping_view>
 constexpr skip_outcome sglang_skip_outcome(std::string_view prefix, Ignored const& ignored, Mapping const& fused = {},
                                            shard_naming naming = shard_naming::replace_all) {
+  return sglang_skip_outcome_with(prefix, linear_skip_finder{ignored}, linear_fused_finder{fused}, naming);
+}
+
+/// `sglang_skip_outcome` asking `ignored` (a `linear_skip_finder` or a `skip_list_index`) and
+/// `find_fused(proj)` (the mapping's entry for a fused name, or null).
+template <class Finder, class FindFused>
+constexpr skip_outcome sglang_skip_outcome_with(std::string_view prefix, Finder const& ignored,
+                                                FindFused const& find_fused, shard_naming naming) {
   std::string_view const proj = detail::last_component(prefix);
-  auto const find_path = [&](std::string_view name) {
-    return detail::find_entry(ignored, [&](std::string_view e) { return module_path_match(e, name); });
-  };
-  if (auto const* entry = detail::find_fused(fused, proj)) {
+  auto const find_path = [&](std::string_view name) { return ignored.path(name); };
+  if (auto const* entry = find_fused(proj)) {
     return detail::shard_agreement(prefix, proj, entry->second, naming, find_path);
   }
   if (auto const* entry = detail::find_fused(fallback_fused_shards, proj)) {
@@ -242,17 +288,15 @@ constexpr skip_outcome sglang_skip_outcome(std::string_view prefix, Ignored cons
   if (prefix.find("gate_up_proj") != std::string_view::npos) {
     auto const gate = detail::py_replace(prefix, "gate_up_proj", "gate_proj");
     auto const up = detail::py_replace(prefix, "gate_up_proj", "up_proj");
-    std::size_t const g = detail::find_equal(ignored, gate.view());
-    if (g != no_rule && detail::find_equal(ignored, up.view()) != no_rule) {
+    std::size_t const g = ignored.equal(gate.view());
+    if (g != no_rule && ignored.equal(up.view()) != no_rule) {
       if (!out.skipped) {
         out.rule = g;
       }
       out.skipped = true;
     }
   } else if (prefix.find("experts") != std::string_view::npos && !out.skipped) {
-    out.rule = detail::find_entry(ignored, [&](std::string_view e) {
-      return e.find("experts") != std::string_view::npos && e.find(prefix) != std::string_view::npos;
-    });
+    out.rule = ignored.experts_superstring(prefix);
     out.skipped = out.rule != no_rule;
   }
   return out;
@@ -288,6 +332,11 @@ enum class vllm_skip_match {
   substring,  ///< `any(ignored in prefix)` (`skip_with_substr=True`: newer AWQ)
 };
 
+template <class Finder, class FindFused>
+constexpr skip_outcome vllm_skip_outcome_with(std::string_view prefix, Finder const& ignored,
+                                              FindFused const& find_fused, vllm_skip_match mode,
+                                              shard_naming naming);
+
 /// vLLM's `quant_utils.is_layer_skipped(prefix, ignored_layers, fused_mapping,
 /// skip_with_substr)` (revision of `research/matchers.md` §2.2), without throwing:
 /// - fused (only when `fused` has the last component; no fallback map): shard names must agree;
@@ -299,21 +348,25 @@ template <class Ignored, class Mapping = fused_mapping_view>
 constexpr skip_outcome vllm_skip_outcome(std::string_view prefix, Ignored const& ignored, Mapping const& fused = {},
                                          vllm_skip_match mode = vllm_skip_match::exact,
                                          shard_naming naming = shard_naming::replace_all) {
+  return vllm_skip_outcome_with(prefix, linear_skip_finder{ignored}, linear_fused_finder{fused}, mode, naming);
+}
+
+/// `vllm_skip_outcome` asking `ignored` (a `linear_skip_finder` or a `skip_list_index`) and
+/// `find_fused(proj)`.
+template <class Finder, class FindFused>
+constexpr skip_outcome vllm_skip_outcome_with(std::string_view prefix, Finder const& ignored,
+                                              FindFused const& find_fused, vllm_skip_match mode,
+                                              shard_naming naming) {
   auto const find = [&](std::string_view name) {
-    if (mode == vllm_skip_match::exact) {
-      return detail::find_equal(ignored, name);
-    }
-    return detail::find_entry(ignored, [&](std::string_view e) { return name.find(e) != std::string_view::npos; });
+    return mode == vllm_skip_match::exact ? ignored.equal(name) : ignored.substring(name);
   };
   std::string_view const proj = detail::last_component(prefix);
-  if (auto const* entry = detail::find_fused(fused, proj)) {
+  if (auto const* entry = find_fused(proj)) {
     return detail::shard_agreement(prefix, proj, entry->second, naming, find);
   }
   skip_outcome out;
   if (mode == vllm_skip_match::exact && prefix.find("experts") != std::string_view::npos) {
-    out.rule = detail::find_entry(ignored, [&](std::string_view e) {
-      return e.find("experts") != std::string_view::npos && e.find(prefix) != std::string_view::npos;
-    });
+    out.rule = ignored.experts_superstring(prefix);
   } else {
     out.rule = find(prefix);
   }

@@ -45,14 +45,12 @@ explain_result explain_config(explain_options const& o) {
   if (modules.empty()) {
     throw usage_error("explain: no module names (give --modules FILE|- or --checkpoint PATH)");
   }
-  auto const rules = compile_dynamic_rules(cfg);
-  decide_options opt;
-  opt.dynamic = rules.get();
+  compiled_config const cc(cfg);  // rules and lists indexed once: linear in modules + config
   explain_result r;
   r.rows.reserve(modules.size() * consumers.size());
   for (auto const& m : modules) {
     for (consumer const c : consumers) {
-      r.rows.push_back({m, decide(cfg, c, m, opt)});
+      r.rows.push_back({m, decide(cc, c, m)});
     }
   }
   return r;

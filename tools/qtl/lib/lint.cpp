@@ -33,12 +33,13 @@ lint_result lint_config(lint_options const& o) {
   config_file const file = read_config_file(o.config, o.mapping);
   quant_config const& cfg = file.config;
   auto const modules = gather_modules(o.source.modules, o.source.checkpoint, file);
+  compiled_config const cc(cfg);  // rules and lists indexed once: linear in modules + config
   std::vector<consumer> const engines = {engine_consumer(cfg, true), engine_consumer(cfg, false)};
   // The modules plus the fused names the engines build from them.
   std::vector<std::string> names = modules;
   std::map<std::string, std::vector<std::string>> fused_groups;
   for (auto const& m : modules) {
-    if (auto const f = fused_name(cfg, m)) {
+    if (auto const f = fused_name(cc, m)) {
       auto& g = fused_groups[*f];
       if (g.empty()) {
         names.push_back(*f);
@@ -53,11 +54,8 @@ lint_result lint_config(lint_options const& o) {
     problems.push_back(std::string("value: ") + e.what());
   }
   std::map<std::string, std::map<std::string, decision>> by_module;  // module -> consumer -> d
-  auto const rules = compile_dynamic_rules(cfg);
-  decide_options opt;
-  opt.dynamic = rules.get();
   for (auto const& m : names) {
-    auto const ds = decide_all(cfg, m, infer_layer_kind(m), engines, opt);
+    auto const ds = decide_all(cc, m, infer_layer_kind(m), engines);
     for (auto const& d : ds) {
       by_module[m][d.consumer] = d;
       if (d.error) {

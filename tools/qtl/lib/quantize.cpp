@@ -306,8 +306,8 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     if (weight && t.shape.size() == 2 && is_float(t.type) && t.shape[0] > 0 && t.shape[1] > 0) {
       layer_kind const kind = infer_layer_kind(module);
       if (kind == layer_kind::linear || kind == layer_kind::lm_head) {
-        std::string const engine_name = fused_name(cfg, module).value_or(module);
-        decision const d = decide(cfg, sg, engine_name, kind);
+        std::string const engine_name = fused_name(cc, module).value_or(module);
+        decision const d = decide(cc, sg, engine_name, kind);
         if (d.error) {
           throw data_error(module + ": " + d.consumer + " would raise " + *d.error + " for " + engine_name);
         }

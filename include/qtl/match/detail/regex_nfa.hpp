@@ -77,19 +77,28 @@ constexpr bool consumes(inst const& in, charset const* sets, unsigned char c) {
 constexpr bool is_consuming(op o) { return o == op::byte || o == op::any || o == op::set; }
 
 /// Runs `p` on `text` with Python's semantics of re.match / re.fullmatch / re.search.
-/// What `nfa_closure` does at an instruction that is not consuming, a jump, a split or an anchor.
-enum class closure_action : std::uint8_t { none, accept, follow };
+/// What `nfa_closure` does at an instruction that is not consuming, a jump or a split.
+enum class closure_action : std::uint8_t {
+  none,    ///< the thread stops here
+  accept,  ///< the run succeeds (the closure returns true at once)
+  follow,  ///< go on at `in.x` (a lookahead that holds: past its body)
+  next,    ///< go on at `pc + 1` (an anchor that holds)
+  park,    ///< the thread waits here: `pc` joins `list` (the DFA builders park `match`, `$`, `\Z`)
+};
 
-/// One epsilon closure of the Pike VM, shared by the forward run and the lookahead pass: adds the
-/// consuming instructions reachable from `start` at `pos` to `list` (each pc once per `gen` of
-/// `mark`), following jumps, splits (`x` before `y`) and the anchors that hold at `pos`; at any
-/// other instruction `other(pc, in)` says whether the run succeeds there (`accept`: returns true),
-/// goes on at `in.x` (`follow`) or stops (`none`). `pops` (optional) counts the instructions
-/// visited.
+/// The action at an anchor of a run over `text`: `next` where it holds at `pos`.
+constexpr closure_action anchor_action(inst const& in, std::string_view text, std::size_t pos) {
+  return anchor_holds(in.arg, text, pos) ? closure_action::next : closure_action::none;
+}
+
+/// The one epsilon closure of the engine, shared by the Pike VM's forward run, its lookahead
+/// pass and the DFA builders of `qtl/match/regex.hpp`: adds the consuming instructions reachable
+/// from `start` to `list` (each pc once per `gen` of `mark`), following jumps and splits (`x`
+/// before `y`); at any other instruction (anchors, lookaheads, match) `other(pc, in)` decides
+/// (`closure_action`). `pops` (optional) counts the instructions visited.
 template <class Other>
-constexpr bool nfa_closure(program_view const& p, std::string_view text, std::int32_t start, std::size_t pos,
-                           std::uint32_t* mark, std::uint32_t gen, std::int32_t* stack, std::int32_t* list,
-                           std::int32_t& count, std::size_t* pops, Other const& other) {
+constexpr bool nfa_closure(program_view const& p, std::int32_t start, std::uint32_t* mark, std::uint32_t gen,
+                           std::int32_t* stack, std::int32_t* list, std::int32_t& count, std::size_t* pops, Other const& other) {
   if (mark[start] == gen) {
     return false;
   }
@@ -114,15 +123,12 @@ constexpr bool nfa_closure(program_view const& p, std::string_view text, std::in
       case op::set: list[count++] = pc; break;
       case op::jmp: push(in.x); break;
       case op::split: push(in.y); push(in.x); break;
-      case op::assert_at:
-        if (anchor_holds(in.arg, text, pos)) {
-          push(pc + 1);
-        }
-        break;
       default:
         switch (other(pc, in)) {
           case closure_action::accept: return true;
           case closure_action::follow: push(in.x); break;
+          case closure_action::next: push(pc + 1); break;
+          case closure_action::park: list[count++] = pc; break;
           case closure_action::none: break;
         }
     }
@@ -242,8 +248,11 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
     std::int32_t n_cur = 0;
     // (a lookahead of a lookahead is answered by solve_all, never here)
     auto sub_closure = [&](std::int32_t start, std::size_t at, std::int32_t* list, std::int32_t& count) {
-      return nfa_closure(p, text, start, at, s.sub_mark, sub_gen, s.sub_stack, list, count, &spent,
-                         [](std::int32_t, inst const& in) {
+      return nfa_closure(p, start, s.sub_mark, sub_gen, s.sub_stack, list, count, &spent,
+                         [&](std::int32_t, inst const& in) {
+                           if (in.code == op::assert_at) {
+                             return anchor_action(in, text, at);
+                           }
                            return in.code == op::look_end ? closure_action::accept : closure_action::none;
                          });
     };
@@ -290,8 +299,11 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
   // 2. Forward simulation. A closure adds the consuming instructions reachable from `start` at
   //    `pos` to `list`; it reports whether `match` is reachable (and counts for the verb).
   auto closure = [&](std::int32_t start, std::size_t pos, std::int32_t* list, std::int32_t& count) {
-    return nfa_closure(p, text, start, pos, s.mark, gen, s.stack, list, count, nullptr,
+    return nfa_closure(p, start, s.mark, gen, s.stack, list, count, nullptr,
                        [&](std::int32_t pc, inst const& in) {
+                         if (in.code == op::assert_at) {
+                           return anchor_action(in, text, pos);
+                         }
                          if (in.code == op::match) {
                            return v != verb::fullmatch || pos == n ? closure_action::accept : closure_action::none;
                          }

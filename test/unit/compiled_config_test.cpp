@@ -1,0 +1,309 @@
+// The fast paths of the rules against the reference loops, on random configs and names:
+// qtl::decide(compiled_config, ...) against qtl::decide(quant_config, ...) for every consumer,
+// skip_list_index against linear_skip_finder, fused_index against the mapping scan,
+// substring_set against the `e in text` loop, and regex_set (split into several combined DFAs)
+// against patterns compiled one by one.
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <qtl/match/containing_index.hpp>
+#include <qtl/match/regex.hpp>
+#include <qtl/match/substring_set.hpp>
+#include <qtl/rules/compiled_config.hpp>
+#include <qtl/rules/consumers.hpp>
+#include <qtl/rules/skip.hpp>
+#include <qtl/rules/skip_index.hpp>
+
+namespace {
+
+using strings = std::vector<std::string>;
+
+/// Module-name pieces that the consumers' rules treat specially (fused and shard names,
+/// "experts", "language_model.", vision prefixes, case, empty components).
+constexpr std::string_view pieces[] = {
+    "model",     "layers",  "0",         "1",         "12",      "mlp",          "experts",     "3",
+    "gate_proj", "up_proj", "gate_up_proj", "down_proj", "qkv_proj", "q_proj",    "k_proj",      "v_proj",
+    "self_attn", "lm_head", "embed_tokens", "language_model", "vision_tower", "Gate", "q_a_proj", "",
+    "w1",        "w13",     "o_proj",    "norm",
+};
+
+struct generator {
+  std::mt19937_64 rng;
+
+  std::size_t below(std::size_t n) { return static_cast<std::size_t>(rng() % n); }
+  bool chance(int percent) { return below(100) < static_cast<std::size_t>(percent); }
+
+  std::string name() {
+    std::string out;
+    std::size_t const k = 1 + below(6);
+    for (std::size_t i = 0; i != k; ++i) {
+      out += (i ? "." : "") + std::string(pieces[below(std::size(pieces))]);
+    }
+    if (chance(5)) {
+      out += ".";
+    }
+    return out;
+  }
+
+  /// A skip-list entry: a whole name, a run of components, a fragment of one, a `re:` entry.
+  std::string entry(strings const& names) {
+    std::string const n = names[below(names.size())];
+    switch (below(6)) {
+      case 0: return n;
+      case 1: {
+        std::size_t const dot = n.find('.');
+        return dot == std::string::npos ? n : n.substr(dot + 1);
+      }
+      case 2: return n.substr(0, below(n.size() + 1));
+      case 3: return n.substr(below(n.size() + 1));
+      case 4: return "re:" + std::string(chance(50) ? ".*" : "") + std::string(pieces[below(std::size(pieces))]);
+      default: return std::string(pieces[below(std::size(pieces))]);
+    }
+  }
+
+  /// A GPTQ `dynamic` key.
+  std::string dynamic_key(strings const& names) {
+    std::string const sign = chance(30) ? "-:" : (chance(50) ? "+:" : "");
+    std::string const piece(pieces[below(std::size(pieces))]);
+    switch (below(8)) {
+      case 0: return sign + "model\\.layers\\." + std::to_string(below(13)) + "\\..*";
+      case 1: return sign + ".*" + piece + ".*";
+      case 2: return sign + ".*\\." + std::to_string(below(13)) + "\\..*" + piece;
+      case 3: return sign + "(?!.*" + piece + ")model.*";  // lookahead: off the combined DFA
+      case 4: return sign + piece + "$";
+      case 5: return sign + names[below(names.size())];
+      case 6: return chance(10) ? sign + "(" : sign + "model\\.(layers|norm)\\.\\d+";  // a bad pattern now and then
+      default: return sign + piece + "|" + ".*proj\\b";
+    }
+  }
+
+  qtl::quant_config config(strings const& names) {
+    qtl::quant_config cfg;
+    constexpr qtl::quant_family families[] = {qtl::quant_family::gptq, qtl::quant_family::awq,
+                                              qtl::quant_family::fp8,  qtl::quant_family::mxfp4,
+                                              qtl::quant_family::modelopt, qtl::quant_family::compressed_tensors,
+                                              qtl::quant_family::auto_round};
+    cfg.family = families[below(std::size(families))];
+    cfg.quant_algo = chance(50) ? "NVFP4" : "FP8";
+    std::size_t const n_skip = below(12);
+    for (std::size_t i = 0; i != n_skip; ++i) {
+      cfg.skip_list.push_back(entry(names));
+    }
+    std::size_t const n_dyn = below(10);
+    for (std::size_t i = 0; i != n_dyn; ++i) {
+      qtl::dynamic_rule r{dynamic_key(names), {}};
+      if (chance(50)) {
+        r.body.bits = qtl::py_value::of_int(chance(50) ? 8 : 4);
+      }
+      if (chance(10)) {
+        r.body.type = qtl::py_type::boolean;
+        r.body.self = qtl::py_value::of_bool(false);
+      }
+      cfg.dynamic.push_back(r);
+    }
+    std::size_t const n_block = chance(30) ? below(4) : 0;
+    for (std::size_t i = 0; i != n_block; ++i) {
+      cfg.modules_in_block_to_quantize.push_back(entry(names));
+    }
+    switch (below(4)) {
+      case 0: break;
+      case 1: cfg.packed_modules_mapping = {{"qkv_proj", {"q_proj", "k_proj", "v_proj"}},
+                                            {"gate_up_proj", {"gate_proj", "up_proj"}}};
+        break;
+      case 2: cfg.packed_modules_mapping = {{"w13", {"w1", "w3"}}, {"qkv_proj", {"q_proj"}}, {"qkv_proj", {"k_proj"}}};
+        break;
+      default: cfg.packed_modules_mapping = {{"experts", {}}, {"gate_up_proj", {"gate_proj", "up_proj"}}};
+    }
+    return cfg;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("decide(compiled_config) equals decide(quant_config) on random configs, every consumer", "[rules]") {
+  generator g{std::mt19937_64(20261203)};
+  std::size_t checks = 0;
+  for (int round = 0; round != 150; ++round) {
+    strings names;
+    for (int i = 0; i != 30; ++i) {
+      names.push_back(g.name());
+    }
+    qtl::quant_config const cfg = g.config(names);
+    qtl::compiled_config const cc(cfg);
+    for (std::string const& n : names) {
+      for (qtl::consumer const c : qtl::all_consumers) {
+        for (qtl::layer_kind const kind : {qtl::infer_layer_kind(n), qtl::layer_kind::moe}) {
+          qtl::decision const ref = qtl::decide(cfg, c, n, kind);
+          qtl::decision const fast = qtl::decide(cc, c, n, kind);
+          ++checks;
+          if (to_json(ref) != to_json(fast)) {
+            FAIL("round " << round << " consumer " << consumer_name(c) << "\n  reference " << to_json(ref)
+                          << "\n  compiled  " << to_json(fast));
+          }
+        }
+      }
+    }
+  }
+  std::printf("compiled_config: %zu decisions compared\n", checks);
+}
+
+TEST_CASE("skip_list_index answers as linear_skip_finder; fused_index as the mapping scan", "[rules]") {
+  generator g{std::mt19937_64(7)};
+  for (int round = 0; round != 200; ++round) {
+    strings names;
+    for (int i = 0; i != 20; ++i) {
+      names.push_back(g.name());
+    }
+    strings list;
+    for (std::size_t i = 0, n = g.below(40); i != n; ++i) {
+      list.push_back(g.entry(names));
+    }
+    if (g.chance(20)) {
+      list.push_back(g.chance(50) ? "" : "...");
+    }
+    qtl::skip_list_index const index(list);
+    qtl::linear_skip_finder<strings> const linear{list};
+    for (int i = 0; i != 40; ++i) {
+      std::string const n = g.chance(80) ? names[g.below(names.size())] : g.entry(names);
+      INFO("name '" << n << "'");
+      CHECK(index.equal(n) == linear.equal(n));
+      CHECK(index.path(n) == linear.path(n));
+      CHECK(index.substring(n) == linear.substring(n));
+      CHECK(index.experts_superstring(n) == linear.experts_superstring(n));
+    }
+    qtl::quant_config const cfg = g.config(names);
+    qtl::fused_index const fused(cfg.packed_modules_mapping);
+    for (std::string_view const p : pieces) {
+      CHECK(fused(p) == qtl::detail::find_fused(cfg.packed_modules_mapping, p));
+    }
+  }
+}
+
+TEST_CASE("substring_set::first_in equals the first-entry loop (case-folded too)", "[match]") {
+  // hand-worked: entries ending inside others, a repeated entry, the empty entry
+  qtl::substring_set const s(strings{"gate_up", "up", "mlp.gate", "up", "lm_head"});
+  CHECK(s.first_in("model.layers.0.mlp.gate_up_proj") == 0);
+  CHECK(s.first_in("model.layers.0.mlp.up_proj") == 1);
+  CHECK(s.first_in("model.layers.0.mlp.gate") == 2);
+  CHECK(s.first_in("lm_head") == 4);
+  CHECK(s.first_in("") == -1);
+  CHECK(qtl::substring_set(strings{"x", ""}).first_in("abc") == 1);
+  CHECK(qtl::substring_set(strings{"GATE"}, true).first_in("mlp.gate_proj") == 0);
+  CHECK(qtl::substring_set(strings{"GATE"}, false).first_in("mlp.gate_proj") == -1);
+  std::mt19937_64 rng(11);
+  auto word = [&](std::size_t max) {
+    std::string w;
+    for (std::size_t i = 0, n = rng() % (max + 1); i != n; ++i) {
+      w += "abAB."[rng() % 5];
+    }
+    return w;
+  };
+  for (int round = 0; round != 500; ++round) {
+    strings entries;
+    for (std::size_t i = 0, n = rng() % 12; i != n; ++i) {
+      entries.push_back(word(4));
+    }
+    bool const fold = rng() % 2 == 0;
+    qtl::substring_set const set(entries, fold);
+    for (int t = 0; t != 20; ++t) {
+      std::string const text = word(12);
+      auto lower = [](std::string x) {
+        for (char& c : x) {
+          c = qtl::detail::ascii_lower(c);
+        }
+        return x;
+      };
+      int expect = -1;
+      for (std::size_t i = 0; i != entries.size() && expect < 0; ++i) {
+        bool const hit = fold ? lower(text).find(lower(entries[i])) != std::string::npos
+                              : text.find(entries[i]) != std::string::npos;
+        expect = hit ? static_cast<int>(i) : -1;
+      }
+      INFO("text '" << text << "' fold " << fold);
+      CHECK(set.first_in(text) == expect);
+    }
+  }
+}
+
+TEST_CASE("containing_index::first_containing equals the first-text loop", "[match]") {
+  strings const hand = {"model.layers.0.mlp.experts.3.w1", "model.layers.1.mlp.experts.0.w1", "short"};
+  qtl::containing_index const x(hand);
+  CHECK(x.first_containing("layers.1.mlp.experts") == 1);
+  CHECK(x.first_containing("mlp.experts") == 0);  // shorter than a gram: every text is asked
+  CHECK(x.first_containing("layers.2.mlp.experts") == -1);
+  CHECK(x.first_containing("") == 0);
+  std::mt19937_64 rng(13);
+  auto word = [&](std::size_t min, std::size_t max) {
+    std::string w;
+    for (std::size_t i = 0, n = min + rng() % (max - min + 1); i != n; ++i) {
+      w += "ab.1"[rng() % 4];
+    }
+    return w;
+  };
+  for (int round = 0; round != 300; ++round) {
+    strings texts;
+    for (std::size_t i = 0, n = rng() % 20; i != n; ++i) {
+      texts.push_back(word(0, 24));
+    }
+    qtl::containing_index const index(texts);
+    for (int t = 0; t != 30; ++t) {
+      std::string query = word(0, 12);
+      if (!texts.empty() && rng() % 2 == 0) {  // a piece of a text: often found
+        std::string const& from = texts[rng() % texts.size()];
+        std::size_t const a = rng() % (from.size() + 1);
+        query = from.substr(a, rng() % (from.size() - a + 1));
+      }
+      long expect = -1;
+      for (std::size_t i = 0; i != texts.size() && expect < 0; ++i) {
+        expect = texts[i].find(query) != std::string::npos ? static_cast<long>(i) : -1;
+      }
+      INFO("query '" << query << "'");
+      CHECK(index.first_containing(query) == expect);
+    }
+  }
+}
+
+TEST_CASE("regex_set split over several combined DFAs equals patterns compiled one by one", "[match]") {
+  // Search-like patterns blow up a combined DFA: the set must group them, and answer as the loop.
+  strings patterns;
+  std::mt19937_64 rng(5);
+  for (int i = 0; i != 400; ++i) {
+    patterns.push_back(".*" + std::to_string(rng() % 20) + ".*[a-c]" + std::to_string(rng() % 20) + ".*x");
+    if (i % 50 == 0) {
+      patterns.push_back("(?=.*7)model");  // lookahead, on its own engine
+    }
+    if (i % 70 == 0) {
+      patterns.push_back("layer$");
+    }
+  }
+  qtl::regex_set const set(patterns);
+  CHECK(set.combined_groups() > 1);
+  std::vector<qtl::regex> one_by_one;
+  for (std::string const& p : patterns) {
+    one_by_one.emplace_back(p);
+  }
+  std::size_t matched = 0;
+  for (int t = 0; t != 3000; ++t) {
+    std::string text;
+    for (std::size_t i = 0, n = rng() % 14; i != n; ++i) {
+      text += "0123456789abcxmodel\n"[rng() % 20];
+    }
+    if (t % 10 == 0) {
+      text = "model" + text + (t % 20 == 0 ? "layer" : "layer\n");
+    }
+    int expect = -1;
+    for (std::size_t r = 0; r != one_by_one.size() && expect < 0; ++r) {
+      expect = one_by_one[r].match(text) ? static_cast<int>(r) : -1;
+    }
+    matched += expect >= 0 ? 1 : 0;
+    INFO("text '" << text << "'");
+    CHECK(set.first_match(text) == expect);
+  }
+  CHECK(matched > 100);
+}
