@@ -10,6 +10,8 @@
 ///   deepgemm_pack_ue8m0     pow2 scales [G,nb,kb] -> DeepGEMM's packed int32 [G,P,A]
 ///   deepgemm_unpack_ue8m0   its inverse (sglang `_unpack_ue8m0_scale_for_triton`, any N)
 ///   fp8_block_to_mxfp4      FP8 block -> E2M1 codes [G,N,K/2] + E8M0 bytes [G,N,K/32] (sglang)
+///   fp8_block_to_nvfp4      FP8 block -> E2M1 codes [G,N,K/2] + E4M3 scales [G,N,K/16] (QTL's own
+///                           definition: no engine recipe is published, see its contract)
 ///
 /// G = 1 for a plain [N,K] weight; stacked experts are converted one matrix at a time (the newest
 /// sglang and vLLM; the older sglang flattening of (E*N, K) is not reproduced). Sizes are checked
@@ -24,6 +26,7 @@
 #include <qtl/element/convert.hpp>
 #include <qtl/element/fp8.hpp>
 #include <qtl/error.hpp>
+#include <qtl/fp4.hpp>
 #include <qtl/numeric.hpp>
 
 namespace qtl::convert {
@@ -431,6 +434,111 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
         }
         scales[row / mxfp4_block + static_cast<std::size_t>(k0 / mxfp4_block)] = mxfp4_scale_byte(e);
       }
+    }
+  }
+}
+
+/// The largest |x| of `block_quant_dequant<bfloat16_t>(q, s)`: the amax an NVFP4 global scale of
+/// the BF16 dequant is computed from. A finite scale's dequant grows with the code's magnitude
+/// (`c & 0x7F`), so it is that of each block's largest code.
+/// @throws shape_error (sizes), value_error naming the first block that dequantizes to NaN or Inf
+inline float fp8_block_bf16_amax(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g) {
+  detail::check_grid("fp8_block_bf16_amax", g, q.size(), s.size());
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  float amax = 0.0f;
+  detail::for_each_block(g, [&](std::int64_t gi, std::int64_t bi, std::int64_t bj, std::int64_t n0, std::int64_t n1,
+                                std::int64_t k0, std::int64_t k1) {
+    std::uint8_t top = 0;
+    for (std::int64_t r = n0; r < n1; ++r) {
+      std::uint8_t const* row = q.data() + (gi * g.n + r) * g.k;
+      for (std::int64_t c = k0; c < k1; ++c) {
+        std::uint8_t const m = static_cast<std::uint8_t>(row[c] & 0x7Fu);
+        top = m > top ? m : top;
+      }
+    }
+    float const scale = s[static_cast<std::size_t>((gi * nb + bi) * kb + bj)];
+    float const v = dequant_element_as<dequant_precision::bf16>(top, scale);
+    if (!(v - v == 0.0f) || !(scale - scale == 0.0f)) {
+      throw value_error("qtl::convert::fp8_block_bf16_amax: block (" + std::to_string(gi) + ", " +
+                        std::to_string(bi) + ", " + std::to_string(bj) + ") dequantizes to NaN or Inf");
+    }
+    float const a = v < 0.0f ? -v : v;
+    amax = a > amax ? a : amax;
+  });
+  return amax;
+}
+
+/// The NVFP4 global scale of QTL's FP8-block -> NVFP4 conversion: gs = fl(1 / fl(amax / 2688))
+/// (converters.md §4.1 item 5: the reciprocal of ModelOpt's weight_scale_2 = amax / (448 * 6)),
+/// `amax` the largest |BF16 dequant| of every tensor that shares it (w1 and w3 of an expert); 1 for
+/// an all-zero weight. Not `nvfp4_global_scale_from_amax` (one division, 2688 / amax): the two
+/// differ by an ulp for some amax.
+/// @throws value_error for a negative or non-finite amax
+inline float nvfp4_shared_global_scale(float amax) {
+  if (!(amax >= 0.0f) || !(amax - amax == 0.0f)) {
+    throw value_error("qtl::convert::nvfp4_shared_global_scale: amax " + std::to_string(amax) +
+                      " is not a finite non-negative number");
+  }
+  if (amax == 0.0f) {
+    return 1.0f;
+  }
+  return qtl::detail::div_rn(1.0f, qtl::detail::div_rn(amax, 2688.0f));
+}
+
+/// FP8 block -> NVFP4, QTL's definition (sglang calls flashinfer's quantizer, whose arithmetic is
+/// unpublished, so no engine recipe could be pinned): `block_quant_dequant` to BF16, then
+/// `qtl::block_quantize<nvfp4, layout_linear>` of the BF16 rows with `global_scale` (use
+/// `nvfp4_shared_global_scale` of the tensors that share it). NOT verified against flashinfer's
+/// `fp4_quantize`: the bytes may differ from what sglang holds after its own conversion.
+///
+///   packed  [G, N, K/2]   element 2i in the low nibble of byte i (E2M1)
+///   scales  [G, N, K/16]  E4M3 block scales, row-major (not swizzled)
+///   x ≈ e2m1(code) * float(scale) / global_scale
+///
+/// Converted one block row at a time (memory: one block row of BF16). NaN or Inf in the dequant is
+/// refused (NVFP4's encoders would saturate it).
+/// @throws shape_error (K % 16, sizes), value_error (non-finite dequant, bad global scale)
+inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
+                               float global_scale, std::span<float4_e2m1x2_t> packed,
+                               std::span<float8_e4m3fn_t> scales) {
+  detail::check_grid("fp8_block_to_nvfp4", g, q.size(), s.size());
+  constexpr std::int64_t nvfp4_block = qtl::nvfp4::block_size;
+  if (g.k % nvfp4_block != 0) {
+    detail::fail_shape("fp8_block_to_nvfp4", "K = " + std::to_string(g.k) + " is not a multiple of 16");
+  }
+  if (packed.size() != q.size() / 2 || scales.size() != q.size() / nvfp4_block) {
+    detail::fail_shape("fp8_block_to_nvfp4", "the outputs must hold G*N*K/2 codes and G*N*K/16 scales");
+  }
+  if (!(global_scale > 0.0f) || !(global_scale - global_scale == 0.0f)) {
+    throw value_error("qtl::convert::fp8_block_to_nvfp4: global scale " + std::to_string(global_scale) +
+                      " is not finite and positive");
+  }
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  std::vector<bfloat16_t> rows(static_cast<std::size_t>(g.block.n * g.k));
+  for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+    for (std::int64_t bi = 0; bi < nb; ++bi) {
+      std::int64_t const n0 = bi * g.block.n;
+      std::int64_t const m = n0 + g.block.n < g.n ? g.block.n : g.n - n0;
+      std::size_t const at = static_cast<std::size_t>((gi * g.n + n0) * g.k);
+      std::size_t const count = static_cast<std::size_t>(m * g.k);
+      block_grid const slice{1, m, g.k, g.block};
+      std::span<bfloat16_t> const bf(rows.data(), count);
+      block_quant_dequant<bfloat16_t>(q.subspan(at, count), s.subspan(static_cast<std::size_t>((gi * nb + bi) * kb),
+                                                                      static_cast<std::size_t>(kb)),
+                                      slice, bf);
+      for (std::size_t i = 0; i < count; ++i) {
+        if ((bf[i].bits & 0x7F80u) == 0x7F80u) {
+          throw value_error("qtl::convert::fp8_block_to_nvfp4: element (" + std::to_string(gi) + ", " +
+                            std::to_string(n0 + static_cast<std::int64_t>(i) / g.k) + ", " +
+                            std::to_string(static_cast<std::int64_t>(i) % g.k) + ") dequantizes to NaN or Inf");
+        }
+      }
+      qtl::block_quantize<qtl::nvfp4, qtl::layout_linear>(
+          make_view(static_cast<bfloat16_t const*>(rows.data()), m, g.k),
+          make_view(packed.data() + at / 2, m, g.k / 2),
+          scales.subspan(at / nvfp4_block, count / nvfp4_block), global_scale);
     }
   }
 }
