@@ -10,6 +10,8 @@
 ///   deepgemm_pack_ue8m0     pow2 scales [G,nb,kb] -> DeepGEMM's packed int32 [G,P,A]
 ///   deepgemm_unpack_ue8m0   its inverse (sglang `_unpack_ue8m0_scale_for_triton`, any N)
 ///   fp8_block_to_mxfp4      FP8 block -> E2M1 codes [G,N,K/2] + E8M0 bytes [G,N,K/32] (sglang)
+///   input_to_float8         F32 [n] -> e4m3 codes + the per-tensor scale_inv fl(1/fl(448/amax))
+///   fp8_block_to_fp8_tensor FP8 block -> per-tensor FP8 (sglang block_quant_to_tensor_quant, CPU)
 ///   fp8_block_to_nvfp4      FP8 block -> E2M1 codes [G,N,K/2] + E4M3 scales [G,N,K/16] (QTL's own
 ///                           definition: no engine recipe is published, see its contract)
 ///
@@ -436,6 +438,40 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
       }
     }
   }
+}
+
+/// sglang `input_to_float8` (converters.md §3.10): amax = max(max|x|, 1e-12), scale =
+/// fl(448 / amax), q = e4m3(clamp(fl(x * scale), ±448)); returns scale_inv = fl(1 / scale) (E5:
+/// not fl(amax / 448)). NaN or Inf in `x` is refused (torch's amax would make every code NaN).
+/// @throws shape_error (sizes), value_error naming the first non-finite element
+inline float input_to_float8(std::span<float const> x, std::span<std::uint8_t> q) {
+  if (q.size() != x.size()) {
+    detail::fail_shape("input_to_float8", "the codes have " + std::to_string(q.size()) + " elements, the input " +
+                                              std::to_string(x.size()));
+  }
+  float amax = 0.0f;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!(x[i] - x[i] == 0.0f)) {
+      throw value_error("qtl::convert::input_to_float8: element " + std::to_string(i) + " is NaN or Inf");
+    }
+    amax = amax_step(amax, x[i]);
+  }
+  float const scale = input_to_float8_scale(amax);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    q[i] = input_to_float8_element(x[i], scale);
+  }
+  return qtl::detail::div_rn(1.0f, scale);
+}
+
+/// sglang `block_quant_to_tensor_quant` off CUDA: `block_quant_dequant` to float32, then
+/// `input_to_float8` of the whole tensor; returns its scale_inv. (On CUDA sglang calls
+/// `scaled_fp8_quant` instead: qtl/fp8.hpp's `scaled_fp8_quant_dynamic`, scale fl(amax/448).)
+/// @throws shape_error (sizes), value_error (a dequant that is NaN or Inf)
+inline float fp8_block_to_fp8_tensor(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
+                                     std::span<std::uint8_t> q_out) {
+  std::vector<float> d(q.size());
+  block_quant_dequant<float>(q, s, g, d);
+  return input_to_float8(d, q_out);
 }
 
 /// The largest |x| of `block_quant_dequant<bfloat16_t>(q, s)`: the amax an NVFP4 global scale of

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <qtl/element/fp8.hpp>
 #include <qtl/exact.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
@@ -352,5 +353,23 @@ QTL_HOST_DEVICE constexpr std::uint8_t mxfp4_nibble(float x, int e) {
 
 /// The E8M0 scale byte of exponent e: e + 127.
 QTL_HOST_DEVICE constexpr std::uint8_t mxfp4_scale_byte(int e) { return static_cast<std::uint8_t>(e + 127); }
+
+// ---------------------------------------------------------------------------------------------
+// Per-tensor FP8: sglang `input_to_float8` (the CPU tail of `block_quant_to_tensor_quant`)
+// ---------------------------------------------------------------------------------------------
+
+/// The amax floor of `input_to_float8` (`clamp(min=1e-12)`).
+inline constexpr float input_to_float8_amax_floor = 1e-12f;
+
+/// The multiplier of `input_to_float8`: scale = fl(448 / max(amax, 1e-12)). The scale it returns
+/// is fl(1 / scale), which is not fl(amax / 448) (converters.md §6 E5: one ulp apart).
+QTL_HOST_DEVICE constexpr float input_to_float8_scale(float amax) {
+  return qtl::detail::div_rn(e4m3_max, amax < input_to_float8_amax_floor ? input_to_float8_amax_floor : amax);
+}
+
+/// One element: e4m3(clamp(fl(x * scale), -448, 448)) (RNE after the clamp).
+QTL_HOST_DEVICE constexpr std::uint8_t input_to_float8_element(float x, float scale) {
+  return fp8_saturate_encode<float8_e4m3fn_t>(qtl::detail::mul_rn(x, scale));
+}
 
 }  // namespace qtl::convert
