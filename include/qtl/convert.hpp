@@ -243,9 +243,8 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
           [&](std::int64_t r, std::int64_t c, std::uint8_t code) { q_out[at(r, c)] = code; });
       return;
     }
-    // A finite scale: each output code is a function of the input code alone, and |dequant| grows
-    // with the code's magnitude (c & 0x7F; 0x7F, the NaN, is the largest and propagates), so the
-    // block's amax is that of its largest magnitude. Same bytes as the element loop above.
+    // A finite scale: the block's amax is the dequant of its largest magnitude (requant_block_scale),
+    // each code a function of the input code alone. Same bytes as the element loop above.
     std::uint8_t top = 0;
     for (std::int64_t r = n0; r < n1; ++r) {
       std::uint8_t const* row = q.data() + at(r, k0);
@@ -254,12 +253,11 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
         top = m > top ? m : top;
       }
     }
-    float const amax = amax_step(0.0f, dequant_element_as<Recipe::precision>(top, scale));
-    float const sf = cast_block_scale<Recipe::rule>(amax);
+    float const sf = requant_block_scale<Recipe>(top, scale);
     float const inv = qtl::detail::div_rn(1.0f, sf);
     std::uint8_t map[256];
     for (int c = 0; c < 256; ++c) {
-      map[c] = cast_element(dequant_element_as<Recipe::precision>(static_cast<std::uint8_t>(c), scale), inv);
+      map[c] = requant_element<Recipe>(static_cast<std::uint8_t>(c), scale, inv);
     }
     for (std::int64_t r = n0; r < n1; ++r) {
       std::uint8_t const* in = q.data() + at(r, k0);
@@ -329,17 +327,10 @@ inline void deepgemm_pack_ue8m0(std::span<float const> sf, dg_packed_layout cons
       // one word per block row, broadcast to its (up to) 128 rows; pad rows 0
       std::int32_t* out_row = out.data() + l.word(g, p, 0);
       for (std::int64_t i = 0; i < nb; ++i) {
-        float const* row = sf.data() + (g * nb + i) * l.k_blocks;
-        std::uint32_t w = 0;
-        for (int t = 0; t < 4; ++t) {
-          std::int64_t const j = 4 * p + t;
-          if (j < l.k_blocks) {
-            w |= static_cast<std::uint32_t>(ue8m0_byte(row[j])) << (8 * t);
-          }
-        }
+        std::int32_t const w = dg_pack_word(sf.data() + (g * nb + i) * l.k_blocks, l.k_blocks, p);
         std::int64_t const n1 = (i + 1) * dg_packed_layout::rows_per_scale < l.mn ? (i + 1) * dg_packed_layout::rows_per_scale : l.mn;
         for (std::int64_t n = i * dg_packed_layout::rows_per_scale; n < n1; ++n) {
-          out_row[n] = static_cast<std::int32_t>(w);
+          out_row[n] = w;
         }
       }
       for (std::int64_t n = l.mn; n < A; ++n) {
@@ -516,10 +507,7 @@ inline float nvfp4_shared_global_scale(float amax) {
     throw value_error("qtl::convert::nvfp4_shared_global_scale: amax " + std::to_string(amax) +
                       " is not a finite non-negative number");
   }
-  if (amax == 0.0f) {
-    return 1.0f;
-  }
-  return qtl::detail::div_rn(1.0f, qtl::detail::div_rn(amax, 2688.0f));
+  return nvfp4_shared_global_scale_of(amax);
 }
 
 /// FP8 block -> NVFP4, QTL's definition (sglang calls flashinfer's quantizer, whose arithmetic is
