@@ -18,10 +18,17 @@
 /// G = 1 for a plain [N,K] weight; stacked experts are converted one matrix at a time (the newest
 /// sglang and vLLM; the older sglang flattening of (E*N, K) is not reproduced). Sizes are checked
 /// before anything is written: `shape_error` names the dimension, `value_error` the value.
+///
+/// `threads` (default 1) of the whole-tensor converters: their blocks are independent, so the
+/// tensor is cut into slices of whole block rows, one per thread (detail::for_each_row_slice); the
+/// output bytes do not depend on it.
 
 #include <cstdint>
+#include <exception>
 #include <span>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -88,6 +95,66 @@ void for_each_block(block_grid const& g, F&& f) {
   }
 }
 
+/// Runs `f(sub, e0, s0)` over slices of whole block rows of `g` on up to `threads` threads (the
+/// calling thread included): `sub` a one-matrix grid of the slice's rows, `e0` the offset of its
+/// first element in the [G,N,K] tensor and `s0` of its first scale in [G,nb,kb]. Every converter
+/// whose blocks are independent runs its serial loop on each slice, so the bytes do not depend on
+/// the thread count. A thread the system will not create leaves its slices to the calling thread;
+/// the first exception of any slice is rethrown here after every thread has joined.
+template <class F>
+void for_each_row_slice(block_grid const& g, int threads, F&& f) {
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  std::int64_t const rows = g.groups * nb;  // (matrix, block row) pairs
+  std::int64_t const parts = threads < 1 ? 1 : (threads < rows ? threads : (rows < 1 ? 1 : rows));
+  auto const run = [&](std::int64_t part) {
+    std::int64_t r = rows * part / parts;
+    std::int64_t const r1 = rows * (part + 1) / parts;
+    while (r < r1) {
+      std::int64_t const gi = r / nb;
+      std::int64_t const bi0 = r % nb;
+      std::int64_t const bi1 = (r1 - gi * nb) < nb ? r1 - gi * nb : nb;
+      std::int64_t const n0 = bi0 * g.block.n;
+      std::int64_t const n1 = bi1 * g.block.n < g.n ? bi1 * g.block.n : g.n;
+      f(block_grid{1, n1 - n0, g.k, g.block}, static_cast<std::size_t>((gi * g.n + n0) * g.k),
+        static_cast<std::size_t>((gi * nb + bi0) * kb));
+      r = gi * nb + bi1;
+    }
+  };
+  if (parts <= 1) {
+    f(g, std::size_t{0}, std::size_t{0});
+    return;
+  }
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(parts));
+  auto const guarded = [&](std::int64_t part) {
+    try {
+      run(part);
+    } catch (...) {
+      errors[static_cast<std::size_t>(part)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  std::vector<std::int64_t> inline_parts{0};
+  for (std::int64_t p = 1; p < parts; ++p) {
+    try {
+      pool.emplace_back(guarded, p);
+    } catch (std::system_error const&) {
+      inline_parts.push_back(p);
+    }
+  }
+  for (std::int64_t p : inline_parts) {
+    guarded(p);
+  }
+  for (auto& t : pool) {
+    t.join();
+  }
+  for (auto const& e : errors) {
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  }
+}
+
 /// The per-block cast of one block of float values (read through `value(n, k)`), writing codes
 /// through `put(n, k, code)`: returns the block scale.
 template <pow2_rule Rule, class Value, class Put>
@@ -132,11 +199,18 @@ concept dequant_output = std::is_same_v<T, float> || std::is_same_v<T, bfloat16_
 /// @throws shape_error when the sizes do not match the grid
 template <dequant_output Out>
 void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
-                         std::span<Out> out) {
+                         std::span<Out> out, int threads = 1) {
   detail::check_grid("block_quant_dequant", g, q.size(), s.size());
   if (out.size() != q.size()) {
     detail::fail_shape("block_quant_dequant", "the output has " + std::to_string(out.size()) +
                                                   " elements, the weight " + std::to_string(q.size()));
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const n = static_cast<std::size_t>(sub.elements());
+      block_quant_dequant<Out>(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub,
+                               out.subspan(e0, n));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
@@ -178,11 +252,18 @@ void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const>
 /// @throws shape_error when the sizes do not match the grid
 template <pow2_rule Rule>
 void per_block_cast_to_fp8(std::span<float const> x, block_grid const& g, std::span<std::uint8_t> q,
-                           std::span<float> s) {
+                           std::span<float> s, int threads = 1) {
   detail::check_grid("per_block_cast_to_fp8", g, x.size(), s.size());
   if (q.size() != x.size()) {
     detail::fail_shape("per_block_cast_to_fp8", "the codes have " + std::to_string(q.size()) +
                                                     " elements, the input " + std::to_string(x.size()));
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const n = static_cast<std::size_t>(sub.elements());
+      per_block_cast_to_fp8<Rule>(x.subspan(e0, n), sub, q.subspan(e0, n),
+                                  s.subspan(s0, static_cast<std::size_t>(sub.scales())));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
@@ -197,11 +278,11 @@ void per_block_cast_to_fp8(std::span<float const> x, block_grid const& g, std::s
 
 /// The run-time form of `per_block_cast_to_fp8<Rule>`.
 inline void per_block_cast_to_fp8(pow2_rule rule, std::span<float const> x, block_grid const& g,
-                                  std::span<std::uint8_t> q, std::span<float> s) {
+                                  std::span<std::uint8_t> q, std::span<float> s, int threads = 1) {
   switch (rule) {
-    case pow2_rule::bits: return per_block_cast_to_fp8<pow2_rule::bits>(x, g, q, s);
-    case pow2_rule::log2: return per_block_cast_to_fp8<pow2_rule::log2>(x, g, q, s);
-    case pow2_rule::none: return per_block_cast_to_fp8<pow2_rule::none>(x, g, q, s);
+    case pow2_rule::bits: return per_block_cast_to_fp8<pow2_rule::bits>(x, g, q, s, threads);
+    case pow2_rule::log2: return per_block_cast_to_fp8<pow2_rule::log2>(x, g, q, s, threads);
+    case pow2_rule::none: return per_block_cast_to_fp8<pow2_rule::none>(x, g, q, s, threads);
   }
 }
 
@@ -214,11 +295,20 @@ inline void per_block_cast_to_fp8(pow2_rule rule, std::span<float const> x, bloc
 /// @throws shape_error when the sizes do not match G x N x K in 128x128 blocks
 template <requant_recipe_type Recipe>
 void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const> s, std::int64_t groups,
-                          std::int64_t n, std::int64_t k, std::span<std::uint8_t> q_out, std::span<float> s_out) {
+                          std::int64_t n, std::int64_t k, std::span<std::uint8_t> q_out, std::span<float> s_out,
+                          int threads = 1) {
   block_grid const g{groups, n, k, block_size{Recipe::block::n, Recipe::block::k}};
   detail::check_grid("requant_weight_ue8m0", g, q.size(), s.size());
   if (q_out.size() != q.size() || s_out.size() != s.size()) {
     detail::fail_shape("requant_weight_ue8m0", "the outputs must have the sizes of the inputs");
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const ne = static_cast<std::size_t>(sub.elements());
+      auto const ns = static_cast<std::size_t>(sub.scales());
+      requant_weight_ue8m0<Recipe>(q.subspan(e0, ne), s.subspan(s0, ns), 1, sub.n, k, q_out.subspan(e0, ne),
+                                   s_out.subspan(s0, ns));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
@@ -277,9 +367,9 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
 template <requant_recipe_type Recipe>
 void requant_weight_ue8m0_canonical(std::span<std::uint8_t const> q, std::span<float const> s, std::int64_t groups,
                                     std::int64_t n, std::int64_t k, std::span<std::uint8_t> q_out,
-                                    std::span<float> s_out) {
-  requant_weight_ue8m0<Recipe>(q, s, groups, n, k, q_out, s_out);
-  requant_weight_ue8m0<Recipe>(q_out, s_out, groups, n, k, q_out, s_out);
+                                    std::span<float> s_out, int threads = 1) {
+  requant_weight_ue8m0<Recipe>(q, s, groups, n, k, q_out, s_out, threads);
+  requant_weight_ue8m0<Recipe>(q_out, s_out, groups, n, k, q_out, s_out, threads);
 }
 
 /// The packed layout `deepgemm_pack_ue8m0` writes for `groups` matrices of `mn` rows, `k_blocks`.
@@ -375,13 +465,20 @@ inline void deepgemm_unpack_ue8m0(std::span<std::int32_t const> packed, std::int
 /// NaN elements are refused (torch would cast a NaN exponent to an undefined byte).
 /// @throws shape_error (K % 32, sizes), value_error (a NaN code or a non-finite result)
 inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
-                               std::span<std::uint8_t> packed, std::span<std::uint8_t> scales) {
+                               std::span<std::uint8_t> packed, std::span<std::uint8_t> scales, int threads = 1) {
   detail::check_grid("fp8_block_to_mxfp4", g, q.size(), s.size());
   if (g.k % mxfp4_block != 0) {
     detail::fail_shape("fp8_block_to_mxfp4", "K = " + std::to_string(g.k) + " is not a multiple of 32");
   }
   if (packed.size() != q.size() / 2 || scales.size() != q.size() / mxfp4_block) {
     detail::fail_shape("fp8_block_to_mxfp4", "the outputs must hold G*N*K/2 codes and G*N*K/32 scales");
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const n = static_cast<std::size_t>(sub.elements());
+      fp8_block_to_mxfp4(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub,
+                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / mxfp4_block, n / mxfp4_block));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
@@ -525,7 +622,7 @@ inline float nvfp4_shared_global_scale(float amax) {
 /// @throws shape_error (K % 16, sizes), value_error (non-finite dequant, bad global scale)
 inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
                                float global_scale, std::span<float4_e2m1x2_t> packed,
-                               std::span<float8_e4m3fn_t> scales) {
+                               std::span<float8_e4m3fn_t> scales, int threads = 1) {
   detail::check_grid("fp8_block_to_nvfp4", g, q.size(), s.size());
   constexpr std::int64_t nvfp4_block = qtl::nvfp4::block_size;
   if (g.k % nvfp4_block != 0) {
@@ -537,6 +634,13 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
   if (!(global_scale > 0.0f) || !(global_scale - global_scale == 0.0f)) {
     throw value_error("qtl::convert::fp8_block_to_nvfp4: global scale " + std::to_string(global_scale) +
                       " is not finite and positive");
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const n = static_cast<std::size_t>(sub.elements());
+      fp8_block_to_nvfp4(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub, global_scale,
+                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / nvfp4_block, n / nvfp4_block));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -480,4 +481,54 @@ TEST_CASE("convert: FP8 block to NVFP4 equals block_quant_dequant then block_qua
   std::vector<qtl::float8_e4m3fn_t> f8(2);
   CHECK_THROWS_AS(cv::fp8_block_to_nvfp4(q8, s8, cv::block_grid{1, 1, 40, {128, 128}}, 1.0f, p8, f8),
                   qtl::shape_error);
+}
+
+TEST_CASE("convert: the threads parameter cuts whole block rows; the bytes do not depend on it", "[convert]") {
+  std::mt19937 rng(9);
+  cv::block_grid const g{3, 300, 320, {128, 128}};  // experts, a partial block row and column
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(g.elements()));
+  for (auto& c : q) {
+    c = static_cast<std::uint8_t>(rng() & 0xFF);
+    if ((c & 0x7F) == 0x7F) c = 0x12;
+  }
+  std::vector<float> s(static_cast<std::size_t>(g.scales()));
+  std::uniform_real_distribution<float> u(-12, -4);
+  for (auto& x : s) x = std::exp2(u(rng));
+  auto const n = q.size();
+  std::vector<qtl::bfloat16_t> b1(n), bt(n);
+  std::vector<float> f1(n), ft(n);
+  std::vector<std::uint8_t> r1(n), rt(n), m1(n / 2), mt(n / 2), e1(n / 32), et(n / 32), c1(n), ct(n);
+  std::vector<float> rs1(s.size()), rst(s.size()), cs1(s.size()), cst(s.size());
+  std::vector<qtl::float4_e2m1x2_t> p1(n / 2), pt(n / 2);
+  std::vector<qtl::float8_e4m3fn_t> v1(n / 16), vt(n / 16);
+  cv::block_quant_dequant<qtl::bfloat16_t>(q, s, g, b1);
+  cv::block_quant_dequant<float>(q, s, g, f1);
+  cv::requant_weight_ue8m0_canonical<cv::recipe::vllm>(q, s, g.groups, g.n, g.k, r1, rs1);
+  cv::fp8_block_to_mxfp4(q, s, g, m1, e1);
+  cv::per_block_cast_to_fp8<cv::pow2_rule::bits>(f1, g, c1, cs1);
+  cv::fp8_block_to_nvfp4(q, s, g, 1000.0f, p1, v1);
+  auto const bytes_equal = [](auto const& a, auto const& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+  };
+  for (int t : {2, 3, 7, 64}) {
+    cv::block_quant_dequant<qtl::bfloat16_t>(q, s, g, bt, t);
+    cv::block_quant_dequant<float>(q, s, g, ft, t);
+    cv::requant_weight_ue8m0_canonical<cv::recipe::vllm>(q, s, g.groups, g.n, g.k, rt, rst, t);
+    cv::fp8_block_to_mxfp4(q, s, g, mt, et, t);
+    cv::per_block_cast_to_fp8<cv::pow2_rule::bits>(f1, g, ct, cst, t);
+    cv::fp8_block_to_nvfp4(q, s, g, 1000.0f, pt, vt, t);
+    CHECK(bytes_equal(bt, b1));
+    CHECK(bytes_equal(ft, f1));
+    CHECK(bytes_equal(rt, r1));
+    CHECK(bytes_equal(rst, rs1));
+    CHECK(bytes_equal(mt, m1));
+    CHECK(bytes_equal(et, e1));
+    CHECK(bytes_equal(ct, c1));
+    CHECK(bytes_equal(cst, cs1));
+    CHECK(bytes_equal(pt, p1));
+    CHECK(bytes_equal(vt, v1));
+  }
+  // an error in one slice reaches the caller after every thread has joined
+  q[q.size() - 5] = 0x7F;
+  CHECK_THROWS_AS(cv::fp8_block_to_mxfp4(q, s, g, mt, et, 4), qtl::value_error);
 }
