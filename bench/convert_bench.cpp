@@ -2,7 +2,7 @@
 // thread and on two (the converters' `threads` argument; bm_memcpy_mt copies the same bytes in two
 // halves on two threads): a DeepSeek-V3-sized FP8 block weight of N x K = 7168 x 2048 (14.7 MB of e4m3 codes,
 // 56 x 16 scales) through block_quant_dequant (to BF16 and F32), requant_weight_ue8m0 (sglang and
-// vLLM recipes), fp8_block_to_mxfp4, per_block_cast_to_fp8 (F32 in, bits rule), and the DeepGEMM
+// vLLM recipes), fp8_block_to_mxfp4, fp8_block_to_nvfp4, per_block_cast_to_fp8 (F32 in, bits rule), and the DeepGEMM
 // scale packing of a 64-expert stack.
 //
 // bytes_per_second counts every input byte read once and every output byte written once. Each
@@ -16,10 +16,8 @@
 #include "support/memcpy_baseline.hpp"
 
 #include <cmath>
-#include <cstring>
 #include <cstdint>
 #include <random>
-#include <thread>
 #include <vector>
 
 namespace {
@@ -59,27 +57,10 @@ void set_bytes(benchmark::State& state, std::size_t in, std::size_t out) {
 
 void bm_memcpy(benchmark::State& state) { qtl_bench::memcpy_baseline(state, static_cast<std::size_t>(state.range(0))); }
 
-/// The same bytes as bm_memcpy/<bytes>, copied in range(1) parts by range(1) threads (a thread
-/// started per iteration, as the converters do).
+/// The same bytes as bm_memcpy/<bytes>, copied in range(1) parts by range(1) threads.
 void bm_memcpy_mt(benchmark::State& state) {
-  auto const bytes = static_cast<std::size_t>(state.range(0));
-  auto const parts = static_cast<std::size_t>(state.range(1));
-  std::vector<char> const src(bytes, 1);
-  std::vector<char> dst(bytes, 0);
-  for (auto _ : state) {
-    std::vector<std::thread> pool;
-    for (std::size_t p = 1; p < parts; ++p) {
-      pool.emplace_back([&, p] {
-        std::memcpy(dst.data() + bytes * p / parts, src.data() + bytes * p / parts,
-                    bytes * (p + 1) / parts - bytes * p / parts);
-      });
-    }
-    std::memcpy(dst.data(), src.data(), bytes / parts);
-    for (auto& t : pool) t.join();
-    benchmark::DoNotOptimize(dst.data());
-    benchmark::ClobberMemory();
-  }
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(bytes));
+  qtl_bench::memcpy_baseline_threads(state, static_cast<std::size_t>(state.range(0)),
+                                     static_cast<std::size_t>(state.range(1)));
 }
 
 template <class Out>

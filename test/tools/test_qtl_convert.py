@@ -199,8 +199,8 @@ def test_ue8m0(tmp, src, layers, inp):
                 check(got_s == s1, "%s: %s scales equal the Python requant" % (what, m))
                 check(all(v > 0 and f32_bits(v) & 0x807FFFFF == 0 for v in got_s),
                       "%s: %s scales are powers of two" % (what, m))
-                check(m + ".input_scale" not in src or out.get(m + ".input_scale", (0, 0, b""))[2] == src[m + ".input_scale"][3],
-                      "%s: %s input scale kept" % (what, m))
+                isc = m + ".input_scale"
+                check(isc not in src or out.get(isc, (0, 0, b""))[2] == src[isc][3], "%s: %s input scale kept" % (what, m))
                 if ok and li < 3:
                     # dequant of the requant within one e4m3 step (in the output's scale) of the input's
                     d0 = dequant(q, s, n, k, recipe != "vllm")
@@ -223,7 +223,8 @@ def test_ue8m0(tmp, src, layers, inp):
     m0 = fp8_layers()[0][0]
     sa = unpack_f32(a[m0 + ".weight_scale_inv"][2])
     sb = unpack_f32(b[m0 + ".weight_scale_inv"][2])
-    check(sa[0] == sb[0] == 2.0 ** -9, "fp8-ue8m0: a power-of-two scale is kept by both recipes (%r %r)" % (sa[0], sb[0]))
+    check(sa[0] == sb[0] == 2.0 ** -9,
+          "fp8-ue8m0: a power-of-two scale is kept by both recipes (%r %r)" % (sa[0], sb[0]))
 
 
 def test_mxfp4(tmp, src, layers, inp):
@@ -268,7 +269,8 @@ def test_mxfp4(tmp, src, layers, inp):
           g.get("weights", {}).get("type") == "float" and g.get("weights", {}).get("num_bits") == 4,
           "--to mxfp4: config %s" % cfg)
     kept = {"model.layers.0.mlp.gate", "model.layers.1.mlp.gate", "lm_head"}
-    check(set(cfg.get("ignore", [])) == kept, "--to mxfp4: ignore lists the float linear layers: %s" % cfg.get("ignore"))
+    check(set(cfg.get("ignore", [])) == kept,
+          "--to mxfp4: ignore lists the float linear layers: %s" % cfg.get("ignore"))
     check_copied(src, out, float_names(src), "--to mxfp4")
 
 

@@ -247,7 +247,8 @@ op_spec nvfp4_op() {
               std::span<float const> const sv(s.data(), static_cast<std::size_t>(s.size()));
               auto const* g = io.optional_tensor("global_scale", {dtype::F32}, {0});
               float const gs = g != nullptr ? scalar_value(*g)
-                                            : cv::nvfp4_shared_global_scale(cv::fp8_block_bf16_amax(codes(*in.weight), sv, in.grid));
+                                            : cv::nvfp4_shared_global_scale(
+                                                  cv::fp8_block_bf16_amax(codes(*in.weight), sv, in.grid));
               auto const n = static_cast<std::size_t>(in.grid.elements());
               std::vector<float4_e2m1x2_t> packed(n / 2);
               std::vector<float8_e4m3fn_t> scales(n / 16);
