@@ -17,7 +17,9 @@ and the engines' arithmetic redone in Python (float32 rounding by struct).
      MXFP4 step of the bf16 dequant.
   4. --to nvfp4: the compressed-tensors layout and config; global scale fl(1/fl(amax/2688)) of the
      bf16 dequant, shared by gate_proj/up_proj; codes and scales equal a Python NVFP4 quantizer.
-  5. Refusals: flags of another target, an unknown --to, a non-FP8 config, a weight without scales,
+  5. All or nothing: a run killed (SIGKILL) with every file staged leaves an older output in place
+     and no file under a final name; the next run removes what it left and replaces the output.
+  6. Refusals: flags of another target, an unknown --to, a non-FP8 config, a weight without scales,
      scales of the wrong shape, a NaN for mxfp4 (all exit 1 or 2, a message, no output folder).
 """
 import json
@@ -37,8 +39,10 @@ from checks import check, finish  # noqa: E402
 QTL = sys.argv[1]
 
 
-def run(*args):
-    p = subprocess.run([QTL] + [str(a) for a in args], capture_output=True, text=True)
+def run(*args, env=None):
+    e = dict(os.environ)
+    e.update(env or {})
+    p = subprocess.run([QTL] + [str(a) for a in args], capture_output=True, text=True, env=e)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -346,6 +350,21 @@ def test_refusals(tmp, inp):
     refused([nan_dir, "--to", "mxfp4"], 2, ["NaN"], "a NaN for --to mxfp4")
 
 
+def test_killed(tmp, inp):
+    out_dir = os.path.join(tmp, "killed")
+    rc, _, se = run("convert", inp, out_dir, "--to", "bf16")
+    check(rc == 0, "killed: the first run: %s" % se)
+    before = sorted(os.listdir(out_dir))
+    rc, _, _ = run("convert", inp, out_dir, "--to", "fp8-ue8m0", env={"QTL_TEST_STOP_AT": "staged"})
+    check(rc == -9, "killed: QTL_TEST_STOP_AT=staged kills the run (rc %d)" % rc)
+    check(sorted(os.listdir(out_dir)) == before and "quantization_config" not in read_config(out_dir),
+          "killed: the older (bf16) output is untouched")
+    rc, _, se = run("convert", inp, out_dir, "--to", "fp8-ue8m0")
+    check(rc == 0 and "quantization_config" in read_config(out_dir), "killed: the next run replaces it: %s" % se)
+    left = [f for f in os.listdir(tmp) if f.startswith(".killed")]
+    check(not left, "killed: nothing left beside the output: %s" % left)
+
+
 def main():
     with tempfile.TemporaryDirectory(prefix="qtl_convert_test_") as tmp:
         inp = os.path.join(tmp, "in")
@@ -354,6 +373,7 @@ def main():
         test_ue8m0(tmp, src, layers, inp)
         test_mxfp4(tmp, src, layers, inp)
         test_nvfp4(tmp, src, layers, inp)
+        test_killed(tmp, inp)
         test_refusals(tmp, inp)
     finish()
 
