@@ -1,7 +1,8 @@
-// Host load-time converters (qtl/convert.hpp) beside memcpy (DESIGN's performance contract), one
-// thread: a DeepSeek-V3-sized FP8 block weight of N x K = 7168 x 2048 (14.7 MB of e4m3 codes,
+// Host load-time converters (qtl/convert.hpp) beside memcpy (DESIGN's performance contract), on one
+// thread and on two (the converters' `threads` argument; bm_memcpy_mt copies the same bytes in two
+// halves on two threads): a DeepSeek-V3-sized FP8 block weight of N x K = 7168 x 2048 (14.7 MB of e4m3 codes,
 // 56 x 16 scales) through block_quant_dequant (to BF16 and F32), requant_weight_ue8m0 (sglang and
-// vLLM recipes), fp8_block_to_mxfp4, per_block_cast_to_fp8 (F32 in, bits rule), and the DeepGEMM
+// vLLM recipes), fp8_block_to_mxfp4, fp8_block_to_nvfp4, per_block_cast_to_fp8 (F32 in, bits rule), and the DeepGEMM
 // scale packing of a 64-expert stack.
 //
 // bytes_per_second counts every input byte read once and every output byte written once. Each
@@ -56,12 +57,18 @@ void set_bytes(benchmark::State& state, std::size_t in, std::size_t out) {
 
 void bm_memcpy(benchmark::State& state) { qtl_bench::memcpy_baseline(state, static_cast<std::size_t>(state.range(0))); }
 
+/// The same bytes as bm_memcpy/<bytes>, copied in range(1) parts by range(1) threads.
+void bm_memcpy_mt(benchmark::State& state) {
+  qtl_bench::memcpy_baseline_threads(state, static_cast<std::size_t>(state.range(0)),
+                                     static_cast<std::size_t>(state.range(1)));
+}
+
 template <class Out>
 void bm_dequant(benchmark::State& state) {
   auto const& w = weight();
   std::vector<Out> out(w.q.size());
   for (auto _ : state) {
-    cv::block_quant_dequant<Out>(w.q, w.s, grid, out);
+    cv::block_quant_dequant<Out>(w.q, w.s, grid, out, static_cast<int>(state.range(0)));
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
   }
@@ -74,7 +81,7 @@ void bm_requant(benchmark::State& state) {
   std::vector<std::uint8_t> q(w.q.size());
   std::vector<float> s(w.s.size());
   for (auto _ : state) {
-    cv::requant_weight_ue8m0<R>(w.q, w.s, 1, N, K, q, s);
+    cv::requant_weight_ue8m0<R>(w.q, w.s, 1, N, K, q, s, static_cast<int>(state.range(0)));
     benchmark::DoNotOptimize(q.data());
     benchmark::ClobberMemory();
   }
@@ -85,7 +92,20 @@ void bm_mxfp4(benchmark::State& state) {
   auto const& w = weight();
   std::vector<std::uint8_t> packed(w.q.size() / 2), scales(w.q.size() / 32);
   for (auto _ : state) {
-    cv::fp8_block_to_mxfp4(w.q, w.s, grid, packed, scales);
+    cv::fp8_block_to_mxfp4(w.q, w.s, grid, packed, scales, static_cast<int>(state.range(0)));
+    benchmark::DoNotOptimize(packed.data());
+    benchmark::ClobberMemory();
+  }
+  set_bytes(state, w.q.size() + w.s.size() * 4, packed.size() + scales.size());
+}
+
+void bm_nvfp4(benchmark::State& state) {
+  auto const& w = weight();
+  std::vector<qtl::float4_e2m1x2_t> packed(w.q.size() / 2);
+  std::vector<qtl::float8_e4m3fn_t> scales(w.q.size() / 16);
+  float const gs = cv::nvfp4_shared_global_scale(cv::fp8_block_bf16_amax(w.q, w.s, grid));
+  for (auto _ : state) {
+    cv::fp8_block_to_nvfp4(w.q, w.s, grid, gs, packed, scales, static_cast<int>(state.range(0)));
     benchmark::DoNotOptimize(packed.data());
     benchmark::ClobberMemory();
   }
@@ -99,7 +119,7 @@ void bm_cast(benchmark::State& state) {
   std::vector<std::uint8_t> q(x.size());
   std::vector<float> s(w.s.size());
   for (auto _ : state) {
-    cv::per_block_cast_to_fp8<cv::pow2_rule::bits>(x, grid, q, s);
+    cv::per_block_cast_to_fp8<cv::pow2_rule::bits>(x, grid, q, s, static_cast<int>(state.range(0)));
     benchmark::DoNotOptimize(q.data());
     benchmark::ClobberMemory();
   }
@@ -126,17 +146,18 @@ constexpr std::int64_t scale_bytes = (N / 128) * (K / 128) * 4;
 
 }  // namespace
 
-BENCHMARK(bm_dequant<qtl::bfloat16_t>)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_memcpy)->Arg((codes + scale_bytes + 2 * codes) / 2)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_dequant<float>)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_memcpy)->Arg((codes + scale_bytes + 4 * codes) / 2)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_requant<cv::recipe::sglang>)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_requant<cv::recipe::vllm>)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_memcpy)->Arg(codes + scale_bytes)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_mxfp4)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_memcpy)->Arg((codes + scale_bytes + codes / 2 + codes / 32) / 2)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_cast)->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_memcpy)->Arg((4 * codes + codes + scale_bytes) / 2)->Unit(benchmark::kMillisecond);
+#define QTL_CONVERT_BENCH(fn, bytes)                                                      \
+  BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);                           \
+  BENCHMARK(bm_memcpy)->Arg(bytes)->Unit(benchmark::kMillisecond);                         \
+  BENCHMARK(bm_memcpy_mt)->Args({bytes, 2})->Unit(benchmark::kMillisecond)
+
+QTL_CONVERT_BENCH(bm_dequant<qtl::bfloat16_t>, (codes + scale_bytes + 2 * codes) / 2);
+QTL_CONVERT_BENCH(bm_dequant<float>, (codes + scale_bytes + 4 * codes) / 2);
+BENCHMARK(bm_requant<cv::recipe::sglang>)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+QTL_CONVERT_BENCH(bm_requant<cv::recipe::vllm>, codes + scale_bytes);
+QTL_CONVERT_BENCH(bm_mxfp4, (codes + scale_bytes + codes / 2 + codes / 32) / 2);
+QTL_CONVERT_BENCH(bm_nvfp4, (codes + scale_bytes + codes / 2 + codes / 16) / 2);
+QTL_CONVERT_BENCH(bm_cast, (4 * codes + codes + scale_bytes) / 2);
 BENCHMARK(bm_pack)->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_memcpy)->Arg((64 * 32 * 56 * 4 + 64 * 14 * 4096 * 4) / 2)->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

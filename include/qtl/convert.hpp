@@ -10,20 +10,32 @@
 ///   deepgemm_pack_ue8m0     pow2 scales [G,nb,kb] -> DeepGEMM's packed int32 [G,P,A]
 ///   deepgemm_unpack_ue8m0   its inverse (sglang `_unpack_ue8m0_scale_for_triton`, any N)
 ///   fp8_block_to_mxfp4      FP8 block -> E2M1 codes [G,N,K/2] + E8M0 bytes [G,N,K/32] (sglang)
+///   input_to_float8         F32 [n] -> e4m3 codes + the per-tensor scale_inv fl(1/fl(448/amax))
+///   fp8_block_to_fp8_tensor FP8 block -> per-tensor FP8 (sglang block_quant_to_tensor_quant, CPU)
+///   fp8_block_to_nvfp4      FP8 block -> E2M1 codes [G,N,K/2] + E4M3 scales [G,N,K/16] (QTL's own
+///                           definition: no engine recipe is published, see its contract)
 ///
 /// G = 1 for a plain [N,K] weight; stacked experts are converted one matrix at a time (the newest
 /// sglang and vLLM; the older sglang flattening of (E*N, K) is not reproduced). Sizes are checked
 /// before anything is written: `shape_error` names the dimension, `value_error` the value.
+///
+/// `threads` (default 1) of the whole-tensor converters: their blocks are independent, so the
+/// tensor is cut into slices of whole block rows, one per thread (detail::for_each_row_slice); the
+/// output bytes do not depend on it.
 
 #include <cstdint>
+#include <exception>
 #include <span>
 #include <string>
+#include <system_error>
+#include <thread>
 #include <type_traits>
 #include <vector>
 
 #include <qtl/element/convert.hpp>
 #include <qtl/element/fp8.hpp>
 #include <qtl/error.hpp>
+#include <qtl/fp4.hpp>
 #include <qtl/numeric.hpp>
 
 namespace qtl::convert {
@@ -83,6 +95,66 @@ void for_each_block(block_grid const& g, F&& f) {
   }
 }
 
+/// Runs `f(sub, e0, s0)` over slices of whole block rows of `g` on up to `threads` threads (the
+/// calling thread included): `sub` a one-matrix grid of the slice's rows, `e0` the offset of its
+/// first element in the [G,N,K] tensor and `s0` of its first scale in [G,nb,kb]. Every converter
+/// whose blocks are independent runs its serial loop on each slice, so the bytes do not depend on
+/// the thread count. A thread the system will not create leaves its slices to the calling thread;
+/// the first exception of any slice is rethrown here after every thread has joined.
+template <class F>
+void for_each_row_slice(block_grid const& g, int threads, F&& f) {
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  std::int64_t const rows = g.groups * nb;  // (matrix, block row) pairs
+  std::int64_t const parts = threads < 1 ? 1 : (threads < rows ? threads : (rows < 1 ? 1 : rows));
+  auto const run = [&](std::int64_t part) {
+    std::int64_t r = rows * part / parts;
+    std::int64_t const r1 = rows * (part + 1) / parts;
+    while (r < r1) {
+      std::int64_t const gi = r / nb;
+      std::int64_t const bi0 = r % nb;
+      std::int64_t const bi1 = (r1 - gi * nb) < nb ? r1 - gi * nb : nb;
+      std::int64_t const n0 = bi0 * g.block.n;
+      std::int64_t const n1 = bi1 * g.block.n < g.n ? bi1 * g.block.n : g.n;
+      f(block_grid{1, n1 - n0, g.k, g.block}, static_cast<std::size_t>((gi * g.n + n0) * g.k),
+        static_cast<std::size_t>((gi * nb + bi0) * kb));
+      r = gi * nb + bi1;
+    }
+  };
+  if (parts <= 1) {
+    f(g, std::size_t{0}, std::size_t{0});
+    return;
+  }
+  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(parts));
+  auto const guarded = [&](std::int64_t part) {
+    try {
+      run(part);
+    } catch (...) {
+      errors[static_cast<std::size_t>(part)] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  std::vector<std::int64_t> inline_parts{0};
+  for (std::int64_t p = 1; p < parts; ++p) {
+    try {
+      pool.emplace_back(guarded, p);
+    } catch (std::system_error const&) {
+      inline_parts.push_back(p);
+    }
+  }
+  for (std::int64_t p : inline_parts) {
+    guarded(p);
+  }
+  for (auto& t : pool) {
+    t.join();
+  }
+  for (auto const& e : errors) {
+    if (e) {
+      std::rethrow_exception(e);
+    }
+  }
+}
+
 /// The per-block cast of one block of float values (read through `value(n, k)`), writing codes
 /// through `put(n, k, code)`: returns the block scale.
 template <pow2_rule Rule, class Value, class Put>
@@ -127,11 +199,18 @@ concept dequant_output = std::is_same_v<T, float> || std::is_same_v<T, bfloat16_
 /// @throws shape_error when the sizes do not match the grid
 template <dequant_output Out>
 void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
-                         std::span<Out> out) {
+                         std::span<Out> out, int threads = 1) {
   detail::check_grid("block_quant_dequant", g, q.size(), s.size());
   if (out.size() != q.size()) {
     detail::fail_shape("block_quant_dequant", "the output has " + std::to_string(out.size()) +
                                                   " elements, the weight " + std::to_string(q.size()));
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const n = static_cast<std::size_t>(sub.elements());
+      block_quant_dequant<Out>(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub,
+                               out.subspan(e0, n));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
@@ -173,11 +252,18 @@ void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const>
 /// @throws shape_error when the sizes do not match the grid
 template <pow2_rule Rule>
 void per_block_cast_to_fp8(std::span<float const> x, block_grid const& g, std::span<std::uint8_t> q,
-                           std::span<float> s) {
+                           std::span<float> s, int threads = 1) {
   detail::check_grid("per_block_cast_to_fp8", g, x.size(), s.size());
   if (q.size() != x.size()) {
     detail::fail_shape("per_block_cast_to_fp8", "the codes have " + std::to_string(q.size()) +
                                                     " elements, the input " + std::to_string(x.size()));
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const n = static_cast<std::size_t>(sub.elements());
+      per_block_cast_to_fp8<Rule>(x.subspan(e0, n), sub, q.subspan(e0, n),
+                                  s.subspan(s0, static_cast<std::size_t>(sub.scales())));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
@@ -192,11 +278,11 @@ void per_block_cast_to_fp8(std::span<float const> x, block_grid const& g, std::s
 
 /// The run-time form of `per_block_cast_to_fp8<Rule>`.
 inline void per_block_cast_to_fp8(pow2_rule rule, std::span<float const> x, block_grid const& g,
-                                  std::span<std::uint8_t> q, std::span<float> s) {
+                                  std::span<std::uint8_t> q, std::span<float> s, int threads = 1) {
   switch (rule) {
-    case pow2_rule::bits: return per_block_cast_to_fp8<pow2_rule::bits>(x, g, q, s);
-    case pow2_rule::log2: return per_block_cast_to_fp8<pow2_rule::log2>(x, g, q, s);
-    case pow2_rule::none: return per_block_cast_to_fp8<pow2_rule::none>(x, g, q, s);
+    case pow2_rule::bits: return per_block_cast_to_fp8<pow2_rule::bits>(x, g, q, s, threads);
+    case pow2_rule::log2: return per_block_cast_to_fp8<pow2_rule::log2>(x, g, q, s, threads);
+    case pow2_rule::none: return per_block_cast_to_fp8<pow2_rule::none>(x, g, q, s, threads);
   }
 }
 
@@ -209,11 +295,20 @@ inline void per_block_cast_to_fp8(pow2_rule rule, std::span<float const> x, bloc
 /// @throws shape_error when the sizes do not match G x N x K in 128x128 blocks
 template <requant_recipe_type Recipe>
 void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const> s, std::int64_t groups,
-                          std::int64_t n, std::int64_t k, std::span<std::uint8_t> q_out, std::span<float> s_out) {
+                          std::int64_t n, std::int64_t k, std::span<std::uint8_t> q_out, std::span<float> s_out,
+                          int threads = 1) {
   block_grid const g{groups, n, k, block_size{Recipe::block::n, Recipe::block::k}};
   detail::check_grid("requant_weight_ue8m0", g, q.size(), s.size());
   if (q_out.size() != q.size() || s_out.size() != s.size()) {
     detail::fail_shape("requant_weight_ue8m0", "the outputs must have the sizes of the inputs");
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const ne = static_cast<std::size_t>(sub.elements());
+      auto const ns = static_cast<std::size_t>(sub.scales());
+      requant_weight_ue8m0<Recipe>(q.subspan(e0, ne), s.subspan(s0, ns), 1, sub.n, k, q_out.subspan(e0, ne),
+                                   s_out.subspan(s0, ns));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
@@ -238,9 +333,8 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
           [&](std::int64_t r, std::int64_t c, std::uint8_t code) { q_out[at(r, c)] = code; });
       return;
     }
-    // A finite scale: each output code is a function of the input code alone, and |dequant| grows
-    // with the code's magnitude (c & 0x7F; 0x7F, the NaN, is the largest and propagates), so the
-    // block's amax is that of its largest magnitude. Same bytes as the element loop above.
+    // A finite scale: the block's amax is the dequant of its largest magnitude (requant_block_scale),
+    // each code a function of the input code alone. Same bytes as the element loop above.
     std::uint8_t top = 0;
     for (std::int64_t r = n0; r < n1; ++r) {
       std::uint8_t const* row = q.data() + at(r, k0);
@@ -249,12 +343,11 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
         top = m > top ? m : top;
       }
     }
-    float const amax = amax_step(0.0f, dequant_element_as<Recipe::precision>(top, scale));
-    float const sf = cast_block_scale<Recipe::rule>(amax);
+    float const sf = requant_block_scale<Recipe>(top, scale);
     float const inv = qtl::detail::div_rn(1.0f, sf);
     std::uint8_t map[256];
     for (int c = 0; c < 256; ++c) {
-      map[c] = cast_element(dequant_element_as<Recipe::precision>(static_cast<std::uint8_t>(c), scale), inv);
+      map[c] = requant_element<Recipe>(static_cast<std::uint8_t>(c), scale, inv);
     }
     for (std::int64_t r = n0; r < n1; ++r) {
       std::uint8_t const* in = q.data() + at(r, k0);
@@ -274,9 +367,9 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
 template <requant_recipe_type Recipe>
 void requant_weight_ue8m0_canonical(std::span<std::uint8_t const> q, std::span<float const> s, std::int64_t groups,
                                     std::int64_t n, std::int64_t k, std::span<std::uint8_t> q_out,
-                                    std::span<float> s_out) {
-  requant_weight_ue8m0<Recipe>(q, s, groups, n, k, q_out, s_out);
-  requant_weight_ue8m0<Recipe>(q_out, s_out, groups, n, k, q_out, s_out);
+                                    std::span<float> s_out, int threads = 1) {
+  requant_weight_ue8m0<Recipe>(q, s, groups, n, k, q_out, s_out, threads);
+  requant_weight_ue8m0<Recipe>(q_out, s_out, groups, n, k, q_out, s_out, threads);
 }
 
 /// The packed layout `deepgemm_pack_ue8m0` writes for `groups` matrices of `mn` rows, `k_blocks`.
@@ -324,17 +417,10 @@ inline void deepgemm_pack_ue8m0(std::span<float const> sf, dg_packed_layout cons
       // one word per block row, broadcast to its (up to) 128 rows; pad rows 0
       std::int32_t* out_row = out.data() + l.word(g, p, 0);
       for (std::int64_t i = 0; i < nb; ++i) {
-        float const* row = sf.data() + (g * nb + i) * l.k_blocks;
-        std::uint32_t w = 0;
-        for (int t = 0; t < 4; ++t) {
-          std::int64_t const j = 4 * p + t;
-          if (j < l.k_blocks) {
-            w |= static_cast<std::uint32_t>(ue8m0_byte(row[j])) << (8 * t);
-          }
-        }
+        std::int32_t const w = dg_pack_word(sf.data() + (g * nb + i) * l.k_blocks, l.k_blocks, p);
         std::int64_t const n1 = (i + 1) * dg_packed_layout::rows_per_scale < l.mn ? (i + 1) * dg_packed_layout::rows_per_scale : l.mn;
         for (std::int64_t n = i * dg_packed_layout::rows_per_scale; n < n1; ++n) {
-          out_row[n] = static_cast<std::int32_t>(w);
+          out_row[n] = w;
         }
       }
       for (std::int64_t n = l.mn; n < A; ++n) {
@@ -379,13 +465,20 @@ inline void deepgemm_unpack_ue8m0(std::span<std::int32_t const> packed, std::int
 /// NaN elements are refused (torch would cast a NaN exponent to an undefined byte).
 /// @throws shape_error (K % 32, sizes), value_error (a NaN code or a non-finite result)
 inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
-                               std::span<std::uint8_t> packed, std::span<std::uint8_t> scales) {
+                               std::span<std::uint8_t> packed, std::span<std::uint8_t> scales, int threads = 1) {
   detail::check_grid("fp8_block_to_mxfp4", g, q.size(), s.size());
   if (g.k % mxfp4_block != 0) {
     detail::fail_shape("fp8_block_to_mxfp4", "K = " + std::to_string(g.k) + " is not a multiple of 32");
   }
   if (packed.size() != q.size() / 2 || scales.size() != q.size() / mxfp4_block) {
     detail::fail_shape("fp8_block_to_mxfp4", "the outputs must hold G*N*K/2 codes and G*N*K/32 scales");
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const n = static_cast<std::size_t>(sub.elements());
+      fp8_block_to_mxfp4(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub,
+                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / mxfp4_block, n / mxfp4_block));
+    });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
@@ -431,6 +524,149 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
         }
         scales[row / mxfp4_block + static_cast<std::size_t>(k0 / mxfp4_block)] = mxfp4_scale_byte(e);
       }
+    }
+  }
+}
+
+/// sglang `input_to_float8` (converters.md §3.10): amax = max(max|x|, 1e-12), scale =
+/// fl(448 / amax), q = e4m3(clamp(fl(x * scale), ±448)); returns scale_inv = fl(1 / scale) (E5:
+/// not fl(amax / 448)). NaN or Inf in `x` is refused (torch's amax would make every code NaN).
+/// @throws shape_error (sizes), value_error naming the first non-finite element
+inline float input_to_float8(std::span<float const> x, std::span<std::uint8_t> q) {
+  if (q.size() != x.size()) {
+    detail::fail_shape("input_to_float8", "the codes have " + std::to_string(q.size()) + " elements, the input " +
+                                              std::to_string(x.size()));
+  }
+  float amax = 0.0f;
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    if (!(x[i] - x[i] == 0.0f)) {
+      throw value_error("qtl::convert::input_to_float8: element " + std::to_string(i) + " is NaN or Inf");
+    }
+    amax = amax_step(amax, x[i]);
+  }
+  float const scale = input_to_float8_scale(amax);
+  for (std::size_t i = 0; i < x.size(); ++i) {
+    q[i] = input_to_float8_element(x[i], scale);
+  }
+  return qtl::detail::div_rn(1.0f, scale);
+}
+
+/// sglang `block_quant_to_tensor_quant` off CUDA: `block_quant_dequant` to float32, then
+/// `input_to_float8` of the whole tensor; returns its scale_inv. (On CUDA sglang calls
+/// `scaled_fp8_quant` instead: qtl/fp8.hpp's `scaled_fp8_quant_dynamic`, scale fl(amax/448).)
+/// @throws shape_error (sizes), value_error (a dequant that is NaN or Inf)
+inline float fp8_block_to_fp8_tensor(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
+                                     std::span<std::uint8_t> q_out) {
+  std::vector<float> d(q.size());
+  block_quant_dequant<float>(q, s, g, d);
+  return input_to_float8(d, q_out);
+}
+
+/// The largest |x| of `block_quant_dequant<bfloat16_t>(q, s)`: the amax an NVFP4 global scale of
+/// the BF16 dequant is computed from. A finite scale's dequant grows with the code's magnitude
+/// (`c & 0x7F`), so it is that of each block's largest code.
+/// @throws shape_error (sizes), value_error naming the first block that dequantizes to NaN or Inf
+inline float fp8_block_bf16_amax(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g) {
+  detail::check_grid("fp8_block_bf16_amax", g, q.size(), s.size());
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  float amax = 0.0f;
+  detail::for_each_block(g, [&](std::int64_t gi, std::int64_t bi, std::int64_t bj, std::int64_t n0, std::int64_t n1,
+                                std::int64_t k0, std::int64_t k1) {
+    std::uint8_t top = 0;
+    for (std::int64_t r = n0; r < n1; ++r) {
+      std::uint8_t const* row = q.data() + (gi * g.n + r) * g.k;
+      for (std::int64_t c = k0; c < k1; ++c) {
+        std::uint8_t const m = static_cast<std::uint8_t>(row[c] & 0x7Fu);
+        top = m > top ? m : top;
+      }
+    }
+    float const scale = s[static_cast<std::size_t>((gi * nb + bi) * kb + bj)];
+    float const v = dequant_element_as<dequant_precision::bf16>(top, scale);
+    if (!(v - v == 0.0f) || !(scale - scale == 0.0f)) {
+      throw value_error("qtl::convert::fp8_block_bf16_amax: block (" + std::to_string(gi) + ", " +
+                        std::to_string(bi) + ", " + std::to_string(bj) + ") dequantizes to NaN or Inf");
+    }
+    float const a = v < 0.0f ? -v : v;
+    amax = a > amax ? a : amax;
+  });
+  return amax;
+}
+
+/// The NVFP4 global scale of QTL's FP8-block -> NVFP4 conversion: gs = fl(1 / fl(amax / 2688))
+/// (converters.md §4.1 item 5: the reciprocal of ModelOpt's weight_scale_2 = amax / (448 * 6)),
+/// `amax` the largest |BF16 dequant| of every tensor that shares it (w1 and w3 of an expert); 1 for
+/// an all-zero weight. Not `nvfp4_global_scale_from_amax` (one division, 2688 / amax): the two
+/// differ by an ulp for some amax.
+/// @throws value_error for a negative or non-finite amax
+inline float nvfp4_shared_global_scale(float amax) {
+  if (!(amax >= 0.0f) || !(amax - amax == 0.0f)) {
+    throw value_error("qtl::convert::nvfp4_shared_global_scale: amax " + std::to_string(amax) +
+                      " is not a finite non-negative number");
+  }
+  return nvfp4_shared_global_scale_of(amax);
+}
+
+/// FP8 block -> NVFP4, QTL's definition (sglang calls flashinfer's quantizer, whose arithmetic is
+/// unpublished, so no engine recipe could be pinned): `block_quant_dequant` to BF16, then
+/// `qtl::block_quantize<nvfp4, layout_linear>` of the BF16 rows with `global_scale` (use
+/// `nvfp4_shared_global_scale` of the tensors that share it). NOT verified against flashinfer's
+/// `fp4_quantize`: the bytes may differ from what sglang holds after its own conversion.
+///
+///   packed  [G, N, K/2]   element 2i in the low nibble of byte i (E2M1)
+///   scales  [G, N, K/16]  E4M3 block scales, row-major (not swizzled)
+///   x ≈ e2m1(code) * float(scale) / global_scale
+///
+/// Converted one block row at a time (memory: one block row of BF16). NaN or Inf in the dequant is
+/// refused (NVFP4's encoders would saturate it).
+/// @throws shape_error (K % 16, sizes), value_error (non-finite dequant, bad global scale)
+inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
+                               float global_scale, std::span<float4_e2m1x2_t> packed,
+                               std::span<float8_e4m3fn_t> scales, int threads = 1) {
+  detail::check_grid("fp8_block_to_nvfp4", g, q.size(), s.size());
+  constexpr std::int64_t nvfp4_block = qtl::nvfp4::block_size;
+  if (g.k % nvfp4_block != 0) {
+    detail::fail_shape("fp8_block_to_nvfp4", "K = " + std::to_string(g.k) + " is not a multiple of 16");
+  }
+  if (packed.size() != q.size() / 2 || scales.size() != q.size() / nvfp4_block) {
+    detail::fail_shape("fp8_block_to_nvfp4", "the outputs must hold G*N*K/2 codes and G*N*K/16 scales");
+  }
+  if (!(global_scale > 0.0f) || !(global_scale - global_scale == 0.0f)) {
+    throw value_error("qtl::convert::fp8_block_to_nvfp4: global scale " + std::to_string(global_scale) +
+                      " is not finite and positive");
+  }
+  if (threads > 1) {
+    return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
+      auto const n = static_cast<std::size_t>(sub.elements());
+      fp8_block_to_nvfp4(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub, global_scale,
+                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / nvfp4_block, n / nvfp4_block));
+    });
+  }
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  std::vector<bfloat16_t> rows(static_cast<std::size_t>(g.block.n * g.k));
+  for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+    for (std::int64_t bi = 0; bi < nb; ++bi) {
+      std::int64_t const n0 = bi * g.block.n;
+      std::int64_t const m = n0 + g.block.n < g.n ? g.block.n : g.n - n0;
+      std::size_t const at = static_cast<std::size_t>((gi * g.n + n0) * g.k);
+      std::size_t const count = static_cast<std::size_t>(m * g.k);
+      block_grid const slice{1, m, g.k, g.block};
+      std::span<bfloat16_t> const bf(rows.data(), count);
+      block_quant_dequant<bfloat16_t>(q.subspan(at, count), s.subspan(static_cast<std::size_t>((gi * nb + bi) * kb),
+                                                                      static_cast<std::size_t>(kb)),
+                                      slice, bf);
+      for (std::size_t i = 0; i < count; ++i) {
+        if ((bf[i].bits & 0x7F80u) == 0x7F80u) {
+          throw value_error("qtl::convert::fp8_block_to_nvfp4: element (" + std::to_string(gi) + ", " +
+                            std::to_string(n0 + static_cast<std::int64_t>(i) / g.k) + ", " +
+                            std::to_string(static_cast<std::int64_t>(i) % g.k) + ") dequantizes to NaN or Inf");
+        }
+      }
+      qtl::block_quantize<qtl::nvfp4, qtl::layout_linear>(
+          make_view(static_cast<bfloat16_t const*>(rows.data()), m, g.k),
+          make_view(packed.data() + at / 2, m, g.k / 2),
+          scales.subspan(at / nvfp4_block, count / nvfp4_block), global_scale);
     }
   }
 }

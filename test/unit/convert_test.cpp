@@ -1,7 +1,7 @@
-// qtl/convert.hpp: the worked examples of research/converters.md §6 (E1-E4, E6), the properties of
+// qtl/convert.hpp: the worked examples of research/converters.md §6 (E1-E7), the properties of
 // its §5 (requant fixed point after two passes, lossless on power-of-two scales, per-expert 3-D,
-// the layout round trip), NaN/Inf/zero blocks, amax just above and below a power of two, and the
-// size checks.
+// the layout round trip), NaN/Inf/zero blocks, amax just above and below a power of two, the
+// FP8-block -> NVFP4 definition (global scale shared, one block row at a time) and the size checks.
 
 #include <qtl/convert.hpp>
 
@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -387,4 +388,147 @@ TEST_CASE("convert: size checks name what is wrong", "[convert]") {
   } catch (qtl::shape_error const& e) {
     CHECK(std::string(e.what()).find("1 x 2") != std::string::npos);
   }
+}
+
+TEST_CASE("convert: E5, input_to_float8 returns fl(1/fl(448/amax)), not amax/448", "[convert]") {
+  std::vector<float> const x{from_bits(0x410b375bu), -1.0f, 0.5f};
+  CHECK(x[0] == 8.701014518737793f);
+  std::vector<std::uint8_t> q(3);
+  float const scale_inv = cv::input_to_float8(x, q);
+  CHECK(bits_of(scale_inv) == 0x3c9f1ab2u);
+  CHECK(bits_of(qtl::detail::div_rn(x[0], 448.0f)) == 0x3c9f1ab1u);  // amax/448: one ulp below
+  CHECK(q[0] == 0x7e);
+  CHECK(q[1] == 0xe5);
+  CHECK(q[2] == 0x5d);
+  // the block form: dequant in f32, then the same per-tensor quant
+  std::vector<std::uint8_t> codes{e4m3(1.0f), e4m3(-0.5f), e4m3(0.25f), 0x00};
+  std::vector<float> const s{2.0f};
+  std::vector<std::uint8_t> out(4);
+  float const si = cv::fp8_block_to_fp8_tensor(codes, s, cv::block_grid{1, 2, 2, {128, 128}}, out);
+  CHECK(si == qtl::detail::div_rn(1.0f, qtl::detail::div_rn(448.0f, 2.0f)));
+  CHECK(out[0] == 0x7e);  // 2 * 224 = 448
+  CHECK(out[3] == 0x00);
+  std::vector<float> bad{1.0f, std::nanf("")};
+  std::vector<std::uint8_t> q2(2);
+  CHECK_THROWS_AS(cv::input_to_float8(bad, q2), qtl::value_error);
+}
+
+TEST_CASE("convert: E7, FP8 block to NVFP4 (bf16 dequant, gs = fl(1/fl(amax/2688)))", "[convert]") {
+  // one row of 48 = 3 NVFP4 blocks, FP8 block scale 0.01
+  float const b0[16] = {0.5f, -1, 0.25f, 3, 0.125f, -0.0625f, 2, 1.5f, 0, 0.75f, -3, 1, 0.375f, -2.5f, 0.1875f, 0.875f};
+  std::vector<std::uint8_t> q(48, 0);
+  for (int i = 0; i < 16; ++i) q[static_cast<std::size_t>(i)] = e4m3(b0[i]);
+  q[32] = e4m3(0.01171875f);
+  q[33] = e4m3(-0.0078125f);
+  for (int i = 34; i < 48; ++i) q[static_cast<std::size_t>(i)] = e4m3(0.001953125f);
+  std::vector<float> const s{0.01f};
+  cv::block_grid const g{1, 1, 48, {128, 128}};
+  float const amax = cv::fp8_block_bf16_amax(q, s, g);
+  CHECK(amax == 0.030029296875f);
+  float const gs = cv::nvfp4_shared_global_scale(amax);
+  CHECK(bits_of(qtl::detail::div_rn(amax, 2688.0f)) == 0x373b6db7u);
+  CHECK(bits_of(gs) == 0x47aed44bu);
+  std::vector<qtl::float4_e2m1x2_t> packed(24);
+  std::vector<qtl::float8_e4m3fn_t> sf(3);
+  cv::fp8_block_to_nvfp4(q, s, g, gs, packed, sf);
+  CHECK(sf[0].bits == 0x7e);
+  CHECK(sf[1].bits == 0x00);  // the IEEE/flashinfer shape: a zero block's scale is 0 (torchao: 0x08)
+  CHECK(sf[2].bits == 0x3e);
+  std::uint8_t const want[24] = {0xc2, 0x71, 0x80, 0x56, 0x30, 0x4f, 0xe2, 0x31, 0, 0, 0, 0, 0, 0, 0, 0,
+                                 0xe7, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22};
+  for (int i = 0; i < 24; ++i) CHECK(packed[static_cast<std::size_t>(i)].bits == want[i]);
+}
+
+TEST_CASE("convert: FP8 block to NVFP4 equals block_quant_dequant then block_quantize, by block rows", "[convert]") {
+  std::mt19937 rng(5);
+  std::int64_t const n = 300, k = 96;  // three block rows, the last partial; K in one partial block column
+  cv::block_grid const g{2, n, k, {128, 128}};
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(g.elements()));
+  for (auto& c : q) {
+    c = static_cast<std::uint8_t>(rng() & 0xFF);
+    if ((c & 0x7F) == 0x7F) c = 0x01;
+  }
+  std::vector<float> s(static_cast<std::size_t>(g.scales()));
+  std::uniform_real_distribution<float> u(-12, -4);
+  for (auto& x : s) x = std::exp2(u(rng));
+  float const amax = cv::fp8_block_bf16_amax(q, s, g);
+  std::vector<qtl::bfloat16_t> bf(q.size());
+  cv::block_quant_dequant<qtl::bfloat16_t>(q, s, g, bf);
+  float want_amax = 0;
+  for (auto v : bf) want_amax = std::max(want_amax, std::fabs(qtl::bf16_to_float(v.bits)));
+  CHECK(amax == want_amax);
+  float const gs = cv::nvfp4_shared_global_scale(amax);
+  std::vector<qtl::float4_e2m1x2_t> packed(q.size() / 2), want_p(q.size() / 2);
+  std::vector<qtl::float8_e4m3fn_t> sf(q.size() / 16), want_s(q.size() / 16);
+  cv::fp8_block_to_nvfp4(q, s, g, gs, packed, sf);
+  qtl::block_quantize<qtl::nvfp4>(qtl::make_view(static_cast<qtl::bfloat16_t const*>(bf.data()), 2 * n, k),
+                                   qtl::make_view(want_p.data(), 2 * n, k / 2), std::span(want_s), gs);
+  bool same = true;
+  for (std::size_t i = 0; i < packed.size(); ++i) same = same && packed[i].bits == want_p[i].bits;
+  for (std::size_t i = 0; i < sf.size(); ++i) same = same && sf[i].bits == want_s[i].bits;
+  CHECK(same);
+  // refusals: K % 16, a bad global scale, a NaN code, a negative amax
+  std::vector<qtl::float4_e2m1x2_t> p2(q.size() / 2);
+  CHECK_THROWS_AS(cv::fp8_block_to_nvfp4(q, s, g, 0.0f, packed, sf), qtl::value_error);
+  q[7] = 0x7F;
+  CHECK_THROWS_AS(cv::fp8_block_to_nvfp4(q, s, g, gs, packed, sf), qtl::value_error);
+  CHECK_THROWS_AS(cv::fp8_block_bf16_amax(q, s, g), qtl::value_error);
+  CHECK_THROWS_AS(cv::nvfp4_shared_global_scale(-1.0f), qtl::value_error);
+  CHECK(cv::nvfp4_shared_global_scale(0.0f) == 1.0f);
+  std::vector<std::uint8_t> q8(40, 0);
+  std::vector<float> s8{1.0f};
+  std::vector<qtl::float4_e2m1x2_t> p8(20);
+  std::vector<qtl::float8_e4m3fn_t> f8(2);
+  CHECK_THROWS_AS(cv::fp8_block_to_nvfp4(q8, s8, cv::block_grid{1, 1, 40, {128, 128}}, 1.0f, p8, f8),
+                  qtl::shape_error);
+}
+
+TEST_CASE("convert: the threads parameter cuts whole block rows; the bytes do not depend on it", "[convert]") {
+  std::mt19937 rng(9);
+  cv::block_grid const g{3, 300, 320, {128, 128}};  // experts, a partial block row and column
+  std::vector<std::uint8_t> q(static_cast<std::size_t>(g.elements()));
+  for (auto& c : q) {
+    c = static_cast<std::uint8_t>(rng() & 0xFF);
+    if ((c & 0x7F) == 0x7F) c = 0x12;
+  }
+  std::vector<float> s(static_cast<std::size_t>(g.scales()));
+  std::uniform_real_distribution<float> u(-12, -4);
+  for (auto& x : s) x = std::exp2(u(rng));
+  auto const n = q.size();
+  std::vector<qtl::bfloat16_t> b1(n), bt(n);
+  std::vector<float> f1(n), ft(n);
+  std::vector<std::uint8_t> r1(n), rt(n), m1(n / 2), mt(n / 2), e1(n / 32), et(n / 32), c1(n), ct(n);
+  std::vector<float> rs1(s.size()), rst(s.size()), cs1(s.size()), cst(s.size());
+  std::vector<qtl::float4_e2m1x2_t> p1(n / 2), pt(n / 2);
+  std::vector<qtl::float8_e4m3fn_t> v1(n / 16), vt(n / 16);
+  cv::block_quant_dequant<qtl::bfloat16_t>(q, s, g, b1);
+  cv::block_quant_dequant<float>(q, s, g, f1);
+  cv::requant_weight_ue8m0_canonical<cv::recipe::vllm>(q, s, g.groups, g.n, g.k, r1, rs1);
+  cv::fp8_block_to_mxfp4(q, s, g, m1, e1);
+  cv::per_block_cast_to_fp8<cv::pow2_rule::bits>(f1, g, c1, cs1);
+  cv::fp8_block_to_nvfp4(q, s, g, 1000.0f, p1, v1);
+  auto const bytes_equal = [](auto const& a, auto const& b) {
+    return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(a[0])) == 0;
+  };
+  for (int t : {2, 3, 7, 64}) {
+    cv::block_quant_dequant<qtl::bfloat16_t>(q, s, g, bt, t);
+    cv::block_quant_dequant<float>(q, s, g, ft, t);
+    cv::requant_weight_ue8m0_canonical<cv::recipe::vllm>(q, s, g.groups, g.n, g.k, rt, rst, t);
+    cv::fp8_block_to_mxfp4(q, s, g, mt, et, t);
+    cv::per_block_cast_to_fp8<cv::pow2_rule::bits>(f1, g, ct, cst, t);
+    cv::fp8_block_to_nvfp4(q, s, g, 1000.0f, pt, vt, t);
+    CHECK(bytes_equal(bt, b1));
+    CHECK(bytes_equal(ft, f1));
+    CHECK(bytes_equal(rt, r1));
+    CHECK(bytes_equal(rst, rs1));
+    CHECK(bytes_equal(mt, m1));
+    CHECK(bytes_equal(et, e1));
+    CHECK(bytes_equal(ct, c1));
+    CHECK(bytes_equal(cst, cs1));
+    CHECK(bytes_equal(pt, p1));
+    CHECK(bytes_equal(vt, v1));
+  }
+  // an error in one slice reaches the caller after every thread has joined
+  q[q.size() - 5] = 0x7F;
+  CHECK_THROWS_AS(cv::fp8_block_to_mxfp4(q, s, g, mt, et, 4), qtl::value_error);
 }

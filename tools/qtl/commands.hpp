@@ -25,10 +25,11 @@ command define_quantize(CLI::App& app);  // quantize_cmd.cpp
 command define_explain(CLI::App& app);   // explain.cpp
 command define_lint(CLI::App& app);      // lint.cpp
 command define_demo(CLI::App& app);      // demo.cpp
+command define_convert(CLI::App& app);   // convert_cmd.cpp
 
 /// Every subcommand of this header, in `qtl --help` order.
 inline std::vector<command> define_commands(CLI::App& app) {
-  return {define_quantize(app), define_explain(app), define_lint(app), define_demo(app)};
+  return {define_quantize(app), define_convert(app), define_explain(app), define_lint(app), define_demo(app)};
 }
 
 }  // namespace qtl::tool

@@ -3,13 +3,16 @@
 //
 //   block-quant-dequant   --dtype bf16|f32 [--block-size BN,BK]
 //                         weight F8_E4M3, weight_scale_inv F32 -> weight BF16|F32
-//   requant-weight-ue8m0  --recipe sglang|vllm [--canonical]
+//   requant-weight-ue8m0  --recipe sglang|sglang-legacy|vllm [--canonical]
 //                         weight F8_E4M3, weight_scale_inv F32 (128x128 blocks)
 //                         -> weight F8_E4M3, weight_scale_inv F32 powers of two
 //   deepgemm-pack-ue8m0   --mn N      weight_scale_inv F32 [ceil(N/128),kb] ([E,..]) -> I32 [P,A] ([E,P,A])
 //   deepgemm-unpack-ue8m0 --k-blocks kb   weight_scale_inv I32 [P,A] ([E,P,A]) -> F32 [ceil(A/128),kb]
 //   fp8-block-to-mxfp4    [--block-size BN,BK]   weight F8_E4M3, weight_scale_inv F32
 //                         -> weight U8 [..,K/2], weight_scale U8 [..,K/32] (E8M0)
+//   fp8-block-to-nvfp4    [--block-size BN,BK]   weight F8_E4M3, weight_scale_inv F32 [, global_scale F32 0-dim]
+//                         -> weight U8 [..,K/2], weight_scale F8_E4M3 [..,K/16], global_scale F32 0-dim
+//                         (one global scale for the whole tensor: [2,N,K] is w1 and w3 sharing it)
 //   per-block-cast-to-fp8 [--block-size BN,BK] [--ue8m0 bits|log2]   weight F32|F16|BF16
 //                         -> weight F8_E4M3, weight_scale_inv F32
 //
@@ -110,7 +113,10 @@ op_spec requant_op() {
           [](CLI::App& cmd) -> op_runner {
             auto recipe = std::make_shared<std::string>();
             auto canonical = std::make_shared<bool>(false);
-            cmd.add_option("--recipe", *recipe, "sglang or vllm")->required()->check(CLI::IsMember({"sglang", "vllm"}));
+            cmd.add_option("--recipe", *recipe, "sglang (bf16 dequant, bits rule), sglang-legacy (bf16, log2 rule: "
+                                                "sglang up to 6082c49) or vllm (f32, log2 rule)")
+                ->required()
+                ->check(CLI::IsMember({"sglang", "sglang-legacy", "vllm"}));
             cmd.add_flag("--canonical", *canonical,
                          "apply the requant twice: what the engine holds after its own load-time requant");
             return [recipe, canonical](op_io& io) {
@@ -128,6 +134,8 @@ op_spec requant_op() {
               };
               if (*recipe == "sglang") {
                 run(std::type_identity<cv::recipe::sglang>{});
+              } else if (*recipe == "sglang-legacy") {
+                run(std::type_identity<cv::recipe::sglang_legacy>{});
               } else {
                 run(std::type_identity<cv::recipe::vllm>{});
               }
@@ -223,6 +231,38 @@ op_spec mxfp4_op() {
           }};
 }
 
+op_spec nvfp4_op() {
+  return {"fp8-block-to-nvfp4",
+          "FP8 block weight -> NVFP4, QTL's definition (not verified against flashinfer): bf16 dequant, then "
+          "nvfp4-quant with global scale fl(1/fl(amax/2688)) over the whole tensor (or the given global_scale)",
+          [](CLI::App& cmd) -> op_runner {
+            auto block = add_block_flag(cmd);
+            return [block](op_io& io) {
+              auto const in = read_fp8_block(io, parse_block(*block));
+              if (in.grid.k % 16 != 0) {
+                throw data_error(io.where("weight") + " has K = " + std::to_string(in.grid.k) +
+                                 " columns, not a multiple of the NVFP4 block of 16");
+              }
+              typed_tensor<float> const s(*in.scale);
+              std::span<float const> const sv(s.data(), static_cast<std::size_t>(s.size()));
+              auto const* g = io.optional_tensor("global_scale", {dtype::F32}, {0});
+              float const gs = g != nullptr ? scalar_value(*g)
+                                            : cv::nvfp4_shared_global_scale(
+                                                  cv::fp8_block_bf16_amax(codes(*in.weight), sv, in.grid));
+              auto const n = static_cast<std::size_t>(in.grid.elements());
+              std::vector<float4_e2m1x2_t> packed(n / 2);
+              std::vector<float8_e4m3fn_t> scales(n / 16);
+              cv::fp8_block_to_nvfp4(codes(*in.weight), sv, in.grid, gs, packed, scales);
+              auto shape = in.weight->shape;
+              shape.back() = in.grid.k / 2;
+              io.emit("weight", dtype::U8, shape, std::move(packed));
+              shape.back() = in.grid.k / 16;
+              io.emit("weight_scale", dtype::F8_E4M3, shape, std::move(scales));
+              io.emit("global_scale", dtype::F32, {}, std::vector<float>{gs});
+            };
+          }};
+}
+
 op_spec cast_op() {
   return {"per-block-cast-to-fp8",
           "F32|F16|BF16 weight [N,K] -> FP8 block weight: per block sf = max(amax, 1e-4)/448, rounded up to a "
@@ -257,7 +297,7 @@ op_spec cast_op() {
 }  // namespace
 
 std::vector<op_spec> convert_ops() {
-  return {block_quant_dequant_op(), requant_op(), pack_op(), unpack_op(), mxfp4_op(), cast_op()};
+  return {block_quant_dequant_op(), requant_op(), pack_op(), unpack_op(), mxfp4_op(), nvfp4_op(), cast_op()};
 }
 
 }  // namespace qtl::tool

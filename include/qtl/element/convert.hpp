@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <type_traits>
 
+#include <qtl/element/fp8.hpp>
 #include <qtl/exact.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
@@ -222,6 +223,20 @@ QTL_HOST_DEVICE constexpr std::uint8_t cast_element(float x, float inv_sf) {
   return float_to_e4m3fn(qtl::detail::mul_rn(x, inv_sf));
 }
 
+/// The requant's block scale from a finite input scale: each output code is a function of the
+/// input code alone and |dequant| grows with the code's magnitude (`c & 0x7F`; 0x7F, the NaN, is
+/// the largest and propagates), so the block's amax is the dequant of its largest magnitude `top`.
+template <requant_recipe_type Recipe>
+QTL_HOST_DEVICE constexpr float requant_block_scale(std::uint8_t top, float scale) {
+  return cast_block_scale<Recipe::rule>(amax_step(0.0f, dequant_element_as<Recipe::precision>(top, scale)));
+}
+
+/// One code of the requant: e4m3(fl(dequant(code, scale) * inv_sf)), inv_sf = fl(1/sf).
+template <requant_recipe_type Recipe>
+QTL_HOST_DEVICE constexpr std::uint8_t requant_element(std::uint8_t code, float scale, float inv_sf) {
+  return cast_element(dequant_element_as<Recipe::precision>(code, scale), inv_sf);
+}
+
 // ---------------------------------------------------------------------------------------------
 // DeepGEMM's MN-major TMA-aligned packed UE8M0 scales (SM100, recipe (1,128,128), SFB)
 // ---------------------------------------------------------------------------------------------
@@ -263,6 +278,18 @@ QTL_HOST_DEVICE constexpr bool is_ue8m0_packable(float s) {
 /// The engines' decode of a packed byte: float(b << 23) (0 -> +0.0, 255 -> +Inf; not OCP E8M0).
 QTL_HOST_DEVICE constexpr float ue8m0_decode(std::uint8_t b) {
   return bits_to_float(static_cast<std::uint32_t>(b) << 23);
+}
+/// Word p of one block row `row` [kb] of power-of-two scales: byte t = ue8m0_byte(row[4p+t]),
+/// 0 past kb (little-endian, K-block 4p in the low byte).
+QTL_HOST_DEVICE constexpr std::int32_t dg_pack_word(float const* row, std::int64_t k_blocks, std::int64_t p) {
+  std::uint32_t w = 0;
+  for (int t = 0; t < 4; ++t) {
+    std::int64_t const j = 4 * p + t;
+    if (j < k_blocks) {
+      w |= static_cast<std::uint32_t>(ue8m0_byte(row[j])) << (8 * t);
+    }
+  }
+  return static_cast<std::int32_t>(w);
 }
 /// Byte t of a packed word.
 QTL_HOST_DEVICE constexpr std::uint8_t packed_byte(std::int32_t word, int t) {
@@ -350,7 +377,31 @@ QTL_HOST_DEVICE constexpr std::uint8_t mxfp4_nibble(float x, int e) {
   return static_cast<std::uint8_t>(code | (y <= 0.0f ? 0x8u : 0u));
 }
 
+/// The NVFP4 global scale of QTL's FP8-block -> NVFP4: fl(1 / fl(amax / 2688)), 1 for amax 0
+/// (the precondition, checked by the host's `nvfp4_shared_global_scale`: amax finite, >= 0).
+QTL_HOST_DEVICE constexpr float nvfp4_shared_global_scale_of(float amax) {
+  return amax == 0.0f ? 1.0f : qtl::detail::div_rn(1.0f, qtl::detail::div_rn(amax, 2688.0f));
+}
+
 /// The E8M0 scale byte of exponent e: e + 127.
 QTL_HOST_DEVICE constexpr std::uint8_t mxfp4_scale_byte(int e) { return static_cast<std::uint8_t>(e + 127); }
+
+// ---------------------------------------------------------------------------------------------
+// Per-tensor FP8: sglang `input_to_float8` (the CPU tail of `block_quant_to_tensor_quant`)
+// ---------------------------------------------------------------------------------------------
+
+/// The amax floor of `input_to_float8` (`clamp(min=1e-12)`).
+inline constexpr float input_to_float8_amax_floor = 1e-12f;
+
+/// The multiplier of `input_to_float8`: scale = fl(448 / max(amax, 1e-12)). The scale it returns
+/// is fl(1 / scale), which is not fl(amax / 448) (converters.md §6 E5: one ulp apart).
+QTL_HOST_DEVICE constexpr float input_to_float8_scale(float amax) {
+  return qtl::detail::div_rn(e4m3_max, amax < input_to_float8_amax_floor ? input_to_float8_amax_floor : amax);
+}
+
+/// One element: e4m3(clamp(fl(x * scale), -448, 448)) (RNE after the clamp).
+QTL_HOST_DEVICE constexpr std::uint8_t input_to_float8_element(float x, float scale) {
+  return fp8_saturate_encode<float8_e4m3fn_t>(qtl::detail::mul_rn(x, scale));
+}
 
 }  // namespace qtl::convert

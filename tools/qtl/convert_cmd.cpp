@@ -1,0 +1,913 @@
+// qtl convert: the engines' load-time converters (qtl/convert.hpp) run once, offline, on a whole
+// FP8-block checkpoint (research/converters.md §8).
+//
+//   qtl convert IN OUT_DIR --to fp8-ue8m0|bf16|mxfp4|nvfp4 [--recipe sglang|sglang-legacy|vllm]
+//               [--canonical] [--threads N]
+//
+// Input: an FP8 block checkpoint (DeepSeek-V3 style): every quantized layer L has L.weight F8_E4M3
+// [N,K] (or stacked [E,N,K]) and L.weight_scale_inv F32 [ceil(N/BN),ceil(K/BK)] ([E,..]); the
+// block BN x BK is config.json's `weight_block_size` (128x128 without a config). Which layers are
+// quantized is the checkpoint's own: an FP8 weight that its quantization_config's skip rules skip
+// (as sglang reads them) is an inconsistent checkpoint and refused; float layers are copied.
+//
+// What is written per FP8 layer L, by --to:
+//   fp8-ue8m0  L.weight F8_E4M3, L.weight_scale_inv F32 powers of two (requant_weight_ue8m0 with
+//              --recipe; --canonical: its fixed point, what that engine holds after its own
+//              load-time requant of this output); config: `scale_fmt: "ue8m0"` added
+//   bf16       L.weight BF16 (block_quant_dequant: fl(q * s) rounded once); config: the
+//              quantization_config dropped
+//   mxfp4      L.weight_packed U8 [..,K/2], L.weight_scale U8 [..,K/32] (E8M0 bytes; sglang's
+//              quantize_block_fp8_weight_to_mxfp4); config: compressed-tensors mxfp4-pack-quantized
+//   nvfp4      L.weight_packed U8 [N,K/2], L.weight_scale F8_E4M3 [N,K/16], L.weight_global_scale
+//              F32 [1] (fp8_block_to_nvfp4: QTL's definition, not verified against flashinfer);
+//              gate_proj/up_proj (w1/w3) of one MLP share the global scale; config:
+//              compressed-tensors nvfp4-pack-quantized
+//   For the compressed-tensors targets, `ignore` lists every linear layer left in float.
+// L.input_scale (static activation scales) is kept by fp8-ue8m0 and dropped by the others (their
+// activations are not quantized). The DeepGEMM packed scale layout is not a target: it depends on
+// each tensor-parallel rank's N (`qtl op deepgemm-pack-ue8m0` makes it for kernel fixtures).
+//
+// Everything else is copied unchanged; the shards keep their names (a shard left empty is dropped),
+// each shard's tensors ordered by element size (4-, 2-, then 1-byte) so that every tensor stays
+// aligned; the index is rewritten; the input folder's other files are copied.
+//
+// Streaming, bounded memory: the output shards are created in a staging folder beside OUT_DIR with
+// their headers first; worker threads take one layer at a time and convert it in slices of block
+// rows (a few MiB), writing each slice at its offset and releasing the input pages behind it. The
+// folder is swapped in whole when every file is complete (staged_output.hpp): OUT_DIR holds at every
+// instant one complete checkpoint, and a failure or a signal leaves the old one.
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <system_error>
+#include <thread>
+
+#include <qtl/convert.hpp>
+#include <qtl/io/regular_file.hpp>
+
+#include "commands.hpp"
+#include "common.hpp"
+#include "config_tools.hpp"
+#include "staged_output.hpp"
+
+namespace qtl::tool {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+namespace cv = qtl::convert;
+
+namespace {
+
+enum class target { fp8_ue8m0, bf16, mxfp4, nvfp4 };
+enum class recipe_name { sglang, sglang_legacy, vllm };
+
+constexpr int max_threads = 4096;
+
+struct convert_args {
+  std::string in;
+  std::string out_dir;
+  std::string to;
+  std::string recipe = "sglang";
+  bool canonical = false;
+  int threads = 0;
+  CLI::Option* recipe_opt = nullptr;
+};
+
+// ------------------------------------------------------------------------------------------------
+// Small output files and the input folder's other files
+
+void small_file(staged_output& out, std::string const& name, std::string const& text) {
+  output_file f(out, name);
+  f.pwrite_all(text.data(), text.size(), 0);
+  f.flush();
+}
+
+/// Copies the regular file `from` into the staged output as `name`, read to its end.
+/// @throws data_error naming `from`
+void copy_extra_file(fs::path const& from, staged_output& out, std::string const& name) {
+  struct stat st {};
+  std::string why;
+  int const fd = qtl::io::open_regular_file(from, st, why);
+  if (fd < 0) {
+    throw data_error(from.string() + ": " + why + " (the input folder's other files are copied)");
+  }
+  output_file f(out, name);
+  std::vector<char> buf(std::size_t{1} << 20);
+  std::uint64_t off = 0;
+  for (;;) {
+    ssize_t const r = ::read(fd, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r < 0) {
+      int const err = errno;
+      ::close(fd);
+      throw data_error(from.string() + ": cannot read: " + std::strerror(err));
+    }
+    if (r == 0) {
+      break;
+    }
+    f.pwrite_all(buf.data(), static_cast<std::size_t>(r), off);
+    off += static_cast<std::uint64_t>(r);
+  }
+  ::close(fd);
+  if (off != static_cast<std::uint64_t>(st.st_size)) {
+    throw data_error(from.string() + ": read " + std::to_string(off) + " of its " + std::to_string(st.st_size) +
+                     " bytes (it changed while it was copied)");
+  }
+  f.flush();
+}
+
+std::string human_bytes(std::uint64_t b) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(b >= (1u << 30) ? 2 : 1);
+  if (b >= (std::uint64_t{1} << 30)) {
+    o << static_cast<double>(b) / (1u << 30) << " GiB";
+  } else if (b >= (1u << 20)) {
+    o << static_cast<double>(b) / (1u << 20) << " MiB";
+  } else if (b >= 1024) {
+    o << static_cast<double>(b) / 1024 << " KiB";
+  } else {
+    o << b << " B";
+  }
+  return o.str();
+}
+
+/// Lets the kernel drop the (clean, file-backed) pages of an input range already read.
+void release(std::span<std::byte const> bytes) {
+  auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto b = reinterpret_cast<std::uintptr_t>(bytes.data());
+  auto e = b + bytes.size();
+  b = (b + page - 1) / page * page;
+  e = e / page * page;
+  if (e > b) {
+    ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The plan
+
+struct out_tensor {
+  std::string name;
+  dtype type;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0;  // absolute, in the shard file
+  std::uint64_t bytes = 0;
+};
+
+struct shard_plan {
+  std::string name;
+  std::vector<out_tensor> tensors;
+  std::uint64_t header_bytes = 0;
+  std::uint64_t total = 0;
+  std::unique_ptr<output_file> file;
+};
+
+/// Where an output tensor is: shard and index in its tensor list.
+struct out_ref {
+  std::size_t shard = 0;
+  std::size_t index = 0;
+};
+
+/// One FP8 block weight and its scales, and where its outputs go (by target: fp8-ue8m0 weight,
+/// scale; bf16 weight; mxfp4 packed, scale; nvfp4 packed, scale, global scale).
+struct fp8_layer {
+  std::string module;
+  tensor_info const* weight = nullptr;
+  tensor_info const* scale = nullptr;
+  cv::block_grid grid;
+  std::vector<out_ref> outs;
+};
+
+/// A unit of work: a copied tensor, or one FP8 layer (two for NVFP4 gate/up pairs, which share
+/// the global scale).
+struct job {
+  tensor_info const* copy = nullptr;
+  out_ref copy_out;
+  std::vector<fp8_layer> layers;
+  float global_scale = 0.0f;  // nvfp4, filled by the worker (for the summary)
+  std::uint64_t in_bytes = 0;
+};
+
+std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) {
+    n *= static_cast<std::uint64_t>(d);
+  }
+  return n;
+}
+
+/// Assigns offsets (4-, 2-, then 1-byte tensors, stably) and returns the header text.
+std::string lay_out(shard_plan& s) {
+  std::vector<std::size_t> order(s.tensors.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return qtl::io::dtype_size(s.tensors[a].type) > qtl::io::dtype_size(s.tensors[b].type);
+  });
+  ojson header = ojson::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::uint64_t off = 0;
+  for (std::size_t i : order) {
+    auto& t = s.tensors[i];
+    t.bytes = numel_of(t.shape) * qtl::io::dtype_size(t.type);
+    header[t.name] = {{"dtype", std::string(qtl::io::dtype_name(t.type))},
+                      {"shape", t.shape},
+                      {"data_offsets", {off, off + t.bytes}}};
+    t.offset = off;
+    off += t.bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  s.header_bytes = 8 + text.size();
+  for (auto& t : s.tensors) {
+    t.offset += s.header_bytes;
+  }
+  s.total = s.header_bytes + off;
+  return text;
+}
+
+bool ends_with(std::string const& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+/// The module of `name` without `suffix`, or empty.
+std::string strip(std::string const& name, std::string_view suffix) {
+  return ends_with(name, suffix) && name.size() > suffix.size() ? name.substr(0, name.size() - suffix.size())
+                                                                : std::string();
+}
+
+/// The partner of a gate/up (w1/w3) projection whose NVFP4 global scale it shares, or empty.
+std::string nvfp4_partner(std::string const& module) {
+  static constexpr std::pair<std::string_view, std::string_view> pairs[] = {
+      {".gate_proj", ".up_proj"}, {".up_proj", ".gate_proj"}, {".w1", ".w3"}, {".w3", ".w1"}};
+  for (auto const& [a, b] : pairs) {
+    if (ends_with(module, a)) {
+      return module.substr(0, module.size() - a.size()) + std::string(b);
+    }
+  }
+  return {};
+}
+
+// ------------------------------------------------------------------------------------------------
+// The workers: one layer in slices of block rows
+
+/// Block rows per slice: about 4 Mi elements (at least one block row).
+std::int64_t rows_per_slice(cv::block_grid const& g) {
+  std::int64_t const per_block_row = std::max<std::int64_t>(1, g.block.n * g.k);
+  return std::max<std::int64_t>(1, (std::int64_t{4} << 20) / per_block_row);
+}
+
+/// Calls f(gi, bi0, bi1, n0, n1) for each slice of block rows [bi0, bi1) of matrix gi (rows [n0, n1)).
+template <class F>
+void for_each_slice(cv::block_grid const& g, F&& f) {
+  std::int64_t const step = rows_per_slice(g);
+  std::int64_t const nb = g.n_blocks();
+  for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+    for (std::int64_t b0 = 0; b0 < nb; b0 += step) {
+      std::int64_t const b1 = std::min(nb, b0 + step);
+      f(gi, b0, b1, b0 * g.block.n, std::min(g.n, b1 * g.block.n));
+    }
+  }
+}
+
+std::span<std::uint8_t const> codes_of(tensor_info const& t) {
+  return {reinterpret_cast<std::uint8_t const*>(t.bytes.data()), t.bytes.size()};
+}
+
+struct worker_context {
+  std::vector<shard_plan>& shards;
+  target to;
+  recipe_name recipe;
+  bool canonical;
+};
+
+void write_out(worker_context const& c, out_ref r, void const* data, std::size_t bytes, std::uint64_t at) {
+  shard_plan const& s = c.shards[r.shard];
+  s.file->pwrite_all(data, bytes, s.tensors[r.index].offset + at);
+}
+
+template <class Recipe>
+void requant_slice(bool canonical, std::span<std::uint8_t const> q, std::span<float const> s, std::int64_t n,
+                   std::int64_t k, std::span<std::uint8_t> q_out, std::span<float> s_out) {
+  if (canonical) {
+    cv::requant_weight_ue8m0_canonical<Recipe>(q, s, 1, n, k, q_out, s_out);
+  } else {
+    cv::requant_weight_ue8m0<Recipe>(q, s, 1, n, k, q_out, s_out);
+  }
+}
+
+void convert_layer(worker_context const& c, fp8_layer const& l, float global_scale) {
+  cv::block_grid const& g = l.grid;
+  typed_tensor<float> const scales(*l.scale);
+  auto const q_all = codes_of(*l.weight);
+  std::span<float const> const s_all(scales.data(), static_cast<std::size_t>(scales.size()));
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  std::vector<std::uint8_t> q8;
+  std::vector<float> s32;
+  std::vector<bfloat16_t> bf;
+  std::vector<std::uint8_t> packed;
+  std::vector<std::uint8_t> e8m0;
+  std::vector<float4_e2m1x2_t> fp4;
+  std::vector<float8_e4m3fn_t> sf8;
+  for_each_slice(g, [&](std::int64_t gi, std::int64_t b0, std::int64_t b1, std::int64_t n0, std::int64_t n1) {
+    std::int64_t const rows = n1 - n0;
+    std::size_t const e0 = static_cast<std::size_t>((gi * g.n + n0) * g.k);
+    std::size_t const count = static_cast<std::size_t>(rows * g.k);
+    std::size_t const s0 = static_cast<std::size_t>((gi * nb + b0) * kb);
+    std::size_t const scount = static_cast<std::size_t>((b1 - b0) * kb);
+    auto const q = q_all.subspan(e0, count);
+    auto const s = s_all.subspan(s0, scount);
+    cv::block_grid const slice{1, rows, g.k, g.block};
+    switch (c.to) {
+      case target::fp8_ue8m0: {
+        q8.resize(count);
+        s32.resize(scount);
+        switch (c.recipe) {
+          case recipe_name::sglang:
+            requant_slice<cv::recipe::sglang>(c.canonical, q, s, rows, g.k, q8, s32);
+            break;
+          case recipe_name::sglang_legacy:
+            requant_slice<cv::recipe::sglang_legacy>(c.canonical, q, s, rows, g.k, q8, s32);
+            break;
+          case recipe_name::vllm:
+            requant_slice<cv::recipe::vllm>(c.canonical, q, s, rows, g.k, q8, s32);
+            break;
+        }
+        write_out(c, l.outs[0], q8.data(), count, e0);
+        write_out(c, l.outs[1], s32.data(), scount * 4, s0 * 4);
+        break;
+      }
+      case target::bf16: {
+        bf.resize(count);
+        cv::block_quant_dequant<bfloat16_t>(q, s, slice, bf);
+        write_out(c, l.outs[0], bf.data(), count * 2, e0 * 2);
+        break;
+      }
+      case target::mxfp4: {
+        packed.resize(count / 2);
+        e8m0.resize(count / cv::mxfp4_block);
+        cv::fp8_block_to_mxfp4(q, s, slice, packed, e8m0);
+        write_out(c, l.outs[0], packed.data(), packed.size(), e0 / 2);
+        write_out(c, l.outs[1], e8m0.data(), e8m0.size(), e0 / cv::mxfp4_block);
+        break;
+      }
+      case target::nvfp4: {
+        fp4.resize(count / 2);
+        sf8.resize(count / 16);
+        cv::fp8_block_to_nvfp4(q, s, slice, global_scale, fp4, sf8);
+        write_out(c, l.outs[0], fp4.data(), fp4.size(), e0 / 2);
+        write_out(c, l.outs[1], sf8.data(), sf8.size(), e0 / 16);
+        break;
+      }
+    }
+    release(l.weight->bytes.subspan(e0, count));
+  });
+  if (c.to == target::nvfp4) {
+    write_out(c, l.outs[2], &global_scale, 4, 0);
+  }
+  release(l.scale->bytes);
+}
+
+void run_job(worker_context const& c, job& j) {
+  if (j.copy != nullptr) {
+    // in slices, releasing the input pages behind: a large tensor is never resident whole
+    std::size_t const slice = std::size_t{64} << 20;
+    auto const& bytes = j.copy->bytes;
+    for (std::size_t off = 0; off < bytes.size(); off += slice) {
+      std::size_t const len = std::min(slice, bytes.size() - off);
+      write_out(c, j.copy_out, bytes.data() + off, len, off);
+      release(bytes.subspan(off, len));
+    }
+    return;
+  }
+  float gs = 0.0f;
+  if (c.to == target::nvfp4) {
+    float amax = 0.0f;
+    for (auto const& l : j.layers) {
+      typed_tensor<float> const scales(*l.scale);
+      amax = std::max(amax, cv::fp8_block_bf16_amax(codes_of(*l.weight),
+                                                    {scales.data(), static_cast<std::size_t>(scales.size())}, l.grid));
+    }
+    gs = cv::nvfp4_shared_global_scale(amax);
+    j.global_scale = gs;
+  }
+  for (auto const& l : j.layers) {
+    convert_layer(c, l, gs);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// The command
+
+target parse_target(std::string const& s) {
+  if (s == "fp8-ue8m0") return target::fp8_ue8m0;
+  if (s == "bf16") return target::bf16;
+  if (s == "mxfp4") return target::mxfp4;
+  if (s == "nvfp4") return target::nvfp4;
+  throw usage_error("--to " + s + ": expected fp8-ue8m0, bf16, mxfp4 or nvfp4");
+}
+
+recipe_name parse_recipe(std::string const& s) {
+  if (s == "sglang") return recipe_name::sglang;
+  if (s == "sglang-legacy") return recipe_name::sglang_legacy;
+  if (s == "vllm") return recipe_name::vllm;
+  throw usage_error("--recipe " + s + ": expected sglang, sglang-legacy or vllm");
+}
+
+/// The compressed-tensors quantization_config of an FP4 target (research/interop.md §3.2).
+ojson ct_fp4_config(target to, std::vector<std::string> const& ignore) {
+  bool const nv = to == target::nvfp4;
+  std::string const format = nv ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";
+  ojson w = {{"num_bits", 4},
+             {"type", "float"},
+             {"symmetric", true},
+             {"strategy", nv ? "tensor_group" : "group"},
+             {"group_size", nv ? 16 : 32},
+             {"dynamic", false}};
+  if (!nv) {
+    w["scale_dtype"] = "torch.uint8";
+  }
+  ojson group = {{"targets", {"Linear"}},
+                 {"format", format},
+                 {"weights", w},
+                 {"input_activations", nullptr},
+                 {"output_activations", nullptr}};
+  return {{"quant_method", "compressed-tensors"},
+          {"format", format},
+          {"quantization_status", "compressed"},
+          {"ignore", ignore},
+          {"kv_cache_scheme", nullptr},
+          {"config_groups", {{"group_0", group}}}};
+}
+
+int run_convert(convert_args const& a) {
+  auto const t0 = std::chrono::steady_clock::now();
+  target const to = parse_target(a.to);
+  recipe_name const recipe = parse_recipe(a.recipe);
+  if (to != target::fp8_ue8m0 && a.recipe_opt->count() > 0) {
+    throw usage_error("--recipe applies to --to fp8-ue8m0 (the other targets have one recipe each)");
+  }
+  if (to != target::fp8_ue8m0 && a.canonical) {
+    throw usage_error("--canonical applies to --to fp8-ue8m0 (the requant that is not idempotent)");
+  }
+
+  // --- input ----------------------------------------------------------------------------------
+  fs::path const in_path(a.in);
+  fs::path const out_dir(a.out_dir);
+  std::cerr << clean_stale_outputs(out_dir);
+  guard_opening_inputs();
+  auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
+  fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
+  std::error_code ec;
+  if (fs::equivalent(in_dir.empty() ? fs::path(".") : in_dir, out_dir, ec)) {
+    throw usage_error("OUT_DIR must differ from the input's folder (the input is read while the output is written)");
+  }
+  ojson model_config = ojson::object();
+  fs::path const in_config = in_dir / "config.json";
+  bool const has_config = fs::exists(fs::symlink_status(in_config, ec));
+  ojson qobj;
+  if (has_config) {
+    model_config = read_json_document(in_config, "the input's config");
+    if (!model_config.is_object()) {
+      throw data_error(in_config.string() + ": the model config is a JSON " + std::string(model_config.type_name()) +
+                       ", not an object");
+    }
+    if (model_config.contains("quantization_config")) {
+      qobj = model_config["quantization_config"];
+    }
+  }
+  cv::block_size block{128, 128};
+  std::optional<quant_config> cfg;
+  if (!qobj.is_null()) {
+    std::string const method =
+        qobj.is_object() && qobj.contains("quant_method") && qobj["quant_method"].is_string()
+            ? qobj["quant_method"].get<std::string>()
+            : std::string("(none)");
+    if (method != "fp8") {
+      throw data_error(in_config.string() + ": quantization_config.quant_method is '" +
+                       qtl::io::detail::printable(method) + "'; qtl convert takes an FP8 block checkpoint ('fp8' with "
+                       "weight_block_size)");
+    }
+    auto const it = qobj.find("weight_block_size");
+    if (it == qobj.end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_number_integer() ||
+        !(*it)[1].is_number_integer() || (*it)[0].get<std::int64_t>() <= 0 || (*it)[1].get<std::int64_t>() <= 0 ||
+        (*it)[0].get<std::int64_t>() > (1 << 20) || (*it)[1].get<std::int64_t>() > (1 << 20)) {
+      throw data_error(in_config.string() + ": quantization_config.weight_block_size " +
+                       (it == qobj.end() ? std::string("is missing") : it->dump()) +
+                       ": qtl convert takes FP8 block checkpoints ([BN, BK], two positive integers)");
+    }
+    block = {static_cast<int>((*it)[0].get<std::int64_t>()), static_cast<int>((*it)[1].get<std::int64_t>())};
+    cfg = load_config(in_config);
+  }
+  if (to == target::fp8_ue8m0 && (block.n != 128 || block.k != 128)) {
+    throw data_error(in_config.string() + ": weight_block_size [" + std::to_string(block.n) + ", " +
+                     std::to_string(block.k) + "]: both engines requantize 128x128 blocks only (--to fp8-ue8m0)");
+  }
+  bool const sharded = ckpt.shards().size() > 1 ||
+                       (in_path.string().size() > 5 && in_path.extension() == ".json") ||
+                       (fs::is_directory(in_path) && fs::exists(in_path / "model.safetensors.index.json"));
+
+  // --- plan ------------------------------------------------------------------------------------
+  std::vector<shard_plan> shards(ckpt.shards().size());
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    shards[i].name = ckpt.shards()[i].path().filename().string();
+  }
+  auto const add_out = [&](std::size_t shard, std::string name, dtype type, std::vector<std::int64_t> shape) {
+    shards[shard].tensors.push_back({std::move(name), type, std::move(shape)});
+    return out_ref{shard, shards[shard].tensors.size() - 1};
+  };
+  std::map<std::string, std::size_t> shard_of;  // tensor name -> input shard
+  for (auto const& e : ckpt.tensors()) {
+    shard_of[e.tensor->name] = e.shard;
+  }
+  std::optional<consumer> sg;
+  if (cfg) {
+    sg = engine_consumer(*cfg, true);
+  }
+  std::vector<job> jobs;
+  std::map<std::string, std::size_t> layer_job;  // module -> job (nvfp4 pairs)
+  std::vector<std::string> kept_linear;           // float linear layers (compressed-tensors `ignore`)
+  std::size_t dropped = 0;
+  for (auto const& e : ckpt.tensors()) {
+    tensor_info const& t = *e.tensor;
+    std::string const& name = t.name;
+    std::string const scale_module = strip(name, ".weight_scale_inv");
+    if (!scale_module.empty()) {
+      tensor_info const* w = ckpt.find(scale_module + ".weight");
+      if (w == nullptr || w->type != dtype::F8_E4M3) {
+        throw data_error(qtl::io::detail::printable(name) + ": block scales without an F8_E4M3 weight '" +
+                         qtl::io::detail::printable(scale_module) + ".weight'");
+      }
+      continue;  // converted with its weight
+    }
+    std::string const module = strip(name, ".weight");
+    if (!module.empty() && t.type == dtype::F8_E4M3) {
+      tensor_info const* s = ckpt.find(module + ".weight_scale_inv");
+      if (s == nullptr) {
+        throw data_error(qtl::io::detail::printable(name) + ": an F8_E4M3 weight without '" +
+                         qtl::io::detail::printable(module) +
+                         ".weight_scale_inv' (qtl convert takes FP8 block checkpoints; per-tensor or "
+                         "per-channel FP8 is not converted)");
+      }
+      if (t.shape.size() != 2 && t.shape.size() != 3) {
+        throw data_error(qtl::io::detail::printable(name) + ": shape " + qtl::io::shape_string(t.shape) +
+                         ": an FP8 block weight is [N, K] or [E, N, K]");
+      }
+      bool const experts = t.shape.size() == 3;
+      cv::block_grid const g{experts ? t.shape[0] : 1, t.shape[experts ? 1 : 0], t.shape[experts ? 2 : 1], block};
+      std::vector<std::int64_t> const want =
+          experts ? std::vector<std::int64_t>{g.groups, g.n_blocks(), g.k_blocks()}
+                  : std::vector<std::int64_t>{g.n_blocks(), g.k_blocks()};
+      if (s->type != dtype::F32 || s->shape != want) {
+        throw data_error(qtl::io::detail::printable(module) + ".weight_scale_inv: " +
+                         std::string(qtl::io::dtype_name(s->type)) + " " + qtl::io::shape_string(s->shape) +
+                         "; weight " + qtl::io::shape_string(t.shape) + " in " + std::to_string(block.n) + "x" +
+                         std::to_string(block.k) + " blocks needs F32 " + qtl::io::shape_string(want));
+      }
+      if (g.n == 0 || g.k == 0 || g.groups == 0) {
+        throw data_error(qtl::io::detail::printable(name) + ": shape " + qtl::io::shape_string(t.shape) +
+                         " is empty");
+      }
+      if (to == target::mxfp4 && g.k % cv::mxfp4_block != 0) {
+        throw data_error(qtl::io::detail::printable(name) + ": K = " + std::to_string(g.k) +
+                         " is not a multiple of 32 (MXFP4 blocks)");
+      }
+      if (to == target::nvfp4 && (g.k % 16 != 0 || experts)) {
+        throw data_error(qtl::io::detail::printable(name) + ": shape " + qtl::io::shape_string(t.shape) +
+                         (experts ? ": NVFP4 is written per matrix [N, K] (one global scale each), not stacked"
+                                  : ": K is not a multiple of 16 (NVFP4 blocks)"));
+      }
+      if (cfg) {
+        layer_kind const kind = infer_layer_kind(module);
+        std::string const engine_name = fused_name(*cfg, module).value_or(module);
+        decision const d = decide(*cfg, *sg, engine_name, kind == layer_kind::other ? layer_kind::linear : kind);
+        if (d.skipped) {
+          throw data_error(qtl::io::detail::printable(module) + ": the config's skip rules" +
+                           (d.rule ? " ('" + qtl::io::detail::printable(*d.rule) + "')" : std::string()) +
+                           " leave it unquantized, but its weight is F8_E4M3 (an inconsistent checkpoint)");
+        }
+      }
+      fp8_layer l;
+      l.module = module;
+      l.weight = &t;
+      l.scale = s;
+      l.grid = g;
+      std::size_t const ws = e.shard;
+      std::size_t const ss = shard_of[s->name];
+      auto rows_k = [&](std::int64_t div) {
+        return experts ? shape_of(g.groups, g.n, g.k / div) : shape_of(g.n, g.k / div);
+      };
+      switch (to) {
+        case target::fp8_ue8m0:
+          l.outs = {add_out(ws, name, dtype::F8_E4M3, t.shape), add_out(ss, s->name, dtype::F32, s->shape)};
+          break;
+        case target::bf16:
+          l.outs = {add_out(ws, name, dtype::BF16, t.shape)};
+          break;
+        case target::mxfp4:
+          l.outs = {add_out(ws, module + ".weight_packed", dtype::U8, rows_k(2)),
+                    add_out(ws, module + ".weight_scale", dtype::U8, rows_k(cv::mxfp4_block))};
+          break;
+        case target::nvfp4:
+          l.outs = {add_out(ws, module + ".weight_packed", dtype::U8, rows_k(2)),
+                    add_out(ws, module + ".weight_scale", dtype::F8_E4M3, rows_k(16)),
+                    add_out(ws, module + ".weight_global_scale", dtype::F32, {1})};
+          break;
+      }
+      std::uint64_t const bytes = t.bytes.size() + s->bytes.size();
+      if (to == target::nvfp4) {
+        std::string const partner = nvfp4_partner(module);
+        auto const it = partner.empty() ? layer_job.end() : layer_job.find(partner);
+        if (it != layer_job.end()) {
+          jobs[it->second].layers.push_back(std::move(l));
+          jobs[it->second].in_bytes += bytes;
+          continue;
+        }
+        layer_job[module] = jobs.size();
+      }
+      job j;
+      j.layers.push_back(std::move(l));
+      j.in_bytes = bytes;
+      jobs.push_back(std::move(j));
+      continue;
+    }
+    if (t.type == dtype::F8_E4M3 || t.type == dtype::F8_E5M2) {
+      throw data_error(qtl::io::detail::printable(name) + ": an " + std::string(qtl::io::dtype_name(t.type)) +
+                       " tensor that is not an FP8 block weight (L.weight with L.weight_scale_inv)");
+    }
+    if (to != target::fp8_ue8m0 && !strip(name, ".input_scale").empty()) {
+      ++dropped;  // static activation scales: the converted layers' activations are not quantized
+      continue;
+    }
+    if (!module.empty() && t.shape.size() == 2) {
+      layer_kind const kind = infer_layer_kind(module);
+      if (kind == layer_kind::linear || kind == layer_kind::lm_head) {
+        kept_linear.push_back(module);
+      }
+    }
+    job j;
+    j.copy = &t;
+    j.copy_out = add_out(e.shard, name, t.type, t.shape);
+    j.in_bytes = t.bytes.size();
+    jobs.push_back(std::move(j));
+  }
+  std::size_t layers = 0;
+  for (auto const& j : jobs) {
+    layers += j.layers.size();
+  }
+  if (layers == 0) {
+    throw data_error(a.in + ": no FP8 block weights (L.weight F8_E4M3 with L.weight_scale_inv F32): "
+                     "qtl convert takes an FP8 block checkpoint");
+  }
+
+  // --- output files: headers now, data by the workers -----------------------------------------
+  staged_output staged(out_dir, fs::is_directory(in_path) ? in_path : in_dir);
+  std::vector<std::size_t> written;  // shards with tensors (an emptied shard of a sharded input is dropped)
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    auto& s = shards[i];
+    if (s.tensors.empty() && sharded) {
+      continue;
+    }
+    written.push_back(i);
+    std::string const header = lay_out(s);
+    s.file = std::make_unique<output_file>(staged, s.name);
+    if (::ftruncate(s.file->fd(), static_cast<off_t>(s.total)) != 0) {
+      throw data_error(s.file->shown() + ": cannot size the file: " + std::strerror(errno));
+    }
+    unsigned char len[8];
+    std::uint64_t const hn = header.size();
+    for (int b = 0; b < 8; ++b) {
+      len[b] = static_cast<unsigned char>(hn >> (8 * b));
+    }
+    s.file->pwrite_all(len, 8, 0);
+    s.file->pwrite_all(header.data(), header.size(), 8);
+  }
+
+  std::uint64_t total_in = 0;
+  for (auto const& j : jobs) {
+    total_in += j.in_bytes;
+  }
+  unsigned const threads =
+      a.threads > 0 ? static_cast<unsigned>(a.threads) : std::max(1u, std::thread::hardware_concurrency());
+  worker_context const ctx{shards, to, recipe, a.canonical};
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> done_bytes{0};
+  std::atomic<bool> failed{false};
+  std::mutex err_mu;
+  std::string first_error;
+  bool const progress = ::isatty(2) != 0;
+  std::mutex progress_mu;
+  auto worker = [&]() {
+    for (;;) {
+      std::size_t const i = next.fetch_add(1);
+      if (i >= jobs.size() || failed.load()) {
+        return;
+      }
+      job& j = jobs[i];
+      try {
+        run_job(ctx, j);
+      } catch (std::exception const& ex) {
+        std::lock_guard<std::mutex> lock(err_mu);
+        if (!failed.exchange(true)) {
+          std::string const what = j.copy != nullptr ? j.copy->name : j.layers.front().weight->name;
+          first_error = qtl::io::detail::printable(what) + ": " + ex.what();
+        }
+        return;
+      }
+      std::uint64_t const d = done_bytes.fetch_add(j.in_bytes) + j.in_bytes;
+      if (progress) {
+        std::lock_guard<std::mutex> lock(progress_mu);
+        int const width = 40;
+        int const fill = total_in == 0 ? width : static_cast<int>(width * d / total_in);
+        std::fprintf(stderr, "\r[%s%s] %3d%% %s", std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                     std::string(static_cast<std::size_t>(width - fill), ' ').c_str(),
+                     total_in == 0 ? 100 : static_cast<int>(100 * d / total_in), human_bytes(d).c_str());
+        std::fflush(stderr);
+      }
+    }
+  };
+  guard_checkpoint_mappings(ckpt);
+  test_stop_point("reading");
+  unsigned used_threads = 1;
+  {
+    // the calling thread is the first worker; a thread the system will not create leaves fewer
+    std::vector<std::thread> pool;
+    pool.reserve(threads - 1);
+    std::string problem;
+    for (unsigned t = 1; t < threads; ++t) {
+      try {
+        pool.emplace_back(worker);
+      } catch (std::system_error const& ex) {
+        problem = ex.what();
+        break;
+      }
+    }
+    used_threads = static_cast<unsigned>(pool.size()) + 1;
+    if (!problem.empty()) {
+      std::fprintf(stderr, "qtl convert: warning: could start only %u of %u threads (%s); going on with %u\n",
+                   used_threads, threads, problem.c_str(), used_threads);
+    }
+    worker();
+    for (auto& t : pool) {
+      t.join();
+    }
+  }
+  if (progress) {
+    std::fprintf(stderr, "\n");
+  }
+  if (failed) {
+    throw data_error(first_error);
+  }
+
+  // --- config files -----------------------------------------------------------------------------
+  if (has_config) {
+    switch (to) {
+      case target::fp8_ue8m0:
+        if (qobj.is_object()) {
+          qobj["scale_fmt"] = "ue8m0";
+          model_config["quantization_config"] = qobj;
+        } else {
+          model_config["quantization_config"] = {{"quant_method", "fp8"},        {"fmt", "e4m3"},
+                                                 {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}},
+                                                 {"scale_fmt", "ue8m0"}};
+        }
+        break;
+      case target::bf16:
+        model_config.erase("quantization_config");
+        break;
+      case target::mxfp4:
+      case target::nvfp4:
+        model_config["quantization_config"] = ct_fp4_config(to, kept_linear);
+        break;
+    }
+  } else if (to != target::bf16) {
+    // a bare file: the config the output needs still goes beside it
+    model_config["quantization_config"] =
+        to == target::fp8_ue8m0
+            ? ojson{{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
+                    {"weight_block_size", {128, 128}}, {"scale_fmt", "ue8m0"}}
+            : ct_fp4_config(to, kept_linear);
+  }
+  if (!model_config.empty()) {
+    small_file(staged, "config.json", model_config.dump(2) + "\n");
+  }
+  std::uint64_t total_out = 0;
+  for (std::size_t i : written) {
+    total_out += shards[i].total;
+  }
+  if (sharded) {
+    ojson index = {{"metadata", {{"total_size", 0}}}, {"weight_map", ojson::object()}};
+    std::uint64_t data_bytes = 0;
+    for (std::size_t i : written) {
+      auto const& s = shards[i];
+      data_bytes += s.total - s.header_bytes;
+      for (auto const& t : s.tensors) {
+        index["weight_map"][t.name] = s.name;
+      }
+    }
+    index["metadata"]["total_size"] = data_bytes;
+    small_file(staged, "model.safetensors.index.json", index.dump(2) + "\n");
+  }
+  if (fs::is_directory(in_path)) {
+    std::set<std::string> mine = {"config.json", "model.safetensors.index.json", "hf_quant_config.json",
+                                  "quantize_config.json"};
+    for (auto const& s : shards) {
+      mine.insert(s.name);
+    }
+    for (auto const& entry : fs::directory_iterator(in_path)) {
+      std::string const fname = entry.path().filename().string();
+      std::error_code dir_ec;
+      if (mine.count(fname) != 0 || fname.empty() || fname[0] == '.' || entry.path().extension() == ".safetensors" ||
+          fname.find(".safetensors.index.json") != std::string::npos || entry.is_directory(dir_ec)) {
+        continue;
+      }
+      copy_extra_file(entry.path(), staged, fname);
+    }
+  }
+
+  // --- commit -----------------------------------------------------------------------------------
+  for (std::size_t i : written) {
+    shards[i].file->flush();
+  }
+  std::cerr << staged.commit();
+  double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // --- summary ----------------------------------------------------------------------------------
+  std::ostringstream out;
+  out << "qtl convert: " << a.in << " -> " << a.out_dir << " (--to " << a.to;
+  if (to == target::fp8_ue8m0) {
+    out << ", recipe " << a.recipe << (a.canonical ? ", canonical" : "");
+  }
+  out << ", " << used_threads << " thread" << (used_threads == 1 ? "" : "s") << ")\n";
+  out << "  " << std::left << std::setw(48) << "layer" << "done\n";
+  std::size_t copied = 0;
+  for (auto const& j : jobs) {
+    if (j.copy != nullptr) {
+      ++copied;
+      continue;
+    }
+    for (auto const& l : j.layers) {
+      out << "  " << std::setw(48) << l.module << "fp8 block " << l.grid.block.n << "x" << l.grid.block.k << " -> "
+          << a.to;
+      if (to == target::nvfp4) {
+        out << " (global scale " << std::setprecision(9) << j.global_scale
+            << (j.layers.size() > 1 ? ", shared" : "") << ")";
+      }
+      out << "\n";
+    }
+  }
+  out << "  " << layers << " layers converted, " << copied << " tensors copied";
+  if (dropped > 0) {
+    out << ", " << dropped << " input scales dropped";
+  }
+  out << "\n  in " << human_bytes(total_in) << ", out " << human_bytes(total_out) << ", " << std::fixed
+      << std::setprecision(2) << secs << " s, " << std::setprecision(3)
+      << (secs > 0 ? static_cast<double>(total_in) / secs / 1e9 : 0.0) << " GB/s of input\n";
+  std::cout << out.str();
+  return exit_ok;
+}
+
+}  // namespace
+
+command define_convert(CLI::App& app) {
+  auto a = std::make_shared<convert_args>();
+  auto* cmd = app.add_subcommand(
+      "convert", "the engines' load-time converters run offline on a whole FP8-block checkpoint: power-of-two "
+                 "(UE8M0) scales, BF16, MXFP4 or NVFP4");
+  cmd->add_option("IN", a->in, "a .safetensors file, a *.safetensors.index.json, or a folder")->required();
+  cmd->add_option("OUT_DIR", a->out_dir,
+                  "output folder (created, or replaced whole by the finished output: see staged_output.hpp)")
+      ->required();
+  cmd->add_option("--to", a->to, "fp8-ue8m0, bf16, mxfp4 or nvfp4")
+      ->required()
+      ->check(CLI::IsMember({"fp8-ue8m0", "bf16", "mxfp4", "nvfp4"}));
+  a->recipe_opt = cmd->add_option("--recipe", a->recipe,
+                                  "--to fp8-ue8m0: whose requant: sglang (default: bf16 dequant, bits rule), "
+                                  "sglang-legacy (bf16, log2 rule) or vllm (f32, log2 rule)")
+                      ->check(CLI::IsMember({"sglang", "sglang-legacy", "vllm"}));
+  cmd->add_flag("--canonical", a->canonical,
+                "--to fp8-ue8m0: the requant's fixed point (applied twice), what the engine of --recipe holds "
+                "after its own load-time requant of the output");
+  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::Range(0, max_threads));
+  return {cmd, [a]() { return run_convert(*a); }};
+}
+
+}  // namespace qtl::tool
