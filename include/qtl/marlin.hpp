@@ -37,7 +37,7 @@
 /// not compile.
 ///
 /// Speed: the 4-bit A16 layout (GPTQ with and without act-order, AWQ) has fast paths through
-/// GPTQ-packed bands and a byte-transpose tile kernel, with an SSE2 executor in
+/// GPTQ-packed bands and a byte-transpose tile kernel, with SSE2 and AVX2 executors in
 /// <qtl/x86/marlin.hpp>; the other layouts run the generic word-by-word loop. Measured figures:
 /// docs/performance.md.
 
@@ -249,13 +249,53 @@ inline void repack4_a16_tile_row_portable(std::int32_t const* row0, std::int32_t
   }
 }
 
-// The same, by the SSE2 executor where there is one (qtl/x86/marlin.hpp).
+// The same, by the widest x86 executor that runs (qtl/x86/marlin.hpp), else the portable loop.
 inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* row1, index_t ncols, std::int32_t* out) {
 #if QTL_X86
-  x86::marlin::repack4_a16_tile_row(row0, row1, ncols, out);
-#else
-  repack4_a16_tile_row_portable(row0, row1, ncols, out);
+  x86::level const l = x86::marlin::marlin_level();
+  if (l >= x86::level::avx2) {
+    x86::marlin::repack4_a16_tile_row_avx2(row0, row1, ncols, out);
+    return;
+  }
+  if (l >= x86::level::sse2) {
+    x86::marlin::repack4_a16_tile_row(row0, row1, ncols, out);
+    return;
+  }
 #endif  // ^^^ QTL_X86 ^^^
+  repack4_a16_tile_row_portable(row0, row1, ncols, out);
+}
+
+// One GPTQ-packed band row of act-order: band[n] holds in nibble j the code of the row that
+// rows[j] points at (a slice row of 8 packed codes) in nibble sh[j]/4, for n < ncols.
+// Per column, OR over the 8 rows: g++ vectorises this order (not "per row, over the columns").
+inline void gather_band_portable(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8], index_t ncols,
+                                 std::int32_t* band) {
+  for (index_t n = 0; n < ncols; ++n) {
+    std::uint32_t a = 0;
+    for (int j = 0; j < 8; ++j) a |= ((rows[j][n] >> sh[j]) & 15u) << (4 * j);
+    band[n] = static_cast<std::int32_t>(a);
+  }
+}
+
+inline void gather_band(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8], index_t ncols,
+                        std::int32_t* band) {
+#if QTL_X86
+  if (ncols % 8 == 0 && x86::marlin::marlin_level() >= x86::level::avx2) {
+    x86::marlin::gather_band_avx2(rows, sh, ncols, band);
+    return;
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  gather_band_portable(rows, sh, ncols, band);
+}
+
+// Asks for the cache lines of [p, p + bytes) (a hint; nothing where the compiler has no builtin).
+inline void prefetch_lines(void const* p, index_t bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  for (index_t b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<char const*>(p) + b);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 // Columns per block of the act-order and AWQ paths: the K x 128 slice of the input they gather
@@ -268,12 +308,16 @@ inline constexpr index_t band_cols = 128;
 // into two GPTQ-packed rows (band), which the tile kernel above repacks.
 inline void repack4_a16_act_order(view2d<std::int32_t const> q, view1d<std::int32_t const> s, index_t K, index_t N,
                                   std::int32_t* out) {
+  constexpr index_t slice_ahead = 4;
   alignas(64) std::int32_t band[2][band_cols];
   aligned_vector<std::uint32_t> slice(static_cast<std::size_t>(K / 8 * band_cols));
   for (index_t nb = 0; nb < N; nb += band_cols) {
     index_t const w = N - nb < band_cols ? N - nb : band_cols;
     for (index_t r = 0; r < K / 8; ++r) {
       std::int32_t const* row = &q(r, nb);
+      // Each row's run is short (w words) and in a page of its own: the prefetchers do not run
+      // ahead of it, so ask for the run a few rows down.
+      if (r + slice_ahead < K / 8) prefetch_lines(&q(r + slice_ahead, nb), w * 4);
       for (index_t n = 0; n < w; ++n) slice[static_cast<std::size_t>(r * band_cols + n)] = static_cast<std::uint32_t>(row[n]);
     }
     for (index_t kt = 0; kt < K / 16; ++kt) {
@@ -285,11 +329,7 @@ inline void repack4_a16_act_order(view2d<std::int32_t const> q, view1d<std::int3
           rows[j] = slice.data() + (src / 8) * band_cols;
           sh[j] = static_cast<std::uint32_t>(4 * (src % 8));
         }
-        for (index_t n = 0; n < band_cols; ++n) {
-          std::uint32_t a = 0;
-          for (int j = 0; j < 8; ++j) a |= ((rows[j][n] >> sh[j]) & 15u) << (4 * j);
-          band[r][n] = static_cast<std::int32_t>(a);
-        }
+        gather_band(rows, sh, w, band[r]);
       }
       repack4_a16_tile_row(band[0], band[1], w, out + (kt * (N / 64) + nb / 64) * 128);
     }
@@ -322,7 +362,12 @@ inline void awq4_band_portable(std::int32_t const* const (&rows)[8], index_t cou
 
 inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
 #if QTL_X86
-  if (count % 4 == 0) {
+  x86::level const l = x86::marlin::marlin_level();
+  if (count % 8 == 0 && l >= x86::level::avx2) {
+    x86::marlin::awq4_band_avx2(rows, count, band);
+    return;
+  }
+  if (count % 4 == 0 && l >= x86::level::sse2) {
     x86::marlin::awq4_band(rows, count, band);
     return;
   }
@@ -335,12 +380,23 @@ inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::
 inline void repack4_a16_awq(view2d<std::int32_t const> q, index_t K, index_t N, std::int32_t* out) {
   // Whole rows per k-tile: 16 AWQ rows are read front to back, and the two band rows (8N bytes)
   // stay in L2 for the tile kernel.
+  constexpr index_t awq_piece = 64;  // AWQ words per row a band piece reads (a multiple of 8)
   aligned_vector<std::int32_t> band(static_cast<std::size_t>(2 * N));
   for (index_t kt = 0; kt < K / 16; ++kt) {
     for (int r = 0; r < 2; ++r) {
       std::int32_t const* rows[8];
       for (int j = 0; j < 8; ++j) rows[j] = &q(16 * kt + 8 * r + j, 0);
-      awq4_band(rows, N / 8, band.data() + r * N);
+      // Eight short rows at once: ask for the next eight (the next band row) piece by piece.
+      bool const next = 16 * kt + 8 * r + 16 <= K;
+      for (index_t c0 = 0; c0 < N / 8; c0 += awq_piece) {
+        index_t const count = N / 8 - c0 < awq_piece ? N / 8 - c0 : awq_piece;
+        if (next) {
+          for (int j = 0; j < 8; ++j) prefetch_lines(rows[j] + 8 * q.stride[0] + c0, count * 4);
+        }
+        std::int32_t const* piece[8];
+        for (int j = 0; j < 8; ++j) piece[j] = rows[j] + c0;
+        awq4_band(piece, count, band.data() + r * N + 8 * c0);
+      }
     }
     repack4_a16_tile_row(band.data(), band.data() + N, N, out + kt * (N / 64) * 128);
   }

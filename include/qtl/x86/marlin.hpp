@@ -1,11 +1,13 @@
 #pragma once
 /// \file
-/// The SSE2 executor of the 4-bit A16 Marlin tile (qtl/marlin.hpp's fast paths): the same words as
-/// the portable `qtl::marlin::detail::repack4_a16_tile_row_portable`, four at a time. SSE2 is the
-/// x86-64 baseline, so no CPU check is needed; it exists where `QTL_X86` is 1 (`qtl/x86/isa.hpp`:
-/// not with `QTL_NO_SIMD`, where the portable loop runs).
+/// The x86 executors of the 4-bit A16 Marlin fast paths (qtl/marlin.hpp): the same words as the
+/// portable loops of `qtl::marlin::detail` (`repack4_a16_tile_row_portable`, `awq4_band_portable`,
+/// `gather_band_portable`), 4 (SSE2) or 8 (AVX2) words at a time. SSE2 is the x86-64 baseline; the
+/// AVX2 functions carry `target("avx2")` and run where `marlin_level()` says so (the CPU has AVX2
+/// and `qtl::x86::level_cap()` allows it). They exist where `QTL_X86` is 1 (`qtl/x86/isa.hpp`: not
+/// with `QTL_NO_SIMD`, where the portable loops run).
 ///
-/// Per tile, for warp w and columns c = 16w + cc (cc = 0..3, then 4..7), from the GPTQ words
+/// Tile, per tile, for warp w and columns c = 16w + cc (cc = 0..3, then 4..7), from the GPTQ words
 /// A = row0[c], B = row1[c], C = row0[c+8], D = row1[c+8] (4 per register):
 ///   x  = lo nibbles of A | lo of B << 4     y  = hi nibbles of A | hi of B << 4   (per byte)
 ///   x2, y2 the same of C and D
@@ -13,6 +15,8 @@
 ///     one register per cc holding words l = 0..3 = bytes [x_l, x2_l, y_l, y2_l]
 ///   a 4x4 transpose of the 32-bit words of warps 0..3 puts words (cc, l, w = 0..3) side by side:
 ///     out[16cc + 4l .. 16cc + 4l + 3], one store.
+/// AVX2 loads cc = 0..7 at once: the unpacks work per 128-bit lane, so the low lane does
+/// cc = 0..3 and the high lane cc = 4..7, and two 128-bit lane swaps pair each output's halves.
 
 #include <cstdint>
 
@@ -95,6 +99,129 @@ inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::
       _mm_storeu_si128(o + 4, _mm_unpacklo_epi64(t2, t3));  // lane 2
       _mm_storeu_si128(o + 6, _mm_unpackhi_epi64(t2, t3));  // lane 3
     }
+  }
+}
+
+// -------------------------------------------------------------------------------------------------
+// AVX2
+// -------------------------------------------------------------------------------------------------
+
+#  define QTL_MARLIN_AVX2 __attribute__((target("avx2")))
+
+/// The executor the Marlin fast paths run: AVX2 where the CPU has it, else SSE2, capped by
+/// `qtl::x86::level_cap()` (`portable`: the portable loops).
+inline level marlin_level() { return capped(cpu().avx2 ? level::avx2 : level::sse2); }
+
+/// `repack4_a16_tile_row` on 8 columns per register.
+QTL_MARLIN_AVX2 inline void repack4_a16_tile_row_avx2(std::int32_t const* row0, std::int32_t const* row1,
+                                                      index_t ncols, std::int32_t* out) {
+  __m256i const lo = _mm256_set1_epi32(0x0f0f0f0f);
+  __m256i const hi = _mm256_set1_epi32(static_cast<int>(0xf0f0f0f0u));
+  for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
+    __m256i v[4][4];  // [warp][q]: words l = 0..3 of (cc = q, warp) low, of (cc = q + 4, warp) high
+    for (int warp = 0; warp < 4; ++warp) {
+      index_t const c = n0 + 16 * warp;
+      __m256i const a = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(row0 + c));
+      __m256i const b = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(row1 + c));
+      __m256i const cw = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(row0 + c + 8));
+      __m256i const d = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(row1 + c + 8));
+      __m256i const x = _mm256_or_si256(_mm256_and_si256(a, lo), _mm256_slli_epi32(_mm256_and_si256(b, lo), 4));
+      __m256i const y = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(a, 4), lo), _mm256_and_si256(b, hi));
+      __m256i const x2 = _mm256_or_si256(_mm256_and_si256(cw, lo), _mm256_slli_epi32(_mm256_and_si256(d, lo), 4));
+      __m256i const y2 = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi32(cw, 4), lo), _mm256_and_si256(d, hi));
+      __m256i const x01 = _mm256_unpacklo_epi8(x, x2), x23 = _mm256_unpackhi_epi8(x, x2);
+      __m256i const y01 = _mm256_unpacklo_epi8(y, y2), y23 = _mm256_unpackhi_epi8(y, y2);
+      v[warp][0] = _mm256_unpacklo_epi16(x01, y01);
+      v[warp][1] = _mm256_unpackhi_epi16(x01, y01);
+      v[warp][2] = _mm256_unpacklo_epi16(x23, y23);
+      v[warp][3] = _mm256_unpackhi_epi16(x23, y23);
+    }
+    for (int q = 0; q < 4; ++q) {
+      __m256i const t0 = _mm256_unpacklo_epi32(v[0][q], v[1][q]);
+      __m256i const t1 = _mm256_unpacklo_epi32(v[2][q], v[3][q]);
+      __m256i const t2 = _mm256_unpackhi_epi32(v[0][q], v[1][q]);
+      __m256i const t3 = _mm256_unpackhi_epi32(v[2][q], v[3][q]);
+      __m256i const r0 = _mm256_unpacklo_epi64(t0, t1);  // out[16cc + 0..3], cc = q (low), q + 4 (high)
+      __m256i const r1 = _mm256_unpackhi_epi64(t0, t1);  // out[16cc + 4..7]
+      __m256i const r2 = _mm256_unpacklo_epi64(t2, t3);  // out[16cc + 8..11]
+      __m256i const r3 = _mm256_unpackhi_epi64(t2, t3);  // out[16cc + 12..15]
+      auto* const o = reinterpret_cast<__m256i*>(out + 16 * q);
+      auto* const o4 = reinterpret_cast<__m256i*>(out + 16 * (q + 4));
+      _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(r0, r1, 0x20));
+      _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(r2, r3, 0x20));
+      _mm256_storeu_si256(o4 + 0, _mm256_permute2x128_si256(r0, r1, 0x31));
+      _mm256_storeu_si256(o4 + 1, _mm256_permute2x128_si256(r2, r3, 0x31));
+    }
+  }
+}
+
+/// `awq4_band` on 8 word columns per register (`count` a multiple of 8): the 8x8 nibble transpose
+/// on 8 lanes, then one 8x8 transpose of 32-bit words puts each column's 8 GPTQ words side by side.
+QTL_MARLIN_AVX2 inline void awq4_band_avx2(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
+  __m256i const m16 = _mm256_set1_epi32(0x0000ffff), m8 = _mm256_set1_epi32(0x00ff00ff);
+  __m256i const m4 = _mm256_set1_epi32(0x0f0f0f0f);
+  for (index_t c = 0; c < count; c += 8, band += 64) {
+    __m256i v[8];
+    for (int j = 0; j < 8; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[j] + c));
+    for (int i = 0; i < 4; ++i) {
+      __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 16), v[i + 4]), m16);
+      v[i + 4] = _mm256_xor_si256(v[i + 4], t);
+      v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 16));
+    }
+    for (int i : {0, 1, 4, 5}) {
+      __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 8), v[i + 2]), m8);
+      v[i + 2] = _mm256_xor_si256(v[i + 2], t);
+      v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 8));
+    }
+    for (int i : {0, 2, 4, 6}) {
+      __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 4), v[i + 1]), m4);
+      v[i + 1] = _mm256_xor_si256(v[i + 1], t);
+      v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 4));
+    }
+    // v[i] lane l = the GPTQ word of column 8(c + l) + {0,2,4,6,1,3,5,7}[i]: u[m] = column m.
+    __m256i const u[8] = {v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]};
+    __m256i const t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
+    __m256i const t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
+    __m256i const t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
+    __m256i const t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
+    // s[l % 4]: columns 0..3 (s0-s3) or 4..7 (s4-s7) of lanes l (low half) and l + 4 (high half)
+    __m256i const s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+    __m256i const s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+    __m256i const s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+    __m256i const s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+    auto* const o = reinterpret_cast<__m256i*>(band);  // o[l] = band[8l .. 8l + 7]: lane l's 8 columns
+    _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(s0, s4, 0x20));
+    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(s1, s5, 0x20));
+    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(s2, s6, 0x20));
+    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(s3, s7, 0x20));
+    _mm256_storeu_si256(o + 4, _mm256_permute2x128_si256(s0, s4, 0x31));
+    _mm256_storeu_si256(o + 5, _mm256_permute2x128_si256(s1, s5, 0x31));
+    _mm256_storeu_si256(o + 6, _mm256_permute2x128_si256(s2, s6, 0x31));
+    _mm256_storeu_si256(o + 7, _mm256_permute2x128_si256(s3, s7, 0x31));
+  }
+}
+
+/// `gather_band`: band[n] = OR over j of nibble sh[j]/4 of rows[j][n], moved to nibble j, for
+/// n < ncols (a multiple of 8). Nibble p to nibble j is one shift by 4|p - j| (right where p > j),
+/// then the mask of nibble j; the direction is the same for every column, so its branch is taken
+/// the same way on every pass.
+QTL_MARLIN_AVX2 inline void gather_band_avx2(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8],
+                                             index_t ncols, std::int32_t* band) {
+  __m128i cnt[8];
+  bool right[8];
+  for (int j = 0; j < 8; ++j) {
+    int const d = static_cast<int>(sh[j]) - 4 * j;
+    right[j] = d >= 0;
+    cnt[j] = _mm_cvtsi32_si128(d >= 0 ? d : -d);
+  }
+  for (index_t n = 0; n < ncols; n += 8) {
+    __m256i a = _mm256_setzero_si256();
+    for (int j = 0; j < 8; ++j) {
+      __m256i const x = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[j] + n));
+      __m256i const m = _mm256_set1_epi32(static_cast<int>(15u << (4 * j)));
+      a = _mm256_or_si256(a, _mm256_and_si256(right[j] ? _mm256_srl_epi32(x, cnt[j]) : _mm256_sll_epi32(x, cnt[j]), m));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(band + n), a);
   }
 }
 
