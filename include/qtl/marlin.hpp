@@ -375,6 +375,64 @@ inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::
   awq4_band_portable(rows, count, band);
 }
 
+// GPTQ -> AWQ packing of 8 rows, the inverse of awq4_band: for each of `count` word columns c,
+// the 8 GPTQ words band[8c .. 8c + 7] (columns 8c + m, nibble j = row j) become rows[j][c], the
+// AWQ word of row j (slot i = column 8c + awq_column(i)).
+inline void awq4_unband_portable(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
+  for (index_t c = 0; c < count; ++c) {
+    std::uint32_t v[8];
+    for (int i = 0; i < 8; ++i) v[i] = static_cast<std::uint32_t>(band[8 * c + awq_column<4>(i)]);
+    transpose_nibbles_8x8(v);
+    for (int j = 0; j < 8; ++j) rows[j][c] = static_cast<std::int32_t>(v[j]);
+  }
+}
+
+inline void awq4_unband(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
+#if QTL_X86
+  if (count % 8 == 0 && x86::marlin::marlin_level() >= x86::level::avx2) {
+    x86::marlin::awq4_unband_avx2(band, count, rows);
+    return;
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  awq4_unband_portable(band, count, rows);
+}
+
+// Act-order, A16 4-bit, where AVX2 runs: row sorting as whole-line copies. For each 128-column
+// block, every packed row of the qweight becomes 8 rows of 128 codes packed along N (AWQ's order,
+// awq4_unband: 64 bytes, one cache line each, K lines in all); then each k-tile's 16 rows
+// sort_indices[16kt ..] are read as 16 lines and packed back along K (awq4_band) into the two
+// GPTQ-packed rows that the tile kernel repacks. Two nibble transposes in registers instead of
+// the gather's 8 loads, shifts and masks per word.
+inline void repack4_a16_act_order_lines(view2d<std::int32_t const> q, view1d<std::int32_t const> s, index_t K,
+                                        index_t N, std::int32_t* out) {
+  constexpr index_t line_words = band_cols / 8;  // AWQ words per k-row of a block
+  constexpr index_t rows_ahead = 4;
+  alignas(64) std::int32_t band[2][band_cols];
+  aligned_vector<std::int32_t> lines(static_cast<std::size_t>(K * line_words));
+  for (index_t nb = 0; nb < N; nb += band_cols) {
+    index_t const w = N - nb < band_cols ? N - nb : band_cols;
+    for (index_t r = 0; r < K / 8; ++r) {
+      // Each row's run is short (w words) and in a page of its own: the prefetchers do not run
+      // ahead of it, so ask for the run a few rows down.
+      if (r + rows_ahead < K / 8) prefetch_lines(&q(r + rows_ahead, nb), w * 4);
+      std::int32_t* rows[8];
+      for (int j = 0; j < 8; ++j) rows[j] = lines.data() + (8 * r + j) * line_words;
+      awq4_unband(&q(r, nb), w / 8, rows);
+    }
+    for (index_t kt = 0; kt < K / 16; ++kt) {
+      if (kt + 1 < K / 16) {  // the next k-tile's 16 lines, at random places in L2
+        for (int j = 0; j < 16; ++j) prefetch_lines(lines.data() + s(16 * kt + 16 + j) * line_words, 4 * w / 8);
+      }
+      for (int r = 0; r < 2; ++r) {
+        std::int32_t const* rows[8];
+        for (int j = 0; j < 8; ++j) rows[j] = lines.data() + s(16 * kt + 8 * r + j) * line_words;
+        awq4_band(rows, w / 8, band[r]);
+      }
+      repack4_a16_tile_row(band[0], band[1], w, out + (kt * (N / 64) + nb / 64) * 128);
+    }
+  }
+}
+
 // AWQ, A16 4-bit: the rows 8r .. 8r+7 of a k-tile become a GPTQ-packed band row (awq4_band); the
 // two band rows of a k-tile feed the tile kernel.
 inline void repack4_a16_awq(view2d<std::int32_t const> q, index_t K, index_t N, std::int32_t* out) {
@@ -429,6 +487,12 @@ void repack_gptq(view2d<std::int32_t const> qweight, view1d<std::int32_t const> 
           detail::repack4_a16_tile_row(&qweight(2 * kt, 0), &qweight(2 * kt + 1, 0), N, out.data + kt * (N / 64) * 128);
         }
       } else {
+#if QTL_X86
+        if (x86::marlin::marlin_level() >= x86::level::avx2) {
+          detail::repack4_a16_act_order_lines(qweight, sort_indices, K, N, out.data);
+          return;
+        }
+#endif  // ^^^ QTL_X86 ^^^
         detail::repack4_a16_act_order(qweight, sort_indices, K, N, out.data);
       }
       return;

@@ -392,6 +392,33 @@ TEST_CASE("marlin: the AWQ band executors equal their portable loop", "[marlin]"
   }
 }
 
+TEST_CASE("marlin: the AWQ unband executors equal their portable loop and invert awq4_band", "[marlin]") {
+  std::mt19937 rng(4);
+  for (auto const l : executor_levels()) {
+    qtl::x86::scoped_level_cap const cap(l);
+    for (index_t count : {1, 8, 12, 16, 64}) {
+      std::vector<std::int32_t> band(static_cast<std::size_t>(8 * count));
+      for (auto& w : band) w = static_cast<std::int32_t>(rng());
+      std::vector<std::int32_t> want(band.size()), got(band.size(), -1);
+      std::int32_t* wr[8];
+      std::int32_t* gr[8];
+      for (int j = 0; j < 8; ++j) {
+        wr[j] = want.data() + j * count;
+        gr[j] = got.data() + j * count;
+      }
+      qtl::marlin::detail::awq4_unband_portable(band.data(), count, wr);
+      qtl::marlin::detail::awq4_unband(band.data(), count, gr);
+      INFO("level " << static_cast<int>(l) << ", count " << count);
+      CHECK(got == want);
+      std::int32_t const* rows[8];
+      for (int j = 0; j < 8; ++j) rows[j] = got.data() + j * count;
+      std::vector<std::int32_t> back(band.size());
+      qtl::marlin::detail::awq4_band(rows, count, back.data());
+      CHECK(back == band);
+    }
+  }
+}
+
 TEST_CASE("marlin: the act-order gather executors equal their portable loop", "[marlin]") {
   std::mt19937 rng(5);
   for (auto const l : executor_levels()) {

@@ -155,49 +155,74 @@ QTL_MARLIN_AVX2 inline void repack4_a16_tile_row_avx2(std::int32_t const* row0, 
   }
 }
 
+// An 8x8 transpose of the nibbles of v[0..7], lane by lane: afterwards nibble j of v[i] is what
+// nibble i of v[j] was (`transpose_nibbles_8x8` of qtl/marlin.hpp on 8 lanes).
+QTL_MARLIN_AVX2 inline void transpose_nibbles_8x8_avx2(__m256i (&v)[8]) {
+  __m256i const m16 = _mm256_set1_epi32(0x0000ffff), m8 = _mm256_set1_epi32(0x00ff00ff);
+  __m256i const m4 = _mm256_set1_epi32(0x0f0f0f0f);
+  for (int i = 0; i < 4; ++i) {
+    __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 16), v[i + 4]), m16);
+    v[i + 4] = _mm256_xor_si256(v[i + 4], t);
+    v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 16));
+  }
+  for (int i : {0, 1, 4, 5}) {
+    __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 8), v[i + 2]), m8);
+    v[i + 2] = _mm256_xor_si256(v[i + 2], t);
+    v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 8));
+  }
+  for (int i : {0, 2, 4, 6}) {
+    __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 4), v[i + 1]), m4);
+    v[i + 1] = _mm256_xor_si256(v[i + 1], t);
+    v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 4));
+  }
+}
+
+// An 8x8 transpose of 32-bit words: afterwards lane l of u[i] is what lane i of u[l] was.
+QTL_MARLIN_AVX2 inline void transpose_words_8x8_avx2(__m256i (&u)[8]) {
+  __m256i const t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
+  __m256i const t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
+  __m256i const t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
+  __m256i const t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
+  // s[l % 4]: lanes l (low half) and l + 4 (high half) of u[0..3] (s0-s3) or of u[4..7] (s4-s7)
+  __m256i const s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
+  __m256i const s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
+  __m256i const s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
+  __m256i const s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
+  u[0] = _mm256_permute2x128_si256(s0, s4, 0x20);
+  u[1] = _mm256_permute2x128_si256(s1, s5, 0x20);
+  u[2] = _mm256_permute2x128_si256(s2, s6, 0x20);
+  u[3] = _mm256_permute2x128_si256(s3, s7, 0x20);
+  u[4] = _mm256_permute2x128_si256(s0, s4, 0x31);
+  u[5] = _mm256_permute2x128_si256(s1, s5, 0x31);
+  u[6] = _mm256_permute2x128_si256(s2, s6, 0x31);
+  u[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
+}
+
 /// `awq4_band` on 8 word columns per register (`count` a multiple of 8): the 8x8 nibble transpose
 /// on 8 lanes, then one 8x8 transpose of 32-bit words puts each column's 8 GPTQ words side by side.
 QTL_MARLIN_AVX2 inline void awq4_band_avx2(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
-  __m256i const m16 = _mm256_set1_epi32(0x0000ffff), m8 = _mm256_set1_epi32(0x00ff00ff);
-  __m256i const m4 = _mm256_set1_epi32(0x0f0f0f0f);
   for (index_t c = 0; c < count; c += 8, band += 64) {
     __m256i v[8];
     for (int j = 0; j < 8; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[j] + c));
-    for (int i = 0; i < 4; ++i) {
-      __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 16), v[i + 4]), m16);
-      v[i + 4] = _mm256_xor_si256(v[i + 4], t);
-      v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 16));
-    }
-    for (int i : {0, 1, 4, 5}) {
-      __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 8), v[i + 2]), m8);
-      v[i + 2] = _mm256_xor_si256(v[i + 2], t);
-      v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 8));
-    }
-    for (int i : {0, 2, 4, 6}) {
-      __m256i const t = _mm256_and_si256(_mm256_xor_si256(_mm256_srli_epi32(v[i], 4), v[i + 1]), m4);
-      v[i + 1] = _mm256_xor_si256(v[i + 1], t);
-      v[i] = _mm256_xor_si256(v[i], _mm256_slli_epi32(t, 4));
-    }
+    transpose_nibbles_8x8_avx2(v);
     // v[i] lane l = the GPTQ word of column 8(c + l) + {0,2,4,6,1,3,5,7}[i]: u[m] = column m.
-    __m256i const u[8] = {v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]};
-    __m256i const t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
-    __m256i const t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
-    __m256i const t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
-    __m256i const t6 = _mm256_unpacklo_epi32(u[6], u[7]), t7 = _mm256_unpackhi_epi32(u[6], u[7]);
-    // s[l % 4]: columns 0..3 (s0-s3) or 4..7 (s4-s7) of lanes l (low half) and l + 4 (high half)
-    __m256i const s0 = _mm256_unpacklo_epi64(t0, t2), s1 = _mm256_unpackhi_epi64(t0, t2);
-    __m256i const s2 = _mm256_unpacklo_epi64(t1, t3), s3 = _mm256_unpackhi_epi64(t1, t3);
-    __m256i const s4 = _mm256_unpacklo_epi64(t4, t6), s5 = _mm256_unpackhi_epi64(t4, t6);
-    __m256i const s6 = _mm256_unpacklo_epi64(t5, t7), s7 = _mm256_unpackhi_epi64(t5, t7);
-    auto* const o = reinterpret_cast<__m256i*>(band);  // o[l] = band[8l .. 8l + 7]: lane l's 8 columns
-    _mm256_storeu_si256(o + 0, _mm256_permute2x128_si256(s0, s4, 0x20));
-    _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(s1, s5, 0x20));
-    _mm256_storeu_si256(o + 2, _mm256_permute2x128_si256(s2, s6, 0x20));
-    _mm256_storeu_si256(o + 3, _mm256_permute2x128_si256(s3, s7, 0x20));
-    _mm256_storeu_si256(o + 4, _mm256_permute2x128_si256(s0, s4, 0x31));
-    _mm256_storeu_si256(o + 5, _mm256_permute2x128_si256(s1, s5, 0x31));
-    _mm256_storeu_si256(o + 6, _mm256_permute2x128_si256(s2, s6, 0x31));
-    _mm256_storeu_si256(o + 7, _mm256_permute2x128_si256(s3, s7, 0x31));
+    __m256i u[8] = {v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]};
+    transpose_words_8x8_avx2(u);  // u[l] = band[8l .. 8l + 7]: lane l's 8 columns
+    for (int l = 0; l < 8; ++l) _mm256_storeu_si256(reinterpret_cast<__m256i*>(band + 8 * l), u[l]);
+  }
+}
+
+/// `awq4_unband`, the inverse of `awq4_band`, on 8 word columns per register (`count` a multiple
+/// of 8): the 8x8 word transpose brings column m of 8 column groups into one register, the AWQ
+/// order picks the registers, and the nibble transpose makes the 8 rows' AWQ words.
+QTL_MARLIN_AVX2 inline void awq4_unband_avx2(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
+  for (index_t c = 0; c < count; c += 8, band += 64) {
+    __m256i u[8];
+    for (int l = 0; l < 8; ++l) u[l] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(band + 8 * l));
+    transpose_words_8x8_avx2(u);  // u[m] lane l = the GPTQ word of column 8(c + l) + m
+    __m256i v[8] = {u[0], u[2], u[4], u[6], u[1], u[3], u[5], u[7]};  // v[i] = column awq_column(i)
+    transpose_nibbles_8x8_avx2(v);  // v[j] lane l = nibble j of every v[i]: row j's AWQ word c + l
+    for (int j = 0; j < 8; ++j) _mm256_storeu_si256(reinterpret_cast<__m256i*>(rows[j] + c), v[j]);
   }
 }
 
