@@ -268,7 +268,7 @@ inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* r
 // One GPTQ-packed band row of act-order: band[n] holds in nibble j the code of the row that
 // rows[j] points at (a slice row of 8 packed codes) in nibble sh[j]/4, for n < ncols.
 // Per column, OR over the 8 rows: g++ vectorises this order (not "per row, over the columns").
-inline void gather_band_portable(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8], index_t ncols,
+inline void gather_band(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8], index_t ncols,
                                  std::int32_t* band) {
   for (index_t n = 0; n < ncols; ++n) {
     std::uint32_t a = 0;
@@ -277,16 +277,6 @@ inline void gather_band_portable(std::uint32_t const* const (&rows)[8], std::uin
   }
 }
 
-inline void gather_band(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8], index_t ncols,
-                        std::int32_t* band) {
-#if QTL_X86
-  if (ncols % 8 == 0 && x86::marlin::marlin_level() >= x86::level::avx2) {
-    x86::marlin::gather_band_avx2(rows, sh, ncols, band);
-    return;
-  }
-#endif  // ^^^ QTL_X86 ^^^
-  gather_band_portable(rows, sh, ncols, band);
-}
 
 // Asks for the cache lines of [p, p + bytes) (a hint; nothing where the compiler has no builtin).
 inline void prefetch_lines(void const* p, index_t bytes) {
@@ -302,7 +292,7 @@ inline void prefetch_lines(void const* p, index_t bytes) {
 // from (K/8 x 128 words: 512 KiB at K = 8192) stays in L2 while its tiles are written.
 inline constexpr index_t band_cols = 128;
 
-// Act-order, A16 4-bit: for each 128-column block, the K/8 x 128 slice of the qweight is copied
+// Act-order, A16 4-bit, without AVX2: for each 128-column block, the K/8 x 128 slice of the qweight is copied
 // into a contiguous buffer (rows of the qweight itself are N words apart, a stride that maps them
 // onto a few L2 sets); then for each k-tile the 16 rows sort_indices[16kt ..] are gathered from it
 // into two GPTQ-packed rows (band), which the tile kernel above repacks.
@@ -348,34 +338,7 @@ inline void transpose_nibbles_8x8(std::uint32_t (&v)[8]) {
   for (int i : {0, 2, 4, 6}) swap(i, i + 1, 4, 0x0f0f0f0fu);
 }
 
-// AWQ -> GPTQ packing of 8 rows (k0 + j at rows[j], from AWQ word column c0): for each of `count`
-// word columns c, band[8(c - c0) + m] = the GPTQ word of column 8c + m. An 8x8 nibble transpose
-// turns the 8 AWQ words of column group c into 8 GPTQ words, word i for column 8c + awq_column(i).
-inline void awq4_band_portable(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
-  for (index_t c = 0; c < count; ++c) {
-    std::uint32_t v[8];
-    for (int j = 0; j < 8; ++j) v[j] = static_cast<std::uint32_t>(rows[j][c]);
-    transpose_nibbles_8x8(v);
-    for (int i = 0; i < 8; ++i) band[8 * c + awq_column<4>(i)] = static_cast<std::int32_t>(v[i]);
-  }
-}
-
-inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
-#if QTL_X86
-  x86::level const l = x86::marlin::marlin_level();
-  if (count % 8 == 0 && l >= x86::level::avx2) {
-    x86::marlin::awq4_band_avx2(rows, count, band);
-    return;
-  }
-  if (count % 4 == 0 && l >= x86::level::sse2) {
-    x86::marlin::awq4_band(rows, count, band);
-    return;
-  }
-#endif  // ^^^ QTL_X86 ^^^
-  awq4_band_portable(rows, count, band);
-}
-
-// GPTQ -> AWQ packing of 8 rows, the inverse of awq4_band: for each of `count` word columns c,
+// GPTQ -> AWQ packing of 8 rows: for each of `count` word columns c,
 // the 8 GPTQ words band[8c .. 8c + 7] (columns 8c + m, nibble j = row j) become rows[j][c], the
 // AWQ word of row j (slot i = column 8c + awq_column(i)).
 inline void awq4_unband_portable(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
@@ -397,17 +360,57 @@ inline void awq4_unband(std::int32_t const* band, index_t count, std::int32_t* c
   awq4_unband_portable(band, count, rows);
 }
 
+// AWQ-packed rows straight into Marlin tiles, the A16 4-bit layout: rows[k] (k = 0..15, the
+// k-tile's rows) point at AWQ word column 0 of a run of `ncols` (a multiple of 64) columns, which
+// become ncols/64 consecutive tiles at `out`. Word (cc, l, warp) of a tile (at 16cc + 4l + warp)
+// holds, slot t = 0..7, the codes
+//   (2l, c) (2l+8, c) (2l, c+8) (2l+8, c+8) (2l+1, c) (2l+9, c) (2l+1, c+8) (2l+9, c+8),  c = 16warp + cc
+// (row, column; see repack4_a16_tile_row_portable), and column c + 8h sits in slot awq_slot(cc) of
+// AWQ word 2warp + h. So for each (l, warp) the eight AWQ words
+//   v[t] = rows[2l + {0,8,0,8,1,9,1,9}[t]][2warp + {0,0,1,1,0,0,1,1}[t]]
+// go through one 8x8 nibble transpose, after which v[i] is the word of cc = awq_column(i).
+inline void awq4_tile_row_portable(std::int32_t const* const (&rows)[16], index_t ncols, std::int32_t* out) {
+  constexpr int row_of[8] = {0, 8, 0, 8, 1, 9, 1, 9};
+  constexpr int group_of[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
+    for (int l = 0; l < 4; ++l) {
+      for (int warp = 0; warp < 4; ++warp) {
+        std::uint32_t v[8];
+        for (int t = 0; t < 8; ++t) {
+          v[t] = static_cast<std::uint32_t>(rows[2 * l + row_of[t]][n0 / 8 + 2 * warp + group_of[t]]);
+        }
+        transpose_nibbles_8x8(v);
+        for (int i = 0; i < 8; ++i) out[16 * awq_column<4>(i) + 4 * l + warp] = static_cast<std::int32_t>(v[i]);
+      }
+    }
+  }
+}
+
+inline void awq4_tile_row(std::int32_t const* const (&rows)[16], index_t ncols, std::int32_t* out) {
+#if QTL_X86
+  x86::level const l = x86::marlin::marlin_level();
+  if (l >= x86::level::avx2) {
+    x86::marlin::awq4_tile_row_avx2(rows, ncols, out);
+    return;
+  }
+  if (l >= x86::level::sse2) {
+    x86::marlin::awq4_tile_row(rows, ncols, out);
+    return;
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  awq4_tile_row_portable(rows, ncols, out);
+}
+
 // Act-order, A16 4-bit, where AVX2 runs: row sorting as whole-line copies. For each 128-column
 // block, every packed row of the qweight becomes 8 rows of 128 codes packed along N (AWQ's order,
 // awq4_unband: 64 bytes, one cache line each, K lines in all); then each k-tile's 16 rows
-// sort_indices[16kt ..] are read as 16 lines and packed back along K (awq4_band) into the two
-// GPTQ-packed rows that the tile kernel repacks. Two nibble transposes in registers instead of
-// the gather's 8 loads, shifts and masks per word.
+// sort_indices[16kt ..] are read as 16 lines and go into their tiles as AWQ rows do
+// (awq4_tile_row). Two nibble transposes in registers instead of the gather's 8 loads, shifts and
+// masks per word.
 inline void repack4_a16_act_order_lines(view2d<std::int32_t const> q, view1d<std::int32_t const> s, index_t K,
                                         index_t N, std::int32_t* out) {
   constexpr index_t line_words = band_cols / 8;  // AWQ words per k-row of a block
   constexpr index_t rows_ahead = 4;
-  alignas(64) std::int32_t band[2][band_cols];
   aligned_vector<std::int32_t> lines(static_cast<std::size_t>(K * line_words));
   for (index_t nb = 0; nb < N; nb += band_cols) {
     index_t const w = N - nb < band_cols ? N - nb : band_cols;
@@ -423,40 +426,29 @@ inline void repack4_a16_act_order_lines(view2d<std::int32_t const> q, view1d<std
       if (kt + 1 < K / 16) {  // the next k-tile's 16 lines, at random places in L2
         for (int j = 0; j < 16; ++j) prefetch_lines(lines.data() + s(16 * kt + 16 + j) * line_words, 4 * w / 8);
       }
-      for (int r = 0; r < 2; ++r) {
-        std::int32_t const* rows[8];
-        for (int j = 0; j < 8; ++j) rows[j] = lines.data() + s(16 * kt + 8 * r + j) * line_words;
-        awq4_band(rows, w / 8, band[r]);
-      }
-      repack4_a16_tile_row(band[0], band[1], w, out + (kt * (N / 64) + nb / 64) * 128);
+      std::int32_t const* rows[16];
+      for (int j = 0; j < 16; ++j) rows[j] = lines.data() + s(16 * kt + j) * line_words;
+      awq4_tile_row(rows, w, out + (kt * (N / 64) + nb / 64) * 128);
     }
   }
 }
 
-// AWQ, A16 4-bit: the rows 8r .. 8r+7 of a k-tile become a GPTQ-packed band row (awq4_band); the
-// two band rows of a k-tile feed the tile kernel.
+// AWQ, A16 4-bit: each k-tile's 16 AWQ rows straight into its tiles (awq4_tile_row), in pieces
+// of awq_piece columns; the next k-tile's rows are asked for piece by piece (16 short rows at
+// once are more streams than the prefetchers follow).
 inline void repack4_a16_awq(view2d<std::int32_t const> q, index_t K, index_t N, std::int32_t* out) {
-  // Whole rows per k-tile: 16 AWQ rows are read front to back, and the two band rows (8N bytes)
-  // stay in L2 for the tile kernel.
-  constexpr index_t awq_piece = 64;  // AWQ words per row a band piece reads (a multiple of 8)
-  aligned_vector<std::int32_t> band(static_cast<std::size_t>(2 * N));
+  constexpr index_t awq_piece = 512;  // columns (64 AWQ words, 8 tiles) per piece
   for (index_t kt = 0; kt < K / 16; ++kt) {
-    for (int r = 0; r < 2; ++r) {
-      std::int32_t const* rows[8];
-      for (int j = 0; j < 8; ++j) rows[j] = &q(16 * kt + 8 * r + j, 0);
-      // Eight short rows at once: ask for the next eight (the next band row) piece by piece.
-      bool const next = 16 * kt + 8 * r + 16 <= K;
-      for (index_t c0 = 0; c0 < N / 8; c0 += awq_piece) {
-        index_t const count = N / 8 - c0 < awq_piece ? N / 8 - c0 : awq_piece;
-        if (next) {
-          for (int j = 0; j < 8; ++j) prefetch_lines(rows[j] + 8 * q.stride[0] + c0, count * 4);
-        }
-        std::int32_t const* piece[8];
-        for (int j = 0; j < 8; ++j) piece[j] = rows[j] + c0;
-        awq4_band(piece, count, band.data() + r * N + 8 * c0);
+    bool const next = kt + 1 < K / 16;
+    for (index_t n0 = 0; n0 < N; n0 += awq_piece) {
+      index_t const ncols = N - n0 < awq_piece ? N - n0 : awq_piece;
+      std::int32_t const* rows[16];
+      for (int k = 0; k < 16; ++k) {
+        rows[k] = &q(16 * kt + k, n0 / 8);
+        if (next) prefetch_lines(rows[k] + 16 * q.stride[0], ncols / 2);
       }
+      awq4_tile_row(rows, ncols, out + (kt * (N / 64) + n0 / 64) * 128);
     }
-    repack4_a16_tile_row(band.data(), band.data() + N, N, out + kt * (N / 64) * 128);
   }
 }
 

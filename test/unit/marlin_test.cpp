@@ -374,25 +374,26 @@ TEST_CASE("marlin: the tile kernel's executors equal its portable loop", "[marli
   }
 }
 
-TEST_CASE("marlin: the AWQ band executors equal their portable loop", "[marlin]") {
+TEST_CASE("marlin: the AWQ tile executors equal their portable loop", "[marlin]") {
   std::mt19937 rng(3);
   for (auto const l : executor_levels()) {
     qtl::x86::scoped_level_cap const cap(l);
-    for (index_t count : {4, 8, 12, 16, 64}) {
-      std::vector<std::int32_t> data(static_cast<std::size_t>(8 * count));
+    for (index_t ncols : {64, 128, 448}) {
+      std::vector<std::int32_t> data(static_cast<std::size_t>(16 * ncols / 8 + 3));
       for (auto& w : data) w = static_cast<std::int32_t>(rng());
-      std::int32_t const* rows[8];
-      for (int j = 0; j < 8; ++j) rows[j] = data.data() + j * count;
-      std::vector<std::int32_t> want(static_cast<std::size_t>(8 * count)), got(want.size());
-      qtl::marlin::detail::awq4_band_portable(rows, count, want.data());
-      qtl::marlin::detail::awq4_band(rows, count, got.data());
-      INFO("level " << static_cast<int>(l) << ", count " << count);
+      std::int32_t const* rows[16];
+      for (int k = 0; k < 16; ++k) rows[k] = data.data() + 3 + ((k * 5) % 16) * (ncols / 8);  // any order, unaligned
+      std::vector<std::int32_t> want(static_cast<std::size_t>(2 * ncols)), got(want.size());
+      qtl::marlin::detail::awq4_tile_row_portable(rows, ncols, want.data());
+      qtl::marlin::detail::awq4_tile_row(rows, ncols, got.data());
+      INFO("level " << static_cast<int>(l) << ", ncols " << ncols);
       CHECK(got == want);
     }
   }
 }
 
-TEST_CASE("marlin: the AWQ unband executors equal their portable loop and invert awq4_band", "[marlin]") {
+TEST_CASE("marlin: the AWQ unband executors equal their portable loop, and AWQ tiles of them are GPTQ tiles",
+          "[marlin]") {
   std::mt19937 rng(4);
   for (auto const l : executor_levels()) {
     qtl::x86::scoped_level_cap const cap(l);
@@ -410,35 +411,25 @@ TEST_CASE("marlin: the AWQ unband executors equal their portable loop and invert
       qtl::marlin::detail::awq4_unband(band.data(), count, gr);
       INFO("level " << static_cast<int>(l) << ", count " << count);
       CHECK(got == want);
-      std::int32_t const* rows[8];
-      for (int j = 0; j < 8; ++j) rows[j] = got.data() + j * count;
-      std::vector<std::int32_t> back(band.size());
-      qtl::marlin::detail::awq4_band(rows, count, back.data());
-      CHECK(back == band);
     }
-  }
-}
-
-TEST_CASE("marlin: the act-order gather executors equal their portable loop", "[marlin]") {
-  std::mt19937 rng(5);
-  for (auto const l : executor_levels()) {
-    qtl::x86::scoped_level_cap const cap(l);
-    for (int trial = 0; trial < 64; ++trial) {
-      index_t const ncols = 8 * static_cast<index_t>(1 + rng() % 16);
-      std::vector<std::uint32_t> data(static_cast<std::size_t>(8 * ncols));
-      for (auto& w : data) w = static_cast<std::uint32_t>(rng());
-      std::uint32_t const* rows[8];
-      std::uint32_t sh[8];
-      for (int j = 0; j < 8; ++j) {
-        rows[j] = data.data() + (rng() % 8) * static_cast<std::uint32_t>(ncols);  // rows may repeat
-        sh[j] = trial < 8 ? static_cast<std::uint32_t>(4 * trial) : 4 * (rng() % 8);  // every nibble to every slot
-      }
-      std::vector<std::int32_t> want(static_cast<std::size_t>(ncols)), got(want.size());
-      qtl::marlin::detail::gather_band_portable(rows, sh, ncols, want.data());
-      qtl::marlin::detail::gather_band(rows, sh, ncols, got.data());
-      INFO("level " << static_cast<int>(l) << ", trial " << trial);
-      CHECK(got == want);
+    // Two GPTQ-packed rows (k 0..7, 8..15) unbanded into 16 AWQ rows: awq4_tile_row of those is
+    // the GPTQ tile kernel of the two rows.
+    index_t const ncols = 192;
+    std::vector<std::int32_t> g(static_cast<std::size_t>(2 * ncols)), a(g.size());
+    for (auto& w : g) w = static_cast<std::int32_t>(rng());
+    std::int32_t* lo[8];
+    std::int32_t* hi[8];
+    std::int32_t const* cr[16];
+    for (int k = 0; k < 8; ++k) {
+      cr[k] = lo[k] = a.data() + k * (ncols / 8);
+      cr[k + 8] = hi[k] = a.data() + (k + 8) * (ncols / 8);
     }
+    qtl::marlin::detail::awq4_unband(g.data(), ncols / 8, lo);
+    qtl::marlin::detail::awq4_unband(g.data() + ncols, ncols / 8, hi);
+    std::vector<std::int32_t> via_awq(g.size()), via_gptq(g.size());
+    qtl::marlin::detail::awq4_tile_row(cr, ncols, via_awq.data());
+    qtl::marlin::detail::repack4_a16_tile_row(g.data(), g.data() + ncols, ncols, via_gptq.data());
+    CHECK(via_awq == via_gptq);
   }
 }
 

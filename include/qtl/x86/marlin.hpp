@@ -1,11 +1,11 @@
 #pragma once
 /// \file
 /// The x86 executors of the 4-bit A16 Marlin fast paths (qtl/marlin.hpp): the same words as the
-/// portable loops of `qtl::marlin::detail` (`repack4_a16_tile_row_portable`, `awq4_band_portable`,
-/// `gather_band_portable`), 4 (SSE2) or 8 (AVX2) words at a time. SSE2 is the x86-64 baseline; the
-/// AVX2 functions carry `target("avx2")` and run where `marlin_level()` says so (the CPU has AVX2
-/// and `qtl::x86::level_cap()` allows it). They exist where `QTL_X86` is 1 (`qtl/x86/isa.hpp`: not
-/// with `QTL_NO_SIMD`, where the portable loops run).
+/// portable loops of `qtl::marlin::detail` (`repack4_a16_tile_row_portable`,
+/// `awq4_tile_row_portable`, `awq4_unband_portable`), 4 (SSE2) or 8 (AVX2) words at a time. SSE2 is
+/// the x86-64 baseline; the AVX2 functions carry `target("avx2")` and run where `marlin_level()`
+/// says so (the CPU has AVX2 and `qtl::x86::level_cap()` allows it). They exist where `QTL_X86` is
+/// 1 (`qtl/x86/isa.hpp`: not with `QTL_NO_SIMD`, where the portable loops run).
 ///
 /// Tile, per tile, for warp w and columns c = 16w + cc (cc = 0..3, then 4..7), from the GPTQ words
 /// A = row0[c], B = row1[c], C = row0[c+8], D = row1[c+8] (4 per register):
@@ -17,6 +17,10 @@
 ///     out[16cc + 4l .. 16cc + 4l + 3], one store.
 /// AVX2 loads cc = 0..7 at once: the unpacks work per 128-bit lane, so the low lane does
 /// cc = 0..3 and the high lane cc = 4..7, and two 128-bit lane swaps pair each output's halves.
+///
+/// AWQ tile (`awq4_tile_row`): one 8x8 nibble transpose per 8 output words; the lanes are the
+/// warps w (SSE2: w = 0..3 of one l; AVX2: of two l), each register one slot t of the output, taken
+/// from the even or odd AWQ words of a row (`shuffle_ps`).
 
 #include <cstdint>
 
@@ -27,6 +31,30 @@
 namespace qtl::x86::marlin {
 
 #if QTL_X86
+
+// AWQ's in-word order (qtl/element/marlin.hpp `awq_column<4>`): slot i holds column 8c + this[i].
+inline constexpr int awq_column_of_slot[8] = {0, 2, 4, 6, 1, 3, 5, 7};
+
+// An 8x8 transpose of the nibbles of v[0..7], lane by lane (`transpose_nibbles_8x8` of
+// qtl/marlin.hpp on 4 lanes).
+inline void transpose_nibbles_8x8_sse2(__m128i (&v)[8]) {
+  __m128i const m16 = _mm_set1_epi32(0x0000ffff), m8 = _mm_set1_epi32(0x00ff00ff), m4 = _mm_set1_epi32(0x0f0f0f0f);
+  for (int i = 0; i < 4; ++i) {
+    __m128i const t = _mm_and_si128(_mm_xor_si128(_mm_srli_epi32(v[i], 16), v[i + 4]), m16);
+    v[i + 4] = _mm_xor_si128(v[i + 4], t);
+    v[i] = _mm_xor_si128(v[i], _mm_slli_epi32(t, 16));
+  }
+  for (int i : {0, 1, 4, 5}) {
+    __m128i const t = _mm_and_si128(_mm_xor_si128(_mm_srli_epi32(v[i], 8), v[i + 2]), m8);
+    v[i + 2] = _mm_xor_si128(v[i + 2], t);
+    v[i] = _mm_xor_si128(v[i], _mm_slli_epi32(t, 8));
+  }
+  for (int i : {0, 2, 4, 6}) {
+    __m128i const t = _mm_and_si128(_mm_xor_si128(_mm_srli_epi32(v[i], 4), v[i + 1]), m4);
+    v[i + 1] = _mm_xor_si128(v[i + 1], t);
+    v[i] = _mm_xor_si128(v[i], _mm_slli_epi32(t, 4));
+  }
+}
 
 /// `ncols` (a multiple of 64) columns of the packed rows row0 (k 0..7) and row1 (k 8..15) -> the
 /// ncols/64 consecutive A16 4-bit Marlin tiles at `out`.
@@ -63,41 +91,6 @@ inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* r
       _mm_storeu_si128(o + 1, _mm_unpackhi_epi64(t0, t1));
       _mm_storeu_si128(o + 2, _mm_unpacklo_epi64(t2, t3));
       _mm_storeu_si128(o + 3, _mm_unpackhi_epi64(t2, t3));
-    }
-  }
-}
-
-/// AWQ -> GPTQ packing of 8 rows: `rows[j]` points at AWQ word column c0 of row k0 + j; for each of
-/// `count` (a multiple of 4) word columns c, band[8(c - c0) + m] gets the GPTQ word of column
-/// 8c + m (nibble j = row k0 + j). Four columns at a time: the 8x8 nibble transpose of the
-/// portable loop on 4 lanes, then two 4x4 word transposes put each column's 8 words side by side.
-inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
-  auto const load = [](std::int32_t const* p) { return _mm_loadu_si128(reinterpret_cast<__m128i const*>(p)); };
-  auto const swap = [](__m128i& a, __m128i& b, int shift, __m128i mask) {
-    __m128i const t = _mm_and_si128(_mm_xor_si128(_mm_srl_epi32(a, _mm_cvtsi32_si128(shift)), b), mask);
-    b = _mm_xor_si128(b, t);
-    a = _mm_xor_si128(a, _mm_sll_epi32(t, _mm_cvtsi32_si128(shift)));
-  };
-  __m128i const m16 = _mm_set1_epi32(0x0000ffff), m8 = _mm_set1_epi32(0x00ff00ff), m4 = _mm_set1_epi32(0x0f0f0f0f);
-  for (index_t c = 0; c < count; c += 4, band += 32) {
-    __m128i v[8];
-    for (int j = 0; j < 8; ++j) v[j] = load(rows[j] + c);
-    for (int i = 0; i < 4; ++i) swap(v[i], v[i + 4], 16, m16);
-    for (int i : {0, 1, 4, 5}) swap(v[i], v[i + 2], 8, m8);
-    for (int i : {0, 2, 4, 6}) swap(v[i], v[i + 1], 4, m4);
-    // v[i] lane l = the GPTQ word of column 8(c + l) + {0,2,4,6,1,3,5,7}[i]; column m sits in
-    // v[{0,4,1,5,2,6,3,7}[m]].
-    __m128i const* const by_col[2][4] = {{&v[0], &v[4], &v[1], &v[5]}, {&v[2], &v[6], &v[3], &v[7]}};
-    for (int h = 0; h < 2; ++h) {
-      __m128i const t0 = _mm_unpacklo_epi32(*by_col[h][0], *by_col[h][1]);
-      __m128i const t1 = _mm_unpacklo_epi32(*by_col[h][2], *by_col[h][3]);
-      __m128i const t2 = _mm_unpackhi_epi32(*by_col[h][0], *by_col[h][1]);
-      __m128i const t3 = _mm_unpackhi_epi32(*by_col[h][2], *by_col[h][3]);
-      auto* const o = reinterpret_cast<__m128i*>(band + 4 * h);
-      _mm_storeu_si128(o + 0, _mm_unpacklo_epi64(t0, t1));  // lane 0: columns 4h .. 4h+3
-      _mm_storeu_si128(o + 2, _mm_unpackhi_epi64(t0, t1));  // lane 1 (8 words further)
-      _mm_storeu_si128(o + 4, _mm_unpacklo_epi64(t2, t3));  // lane 2
-      _mm_storeu_si128(o + 6, _mm_unpackhi_epi64(t2, t3));  // lane 3
     }
   }
 }
@@ -198,21 +191,7 @@ QTL_MARLIN_AVX2 inline void transpose_words_8x8_avx2(__m256i (&u)[8]) {
   u[7] = _mm256_permute2x128_si256(s3, s7, 0x31);
 }
 
-/// `awq4_band` on 8 word columns per register (`count` a multiple of 8): the 8x8 nibble transpose
-/// on 8 lanes, then one 8x8 transpose of 32-bit words puts each column's 8 GPTQ words side by side.
-QTL_MARLIN_AVX2 inline void awq4_band_avx2(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
-  for (index_t c = 0; c < count; c += 8, band += 64) {
-    __m256i v[8];
-    for (int j = 0; j < 8; ++j) v[j] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[j] + c));
-    transpose_nibbles_8x8_avx2(v);
-    // v[i] lane l = the GPTQ word of column 8(c + l) + {0,2,4,6,1,3,5,7}[i]: u[m] = column m.
-    __m256i u[8] = {v[0], v[4], v[1], v[5], v[2], v[6], v[3], v[7]};
-    transpose_words_8x8_avx2(u);  // u[l] = band[8l .. 8l + 7]: lane l's 8 columns
-    for (int l = 0; l < 8; ++l) _mm256_storeu_si256(reinterpret_cast<__m256i*>(band + 8 * l), u[l]);
-  }
-}
-
-/// `awq4_unband`, the inverse of `awq4_band`, on 8 word columns per register (`count` a multiple
+/// `awq4_unband` (qtl/marlin.hpp) on 8 word columns per register (`count` a multiple
 /// of 8): the 8x8 word transpose brings column m of 8 column groups into one register, the AWQ
 /// order picks the registers, and the nibble transpose makes the 8 rows' AWQ words.
 QTL_MARLIN_AVX2 inline void awq4_unband_avx2(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
@@ -226,27 +205,52 @@ QTL_MARLIN_AVX2 inline void awq4_unband_avx2(std::int32_t const* band, index_t c
   }
 }
 
-/// `gather_band`: band[n] = OR over j of nibble sh[j]/4 of rows[j][n], moved to nibble j, for
-/// n < ncols (a multiple of 8). Nibble p to nibble j is one shift by 4|p - j| (right where p > j),
-/// then the mask of nibble j; the direction is the same for every column, so its branch is taken
-/// the same way on every pass.
-QTL_MARLIN_AVX2 inline void gather_band_avx2(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8],
-                                             index_t ncols, std::int32_t* band) {
-  __m128i cnt[8];
-  bool right[8];
-  for (int j = 0; j < 8; ++j) {
-    int const d = static_cast<int>(sh[j]) - 4 * j;
-    right[j] = d >= 0;
-    cnt[j] = _mm_cvtsi32_si128(d >= 0 ? d : -d);
-  }
-  for (index_t n = 0; n < ncols; n += 8) {
-    __m256i a = _mm256_setzero_si256();
-    for (int j = 0; j < 8; ++j) {
-      __m256i const x = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[j] + n));
-      __m256i const m = _mm256_set1_epi32(static_cast<int>(15u << (4 * j)));
-      a = _mm256_or_si256(a, _mm256_and_si256(right[j] ? _mm256_srl_epi32(x, cnt[j]) : _mm256_sll_epi32(x, cnt[j]), m));
+/// `awq4_tile_row` (qtl/marlin.hpp) on SSE2: one register per (row, half a tile), lanes w = 0..3.
+inline void awq4_tile_row(std::int32_t const* const (&rows)[16], index_t ncols, std::int32_t* out) {
+  constexpr int row_of[2][8] = {{0, 8, 0, 8, 1, 9, 1, 9}, {0, 0, 1, 1, 0, 0, 1, 1}};  // row - 2l, group parity
+  for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
+    index_t const c = n0 / 8;
+    for (int l = 0; l < 4; ++l) {
+      __m128i v[8];
+      for (int t = 0; t < 8; ++t) {
+        std::int32_t const* const r = rows[2 * l + row_of[0][t]] + c;
+        __m128 const lo = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<__m128i const*>(r)));
+        __m128 const hi = _mm_castsi128_ps(_mm_loadu_si128(reinterpret_cast<__m128i const*>(r + 4)));
+        v[t] = _mm_castps_si128(row_of[1][t] == 0 ? _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(2, 0, 2, 0))
+                                                  : _mm_shuffle_ps(lo, hi, _MM_SHUFFLE(3, 1, 3, 1)));
+      }
+      transpose_nibbles_8x8_sse2(v);
+      for (int i = 0; i < 8; ++i) {
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * awq_column_of_slot[i] + 4 * l), v[i]);
+      }
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(band + n), a);
+  }
+}
+
+/// `awq4_tile_row` on AVX2: lanes (l, w) for two l at once, the 8 output words of one cc side by side.
+QTL_MARLIN_AVX2 inline void awq4_tile_row_avx2(std::int32_t const* const (&rows)[16], index_t ncols,
+                                               std::int32_t* out) {
+  constexpr int row_of[2][8] = {{0, 8, 0, 8, 1, 9, 1, 9}, {0, 0, 1, 1, 0, 0, 1, 1}};  // row - 2l, group parity
+  for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
+    index_t const c = n0 / 8;
+    for (int a = 0; a < 4; a += 2) {
+      __m256i v[8];
+      for (int t = 0; t < 8; ++t) {
+        // lanes [(a, w0) (a, w1) (a+1, w0) (a+1, w1) | (a, w2) (a, w3) (a+1, w2) (a+1, w3)]
+        __m256 const x = _mm256_castsi256_ps(
+            _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[2 * a + row_of[0][t]] + c)));
+        __m256 const y = _mm256_castsi256_ps(
+            _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows[2 * a + 2 + row_of[0][t]] + c)));
+        v[t] = _mm256_castps_si256(row_of[1][t] == 0 ? _mm256_shuffle_ps(x, y, _MM_SHUFFLE(2, 0, 2, 0))
+                                                     : _mm256_shuffle_ps(x, y, _MM_SHUFFLE(3, 1, 3, 1)));
+      }
+      transpose_nibbles_8x8_avx2(v);
+      for (int i = 0; i < 8; ++i) {
+        // 64-bit units [(a, w0 w1), (a+1, w0 w1), (a, w2 w3), (a+1, w2 w3)] -> out[16cc + 4a .. + 7]
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + 16 * awq_column_of_slot[i] + 4 * a),
+                            _mm256_permute4x64_epi64(v[i], 0xD8));
+      }
+    }
   }
 }
 
