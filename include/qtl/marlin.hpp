@@ -269,14 +269,13 @@ inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* r
 // rows[j] points at (a slice row of 8 packed codes) in nibble sh[j]/4, for n < ncols.
 // Per column, OR over the 8 rows: g++ vectorises this order (not "per row, over the columns").
 inline void gather_band(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8], index_t ncols,
-                                 std::int32_t* band) {
+                        std::int32_t* band) {
   for (index_t n = 0; n < ncols; ++n) {
     std::uint32_t a = 0;
     for (int j = 0; j < 8; ++j) a |= ((rows[j][n] >> sh[j]) & 15u) << (4 * j);
     band[n] = static_cast<std::int32_t>(a);
   }
 }
-
 
 // Asks for the cache lines of [p, p + bytes) (a hint; nothing where the compiler has no builtin).
 inline void prefetch_lines(void const* p, index_t bytes) {
@@ -292,10 +291,11 @@ inline void prefetch_lines(void const* p, index_t bytes) {
 // from (K/8 x 128 words: 512 KiB at K = 8192) stays in L2 while its tiles are written.
 inline constexpr index_t band_cols = 128;
 
-// Act-order, A16 4-bit, without AVX2: for each 128-column block, the K/8 x 128 slice of the qweight is copied
-// into a contiguous buffer (rows of the qweight itself are N words apart, a stride that maps them
-// onto a few L2 sets); then for each k-tile the 16 rows sort_indices[16kt ..] are gathered from it
-// into two GPTQ-packed rows (band), which the tile kernel above repacks.
+// Act-order, A16 4-bit, without AVX2: for each 128-column block, the K/8 x 128 slice of the
+// qweight is copied into a contiguous buffer (rows of the qweight itself are N words apart, a
+// stride that maps them onto a few L2 sets); then for each k-tile the 16 rows
+// sort_indices[16kt ..] are gathered from it into two GPTQ-packed rows (band), which the tile
+// kernel above repacks.
 inline void repack4_a16_act_order(view2d<std::int32_t const> q, view1d<std::int32_t const> s, index_t K, index_t N,
                                   std::int32_t* out) {
   constexpr index_t slice_ahead = 4;
@@ -308,7 +308,8 @@ inline void repack4_a16_act_order(view2d<std::int32_t const> q, view1d<std::int3
       // Each row's run is short (w words) and in a page of its own: the prefetchers do not run
       // ahead of it, so ask for the run a few rows down.
       if (r + slice_ahead < K / 8) prefetch_lines(&q(r + slice_ahead, nb), w * 4);
-      for (index_t n = 0; n < w; ++n) slice[static_cast<std::size_t>(r * band_cols + n)] = static_cast<std::uint32_t>(row[n]);
+      std::uint32_t* const dst = slice.data() + r * band_cols;
+      for (index_t n = 0; n < w; ++n) dst[n] = static_cast<std::uint32_t>(row[n]);
     }
     for (index_t kt = 0; kt < K / 16; ++kt) {
       for (int r = 0; r < 2; ++r) {
@@ -338,9 +339,9 @@ inline void transpose_nibbles_8x8(std::uint32_t (&v)[8]) {
   for (int i : {0, 2, 4, 6}) swap(i, i + 1, 4, 0x0f0f0f0fu);
 }
 
-// GPTQ -> AWQ packing of 8 rows: for each of `count` word columns c,
-// the 8 GPTQ words band[8c .. 8c + 7] (columns 8c + m, nibble j = row j) become rows[j][c], the
-// AWQ word of row j (slot i = column 8c + awq_column(i)).
+// GPTQ -> AWQ packing of 8 rows: for each of `count` word columns c, the 8 GPTQ words
+// band[8c .. 8c + 7] (columns 8c + m, nibble j = row j) become rows[j][c], the AWQ word of row j
+// (slot i = column 8c + awq_column(i)).
 inline void awq4_unband_portable(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
   for (index_t c = 0; c < count; ++c) {
     std::uint32_t v[8];
