@@ -196,6 +196,27 @@ TEST_CASE("device quantization of padded rows equals the host", "[cuda][fp8]") {
   padded_rows<half_t, float8_e4m3fn_t>(130, 64);
 }
 
+#if !defined(__SANITIZE_ADDRESS__)
+// Full size, so not under AddressSanitizer (a few seconds here, many times that there; the capped
+// runs of every size keep the loop covered there).
+TEST_CASE("device per-token quantization past 65535 rows (the grid-stride loop at full size)", "[cuda][fp8][full]") {
+  // One block per row up to the grid cap of 65535: rows 65535.. are the loop's second pass.
+  index_t const m = 65535 + 70, n = 8;
+  auto const x = random_input<bfloat16_t>(m, n, 9);
+  std::vector<float8_e4m3fn_t> hq(static_cast<std::size_t>(m * n));
+  std::vector<float> hs(static_cast<std::size_t>(m));
+  qtl::scaled_fp8_quant_per_token(qtl::make_view<bfloat16_t const>(x.data(), m, n), qtl::make_view(hq.data(), m, n),
+                                  qtl::make_view(hs.data(), m), {});
+  device_buffer<bfloat16_t> dx(x);
+  device_buffer<float8_e4m3fn_t> dq(hq.size());
+  device_buffer<float> ds(hs.size());
+  REQUIRE(qtl::cuda::scaled_fp8_quant_per_token(qtl::make_view<bfloat16_t const>(dx.ptr, m, n),
+                                                qtl::make_view(dq.ptr, m, n), ds.ptr, {}) == cudaSuccess);
+  CHECK(qtl_test::mismatches(bits(ds.get()), bits(hs)) == "");
+  CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
+}
+#endif  // ^^^ not under AddressSanitizer ^^^
+
 TEST_CASE("device static quantization equals the host, zero scale included", "[cuda][fp8]") {
   index_t const m = 9;
   index_t const n = 333;
