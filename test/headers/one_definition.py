@@ -22,7 +22,8 @@ RULES = [
     ("group-size rule", re.compile(r"==\s*-1\s*\|\|\s*[\w.]+\s*>=\s*k\b"), {"include/qtl/group_size.hpp"}),
     ("GPTQ group-size set", re.compile(r"==\s*32\s*\|\|[^;]*==\s*64\s*\|\|[^;]*==\s*128"), {"include/qtl/group_size.hpp"}),
     ("memcpy baseline", re.compile(r"std::memcpy\(\s*dst[\w.()]*,\s*src"), {"bench/support/memcpy_baseline.hpp"}),  # bench/ only
-    ("D2D copy baseline", re.compile(r"cudaMemcpyDeviceToDevice"), {"bench/cuda/support/device_bench.cuh"}),
+    ("D2D copy baseline", re.compile(r"cudaMemcpyDeviceToDevice"),
+     {"bench/cuda/support/device_bench.cuh"}),  # bench/ only
     ("CPU-feature check", re.compile(r"__builtin_cpu_supports|__get_cpuid"), {"include/qtl/x86/isa.hpp"}),
 ]
 # (rule, file, owner): repeats left in files owned by other work (the lead removes them on merge).
