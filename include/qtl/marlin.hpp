@@ -36,10 +36,11 @@
 /// and unrepack_gptq on std::array run in constant evaluation; shapes the layout cannot take do
 /// not compile.
 ///
-/// Speed: the 4-bit A16 layout (GPTQ with and without act-order, AWQ) has fast paths through
-/// GPTQ-packed bands and a byte-transpose tile kernel, with SSE2 and AVX2 executors in
-/// <qtl/x86/marlin.hpp>; the other layouts run the generic word-by-word loop. Measured figures:
-/// docs/performance.md.
+/// Speed: the 4-bit A16 layout has fast paths, with SSE2 and AVX2 executors in
+/// <qtl/x86/marlin.hpp>: GPTQ through a byte-transpose tile kernel, AWQ straight into the tiles
+/// (one nibble transpose per 8 words), act-order as row sorting of whole cache lines (AVX2; below
+/// it, a gather into GPTQ-packed bands). The other layouts and strided views run the generic
+/// word-by-word loop. Measured figures: docs/performance.md.
 
 #include <algorithm>
 #include <array>
