@@ -34,7 +34,7 @@ def baseline(name, rates):
         size = re.search(r"/(\d+)", n)
         if size and m:
             a, b = [int(x) for x in m.groups() if x][:2]
-            if int(size.group(1)) in (a * b * 2, a * b * 4, a * b):
+            if int(size.group(1)) in (a * b * 2, a * b * 4, a * b, a * b // 2):  # a * b / 2: 4-bit codes
                 return r
     return next(iter(copies.values()))
 

@@ -101,18 +101,28 @@ void bm_repack_gptq4_moe(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(q.size() * 4));
 }
 
+// The MoE input's memcpy under a name of its own, which bench/host_ab.py pairs with the MoE cases.
+void bm_memcpy_moe(benchmark::State& state) { bm_memcpy(state); }
+
 }  // namespace
 
 // memcpy of each operation's input: 4096x4096 4-bit = 8 MiB, 8192x28672 = 112 MiB, MoE 64 x 2048 x
-// 1408 = 88 MiB.
-BENCHMARK(bm_memcpy)->Arg(4096LL * 4096 / 2)->Arg(8192LL * 28672 / 2)->Arg(64LL * 2048 * 1408 / 2)->Unit(benchmark::kMillisecond);
+// 1408 = 88 MiB. The K:/N: argument names let bench/host_ab.py pair each case with the memcpy of
+// its K*N/2 bytes.
+BENCHMARK(bm_memcpy)->Arg(4096LL * 4096 / 2)->Arg(8192LL * 28672 / 2)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_memcpy_moe)->Arg(64LL * 2048 * 1408 / 2)->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_repack_gptq4)
+    ->ArgNames({"K", "N", "act"})
     ->Args({4096, 4096, 0})
     ->Args({4096, 4096, 1})
     ->Args({8192, 28672, 0})
     ->Args({8192, 28672, 1})
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_repack_awq4)->Args({4096, 4096})->Args({8192, 28672})->Unit(benchmark::kMillisecond);
-BENCHMARK(bm_repack_gptq4_moe)->Args({64, 2048, 1408, 0})->Args({64, 2048, 1408, 1})->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_repack_awq4)->ArgNames({"K", "N"})->Args({4096, 4096})->Args({8192, 28672})->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_repack_gptq4_moe)
+    ->ArgNames({"E", "K", "N", "act"})
+    ->Args({64, 2048, 1408, 0})
+    ->Args({64, 2048, 1408, 1})
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -2,16 +2,16 @@
 // 0.85 of cudaMemcpyAsync D2D): pack and unpack, rows and cols, 4 and 8 bits, on (4096, 4096) and
 // (8192, 28672) int32 code matrices. Timed with cudaEvents around each launch (manual time).
 //
-// bytes_per_second counts every input byte read once and every output byte written once; the
-// copy benchmarks copy a buffer as large as an operation's input and count 2x its size:
-//   pack   input = the (K, N) codes        -> compare with bm_memcpy_d2d/<K*N*4>
-//   unpack input = the words (K*N*4/pf)    -> compare with bm_memcpy_d2d/<K*N*4/pf>
-// (the copy of K*N*4 bytes is the fairer yardstick for the unpacks, whose output has that size).
+// bytes_per_second counts every input byte read once and every output byte written once (the
+// codes, K*N*4 bytes, and the words, K*N*4/pf); ratio_to_d2d_copy compares with a D2D copy of the
+// same bytes in the same run (bench/cuda/support/device_bench.cuh).
 
 #include <qtl/cuda/pack.cuh>
 #include <qtl/pack.hpp>
 
 #include <benchmark/benchmark.h>
+
+#include "support/device_bench.cuh"
 
 #include <cstdint>
 #include <map>
@@ -25,73 +25,26 @@ namespace {
 using qtl::index_t;
 
 struct device_buffers {
-  std::int32_t* codes = nullptr;   // (K, N)
-  std::int32_t* words = nullptr;   // room for (K, N/4)
-  std::int32_t* result = nullptr;  // (K, N)
-  cudaEvent_t start = nullptr;
-  cudaEvent_t stop = nullptr;
-  bool ok = false;
-  ~device_buffers() {
-    cudaFree(codes);
-    cudaFree(words);
-    cudaFree(result);
-    cudaEventDestroy(start);
-    cudaEventDestroy(stop);
-  }
+  explicit device_buffers(std::vector<std::int32_t> const& host)
+      : codes(host), words(host.size() / 4), result(host.size()) {}
+  qtl_bench::cuda::device_array<std::int32_t> codes;   // (K, N)
+  qtl_bench::cuda::device_array<std::int32_t> words;   // room for (K, N/4)
+  qtl_bench::cuda::device_array<std::int32_t> result;  // (K, N)
+  bool ok() const { return codes.ok() && words.ok() && result.ok(); }
 };
 
 device_buffers& buffers_for(index_t k, index_t n) {
   static std::map<std::pair<index_t, index_t>, std::unique_ptr<device_buffers>> cache;
   auto& slot = cache[{k, n}];
   if (!slot) {
-    slot = std::make_unique<device_buffers>();
-    auto const bytes = static_cast<std::size_t>(k * n) * sizeof(std::int32_t);
     std::vector<std::int32_t> host(static_cast<std::size_t>(k * n));
     std::mt19937 rng(42);
     for (auto& c : host) {
       c = static_cast<std::int32_t>(rng() & 0xF);  // valid 4- and 8-bit codes
     }
-    slot->ok = cudaMalloc(&slot->codes, bytes) == cudaSuccess && cudaMalloc(&slot->words, bytes / 4) == cudaSuccess &&
-               cudaMalloc(&slot->result, bytes) == cudaSuccess &&
-               cudaMemcpy(slot->codes, host.data(), bytes, cudaMemcpyHostToDevice) == cudaSuccess &&
-               cudaEventCreate(&slot->start) == cudaSuccess && cudaEventCreate(&slot->stop) == cudaSuccess;
+    slot = std::make_unique<device_buffers>(host);
   }
   return *slot;
-}
-
-// Runs `launch` (returning cudaError_t) once per iteration between two events.
-template <class Launch>
-void time_launches(benchmark::State& state, device_buffers& b, Launch launch) {
-  if (launch() != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {  // warm-up
-    state.SkipWithError("launch failed");
-    return;
-  }
-  for (auto _ : state) {
-    cudaEventRecord(b.start);
-    cudaError_t const e = launch();
-    cudaEventRecord(b.stop);
-    cudaEventSynchronize(b.stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, b.start, b.stop);
-    if (e != cudaSuccess) {
-      state.SkipWithError("launch failed");
-      return;
-    }
-    state.SetIterationTime(static_cast<double>(ms) / 1e3);
-  }
-}
-
-void bm_memcpy_d2d(benchmark::State& state) {
-  index_t const bytes = state.range(0);
-  device_buffers& b = buffers_for(8192, 28672);  // large enough for every copy size below
-  if (!b.ok) {
-    state.SkipWithError("no usable CUDA device");
-    return;
-  }
-  time_launches(state, b, [&] {
-    return cudaMemcpyAsync(b.result, b.codes, static_cast<std::size_t>(bytes), cudaMemcpyDeviceToDevice);
-  });
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * bytes);
 }
 
 enum class op { pack_rows, pack_cols, unpack_rows, unpack_cols };
@@ -102,20 +55,18 @@ void bm_pack(benchmark::State& state) {
   index_t const n = state.range(1);
   constexpr index_t pf = qtl::pack_factor<Bits>;
   device_buffers& b = buffers_for(k, n);
-  if (!b.ok) {
-    state.SkipWithError("no usable CUDA device");
-    return;
-  }
-  auto const codes = qtl::make_view(b.codes, k, n);
-  auto const rows_words = qtl::make_view(b.words, k / pf, n);
-  auto const cols_words = qtl::make_view(b.words, k, n / pf);
-  auto const result = qtl::make_view(b.result, k, n);
+  auto const codes = qtl::make_view(b.codes.get(), k, n);
+  auto const rows_words = qtl::make_view(b.words.get(), k / pf, n);
+  auto const cols_words = qtl::make_view(b.words.get(), k, n / pf);
+  auto const result = qtl::make_view(b.result.get(), k, n);
+  bool ready = b.ok();
   if constexpr (Op == op::unpack_rows) {
-    qtl::cuda::pack_rows<Bits>(codes, rows_words);
+    ready = ready && qtl::cuda::pack_rows<Bits>(codes, rows_words) == cudaSuccess;
   } else if constexpr (Op == op::unpack_cols) {
-    qtl::cuda::pack_cols<Bits>(codes, cols_words);
+    ready = ready && qtl::cuda::pack_cols<Bits>(codes, cols_words) == cudaSuccess;
   }
-  time_launches(state, b, [&] {
+  std::int64_t const bytes = 4 * k * n + 4 * k * n / pf;
+  qtl_bench::cuda::time_against_copy(state, bytes, ready, [&] {
     if constexpr (Op == op::pack_rows) {
       return qtl::cuda::pack_rows<Bits>(codes, rows_words);
     } else if constexpr (Op == op::pack_cols) {
@@ -126,24 +77,12 @@ void bm_pack(benchmark::State& state) {
       return qtl::cuda::unpack_cols<Bits>(cols_words, result);
     }
   });
-  std::int64_t const bytes = 4 * k * n + 4 * k * n / pf;
-  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * bytes);
 }
 
 void shapes(benchmark::internal::Benchmark* b) {
-  b->Args({4096, 4096})->Args({8192, 28672})->UseManualTime()->Unit(benchmark::kMicrosecond);
+  b->ArgNames({"K", "N"})->Args({4096, 4096})->Args({8192, 28672})->Apply(qtl_bench::cuda::device_benchmark);
 }
 
-void copy_sizes(benchmark::internal::Benchmark* b) {
-  for (std::int64_t const elems : {std::int64_t{4096} * 4096, std::int64_t{8192} * 28672}) {
-    for (std::int64_t const pf : {1, 4, 8}) {
-      b->Arg(elems * 4 / pf);
-    }
-  }
-  b->UseManualTime()->Unit(benchmark::kMicrosecond);
-}
-
-BENCHMARK(bm_memcpy_d2d)->Apply(copy_sizes);
 BENCHMARK_TEMPLATE(bm_pack, op::pack_rows, 4)->Apply(shapes);
 BENCHMARK_TEMPLATE(bm_pack, op::pack_rows, 8)->Apply(shapes);
 BENCHMARK_TEMPLATE(bm_pack, op::pack_cols, 4)->Apply(shapes);

@@ -36,10 +36,11 @@
 /// and unrepack_gptq on std::array run in constant evaluation; shapes the layout cannot take do
 /// not compile.
 ///
-/// Speed: the 4-bit A16 layout (GPTQ with and without act-order, AWQ) has fast paths through
-/// GPTQ-packed bands and a byte-transpose tile kernel, with an SSE2 executor in
-/// <qtl/x86/marlin.hpp>; the other layouts run the generic word-by-word loop. Measured figures:
-/// docs/performance.md.
+/// Speed: the 4-bit A16 layout has fast paths, with SSE2 and AVX2 executors in
+/// <qtl/x86/marlin.hpp>: GPTQ through a byte-transpose tile kernel, AWQ straight into the tiles
+/// (one nibble transpose per 8 words), act-order as row sorting of whole cache lines (AVX2; below
+/// it, a gather into GPTQ-packed bands). The other layouts and strided views run the generic
+/// word-by-word loop. Measured figures: docs/performance.md.
 
 #include <algorithm>
 #include <array>
@@ -249,32 +250,67 @@ inline void repack4_a16_tile_row_portable(std::int32_t const* row0, std::int32_t
   }
 }
 
-// The same, by the SSE2 executor where there is one (qtl/x86/marlin.hpp).
+// The same, by the widest x86 executor that runs (qtl/x86/marlin.hpp), else the portable loop.
 inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* row1, index_t ncols, std::int32_t* out) {
 #if QTL_X86
-  x86::marlin::repack4_a16_tile_row(row0, row1, ncols, out);
-#else
-  repack4_a16_tile_row_portable(row0, row1, ncols, out);
+  x86::level const l = x86::marlin::marlin_level();
+  if (l >= x86::level::avx2) {
+    x86::marlin::repack4_a16_tile_row_avx2(row0, row1, ncols, out);
+    return;
+  }
+  if (l >= x86::level::sse2) {
+    x86::marlin::repack4_a16_tile_row(row0, row1, ncols, out);
+    return;
+  }
 #endif  // ^^^ QTL_X86 ^^^
+  repack4_a16_tile_row_portable(row0, row1, ncols, out);
+}
+
+// One GPTQ-packed band row of act-order: band[n] holds in nibble j the code of the row that
+// rows[j] points at (a slice row of 8 packed codes) in nibble sh[j]/4, for n < ncols.
+// Per column, OR over the 8 rows: g++ vectorises this order (not "per row, over the columns").
+inline void gather_band(std::uint32_t const* const (&rows)[8], std::uint32_t const (&sh)[8], index_t ncols,
+                        std::int32_t* band) {
+  for (index_t n = 0; n < ncols; ++n) {
+    std::uint32_t a = 0;
+    for (int j = 0; j < 8; ++j) a |= ((rows[j][n] >> sh[j]) & 15u) << (4 * j);
+    band[n] = static_cast<std::int32_t>(a);
+  }
+}
+
+// Asks for the cache lines of [p, p + bytes) (a hint; nothing where the compiler has no builtin).
+inline void prefetch_lines(void const* p, index_t bytes) {
+#if defined(__GNUC__) || defined(__clang__)
+  for (index_t b = 0; b < bytes; b += 64) __builtin_prefetch(static_cast<char const*>(p) + b);
+#else
+  (void)p;
+  (void)bytes;
+#endif
 }
 
 // Columns per block of the act-order and AWQ paths: the K x 128 slice of the input they gather
 // from (K/8 x 128 words: 512 KiB at K = 8192) stays in L2 while its tiles are written.
 inline constexpr index_t band_cols = 128;
 
-// Act-order, A16 4-bit: for each 128-column block, the K/8 x 128 slice of the qweight is copied
-// into a contiguous buffer (rows of the qweight itself are N words apart, a stride that maps them
-// onto a few L2 sets); then for each k-tile the 16 rows sort_indices[16kt ..] are gathered from it
-// into two GPTQ-packed rows (band), which the tile kernel above repacks.
+// Act-order, A16 4-bit, without AVX2: for each 128-column block, the K/8 x 128 slice of the
+// qweight is copied into a contiguous buffer (rows of the qweight itself are N words apart, a
+// stride that maps them onto a few L2 sets); then for each k-tile the 16 rows
+// sort_indices[16kt ..] are gathered from it into two GPTQ-packed rows (band), which the tile
+// kernel above repacks.
 inline void repack4_a16_act_order(view2d<std::int32_t const> q, view1d<std::int32_t const> s, index_t K, index_t N,
                                   std::int32_t* out) {
+  constexpr index_t slice_ahead = 4;
   alignas(64) std::int32_t band[2][band_cols];
   aligned_vector<std::uint32_t> slice(static_cast<std::size_t>(K / 8 * band_cols));
   for (index_t nb = 0; nb < N; nb += band_cols) {
     index_t const w = N - nb < band_cols ? N - nb : band_cols;
     for (index_t r = 0; r < K / 8; ++r) {
       std::int32_t const* row = &q(r, nb);
-      for (index_t n = 0; n < w; ++n) slice[static_cast<std::size_t>(r * band_cols + n)] = static_cast<std::uint32_t>(row[n]);
+      // Each row's run is short (w words) and in a page of its own: the prefetchers do not run
+      // ahead of it, so ask for the run a few rows down.
+      if (r + slice_ahead < K / 8) prefetch_lines(&q(r + slice_ahead, nb), w * 4);
+      std::uint32_t* const dst = slice.data() + r * band_cols;
+      for (index_t n = 0; n < w; ++n) dst[n] = static_cast<std::uint32_t>(row[n]);
     }
     for (index_t kt = 0; kt < K / 16; ++kt) {
       for (int r = 0; r < 2; ++r) {
@@ -285,11 +321,7 @@ inline void repack4_a16_act_order(view2d<std::int32_t const> q, view1d<std::int3
           rows[j] = slice.data() + (src / 8) * band_cols;
           sh[j] = static_cast<std::uint32_t>(4 * (src % 8));
         }
-        for (index_t n = 0; n < band_cols; ++n) {
-          std::uint32_t a = 0;
-          for (int j = 0; j < 8; ++j) a |= ((rows[j][n] >> sh[j]) & 15u) << (4 * j);
-          band[r][n] = static_cast<std::int32_t>(a);
-        }
+        gather_band(rows, sh, w, band[r]);
       }
       repack4_a16_tile_row(band[0], band[1], w, out + (kt * (N / 64) + nb / 64) * 128);
     }
@@ -308,41 +340,117 @@ inline void transpose_nibbles_8x8(std::uint32_t (&v)[8]) {
   for (int i : {0, 2, 4, 6}) swap(i, i + 1, 4, 0x0f0f0f0fu);
 }
 
-// AWQ -> GPTQ packing of 8 rows (k0 + j at rows[j], from AWQ word column c0): for each of `count`
-// word columns c, band[8(c - c0) + m] = the GPTQ word of column 8c + m. An 8x8 nibble transpose
-// turns the 8 AWQ words of column group c into 8 GPTQ words, word i for column 8c + awq_column(i).
-inline void awq4_band_portable(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
+// GPTQ -> AWQ packing of 8 rows: for each of `count` word columns c, the 8 GPTQ words
+// band[8c .. 8c + 7] (columns 8c + m, nibble j = row j) become rows[j][c], the AWQ word of row j
+// (slot i = column 8c + awq_column(i)).
+inline void awq4_unband_portable(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
   for (index_t c = 0; c < count; ++c) {
     std::uint32_t v[8];
-    for (int j = 0; j < 8; ++j) v[j] = static_cast<std::uint32_t>(rows[j][c]);
+    for (int i = 0; i < 8; ++i) v[i] = static_cast<std::uint32_t>(band[8 * c + awq_column<4>(i)]);
     transpose_nibbles_8x8(v);
-    for (int i = 0; i < 8; ++i) band[8 * c + awq_column<4>(i)] = static_cast<std::int32_t>(v[i]);
+    for (int j = 0; j < 8; ++j) rows[j][c] = static_cast<std::int32_t>(v[j]);
   }
 }
 
-inline void awq4_band(std::int32_t const* const (&rows)[8], index_t count, std::int32_t* band) {
+inline void awq4_unband(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
 #if QTL_X86
-  if (count % 4 == 0) {
-    x86::marlin::awq4_band(rows, count, band);
+  if (count % 8 == 0 && x86::marlin::marlin_level() >= x86::level::avx2) {
+    x86::marlin::awq4_unband_avx2(band, count, rows);
     return;
   }
 #endif  // ^^^ QTL_X86 ^^^
-  awq4_band_portable(rows, count, band);
+  awq4_unband_portable(band, count, rows);
 }
 
-// AWQ, A16 4-bit: the rows 8r .. 8r+7 of a k-tile become a GPTQ-packed band row (awq4_band); the
-// two band rows of a k-tile feed the tile kernel.
-inline void repack4_a16_awq(view2d<std::int32_t const> q, index_t K, index_t N, std::int32_t* out) {
-  // Whole rows per k-tile: 16 AWQ rows are read front to back, and the two band rows (8N bytes)
-  // stay in L2 for the tile kernel.
-  aligned_vector<std::int32_t> band(static_cast<std::size_t>(2 * N));
-  for (index_t kt = 0; kt < K / 16; ++kt) {
-    for (int r = 0; r < 2; ++r) {
-      std::int32_t const* rows[8];
-      for (int j = 0; j < 8; ++j) rows[j] = &q(16 * kt + 8 * r + j, 0);
-      awq4_band(rows, N / 8, band.data() + r * N);
+// AWQ-packed rows straight into Marlin tiles, the A16 4-bit layout: rows[k] (k = 0..15, the
+// k-tile's rows) point at AWQ word column 0 of a run of `ncols` (a multiple of 64) columns, which
+// become ncols/64 consecutive tiles at `out`. Word (cc, l, warp) of a tile (at 16cc + 4l + warp)
+// holds, slot t = 0..7, the codes
+//   (2l, c) (2l+8, c) (2l, c+8) (2l+8, c+8) (2l+1, c) (2l+9, c) (2l+1, c+8) (2l+9, c+8),  c = 16warp + cc
+// (row, column; see repack4_a16_tile_row_portable), and column c + 8h sits in slot awq_slot(cc) of
+// AWQ word 2warp + h. So for each (l, warp) the eight AWQ words
+//   v[t] = rows[2l + {0,8,0,8,1,9,1,9}[t]][2warp + {0,0,1,1,0,0,1,1}[t]]
+// go through one 8x8 nibble transpose, after which v[i] is the word of cc = awq_column(i).
+inline void awq4_tile_row_portable(std::int32_t const* const (&rows)[16], index_t ncols, std::int32_t* out) {
+  constexpr int row_of[8] = {0, 8, 0, 8, 1, 9, 1, 9};
+  constexpr int group_of[8] = {0, 0, 1, 1, 0, 0, 1, 1};
+  for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
+    for (int l = 0; l < 4; ++l) {
+      for (int warp = 0; warp < 4; ++warp) {
+        std::uint32_t v[8];
+        for (int t = 0; t < 8; ++t) {
+          v[t] = static_cast<std::uint32_t>(rows[2 * l + row_of[t]][n0 / 8 + 2 * warp + group_of[t]]);
+        }
+        transpose_nibbles_8x8(v);
+        for (int i = 0; i < 8; ++i) out[16 * awq_column<4>(i) + 4 * l + warp] = static_cast<std::int32_t>(v[i]);
+      }
     }
-    repack4_a16_tile_row(band.data(), band.data() + N, N, out + kt * (N / 64) * 128);
+  }
+}
+
+inline void awq4_tile_row(std::int32_t const* const (&rows)[16], index_t ncols, std::int32_t* out) {
+#if QTL_X86
+  x86::level const l = x86::marlin::marlin_level();
+  if (l >= x86::level::avx2) {
+    x86::marlin::awq4_tile_row_avx2(rows, ncols, out);
+    return;
+  }
+  if (l >= x86::level::sse2) {
+    x86::marlin::awq4_tile_row(rows, ncols, out);
+    return;
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  awq4_tile_row_portable(rows, ncols, out);
+}
+
+// Act-order, A16 4-bit, where AVX2 runs: row sorting as whole-line copies. For each 128-column
+// block, every packed row of the qweight becomes 8 rows of 128 codes packed along N (AWQ's order,
+// awq4_unband: 64 bytes, one cache line each, K lines in all); then each k-tile's 16 rows
+// sort_indices[16kt ..] are read as 16 lines and go into their tiles as AWQ rows do
+// (awq4_tile_row). Two nibble transposes in registers instead of the gather's 8 loads, shifts and
+// masks per word.
+inline void repack4_a16_act_order_lines(view2d<std::int32_t const> q, view1d<std::int32_t const> s, index_t K,
+                                        index_t N, std::int32_t* out) {
+  constexpr index_t line_words = band_cols / 8;  // AWQ words per k-row of a block
+  constexpr index_t rows_ahead = 4;
+  aligned_vector<std::int32_t> lines(static_cast<std::size_t>(K * line_words));
+  for (index_t nb = 0; nb < N; nb += band_cols) {
+    index_t const w = N - nb < band_cols ? N - nb : band_cols;
+    for (index_t r = 0; r < K / 8; ++r) {
+      // Each row's run is short (w words) and in a page of its own: the prefetchers do not run
+      // ahead of it, so ask for the run a few rows down.
+      if (r + rows_ahead < K / 8) prefetch_lines(&q(r + rows_ahead, nb), w * 4);
+      std::int32_t* rows[8];
+      for (int j = 0; j < 8; ++j) rows[j] = lines.data() + (8 * r + j) * line_words;
+      awq4_unband(&q(r, nb), w / 8, rows);
+    }
+    for (index_t kt = 0; kt < K / 16; ++kt) {
+      if (kt + 1 < K / 16) {  // the next k-tile's 16 lines, at random places in L2
+        for (int j = 0; j < 16; ++j) prefetch_lines(lines.data() + s(16 * kt + 16 + j) * line_words, 4 * w / 8);
+      }
+      std::int32_t const* rows[16];
+      for (int j = 0; j < 16; ++j) rows[j] = lines.data() + s(16 * kt + j) * line_words;
+      awq4_tile_row(rows, w, out + (kt * (N / 64) + nb / 64) * 128);
+    }
+  }
+}
+
+// AWQ, A16 4-bit: each k-tile's 16 AWQ rows straight into its tiles (awq4_tile_row), in pieces
+// of awq_piece columns; the next k-tile's rows are asked for piece by piece (16 short rows at
+// once are more streams than the prefetchers follow).
+inline void repack4_a16_awq(view2d<std::int32_t const> q, index_t K, index_t N, std::int32_t* out) {
+  constexpr index_t awq_piece = 512;  // columns (64 AWQ words, 8 tiles) per piece
+  for (index_t kt = 0; kt < K / 16; ++kt) {
+    bool const next = kt + 1 < K / 16;
+    for (index_t n0 = 0; n0 < N; n0 += awq_piece) {
+      index_t const ncols = N - n0 < awq_piece ? N - n0 : awq_piece;
+      std::int32_t const* rows[16];
+      for (int k = 0; k < 16; ++k) {
+        rows[k] = &q(16 * kt + k, n0 / 8);
+        if (next) prefetch_lines(rows[k] + 16 * q.stride[0], ncols / 2);
+      }
+      awq4_tile_row(rows, ncols, out + (kt * (N / 64) + n0 / 64) * 128);
+    }
   }
 }
 
@@ -373,6 +481,12 @@ void repack_gptq(view2d<std::int32_t const> qweight, view1d<std::int32_t const> 
           detail::repack4_a16_tile_row(&qweight(2 * kt, 0), &qweight(2 * kt + 1, 0), N, out.data + kt * (N / 64) * 128);
         }
       } else {
+#if QTL_X86
+        if (x86::marlin::marlin_level() >= x86::level::avx2) {
+          detail::repack4_a16_act_order_lines(qweight, sort_indices, K, N, out.data);
+          return;
+        }
+#endif  // ^^^ QTL_X86 ^^^
         detail::repack4_a16_act_order(qweight, sort_indices, K, N, out.data);
       }
       return;

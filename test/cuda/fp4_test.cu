@@ -1,6 +1,6 @@
 // qtl/cuda/fp4.cuh against the host reference of qtl/fp4.hpp, bit for bit: NVFP4 global scale,
 // NVFP4/MXFP4/MXFP8 block quantization in the linear and 128x4 layouts (padding zeroed), and
-// dequantization. Skipped (77) without a GPU by test/cuda/main.cu.
+// dequantization into float, fp16 and bf16. Skipped (77) without a GPU by test/cuda/main.cu.
 #include <qtl/cuda/fp4.cuh>
 #include <qtl/fp4.hpp>
 
@@ -64,6 +64,20 @@ std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {
   return v;
 }
 
+// Host and device dequantization of the same codes and scales into Out, bit for bit.
+template <class F, class Layout, class Out>
+void dequant_as(std::vector<typename F::element> const& hq, std::vector<typename F::scale> const& hs, float hgs,
+                typename F::element const* dq, typename F::scale const* ds, float const* dgs, index_t m, index_t k) {
+  index_t const vk = k / F::elements_per_value;
+  std::vector<Out> hd(static_cast<std::size_t>(m * k));
+  qtl::block_dequantize<F, Layout>(qtl::make_view<typename F::element const>(hq.data(), m, vk),
+                                   std::span<typename F::scale const>(hs), hgs, qtl::make_view(hd.data(), m, k));
+  device_buffer<Out> dd(hd.size());
+  REQUIRE(qtl::cuda::block_dequantize<F, Layout>(qtl::make_view<typename F::element const>(dq, m, vk), ds, dgs,
+                                                 qtl::make_view(dd.ptr, m, k)) == cudaSuccess);
+  CHECK(raw(dd.get()) == raw(hd));
+}
+
 template <class F, class Layout, class T>
 void compare(index_t m, index_t k) {
   auto const x = random_input<T>(m, k, static_cast<std::uint32_t>(m + k));
@@ -96,6 +110,9 @@ void compare(index_t m, index_t k) {
                                                  F::has_global_scale ? dgs.ptr : nullptr,
                                                  qtl::make_view(dd.ptr, m, k)) == cudaSuccess);
   CHECK(raw(dd.get()) == raw(hd));
+  // The same dequantization into fp16 and bf16 (one rounding of the float product).
+  dequant_as<F, Layout, qtl::half_t>(hq, hs, hgs, dq.ptr, ds.ptr, F::has_global_scale ? dgs.ptr : nullptr, m, k);
+  dequant_as<F, Layout, bfloat16_t>(hq, hs, hgs, dq.ptr, ds.ptr, F::has_global_scale ? dgs.ptr : nullptr, m, k);
 }
 
 }  // namespace

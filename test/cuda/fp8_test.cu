@@ -64,7 +64,8 @@ std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {
   return v;
 }
 
-std::vector<std::uint8_t> codes(std::vector<float8_e4m3fn_t> const& v) {
+template <class Fp8>
+std::vector<std::uint8_t> codes(std::vector<Fp8> const& v) {
   std::vector<std::uint8_t> c;
   for (auto q : v) {
     c.push_back(q.bits);
@@ -79,7 +80,7 @@ std::vector<std::uint32_t> bits(std::vector<float> const& v) {
   return b;
 }
 
-template <class T>
+template <class T, class Fp8 = float8_e4m3fn_t>
 void per_tensor_and_token(index_t m, index_t n, index_t padded, qtl::fp8_nan nan) {
   auto const x = random_input<T>(m, n, static_cast<std::uint32_t>(m * 131 + n));
   auto const in = qtl::make_view<T const>(x.data(), m, n);
@@ -88,24 +89,24 @@ void per_tensor_and_token(index_t m, index_t n, index_t padded, qtl::fp8_nan nan
   std::size_t const out_n = static_cast<std::size_t>(padded * n);
 
   // dynamic per tensor (then static with the same scale)
-  std::vector<float8_e4m3fn_t> hq(out_n);
+  std::vector<Fp8> hq(out_n);
   qtl::fp8_tensor_options to;
   to.nan = nan;
   float const hs = qtl::scaled_fp8_quant_dynamic(in, qtl::make_view(hq.data(), padded, n), to);
-  device_buffer<float8_e4m3fn_t> dq(out_n);
+  device_buffer<Fp8> dq(out_n);
   device_buffer<float> ds(1);
-  REQUIRE(qtl::cuda::scaled_fp8_quant_dynamic(din, qtl::make_view(dq.ptr, padded, n), ds.ptr, to) == cudaSuccess);
+  REQUIRE(qtl::cuda::scaled_fp8_quant_dynamic<Fp8>(din, qtl::make_view(dq.ptr, padded, n), ds.ptr, to) == cudaSuccess);
   CHECK(qtl_test::mismatches(bits(ds.get()), bits({hs})) == "");
   CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
 
   // per token, sglang and vLLM recipes
-  for (auto const& o : {qtl::fp8_token_options{}, qtl::vllm_per_token_options<float8_e4m3fn_t>(3.0f)}) {
+  for (auto const& o : {qtl::fp8_token_options{}, qtl::vllm_per_token_options<Fp8>(3.0f)}) {
     qtl::fp8_token_options oo = o;
     oo.nan = nan;
     std::vector<float> hsc(static_cast<std::size_t>(padded));
     qtl::scaled_fp8_quant_per_token(in, qtl::make_view(hq.data(), padded, n), qtl::make_view(hsc.data(), padded), oo);
     device_buffer<float> dsc(static_cast<std::size_t>(padded));
-    REQUIRE(qtl::cuda::scaled_fp8_quant_per_token(din, qtl::make_view(dq.ptr, padded, n), dsc.ptr, oo) ==
+    REQUIRE(qtl::cuda::scaled_fp8_quant_per_token<Fp8>(din, qtl::make_view(dq.ptr, padded, n), dsc.ptr, oo) ==
             cudaSuccess);
     CHECK(qtl_test::mismatches(bits(dsc.get()), bits(hsc)) == "");
     CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
@@ -131,6 +132,47 @@ void per_group(index_t m, index_t n, qtl::fp8_group_options o) {
   CHECK(qtl_test::mismatches(bits(ds.get()), bits(hs)) == "");
 }
 
+// A view of rows x cols inside a buffer whose rows are `stride` elements apart (padded rows).
+template <class T>
+qtl::view2d<T> padded_view(T* p, index_t rows, index_t cols, index_t stride) {
+  qtl::view2d<T> v = qtl::make_view(p, rows, cols);
+  v.stride[0] = stride;
+  return v;
+}
+
+// Per-tensor dynamic and per-token quantization of an input whose rows are padded (row stride
+// n + 7) into an output whose rows are padded too (n + 5): the kernels index by the views'
+// strides, and the padding of the output is never written (it keeps its 0x5A fill).
+template <class T, class Fp8>
+void padded_rows(index_t m, index_t n) {
+  index_t const in_stride = n + 7, out_stride = n + 5;
+  auto x = random_input<T>(m, in_stride, static_cast<std::uint32_t>(m + 3 * n));
+  auto const in = padded_view<T const>(x.data(), m, n, in_stride);
+  device_buffer<T> dx(x);
+  auto const din = padded_view<T const>(dx.ptr, m, n, in_stride);
+  std::vector<Fp8> const fill(static_cast<std::size_t>(m * out_stride), Fp8{0x5A});
+  std::vector<Fp8> hq = fill;
+  float const hs = qtl::scaled_fp8_quant_dynamic(in, padded_view(hq.data(), m, n, out_stride));
+  device_buffer<Fp8> dq(fill);
+  device_buffer<float> ds(1);
+  REQUIRE(qtl::cuda::scaled_fp8_quant_dynamic<Fp8>(din, padded_view(dq.ptr, m, n, out_stride), ds.ptr) ==
+          cudaSuccess);
+  CHECK(qtl_test::mismatches(bits(ds.get()), bits({hs})) == "");
+  CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
+  for (index_t r = 0; r < m; ++r) {
+    CHECK(hq[static_cast<std::size_t>(r * out_stride + n)].bits == 0x5A);
+  }
+  std::vector<Fp8> hq2 = fill;
+  std::vector<float> hsc(static_cast<std::size_t>(m));
+  qtl::scaled_fp8_quant_per_token(in, padded_view(hq2.data(), m, n, out_stride), qtl::make_view(hsc.data(), m), {});
+  device_buffer<Fp8> dq2(fill);
+  device_buffer<float> dsc(static_cast<std::size_t>(m));
+  REQUIRE(qtl::cuda::scaled_fp8_quant_per_token<Fp8>(din, padded_view(dq2.ptr, m, n, out_stride), dsc.ptr, {}) ==
+          cudaSuccess);
+  CHECK(qtl_test::mismatches(bits(dsc.get()), bits(hsc)) == "");
+  CHECK(qtl_test::mismatches(codes(dq2.get()), codes(hq2)) == "");
+}
+
 }  // namespace
 
 TEST_CASE("device per-tensor and per-token quantization equal the host", "[cuda][fp8]") {
@@ -140,6 +182,40 @@ TEST_CASE("device per-tensor and per-token quantization equal the host", "[cuda]
   per_tensor_and_token<half_t>(300, 64, 301, nan);
   per_tensor_and_token<bfloat16_t>(2048, 520, 2048, nan);  // many blocks contend in the amax
 }
+
+TEST_CASE("device e5m2 per-tensor and per-token quantization equal the host", "[cuda][fp8]") {
+  auto const nan = GENERATE(qtl::fp8_nan::to_max, qtl::fp8_nan::propagate);
+  per_tensor_and_token<bfloat16_t, qtl::float8_e5m2_t>(37, 1000, 40, nan);
+  per_tensor_and_token<float, qtl::float8_e5m2_t>(5, 4099, 5, nan);
+  per_tensor_and_token<half_t, qtl::float8_e5m2_t>(300, 64, 301, nan);
+}
+
+TEST_CASE("device quantization of padded rows equals the host", "[cuda][fp8]") {
+  padded_rows<bfloat16_t, float8_e4m3fn_t>(33, 500);
+  padded_rows<float, qtl::float8_e5m2_t>(7, 129);
+  padded_rows<half_t, float8_e4m3fn_t>(130, 64);
+}
+
+#if !defined(__SANITIZE_ADDRESS__)
+// Full size, so not under AddressSanitizer (a few seconds here, many times that there; the capped
+// runs of every size keep the loop covered there).
+TEST_CASE("device per-token quantization past 65535 rows (the grid-stride loop at full size)", "[cuda][fp8][full]") {
+  // One block per row up to the grid cap of 65535: rows 65535.. are the loop's second pass.
+  index_t const m = 65535 + 70, n = 8;
+  auto const x = random_input<bfloat16_t>(m, n, 9);
+  std::vector<float8_e4m3fn_t> hq(static_cast<std::size_t>(m * n));
+  std::vector<float> hs(static_cast<std::size_t>(m));
+  qtl::scaled_fp8_quant_per_token(qtl::make_view<bfloat16_t const>(x.data(), m, n), qtl::make_view(hq.data(), m, n),
+                                  qtl::make_view(hs.data(), m), {});
+  device_buffer<bfloat16_t> dx(x);
+  device_buffer<float8_e4m3fn_t> dq(hq.size());
+  device_buffer<float> ds(hs.size());
+  REQUIRE(qtl::cuda::scaled_fp8_quant_per_token(qtl::make_view<bfloat16_t const>(dx.ptr, m, n),
+                                                qtl::make_view(dq.ptr, m, n), ds.ptr, {}) == cudaSuccess);
+  CHECK(qtl_test::mismatches(bits(ds.get()), bits(hs)) == "");
+  CHECK(qtl_test::mismatches(codes(dq.get()), codes(hq)) == "");
+}
+#endif  // ^^^ not under AddressSanitizer ^^^
 
 TEST_CASE("device static quantization equals the host, zero scale included", "[cuda][fp8]") {
   index_t const m = 9;

@@ -3,6 +3,7 @@
 // shared main exits 77 (skipped) without a GPU.
 
 #include <catch2/catch.hpp>
+#include <cstddef>
 #include <cstdint>
 #include <qtl/cuda/moe.cuh>
 #include <qtl/moe.hpp>
@@ -27,9 +28,11 @@ struct device_bytes {
   device_bytes& operator=(device_bytes const&) = delete;
 };
 
+// `in_offset`, `out_offset`: bytes by which the device tensors start past a cudaMalloc (256-byte aligned)
+// allocation (not a multiple of 16: the byte-copy paths of the kernels instead of uint4 / uint32).
 template <int EpilogueTileM>
-void check_moe(index_t h, index_t i, index_t e, bool gated) {
-  CAPTURE(EpilogueTileM, h, i, e, gated);
+void check_moe(index_t h, index_t i, index_t e, bool gated, std::size_t in_offset = 0, std::size_t out_offset = 0) {
+  CAPTURE(EpilogueTileM, h, i, e, gated, in_offset, out_offset);
   qtl::trtllm_fp4_moe_shape const shape{.hidden_size = h, .intermediate_size = i, .num_experts = e, .gated = gated};
   index_t const r1 = shape.gemm1_rows();
   std::size_t const sizes[4] = {static_cast<std::size_t>(e * r1 * h / 2), static_cast<std::size_t>(e * r1 * h / 16),
@@ -51,13 +54,17 @@ void check_moe(index_t h, index_t i, index_t e, bool gated) {
                                                        tensors(host_out.data()));
   device_bytes in(total);
   device_bytes out(total);
-  CUDA_REQUIRE(cudaMemcpy(in.p, host_in.data(), total, cudaMemcpyHostToDevice));
+  CUDA_REQUIRE(cudaMemcpy(in.p + in_offset, host_in.data(), total, cudaMemcpyHostToDevice));
   CUDA_REQUIRE(qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe<EpilogueTileM>(
-      shape, tensors(static_cast<std::uint8_t const*>(in.p)), tensors(out.p)));
+      shape, tensors(static_cast<std::uint8_t const*>(in.p + in_offset)), tensors(out.p + out_offset)));
   CUDA_REQUIRE(cudaDeviceSynchronize());
-  std::vector<std::uint8_t> got(total);
-  CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, total, cudaMemcpyDeviceToHost));
-  REQUIRE(got == host_out);
+  std::vector<std::uint8_t> got(total + 64);
+  CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, total + 64, cudaMemcpyDeviceToHost));
+  REQUIRE(std::vector<std::uint8_t>(got.begin() + static_cast<std::ptrdiff_t>(out_offset),
+                                    got.begin() + static_cast<std::ptrdiff_t>(out_offset + total)) == host_out);
+  // The bytes before and after the output keep device_bytes' 0xAB fill.
+  for (std::size_t b = 0; b < out_offset; ++b) CHECK(got[b] == 0xAB);
+  for (std::size_t b = out_offset + total; b < total + 64; ++b) CHECK(got[b] == 0xAB);
 }
 
 }  // namespace
@@ -68,6 +75,13 @@ TEST_CASE("device MoE preparation equals the host plan, byte for byte", "[cuda][
   check_moe<128>(384, 192, 5, true);
   check_moe<64>(256, 128, 2, true);
   check_moe<128>(1024, 512, 8, true);
+}
+
+TEST_CASE("device MoE preparation of unaligned tensors equals the host plan, guard bytes untouched", "[cuda][moe]") {
+  check_moe<128>(128, 64, 3, true, 1, 3);
+  check_moe<128>(256, 128, 2, false, 0, 5);
+  check_moe<64>(256, 128, 2, true, 7, 0);
+  check_moe<128>(128, 64, 2, true, 16, 36);  // 16-byte aligned input, 4-byte aligned output: mixed paths
 }
 
 TEST_CASE("device MoE launcher rejects shapes the host plan rejects", "[cuda][moe]") {

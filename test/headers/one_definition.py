@@ -6,6 +6,7 @@ is written in exactly one place, and no other file spells it out again.
   group-size rule             "-1 or >= K means one group per column" only in qtl/group_size.hpp
   GPTQ group-size set         "-1, 32, 64, 128" as code only in qtl/group_size.hpp
   memcpy baseline             the timed memcpy loop of the host benchmarks only in bench/support/
+  D2D copy baseline           the device-to-device copy of the CUDA benchmarks only in bench/cuda/support/
   CPU-feature check           only in qtl/x86/isa.hpp
 
 Comments are not code: `//` tails are ignored. KNOWN lists places that still repeat a rule in files
@@ -21,13 +22,16 @@ RULES = [
     ("group-size rule", re.compile(r"==\s*-1\s*\|\|\s*[\w.]+\s*>=\s*k\b"), {"include/qtl/group_size.hpp"}),
     ("GPTQ group-size set", re.compile(r"==\s*32\s*\|\|[^;]*==\s*64\s*\|\|[^;]*==\s*128"), {"include/qtl/group_size.hpp"}),
     ("memcpy baseline", re.compile(r"std::memcpy\(\s*dst[\w.()]*,\s*src"), {"bench/support/memcpy_baseline.hpp"}),  # bench/ only
+    ("D2D copy baseline", re.compile(r"cudaMemcpyDeviceToDevice"),
+     {"bench/cuda/support/device_bench.cuh"}),  # bench/ only
     ("CPU-feature check", re.compile(r"__builtin_cpu_supports|__get_cpuid"), {"include/qtl/x86/isa.hpp"}),
 ]
 # (rule, file, owner): repeats left in files owned by other work (the lead removes them on merge).
 KNOWN = {
 }
 FOLDERS = ("include", "tools", "bench")  # not test/: tests may restate a rule as an independent oracle
-ONLY_IN = {"memcpy baseline": "bench/"}  # the library copies bytes too; only benchmarks time it
+# the library copies bytes too; only benchmarks time it
+ONLY_IN = {"memcpy baseline": "bench/", "D2D copy baseline": "bench/"}
 
 
 def main():

@@ -8,8 +8,10 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <numeric>
 #include <random>
 #include <string>
 #include <vector>
@@ -344,30 +346,139 @@ TEST_CASE("marlin: shapes, sort_indices and codes the layout cannot take are ref
   CHECK_THROWS_AS(qtl::marlin::unrepack_gptq<8>(make_view<std::int32_t const>(buf.data(), 1, 130)), qtl::shape_error);
 }
 
-TEST_CASE("marlin: the tile kernel's executor equals its portable loop", "[marlin]") {
-  for (index_t ncols : {64, 128, 448}) {
-    auto const rows = codes(2, ncols, 16, static_cast<std::uint32_t>(ncols));  // any words: low 16 bits random
-    std::vector<std::int32_t> r0(rows.begin(), rows.begin() + ncols), r1(rows.begin() + ncols, rows.end());
-    for (auto& w : r0) w = static_cast<std::int32_t>(static_cast<std::uint32_t>(w) * 0x9E3779B1u);
-    for (auto& w : r1) w = static_cast<std::int32_t>(static_cast<std::uint32_t>(w) * 0x85EBCA77u);
-    std::vector<std::int32_t> want(static_cast<std::size_t>(2 * ncols)), got(want.size());
-    qtl::marlin::detail::repack4_a16_tile_row_portable(r0.data(), r1.data(), ncols, want.data());
-    qtl::marlin::detail::repack4_a16_tile_row(r0.data(), r1.data(), ncols, got.data());
-    CHECK(got == want);
+// Every x86 executor level the CPU runs (AVX2, SSE2, then the portable loop through the same
+// dispatch), against the portable loop. With QTL_NO_SIMD only the portable level exists.
+std::vector<qtl::x86::level> executor_levels() {
+  std::vector<qtl::x86::level> ls = {qtl::x86::level::portable};
+#if QTL_X86
+  ls.push_back(qtl::x86::level::sse2);
+  if (qtl::x86::cpu().avx2) ls.push_back(qtl::x86::level::avx2);
+#endif  // ^^^ QTL_X86 ^^^
+  return ls;
+}
+
+TEST_CASE("marlin: the tile kernel's executors equal its portable loop", "[marlin]") {
+  for (auto const l : executor_levels()) {
+    qtl::x86::scoped_level_cap const cap(l);
+    for (index_t ncols : {64, 128, 448}) {
+      auto const rows = codes(2, ncols, 16, static_cast<std::uint32_t>(ncols));  // any words: low 16 bits random
+      std::vector<std::int32_t> r0(rows.begin(), rows.begin() + ncols), r1(rows.begin() + ncols, rows.end());
+      for (auto& w : r0) w = static_cast<std::int32_t>(static_cast<std::uint32_t>(w) * 0x9E3779B1u);
+      for (auto& w : r1) w = static_cast<std::int32_t>(static_cast<std::uint32_t>(w) * 0x85EBCA77u);
+      std::vector<std::int32_t> want(static_cast<std::size_t>(2 * ncols)), got(want.size());
+      qtl::marlin::detail::repack4_a16_tile_row_portable(r0.data(), r1.data(), ncols, want.data());
+      qtl::marlin::detail::repack4_a16_tile_row(r0.data(), r1.data(), ncols, got.data());
+      INFO("level " << static_cast<int>(l) << ", ncols " << ncols);
+      CHECK(got == want);
+    }
   }
 }
 
-TEST_CASE("marlin: the AWQ band executor equals its portable loop", "[marlin]") {
+TEST_CASE("marlin: the AWQ tile executors equal their portable loop", "[marlin]") {
   std::mt19937 rng(3);
-  for (index_t count : {4, 8, 16}) {
-    std::vector<std::int32_t> data(static_cast<std::size_t>(8 * count));
-    for (auto& w : data) w = static_cast<std::int32_t>(rng());
-    std::int32_t const* rows[8];
-    for (int j = 0; j < 8; ++j) rows[j] = data.data() + j * count;
-    std::vector<std::int32_t> want(static_cast<std::size_t>(8 * count)), got(want.size());
-    qtl::marlin::detail::awq4_band_portable(rows, count, want.data());
-    qtl::marlin::detail::awq4_band(rows, count, got.data());
-    CHECK(got == want);
+  for (auto const l : executor_levels()) {
+    qtl::x86::scoped_level_cap const cap(l);
+    for (index_t ncols : {64, 128, 448}) {
+      std::vector<std::int32_t> data(static_cast<std::size_t>(16 * ncols / 8 + 3));
+      for (auto& w : data) w = static_cast<std::int32_t>(rng());
+      std::int32_t const* rows[16];
+      for (int k = 0; k < 16; ++k) rows[k] = data.data() + 3 + ((k * 5) % 16) * (ncols / 8);  // any order, unaligned
+      std::vector<std::int32_t> want(static_cast<std::size_t>(2 * ncols)), got(want.size());
+      qtl::marlin::detail::awq4_tile_row_portable(rows, ncols, want.data());
+      qtl::marlin::detail::awq4_tile_row(rows, ncols, got.data());
+      INFO("level " << static_cast<int>(l) << ", ncols " << ncols);
+      CHECK(got == want);
+    }
+  }
+}
+
+TEST_CASE("marlin: the AWQ unband executors equal their portable loop, and AWQ tiles of them are GPTQ tiles",
+          "[marlin]") {
+  std::mt19937 rng(4);
+  for (auto const l : executor_levels()) {
+    qtl::x86::scoped_level_cap const cap(l);
+    for (index_t count : {1, 8, 12, 16, 64}) {
+      std::vector<std::int32_t> band(static_cast<std::size_t>(8 * count));
+      for (auto& w : band) w = static_cast<std::int32_t>(rng());
+      std::vector<std::int32_t> want(band.size()), got(band.size(), -1);
+      std::int32_t* wr[8];
+      std::int32_t* gr[8];
+      for (int j = 0; j < 8; ++j) {
+        wr[j] = want.data() + j * count;
+        gr[j] = got.data() + j * count;
+      }
+      qtl::marlin::detail::awq4_unband_portable(band.data(), count, wr);
+      qtl::marlin::detail::awq4_unband(band.data(), count, gr);
+      INFO("level " << static_cast<int>(l) << ", count " << count);
+      CHECK(got == want);
+    }
+    // Two GPTQ-packed rows (k 0..7, 8..15) unbanded into 16 AWQ rows: awq4_tile_row of those is
+    // the GPTQ tile kernel of the two rows.
+    index_t const ncols = 192;
+    std::vector<std::int32_t> g(static_cast<std::size_t>(2 * ncols)), a(g.size());
+    for (auto& w : g) w = static_cast<std::int32_t>(rng());
+    std::int32_t* lo[8];
+    std::int32_t* hi[8];
+    std::int32_t const* cr[16];
+    for (int k = 0; k < 8; ++k) {
+      cr[k] = lo[k] = a.data() + k * (ncols / 8);
+      cr[k + 8] = hi[k] = a.data() + (k + 8) * (ncols / 8);
+    }
+    qtl::marlin::detail::awq4_unband(g.data(), ncols / 8, lo);
+    qtl::marlin::detail::awq4_unband(g.data() + ncols, ncols / 8, hi);
+    std::vector<std::int32_t> via_awq(g.size()), via_gptq(g.size());
+    qtl::marlin::detail::awq4_tile_row(cr, ncols, via_awq.data());
+    qtl::marlin::detail::repack4_a16_tile_row(g.data(), g.data() + ncols, ncols, via_gptq.data());
+    CHECK(via_awq == via_gptq);
+  }
+}
+
+TEST_CASE("marlin: the whole 4-bit repacks agree at every executor level", "[marlin]") {
+  // GPTQ (with and without act-order) and AWQ at each level equal the generic word-by-word loop
+  // (a strided view of the same qweight takes it), on a shape whose N is 64 mod 128 (the last
+  // act-order block is half a band).
+  index_t const K = 64, N = 192;
+  auto const q = codes(K, N, 4, 11);
+  auto const qw = qtl::pack_rows<4>(make_view<std::int32_t const>(q.data(), K, N));
+  std::vector<std::int32_t> perm(static_cast<std::size_t>(K));
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(13));
+  auto const sv = make_view<std::int32_t const>(perm.data(), K);
+  // The strided copies: every other column of a [rows, 2 * cols] buffer.
+  auto const strided = [](qtl::view2d<std::int32_t const> v, std::vector<std::int32_t>& buf) {
+    buf.assign(static_cast<std::size_t>(v.extent[0] * v.extent[1] * 2), -1);
+    for (index_t i = 0; i < v.extent[0]; ++i)
+      for (index_t j = 0; j < v.extent[1]; ++j) buf[static_cast<std::size_t>(i * 2 * v.extent[1] + 2 * j)] = v(i, j);
+    qtl::view2d<std::int32_t const> s = make_view<std::int32_t const>(buf.data(), v.extent[0], v.extent[1]);
+    s.stride[0] = 2 * v.extent[1];
+    s.stride[1] = 2;
+    return s;
+  };
+  std::vector<std::int32_t> gbuf, abuf;
+  auto const gs = strided(qw.view(), gbuf);
+  auto const gen_plain = qtl::marlin::repack_gptq<4>(gs);
+  auto const gen_act = qtl::marlin::repack_gptq<4>(gs, sv);
+  auto const awq = [&] {
+    // AWQ qweight [K, N/8] of the same codes: slot awq_slot(j) of word c holds column 8c + j.
+    std::vector<std::int32_t> a(static_cast<std::size_t>(K * N / 8), 0);
+    for (index_t k = 0; k < K; ++k)
+      for (index_t n = 0; n < N; ++n)
+        a[static_cast<std::size_t>(k * (N / 8) + n / 8)] |= static_cast<std::int32_t>(
+            static_cast<std::uint32_t>(q[static_cast<std::size_t>(k * N + n)])
+            << (4 * qtl::marlin::awq_slot<4>(static_cast<int>(n % 8))));
+    return a;
+  }();
+  auto const av = make_view<std::int32_t const>(awq.data(), K, N / 8);
+  auto const gen_awq = qtl::marlin::repack_awq<4>(strided(av, abuf));
+  auto const same = [](qtl::host_tensor<std::int32_t, 2> const& a, qtl::host_tensor<std::int32_t, 2> const& b) {
+    return std::equal(a.data(), a.data() + a.size(), b.data(), b.data() + b.size());
+  };
+  for (auto const l : executor_levels()) {
+    qtl::x86::scoped_level_cap const cap(l);
+    INFO("level " << static_cast<int>(l));
+    CHECK(same(qtl::marlin::repack_gptq<4>(qw.view()), gen_plain));
+    CHECK(same(qtl::marlin::repack_gptq<4>(qw.view(), sv), gen_act));
+    CHECK(same(qtl::marlin::repack_awq<4>(av), gen_awq));
   }
 }
 
