@@ -18,6 +18,25 @@ CASES = {
 }
 
 
+def test_moe_router_gate_is_quantized_by_default(base):
+    """Bug pinned (reported, tools/qtl is not this tier's): `qtl quantize --format gptq` quantizes
+    the MoE router (mlp.gate, [num_experts, hidden]) like any linear, which the engines keep
+    unquantized; with 4 experts 4-bit packing then fails. Fails (and should be deleted) once fixed."""
+    import subprocess
+    from qtl_interop import QTL
+    r = subprocess.run([str(QTL), "quantize", "--format", "gptq", "--bits", "4", "--threads", "1",
+                        str(base[1]), str(models.WORK / "q_moe_router")], capture_output=True, text=True)
+    assert r.returncode == 2 and "mlp.gate.weight" in r.stderr, r.stderr
+
+
+def moe_config(bits):
+    """A --config whose dynamic rule skips the router gates (what the engines do)."""
+    p = models.WORK / ("gptq_moe_%d.json" % bits)
+    p.write_text('{"quant_method": "gptq", "bits": %d, "group_size": 128, "sym": true, "desc_act": false,'
+                 ' "dynamic": {"-:.*\\\\.mlp\\\\.gate$": {}}}' % bits)
+    return ["--config", str(p)]
+
+
 @pytest.mark.parametrize("which", ["llama", "moe"])
 @pytest.mark.parametrize("case", list(CASES))
 def test_gptq_torch_kernel(base, case, which):
@@ -25,13 +44,26 @@ def test_gptq_torch_kernel(base, case, which):
     from transformers import AutoModelForCausalLM, GPTQConfig
     bits, args = CASES[case]
     model_dir = base[0] if which == "llama" else base[1]
-    qdir = models.quantize(model_dir, case, args)
+    qdir = models.quantize(model_dir, case, args + (moe_config(bits) if which == "moe" else []))
     t = models.tensors(qdir)
     want = {m: models.dequant_gptq(t, m, bits) for m in models.linear_modules(t, ".qweight")}
     m, info = AutoModelForCausalLM.from_pretrained(
         qdir, dtype=torch.float16, device_map="cpu", output_loading_info=True,
         quantization_config=GPTQConfig(bits=bits, backend="gptq_torch"))
-    no_loading_problems(info)
+    if which == "moe":
+        # The consumer cannot: transformers 5.23 fuses Qwen3-MoE experts into experts.gate_up_proj /
+        # experts.down_proj parameters, and its GPTQ path (optimum + GPTQModel) replaces only
+        # nn.Linear modules, so every per-expert qweight/qzeros/scales/g_idx is unexpected and the
+        # fused expert weights are missing. Pinned as exactly that; nothing else may be missing.
+        missing = set(info["missing_keys"])
+        assert missing and all(k.endswith((".experts.gate_up_proj", ".experts.down_proj")) for k in missing), missing
+        unexpected = set(info.get("unexpected_keys") or [])
+        assert all(".experts." in k for k in unexpected), unexpected
+        print("RESULT moe %s: transformers+GPTQModel cannot load GPTQ experts (fused experts in "
+              "transformers v5): %d missing fused params" % (case, len(missing)))
+        want = {k: v for k, v in want.items() if ".experts." not in k}
+    else:
+        no_loading_problems(info)
     seen = 0
     for name, mod in m.named_modules():
         if isinstance(mod, BaseQuantLinear):
@@ -40,6 +72,8 @@ def test_gptq_torch_kernel(base, case, which):
             assert torch.equal(got, exp), (name, (got.float() - exp.float()).abs().max().item())
             seen += 1
     assert seen == len(want), (seen, len(want))
+    if which == "moe":
+        return
     with torch.no_grad():
         logits = m(torch.tensor(models.PROMPT)).logits.float()
     cls = model_class(model_dir)
