@@ -89,3 +89,42 @@ def linear_modules(t, suffix):
 
 def config(folder):
     return json.loads((pathlib.Path(folder) / "config.json").read_text())
+
+
+E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6], np.float32)
+
+
+def dequant_ct(t, mod, qc):
+    """Any compressed-tensors layout QTL writes (research/interop.md section 3.1), [N, K] float32:
+    float-quantized / naive FP8 (tensor, channel, block), pack-quantized int (sym or asym, group or
+    channel), nvfp4-pack-quantized, mxfp4-pack-quantized."""
+    (group,) = qc["config_groups"].values()
+    wa = group["weights"]
+    if mod + ".weight_packed" not in t:
+        s = t[mod + ".weight_scale"]
+        n, k = t[mod + ".weight"].shape
+        if s.size > 1 and s.shape[-1] != 1:
+            bn, bk = wa.get("block_structure") or (128, 128)
+            return dequant_fp8(t, mod, block=(bn, bk))
+        return dequant_fp8(t, mod)
+    packed = t[mod + ".weight_packed"]
+    if packed.dtype == np.int32:
+        b = wa["num_bits"]
+        n, k = (int(v) for v in t[mod + ".weight_shape"])
+        u = unpack_rows_i32(np.ascontiguousarray(packed.T), b, k).T.astype(np.int64)   # along K
+        q = u - (1 << (b - 1))
+        s = f32(t[mod + ".weight_scale"])
+        g = np.arange(k) // (k // s.shape[1])
+        if mod + ".weight_zero_point" in t:
+            zu = unpack_rows_i32(t[mod + ".weight_zero_point"], b, n).astype(np.int64)  # along N
+            zp = zu - (1 << (b - 1))
+        else:
+            zp = np.zeros((n, s.shape[1]), np.int64)
+        return (q - zp[:, g]).astype(np.float32) * s[:, g]
+    codes = np.stack([packed & 0xF, packed >> 4], -1).reshape(packed.shape[0], -1)
+    e = E2M1[codes]
+    if mod + ".weight_global_scale" in t:                  # NVFP4: scale / global, per 16
+        s = f32(t[mod + ".weight_scale"].view(md.float8_e4m3fn)) / f32(t[mod + ".weight_global_scale"]).reshape(())
+        return e * np.repeat(s, 16, 1)
+    s = np.ldexp(np.float32(1), t[mod + ".weight_scale"].astype(np.int32) - 127).astype(np.float32)  # MXFP4
+    return e * np.repeat(s, 32, 1)
