@@ -27,7 +27,13 @@ stamp_of() { cat "$@" | sha256sum | cut -d' ' -f1; }
 base_stamp=$(stamp_of "${reqs[0]}")
 want_stamp=$(stamp_of "${reqs[@]}")
 
-if [ -f "$venv/.qtl-stamp" ] && [ "$(cat "$venv/.qtl-stamp")" = "$want_stamp" ]; then
+have_stamp=$(cat "$venv/.qtl-stamp" 2>/dev/null || true)
+if [ "$have_stamp" = "$want_stamp" ]; then
+  echo "$venv/bin/python"; exit 0
+fi
+# The heavy venv with the gptq step installed on top serves the heavy tier as it is.
+if [ "$tier" = heavy ] && [ -n "$have_stamp" ] \
+   && [ "$have_stamp" = "$(stamp_of "${reqs[0]}" "$req_dir/requirements-gptq.txt")" ]; then
   echo "$venv/bin/python"; exit 0
 fi
 # The heavy venv with only its base step installed is reused for the gptq step.
