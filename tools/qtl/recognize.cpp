@@ -89,6 +89,35 @@ bool classify_int(std::map<std::string, tensor_info const*> const& m, quantized_
   return true;
 }
 
+/// compressed-tensors pack-quantized (W4A16, W8A16, WnA16) from weight_packed, weight_scale,
+/// weight_shape and the optional weight_zero_point / weight_g_idx.
+bool classify_ct_packed(std::map<std::string, tensor_info const*> const& m, quantized_module& q) {
+  auto get = [&](char const* s) -> tensor_info const* { return m.count(s) ? m.at(s) : nullptr; };
+  tensor_info const* wp = get("weight_packed");
+  tensor_info const* ws = get("weight_scale");
+  tensor_info const* shape = get("weight_shape");
+  if (wp == nullptr || ws == nullptr || shape == nullptr || wp->type != dtype::I32 || rank(wp) != 2 ||
+      rank(ws) != 2 || shape->type != dtype::I64 || shape->numel() != 2 || shape->bytes.size() != 16) {
+    return false;
+  }
+  auto const nk = qtl::io::tensor_values<std::int64_t>(*shape);
+  std::int64_t const k = nk[1];
+  std::int64_t const bits = k > 0 ? 32 * dim(wp, 1) / k : 0;
+  tensor_info const* zp = get("weight_zero_point");
+  q.scheme = "INT";
+  q.variant = "compressed-tensors pack-quantized, " + (bits > 0 ? std::to_string(bits) + "-bit, " : std::string()) +
+              group_text(k, dim(ws, 1)) + (zp != nullptr ? ", asymmetric" : ", symmetric");
+  if (get("weight_g_idx") != nullptr) {
+    q.variant += ", act-order";
+  }
+  for (char const* n : {"weight_packed", "weight_scale", "weight_shape", "weight_zero_point", "weight_g_idx"}) {
+    if (tensor_info const* t = get(n)) {
+      q.tensors.push_back(t->name);
+    }
+  }
+  return true;
+}
+
 bool classify_float(std::map<std::string, tensor_info const*> const& m, quantized_module& q) {
   auto get = [&](char const* s) -> tensor_info const* { return m.count(s) ? m.at(s) : nullptr; };
   tensor_info const* w = get("weight");
@@ -169,7 +198,7 @@ std::vector<quantized_module> recognize(std::vector<tensor_info const*> const& t
   for (auto const& [module, m] : modules) {
     quantized_module q;
     q.module = module;
-    if (classify_int(m, q) || classify_float(m, q)) {
+    if (classify_int(m, q) || classify_ct_packed(m, q) || classify_float(m, q)) {
       out.push_back(std::move(q));
     }
   }

@@ -6,6 +6,8 @@
 //   GPTQ   M.qweight I32 [K*b/32, N], M.scales [G, N], M.qzeros I32 [G, N*b/32], M.g_idx I32 [K]
 //   AWQ    M.qweight I32 [K, N*b/32], M.scales [G, N], M.qzeros I32 [G, N*b/32] (no g_idx)
 //          (told apart from GPTQ by qweight's columns: N for GPTQ, N*b/32 for AWQ)
+//   INT    M.weight_packed I32 [N, K*b/32] + M.weight_scale [N, G] + M.weight_shape I64 [2]
+//          (+ M.weight_zero_point I32 [N*b/32, G] when asymmetric): compressed-tensors pack-quantized
 //   FP8    M.weight F8_E4M3|F8_E5M2 [N, K] with M.weight_scale_inv (block, HF "fp8") or
 //          M.weight_scale: [] / [1] per tensor, [N, 1] per channel, 2-D block; M.input_scale: static
 //   NVFP4  M.weight U8 [N, K/2] + M.weight_scale F8_E4M3 [N, K/16] + M.weight_scale_2 (ModelOpt), or
@@ -25,7 +27,7 @@ namespace qtl::tool {
 /// One recognised quantized module.
 struct quantized_module {
   std::string module;   // e.g. "model.layers.0.self_attn.q_proj"
-  std::string scheme;   // GPTQ, AWQ, FP8, NVFP4, MXFP4
+  std::string scheme;   // GPTQ, AWQ, INT (compressed-tensors pack-quantized), FP8, NVFP4, MXFP4
   std::string variant;  // e.g. "4-bit, group 128, act-order" or "per-channel weight scale"
   std::vector<std::string> tensors;  // the names it is made of
 };

@@ -1,0 +1,360 @@
+"""End-to-end tests of `qtl quantize`'s compressed-tensors formats (issue 18): w4a16, w8a16
+(pack-quantized), nvfp4 (NVFP4A16), mxfp4 and --fp8-scheme ct-block.
+
+Usage: test_qtl_ct.py QTL GOLDEN_CONFIGS_DIR
+
+Standard library only. The layouts are those of research/interop.md §3.1, read here from the
+spec, not from QTL's code:
+  1. w4a16/w8a16, sym and asym, group and channelwise, under a compressed-tensors --config whose
+     `ignore` keeps one layer: names, dtypes and shapes of every tensor; weight_packed unpacked
+     along K, weight_zero_point along N, (u - z) * s equal bit for bit to `qtl op
+     quantize-weights`' w_ref for the same weight; the config JSON (only keys the
+     compressed-tensors schema accepts, `ignore` = the layers kept); `qtl inspect` recognises
+     the output and `qtl explain` on its config skips exactly the kept layers.
+  2. nvfp4: weight_packed/weight_scale/weight_global_scale equal byte for byte to `qtl op
+     nvfp4-quant` (the golden-tested op); dequantization e2m1 * e4m3 / global within a step.
+  3. mxfp4: E8M0 scales are the library's rule (the smallest power of two >= amax/6 in float32),
+     codes the E2M1 rounding of x / scale recomputed here; dequantization within a step.
+  4. ct-block: F8_E4M3 weight, weight_scale [ceil(N/128), ceil(K/128)], the FP8_BLOCK config.
+  5. Bad flag combinations refused (exit 1) and shapes a format cannot take (exit 2), each with a
+     message naming the flag or the tensor; no output folder left.
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+from fractions import Fraction
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import safetensors_py as st  # noqa: E402
+from checks import check, finish  # noqa: E402
+import test_qtl_quantize as tq  # noqa: E402  (its checkpoint maker and readers; argv as ours)
+
+QTL = sys.argv[1]
+
+SCHEME_KEYS = {"targets", "weights", "input_activations", "output_activations", "format"}
+ARGS_KEYS = {"num_bits", "type", "symmetric", "group_size", "strategy", "block_structure", "dynamic",
+             "actorder", "scale_dtype", "zp_dtype", "observer", "observer_kwargs"}
+KEPT = "model.layers.1.mlp.down_proj"
+
+
+def run(*args):
+    p = subprocess.run([QTL] + [str(a) for a in args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def f32(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def ct_config(tmp):
+    path = os.path.join(tmp, "ct_cfg.json")
+    with open(path, "w") as f:
+        json.dump({"quantization_config": {
+            "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
+            "ignore": ["lm_head", "re:.*layers\\.1\\.mlp\\.down_proj$"],
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}}}}}, f)
+    return path
+
+
+def check_config(out, fmt, weights, kept):
+    with open(os.path.join(out, "config.json")) as f:
+        conf = json.load(f)
+    check(conf["model_type"] == "llama", fmt + ": config.json keeps the model fields")
+    q = conf["quantization_config"]
+    check(q["quant_method"] == "compressed-tensors" and q["quantization_status"] == "compressed", fmt + ": CT config")
+    check(q["format"] == weights.pop("_format"), fmt + ": format " + q["format"])
+    check(sorted(q["ignore"]) == sorted(kept), fmt + ": ignore lists the kept layers: %s" % q["ignore"])
+    groups = q["config_groups"]
+    check(list(groups) == ["group_0"], fmt + ": one config group")
+    g = groups["group_0"]
+    check(set(g) <= SCHEME_KEYS, fmt + ": scheme keys accepted by QuantizationScheme: %s" % sorted(g))
+    check(set(g["weights"]) <= ARGS_KEYS, fmt + ": weights keys accepted by QuantizationArgs: %s" % sorted(g["weights"]))
+    check(g["targets"] == ["Linear"] and g["format"] == q["format"], fmt + ": targets and group format")
+    check(g["input_activations"] is None and g["output_activations"] is None, fmt + ": weight only")
+    for key, want in weights.items():
+        check(g["weights"].get(key) == want, "%s: weights.%s = %r (is %r)" % (fmt, key, want, g["weights"].get(key)))
+    return out
+
+
+def check_explain(out, kept_modules):
+    """qtl explain on the written config, on the input's modules: exactly the kept ones skipped."""
+    rc, so, se = run("explain", "--config", os.path.join(out, "config.json"), "--checkpoint", out, "--json")
+    check(rc == 0, "explain on the output config: " + se)
+    # the output's own modules: weight_packed etc. do not end in .weight, so name them
+    mods = [n for n, _, _ in tq.linear_shapes()] + ["lm_head"]
+    listing = os.path.join(out, "..", os.path.basename(out) + ".modules")
+    with open(listing, "w") as f:
+        f.write("\n".join(mods) + "\n")
+    rc, so, se = run("explain", "--config", os.path.join(out, "config.json"), "--modules", listing, "--json")
+    check(rc == 0, "explain --modules on the output config: " + se)
+    skipped = {json.loads(line)["module"] for line in so.splitlines() if json.loads(line)["skipped"]}
+    check(skipped == set(kept_modules), "explain skips exactly %s (skips %s)" % (sorted(kept_modules), sorted(skipped)))
+
+
+def unpack_bits(words, index, bits):
+    """Element `index` of a bit stream of 32-bit little-endian words, LSB first."""
+    w = words[(index * bits) // 32] & 0xFFFFFFFF
+    return (w >> ((index * bits) % 32)) & ((1 << bits) - 1)
+
+
+def test_pack(tmp, fmt, bits, group, sym):
+    src = os.path.join(tmp, "ckpt")
+    if not os.path.exists(src):
+        tq.make_checkpoint(src, shards=2)
+    _, weights = tq.make_checkpoint(os.path.join(tmp, "ckpt-copy"), shards=1)  # same seed, same values
+    inputs = st.read(os.path.join(tmp, "ckpt-copy", "model.safetensors"))[0]
+    name = "%s-%s-g%d" % (fmt, "sym" if sym else "asym", group)
+    out = os.path.join(tmp, "out-" + name)
+    args = ["quantize", src, out, "--format", fmt, "--group-size", group, "--config", ct_config(tmp), "--threads", 2]
+    if not sym:
+        args.append("--asym")
+    rc, so, se = run(*args)
+    check(rc == 0, name + ": rc 0: " + se)
+    if rc != 0:
+        return
+    check("layers quantized" in so and "pack-quantized" in so, name + ": summary printed")
+    channel = group == -1
+    check_config(out, name, {"_format": "pack-quantized", "num_bits": bits, "type": "int", "symmetric": sym,
+                             "strategy": "channel" if channel else "group",
+                             "group_size": None if channel else group, "dynamic": False}, ["lm_head", KEPT])
+    tq.check_aligned(out)
+    t = tq.read_checkpoint(out)
+    rc, so, se = run("inspect", out)
+    check(rc == 0 and "INT (compressed-tensors pack-quantized, %d-bit, %s, %s)" %
+          (bits, "channelwise" if channel else "group %d" % group, "symmetric" if sym else "asymmetric") in so,
+          name + ": qtl inspect recognises it: " + so[-300:])
+    check_explain(out, ["lm_head", KEPT])
+    pf = 32 // bits
+    expected = set()
+    for module, n, k in tq.linear_shapes():
+        if module == KEPT:
+            check(t[module + ".weight"][2] == inputs[module + ".weight"][2], module + " kept byte-identical")
+            expected.add(module + ".weight")
+            continue
+        gs = k if channel else group
+        g = k // gs
+        wp, ws, wsh = t[module + ".weight_packed"], t[module + ".weight_scale"], t[module + ".weight_shape"]
+        check(wp[0] == "I32" and wp[1] == [n, k // pf], module + ": weight_packed I32 [N, K/%d]" % pf)
+        check(ws[0] == "F16" and ws[1] == [n, g], module + ": weight_scale F16 (the weight's dtype) [N, G]")
+        check(wsh[0] == "I64" and wsh[1] == [2] and struct.unpack("<2q", wsh[2]) == (n, k), module + ": weight_shape")
+        names = {module + s for s in (".weight_packed", ".weight_scale", ".weight_shape")}
+        words = tq.i32s(wp[2])
+        scales = tq.f16s(ws[2])
+        if sym:
+            check(module + ".weight_zero_point" not in t, module + ": no zero point when symmetric")
+            zero = [[1 << (bits - 1)] * g for _ in range(n)]
+        else:
+            zp = t[module + ".weight_zero_point"]
+            names.add(module + ".weight_zero_point")
+            check(zp[0] == "I32" and zp[1] == [n // pf, g], module + ": weight_zero_point I32 [N/%d, G]" % pf)
+            zw = tq.i32s(zp[2])
+            # packed along N: column gi of the [N/pf, G] words holds zero points of rows nn
+            zero = [[unpack_bits([zw[(nn // pf) * g + gi]], nn % pf, bits) for gi in range(g)] for nn in range(n)]
+        expected |= names
+        qtype = ("uint%db%d" % (bits, 1 << (bits - 1))) if sym else "uint%d" % bits
+        ref = tq.op_w_ref(tmp, weights[module + ".weight"], n, k, qtype, gs, not sym)  # [K][N]
+        bad = 0
+        for nn in range(n):
+            row = words[nn * (k // pf):(nn + 1) * (k // pf)]
+            for kk in range(k):
+                u = unpack_bits(row, kk, bits)
+                gi = kk // gs
+                d = tq.f16(tq.f16(u - zero[nn][gi]) * scales[nn * g + gi])
+                bad += not tq.same_f16(d, ref[kk][nn])
+        check(bad == 0, "%s %s: (u - z) * s equals qtl op's w_ref (%d of %d differ)" % (name, module, bad, n * k))
+    for n_ in inputs:
+        if not any(n_ == m + ".weight" for m, _, _ in tq.linear_shapes()):
+            expected.add(n_)
+            check(t[n_][2] == inputs[n_][2], n_ + " copied unchanged")
+    check(set(t) == expected, name + ": exactly the expected tensors (extra %s, missing %s)" %
+          (sorted(set(t) - expected)[:4], sorted(expected - set(t))[:4]))
+
+
+E2M1 = [0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0]
+
+
+def e2m1(c):
+    return (-1.0 if c & 8 else 1.0) * E2M1[c & 7]
+
+
+def e2m1_rne(x):
+    """The E2M1 code of x (exact rational), round half to even on the code, saturating at 6."""
+    a = min(abs(x), Fraction(6))
+    best = min(range(8), key=lambda c: (abs(Fraction(E2M1[c]) - a), c & 1))
+    return best | (8 if x < 0 else 0)
+
+
+def test_fp4(tmp, fmt):
+    src = os.path.join(tmp, "ckpt1")
+    if not os.path.exists(src):
+        tq.make_checkpoint(src, shards=1)
+    inputs, weights = tq.make_checkpoint(os.path.join(tmp, "ckpt1-copy"), shards=1)
+    out = os.path.join(tmp, "out-" + fmt)
+    rc, so, se = run("quantize", src, out, "--format", fmt, "--threads", 2)
+    check(rc == 0, fmt + ": rc 0: " + se)
+    if rc != 0:
+        return
+    nv = fmt == "nvfp4"
+    bs = 16 if nv else 32
+    want = {"_format": fmt + "-pack-quantized", "num_bits": 4, "type": "float", "symmetric": True,
+            "group_size": bs, "strategy": "tensor_group" if nv else "group", "dynamic": False}
+    if not nv:
+        want["scale_dtype"] = "torch.uint8"
+    check_config(out, fmt, want, ["lm_head"])
+    t = tq.read_checkpoint(out)
+    rc, so, se = run("inspect", out)
+    check(rc == 0 and ("NVFP4 (compressed-tensors, group 16)" if nv else "MXFP4 (group 32, E8M0 scales)") in so,
+          fmt + ": qtl inspect recognises it")
+    check_explain(out, ["lm_head"])
+    for module, n, k in tq.linear_shapes():
+        wp, ws = t[module + ".weight_packed"], t[module + ".weight_scale"]
+        check(wp[0] == "U8" and wp[1] == [n, k // 2], module + ": weight_packed U8 [N, K/2]")
+        check(ws[0] == ("F8_E4M3" if nv else "U8") and ws[1] == [n, k // bs], module + ": weight_scale [N, K/%d]" % bs)
+        names = {module + ".weight_packed", module + ".weight_scale"}
+        w = weights[module + ".weight"]
+        if nv:
+            gsc = t[module + ".weight_global_scale"]
+            names.add(module + ".weight_global_scale")
+            check(gsc[0] == "F32" and gsc[1] == [1], module + ": weight_global_scale F32 [1]")
+            # the golden-tested op on the same weight: the same bytes
+            op_in = os.path.join(tmp, "nv_in.safetensors")
+            op_out = os.path.join(tmp, "nv_out.safetensors")
+            with open(op_in, "wb") as f:
+                f.write(st.build([("input", "F16", [n, k], inputs[module + ".weight"][3])]))
+            rc, _, se = run("op", "nvfp4-quant", op_in, op_out)
+            check(rc == 0, "qtl op nvfp4-quant: " + se)
+            o, _ = st.read(op_out)
+            check(o["output"][2] == wp[2], module + ": weight_packed equals qtl op nvfp4-quant's output")
+            check(o["scale"][2] == ws[2], module + ": weight_scale equals qtl op nvfp4-quant's scale")
+            check(o["global_scale"][2] == gsc[2], module + ": weight_global_scale equals the op's global_scale")
+            gs = tq.f32s(gsc[2])[0]
+        check(set(n_ for n_ in t if n_.startswith(module + ".")) == names, module + ": exactly its tensors")
+        worst = 0.0
+        bad_codes = 0
+        for nn in range(n):
+            for b in range(k // bs):
+                sc = ws[2][nn * (k // bs) + b]
+                block = w[nn * k + b * bs:nn * k + (b + 1) * bs]
+                if nv:
+                    step = tq.E4M3[sc] / gs
+                else:
+                    amax = max(abs(x) for x in block)
+                    unit = f32(amax / 6.0)
+                    e = 0 if amax == 0 else (Fraction(unit).numerator.bit_length() -
+                                             Fraction(unit).denominator.bit_length())
+                    while amax != 0 and Fraction(2) ** e < Fraction(unit):
+                        e += 1
+                    while amax != 0 and Fraction(2) ** (e - 1) >= Fraction(unit):
+                        e -= 1
+                    if amax != 0:
+                        bad_codes += sc != 127 + e
+                    step = 2.0 ** (sc - 127)
+                for i, x in enumerate(block):
+                    kk = b * bs + i
+                    byte = wp[2][nn * (k // 2) + kk // 2]
+                    c = (byte >> (4 * (kk % 2))) & 0xF
+                    if not nv and amax != 0:
+                        bad_codes += c != e2m1_rne(Fraction(x) / Fraction(2) ** (sc - 127))
+                    d = e2m1(c) * step
+                    # within half an E2M1 step of the block's grid (1 unit of the scale at most)
+                    worst = max(worst, abs(d - x) / (step * 1.0001))
+        check(worst <= 1.0, "%s %s: within one E2M1 step of the weight (worst %.3f)" % (fmt, module, worst))
+        if not nv:
+            check(bad_codes == 0, "%s: %d E8M0 scales or E2M1 codes differ from the rule" % (module, bad_codes))
+
+
+def test_ct_block(tmp):
+    src = os.path.join(tmp, "ckpt1")
+    if not os.path.exists(src):
+        tq.make_checkpoint(src, shards=1)
+    out = os.path.join(tmp, "out-ct-block")
+    rc, so, se = run("quantize", src, out, "--format", "fp8", "--fp8-scheme", "ct-block", "--threads", 2)
+    check(rc == 0, "ct-block: rc 0: " + se)
+    if rc != 0:
+        return
+    with open(os.path.join(out, "config.json")) as f:
+        q = json.load(f)["quantization_config"]
+    g = q["config_groups"]["group_0"]
+    check(q["quant_method"] == "compressed-tensors" and q["format"] == "float-quantized" and
+          q["ignore"] == ["lm_head"], "ct-block: compressed-tensors float-quantized config")
+    check(g["weights"]["strategy"] == "block" and g["weights"]["block_structure"] == [128, 128] and
+          g["input_activations"]["strategy"] == "group" and g["input_activations"]["group_size"] == 128 and
+          g["input_activations"]["dynamic"] is True, "ct-block: FP8_BLOCK weights and inputs")
+    check(set(g) <= SCHEME_KEYS and set(g["weights"]) <= ARGS_KEYS and set(g["input_activations"]) <= ARGS_KEYS,
+          "ct-block: only schema keys")
+    t = tq.read_checkpoint(out)
+    for module, n, k in tq.linear_shapes():
+        check(t[module + ".weight"][0] == "F8_E4M3" and t[module + ".weight"][1] == [n, k], module + ": F8_E4M3 [N, K]")
+        s = t.get(module + ".weight_scale")
+        check(s is not None and s[0] == "F32" and s[1] == [(n + 127) // 128, (k + 127) // 128],
+              module + ": weight_scale [ceil(N/128), ceil(K/128)]")
+        check(module + ".weight_scale_inv" not in t, module + ": no HF weight_scale_inv")
+    rc, so, se = run("inspect", out)
+    # (one 128x128 block covers these small layers: inspect reads a single scale as per-tensor)
+    check(rc == 0 and "FP8 (e4m3" in so, "ct-block: qtl inspect recognises it")
+
+
+def test_refused(tmp):
+    src = os.path.join(tmp, "ckpt1")
+    if not os.path.exists(src):
+        tq.make_checkpoint(src, shards=1)
+    gptq_cfg = os.path.join(tmp, "gptq_only.json")
+    with open(gptq_cfg, "w") as f:
+        json.dump({"quant_method": "gptq", "bits": 4, "group_size": 128, "sym": True, "desc_act": False}, f)
+    hf_fp8 = os.path.join(tmp, "hf_fp8.json")
+    with open(hf_fp8, "w") as f:
+        json.dump({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}, f)
+    cases = [
+        (["--format", "w4a16", "--bits", "8"], 1, ["--bits", "w4a16"]),
+        (["--format", "w8a16", "--fp8-scheme", "block"], 1, ["--fp8-scheme", "w8a16"]),
+        (["--format", "nvfp4", "--group-size", "32"], 1, ["--group-size", "nvfp4"]),
+        (["--format", "mxfp4", "--asym"], 1, ["--asym", "mxfp4"]),
+        (["--format", "nvfp4", "--sym"], 1, ["--sym", "nvfp4"]),
+        (["--format", "mxfp4", "--fp8-scheme", "ct-block"], 1, ["--fp8-scheme", "mxfp4"]),
+        (["--format", "w4a16", "--sym", "--asym"], 1, ["--sym", "--asym"]),
+        (["--format", "w4a16", "--config", gptq_cfg], 1, ["gptq", "compressed-tensors"]),
+        (["--format", "fp8", "--fp8-scheme", "ct-block", "--config", hf_fp8], 1, ["ct-block", "fp8"]),
+        (["--format", "int4"], 1, ["--format"]),
+        (["--format", "w4a16", "--group-size", "48"], 2, ["K = 64", "48"]),
+    ]
+    for args, want_rc, words in cases:
+        out = os.path.join(tmp, "refused")
+        rc, so, se = run("quantize", src, out, *args)
+        check(rc == want_rc and all(w in se for w in words),
+              "%s: exit %d naming %s (got %d: %s)" % (" ".join(args), want_rc, words, rc, se.strip()[:200]))
+        check(not os.path.exists(out) or not os.listdir(out), " ".join(args) + ": no output left")
+        shutil.rmtree(out, ignore_errors=True)
+    # a K no format block divides: 24 columns
+    odd = os.path.join(tmp, "odd")
+    st.write_checkpoint(odd, [("model.layers.0.mlp.up_proj.weight", "F16", [8, 24], struct.pack("<192e", *([0.5] * 192)))], 1)
+    for fmt, words in (("nvfp4", ["K = 24", "16"]), ("mxfp4", ["K = 24", "32"]), ("w4a16", ["K = 24", "128"])):
+        rc, so, se = run("quantize", odd, os.path.join(tmp, "odd-out"), "--format", fmt)
+        check(rc == 2 and all(w in se for w in words) and "up_proj" in se,
+              "%s on K = 24: exit 2 naming the tensor (got %d: %s)" % (fmt, rc, se.strip()[:200]))
+        check(not os.path.exists(os.path.join(tmp, "odd-out")) or not os.listdir(os.path.join(tmp, "odd-out")),
+              fmt + " on K = 24: no output left")
+
+
+def main():
+    tmp = tempfile.mkdtemp(prefix="qtl-ct-test-")
+    try:
+        test_pack(tmp, "w4a16", 4, 32, True)
+        test_pack(tmp, "w4a16", 4, 64, False)
+        test_pack(tmp, "w8a16", 8, -1, True)
+        test_pack(tmp, "w8a16", 8, 32, False)
+        test_fp4(tmp, "nvfp4")
+        test_fp4(tmp, "mxfp4")
+        test_ct_block(tmp)
+        test_refused(tmp)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    finish()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,46 @@
+#pragma once
+// The `quantization_config` of `qtl quantize`'s output config.json (internal to the commands
+// library): the consumer's keys for the format written, on top of the --config's object (its
+// skip lists and rules kept, so that the engines decide as the run did).
+//
+//   gptq                 quant_method gptq, bits, group_size, desc_act false, sym, lm_head,
+//                        checkpoint_format (gptq | gptq_v2); also written as quantize_config.json
+//   fp8, HF config       quant_method fp8, fmt e4m3, activation_scheme dynamic,
+//                        weight_block_size [128, 128] (block), modules_to_not_convert
+//   fp8, compressed-tensors  format float-quantized, quantization_status compressed, ignore,
+//                        config_groups.group_0 {targets [Linear], weights, input_activations}
+//   w4a16, w8a16, nvfp4, mxfp4: compressed-tensors (research/interop.md §3.2): quant_method,
+//                        format (pack-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized),
+//                        quantization_status compressed, kv_cache_scheme null, ignore = the
+//                        linear layers the run kept (so every consumer skips exactly those),
+//                        config_groups.group_0 {targets [Linear], weights, input_activations
+//                        null, output_activations null, format}; only keys QuantizationScheme
+//                        and QuantizationArgs accept (both extra="forbid")
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <qtl/io/quant_config.hpp>
+
+#include "quantize_plan.hpp"
+
+namespace qtl::tool {
+
+/// What a run wrote, as far as the config says it.
+struct written_format {
+  enum class kind { gptq, fp8, pack_quantized, nvfp4, mxfp4 };
+  kind what = kind::fp8;
+  fp8_scheme scheme = fp8_scheme::channel;  ///< fp8
+  std::string checkpoint_format;            ///< gptq: "gptq" or "gptq_v2"
+  int bits = 4;                             ///< pack_quantized
+  std::int64_t group_size = 128;            ///< pack_quantized: -1 for channelwise
+  bool sym = true;                          ///< pack_quantized
+  std::vector<std::string> ignore;          ///< pack_quantized, nvfp4, mxfp4: the linear layers kept
+};
+
+/// `base` (the --config's quantization object, or {}) with the written format's keys set.
+nlohmann::ordered_json written_quantization_config(nlohmann::ordered_json const& base, quant_config const& cfg,
+                                                   written_format const& f);
+
+}  // namespace qtl::tool
