@@ -103,7 +103,7 @@ def dequant_ct(t, mod, qc):
     if mod + ".weight_packed" not in t:
         s = t[mod + ".weight_scale"]
         n, k = t[mod + ".weight"].shape
-        if s.size > 1 and s.shape[-1] != 1:
+        if s.size > 1 and tuple(s.shape) != (n, 1):
             bn, bk = wa.get("block_structure") or (128, 128)
             return dequant_fp8(t, mod, block=(bn, bk))
         return dequant_fp8(t, mod)
