@@ -65,6 +65,10 @@ def no_loading_problems(info):
     assert not bad, bad
 
 
+_TORCH = {"float8_e4m3fn": torch.float8_e4m3fn, "int32": torch.int32, "int64": torch.int64,
+          "uint8": torch.uint8, "float32": torch.float32, "float16": torch.float16,
+          "bfloat16": torch.bfloat16}
+
 CT_FORMATS = {
     "fp8-tensor": ["--format", "fp8", "--fp8-scheme", "tensor"],
     "fp8-channel": ["--format", "fp8", "--fp8-scheme", "channel"],
@@ -110,11 +114,58 @@ def test_compressed_tensors_load(base, fmt, which):
     if args is None:
         pytest.skip("qtl quantize of this build offers no --format " + fmt)
     model_dir = base[0] if which == "llama" else base[1]
+    if which == "moe" and fmt == "w4a16-asym":
+        # BUG pinned (tools/qtl, reported): the MoE router (mlp.gate [4, 256]) is quantized like
+        # any Linear (the engines keep it unquantized); with --asym its zero points are packed
+        # along N = 4 and qtl refuses. Fails once the router is skipped: then delete this branch.
+        from qtl_interop import qtl
+        r = qtl("quantize", *args, "--threads", "1", model_dir, models.WORK / "q_moe_router_asym", check=False)
+        assert r.returncode == 2 and "mlp.gate.weight" in r.stderr, r.stderr
+        return
     qdir = models.quantize(model_dir, fmt, args)
     t = models.tensors(qdir)
     qc = models.config(qdir)["quantization_config"]
     assert qc["quant_method"] == "compressed-tensors" and qc["quantization_status"] == "compressed"
     want = {m: models.dequant_ct(t, m, qc) for m in models.linear_modules(t, ".weight_scale")}
+    if qc["format"] == "nvfp4-pack-quantized":
+        # Known: CT's NVFP4 decompress computes e2m1 * (s / g) in float32 and returns bfloat16
+        # whatever the model dtype (unpack_fp4_from_uint8's default), so an fp16 model gets
+        # fp16(bf16(w)): one more rounding than QTL's float32 dequantization. Pinned as that.
+        want = {m: w.astype(md.bfloat16).astype(np.float32) for m, w in want.items()}
+    # compressed-tensors' own per-module decompression (no model, no transformers) first.
+    from compressed_tensors.compressors import BaseCompressor
+    from compressed_tensors.quantization import QuantizationScheme
+    (group,) = qc["config_groups"].values()
+    scheme = QuantizationScheme.model_validate(group)
+    comp = BaseCompressor.get_value_from_registry(qc["format"])
+    exact = {m: models.dequant_ct(t, m, qc) for m in want}
+    for mod in want:
+        local = {k[len(mod) + 1:]: torch.from_numpy(np.ascontiguousarray(v).view(np.uint8)).view(_TORCH[v.dtype.name]).reshape(v.shape)
+                 for k, v in t.items() if k.startswith(mod + ".") and "." not in k[len(mod) + 1:]}
+        dq = comp.decompress(local, scheme)["weight"]
+        # CT returns its own dtype (the scale's; bfloat16 for NVFP4): QTL's float32 dequantization
+        # rounded once to it must be the same bits.
+        assert torch.equal(dq, torch.from_numpy(exact[mod]).to(dq.dtype)), (mod, "CT decompress", dq.dtype)
+    if which == "moe" and qc["format"] in ("nvfp4-pack-quantized",) or (which == "moe" and fmt == "fp8-ct-block"):
+        # Known consumer limitation (transformers 5.23, integrations/compressed_tensors.py): for
+        # Qwen3-MoE's fused experts its CompressedTensorsDequantize ignores NVFP4's
+        # weight_global_scale (weights come out global_scale times too large) and cannot broadcast
+        # FP8 block scales (RuntimeError). The files are right: CT's own per-module decompression
+        # above equals QTL's dequantization for every expert. Pinned as that.
+        try:
+            m = AutoModelForCausalLM.from_pretrained(qdir, dtype=torch.float16, device_map="cpu",
+                                                     quantization_config=CompressedTensorsConfig(run_compressed=False))
+        except RuntimeError as e:
+            assert fmt == "fp8-ct-block" and "conversion" in str(e).lower(), e
+        else:
+            got = m.state_dict()["model.layers.0.mlp.experts.down_proj"][0].float().numpy()
+            w = want["model.layers.0.mlp.experts.0.down_proj"]
+            ratio = np.median(np.abs(got[w != 0] / w[w != 0]))
+            g = float(t["model.layers.0.mlp.experts.0.down_proj.weight_global_scale"].reshape(()))
+            assert abs(ratio / g - 1) < 0.01, (ratio, g)
+        print("RESULT moe %s: CT per-module decompress == QTL dequant; transformers' fused-expert "
+              "conversion wrong (known, transformers)" % fmt)
+        return
     m, info = AutoModelForCausalLM.from_pretrained(
         qdir, dtype=torch.float16, device_map="cpu", output_loading_info=True,
         quantization_config=CompressedTensorsConfig(run_compressed=False))
@@ -198,6 +249,17 @@ def test_ct_compressor_writes_the_same_bytes(base, fmt):
             lo, hi = g.amin(-1), g.amax(-1)
         scale, zp = calculate_qparams(lo, hi, args)
         qscale = torch.from_numpy(np.ascontiguousarray(t[mod + ".weight_scale"]).astype(np.float32))
+        if args.type == "int" and args.symmetric:
+            # BUG pinned (tools/qtl w4a16/w8a16, reported): QTL's symmetric scale is
+            # amax / (2^(b-1) - 1) (amax/7, amax/127, vLLM's quantize_weights rule); CT's
+            # calculate_qparams (what llm-compressor writes) is amax / ((2^b - 1) / 2)
+            # (amax/7.5, amax/127.5; research/interop.md section 3.1 b). Both decompress
+            # consistently, but the bytes differ. Fails once QTL follows CT: then delete this.
+            half = 2 ** (args.num_bits - 1)
+            ratio = (scale.float().reshape(qscale.shape) / qscale).median().item()
+            assert abs(ratio - (half - 1) / (half - 0.5)) < 5e-3, ratio   # QTL scales are fp16
+            checked += 1
+            continue
         sd = {"weight": w, "weight_scale": scale.to(qscale.dtype).reshape(qscale.shape)}
         if not args.symmetric:
             sd["weight_zero_point"] = zp
@@ -225,5 +287,9 @@ def test_ct_compressor_writes_the_same_bytes(base, fmt):
             assert theirs.tobytes() == mine.view(np.uint8).tobytes(), (mod, k)
         checked += 1
     assert checked
+    if args.type == "int" and args.symmetric:
+        print("RESULT CT compressor %s: %d modules, scale differs: CT amax/%.1f, QTL amax/%d (bug, reported)"
+              % (fmt, checked, 2 ** (args.num_bits - 1) - 0.5, 2 ** (args.num_bits - 1) - 1))
+        return
     print("RESULT CT compressor %s: %d modules, same scales; %d of %d codes differ, all x/s vs "
           "x*(1/s) (known)" % (fmt, checked, *tie_moves))
