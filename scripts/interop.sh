@@ -17,6 +17,7 @@ build=${QTL_BUILD_DIR:-$root/build-interop}
 log=${QTL_INTEROP_WORK:-$build/interop-heavy}/logs
 mkdir -p "$log"
 rows=()
+results=()
 failed=0
 row() { rows+=("$(printf '| %-34s | %-6s | %6s | %6s | %6s | %7s | %s' "$1" "$2" "$3" "$4" "$5" "$6" "$7")"); }
 
@@ -68,7 +69,8 @@ for t in test/interop/heavy/test_*.py; do
   [ -n "$f" ] || f=0
   if [ "$rc" -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
   total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
-  note=$(grep -E '^RESULT ' "$log/$name.log" | sed 's/^RESULT //' | paste -sd';' | cut -c1-400)
+  while IFS= read -r r; do results+=("$name: $r"); done < <(grep -E '^RESULT ' "$log/$name.log" | sed 's/^RESULT //')
+  note="$(grep -c '^RESULT ' "$log/$name.log") results below"
   if [ "$rc" -eq 0 ]; then st=PASS; else st=FAIL; failed=1; note="$(grep -m1 -E '^(FAILED|ERROR)' "$log/$name.log" | cut -c1-160) (log: $log/$name.log)"; fi
   row "$name" "$st" "$p" "$f" "$s" $(( $(date +%s) - start ))s "$note"
 done
@@ -89,5 +91,8 @@ echo "interop heavy tier: $("$VENV_PYTHON" -c 'import torch, transformers, compr
 printf '| %-34s | %-6s | %6s | %6s | %6s | %7s | %s\n' check result passed failed skipped time notes
 printf '|%s|\n' "------------------------------------|--------|--------|--------|--------|---------|------"
 printf '%s\n' "${rows[@]}"
+echo
+echo "results (the RESULT lines of the tests):"
+printf '  %s\n' "${results[@]}"
 echo "$total_p passed, $total_f failed, $total_s skipped"
 exit "$failed"
