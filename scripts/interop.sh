@@ -69,8 +69,8 @@ for t in test/interop/heavy/test_*.py; do
   [ -n "$f" ] || f=0
   if [ "$rc" -ne 0 ] && [ "$f" = 0 ]; then f=1; fi
   total_p=$((total_p + p)); total_f=$((total_f + f)); total_s=$((total_s + s))
-  while IFS= read -r r; do results+=("$name: $r"); done < <(grep -E '^RESULT ' "$log/$name.log" | sed 's/^RESULT //')
-  note="$(grep -c '^RESULT ' "$log/$name.log") results below"
+  while IFS= read -r r; do results+=("$name: $r"); done < <(grep -oE 'RESULT .*' "$log/$name.log" | sed 's/^RESULT //')
+  note="$(grep -oE 'RESULT .*' "$log/$name.log" | grep -c .) results below"
   if [ "$rc" -eq 0 ]; then st=PASS; else st=FAIL; failed=1; note="$(grep -m1 -E '^(FAILED|ERROR)' "$log/$name.log" | cut -c1-160) (log: $log/$name.log)"; fi
   row "$name" "$st" "$p" "$f" "$s" $(( $(date +%s) - start ))s "$note"
 done

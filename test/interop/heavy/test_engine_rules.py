@@ -106,7 +106,7 @@ def test_is_layer_skipped_on_golden_configs(path):
         e = engine_skip(v, m, lst, pmm, match_mode="substring" if substring else "exact")
         if q != e:
             assert e == "s" and fused_name_listed(m, lst, pmm, substring), (m, consumer, q, e)
-            print("known vLLM 0.33 difference (fused name listed):", path.stem, m, "qtl", q, "vllm", e)
+            print("RESULT known vLLM 0.33 difference (fused name listed):", path.stem, m, "qtl", q, "vllm", e)
         assert qtl_skip(got[(m, "sglang_is_layer_skipped")]) == engine_skip(s, m, lst, pmm), (m, "sglang")
 
 
@@ -168,7 +168,7 @@ def test_is_layer_skipped_on_rule_cases():
             rest.append(mm)
         else:
             known[cls] += 1
-    print("vLLM 0.33 known differences:", known, "of", checked, "decisions")
+    print("RESULT vLLM 0.33 known differences:", known, "of", checked, "decisions (rule cases)")
     mismatches = rest
     assert all(known.values()), "a known difference no case shows any more: %s" % known
     assert not mismatches, "%d of %d differ (consumer, module, list, mapping, engine, qtl, committed): %s" % (
