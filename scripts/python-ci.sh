@@ -6,7 +6,7 @@
 # (test/python/torch/) is scripts/python-heavy.sh's.
 #
 #   scripts/python-ci.sh [pytest args...]     exit status: pytest's (1 for a failed install or import)
-# Prints "python-ci: N passed, N failed" last.
+# Prints "python-ci: N passed, N failed, N skipped" last.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VENV=$(realpath -m "${QTL_PYTHON_VENV:-.venv-python}")
@@ -23,13 +23,13 @@ start=$SECONDS
 # run) and keeps build-python, so a rerun only relinks what changed.
 if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
     -Cbuild-dir=build-python . ; then
-  echo "python-ci: 0 passed, 1 failed (pip install . failed)"
+  echo "python-ci: 0 passed, 1 failed, 0 skipped (pip install . failed)"
   exit 1
 fi
 echo "python-ci: pip install . took $((SECONDS - start)) s"
 # The README's check, from outside the source tree (so that the installed package is imported).
 if ! (cd / && "$VENV/bin/python" -c "import qtl; print(qtl.scalar_types.uint4b8.id)"); then
-  echo "python-ci: 0 passed, 1 failed (import qtl failed)"
+  echo "python-ci: 0 passed, 1 failed, 0 skipped (import qtl failed)"
   exit 1
 fi
 set +e
@@ -38,6 +38,9 @@ rc=$?
 set -e
 echo "$out" | tail -25
 passed=$(echo "$out" | grep -oE '[0-9]+ passed' | tail -1 | grep -oE '[0-9]+' || echo 0)
-failed=$(echo "$out" | grep -oE '[0-9]+ (failed|error)' | grep -oE '[0-9]+' | paste -sd+ | bc 2>/dev/null || echo 0)
-echo "python-ci: ${passed:-0} passed, ${failed:-0} failed"
+failed=0
+for n in $(echo "$out" | tail -1 | grep -oE '[0-9]+ (failed|errors?)' | grep -oE '[0-9]+'); do failed=$((failed + n)); done
+skipped=$(echo "$out" | tail -1 | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+echo "python-ci: ${passed:-0} passed, ${failed} failed, ${skipped:-0} skipped"
 exit $rc
