@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include <sys/mman.h>
+
 namespace qtl::py {
 
 namespace {
@@ -216,6 +218,30 @@ array_in take(nb::handle obj, char const* name) {
   return a;
 }
 
+namespace {
+
+/// Buffers from this size on start on a 2 MiB boundary and ask for transparent huge pages: a new
+/// output is written once, and its first-touch page faults (one per 4 KiB page otherwise) cost as
+/// much as the operation on a 100 MB output (docs/performance.md).
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+constexpr std::size_t huge_from = std::size_t{4} << 20;
+
+std::align_val_t alignment_for(std::size_t n) {
+  return std::align_val_t{n >= huge_from ? huge_page : buffer_alignment};
+}
+
+void* allocate(std::size_t n) {
+  if (n < huge_from) {
+    return ::operator new(n == 0 ? 1 : n, alignment_for(n));
+  }
+  std::size_t const rounded = (n + huge_page - 1) / huge_page * huge_page;
+  void* p = ::operator new(rounded, alignment_for(n));
+  madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP it changes nothing
+  return p;
+}
+
+}  // namespace
+
 array_out::array_out(elem type, std::vector<index_t> shape) : type_(type), shape_(std::move(shape)) {
   std::size_t n = elem_size(type_);
   for (index_t e : shape_) {
@@ -224,7 +250,7 @@ array_out::array_out(elem type, std::vector<index_t> shape) : type_(type), shape
     }
     n *= static_cast<std::size_t>(e);
   }
-  data_ = ::operator new(n == 0 ? 1 : n, std::align_val_t{buffer_alignment});
+  data_ = allocate(n);
 }
 
 array_out::array_out(array_out&& o) noexcept : type_(o.type_), shape_(std::move(o.shape_)), data_(o.data_) {
@@ -233,9 +259,11 @@ array_out::array_out(array_out&& o) noexcept : type_(o.type_), shape_(std::move(
 
 array_out::~array_out() {
   if (data_ != nullptr) {
-    ::operator delete(data_, std::align_val_t{buffer_alignment});
+    ::operator delete(data_, alignment_for(bytes()));
   }
 }
+
+std::size_t array_out::bytes() const { return static_cast<std::size_t>(size()) * elem_size(type_); }
 
 index_t array_out::size() const {
   index_t n = 1;
@@ -246,7 +274,11 @@ index_t array_out::size() const {
 }
 
 nb::object array_out::release(kind k) {
-  nb::capsule owner(data_, [](void* p) noexcept { ::operator delete(p, std::align_val_t{buffer_alignment}); });
+  nb::capsule owner = bytes() >= huge_from
+                          ? nb::capsule(data_, [](void* p) noexcept { ::operator delete(p, std::align_val_t{huge_page}); })
+                          : nb::capsule(data_, [](void* p) noexcept {
+                              ::operator delete(p, std::align_val_t{buffer_alignment});
+                            });
   void* p = data_;
   data_ = nullptr;
   std::vector<std::size_t> shape(shape_.begin(), shape_.end());

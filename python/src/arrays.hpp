@@ -89,7 +89,8 @@ struct array_in {
 /// non-array, qtl.UnsupportedError for a device array in this CPU-only build.
 array_in take(nb::handle obj, char const* name);
 
-/// A new uninitialised output buffer of `shape`, element type `type`, on a 64-byte line.
+/// A new uninitialised output buffer of `shape`, element type `type`, on a 64-byte line (2 MiB
+/// and transparent huge pages from 4 MiB on).
 class array_out {
  public:
   array_out(elem type, std::vector<index_t> shape);
@@ -107,6 +108,7 @@ class array_out {
   template <class T>
   view3d<T> v3() const { return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2)); }
   index_t size() const;
+  std::size_t bytes() const;
 
   /// The Python array (numpy, or torch for `k == torch`); the buffer is handed over.
   nb::object release(kind k);
