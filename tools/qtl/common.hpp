@@ -27,23 +27,13 @@
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
 
+#include "lib/errors.hpp"
+
 namespace qtl::tool {
 
 using qtl::io::dtype;
 using qtl::io::json;
 using qtl::io::tensor_info;
-
-/// A command-line mistake found after CLI11 parsed the line (exit code 1).
-class usage_error : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
-};
-
-/// A problem with the files or the data that is not already a qtl::error (exit code 2).
-class data_error : public qtl::error {
- public:
-  using qtl::error::error;
-};
 
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_usage = 1;

@@ -60,14 +60,20 @@ packed_mapping effective_mapping(quant_config const& cfg) {
 
 }  // namespace
 
-quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path) {
-  quant_config cfg;
+config_file read_config_file(std::filesystem::path const& path, std::filesystem::path const& mapping_path) {
+  config_file out;
+  out.path = path;
+  quant_config& cfg = out.config;
   std::string const text = read_text_file(path, "--config");
   try {
     cfg = qtl::io::parse_quant_config(text);
   } catch (config_error const& e) {
     throw config_error(path.string() + ": " + e.what());
   }
+  out.document = qtl::io::parse_json_like_python<config_error>(text, "--config: " + path.string() + ": ");
+  out.quant_object = out.document.is_object() && out.document.contains("quantization_config")
+                         ? out.document["quantization_config"]
+                         : out.document;
   if (!mapping_path.empty()) {
     nlohmann::ordered_json doc = read_json_document(mapping_path, "--packed-modules-mapping");
     if (doc.is_object() && doc.contains("packed_modules_mapping")) {
@@ -79,7 +85,7 @@ quant_config load_config(std::filesystem::path const& path, std::filesystem::pat
       throw config_error(mapping_path.string() + ": " + e.what());
     }
   }
-  return cfg;
+  return out;
 }
 
 std::unique_ptr<compiled_dynamic_rules const> compile_dynamic_rules(quant_config const& cfg) {
@@ -88,14 +94,6 @@ std::unique_ptr<compiled_dynamic_rules const> compile_dynamic_rules(quant_config
   } catch (regex_error const&) {
     return nullptr;
   }
-}
-
-nlohmann::ordered_json read_quant_object(std::filesystem::path const& path) {
-  nlohmann::ordered_json doc = read_json_document(path, "--config");
-  if (doc.is_object() && doc.contains("quantization_config")) {
-    return doc["quantization_config"];
-  }
-  return doc;
 }
 
 consumer engine_consumer(quant_config const& cfg, bool sglang) {

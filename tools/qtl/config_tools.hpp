@@ -27,14 +27,18 @@ std::string read_text_file(std::filesystem::path const& path, char const* what);
 /// The JSON document in `path`, in file order. @throws qtl::config_error naming the file.
 nlohmann::ordered_json read_json_document(std::filesystem::path const& path, char const* what);
 
-/// The quantization object of a config document (config.json's `quantization_config`, or the
-/// document itself), in file order. @throws qtl::config_error naming the file.
-nlohmann::ordered_json read_quant_object(std::filesystem::path const& path);
+/// A config file as explain, lint and quantize take it, read and parsed once.
+struct config_file {
+  std::filesystem::path path;
+  quant_config config;                  ///< the parsed rules (qtl/io/quant_config.hpp)
+  nlohmann::ordered_json document;      ///< the whole document, in file order
+  nlohmann::ordered_json quant_object;  ///< config.json's `quantization_config`, else the document
+};
 
 /// The config of `path`; `mapping_path` (may be empty) replaces its `packed_modules_mapping`
 /// (a JSON object {fused: [shard, ...]}, or a document with a `packed_modules_mapping` key).
 /// @throws qtl::config_error naming the file and the field.
-quant_config load_config(std::filesystem::path const& path, std::filesystem::path const& mapping_path = {});
+config_file read_config_file(std::filesystem::path const& path, std::filesystem::path const& mapping_path = {});
 
 /// `cfg`'s `dynamic` rules compiled once, for `decide_options::dynamic` (explain and lint decide
 /// every module with them). Null when the rules together exceed a regex limit although each
@@ -59,8 +63,8 @@ std::vector<std::string> checkpoint_modules(std::filesystem::path const& path);
 
 /// The modules an explain or lint run looks at: `modules` (a file, "-" for stdin) if given, else
 /// `checkpoint`'s, else the `module_names` list of the config document itself (golden configs).
-std::vector<std::string> gather_modules(std::string const& modules, std::string const& checkpoint,
-                                        std::string const& config);
+std::vector<std::string> gather_modules(std::string const& modules, std::filesystem::path const& checkpoint,
+                                        config_file const& config);
 
 /// One module name per non-empty line of `path` ("-": standard input).
 std::vector<std::string> read_module_list(std::string const& path);

@@ -6,74 +6,36 @@
 // Modules come from --modules (one per line, `-` for stdin), else from --checkpoint's tensor
 // names (`.weight` stripped, unfused), else from the document's own `module_names` (the golden
 // configs carry one). --json prints one object per (module, consumer) with the keys of
-// qtl/rules/decision.hpp (null where a key does not apply, never absent).
+// qtl/rules/decision.hpp (null where a key does not apply, never absent). The work is
+// explain_config (lib/checkpoint.hpp); this file parses and prints.
 
-#include <fstream>
+#include <algorithm>
 #include <iostream>
 #include <sstream>
-
-#include <qtl/rules/decision.hpp>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "config_tools.hpp"
+#include "lib/checkpoint.hpp"
 
 namespace qtl::tool {
 
-namespace {
-
-struct explain_args {
-  std::string config;
-  std::string consumer = "sglang";
-  std::string modules;
-  std::string checkpoint;
-  std::string mapping;
-  bool json = false;
-};
-
-/// The document's own `module_names` list (golden configs), or empty.
-std::vector<std::string> document_modules(std::string const& path) {
-  std::vector<std::string> out;
-  try {
-    auto const doc = read_json_document(path, "--config");
-    if (doc.is_object() && doc.contains("module_names") && doc["module_names"].is_array()) {
-      for (auto const& m : doc["module_names"]) {
-        if (m.is_string()) {
-          out.push_back(m.get<std::string>());
-        }
-      }
-    }
-  } catch (config_error const&) {
-    // load_config reports an unreadable or malformed file
-  }
-  return out;
-}
-
-}  // namespace
-
-/// The modules an explain or lint run looks at (see the file comment for the order of sources).
-std::vector<std::string> gather_modules(std::string const& modules, std::string const& checkpoint,
-                                        std::string const& config) {
-  if (!modules.empty()) {
-    return read_module_list(modules);
-  }
-  if (!checkpoint.empty()) {
-    return checkpoint_modules(checkpoint);
-  }
-  return document_modules(config);
-}
-
 command define_explain(CLI::App& app) {
-  auto args = std::make_shared<explain_args>();
+  struct args_t {
+    explain_options o;
+    std::string config, checkpoint, mapping;
+    bool json = false;
+  };
+  auto args = std::make_shared<args_t>();
   auto* cmd = app.add_subcommand(
       "explain", "for each module, what each consumer (sglang, vLLM, ...) does under a quantization "
                  "config: skipped or not, bits, group size, the rule that decided, the error it raises");
   cmd->add_option("--config", args->config,
                   "config.json with quantization_config, a bare quantization config, or hf_quant_config.json")
       ->required();
-  cmd->add_option("--consumer", args->consumer,
+  cmd->add_option("--consumer", args->o.consumer,
                   "sglang (default), vllm, all, or a dialect's name (e.g. vllm_compressed_tensors)");
-  cmd->add_option("--modules", args->modules, "file with one module name per line (- for stdin)");
+  cmd->add_option("--modules", args->o.source.modules, "file with one module name per line (- for stdin)");
   cmd->add_option("--checkpoint", args->checkpoint,
                   "derive the module names from this checkpoint's tensors (.weight stripped)");
   cmd->add_option("--packed-modules-mapping", args->mapping,
@@ -81,30 +43,21 @@ command define_explain(CLI::App& app) {
                   "qkv_proj/gate_up_proj)");
   cmd->add_flag("--json", args->json, "one JSON object per line per (module, consumer)");
   return {cmd, [args]() {
-            quant_config const cfg = load_config(args->config, args->mapping);
-            validate_config_values(cfg, read_quant_object(args->config), args->config, value_rules::engines);
-            auto const consumers = resolve_consumers(args->consumer, cfg);
-            auto const modules = gather_modules(args->modules, args->checkpoint, args->config);
-            if (modules.empty()) {
-              throw usage_error("explain: no module names (give --modules FILE|- or --checkpoint PATH)");
-            }
+            args->o.config = args->config;
+            args->o.source.checkpoint = args->checkpoint;
+            args->o.mapping = args->mapping;
+            explain_result const r = explain_config(args->o);
             std::size_t width = 6;
-            for (auto const& m : modules) {
-              width = std::max(width, m.size());
+            for (auto const& row : r.rows) {
+              width = std::max(width, row.module.size());
             }
-            auto const rules = compile_dynamic_rules(cfg);
-            decide_options opt;
-            opt.dynamic = rules.get();
             std::ostringstream out;
-            for (auto const& m : modules) {
-              for (consumer const c : consumers) {
-                decision const d = decide(cfg, c, m, opt);
-                if (args->json) {
-                  out << to_json(d) << '\n';
-                } else {
-                  out << m << std::string(width + 2 - m.size(), ' ') << d.consumer << ": " << describe(d)
-                      << '\n';
-                }
+            for (auto const& row : r.rows) {
+              if (args->json) {
+                out << to_json(row.decision) << '\n';
+              } else {
+                out << row.module << std::string(width + 2 - row.module.size(), ' ') << row.decision.consumer
+                    << ": " << describe(row.decision) << '\n';
               }
             }
             std::cout << out.str();

@@ -1,0 +1,125 @@
+// qtl lint's work: the problems of a config against a checkpoint's modules (checkpoint.hpp;
+// the kinds of problem: tools/qtl/lint.cpp).
+
+#include <map>
+#include <set>
+#include <unordered_set>
+
+#include "../config_tools.hpp"
+#include "checkpoint.hpp"
+
+namespace qtl::tool {
+
+namespace {
+
+/// The config's entries that can decide a module, with the field each comes from.
+std::vector<std::pair<std::string, std::string>> config_entries(quant_config const& cfg) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (auto const& e : cfg.skip_list) {
+    out.emplace_back(e, cfg.skip_list_field.empty() ? "skip list" : cfg.skip_list_field);
+  }
+  for (auto const& r : cfg.dynamic) {
+    out.emplace_back(r.key, "dynamic");
+  }
+  for (auto const& e : cfg.extra_config) {
+    out.emplace_back(e.key, "extra_config");
+  }
+  return out;
+}
+
+}  // namespace
+
+lint_result lint_config(lint_options const& o) {
+  config_file const file = read_config_file(o.config, o.mapping);
+  quant_config const& cfg = file.config;
+  auto const modules = gather_modules(o.source.modules, o.source.checkpoint, file);
+  std::vector<consumer> const engines = {engine_consumer(cfg, true), engine_consumer(cfg, false)};
+  // The modules plus the fused names the engines build from them.
+  std::vector<std::string> names = modules;
+  std::map<std::string, std::vector<std::string>> fused_groups;
+  for (auto const& m : modules) {
+    if (auto const f = fused_name(cfg, m)) {
+      auto& g = fused_groups[*f];
+      if (g.empty()) {
+        names.push_back(*f);
+      }
+      g.push_back(m);
+    }
+  }
+  std::vector<std::string> problems;
+  try {
+    validate_config_values(cfg, file.quant_object, o.config.string(), value_rules::engines);
+  } catch (config_error const& e) {
+    problems.push_back(std::string("value: ") + e.what());
+  }
+  std::map<std::string, std::map<std::string, decision>> by_module;  // module -> consumer -> d
+  auto const rules = compile_dynamic_rules(cfg);
+  decide_options opt;
+  opt.dynamic = rules.get();
+  for (auto const& m : names) {
+    auto const ds = decide_all(cfg, m, infer_layer_kind(m), engines, opt);
+    for (auto const& d : ds) {
+      by_module[m][d.consumer] = d;
+      if (d.error) {
+        bool const fused = fused_groups.count(m) != 0;
+        problems.push_back(std::string(fused ? "fused" : "error") + ": " + m + ": " + d.consumer +
+                           " raises " + *d.error);
+      }
+    }
+    auto const groups = disagreements(ds);
+    if (groups.size() > 1) {
+      std::string p = "disagree: " + m + ":";
+      for (auto const& g : groups) {
+        p += " " + g.front().consumer + " -> " + describe(g.front()) + ";";
+      }
+      problems.push_back(p);
+    }
+  }
+  // Shards of one fused layer must get one decision from each engine.
+  for (auto const& [fused, shards] : fused_groups) {
+    for (consumer const c : engines) {
+      std::string const cn(consumer_name(c));
+      decision const& first = by_module[shards.front()][cn];
+      for (auto const& s : shards) {
+        decision const& d = by_module[s][cn];
+        if (!d.same_outcome(first)) {
+          problems.push_back("fused: " + fused + ": " + cn + " decides shard " + shards.front() +
+                             " -> " + describe(first) + " but " + s + " -> " + describe(d));
+          break;
+        }
+      }
+    }
+  }
+  // Entries that decide nothing.
+  if (!modules.empty()) {
+    // The rules that decided something, once (a lookup per entry, not a scan of every
+    // decision: linear in modules + entries).
+    std::unordered_set<std::string> used_rules;
+    for (auto const& [m, per] : by_module) {
+      for (auto const& [cn, d] : per) {
+        if (d.rule) {
+          used_rules.insert(*d.rule);
+        }
+      }
+    }
+    for (auto const& [entry, field] : config_entries(cfg)) {
+      bool const used = used_rules.count(entry) != 0 || used_rules.count("model." + entry) != 0 ||
+                        (entry.starts_with("model.") && used_rules.count(entry.substr(6)) != 0);
+      if (!used) {
+        problems.push_back("unused: " + field + " entry '" + entry + "' matches none of the " +
+                           std::to_string(modules.size()) + " modules for " +
+                           std::string(consumer_name(engines[0])) + " or " +
+                           std::string(consumer_name(engines[1])));
+      }
+    }
+  }
+  lint_result r;
+  r.problems = std::move(problems);
+  r.names = names.size();
+  r.fused = fused_groups.size();
+  r.entries = config_entries(cfg).size();
+  r.had_modules = !modules.empty();
+  return r;
+}
+
+}  // namespace qtl::tool

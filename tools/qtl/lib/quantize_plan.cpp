@@ -1,0 +1,177 @@
+// The plan of a `qtl quantize` run: shard layout, refusing quantized input, the small files
+// (see quantize_plan.hpp).
+
+#include "quantize_plan.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <iomanip>
+#include <sstream>
+
+#include <qtl/io/regular_file.hpp>
+
+#include "../recognize.hpp"
+#include "errors.hpp"
+
+namespace qtl::tool {
+
+namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
+
+/// A small file of the staged output, written whole and flushed.
+void small_file(staged_output& out, std::string const& name, std::string const& text) {
+  output_file f(out, name);
+  f.pwrite_all(text.data(), text.size(), 0);
+  f.flush();
+}
+
+/// Copies the regular file `from` into the staged output as `name`, reading it to its end.
+/// @throws data_error naming `from` when it is not a regular file or cannot be read whole.
+void copy_extra_file(fs::path const& from, staged_output& out, std::string const& name) {
+  struct stat st {};
+  std::string why;
+  int const fd = qtl::io::open_regular_file(from, st, why);
+  if (fd < 0) {
+    throw data_error(from.string() + ": " + why + " (the input folder's other files are copied)");
+  }
+  output_file f(out, name);
+  std::vector<char> buf(std::size_t{1} << 20);
+  std::uint64_t off = 0;
+  for (;;) {
+    ssize_t const r = ::read(fd, buf.data(), buf.size());
+    if (r < 0 && errno == EINTR) {
+      continue;
+    }
+    if (r < 0) {
+      int const err = errno;
+      ::close(fd);
+      throw data_error(from.string() + ": cannot read: " + std::strerror(err));
+    }
+    if (r == 0) {
+      break;
+    }
+    f.pwrite_all(buf.data(), static_cast<std::size_t>(r), off);
+    off += static_cast<std::uint64_t>(r);
+  }
+  ::close(fd);
+  if (off != static_cast<std::uint64_t>(st.st_size)) {
+    throw data_error(from.string() + ": read " + std::to_string(off) + " of its " + std::to_string(st.st_size) +
+                     " bytes (it changed while it was copied)");
+  }
+  f.flush();
+}
+
+std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
+  std::uint64_t n = 1;
+  for (auto d : shape) {
+    n *= static_cast<std::uint64_t>(d);
+  }
+  return n;
+}
+
+/// Assigns offsets (4-, 2-, then 1-byte tensors, stably) and builds the header text.
+std::string lay_out(shard_plan& s) {
+  std::vector<std::size_t> order(s.tensors.size());
+  for (std::size_t i = 0; i < order.size(); ++i) {
+    order[i] = i;
+  }
+  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
+    return qtl::io::dtype_size(s.tensors[a].type) > qtl::io::dtype_size(s.tensors[b].type);
+  });
+  ojson header = ojson::object();
+  header["__metadata__"] = {{"format", "pt"}};
+  std::uint64_t off = 0;
+  for (std::size_t i : order) {
+    auto& t = s.tensors[i];
+    t.bytes = numel_of(t.shape) * qtl::io::dtype_size(t.type);
+    header[t.name] = {{"dtype", std::string(qtl::io::dtype_name(t.type))},
+                      {"shape", t.shape},
+                      {"data_offsets", {off, off + t.bytes}}};
+    t.offset = off;
+    off += t.bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
+  s.header_bytes = 8 + text.size();
+  for (auto& t : s.tensors) {
+    t.offset += s.header_bytes;
+  }
+  s.total = s.header_bytes + off;
+  return text;
+}
+
+void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, ojson const& model_config,
+                            fs::path const& config_path) {
+  std::vector<tensor_info const*> all;
+  all.reserve(ckpt.tensors().size());
+  std::vector<std::string> found;
+  for (auto const& e : ckpt.tensors()) {
+    all.push_back(e.tensor);
+  }
+  for (auto const& m : recognize(all)) {
+    for (auto const& t : m.tensors) {
+      found.push_back(t + " (" + m.scheme + ")");
+    }
+  }
+  if (found.empty()) {
+    for (auto const* t : all) {
+      if (t->type == dtype::F8_E4M3 || t->type == dtype::F8_E5M2 || t->type == dtype::F8_E8M0) {
+        found.push_back(t->name + " (" + std::string(qtl::io::dtype_name(t->type)) + ")");
+      }
+    }
+  }
+  if (!found.empty()) {
+    std::string list;
+    for (std::size_t i = 0; i < found.size() && i < 4; ++i) {
+      list += (i == 0 ? "" : ", ") + qtl::io::detail::printable(found[i]);
+    }
+    if (found.size() > 4) {
+      list += " and " + std::to_string(found.size() - 4) + " more";
+    }
+    throw data_error("the input is quantized already: " + list +
+                     "; qtl quantize takes a float (F32, F16, BF16) checkpoint");
+  }
+  if (model_config.is_object() && model_config.contains("quantization_config")) {
+    auto const& q = model_config["quantization_config"];
+    std::string const method = q.is_object() && q.contains("quant_method") && q["quant_method"].is_string()
+                                   ? q["quant_method"].get<std::string>()
+                                   : std::string("unknown");
+    throw data_error(config_path.string() + ": the input is quantized already (its quantization_config says '" +
+                     qtl::io::detail::printable(method) + "'); qtl quantize takes a float checkpoint");
+  }
+}
+
+/// Lets the kernel drop the (clean, file-backed) pages of an input range this process touched.
+void release(tensor_info const& t) {
+  auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto b = reinterpret_cast<std::uintptr_t>(t.bytes.data());
+  auto e = b + t.bytes.size();
+  b = (b + page - 1) / page * page;
+  e = e / page * page;
+  if (e > b) {
+    ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  }
+}
+
+std::string human_bytes(std::uint64_t b) {
+  std::ostringstream o;
+  o << std::fixed << std::setprecision(b >= (1u << 30) ? 2 : 1);
+  if (b >= (std::uint64_t{1} << 30)) {
+    o << static_cast<double>(b) / (1u << 30) << " GiB";
+  } else if (b >= (1u << 20)) {
+    o << static_cast<double>(b) / (1u << 20) << " MiB";
+  } else if (b >= 1024) {
+    o << static_cast<double>(b) / 1024 << " KiB";
+  } else {
+    o << b << " B";
+  }
+  return o.str();
+}
+
+}  // namespace qtl::tool

@@ -1,0 +1,92 @@
+#pragma once
+// The plan of a `qtl quantize` run (internal to the commands library): the output shards, their
+// tensors and headers, and one job per input tensor that produces its outputs.
+//
+//   shard_plan  name, tensors (name, dtype, shape, absolute offset), header size, file size
+//   job         the input tensor, what to do with it (copy, or a format's writer), its outputs
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <qtl/io/safetensors.hpp>
+#include <qtl/scalar_type.hpp>
+
+#include "../staged_output.hpp"
+
+namespace qtl::tool {
+
+using qtl::io::dtype;
+using qtl::io::tensor_info;
+
+/// What a job does with its input tensor.
+enum class job_kind { copy, gptq, fp8 };
+/// How FP8 weights are scaled.
+enum class fp8_scheme { tensor, channel, block };
+
+/// A tensor of an output shard.
+struct out_tensor {
+  std::string name;
+  dtype type;
+  std::vector<std::int64_t> shape;
+  std::uint64_t offset = 0;  ///< absolute offset in the shard file (set by lay_out)
+  std::uint64_t bytes = 0;
+};
+
+/// One input tensor and the output tensors it becomes.
+struct job {
+  job_kind kind = job_kind::copy;
+  tensor_info const* in = nullptr;
+  std::size_t shard = 0;          ///< output shard
+  std::vector<std::size_t> outs;  ///< indices into the shard's tensors, in the writer's order
+  std::string module;             ///< quantized layers: the module name
+  // GPTQ
+  int bits = 4;
+  std::int64_t group_rows = 128;         ///< rows per group (K when channelwise)
+  std::int64_t config_group_size = 128;  ///< as the config says it (-1 for channelwise)
+  bool sym = true;
+  scalar_type weight_type = uint4b8;     ///< the codes' type: integer_weight_type(bits, sym)
+  bool allow_nonfinite = false;
+  // GPTQ results kept to the end: zero points (G x N, unpacked) and whether one is 0
+  std::vector<std::int32_t> zeros;
+  bool zero_has_zero = false;
+};
+
+/// An output shard.
+struct shard_plan {
+  std::string name;
+  std::vector<out_tensor> tensors;
+  std::uint64_t header_bytes = 0;  ///< 8 + N
+  std::uint64_t total = 0;         ///< file size
+  std::unique_ptr<output_file> file;
+};
+
+/// Product of the extents.
+std::uint64_t numel_of(std::vector<std::int64_t> const& shape);
+
+/// Assigns offsets (4-, 2-, then 1-byte tensors, stably, so that every tensor stays aligned) and
+/// returns the header text, padded with spaces to a multiple of 8.
+std::string lay_out(shard_plan& s);
+
+/// Refuses a checkpoint that is quantized already: its tensors (GPTQ/AWQ `qweight`, FP8
+/// weights with scales, NVFP4/MXFP4 blocks, any F8 tensor) or its config.json's
+/// `quantization_config`. @throws data_error naming the first tensors (and how many more).
+void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, nlohmann::ordered_json const& model_config,
+                            std::filesystem::path const& config_path);
+
+/// Lets the kernel drop the (clean, file-backed) pages of the range `t` covers.
+void release(tensor_info const& t);
+
+/// A small file of the staged output, written whole and flushed.
+void small_file(staged_output& out, std::string const& name, std::string const& text);
+
+/// Copies the regular file `from` into the staged output as `name`, reading it to its end.
+/// @throws data_error naming `from` when it is not a regular file or cannot be read whole.
+void copy_extra_file(std::filesystem::path const& from, staged_output& out, std::string const& name);
+
+/// "1.5 MiB", "2.00 GiB", "12 B"
+std::string human_bytes(std::uint64_t b);
+
+}  // namespace qtl::tool
