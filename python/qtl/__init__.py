@@ -40,6 +40,10 @@ from ._qtl import (  # noqa: F401
     unpack_rows,
     unswizzle_blockscale,
 )
+try:  # only where the build had the tool's command library (nlohmann-json)
+    from ._qtl import quantize_checkpoint  # noqa: F401
+except ImportError:
+    pass
 from ._qtl import _named_scalar_types, _noop  # noqa: F401  (_noop: the benchmark's call baseline)
 
 #: The 16 named scalar types (vLLM's ``scalar_types``) plus the aliases ``bfloat16``, ``float16``.

@@ -19,6 +19,10 @@ void bind_fp8(nb::module_& m);
 /// reorder_w1w3_to_w3w1 (qtl/moe.hpp).
 void bind_layout(nb::module_& m);
 
+/// quantize_checkpoint (tools/qtl/lib/checkpoint.hpp); only where the build has the tool's command
+/// library (QTL_PY_COMMANDS).
+void bind_checkpoint(nb::module_& m);
+
 /// A qtl.ScalarType, vLLM's/sgl-kernel's ScalarType (by its `id`), or a type name.
 scalar_type scalar_type_of(nb::handle obj, char const* name);
 

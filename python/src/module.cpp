@@ -121,4 +121,7 @@ NB_MODULE(_qtl, m) {
   bind_quantize(m);
   bind_fp8(m);
   bind_layout(m);
+#ifdef QTL_PY_COMMANDS
+  bind_checkpoint(m);
+#endif
 }

@@ -35,3 +35,20 @@ def load(path):
 def code(array):
     """The safetensors dtype code of a numpy array ("F32", "BF16", ...)."""
     return CODES[np.dtype(array.dtype)]
+
+
+def save(path, tensors):
+    """Writes {name: numpy array} as a safetensors file (offsets in name order, no padding needed)."""
+    header = {}
+    offset = 0
+    blobs = []
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name])
+        b = a.tobytes()
+        header[name] = {"dtype": code(a), "shape": list(a.shape), "data_offsets": [offset, offset + len(b)]}
+        offset += len(b)
+        blobs.append(b)
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
