@@ -186,7 +186,8 @@ array_in take(nb::handle obj, char const* name) {
   a.from = is_torch(obj) ? kind::torch : kind::numpy;
   elem forced = elem::other;
   nb::object o = nb::borrow(obj);
-  if (!nb::try_cast(o, a.nd, false)) {
+  // torch exports float8 through DLPack with a code nanobind does not name: re-view it too.
+  if (!nb::try_cast(o, a.nd, false) || classify(a.nd.dtype()) == elem::other) {
     // Element types DLPack and the buffer protocol do not carry: re-view as the storage integer.
     std::string dn = dtype_name(o);
     char const* storage = nullptr;
@@ -202,6 +203,8 @@ array_in take(nb::handle obj, char const* name) {
       nb::object target = a.from == kind::torch ? torch_attr(storage) : nb::module_::import_("numpy").attr(storage);
       o = o.attr("view")(target);
       ok = nb::try_cast(o, a.nd, false);
+    } else {
+      ok = a.nd.is_valid();  // an array of a dtype no op takes: the op's check names it
     }
     if (!ok) {
       throw dtype_error(std::string(name) + ": expected a CPU array (numpy, torch or a DLPack producer) of a "
