@@ -1,0 +1,399 @@
+// Arrays in and out of the bindings (arrays.hpp), and the qtl.Error hierarchy.
+
+#include "arrays.hpp"
+
+#include <cstring>
+
+#include <sys/mman.h>
+
+namespace qtl::py {
+
+namespace {
+
+namespace dl = nb::dlpack;
+
+/// A module from sys.modules, or null (never imports: torch is only used when the caller has it).
+PyObject* loaded_module(char const* name) {
+  PyObject* m = PyImport_GetModule(nb::str(name).ptr());  // new reference or null
+  if (m == nullptr) {
+    PyErr_Clear();
+    return nullptr;
+  }
+  Py_DECREF(m);  // sys.modules keeps it
+  return m;
+}
+
+/// torch.Tensor, once torch is imported (kept for the life of the process).
+PyObject* torch_tensor_type() {
+  static PyObject* type = nullptr;
+  if (type == nullptr) {
+    if (PyObject* torch = loaded_module("torch")) {
+      type = PyObject_GetAttrString(torch, "Tensor");
+      if (type == nullptr) {
+        PyErr_Clear();
+      }
+    }
+  }
+  return type;
+}
+
+bool is_torch(nb::handle h) {
+  PyObject* t = torch_tensor_type();
+  if (t == nullptr) {
+    return false;
+  }
+  if (Py_TYPE(h.ptr()) == reinterpret_cast<PyTypeObject*>(t)) {
+    return true;
+  }
+  int r = PyObject_IsInstance(h.ptr(), t);
+  if (r < 0) {
+    PyErr_Clear();
+  }
+  return r == 1;
+}
+
+nb::object torch_attr(char const* name) { return nb::borrow(loaded_module("torch")).attr(name); }
+
+/// ml_dtypes, if it can be imported (tried once).
+PyObject* ml_dtypes() {
+  static bool tried = false;
+  static PyObject* m = nullptr;
+  if (!tried) {
+    tried = true;
+    m = PyImport_ImportModule("ml_dtypes");
+    if (m == nullptr) {
+      PyErr_Clear();
+    }
+  }
+  return m;
+}
+
+elem classify(dl::dtype t) {
+  if (t.lanes != 1) {
+    return elem::other;
+  }
+  switch (static_cast<dl::dtype_code>(t.code)) {
+    case dl::dtype_code::Float:
+      return t.bits == 32 ? elem::f32 : t.bits == 16 ? elem::f16 : elem::other;
+    case dl::dtype_code::Bfloat: return t.bits == 16 ? elem::bf16 : elem::other;
+    case dl::dtype_code::Int:
+      return t.bits == 32 ? elem::i32 : t.bits == 64 ? elem::i64 : elem::other;
+    case dl::dtype_code::UInt: return t.bits == 8 ? elem::u8 : elem::other;
+    default: return elem::other;
+  }
+}
+
+dl::dtype dlpack_of(elem e) {
+  switch (e) {
+    case elem::f32: return nb::dtype<float>();
+    case elem::f16: return dl::dtype{static_cast<std::uint8_t>(dl::dtype_code::Float), 16, 1};
+    case elem::bf16: return dl::dtype{static_cast<std::uint8_t>(dl::dtype_code::Bfloat), 16, 1};
+    case elem::i32: return nb::dtype<std::int32_t>();
+    case elem::i64: return nb::dtype<std::int64_t>();
+    default: return nb::dtype<std::uint8_t>();  // u8 and fp8 codes
+  }
+}
+
+std::string type_name_of(nb::handle h) { return nb::type_name(h.type()).c_str(); }
+
+/// The dtype's name as Python prints it ("float8_e4m3fn", "torch.float8_e4m3fn"), or "".
+std::string dtype_name(nb::handle obj) {
+  if (!nb::hasattr(obj, "dtype")) {
+    return "";
+  }
+  nb::object dt = obj.attr("dtype");
+  if (nb::hasattr(dt, "name")) {
+    return nb::cast<std::string>(nb::str(dt.attr("name")));
+  }
+  return nb::cast<std::string>(nb::str(dt));
+}
+
+}  // namespace
+
+char const* elem_name(elem e) {
+  switch (e) {
+    case elem::f32: return "float32";
+    case elem::f16: return "float16";
+    case elem::bf16: return "bfloat16";
+    case elem::fp8_e4m3: return "float8_e4m3fn";
+    case elem::i32: return "int32";
+    case elem::i64: return "int64";
+    case elem::u8: return "uint8";
+    default: return "an unsupported dtype";
+  }
+}
+
+std::size_t elem_size(elem e) {
+  switch (e) {
+    case elem::f32:
+    case elem::i32: return 4;
+    case elem::f16:
+    case elem::bf16: return 2;
+    case elem::i64: return 8;
+    default: return 1;
+  }
+}
+
+std::string array_in::shape() const {
+  std::vector<index_t> e(nd.ndim());
+  for (std::size_t d = 0; d < nd.ndim(); ++d) {
+    e[d] = static_cast<index_t>(nd.shape(d));
+  }
+  return qtl::detail::shape_string(e.data(), static_cast<int>(e.size()));
+}
+
+void array_in::check_rank(index_t r) const {
+  if (ndim() != r) {
+    throw qtl::shape_error(std::string(name) + ": expected " + std::to_string(r) + " dimensions, got shape " +
+                           shape());
+  }
+}
+
+void array_in::check_type(std::initializer_list<elem> ok) const {
+  for (elem e : ok) {
+    if (type == e) {
+      return;
+    }
+  }
+  std::string want;
+  for (elem e : ok) {
+    want += (want.empty() ? "" : ", ") + std::string(elem_name(e));
+  }
+  throw dtype_error(std::string(name) + ": dtype " + elem_name(type) + " is not supported here; expected " + want);
+}
+
+void array_in::check_contiguous() const {
+  index_t s = 1;
+  for (index_t d = ndim() - 1; d >= 0; --d) {
+    if (dim(d) != 1 && nd.stride(static_cast<std::size_t>(d)) != s) {
+      throw qtl::shape_error(std::string(name) + ": must be contiguous (shape " + shape() +
+                             "); pass a contiguous copy");
+    }
+    s *= dim(d);
+  }
+}
+
+void array_in::check_writable() const {
+  nb::ndarray<> w;
+  if (!nb::try_cast(src, w, false)) {
+    throw qtl::value_error(std::string(name) + ": is read-only; this operation writes it in place");
+  }
+}
+
+array_in take(nb::handle obj, char const* name) {
+  array_in a;
+  a.name = name;
+  a.from = is_torch(obj) ? kind::torch : kind::numpy;
+  elem forced = elem::other;
+  nb::object o = nb::borrow(obj);
+  // torch exports float8 through DLPack with a code nanobind does not name: re-view it too.
+  if (!nb::try_cast(o, a.nd, false) || classify(a.nd.dtype()) == elem::other) {
+    // Element types DLPack and the buffer protocol do not carry: re-view as the storage integer.
+    std::string dn = dtype_name(o);
+    char const* storage = nullptr;
+    if (dn == "float8_e4m3fn" || dn == "torch.float8_e4m3fn") {
+      forced = elem::fp8_e4m3;
+      storage = "uint8";
+    } else if (dn == "bfloat16") {  // ml_dtypes (torch's bfloat16 travels by DLPack)
+      forced = elem::bf16;
+      storage = "uint16";
+    }
+    bool ok = false;
+    if (storage != nullptr) {
+      nb::object target = a.from == kind::torch ? torch_attr(storage) : nb::module_::import_("numpy").attr(storage);
+      o = o.attr("view")(target);
+      ok = nb::try_cast(o, a.nd, false);
+    } else {
+      ok = a.nd.is_valid();  // an array of a dtype no op takes: the op's check names it
+    }
+    if (!ok) {
+      throw dtype_error(std::string(name) + ": expected a CPU array (numpy, torch or a DLPack producer) of a "
+                        "supported dtype, got " + type_name_of(obj) + (dn.empty() ? "" : " of dtype " + dn));
+    }
+  }
+  if (a.nd.device_type() != nb::device::cpu::value) {
+    throw qtl::unsupported_error(std::string(name) + ": is a device array (DLPack device type " +
+                                 std::to_string(a.nd.device_type()) +
+                                 "); device arrays are not supported in this build of qtl (CPU only)");
+  }
+  a.type = forced != elem::other ? forced : classify(a.nd.dtype());
+  a.src = std::move(o);
+  return a;
+}
+
+namespace {
+
+/// Buffers from this size on start on a 2 MiB boundary and ask for transparent huge pages: a new
+/// output is written once, and its first-touch page faults (one per 4 KiB page otherwise) cost as
+/// much as the operation on a 100 MB output (docs/performance.md).
+constexpr std::size_t huge_page = std::size_t{2} << 20;
+constexpr std::size_t huge_from = std::size_t{4} << 20;
+
+std::align_val_t alignment_for(std::size_t n) {
+  return std::align_val_t{n >= huge_from ? huge_page : buffer_alignment};
+}
+
+void* allocate(std::size_t n) {
+  if (n < huge_from) {
+    return ::operator new(n == 0 ? 1 : n, alignment_for(n));
+  }
+  std::size_t const rounded = (n + huge_page - 1) / huge_page * huge_page;
+  void* p = ::operator new(rounded, alignment_for(n));
+  madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP it changes nothing
+  return p;
+}
+
+}  // namespace
+
+array_out::array_out(elem type, std::vector<index_t> shape) : type_(type), shape_(std::move(shape)) {
+  std::size_t n = elem_size(type_);
+  for (index_t e : shape_) {
+    if (e < 0) {
+      throw qtl::shape_error("qtl: negative output extent " + std::to_string(e));
+    }
+    n *= static_cast<std::size_t>(e);
+  }
+  data_ = allocate(n);
+}
+
+array_out::array_out(array_out&& o) noexcept : type_(o.type_), shape_(std::move(o.shape_)), data_(o.data_) {
+  o.data_ = nullptr;
+}
+
+array_out::~array_out() {
+  if (data_ != nullptr) {
+    ::operator delete(data_, alignment_for(bytes()));
+  }
+}
+
+std::size_t array_out::bytes() const { return static_cast<std::size_t>(size()) * elem_size(type_); }
+
+index_t array_out::size() const {
+  index_t n = 1;
+  for (index_t e : shape_) {
+    n *= e;
+  }
+  return n;
+}
+
+nb::object array_out::release(kind k) {
+  nb::capsule owner = bytes() >= huge_from
+                          ? nb::capsule(data_, [](void* p) noexcept { ::operator delete(p, std::align_val_t{huge_page}); })
+                          : nb::capsule(data_, [](void* p) noexcept {
+                              ::operator delete(p, std::align_val_t{buffer_alignment});
+                            });
+  void* p = data_;
+  data_ = nullptr;
+  std::vector<std::size_t> shape(shape_.begin(), shape_.end());
+  bool const torch_out = k == kind::torch && loaded_module("torch") != nullptr;
+  // bf16 for numpy, fp8 for both, travel as their storage and are re-viewed below.
+  elem storage = type_;
+  if (type_ == elem::fp8_e4m3 || (type_ == elem::bf16 && !torch_out)) {
+    storage = type_ == elem::bf16 ? elem::other : elem::u8;
+  }
+  dl::dtype dt = storage == elem::other ? nb::dtype<std::uint16_t>() : dlpack_of(storage);
+  nb::object out;
+  if (torch_out) {
+    out = nb::cast(nb::ndarray<nb::pytorch>(p, shape.size(), shape.data(), owner, nullptr, dt));
+    if (type_ == elem::fp8_e4m3) {
+      out = out.attr("view")(torch_attr("float8_e4m3fn"));
+    }
+  } else {
+    out = nb::cast(nb::ndarray<nb::numpy>(p, shape.size(), shape.data(), owner, nullptr, dt));
+    if (type_ == elem::fp8_e4m3 || type_ == elem::bf16) {
+      if (PyObject* md = ml_dtypes()) {
+        out = out.attr("view")(nb::borrow(md).attr(type_ == elem::bf16 ? "bfloat16" : "float8_e4m3fn"));
+      }
+    }
+  }
+  return out;
+}
+
+float scalar_float(nb::handle obj, char const* name) {
+  if (PyFloat_Check(obj.ptr()) || PyLong_Check(obj.ptr())) {
+    return static_cast<float>(nb::cast<double>(obj));
+  }
+  array_in a = take(obj, name);
+  a.check_type({elem::f32});
+  if (a.nd.size() != 1) {
+    throw qtl::shape_error(std::string(name) + ": expected one value (0-dim or [1]), got shape " + a.shape());
+  }
+  float v;
+  std::memcpy(&v, a.nd.data(), sizeof v);
+  return v;
+}
+
+std::vector<index_t> int_list(nb::handle obj, char const* name) {
+  std::vector<index_t> out;
+  try {
+    for (nb::handle h : obj) {
+      out.push_back(nb::cast<index_t>(h));
+    }
+  } catch (nb::cast_error const&) {
+    throw dtype_error(std::string(name) + ": expected a sequence of ints");
+  }
+  return out;
+}
+
+namespace {
+
+struct error_types {
+  PyObject* base = nullptr;
+  PyObject* shape = nullptr;
+  PyObject* unsupported = nullptr;
+  PyObject* config = nullptr;
+  PyObject* format = nullptr;
+  PyObject* regex = nullptr;
+  PyObject* value = nullptr;
+  PyObject* dtype = nullptr;
+};
+error_types errors;
+
+PyObject* new_error(nb::module_& m, char const* name, PyObject* bases, char const* doc) {
+  std::string full = std::string("qtl.") + name;
+  PyObject* t = PyErr_NewExceptionWithDoc(full.c_str(), doc, bases, nullptr);
+  if (t == nullptr) {
+    throw nb::python_error();
+  }
+  m.attr(name) = nb::handle(t);
+  return t;
+}
+
+}  // namespace
+
+void register_errors(nb::module_& m) {
+  errors.base = new_error(m, "Error", PyExc_ValueError, "Base of every error qtl raises (qtl::error).");
+  PyObject* b = errors.base;
+  errors.shape = new_error(m, "ShapeError", b, "A shape or extent the operation cannot take (qtl::shape_error).");
+  errors.unsupported = new_error(m, "UnsupportedError", b,
+                                 "A value outside the supported set, or a device array (qtl::unsupported_error).");
+  errors.config = new_error(m, "ConfigError", b, "A malformed or unknown quantization-config field.");
+  errors.format = new_error(m, "FormatError", b, "A file whose bytes do not follow its format.");
+  errors.regex = new_error(m, "RegexError", b, "A regular expression qtl cannot parse or does not support.");
+  errors.value = new_error(m, "InvalidValueError", b, "A value outside the range an operation accepts.");
+  nb::object dtype_bases = nb::make_tuple(nb::handle(b), nb::handle(PyExc_TypeError));
+  errors.dtype = new_error(m, "DTypeError", dtype_bases.ptr(), "An argument of the wrong dtype or kind (also a TypeError).");
+  nb::register_exception_translator([](std::exception_ptr const& p, void*) {
+    try {
+      std::rethrow_exception(p);
+    } catch (dtype_error const& e) {
+      PyErr_SetString(errors.dtype, e.what());
+    } catch (qtl::shape_error const& e) {
+      PyErr_SetString(errors.shape, e.what());
+    } catch (qtl::unsupported_error const& e) {
+      PyErr_SetString(errors.unsupported, e.what());
+    } catch (qtl::config_error const& e) {
+      PyErr_SetString(errors.config, e.what());
+    } catch (qtl::format_error const& e) {
+      PyErr_SetString(errors.format, e.what());
+    } catch (qtl::regex_error const& e) {
+      PyErr_SetString(errors.regex, e.what());
+    } catch (qtl::value_error const& e) {
+      PyErr_SetString(errors.value, e.what());
+    } catch (qtl::error const& e) {
+      PyErr_SetString(errors.base, e.what());
+    }
+  });
+}
+
+}  // namespace qtl::py

@@ -1,0 +1,167 @@
+#pragma once
+/// \file
+/// Arrays in and out of the `qtl._qtl` bindings, and the `qtl.Error` hierarchy they raise.
+///
+/// In: any CPU array nanobind's `ndarray` takes (numpy through the buffer protocol, torch and every
+/// other DLPack producer, zero-copy). Element types that DLPack cannot carry are re-viewed first,
+/// without a copy, as their storage integer: torch `float8_e4m3fn` and numpy/ml_dtypes
+/// `float8_e4m3fn` as uint8, ml_dtypes `bfloat16` as uint16. Strides are kept (the library's
+/// views take any strides, in elements).
+///
+/// Out: a new buffer on a 64-byte line (as torch's CPU allocator), owned by a capsule, returned as
+/// the input's kind: a torch tensor when the input was one (DLPack, no copy), else a numpy array.
+/// bf16 and fp8 outputs become torch.bfloat16 / torch.float8_e4m3fn for torch, and ml_dtypes'
+/// types for numpy where ml_dtypes is installed (else their storage: uint16 / uint8 codes).
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <qtl/error.hpp>
+#include <qtl/numeric.hpp>
+#include <qtl/view.hpp>
+
+namespace qtl::py {
+
+namespace nb = nanobind;
+
+/// Element types the bindings read and write.
+enum class elem : std::uint8_t { f32, f16, bf16, fp8_e4m3, i32, i64, u8, other };
+
+/// "float32", "float16", "bfloat16", "float8_e4m3fn", "int32", "int64", "uint8".
+char const* elem_name(elem e);
+
+/// Thrown by the bindings for an argument of the wrong dtype (Python: qtl.DTypeError, a TypeError).
+class dtype_error : public qtl::error {
+ public:
+  using qtl::error::error;
+};
+
+/// Which kind of array the caller passed (and gets back).
+enum class kind : std::uint8_t { numpy, torch };
+
+/// An input array: the nanobind view of it, its element type, and the object that owns it.
+struct array_in {
+  nb::ndarray<nb::ro> nd;  ///< read-only accepted; `check_writable` for in-place ops
+  nb::object src;          ///< the object `nd` views (after a storage re-view)
+  elem type = elem::other;
+  kind from = kind::numpy;
+  char const* name = "";  ///< the parameter's name, for messages
+
+  index_t ndim() const { return static_cast<index_t>(nd.ndim()); }
+  index_t dim(index_t d) const { return static_cast<index_t>(nd.shape(static_cast<std::size_t>(d))); }
+  std::string shape() const;
+
+  /// A view of rank R (the array must have rank R) as `T`, with the array's strides.
+  template <class T, int R>
+  view<T, R> as_view() const {
+    check_rank(R);
+    view<T, R> v;
+    v.data = static_cast<T*>(const_cast<void*>(nd.data()));
+    for (int d = 0; d < R; ++d) {
+      v.extent[d] = dim(d);
+      v.stride[d] = static_cast<index_t>(nd.stride(static_cast<std::size_t>(d)));
+    }
+    return v;
+  }
+  /// 1-D view (rank 1).
+  template <class T>
+  view1d<T> v1() const { return as_view<T, 1>(); }
+  /// 2-D view (rank 2).
+  template <class T>
+  view2d<T> v2() const { return as_view<T, 2>(); }
+
+  void check_rank(index_t r) const;
+  /// Throws dtype_error unless the type is one of `ok`.
+  void check_type(std::initializer_list<elem> ok) const;
+  /// Throws unless the memory is C-contiguous (for ops whose contract needs it).
+  void check_contiguous() const;
+  /// Throws unless writable (in-place ops).
+  void check_writable() const;
+};
+
+/// Converts `obj` (the argument `name`) into an `array_in`; raises qtl.DTypeError (TypeError) for a
+/// non-array, qtl.UnsupportedError for a device array in this CPU-only build.
+array_in take(nb::handle obj, char const* name);
+
+/// A new uninitialised output buffer of `shape`, element type `type`, on a 64-byte line (2 MiB
+/// and transparent huge pages from 4 MiB on).
+class array_out {
+ public:
+  array_out(elem type, std::vector<index_t> shape);
+  array_out(array_out&&) noexcept;
+  array_out& operator=(array_out&&) = delete;
+  array_out(array_out const&) = delete;
+  ~array_out();
+
+  template <class T>
+  T* data() const { return static_cast<T*>(data_); }
+  template <class T>
+  view1d<T> v1() const { return make_view(data<T>(), shape_.at(0)); }
+  template <class T>
+  view2d<T> v2() const { return make_view(data<T>(), shape_.at(0), shape_.at(1)); }
+  template <class T>
+  view3d<T> v3() const { return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2)); }
+  index_t size() const;
+  std::size_t bytes() const;
+
+  /// The Python array (numpy, or torch for `k == torch`); the buffer is handed over.
+  nb::object release(kind k);
+
+ private:
+  elem type_;
+  std::vector<index_t> shape_;
+  void* data_ = nullptr;
+};
+
+/// The element size in bytes.
+std::size_t elem_size(elem e);
+
+/// Calls `f(std::type_identity<T>{})` with T = float, half_t or bfloat16_t for a float element.
+template <class F>
+decltype(auto) with_float(array_in const& a, F&& f) {
+  a.check_type({elem::f32, elem::f16, elem::bf16});
+  switch (a.type) {
+    case elem::f16: return f(std::type_identity<half_t>{});
+    case elem::bf16: return f(std::type_identity<bfloat16_t>{});
+    default: return f(std::type_identity<float>{});
+  }
+}
+
+/// The C++ type of an element type.
+template <class T>
+constexpr elem elem_of() {
+  if constexpr (std::is_same_v<T, float>) {
+    return elem::f32;
+  } else if constexpr (std::is_same_v<T, half_t>) {
+    return elem::f16;
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return elem::bf16;
+  } else if constexpr (std::is_same_v<T, float8_e4m3fn_t>) {
+    return elem::fp8_e4m3;
+  } else if constexpr (std::is_same_v<T, std::int32_t>) {
+    return elem::i32;
+  } else if constexpr (std::is_same_v<T, std::int64_t>) {
+    return elem::i64;
+  } else if constexpr (std::is_same_v<T, std::uint8_t>) {
+    return elem::u8;
+  } else {
+    static_assert(sizeof(T) == 0, "qtl::py::elem_of: no element type");
+  }
+}
+
+/// The float value of a Python float/int or of a 1-element float32 array (0-dim or [1]).
+float scalar_float(nb::handle obj, char const* name);
+
+/// A list of Python ints.
+std::vector<index_t> int_list(nb::handle obj, char const* name);
+
+/// Registers the qtl.Error hierarchy on `m` and its exception translator.
+void register_errors(nb::module_& m);
+
+}  // namespace qtl::py

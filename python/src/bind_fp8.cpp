@@ -1,0 +1,127 @@
+// scaled_fp8_quant, per_tensor_dequantize, requantize_with_max_scale (qtl/fp8.hpp):
+//
+//   scaled_fp8_quant(input [M,N], scale=None, num_token_padding=None, use_per_token_if_dynamic=False)
+//       -> (output float8_e4m3fn [max(M, padding), N], scale float32 [1] or [rows, 1])
+//   per_tensor_dequantize(tensor fp8, inv_scale) -> float16 (inv_scale a float or 0-dim tensor) or
+//       float32 (a [1] tensor: torch promotes), the tensor's shape
+//   requantize_with_max_scale(weight fp8 [N,K], weight_scale float32 [S] or 0-dim, logical_widths)
+//       -> (max_w_scale float32 0-dim, weight): weight is requantized in place and returned itself
+
+#include <cstring>
+
+#include <nanobind/stl/optional.h>
+
+#include <qtl/fp8.hpp>
+
+#include "bindings.hpp"
+
+namespace qtl::py {
+namespace {
+
+nb::object scaled_fp8_quant(nb::handle in_obj, nb::handle scale_obj, std::optional<index_t> num_token_padding,
+                            bool per_token) {
+  array_in in = take(in_obj, "input");
+  in.check_rank(2);
+  index_t const m = in.dim(0);
+  index_t const n = in.dim(1);
+  index_t const pad = num_token_padding.value_or(0);
+  if (pad < 0) {
+    throw qtl::shape_error("qtl.scaled_fp8_quant: num_token_padding is negative (" + std::to_string(pad) + ")");
+  }
+  bool const is_static = !scale_obj.is_none();
+  if (is_static && per_token) {
+    // The reference ignores use_per_token_if_dynamic when a scale is given: so does qtl.
+    per_token = false;
+  }
+  float const static_scale = is_static ? scalar_float(scale_obj, "scale") : 0.0f;
+  index_t const rows = std::max(m, pad);
+  array_out out(elem::fp8_e4m3, {rows, n});
+  array_out scale(elem::f32, per_token ? std::vector<index_t>{rows, 1} : std::vector<index_t>{1});
+  with_float(in, [&]<class T>(std::type_identity<T>) {
+    auto const iv = in.v2<T const>();
+    auto const ov = out.v2<float8_e4m3fn_t>();
+    nb::gil_scoped_release nogil;
+    if (is_static) {
+      qtl::scaled_fp8_quant_static(iv, static_scale, ov);
+      scale.data<float>()[0] = static_scale;
+    } else if (per_token) {
+      qtl::scaled_fp8_quant_per_token(iv, ov, scale.v1<float>());
+    } else {
+      scale.data<float>()[0] = qtl::scaled_fp8_quant_dynamic(iv, ov);
+    }
+  });
+  return nb::make_tuple(out.release(in.from), scale.release(in.from));
+}
+
+/// [rows, cols] of an elementwise op's contiguous operand of any rank (rank 0 and 1: one row).
+view2d<float8_e4m3fn_t const> flat_fp8(array_in const& a) {
+  if (a.ndim() == 2) {
+    return a.v2<float8_e4m3fn_t const>();
+  }
+  a.check_contiguous();
+  index_t cols = a.ndim() == 0 ? 1 : a.dim(a.ndim() - 1);
+  index_t rows = cols == 0 ? 0 : static_cast<index_t>(a.nd.size()) / cols;
+  return make_view(static_cast<float8_e4m3fn_t const*>(a.nd.data()), rows, cols);
+}
+
+nb::object per_tensor_dequantize(nb::handle t_obj, nb::handle inv_obj) {
+  array_in t = take(t_obj, "tensor");
+  t.check_type({elem::fp8_e4m3, elem::u8});  // uint8: the fp8 codes (numpy without ml_dtypes)
+  // torch: float16 * (Python float or 0-dim tensor) stays float16; * a [1] tensor promotes to float32.
+  bool promote = false;
+  if (!PyFloat_Check(inv_obj.ptr()) && !PyLong_Check(inv_obj.ptr())) {
+    promote = take(inv_obj, "inv_scale").ndim() > 0;
+  }
+  float const inv = scalar_float(inv_obj, "inv_scale");
+  std::vector<index_t> shape;
+  for (index_t d = 0; d < t.ndim(); ++d) {
+    shape.push_back(t.dim(d));
+  }
+  auto const tv = flat_fp8(t);
+  array_out out(promote ? elem::f32 : elem::f16, shape);
+  {
+    nb::gil_scoped_release nogil;
+    if (promote) {
+      qtl::per_tensor_dequantize<float>(tv, inv, make_view(out.data<float>(), tv.extent[0], tv.extent[1]));
+    } else {
+      qtl::per_tensor_dequantize<half_t>(tv, inv, make_view(out.data<half_t>(), tv.extent[0], tv.extent[1]));
+    }
+  }
+  return out.release(t.from);
+}
+
+nb::object requantize_with_max_scale(nb::handle w_obj, nb::handle s_obj, nb::handle widths_obj) {
+  array_in w = take(w_obj, "weight");
+  w.check_type({elem::fp8_e4m3, elem::u8});
+  w.check_rank(2);
+  w.check_writable();
+  array_in s = take(s_obj, "weight_scale");
+  s.check_type({elem::f32});
+  if (s.ndim() > 1) {
+    throw qtl::shape_error("qtl.requantize_with_max_scale: weight_scale must be 0-dim or 1-D, got shape " + s.shape());
+  }
+  s.check_contiguous();
+  auto const widths = int_list(widths_obj, "logical_widths");
+  qtl::weight_scales const scales{std::span<float const>(static_cast<float const*>(s.nd.data()), s.nd.size()),
+                                  s.ndim() == 0};
+  float max_scale = 0.0f;
+  {
+    nb::gil_scoped_release nogil;
+    max_scale = qtl::requantize_with_max_scale(w.v2<float8_e4m3fn_t>(), scales, widths);
+  }
+  array_out out(elem::f32, {});
+  out.data<float>()[0] = max_scale;
+  return nb::make_tuple(out.release(s.from), nb::borrow(w_obj));
+}
+
+}  // namespace
+
+void bind_fp8(nb::module_& m) {
+  m.def("scaled_fp8_quant", &scaled_fp8_quant, nb::arg("input"), nb::arg("scale").none() = nb::none(),
+        nb::arg("num_token_padding").none() = nb::none(), nb::arg("use_per_token_if_dynamic") = false);
+  m.def("per_tensor_dequantize", &per_tensor_dequantize, nb::arg("tensor"), nb::arg("inv_scale"));
+  m.def("requantize_with_max_scale", &requantize_with_max_scale, nb::arg("weight"), nb::arg("weight_scale"),
+        nb::arg("logical_widths"));
+}
+
+}  // namespace qtl::py

@@ -1,0 +1,89 @@
+// pack_cols, pack_rows, unpack_cols, unpack_rows: the reference's (q_w, num_bits, size_k, size_n)
+// signatures over qtl/pack.hpp. int32 codes in, int32 words out (and back).
+
+#include <qtl/dispatch.hpp>
+#include <qtl/pack.hpp>
+
+#include "bindings.hpp"
+
+namespace qtl::py {
+namespace {
+
+enum class pack_kind { pack_cols, pack_rows, unpack_cols, unpack_rows };
+
+char const* op_name(pack_kind k) {
+  switch (k) {
+    case pack_kind::pack_cols: return "pack_cols";
+    case pack_kind::pack_rows: return "pack_rows";
+    case pack_kind::unpack_cols: return "unpack_cols";
+    default: return "unpack_rows";
+  }
+}
+
+nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t size_n) {
+  bool const packing = k == pack_kind::pack_cols || k == pack_kind::pack_rows;
+  array_in in = take(x, packing ? "q_w" : "packed_q_w");
+  in.check_type({elem::i32});
+  in.check_rank(2);
+  if (num_bits <= 0 || 32 % num_bits != 0) {
+    throw qtl::unsupported_error(std::string("qtl.") + op_name(k) + ": num_bits = " + std::to_string(num_bits) +
+                                 " does not divide 32; supported: 1, 2, 4, 8, 16, 32");
+  }
+  index_t const pf = 32 / num_bits;
+  // The reference's asserts: the codes are [size_k, size_n], the words that shape packed.
+  index_t want_r = size_k;
+  index_t want_c = size_n;
+  if (!packing) {
+    (k == pack_kind::unpack_cols ? want_c : want_r) /= pf;
+  }
+  index_t const packed_dim = k == pack_kind::pack_cols || k == pack_kind::unpack_cols ? size_n : size_k;
+  if (size_k < 0 || size_n < 0 || packed_dim % pf != 0 || in.dim(0) != want_r || in.dim(1) != want_c) {
+    throw qtl::shape_error(std::string("qtl.") + op_name(k) + ": " + in.name + " has shape " + in.shape() +
+                           "; size_k = " + std::to_string(size_k) + ", size_n = " + std::to_string(size_n) +
+                           " with pack factor " + std::to_string(pf) + " need " +
+                           qtl::detail::shape_string(want_r, want_c) + " and " +
+                           (k == pack_kind::pack_cols || k == pack_kind::unpack_cols ? "size_n" : "size_k") +
+                           " a multiple of the pack factor");
+  }
+  index_t out_r = size_k;
+  index_t out_c = size_n;
+  if (packing) {
+    (k == pack_kind::pack_cols ? out_c : out_r) /= pf;
+  }
+  array_out out(elem::i32, {out_r, out_c});
+  auto const iv = in.v2<std::int32_t const>();
+  auto const ov = out.v2<std::int32_t>();
+  {
+    nb::gil_scoped_release nogil;
+    qtl::dispatch_bits<1, 2, 4, 8, 16, 32>(num_bits, [&]<int B>() {
+      switch (k) {
+        case pack_kind::pack_cols: qtl::pack_cols<B>(iv, ov); break;
+        case pack_kind::pack_rows: qtl::pack_rows<B>(iv, ov); break;
+        case pack_kind::unpack_cols: qtl::unpack_cols<B>(iv, ov); break;
+        case pack_kind::unpack_rows: qtl::unpack_rows<B>(iv, ov); break;
+      }
+    });
+  }
+  return out.release(in.from);
+}
+
+}  // namespace
+
+void bind_pack(nb::module_& m) {
+  m.def(
+      "pack_cols", [](nb::handle q_w, int b, index_t k, index_t n) { return run(pack_kind::pack_cols, q_w, b, k, n); },
+      nb::arg("q_w"), nb::arg("num_bits"), nb::arg("size_k"), nb::arg("size_n"));
+  m.def(
+      "pack_rows", [](nb::handle q_w, int b, index_t k, index_t n) { return run(pack_kind::pack_rows, q_w, b, k, n); },
+      nb::arg("q_w"), nb::arg("num_bits"), nb::arg("size_k"), nb::arg("size_n"));
+  m.def(
+      "unpack_cols",
+      [](nb::handle p, int b, index_t k, index_t n) { return run(pack_kind::unpack_cols, p, b, k, n); },
+      nb::arg("packed_q_w"), nb::arg("num_bits"), nb::arg("size_k"), nb::arg("size_n"));
+  m.def(
+      "unpack_rows",
+      [](nb::handle p, int b, index_t k, index_t n) { return run(pack_kind::unpack_rows, p, b, k, n); },
+      nb::arg("packed_q_w"), nb::arg("num_bits"), nb::arg("size_k"), nb::arg("size_n"));
+}
+
+}  // namespace qtl::py

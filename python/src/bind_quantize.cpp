@@ -1,0 +1,230 @@
+// quantize_weights, gptq_quantize_weights, permute_rows, sort_weights, convert_to_channelwise,
+// all_close_1d (qtl/quantize.hpp), in the reference's signatures and return tuples:
+//
+//   quantize_weights(w [K,N], quant_type, group_size, zero_points=False,
+//                    ref_zero_points_after_scales=False) -> (w_ref, w_q, w_s | None, w_zp | None)
+//   gptq_quantize_weights(w, quant_type, group_size, act_order, test_perm=None)
+//                    -> (w_ref, w_q, w_s, g_idx int32 [K] or [0], rand_perm int64 [K] or int32 [0])
+//   permute_rows(q_w, w_ref, group_size, test_perm=None) -> (w_ref, q_w, g_idx, rand_perm)
+//   sort_weights(q_w, g_idx) -> (q_w, g_idx, sort_indices)
+//   convert_to_channelwise(weight_scale [S] or 0-dim, logical_widths) -> float32 [sum, 1]
+//   all_close_1d(x [n]) -> bool
+// Without test_perm, a permutation comes from qtl::random_permutation(seed), seed= keyword (None:
+// drawn from std::random_device), where the reference calls torch.randperm.
+
+#include <random>
+
+#include <nanobind/stl/optional.h>
+
+#include <qtl/dispatch.hpp>
+#include <qtl/group_size.hpp>
+#include <qtl/quantize.hpp>
+
+#include "bindings.hpp"
+
+namespace qtl::py {
+namespace {
+
+template <class F>
+void with_int_type(scalar_type t, F&& f) {
+  qtl::dispatch_scalar_type<qtl::int4, qtl::uint4, qtl::int8, qtl::uint8, qtl::uint2b2, qtl::uint3b4, qtl::uint4b8,
+                            qtl::uint8b128>(t, f);
+}
+
+/// Rows of the scale tensors: K / effective group size (-1 or >= K: one group; K = 0: none).
+index_t group_rows(index_t k, index_t g) {
+  if (k == 0) {
+    return 0;
+  }
+  return qtl::is_channelwise_group_size(g, k) || g <= 0 ? 1 : k / g;
+}
+
+std::uint64_t seed_of(std::optional<std::uint64_t> seed) {
+  if (seed) {
+    return *seed;
+  }
+  std::random_device rd;
+  return (std::uint64_t{rd()} << 32) ^ rd();
+}
+
+nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::optional<index_t> group_size,
+                            bool zero_points, bool zp_after) {
+  array_in w = take(w_obj, "w");
+  w.check_rank(2);
+  scalar_type const q = scalar_type_of(quant_type, "quant_type");
+  if (!q.is_integer()) {
+    throw qtl::unsupported_error("qtl.quantize_weights: quant_type " + std::string(q.name().view()) +
+                                 " is a floating-point type; integer types only (as the reference)");
+  }
+  qtl::quantize_options const opt{zero_points, zp_after};
+  index_t const k = w.dim(0);
+  index_t const n = w.dim(1);
+  return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
+    auto const wv = w.v2<T const>();
+    array_out w_q(elem::i32, {k, n});
+    if (!group_size) {
+      array_out w_ref(elem::f32, {k, n});
+      with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
+        nb::gil_scoped_release nogil;
+        qtl::quantize_weights<Q>(wv, std::nullopt,
+                                 qtl::quantize_outputs<float>{w_ref.v2<float>(), w_q.v2<std::int32_t>(), {}, {}}, opt);
+      });
+      return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), nb::none(), nb::none());
+    }
+    index_t const g = group_rows(k, *group_size);
+    array_out w_ref(elem_of<T>(), {k, n});
+    array_out w_s(elem_of<T>(), {g, n});
+    array_out w_zp(elem::i32, {zero_points ? g : 0, n});
+    with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
+      nb::gil_scoped_release nogil;
+      qtl::quantize_weights<Q>(
+          wv, *group_size,
+          qtl::quantize_outputs<T>{w_ref.v2<T>(), w_q.v2<std::int32_t>(), w_s.v2<T>(), w_zp.v2<std::int32_t>()}, opt);
+    });
+    nb::object zp = zero_points ? w_zp.release(w.from) : nb::none();
+    return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), w_s.release(w.from), zp);
+  });
+}
+
+/// The permutation argument: an int64 [K] array (the reference's test_perm).
+array_in take_perm(nb::handle perm) {
+  array_in p = take(perm, "test_perm");
+  p.check_type({elem::i64});
+  p.check_rank(1);
+  return p;
+}
+
+nb::object gptq_quantize_weights(nb::handle w_obj, nb::handle quant_type, index_t group_size, bool act_order,
+                                 nb::handle test_perm, std::optional<std::uint64_t> seed) {
+  array_in w = take(w_obj, "w");
+  w.check_rank(2);
+  scalar_type const q = scalar_type_of(quant_type, "quant_type");
+  std::optional<array_in> perm;
+  if (!test_perm.is_none()) {
+    perm = take_perm(test_perm);
+  }
+  index_t const k = w.dim(0);
+  index_t const n = w.dim(1);
+  qtl::gptq_options opt;
+  opt.act_order = act_order;
+  opt.seed = act_order && !perm ? seed_of(seed) : 0;
+  if (perm && act_order) {
+    opt.perm = perm->v1<std::int64_t const>();
+  }
+  return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
+    index_t const g = group_rows(k, group_size);
+    index_t const kp = act_order ? k : 0;
+    array_out w_ref(elem_of<T>(), {k, n});
+    array_out w_q(elem::i32, {k, n});
+    array_out w_s(elem_of<T>(), {g, n});
+    array_out g_idx(elem::i32, {kp});
+    // The reference's empty rand_perm is torch.int (int32); a permutation is int64.
+    array_out rand_perm(act_order ? elem::i64 : elem::i32, {kp});
+    qtl::dispatch_scalar_type<qtl::uint4b8, qtl::uint8b128>(q, [&]<scalar_type Q>(scalar_constant<Q>) {
+      auto const wv = w.v2<T const>();
+      nb::gil_scoped_release nogil;
+      std::int64_t none = 0;
+      qtl::gptq_quantize_weights<Q>(
+          wv, group_size,
+          qtl::gptq_outputs<T>{w_ref.v2<T>(), w_q.v2<std::int32_t>(), w_s.v2<T>(), g_idx.v1<std::int32_t>(),
+                               act_order ? rand_perm.v1<std::int64_t>() : make_view(&none, 0)},
+          opt);
+    });
+    return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), w_s.release(w.from), g_idx.release(w.from),
+                          rand_perm.release(w.from));
+  });
+}
+
+nb::object permute_rows(nb::handle q_obj, nb::handle r_obj, index_t group_size, nb::handle test_perm,
+                        std::optional<std::uint64_t> seed) {
+  array_in q_w = take(q_obj, "q_w");
+  array_in w_ref = take(r_obj, "w_ref");
+  q_w.check_type({elem::i32});
+  q_w.check_rank(2);
+  w_ref.check_rank(2);
+  index_t const k = q_w.dim(0);
+  index_t const n = q_w.dim(1);
+  std::optional<array_in> perm;
+  array_out rand_perm(elem::i64, {k});
+  if (!test_perm.is_none()) {
+    perm = take_perm(test_perm);
+  } else {
+    qtl::random_permutation(seed_of(seed), rand_perm.v1<std::int64_t>());
+  }
+  return with_float(w_ref, [&]<class T>(std::type_identity<T>) -> nb::object {
+    array_out r_out(elem_of<T>(), {k, n});
+    array_out q_out(elem::i32, {k, n});
+    array_out g_idx(elem::i32, {k});
+    auto const pv = perm ? perm->v1<std::int64_t const>() : view1d<std::int64_t const>(rand_perm.v1<std::int64_t>());
+    {
+      nb::gil_scoped_release nogil;
+      qtl::permute_rows(q_w.v2<std::int32_t const>(), w_ref.v2<T const>(), group_size, pv,
+                        qtl::permute_rows_outputs<T>{r_out.v2<T>(), q_out.v2<std::int32_t>(),
+                                                     g_idx.v1<std::int32_t>(), rand_perm.v1<std::int64_t>()});
+    }
+    return nb::make_tuple(r_out.release(w_ref.from), q_out.release(w_ref.from), g_idx.release(w_ref.from),
+                          rand_perm.release(w_ref.from));
+  });
+}
+
+nb::object sort_weights(nb::handle q_obj, nb::handle g_obj) {
+  array_in q_w = take(q_obj, "q_w");
+  array_in g_idx = take(g_obj, "g_idx");
+  q_w.check_type({elem::i32});
+  g_idx.check_type({elem::i32});
+  q_w.check_rank(2);
+  g_idx.check_rank(1);
+  index_t const k = q_w.dim(0);
+  index_t const n = q_w.dim(1);
+  array_out q_out(elem::i32, {k, n});
+  array_out g_out(elem::i32, {k});
+  array_out order(elem::i32, {k});
+  {
+    nb::gil_scoped_release nogil;
+    qtl::sort_weights(q_w.v2<std::int32_t const>(), g_idx.v1<std::int32_t const>(),
+                      qtl::sort_weights_outputs{q_out.v2<std::int32_t>(), g_out.v1<std::int32_t>(),
+                                                order.v1<std::int32_t>()});
+  }
+  return nb::make_tuple(q_out.release(q_w.from), g_out.release(q_w.from), order.release(q_w.from));
+}
+
+nb::object convert_to_channelwise(nb::handle s_obj, nb::handle widths_obj) {
+  array_in s = take(s_obj, "weight_scale");
+  s.check_type({elem::f32});
+  auto const widths = int_list(widths_obj, "logical_widths");
+  index_t total = 0;
+  for (index_t w : widths) {
+    total += w;
+  }
+  array_out out(elem::f32, {total < 0 ? 0 : total, 1});
+  if (s.ndim() == 0) {
+    float v = *static_cast<float const*>(s.nd.data());
+    qtl::convert_to_channelwise(v, widths, out.v2<float>());
+  } else {
+    qtl::convert_to_channelwise(s.v1<float const>(), widths, out.v2<float>());
+  }
+  return out.release(s.from);
+}
+
+bool all_close_1d(nb::handle x_obj) {
+  array_in x = take(x_obj, "x");
+  x.check_rank(1);
+  return with_float(x, [&]<class T>(std::type_identity<T>) { return qtl::all_close_1d(x.v1<T const>()); });
+}
+
+}  // namespace
+
+void bind_quantize(nb::module_& m) {
+  m.def("quantize_weights", &quantize_weights, nb::arg("w"), nb::arg("quant_type"), nb::arg("group_size").none(),
+        nb::arg("zero_points") = false, nb::arg("ref_zero_points_after_scales") = false);
+  m.def("gptq_quantize_weights", &gptq_quantize_weights, nb::arg("w"), nb::arg("quant_type"), nb::arg("group_size"),
+        nb::arg("act_order"), nb::arg("test_perm").none() = nb::none(), nb::kw_only(),
+        nb::arg("seed").none() = nb::none());
+  m.def("permute_rows", &permute_rows, nb::arg("q_w"), nb::arg("w_ref"), nb::arg("group_size"),
+        nb::arg("test_perm").none() = nb::none(), nb::kw_only(), nb::arg("seed").none() = nb::none());
+  m.def("sort_weights", &sort_weights, nb::arg("q_w"), nb::arg("g_idx"));
+  m.def("convert_to_channelwise", &convert_to_channelwise, nb::arg("weight_scale"), nb::arg("logical_widths"));
+  m.def("all_close_1d", &all_close_1d, nb::arg("x"));
+}
+
+}  // namespace qtl::py

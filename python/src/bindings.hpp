@@ -1,0 +1,30 @@
+#pragma once
+/// \file
+/// The binding groups of qtl._qtl (one .cpp each) and what they share.
+
+#include <qtl/scalar_type.hpp>
+
+#include "arrays.hpp"
+
+namespace qtl::py {
+
+/// pack_cols, pack_rows, unpack_cols, unpack_rows (qtl/pack.hpp).
+void bind_pack(nb::module_& m);
+/// quantize_weights, gptq_quantize_weights, permute_rows, sort_weights, convert_to_channelwise,
+/// all_close_1d (qtl/quantize.hpp).
+void bind_quantize(nb::module_& m);
+/// scaled_fp8_quant, per_tensor_dequantize, requantize_with_max_scale (qtl/fp8.hpp).
+void bind_fp8(nb::module_& m);
+/// swizzle_blockscale, unswizzle_blockscale (qtl/blockscale.hpp); swap_w13_to_w31,
+/// reorder_w1w3_to_w3w1 (qtl/moe.hpp).
+void bind_layout(nb::module_& m);
+
+/// quantize_checkpoint (tools/qtl/lib/checkpoint.hpp); only where the build has the tool's command
+/// library (QTL_PY_COMMANDS).
+void bind_checkpoint(nb::module_& m);
+
+/// A qtl.ScalarType, vLLM's/sgl-kernel's ScalarType (by its `id`), or a type name.
+scalar_type scalar_type_of(nb::handle obj, char const* name);
+
+
+}  // namespace qtl::py

@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# The Python package's CI tier (issue 19): a virtualenv (.venv-python, created once, pinned, reused),
+# `pip install .` of this tree into it (meson-python; the build folder build-python is kept between
+# runs so that an unchanged tree recompiles nothing), the import check of the README, then the
+# numpy + pytest tier test/python/ (golden cases, errors, zero-copy). The torch tier
+# (test/python/torch/) is scripts/python-heavy.sh's.
+#
+#   scripts/python-ci.sh [pytest args...]     exit status: pytest's (1 for a failed install or import)
+# Prints "python-ci: N passed, N failed, N skipped" last.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VENV=$(realpath -m "${QTL_PYTHON_VENV:-.venv-python}")
+PY=${PYTHON:-python3}
+PINS=(meson-python==0.18.0 meson==1.5.2 ninja==1.13.0 nanobind==2.9.2 numpy==2.2.6 pytest==8.4.2 ml_dtypes==0.5.3)
+
+if [[ ! -x $VENV/bin/python ]] || ! "$VENV/bin/python" -m pip freeze 2>/dev/null | grep -qx 'nanobind==2.9.2'; then
+  rm -rf "$VENV"
+  "$PY" -m venv "$VENV"
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "${PINS[@]}"
+fi
+start=$SECONDS
+# Only the extension and what it links (nanobind, the tool's command library): a plain
+# `pip install .` also builds the qtl CLI, which the package does not ship.
+ext=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+# --no-build-isolation: the build uses the venv's pinned meson-python/nanobind (no download per
+# run) and keeps build-python, so a rerun only relinks what changed.
+if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+    -Cbuild-dir=build-python "-Ccompile-args=python/_qtl$ext" . ; then
+  echo "python-ci: 0 passed, 1 failed, 0 skipped (pip install . failed)"
+  exit 1
+fi
+echo "python-ci: pip install . took $((SECONDS - start)) s"
+# The README's check, from outside the source tree (so that the installed package is imported).
+if ! (cd / && "$VENV/bin/python" -c "import qtl; print(qtl.scalar_types.uint4b8.id)"); then
+  echo "python-ci: 0 passed, 1 failed, 0 skipped (import qtl failed)"
+  exit 1
+fi
+set +e
+out=$(cd test/python && "$VENV/bin/python" -m pytest -q -p no:cacheprovider --rootdir=. . "$@" 2>&1)
+rc=$?
+set -e
+echo "$out" | tail -25
+passed=$(echo "$out" | grep -oE '[0-9]+ passed' | tail -1 | grep -oE '[0-9]+' || echo 0)
+failed=0
+for n in $(echo "$out" | tail -1 | grep -oE '[0-9]+ (failed|errors?)' | grep -oE '[0-9]+'); do failed=$((failed + n)); done
+skipped=$(echo "$out" | tail -1 | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
+if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
+echo "python-ci: ${passed:-0} passed, ${failed} failed, ${skipped:-0} skipped"
+exit $rc
