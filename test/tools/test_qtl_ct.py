@@ -340,6 +340,38 @@ def test_refused(tmp):
               fmt + " on K = 24: no output left")
 
 
+def test_moe_router(tmp):
+    """MoE routers (`mlp.gate` [num_experts, hidden], `shared_expert_gate` [1, hidden]) stay in the
+    input's dtype in every format, as the engines build them, and `ignore` lists them."""
+    src = os.path.join(tmp, "moe")
+    tensors = [("model.layers.0.mlp.gate.weight", "F16", [4, 128], struct.pack("<512e", *([0.25] * 512))),
+               ("model.layers.0.mlp.shared_expert_gate.weight", "F16", [1, 128], struct.pack("<128e", *([0.5] * 128))),
+               ("model.layers.0.mlp.experts.0.up_proj.weight", "F16", [64, 128],
+                struct.pack("<8192e", *[((i * 37) % 17 - 8) / 16 for i in range(8192)]))]
+    st.write_checkpoint(src, tensors, 1)
+    for args in (["--format", "gptq", "--bits", "4", "--asym"], ["--format", "w4a16", "--asym"],
+                 ["--format", "nvfp4"], ["--format", "fp8"]):
+        out = os.path.join(tmp, "moe-out")
+        rc, so, se = run("quantize", src, out, *args)
+        name = " ".join(args)
+        check(rc == 0, name + ": a MoE checkpoint with routers quantizes (got %d: %s)" % (rc, se.strip()[:200]))
+        if rc != 0:
+            continue
+        t = tq.read_checkpoint(out)
+        for router, n in (("model.layers.0.mlp.gate", 4), ("model.layers.0.mlp.shared_expert_gate", 1)):
+            check(router + ".weight" in t and t[router + ".weight"][0] == "F16" and t[router + ".weight"][1] == [n, 128],
+                  name + ": " + router + " kept in F16")
+        check(any(k.startswith("model.layers.0.mlp.experts.0.up_proj.") and not k.endswith(".weight") for k in t),
+              name + ": the expert is quantized")
+        if args[1] != "gptq":
+            with open(os.path.join(out, "config.json")) as f:
+                q = json.load(f)["quantization_config"]
+            skip = q.get("ignore", q.get("modules_to_not_convert", []))
+            check("model.layers.0.mlp.gate" in skip and "model.layers.0.mlp.shared_expert_gate" in skip,
+                  name + ": the routers are in the config's skip list (%s)" % skip)
+        shutil.rmtree(out, ignore_errors=True)
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="qtl-ct-test-")
     try:
@@ -351,6 +383,7 @@ def main():
         test_fp4(tmp, "mxfp4")
         test_ct_block(tmp)
         test_refused(tmp)
+        test_moe_router(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     finish()

@@ -92,6 +92,7 @@ void op_io::emit_input(std::string name, tensor_info const& t) {
 
 void op_io::write() const {
   json meta = json::object();
+  meta["format"] = "pt";  // transformers' loader refuses safetensors files without it
   meta["producer"] = "qtl op " + op_;
   qtl::io::write_safetensors(out_path_, outputs_, meta);
 }

@@ -62,6 +62,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "config_tools.hpp"
+#include "lib/quantize_plan.hpp"
 #include "staged_output.hpp"
 
 namespace qtl::tool {
@@ -87,66 +88,6 @@ struct convert_args {
   CLI::Option* recipe_opt = nullptr;
 };
 
-// ------------------------------------------------------------------------------------------------
-// Small output files and the input folder's other files
-
-void small_file(staged_output& out, std::string const& name, std::string const& text) {
-  output_file f(out, name);
-  f.pwrite_all(text.data(), text.size(), 0);
-  f.flush();
-}
-
-/// Copies the regular file `from` into the staged output as `name`, read to its end.
-/// @throws data_error naming `from`
-void copy_extra_file(fs::path const& from, staged_output& out, std::string const& name) {
-  struct stat st {};
-  std::string why;
-  int const fd = qtl::io::open_regular_file(from, st, why);
-  if (fd < 0) {
-    throw data_error(from.string() + ": " + why + " (the input folder's other files are copied)");
-  }
-  output_file f(out, name);
-  std::vector<char> buf(std::size_t{1} << 20);
-  std::uint64_t off = 0;
-  for (;;) {
-    ssize_t const r = ::read(fd, buf.data(), buf.size());
-    if (r < 0 && errno == EINTR) {
-      continue;
-    }
-    if (r < 0) {
-      int const err = errno;
-      ::close(fd);
-      throw data_error(from.string() + ": cannot read: " + std::strerror(err));
-    }
-    if (r == 0) {
-      break;
-    }
-    f.pwrite_all(buf.data(), static_cast<std::size_t>(r), off);
-    off += static_cast<std::uint64_t>(r);
-  }
-  ::close(fd);
-  if (off != static_cast<std::uint64_t>(st.st_size)) {
-    throw data_error(from.string() + ": read " + std::to_string(off) + " of its " + std::to_string(st.st_size) +
-                     " bytes (it changed while it was copied)");
-  }
-  f.flush();
-}
-
-std::string human_bytes(std::uint64_t b) {
-  std::ostringstream o;
-  o << std::fixed << std::setprecision(b >= (1u << 30) ? 2 : 1);
-  if (b >= (std::uint64_t{1} << 30)) {
-    o << static_cast<double>(b) / (1u << 30) << " GiB";
-  } else if (b >= (1u << 20)) {
-    o << static_cast<double>(b) / (1u << 20) << " MiB";
-  } else if (b >= 1024) {
-    o << static_cast<double>(b) / 1024 << " KiB";
-  } else {
-    o << b << " B";
-  }
-  return o.str();
-}
-
 /// Lets the kernel drop the (clean, file-backed) pages of an input range already read.
 void release(std::span<std::byte const> bytes) {
   auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
@@ -161,22 +102,6 @@ void release(std::span<std::byte const> bytes) {
 
 // ------------------------------------------------------------------------------------------------
 // The plan
-
-struct out_tensor {
-  std::string name;
-  dtype type;
-  std::vector<std::int64_t> shape;
-  std::uint64_t offset = 0;  // absolute, in the shard file
-  std::uint64_t bytes = 0;
-};
-
-struct shard_plan {
-  std::string name;
-  std::vector<out_tensor> tensors;
-  std::uint64_t header_bytes = 0;
-  std::uint64_t total = 0;
-  std::unique_ptr<output_file> file;
-};
 
 /// Where an output tensor is: shard and index in its tensor list.
 struct out_ref {
@@ -196,52 +121,13 @@ struct fp8_layer {
 
 /// A unit of work: a copied tensor, or one FP8 layer (two for NVFP4 gate/up pairs, which share
 /// the global scale).
-struct job {
+struct convert_job {
   tensor_info const* copy = nullptr;
   out_ref copy_out;
   std::vector<fp8_layer> layers;
   float global_scale = 0.0f;  // nvfp4, filled by the worker (for the summary)
   std::uint64_t in_bytes = 0;
 };
-
-std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
-  std::uint64_t n = 1;
-  for (auto d : shape) {
-    n *= static_cast<std::uint64_t>(d);
-  }
-  return n;
-}
-
-/// Assigns offsets (4-, 2-, then 1-byte tensors, stably) and returns the header text.
-std::string lay_out(shard_plan& s) {
-  std::vector<std::size_t> order(s.tensors.size());
-  for (std::size_t i = 0; i < order.size(); ++i) {
-    order[i] = i;
-  }
-  std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) {
-    return qtl::io::dtype_size(s.tensors[a].type) > qtl::io::dtype_size(s.tensors[b].type);
-  });
-  ojson header = ojson::object();
-  header["__metadata__"] = {{"format", "pt"}};
-  std::uint64_t off = 0;
-  for (std::size_t i : order) {
-    auto& t = s.tensors[i];
-    t.bytes = numel_of(t.shape) * qtl::io::dtype_size(t.type);
-    header[t.name] = {{"dtype", std::string(qtl::io::dtype_name(t.type))},
-                      {"shape", t.shape},
-                      {"data_offsets", {off, off + t.bytes}}};
-    t.offset = off;
-    off += t.bytes;
-  }
-  std::string text = header.dump();
-  text.append((8 - (8 + text.size()) % 8) % 8, ' ');
-  s.header_bytes = 8 + text.size();
-  for (auto& t : s.tensors) {
-    t.offset += s.header_bytes;
-  }
-  s.total = s.header_bytes + off;
-  return text;
-}
 
 bool ends_with(std::string const& s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -386,7 +272,7 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
   release(l.scale->bytes);
 }
 
-void run_job(worker_context const& c, job& j) {
+void run_job(worker_context const& c, convert_job& j) {
   if (j.copy != nullptr) {
     // in slices, releasing the input pages behind: a large tensor is never resident whole
     std::size_t const slice = std::size_t{64} << 20;
@@ -515,7 +401,7 @@ int run_convert(convert_args const& a) {
                        ": qtl convert takes FP8 block checkpoints ([BN, BK], two positive integers)");
     }
     block = {static_cast<int>((*it)[0].get<std::int64_t>()), static_cast<int>((*it)[1].get<std::int64_t>())};
-    cfg = load_config(in_config);
+    cfg = read_config_file(in_config).config;
   }
   if (to == target::fp8_ue8m0 && (block.n != 128 || block.k != 128)) {
     throw data_error(in_config.string() + ": weight_block_size [" + std::to_string(block.n) + ", " +
@@ -542,7 +428,7 @@ int run_convert(convert_args const& a) {
   if (cfg) {
     sg = engine_consumer(*cfg, true);
   }
-  std::vector<job> jobs;
+  std::vector<convert_job> jobs;
   std::map<std::string, std::size_t> layer_job;  // module -> job (nvfp4 pairs)
   std::vector<std::string> kept_linear;           // float linear layers (compressed-tensors `ignore`)
   std::size_t dropped = 0;
@@ -643,7 +529,7 @@ int run_convert(convert_args const& a) {
         }
         layer_job[module] = jobs.size();
       }
-      job j;
+      convert_job j;
       j.layers.push_back(std::move(l));
       j.in_bytes = bytes;
       jobs.push_back(std::move(j));
@@ -663,7 +549,7 @@ int run_convert(convert_args const& a) {
         kept_linear.push_back(module);
       }
     }
-    job j;
+    convert_job j;
     j.copy = &t;
     j.copy_out = add_out(e.shard, name, t.type, t.shape);
     j.in_bytes = t.bytes.size();
@@ -721,7 +607,7 @@ int run_convert(convert_args const& a) {
       if (i >= jobs.size() || failed.load()) {
         return;
       }
-      job& j = jobs[i];
+      convert_job& j = jobs[i];
       try {
         run_job(ctx, j);
       } catch (std::exception const& ex) {

@@ -3,6 +3,7 @@ kernel on the CPU (backend gptq_torch, fp16): loads with no missing keys, every
 `dequantize_weight()` equals the numpy dequantization of QTL's file, logits match the dense model."""
 import os
 
+import numpy as np
 import pytest
 import torch
 
@@ -18,23 +19,14 @@ CASES = {
 }
 
 
-def test_moe_router_gate_is_quantized_by_default(base):
-    """Bug pinned (reported, tools/qtl is not this tier's): `qtl quantize --format gptq` quantizes
-    the MoE router (mlp.gate, [num_experts, hidden]) like any linear, which the engines keep
-    unquantized; with 4 experts 4-bit packing then fails. Fails (and should be deleted) once fixed."""
-    import subprocess
-    from qtl_interop import QTL
-    r = subprocess.run([str(QTL), "quantize", "--format", "gptq", "--bits", "4", "--threads", "1",
-                        str(base[1]), str(models.WORK / "q_moe_router")], capture_output=True, text=True)
-    assert r.returncode == 2 and "mlp.gate.weight" in r.stderr, r.stderr
-
-
-def moe_config(bits):
-    """A --config whose dynamic rule skips the router gates (what the engines do)."""
-    p = models.WORK / ("gptq_moe_%d.json" % bits)
-    p.write_text('{"quant_method": "gptq", "bits": %d, "group_size": 128, "sym": true, "desc_act": false,'
-                 ' "dynamic": {"-:.*\\\\.mlp\\\\.gate$": {}}}' % bits)
-    return ["--config", str(p)]
+def test_moe_router_gate_stays_unquantized(base):
+    """`qtl quantize` keeps the MoE router (mlp.gate, [num_experts, hidden]) in the input's dtype,
+    as the engines build it (a linear without a quant_config), with no --config needed."""
+    qdir = models.quantize(base[1], "router", ["--format", "gptq", "--bits", "4"])
+    t = models.tensors(qdir)
+    gates = [n for n in t if n.endswith(".mlp.gate.weight")]
+    assert gates and all(t[n].dtype == np.float16 for n in gates), gates
+    assert not any(n.endswith(".mlp.gate.qweight") for n in t)
 
 
 @pytest.mark.parametrize("which", ["llama", "moe"])
@@ -44,7 +36,7 @@ def test_gptq_torch_kernel(base, case, which):
     from transformers import AutoModelForCausalLM, GPTQConfig
     bits, args = CASES[case]
     model_dir = base[0] if which == "llama" else base[1]
-    qdir = models.quantize(model_dir, case, args + (moe_config(bits) if which == "moe" else []))
+    qdir = models.quantize(model_dir, case, args)
     t = models.tensors(qdir)
     want = {m: models.dequant_gptq(t, m, bits) for m in models.linear_modules(t, ".qweight")}
     m, info = AutoModelForCausalLM.from_pretrained(

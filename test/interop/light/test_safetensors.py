@@ -70,11 +70,10 @@ def test_dtype_round_trip(tmp_path, dtype, shape):
     once, twice, thrice, again = (tmp_path / n for n in ("1.st", "2.st", "3.st", "4.st"))
     qtl("op", "swap-w13-to-w31", src, once)
     qtl("op", "swap-w13-to-w31", once, twice)
-    # Known difference: `qtl op` writes __metadata__ {"producer": ...} without "format": "pt" (the
-    # checkpoint writer of `qtl quantize` has it). The library does not care; transformers' loader
-    # rejects such a file. Pinned: this fails when `qtl op` starts writing it.
-    a = check_container(once, format_pt=False)["x"]
-    b = check_container(twice, format_pt=False)["x"]
+    # `qtl op` writes "format": "pt" as `qtl quantize` does (transformers' loader rejects a file
+    # without it).
+    a = check_container(once)["x"]
+    b = check_container(twice)["x"]
     h = shape[-2] // 2
     assert same(a, np.concatenate([x[..., h:, :], x[..., :h, :]], axis=-2))
     assert same(b, x)

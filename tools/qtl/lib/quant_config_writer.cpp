@@ -2,6 +2,8 @@
 
 #include "quant_config_writer.hpp"
 
+#include <algorithm>
+
 namespace qtl::tool {
 
 using ojson = nlohmann::ordered_json;
@@ -71,6 +73,14 @@ ojson written_quantization_config(ojson const& base, quant_config const& cfg, wr
     q["quantization_status"] = "compressed";
     if (!q.contains("ignore")) {
       q["ignore"] = cfg.skip_list;
+    }
+    // The routers by exact name (compressed-tensors matches `ignore` entries exactly or as `re:`;
+    // the Hugging Face fp8 lists above match substrings, so there `mlp.gate` would also skip
+    // `mlp.gate_proj`: the engines build routers unquantized anyway).
+    for (auto const& r : f.routers) {
+      if (std::find(q["ignore"].begin(), q["ignore"].end(), r) == q["ignore"].end()) {
+        q["ignore"].push_back(r);
+      }
     }
     ojson w = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true},
                {"strategy", f.scheme == fp8_scheme::tensor ? "tensor" : f.scheme == fp8_scheme::channel ? "channel" : "block"},

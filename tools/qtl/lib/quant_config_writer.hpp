@@ -37,6 +37,7 @@ struct written_format {
   std::int64_t group_size = 128;            ///< pack_quantized: -1 for channelwise
   bool sym = true;                          ///< pack_quantized
   std::vector<std::string> ignore;          ///< pack_quantized, nvfp4, mxfp4: the linear layers kept
+  std::vector<std::string> routers;         ///< the MoE routers kept (compressed-tensors fp8 lists them too)
 };
 
 /// `base` (the --config's quantization object, or {}) with the written format's keys set.

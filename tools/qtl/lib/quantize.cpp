@@ -105,6 +105,16 @@ std::int64_t group_rows(std::string const& name, std::int64_t group_size, std::i
 /// A float type for a dtype the quantizers take.
 bool is_float(dtype t) { return t == dtype::F16 || t == dtype::BF16 || t == dtype::F32; }
 
+/// An MoE router: a last component `gate` (Mixtral's `block_sparse_moe.gate`, Qwen-MoE's and
+/// DeepSeek's `mlp.gate`, [num_experts, hidden]) or `shared_expert_gate` (Qwen2-MoE, [1, hidden]).
+/// sglang and vLLM build these as linears without a quant_config, so they stay in the input's
+/// dtype whatever the config says (and `ignore` lists them for compressed-tensors).
+bool is_moe_router(std::string_view module) {
+  std::size_t const dot = module.rfind('.');
+  std::string_view const leaf = dot == std::string_view::npos ? module : module.substr(dot + 1);
+  return leaf == "gate" || leaf == "shared_expert_gate";
+}
+
 }  // namespace
 
 quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, quantize_options const& a,
@@ -250,6 +260,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
                        ": qtl quantize writes 128x128 blocks");
   }
   consumer const sg = engine_consumer(cfg, true);
+  compiled_config const cc(cfg);  // rules and lists indexed once: deciding every tensor stays linear
 
   // --- input (after removing what killed runs left, so that a bad input cannot keep it) --------
   fs::path const& in_path = src;
@@ -292,6 +303,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   std::vector<job> jobs;
   std::map<std::string, std::string> skipped;  // module -> why
   std::string const not_linear = "not a linear layer";
+  std::string const moe_router = "MoE router (the engines build it unquantized)";
   std::set<int> bits_used;
   for (auto const& e : ckpt.tensors()) {
     tensor_info const& t = *e.tensor;
@@ -305,7 +317,9 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     std::string const module = weight ? name.substr(0, name.size() - 7) : std::string();
     if (weight && t.shape.size() == 2 && is_float(t.type) && t.shape[0] > 0 && t.shape[1] > 0) {
       layer_kind const kind = infer_layer_kind(module);
-      if (kind == layer_kind::linear || kind == layer_kind::lm_head) {
+      if (kind == layer_kind::linear && is_moe_router(module)) {
+        skipped[module] = moe_router;
+      } else if (kind == layer_kind::linear || kind == layer_kind::lm_head) {
         std::string const engine_name = fused_name(cc, module).value_or(module);
         decision const d = decide(cc, sg, engine_name, kind);
         if (d.error) {
@@ -537,6 +551,9 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   for (auto const& [m, why] : skipped) {
     if (why != not_linear) {
       wf.ignore.push_back(m);
+    }
+    if (why == moe_router) {
+      wf.routers.push_back(m);
     }
   }
   ojson const q = written_quantization_config(qobj, cfg, wf);
