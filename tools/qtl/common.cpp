@@ -92,8 +92,9 @@ void op_io::emit_input(std::string name, tensor_info const& t) {
 
 void op_io::write() const {
   json meta = json::object();
-  meta["format"] = "pt";  // transformers' loader refuses safetensors files without it
-  meta["producer"] = "qtl op " + op_;
+  // Only "format": "pt" (transformers' loader refuses files without it): the safetensors writer
+  // orders metadata keys by hash, so a second key would make its bytes differ from ours.
+  meta["format"] = "pt";
   qtl::io::write_safetensors(out_path_, outputs_, meta);
 }
 
