@@ -62,6 +62,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <span>
 #include <string>
@@ -458,6 +459,24 @@ inline requantize_plan plan_requantize_with_max_scale(index_t weight_rows, weigh
   return p;
 }
 
+namespace detail {
+/// `p[j] = table[p[j]]` for the whole 8-byte chunks of `[from, n)`; returns where it stopped. One
+/// load and one store per chunk: a byte loop stores into the bytes it loads next, and its speed
+/// then depends on where the buffer and the table lie (measured 2x apart between two builds).
+inline index_t translate_bytes_by_8(unsigned char* p, index_t from, index_t n, std::uint8_t const* table) {
+  index_t j = from;
+  for (; j + 8 <= n; j += 8) {
+    unsigned char c[8];
+    std::memcpy(c, p + j, 8);
+    for (unsigned char& b : c) {
+      b = table[b];
+    }
+    std::memcpy(p + j, c, 8);
+  }
+  return j;
+}
+}  // namespace detail
+
 /// `requantize_with_max_scale(weight, weight_scale, logical_widths)`: requantizes each shard of
 /// rows `[start, start + w)` of the fused FP8 weight from its own scale to the maximum scale, in
 /// place, and returns that maximum. Rows past `sum(widths)` are untouched.
@@ -485,7 +504,9 @@ float requantize_with_max_scale(view2d<Fp8> weight, weight_scales s, std::span<i
     for (index_t i = start; i < start + w; ++i) {
       index_t j = 0;
       if (weight.extent[1] <= 1 || weight.stride[1] == 1) {
-        j = detail::fp8_x86::translate_bytes(reinterpret_cast<unsigned char*>(&weight(i, 0)), weight.extent[1], table);
+        auto* const row = reinterpret_cast<unsigned char*>(&weight(i, 0));
+        j = detail::fp8_x86::translate_bytes(row, weight.extent[1], table);
+        j = detail::translate_bytes_by_8(row, j, weight.extent[1], table);
       }
       for (; j < weight.extent[1]; ++j) {
         weight(i, j).bits = table[weight(i, j).bits];

@@ -21,6 +21,7 @@
 #include <iostream>
 #include <sstream>
 
+#include <qtl/dispatch.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/pack.hpp>
 
@@ -207,13 +208,10 @@ std::string check_gptq(qtl::io::safetensors_file const& f, std::string const& m,
   host_tensor<std::int32_t, 2> z({groups, n});
   auto const qv = make_view(qweight.data(), k * bits / 32, n);
   auto const zv = make_view(qzeros.data(), groups, n * bits / 32);
-  if (bits == 4) {
-    unpack_rows<4>(qv, q.view());
-    unpack_cols<4>(zv, z.view());
-  } else {
-    unpack_rows<8>(qv, q.view());
-    unpack_cols<8>(zv, z.view());
-  }
+  qtl::dispatch_bits<4, 8>(bits, [&]<int Bits>() {
+    unpack_rows<Bits>(qv, q.view());
+    unpack_cols<Bits>(zv, z.view());
+  });
   error_stats st;
   for (int nn = 0; nn < n; ++nn) {
     for (int kk = 0; kk < k; ++kk) {

@@ -26,6 +26,7 @@
 // The contract is test/data/golden/README.md; shapes the layout cannot take are the library's
 // shape_error (exit 2).
 
+#include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
 
 #include "ops.hpp"
@@ -51,10 +52,9 @@ std::shared_ptr<layout_flags> add_layout_flags(CLI::App& cmd) {
 /// Calls `f.template operator()<Bits, A>()` for the run-time bits and --a8.
 template <class F>
 decltype(auto) with_layout(layout_flags const& l, F&& f) {
-  if (l.bits == 4) {
-    return l.a8 ? f.template operator()<4, act_width::a8>() : f.template operator()<4, act_width::a16>();
-  }
-  return l.a8 ? f.template operator()<8, act_width::a8>() : f.template operator()<8, act_width::a16>();
+  return qtl::dispatch_bits<4, 8>(l.bits, [&]<int Bits>() -> decltype(auto) {
+    return l.a8 ? f.template operator()<Bits, act_width::a8>() : f.template operator()<Bits, act_width::a16>();
+  });
 }
 
 view1d<std::int32_t const> optional_indices(op_io& io, std::optional<typed_tensor<std::int32_t>>& keep) {

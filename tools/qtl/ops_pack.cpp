@@ -5,6 +5,7 @@
 //   unpack-cols  --bits b   packed I32 [K, N/pf]  -> q_w    I32 [K, N]
 //   unpack-rows  --bits b   packed I32 [K/pf, N]  -> q_w    I32 [K, N]
 
+#include <qtl/dispatch.hpp>
 #include <qtl/pack.hpp>
 
 #include "ops.hpp"
@@ -25,16 +26,8 @@ host_tensor<std::int32_t, 2> run_pack(pack_kind kind, view2d<std::int32_t const>
   throw std::logic_error("unreachable");
 }
 
-host_tensor<std::int32_t, 2> dispatch_bits(int bits, pack_kind kind, view2d<std::int32_t const> in) {
-  switch (bits) {
-    case 1: return run_pack<1>(kind, in);
-    case 2: return run_pack<2>(kind, in);
-    case 4: return run_pack<4>(kind, in);
-    case 8: return run_pack<8>(kind, in);
-    case 16: return run_pack<16>(kind, in);
-    case 32: return run_pack<32>(kind, in);
-    default: throw usage_error("--bits " + std::to_string(bits) + ": not one of 1, 2, 4, 8, 16, 32");
-  }
+host_tensor<std::int32_t, 2> pack_with_bits(int bits, pack_kind kind, view2d<std::int32_t const> in) {
+  return qtl::dispatch_bits<1, 2, 4, 8, 16, 32>(bits, [&]<int Bits>() { return run_pack<Bits>(kind, in); });
 }
 
 op_spec pack_op(char const* name, char const* help, pack_kind kind) {
@@ -48,7 +41,7 @@ op_spec pack_op(char const* name, char const* help, pack_kind kind) {
               char const* const in_name = packing ? "q_w" : "packed";
               char const* const out_name = packing ? "packed" : "q_w";
               typed_tensor<std::int32_t> const in(io.tensor(in_name, {dtype::I32}, {2}));
-              emit(io, out_name, dtype::I32, dispatch_bits(*bits, kind, in.view2()));
+              emit(io, out_name, dtype::I32, pack_with_bits(*bits, kind, in.view2()));
             };
           }};
 }

@@ -13,7 +13,9 @@
 //       -> weight_scale F32 [a+b+c, 1]
 
 #include <charconv>
+#include <utility>
 
+#include <qtl/dispatch.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/quantize.hpp>
 #include <qtl/scalar_type.hpp>
@@ -25,31 +27,15 @@ namespace {
 
 constexpr auto float_types = {dtype::F32, dtype::F16, dtype::BF16};
 
-/// `--type` names of the integer quantization types, and the dispatch to `scalar_constant`.
+/// `--type` names of the integer quantization types (CLI11 checks membership), and the dispatch to
+/// `scalar_constant` through qtl/dispatch.hpp over the same set.
 std::vector<std::string> const quant_type_names = {"int4",    "uint4",   "int8",    "uint8",
                                                    "uint2b2", "uint3b4", "uint4b8", "uint8b128"};
 
 template <class F>
 void with_quant_type(std::string const& name, F&& f) {
-  if (name == "int4") {
-    f(scalar_constant<qtl::int4>{});
-  } else if (name == "uint4") {
-    f(scalar_constant<qtl::uint4>{});
-  } else if (name == "int8") {
-    f(scalar_constant<qtl::int8>{});
-  } else if (name == "uint8") {
-    f(scalar_constant<qtl::uint8>{});
-  } else if (name == "uint2b2") {
-    f(scalar_constant<qtl::uint2b2>{});
-  } else if (name == "uint3b4") {
-    f(scalar_constant<qtl::uint3b4>{});
-  } else if (name == "uint4b8") {
-    f(scalar_constant<qtl::uint4b8>{});
-  } else if (name == "uint8b128") {
-    f(scalar_constant<qtl::uint8b128>{});
-  } else {
-    throw usage_error("--type " + name + ": not an integer quantization type");
-  }
+  qtl::dispatch_scalar_type<qtl::int4, qtl::uint4, qtl::int8, qtl::uint8, qtl::uint2b2, qtl::uint3b4, qtl::uint4b8,
+                            qtl::uint8b128>(name, std::forward<F>(f));
 }
 
 /// `--group-size N|-1|none`: nullopt for none. CLI11 checks the syntax (exit code 1).
