@@ -770,6 +770,25 @@ inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
 
 }  // namespace detail::re
 
+/// Throws the `qtl::regex_error` that `qtl::regex(pattern)` (and re_match & co.) would throw
+/// for `pattern`, and builds nothing else: a validity check, O(pattern length).
+inline void check_regex(std::string_view pattern) {
+  using namespace detail::re;
+  constexpr_program small;  // on the stack; a pattern that outgrows it is parsed on the heap
+  parse(pattern, small);
+  if (small.error == errc::none) {
+    return;
+  }
+  if (small.error != errc::too_large && small.error != errc::too_many_sets) {
+    throw_regex_error(small.error, small.error_pos, pattern);
+  }
+  std::unique_ptr<runtime_program> const big(new runtime_program);  // not zero-filled
+  parse(pattern, *big);
+  if (big->error != errc::none) {
+    throw_regex_error(big->error, big->error_pos, pattern);
+  }
+}
+
 /// An ordered list of patterns that answers "which is the first to match" — the question of a
 /// GPTQ `dynamic` config (rules in the config's order, `re.match`, first match wins).
 ///
