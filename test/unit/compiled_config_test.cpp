@@ -437,6 +437,11 @@ TEST_CASE("dialect indexes: wrapped forms do not hide an invalid pattern", "[rul
   d = decide_compiled(cfg, consumer::transformers_v5, "b.c");
   REQUIRE(d.error);  // re.match("a\\", ...) raises before "b" is tried
   check_all_consumers(cfg, {"a\\x", "b.c", "ab", "x.b"});
+  // an invalid key that is also a suffix of the name: its regex raises before endswith is asked
+  cfg.skip_list = {"*.up_proj"};
+  d = decide_compiled(cfg, consumer::transformers_v5, "*.up_proj");
+  REQUIRE(d.error);
+  CHECK(d.error->starts_with("re.error: "));
 
   // AutoRound: an invalid regex key is skipped, never raised
   cfg.family = qtl::quant_family::auto_round;
@@ -548,4 +553,101 @@ TEST_CASE("dialect indexes on long lists (several combined DFAs) equal the refer
     }
     check_all_consumers(cfg, names);
   }
+}
+
+TEST_CASE("regex_required_literal: every match contains the literal", "[match]") {
+  CHECK(qtl::regex_required_literal(R"(.*layers\.1000\.mlp\.experts\.5\..*)") == "layers.1000.mlp.experts.5.");
+  CHECK(qtl::regex_required_literal("ab*cde") == "cde");   // b is optional: "a", then "cde"
+  CHECK(qtl::regex_required_literal("abc+d") == "abc");    // c repeats: "abc", then "d"
+  CHECK(qtl::regex_required_literal("a|bcd").empty());     // alternation at the top
+  CHECK(qtl::regex_required_literal(R"(\x41bcd)").empty());  // an escape the scan does not read
+  CHECK(qtl::regex_required_literal("x{2}yz").empty());
+  CHECK(qtl::regex_required_literal("(gate|up)_proj[0-9]") == "_proj");
+  std::mt19937_64 rng(29);
+  constexpr std::string_view atoms[] = {"a", "b", "ab", ".", "*", "+", "?", "(a|b)", "[ab]", "[^a]", "\\.",
+                                        "\\d", "$", "^", "(?!a)", "a*?", "\\b", "(ab)+", "[]a]", "\\\\"};
+  std::size_t with_literal = 0;
+  for (int round = 0; round != 1000; ++round) {
+    std::string p;
+    for (std::size_t i = 0, n = 1 + rng() % 6; i != n; ++i) {
+      p += atoms[rng() % std::size(atoms)];
+    }
+    try {
+      qtl::check_regex(p);
+    } catch (qtl::regex_error const&) {
+      continue;
+    }
+    std::string const lit = qtl::regex_required_literal(p);
+    if (lit.empty()) {
+      continue;
+    }
+    ++with_literal;
+    qtl::regex const r(p);
+    for (int t = 0; t != 10; ++t) {
+      std::string text;
+      for (std::size_t i = 0, n = rng() % 8; i != n; ++i) {
+        text += "ab.1\\"[rng() % 5];
+      }
+      if (r.search(text)) {
+        INFO("pattern '" << p << "' literal '" << lit << "' text '" << text << "'");
+        CHECK(text.find(lit) != std::string::npos);
+      }
+    }
+  }
+  CHECK(with_literal > 150);
+}
+
+TEST_CASE("substring_set::each_in reports every occurring entry", "[match]") {
+  std::mt19937_64 rng(31);
+  for (int round = 0; round != 400; ++round) {
+    strings entries;
+    for (std::size_t i = 0, n = rng() % 10; i != n; ++i) {
+      std::string w;
+      for (std::size_t k = 0, m = rng() % 4; k != m; ++k) {
+        w += "ab."[rng() % 3];
+      }
+      entries.push_back(w);
+    }
+    qtl::substring_set const set(entries);
+    std::string text;
+    for (std::size_t k = 0, m = rng() % 8; k != m; ++k) {
+      text += "ab."[rng() % 3];
+    }
+    std::vector<int> seen;
+    set.each_in(text, [&](int i) { seen.push_back(i); });
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    std::vector<int> expect;
+    for (std::size_t i = 0; i != entries.size(); ++i) {
+      bool first_of_its_text = std::find(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(i),
+                                         entries[i]) == entries.begin() + static_cast<std::ptrdiff_t>(i);
+      if (first_of_its_text && text.find(entries[i]) != std::string::npos) {
+        expect.push_back(static_cast<int>(i));
+      }
+    }
+    INFO("text '" << text << "'");
+    CHECK(seen == expect);
+  }
+}
+
+TEST_CASE("dialect indexes with search-like patterns behind the literal prefilter", "[rules]") {
+  // AutoRound's exported keys (`.*mlp\.gate.*`), compressed-tensors' `re:.*...$`, ModelOpt's `*x*`
+  qtl::quant_config cfg;
+  cfg.family = qtl::quant_family::auto_round;
+  for (int i = 0; i != 50; ++i) {
+    qtl::extra_config_entry e;
+    e.key = ".*layers\\." + std::to_string(i) + "\\.mlp\\.(gate|up)_proj.*";
+    e.bits = qtl::py_value::of_int(i % 2 ? 16 : 8);
+    cfg.extra_config.push_back(e);
+    cfg.skip_list.push_back(i % 3 == 0 ? "re:.*\\." + std::to_string(i) + "\\.mlp\\.gate$"
+                                       : "*layers." + std::to_string(i) + ".self_attn*");
+  }
+  strings names;
+  for (int i = 0; i != 60; i += 3) {
+    for (std::string_view const leaf : {"mlp.gate", "mlp.gate_proj", "mlp.up_proj", "self_attn.q_proj"}) {
+      names.push_back("model.layers." + std::to_string(i) + "." + std::string(leaf));
+    }
+  }
+  names.push_back("model.layers.3.mlp.gate\n");
+  check_all_consumers(cfg, names);
 }

@@ -73,6 +73,27 @@ class substring_set {
     return best;
   }
 
+  /// Calls `f(index)` for every entry that occurs in `text`, once per occurrence (an entry
+  /// repeated in the list is reported by its first index). Output-sensitive: O(text length +
+  /// occurrences).
+  template <class F>
+  void each_in(std::string_view text, F&& f) const {
+    if (nodes_.empty()) {
+      return;
+    }
+    if (nodes_[0].own >= 0) {
+      f(nodes_[0].own);  // the empty entry
+    }
+    std::int32_t s = 0;
+    for (char const ch : text) {
+      s = step(s, fold(static_cast<unsigned char>(ch)));
+      node const& n = nodes_[static_cast<std::size_t>(s)];
+      for (std::int32_t t = n.own >= 0 ? s : n.dict; t > 0; t = nodes_[static_cast<std::size_t>(t)].dict) {
+        f(nodes_[static_cast<std::size_t>(t)].own);
+      }
+    }
+  }
+
   /// Number of automaton states (the trie's nodes).
   std::size_t states() const noexcept { return nodes_.size(); }
 
@@ -82,6 +103,8 @@ class substring_set {
     std::int32_t next_sibling = -1;
     std::int32_t fail = 0;
     int best = -1;          // the first entry that ends here, over this node's failure chain too
+    int own = -1;           // the first entry that ends exactly here
+    std::int32_t dict = 0;  // the nearest node on the failure chain where an entry ends (0: none)
     std::size_t depth = 0;  // the length of the node's string
     unsigned char byte = 0;
   };
@@ -135,6 +158,7 @@ class substring_set {
     int& b = nodes_[static_cast<std::size_t>(s)].best;
     if (b < 0) {
       b = index;  // a repeated entry: the first index stands
+      nodes_[static_cast<std::size_t>(s)].own = index;
     }
   }
 
@@ -150,6 +174,8 @@ class substring_set {
     for (std::size_t q = 0; q != queue.size(); ++q) {
       std::int32_t const s = queue[q];
       node& n = nodes_[static_cast<std::size_t>(s)];
+      node const& f = nodes_[static_cast<std::size_t>(n.fail)];
+      n.dict = n.fail != 0 && f.own >= 0 ? n.fail : f.dict;
       int const inherited = nodes_[static_cast<std::size_t>(n.fail)].best;
       if (inherited >= 0 && (n.best < 0 || inherited < n.best)) {
         n.best = inherited;

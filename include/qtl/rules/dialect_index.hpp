@@ -82,17 +82,65 @@ inline std::size_t first_suffix(std::unordered_map<std::string_view, std::size_t
   return best;
 }
 
+/// A regex for `ordered_regex_index` that runs alone behind a literal prefilter (`literal`: a
+/// string every match contains, `regex_required_literal`).
+struct filtered_pattern {
+  std::size_t entry;
+  std::string pattern;
+  std::string literal;
+};
+
+/// The `filtered_pattern` for `pattern` when it is search-like (begins with `.*` or `^.*`, or
+/// `search_wrapped`) and has a required literal of at least 3 bytes: such patterns make a
+/// combined DFA blow up (every position may start a match) while the literal is selective.
+inline std::optional<filtered_pattern> prefilter(std::size_t entry, std::string const& pattern, std::string_view raw,
+                                                 bool search_wrapped = false) {
+  bool const search_like = search_wrapped || raw.starts_with(".*") || raw.starts_with("^.*");
+  if (!search_like) {
+    return std::nullopt;
+  }
+  std::string literal = regex_required_literal(raw);
+  if (literal.size() < 3) {
+    return std::nullopt;
+  }
+  return filtered_pattern{entry, pattern, std::move(literal)};
+}
+
 /// Entries of a list (indices in list order) tested in order: the entries' regexes (one or
-/// more per entry, `re.match` semantics) run together on one `regex_set`; the entries on their
-/// own are tested by the caller's reference test. A pattern that does not compile puts its
-/// entry on its own (so does a set that outgrows the regex limits: then every entry is).
+/// more per entry, `re.match` semantics) run together on one `regex_set`, or one by one behind
+/// an Aho-Corasick prefilter of their required literals (`filtered`: only the patterns whose
+/// literal occurs in the text run, in order); the entries on their own are tested by the
+/// caller's reference test. A pattern that does not compile puts its entry on its own (so does a
+/// set that outgrows the regex limits: then every entry of the set is).
 class ordered_regex_index {
  public:
   ordered_regex_index() = default;
 
-  /// `patterns`: (entry, regex) pairs; `own`: entries the caller tests itself.
-  ordered_regex_index(std::vector<std::pair<std::size_t, std::string>> patterns, std::vector<std::size_t> own)
+  /// `patterns`: (entry, regex) pairs; `own`: entries the caller tests itself; `filtered`:
+  /// patterns run alone behind their literal.
+  ordered_regex_index(std::vector<std::pair<std::size_t, std::string>> patterns, std::vector<std::size_t> own,
+                      std::vector<filtered_pattern> filtered = {})
       : own_(std::move(own)) {
+    std::stable_sort(filtered.begin(), filtered.end(), [](auto const& a, auto const& b) { return a.entry < b.entry; });
+    std::unordered_map<std::string_view, std::size_t> literal_id;
+    std::vector<std::string_view> literals;
+    for (filtered_pattern const& f : filtered) {
+      try {
+        alone_.emplace_back(f.pattern);
+      } catch (regex_error const&) {
+        own_.push_back(f.entry);
+        continue;
+      }
+      alone_entry_.push_back(f.entry);
+      auto const [it, fresh] = literal_id.emplace(f.literal, literals.size());
+      if (fresh) {
+        literals.push_back(f.literal);
+        by_literal_.emplace_back();
+      }
+      by_literal_[it->second].push_back(alone_.size() - 1);
+    }
+    literals_owned_.assign(literals.begin(), literals.end());
+    literal_set_ = substring_set(literals_owned_);
     std::stable_sort(patterns.begin(), patterns.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
     for (int attempt = 0; attempt != 2 && !patterns.empty(); ++attempt) {
       try {
@@ -124,11 +172,30 @@ class ordered_regex_index {
   /// The first entry (smallest index) whose regex (one of them) matches `text`, among the
   /// compiled entries, or `no_rule`.
   std::size_t compiled_first(std::string_view text) const {
-    if (!set_) {
-      return no_rule;
+    std::size_t best = no_rule;
+    if (set_) {
+      int const r = set_->first_match(text);
+      best = r < 0 ? no_rule : entry_of_[static_cast<std::size_t>(r)];
     }
-    int const r = set_->first_match(text);
-    return r < 0 ? no_rule : entry_of_[static_cast<std::size_t>(r)];
+    if (!alone_.empty()) {
+      std::vector<std::size_t> candidates;
+      literal_set_.each_in(text, [&](int l) {
+        auto const& ps = by_literal_[static_cast<std::size_t>(l)];
+        candidates.insert(candidates.end(), ps.begin(), ps.end());
+      });
+      std::sort(candidates.begin(), candidates.end());
+      candidates.erase(std::unique(candidates.begin(), candidates.end()), candidates.end());
+      for (std::size_t const p : candidates) {
+        if (alone_entry_[p] >= best) {
+          break;
+        }
+        if (alone_[p].match(text)) {
+          best = alone_entry_[p];
+          break;
+        }
+      }
+    }
+    return best;
   }
 
   /// `best`, or the first entry on its own below it for which `test(entry)` holds (tested in
@@ -155,6 +222,11 @@ class ordered_regex_index {
   std::optional<regex_set> set_;
   std::vector<std::size_t> entry_of_;  // set pattern -> entry
   std::vector<std::size_t> own_;       // ascending
+  std::vector<regex> alone_;           // the filtered patterns, by entry
+  std::vector<std::size_t> alone_entry_;
+  std::vector<std::string> literals_owned_;           // the distinct literals
+  substring_set literal_set_;                         // over literals_owned_
+  std::vector<std::vector<std::size_t>> by_literal_;  // literal -> alone_ indices, ascending
 
   void build(std::vector<std::pair<std::size_t, std::string>> const& patterns) {
     std::vector<std::string_view> texts;
@@ -202,18 +274,24 @@ class ct_ignore_index {
   ct_ignore_index(std::vector<std::string> const& list, bool check_contains)
       : list_(&list), check_contains_(check_contains) {
     std::vector<std::pair<std::size_t, std::string>> patterns;
+    std::vector<detail::filtered_pattern> filtered;
     std::vector<std::string_view> literals;
     for (std::size_t i = 0; i != list.size(); ++i) {
       std::string_view const e = list[i];
       if (e.starts_with("re:")) {
-        patterns.emplace_back(i, std::string(e.substr(3)));
+        std::string const re(e.substr(3));
+        if (auto f = detail::compiles(re) ? detail::prefilter(i, re, re) : std::nullopt) {
+          filtered.push_back(std::move(*f));
+        } else {
+          patterns.emplace_back(i, re);
+        }
       } else {
         literal_of_.push_back(i);
         literals.push_back(e);
         exact_.emplace(e, i);
       }
     }
-    regexes_ = detail::ordered_regex_index(std::move(patterns), {});
+    regexes_ = detail::ordered_regex_index(std::move(patterns), {}, std::move(filtered));
     if (check_contains) {
       folded_ = substring_set(literals, true);
     }
@@ -272,7 +350,9 @@ class ct_library_index {
     if (k == no_rule) {
       return exact_.find(name);
     }
-    auto const& [suffix, shards] = (*mapping_)[k];
+    auto const& fused = (*mapping_)[k];
+    std::string const& suffix = fused.first;
+    std::vector<std::string> const& shards = fused.second;  // (a structured binding: clang 14 cannot capture it)
     std::string const stem(name.substr(0, name.size() - suffix.size()));
     std::size_t best = no_rule;
     for (std::string const& shard : shards) {
@@ -331,6 +411,7 @@ class sglang_modelopt_index {
  public:
   explicit sglang_modelopt_index(std::vector<std::string> const& list) : list_(&list) {
     std::vector<std::pair<std::size_t, std::string>> patterns;
+    std::vector<detail::filtered_pattern> filtered;
     std::vector<std::size_t> own;
     for (std::size_t i = 0; i != list.size(); ++i) {
       std::string const re = detail::sglang_modelopt_regex(list[i]);
@@ -338,9 +419,14 @@ class sglang_modelopt_index {
         own.push_back(i);
         continue;
       }
-      patterns.emplace_back(i, "(?:" + re + ")\\Z");
+      std::string wrapped = "(?:" + re + ")\\Z";
+      if (auto f = detail::prefilter(i, wrapped, re)) {
+        filtered.push_back(std::move(*f));
+      } else {
+        patterns.emplace_back(i, std::move(wrapped));
+      }
     }
-    regexes_ = detail::ordered_regex_index(std::move(patterns), std::move(own));
+    regexes_ = detail::ordered_regex_index(std::move(patterns), std::move(own), std::move(filtered));
     tail_first_.fill(no_rule);
     for (std::size_t i = 0; i != list.size(); ++i) {
       if (regexes_.on_own(i)) {
@@ -433,14 +519,18 @@ class transformers_v4_bnb_index {
 /// transformers v5's `should_convert_module` over a list (`detail::transformers_v5_entry`).
 class transformers_v5_index {
  public:
-  explicit transformers_v5_index(std::vector<std::string> const& list)
-      : list_(&list), suffix_(detail::first_index_map(list)) {
+  explicit transformers_v5_index(std::vector<std::string> const& list) : list_(&list) {
     std::vector<std::pair<std::size_t, std::string>> patterns;
     for (std::size_t i = 0; i != list.size(); ++i) {
       patterns.emplace_back(i, list[i] + "\\.");
       patterns.emplace_back(i, list[i]);
     }
     regexes_ = detail::ordered_regex_index(std::move(patterns), {});
+    for (std::size_t i = 0; i != list.size(); ++i) {
+      if (!regexes_.on_own(i)) {  // an entry on its own is tested whole (its regex may raise first)
+        suffix_.emplace(list[i], i);
+      }
+    }
   }
 
   std::size_t find(std::string_view module) const {
@@ -481,13 +571,20 @@ class auto_round_index {
   std::size_t regex(std::string_view name, bool search) const {
     detail::ordered_regex_index const& set = regexes_[search ? 1 : 0].get([&] {
       std::vector<std::pair<std::size_t, std::string>> patterns;
+      std::vector<detail::filtered_pattern> filtered;
       for (std::size_t i = 0; i != cfg_->extra_config.size(); ++i) {
         std::string const& key = cfg_->extra_config[i].key;
         if (detail::auto_round_regex_key(key) && detail::compiles(key)) {  // an invalid key never hits
-          patterns.emplace_back(i, search ? "(?:.|\\n)*(?:" + key + ")" : "(?:" + key + ")\\Z");
+          std::string wrapped = search ? "(?:.|\\n)*(?:" + key + ")" : "(?:" + key + ")\\Z";
+          if (auto f = detail::prefilter(i, wrapped, key, search)) {
+            filtered.push_back(std::move(*f));
+          } else {
+            patterns.emplace_back(i, std::move(wrapped));
+          }
         }
       }
-      return std::make_unique<detail::ordered_regex_index const>(std::move(patterns), std::vector<std::size_t>{});
+      return std::make_unique<detail::ordered_regex_index const>(std::move(patterns), std::vector<std::size_t>{},
+                                                                 std::move(filtered));
     });
     return set.own_before(set.compiled_first(name), [&](std::size_t j) {
       return detail::auto_round_regex_hit(cfg_->extra_config[j].key, name, search);
