@@ -18,6 +18,15 @@
 //   BM_decide_packed/M/P             sglang's is_layer_skipped for M fused names under a P-entry
 //                          packed_modules_mapping (the mapping scanned per name)
 //   BM_decide_packed_compiled/M/P    the same through qtl::compiled_config (compiled in the loop)
+//   BM_decide_dialect/M/R/D          the pattern dialects, every consumer of dialect D, for M names
+//                          against R rules, the lists scanned per name (main's loops, kept as the
+//                          reference): D = 0 compressed-tensors `ignore` (half exact names, half
+//                          `re:`; vllm_ and sglang_compressed_tensors, compressed_tensors),
+//                          1 ModelOpt / fnmatch globs (sglang_ and vllm_modelopt, fnmatch),
+//                          2 transformers' modules_to_not_convert (v4, v4 bnb, v5), 3 AutoRound
+//                          `extra_config` (half layer names, half regex keys; sglang_ and
+//                          vllm_auto_round). Only the last rule matches the names
+//   BM_decide_dialect_compiled/M/R/D the same through qtl::compiled_config (compiled in the loop)
 // Linear scaling shows as a constant bytes_per_second (items_per_second) across N (M).
 
 #include <benchmark/benchmark.h>
@@ -29,6 +38,7 @@
 #include <map>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <qtl/io/quant_config.hpp>
@@ -240,6 +250,85 @@ void decide_packed(benchmark::State& state) {
 void BM_decide_packed(benchmark::State& state) { decide_packed<false>(state); }
 void BM_decide_packed_compiled(benchmark::State& state) { decide_packed<true>(state); }
 
+/// A config of dialect `d` (see the file comment) with `r` rules, the last of which (and only
+/// it) matches `module_names`' names; and the consumers that read it.
+std::pair<qtl::quant_config, std::vector<qtl::consumer>> dialect_config(std::size_t r, std::int64_t d) {
+  qtl::quant_config cfg;
+  using qtl::consumer;
+  auto const layer = [](std::size_t i) { return std::to_string(1000 + i / 300); };
+  auto const expert = [](std::size_t i) { return std::to_string(i % 300); };
+  switch (d) {
+    case 0:
+      cfg.family = qtl::quant_family::compressed_tensors;
+      for (std::size_t i = 0; i + 1 < r; ++i) {
+        cfg.skip_list.push_back(i % 2 == 0 ? "model.layers." + layer(i) + ".mlp.experts." + expert(i) + ".down_proj"
+                                           : "re:model\\.layers\\." + layer(i) + "\\.mlp\\.experts\\." +
+                                                 expert(i) + "\\..*");
+      }
+      cfg.skip_list.push_back("re:.*\\.up_proj$");
+      return {cfg, {consumer::vllm_compressed_tensors, consumer::sglang_compressed_tensors, consumer::compressed_tensors}};
+    case 1:
+      cfg.family = qtl::quant_family::modelopt;
+      cfg.quant_algo = "NVFP4";
+      for (std::size_t i = 0; i + 1 < r; ++i) {
+        cfg.skip_list.push_back("model.layers." + layer(i) + ".mlp.experts." + expert(i) + (i % 2 ? ".*" : "*"));
+      }
+      cfg.skip_list.push_back("*.up_proj");
+      return {cfg, {consumer::sglang_modelopt, consumer::vllm_modelopt, consumer::fnmatch}};
+    case 2:
+      cfg.family = qtl::quant_family::fp8;
+      for (std::size_t i = 0; i + 1 < r; ++i) {
+        cfg.skip_list.push_back("model.layers." + layer(i) + ".mlp.experts." + expert(i) + ".down_proj");
+      }
+      cfg.skip_list.push_back("up_proj");
+      return {cfg, {consumer::transformers_v4, consumer::transformers_v4_bnb, consumer::transformers_v5}};
+    default:
+      cfg.family = qtl::quant_family::auto_round;
+      for (std::size_t i = 0; i + 1 < r; ++i) {
+        qtl::extra_config_entry e;
+        e.key = i % 2 == 0 ? "model.layers." + layer(i) + ".mlp.experts." + expert(i) + ".down_proj"
+                           : ".*layers\\." + layer(i) + "\\.mlp\\.experts\\." + expert(i) + "\\..*";
+        e.bits = qtl::py_value::of_int(8);
+        cfg.extra_config.push_back(e);
+      }
+      qtl::extra_config_entry last;
+      last.key = ".*\\.up_proj";
+      last.bits = qtl::py_value::of_int(16);
+      cfg.extra_config.push_back(last);
+      return {cfg, {consumer::sglang_auto_round, consumer::vllm_auto_round}};
+  }
+}
+
+template <bool Compiled>
+void decide_dialect(benchmark::State& state) {
+  auto const names = module_names(static_cast<std::size_t>(state.range(0)));
+  auto const [cfg, engines] = dialect_config(static_cast<std::size_t>(state.range(1)), state.range(2));
+  for (auto _ : state) {
+    std::size_t skipped = 0;
+    auto run = [&](auto const& config) {
+      for (auto const& n : names) {
+        for (qtl::consumer const c : engines) {
+          qtl::decision const d = qtl::decide(config, c, n);
+          skipped += d.skipped && !d.error ? 1 : 0;
+        }
+      }
+    };
+    if constexpr (Compiled) {
+      qtl::compiled_config const cc(cfg);
+      run(cc);
+    } else {
+      run(cfg);
+    }
+    if (skipped != names.size() * engines.size()) {
+      state.SkipWithError("the last rule should skip every name, and no other rule any");
+      break;
+    }
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * state.range(0));
+}
+void BM_decide_dialect(benchmark::State& state) { decide_dialect<false>(state); }
+void BM_decide_dialect_compiled(benchmark::State& state) { decide_dialect<true>(state); }
+
 }  // namespace
 
 BENCHMARK(BM_header_parse)->Arg(10'000)->Arg(50'000)->Arg(200'000)->Unit(benchmark::kMillisecond);
@@ -267,6 +356,19 @@ BENCHMARK(BM_decide_packed_compiled)
     ->Args({1'000, 1'000})
     ->Args({1'000, 100'000})
     ->Args({100'000, 100'000})
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_decide_dialect)
+    ->Args({100, 10'000, 0})
+    ->Args({100, 10'000, 1})
+    ->Args({100, 10'000, 2})
+    ->Args({100, 10'000, 3})
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_decide_dialect_compiled)
+    ->Args({100'000, 10'000, 0})
+    ->Args({100'000, 10'000, 1})
+    ->Args({100'000, 10'000, 2})
+    ->Args({100'000, 10'000, 3})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -2,17 +2,23 @@
 // qtl::decide(compiled_config, ...) against qtl::decide(quant_config, ...) for every consumer,
 // skip_list_index against linear_skip_finder, fused_index against the mapping scan,
 // substring_set against the `e in text` loop, and regex_set (split into several combined DFAs)
-// against patterns compiled one by one.
+// against patterns compiled one by one; the dialect indexes (qtl/rules/dialect_index.hpp) on
+// hand-worked adversarial lists (invalid patterns after and before matching ones, wrapped forms
+// that compile where the pattern does not), and glob_to_regex against glob_match.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
+#include <iterator>
+#include <optional>
 #include <random>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include <qtl/match/containing_index.hpp>
+#include <qtl/match/glob.hpp>
 #include <qtl/match/regex.hpp>
 #include <qtl/match/substring_set.hpp>
 #include <qtl/rules/compiled_config.hpp>
@@ -51,9 +57,29 @@ struct generator {
     return out;
   }
 
+  /// A glob or pattern-ish entry: wildcards, classes, regex metacharacters, an invalid regex.
+  std::string pattern_entry(strings const& names) {
+    std::string n = names[below(names.size())];
+    constexpr std::string_view specials[] = {"*", "?", "[0-9]", "[!a-m]", "[", "]", "(", ")", "\\", "$", "^",
+                                             "+", "|", ".*", "[]x]", "[z-a]", "\n", "\x80", "{2}", "(?!0)"};
+    for (std::size_t k = 0, m = 1 + below(3); k != m; ++k) {
+      std::size_t const at = below(n.size() + 1);
+      std::string_view const sp = specials[below(std::size(specials))];
+      if (chance(50)) {
+        n.insert(at, sp);
+      } else {
+        n.replace(at, std::min<std::size_t>(sp.size(), n.size() - at), sp);
+      }
+    }
+    return chance(20) ? "re:" + n : n;
+  }
+
   /// A skip-list entry: a whole name, a run of components, a fragment of one, a `re:` entry.
   std::string entry(strings const& names) {
     std::string const n = names[below(names.size())];
+    if (chance(25)) {
+      return pattern_entry(names);
+    }
     switch (below(6)) {
       case 0: return n;
       case 1: {
@@ -110,6 +136,23 @@ struct generator {
     std::size_t const n_block = chance(30) ? below(4) : 0;
     for (std::size_t i = 0; i != n_block; ++i) {
       cfg.modules_in_block_to_quantize.push_back(entry(names));
+    }
+    std::size_t const n_extra = chance(40) ? below(8) : 0;
+    for (std::size_t i = 0; i != n_extra; ++i) {
+      qtl::extra_config_entry e;
+      e.key = chance(50) ? names[below(names.size())] : entry(names);
+      if (chance(60)) {
+        e.bits = qtl::py_value::of_int(chance(50) ? 16 : 8);
+      }
+      if (chance(30)) {
+        e.group_size = qtl::py_value::of_int(64);
+      }
+      cfg.extra_config.push_back(e);
+    }
+    std::size_t const n_blocks = chance(30) ? below(3) : 0;
+    for (std::size_t i = 0; i != n_blocks; ++i) {
+      std::string const n = names[below(names.size())];
+      cfg.block_name_to_quantize.push_back(n.substr(0, below(n.size() + 1)));
     }
     switch (below(4)) {
       case 0: break;
@@ -306,4 +349,305 @@ TEST_CASE("regex_set split over several combined DFAs equals patterns compiled o
     CHECK(set.first_match(text) == expect);
   }
   CHECK(matched > 100);
+}
+
+namespace {
+
+/// Every consumer's decision from the compiled config equals the reference's, for each name.
+void check_all_consumers(qtl::quant_config const& cfg, strings const& names) {
+  qtl::compiled_config const cc(cfg);
+  for (std::string const& n : names) {
+    for (qtl::consumer const c : qtl::all_consumers) {
+      for (qtl::layer_kind const kind : {qtl::infer_layer_kind(n), qtl::layer_kind::moe}) {
+        std::string const ref = to_json(qtl::decide(cfg, c, n, kind));
+        std::string const fast = to_json(qtl::decide(cc, c, n, kind));
+        INFO("consumer " << consumer_name(c) << " name '" << n << "'");
+        CHECK(ref == fast);
+      }
+    }
+  }
+}
+
+qtl::decision decide_compiled(qtl::quant_config const& cfg, qtl::consumer c, std::string_view name) {
+  qtl::compiled_config const cc(cfg);
+  return qtl::decide(cc, c, name);
+}
+
+}  // namespace
+
+TEST_CASE("dialect indexes: invalid patterns raise exactly when the reference loop reaches them", "[rules]") {
+  using qtl::consumer;
+  qtl::quant_config cfg;
+  cfg.family = qtl::quant_family::compressed_tensors;
+  // exact entry, then an invalid regex, then a regex that matches everything with "mlp"
+  cfg.skip_list = {"lm_head", "re:(", "re:.*mlp.*", "model.layers.0.mlp.down_proj"};
+  qtl::decision d = decide_compiled(cfg, consumer::vllm_compressed_tensors, "lm_head");
+  CHECK(d.skipped);
+  CHECK(d.rule == "lm_head");
+  CHECK(!d.error);
+  d = decide_compiled(cfg, consumer::vllm_compressed_tensors, "model.layers.0.mlp.down_proj");
+  REQUIRE(d.error);
+  CHECK(d.error->starts_with("re.error: "));
+  // sglang's reading: "lm_head" is a case-insensitive substring
+  d = decide_compiled(cfg, consumer::sglang_compressed_tensors, "model.LM_HEAD.x");
+  CHECK(d.rule == "lm_head");
+  check_all_consumers(cfg, {"lm_head", "model.layers.0.mlp.down_proj", "model.LM_HEAD.x", "norm", ""});
+
+  // The library's match_name: entry 0 matches the fused layer through its second shard, so the
+  // invalid entry 1 is never reached (a per-shard search would raise on the first shard).
+  cfg.skip_list = {"re:.*k_proj$", "re:(", "model.layers.0.self_attn.q_proj"};
+  cfg.packed_modules_mapping = {{"qkv_proj", {"q_proj", "k_proj", "v_proj"}}};
+  d = decide_compiled(cfg, consumer::compressed_tensors, "model.layers.0.self_attn.qkv_proj");
+  CHECK(d.skipped);
+  CHECK(d.rule == "re:.*k_proj$");
+  CHECK(!d.error);
+  check_all_consumers(cfg, {"model.layers.0.self_attn.qkv_proj", "model.layers.0.self_attn.o_proj",
+                            "model.layers.0.self_attn.q_proj", "x.qkv_proj"});
+}
+
+TEST_CASE("dialect indexes: wrapped forms do not hide an invalid pattern", "[rules]") {
+  using qtl::consumer;
+  qtl::quant_config cfg;
+  cfg.family = qtl::quant_family::modelopt;
+  cfg.quant_algo = "NVFP4";
+  // "a)(b" is invalid, "(?:a)(b)\Z" would compile: sglang ModelOpt must raise, as re.fullmatch does
+  cfg.skip_list = {"lm_head", "a)(b", "*mlp*"};
+  qtl::decision d = decide_compiled(cfg, consumer::sglang_modelopt, "model.layers.0.mlp.down_proj");
+  REQUIRE(d.error);
+  CHECK(d.error->starts_with("re.error: "));
+  d = decide_compiled(cfg, consumer::sglang_modelopt, "model.lm_head");  // a component matches entry 0
+  CHECK(d.rule == "lm_head");
+  CHECK(!d.error);
+  // vLLM ModelOpt: an entry equal to the name is not a substring hit; the next one is
+  cfg.skip_list = {"model.x", "x", "model.*"};
+  d = decide_compiled(cfg, consumer::vllm_modelopt, "model.x");
+  CHECK(d.rule == "model.x");  // exact membership (step 1) decides first
+  d = decide_compiled(cfg, consumer::vllm_modelopt, "model.xy");
+  CHECK(d.rule == "model.x");  // a proper substring
+  cfg.skip_list = {"model.y", "y.z", "model.*"};
+  d = decide_compiled(cfg, consumer::vllm_modelopt, "model.y.z.w");
+  CHECK(d.rule == "model.y");
+  check_all_consumers(cfg, {"model.x", "model.xy", "model.y.z.w", "model", "y.z"});
+
+  // transformers v5: for "a\\" the key + "\\." compiles ("a", "\\\\", any) and the key does not
+  cfg.skip_list = {"a\\", "b"};
+  d = decide_compiled(cfg, consumer::transformers_v5, "a\\x");  // re.match("a\\\\.", ...) hits first
+  CHECK(d.rule == "a\\");
+  CHECK(!d.error);
+  d = decide_compiled(cfg, consumer::transformers_v5, "b.c");
+  REQUIRE(d.error);  // re.match("a\\", ...) raises before "b" is tried
+  check_all_consumers(cfg, {"a\\x", "b.c", "ab", "x.b"});
+  // an invalid key that is also a suffix of the name: its regex raises before endswith is asked
+  cfg.skip_list = {"*.up_proj"};
+  d = decide_compiled(cfg, consumer::transformers_v5, "*.up_proj");
+  REQUIRE(d.error);
+  CHECK(d.error->starts_with("re.error: "));
+
+  // AutoRound: an invalid regex key is skipped, never raised
+  cfg.family = qtl::quant_family::auto_round;
+  cfg.skip_list.clear();
+  qtl::extra_config_entry bad;
+  bad.key = "(mlp";
+  bad.bits = qtl::py_value::of_int(8);
+  qtl::extra_config_entry good;
+  good.key = ".*mlp.*";
+  good.bits = qtl::py_value::of_int(16);
+  cfg.extra_config = {bad, good};
+  d = decide_compiled(cfg, consumer::sglang_auto_round, "model.layers.0.mlp.up_proj");
+  CHECK(d.skipped);
+  CHECK(d.rule == ".*mlp.*");
+  CHECK(!d.error);
+  check_all_consumers(cfg, {"model.layers.0.mlp.up_proj", "mlp", "x(mlp", "model.layers.0.mlp"});
+}
+
+TEST_CASE("dialect indexes: fnmatch globs with classes, newlines and non-ASCII bytes", "[rules]") {
+  qtl::quant_config cfg;
+  cfg.family = qtl::quant_family::fp8;
+  // the last entry makes glob_match raise (a non-ASCII byte in a class) for every name it reaches
+  cfg.skip_list = {"model.layers.[!0-4]*", "*.mlp.gate", "lm_?ead", "x\xc3\xa9*", "[]]", "a*b*c", "[\xc3]*"};
+  strings const names = {"model.layers.7.mlp", "model.layers.3.mlp", "m.mlp.gate", "m.mlp.gate_up",
+                         "lm_head", "lm_\nead", "x\xc3\xa9y", "\xc3", "]", "a\nb\nc", "abx", ""};
+  check_all_consumers(cfg, names);
+  CHECK(decide_compiled(cfg, qtl::consumer::fnmatch, "lm_\nead").rule == "lm_?ead");  // ? takes a newline
+  CHECK(decide_compiled(cfg, qtl::consumer::fnmatch, "model.layers.7.mlp").rule == "model.layers.[!0-4]*");
+  CHECK(decide_compiled(cfg, qtl::consumer::fnmatch, "model.layers.3.mlp").error);
+}
+
+TEST_CASE("glob_to_regex matches exactly what glob_match matches", "[match]") {
+  std::mt19937_64 rng(17);
+  constexpr std::string_view pieces_of_globs[] = {"a", "b", ".", "*", "?", "[", "]", "!", "-", "^", "\\", "\n",
+                                                  "\x80", "[a-b]", "[!a]", "[]a]", "[b-a]", "(", "|", "$"};
+  constexpr char text_bytes[] = "ab.-]^!\\\n\x80(|$";
+  std::size_t translated = 0;
+  for (int round = 0; round != 3000; ++round) {
+    std::string glob;
+    for (std::size_t i = 0, n = rng() % 7; i != n; ++i) {
+      glob += pieces_of_globs[rng() % std::size(pieces_of_globs)];
+    }
+    std::optional<std::string> const re = qtl::glob_to_regex(glob);
+    if (!re) {
+      continue;
+    }
+    ++translated;
+    qtl::regex const r(*re);
+    for (int t = 0; t != 10; ++t) {
+      std::string text;
+      for (std::size_t i = 0, n = rng() % 6; i != n; ++i) {
+        text += text_bytes[rng() % (sizeof text_bytes - 1)];
+      }
+      INFO("glob '" << glob << "' regex '" << *re << "' text '" << text << "'");
+      CHECK(r.match(text) == qtl::glob_match(glob, text));  // glob_match never throws for these
+    }
+  }
+  CHECK(translated > 1500);
+}
+
+TEST_CASE("substring_set::first_proper_in skips only the entry equal to the text", "[match]") {
+  qtl::substring_set const s(strings{"model.x", "x", "", "model.x"});
+  CHECK(s.first_proper_in("model.x") == 1);
+  CHECK(s.first_proper_in("model.xy") == 0);
+  CHECK(s.first_proper_in("") == -1);
+  CHECK(qtl::substring_set(strings{"ab"}).first_proper_in("ab") == -1);
+  std::mt19937_64 rng(19);
+  for (int round = 0; round != 400; ++round) {
+    strings entries;
+    for (std::size_t i = 0, n = rng() % 10; i != n; ++i) {
+      std::string w;
+      for (std::size_t k = 0, m = rng() % 4; k != m; ++k) {
+        w += "ab."[rng() % 3];
+      }
+      entries.push_back(w);
+    }
+    qtl::substring_set const set(entries);
+    for (int t = 0; t != 20; ++t) {
+      std::string text;
+      for (std::size_t k = 0, m = rng() % 5; k != m; ++k) {
+        text += "ab."[rng() % 3];
+      }
+      int expect = -1;
+      for (std::size_t i = 0; i != entries.size() && expect < 0; ++i) {
+        expect = entries[i] != text && text.find(entries[i]) != std::string::npos ? static_cast<int>(i) : -1;
+      }
+      INFO("text '" << text << "'");
+      CHECK(set.first_proper_in(text) == expect);
+    }
+  }
+}
+
+TEST_CASE("dialect indexes on long lists (several combined DFAs) equal the reference", "[rules]") {
+  generator g{std::mt19937_64(23)};
+  strings names;
+  for (int i = 0; i != 25; ++i) {
+    names.push_back(g.name());
+  }
+  for (int round = 0; round != 3; ++round) {
+    qtl::quant_config cfg = g.config(names);
+    for (int i = 0; i != 300; ++i) {
+      cfg.skip_list.push_back(g.chance(50) ? g.pattern_entry(names) : g.entry(names));
+      if (i % 5 == 0) {
+        qtl::extra_config_entry e;
+        e.key = g.pattern_entry(names);
+        e.bits = qtl::py_value::of_int(16);
+        cfg.extra_config.push_back(e);
+      }
+    }
+    check_all_consumers(cfg, names);
+  }
+}
+
+TEST_CASE("regex_required_literal: every match contains the literal", "[match]") {
+  CHECK(qtl::regex_required_literal(R"(.*layers\.1000\.mlp\.experts\.5\..*)") == "layers.1000.mlp.experts.5.");
+  CHECK(qtl::regex_required_literal("ab*cde") == "cde");   // b is optional: "a", then "cde"
+  CHECK(qtl::regex_required_literal("abc+d") == "abc");    // c repeats: "abc", then "d"
+  CHECK(qtl::regex_required_literal("a|bcd").empty());     // alternation at the top
+  CHECK(qtl::regex_required_literal(R"(\x41bcd)").empty());  // an escape the scan does not read
+  CHECK(qtl::regex_required_literal("x{2}yz").empty());
+  CHECK(qtl::regex_required_literal("(gate|up)_proj[0-9]") == "_proj");
+  std::mt19937_64 rng(29);
+  constexpr std::string_view atoms[] = {"a", "b", "ab", ".", "*", "+", "?", "(a|b)", "[ab]", "[^a]", "\\.",
+                                        "\\d", "$", "^", "(?!a)", "a*?", "\\b", "(ab)+", "[]a]", "\\\\"};
+  std::size_t with_literal = 0;
+  for (int round = 0; round != 1000; ++round) {
+    std::string p;
+    for (std::size_t i = 0, n = 1 + rng() % 6; i != n; ++i) {
+      p += atoms[rng() % std::size(atoms)];
+    }
+    try {
+      qtl::check_regex(p);
+    } catch (qtl::regex_error const&) {
+      continue;
+    }
+    std::string const lit = qtl::regex_required_literal(p);
+    if (lit.empty()) {
+      continue;
+    }
+    ++with_literal;
+    qtl::regex const r(p);
+    for (int t = 0; t != 10; ++t) {
+      std::string text;
+      for (std::size_t i = 0, n = rng() % 8; i != n; ++i) {
+        text += "ab.1\\"[rng() % 5];
+      }
+      if (r.search(text)) {
+        INFO("pattern '" << p << "' literal '" << lit << "' text '" << text << "'");
+        CHECK(text.find(lit) != std::string::npos);
+      }
+    }
+  }
+  CHECK(with_literal > 150);
+}
+
+TEST_CASE("substring_set::each_in reports every occurring entry", "[match]") {
+  std::mt19937_64 rng(31);
+  for (int round = 0; round != 400; ++round) {
+    strings entries;
+    for (std::size_t i = 0, n = rng() % 10; i != n; ++i) {
+      std::string w;
+      for (std::size_t k = 0, m = rng() % 4; k != m; ++k) {
+        w += "ab."[rng() % 3];
+      }
+      entries.push_back(w);
+    }
+    qtl::substring_set const set(entries);
+    std::string text;
+    for (std::size_t k = 0, m = rng() % 8; k != m; ++k) {
+      text += "ab."[rng() % 3];
+    }
+    std::vector<int> seen;
+    set.each_in(text, [&](int i) { seen.push_back(i); });
+    std::sort(seen.begin(), seen.end());
+    seen.erase(std::unique(seen.begin(), seen.end()), seen.end());
+    std::vector<int> expect;
+    for (std::size_t i = 0; i != entries.size(); ++i) {
+      bool first_of_its_text = std::find(entries.begin(), entries.begin() + static_cast<std::ptrdiff_t>(i),
+                                         entries[i]) == entries.begin() + static_cast<std::ptrdiff_t>(i);
+      if (first_of_its_text && text.find(entries[i]) != std::string::npos) {
+        expect.push_back(static_cast<int>(i));
+      }
+    }
+    INFO("text '" << text << "'");
+    CHECK(seen == expect);
+  }
+}
+
+TEST_CASE("dialect indexes with search-like patterns behind the literal prefilter", "[rules]") {
+  // AutoRound's exported keys (`.*mlp\.gate.*`), compressed-tensors' `re:.*...$`, ModelOpt's `*x*`
+  qtl::quant_config cfg;
+  cfg.family = qtl::quant_family::auto_round;
+  for (int i = 0; i != 50; ++i) {
+    qtl::extra_config_entry e;
+    e.key = ".*layers\\." + std::to_string(i) + "\\.mlp\\.(gate|up)_proj.*";
+    e.bits = qtl::py_value::of_int(i % 2 ? 16 : 8);
+    cfg.extra_config.push_back(e);
+    cfg.skip_list.push_back(i % 3 == 0 ? "re:.*\\." + std::to_string(i) + "\\.mlp\\.gate$"
+                                       : "*layers." + std::to_string(i) + ".self_attn*");
+  }
+  strings names;
+  for (int i = 0; i != 60; i += 3) {
+    for (std::string_view const leaf : {"mlp.gate", "mlp.gate_proj", "mlp.up_proj", "self_attn.q_proj"}) {
+      names.push_back("model.layers." + std::to_string(i) + "." + std::string(leaf));
+    }
+  }
+  names.push_back("model.layers.3.mlp.gate\n");
+  check_all_consumers(cfg, names);
 }

@@ -126,6 +126,7 @@ std::vector<std::string> checkpoint_modules(std::filesystem::path const& path) {
   guard_opening_inputs();
   auto const ckpt = qtl::io::safetensors_checkpoint::open(path);
   guard_checkpoint_mappings(ckpt);
+  test_stop_point("reading");  // test hook (staged_output.hpp): truncate the input here
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (auto const& e : ckpt.tensors()) {

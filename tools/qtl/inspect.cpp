@@ -156,6 +156,7 @@ void inspect(std::vector<std::string> const& paths, bool as_json, std::ostream& 
     guard_opening_inputs();
     auto const ck = qtl::io::safetensors_checkpoint::open(p);
     guard_checkpoint_mappings(ck);  // recognize() reads g_idx values from the mapping
+    test_stop_point("reading");     // test hook (staged_output.hpp): truncate the input here
     files.push_back(report(p, ck, assume));
   }
   if (as_json) {

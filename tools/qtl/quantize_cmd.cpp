@@ -125,8 +125,8 @@ command define_quantize(CLI::App& app) {
       ->check(CLI::IsMember({"gptq", "fp8", "w4a16", "w8a16", "nvfp4", "mxfp4"}));
   a->bits_opt = cmd->add_option("--bits", a->bits, "GPTQ bits: 4 (default) or 8")->check(CLI::IsMember({4, 8}));
   a->group_opt = cmd->add_option("--group-size", a->group_size_text, "GPTQ/w4a16/w8a16 group size (default 128; -1: one group per column)");
-  cmd->add_flag("--sym", a->o.sym, "symmetric integer weights (the default): z = 2^(bits-1)");
-  cmd->add_flag("--asym", a->o.asym, "asymmetric integer weights with per-group zero points");
+  cmd->add_flag("--sym", a->o.sym, "symmetric integer weights, z = 2^(bits-1) (the default; --format gptq, w4a16, w8a16 only: fp8, nvfp4 and mxfp4 are always symmetric)");
+  cmd->add_flag("--asym", a->o.asym, "asymmetric integer weights with per-group zero points (--format gptq, w4a16, w8a16 only)");
   a->scheme_opt = cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default), block (128x128, Hugging Face fp8) or "
                                   "ct-block (128x128, compressed-tensors FP8_BLOCK)")
       ->check(CLI::IsMember({"tensor", "channel", "block", "ct-block"}));

@@ -23,7 +23,8 @@
 //   staged   every file complete in the staging folder, nothing swapped
 //   aside    fallback path only: OUT moved aside, the new folder not yet in place
 //   swapped  the new output in place, the old one not yet removed
-//   reading  the input mapped and planned, the workers not started (with :STOP, for truncation)
+//   reading  the input mapped and planned, the workers not started (with :STOP, for truncation);
+//            inspect, explain and lint: the checkpoint open and its mappings guarded
 // QTL_TEST_NO_EXCHANGE=1 takes the fallback path; QTL_TEST_FAIL_AT=swap makes the swap fail
 // (EACCES) as a rename into a folder this user may not change does.
 

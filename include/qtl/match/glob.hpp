@@ -21,9 +21,19 @@
 ///
 /// Cost: O(|text| x |pattern|) with the single-backtrack-point algorithm (every token but `*`
 /// consumes exactly one character), no recursion, no heap.
+///
+/// `glob_to_regex(pattern)` writes the same test as a regex for `re.match` (so that many globs
+/// run on one `qtl::regex_set`):
+///
+///   glob      model.layers.*.mlp.?[!0-9]
+///   regex     model\x2elayers\x2e(?:.|\n)*\x2emlp\x2e(?:.|\n)[^\x30\x31...\x39]\Z
+///             (letters, digits and '_' as they are, other bytes as \xhh; classes as the byte
+///             sets glob_match reads; `\Z` anchors the end)
 
 #include <array>
 #include <cstddef>
+#include <optional>
+#include <string>
 #include <string_view>
 #include <type_traits>
 
@@ -192,7 +202,91 @@ constexpr bool token_matches(token const& t, unsigned char c) {
   }
 }
 
+/// `\xhh` of an ASCII byte.
+inline std::string hex_escape(unsigned char c) {
+  char const* hex = "0123456789abcdef";
+  return std::string{'\\', 'x', hex[c >> 4], hex[c & 0xF]};
+}
+
+/// A byte set as a regex class (`[\x61\x62]`, or `[^...]` of the ASCII bytes it lacks when it
+/// holds every byte >= 0x80); nothing for a set that mixes bytes >= 0x80 (a class of ASCII
+/// content never does).
+inline std::optional<std::string> set_regex(re::charset const& set) {
+  bool any_high = false;
+  bool all_high = true;
+  for (unsigned c = 0x80; c != 0x100; ++c) {
+    bool const in = set.test(static_cast<unsigned char>(c));
+    any_high = any_high || in;
+    all_high = all_high && in;
+  }
+  if (any_high && !all_high) {
+    return std::nullopt;
+  }
+  std::string out = any_high ? "[^" : "[";
+  bool members = false;
+  for (unsigned c = 0; c != 0x80; ++c) {
+    if (set.test(static_cast<unsigned char>(c)) != any_high) {
+      out += hex_escape(static_cast<unsigned char>(c));
+      members = true;
+    }
+  }
+  if (!members) {
+    return any_high ? std::optional<std::string>("(?:.|\\n)") : std::nullopt;  // every byte; no byte
+  }
+  return out + "]";
+}
+
 }  // namespace detail::glob
+
+/// The regex (Python `re` syntax, for `re.match`, i.e. `qtl::regex::match` or a `regex_set`)
+/// that matches exactly the texts `glob_match(pattern, text)` accepts; nothing when the glob
+/// cannot be written so (a non-ASCII byte, a class that matches no byte) or when `glob_match`
+/// may throw for it (a class too long or with a non-ASCII byte): the caller then asks
+/// `glob_match` itself.
+inline std::optional<std::string> glob_to_regex(std::string_view pattern) {
+  using namespace detail::glob;
+  std::string out;
+  std::size_t p = 0;
+  try {
+    while (p < pattern.size()) {
+      if (pattern[p] == '*') {
+        while (p < pattern.size() && pattern[p] == '*') {
+          ++p;
+        }
+        out += "(?:.|\\n)*";
+        continue;
+      }
+      token const tok = token_at(pattern, p);
+      p += tok.len;
+      switch (tok.k) {
+        case kind::literal: {
+          unsigned char const c = tok.c;
+          if (c >= 0x80) {
+            return std::nullopt;
+          }
+          bool const plain = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+          out += plain ? std::string(1, static_cast<char>(c)) : hex_escape(c);
+          break;
+        }
+        case kind::any: out += "(?:.|\\n)"; break;
+        case kind::set: {
+          std::optional<std::string> const s = set_regex(tok.set);
+          if (!s) {
+            return std::nullopt;
+          }
+          out += *s;
+          break;
+        }
+        default: return std::nullopt;  // never (a class of no byte), or a star (not reached)
+      }
+    }
+  } catch (regex_error const&) {
+    return std::nullopt;
+  } catch (value_error const&) {
+    return std::nullopt;
+  }
+  return out + "\\Z";
+}
 
 /// fnmatch.fnmatchcase(text, pattern): whether the whole of `text` matches the glob `pattern`.
 /// @throws qtl::regex_error for a non-ASCII byte inside [...]; qtl::value_error for a [...] longer

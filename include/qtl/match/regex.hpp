@@ -770,6 +770,134 @@ inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
 
 }  // namespace detail::re
 
+/// Throws the `qtl::regex_error` that `qtl::regex(pattern)` (and re_match & co.) would throw
+/// for `pattern`, and builds nothing else: a validity check, O(pattern length).
+inline void check_regex(std::string_view pattern) {
+  using namespace detail::re;
+  constexpr_program small;  // on the stack; a pattern that outgrows it is parsed on the heap
+  parse(pattern, small);
+  if (small.error == errc::none) {
+    return;
+  }
+  if (small.error != errc::too_large && small.error != errc::too_many_sets) {
+    throw_regex_error(small.error, small.error_pos, pattern);
+  }
+  std::unique_ptr<runtime_program> const big(new runtime_program);  // not zero-filled
+  parse(pattern, *big);
+  if (big->error != errc::none) {
+    throw_regex_error(big->error, big->error_pos, pattern);
+  }
+}
+
+/// A literal that every match of `pattern` contains (under every verb), for prefiltering: the
+/// longest run of plain characters (or escaped punctuation) at the top level, each exactly once
+/// — outside groups, classes and quantified atoms. Empty when the pattern has a top-level `|`, a
+/// `{`, or an escape other than \d \w \s \D \W \S \b \B \A \Z and punctuation (which this
+/// scan does not read), or no such run. Reads a pattern that `check_regex` accepts.
+inline std::string regex_required_literal(std::string_view pattern) {
+  std::string best;
+  std::string run;
+  auto const close_run = [&] {
+    if (run.size() > best.size()) {
+      best = run;
+    }
+    run.clear();
+  };
+  auto const alnum = [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+  };
+  std::size_t i = 0;
+  while (i < pattern.size()) {
+    char const c = pattern[i];
+    if (c == '|' || c == '{') {
+      return {};
+    }
+    if (c == '\\') {
+      if (i + 1 >= pattern.size()) {
+        return {};
+      }
+      char const e = pattern[i + 1];
+      if (!alnum(e) && static_cast<unsigned char>(e) < 0x80) {
+        run += e;
+      } else if (std::string_view("dwsDWSbBAZ").find(e) != std::string_view::npos) {
+        close_run();
+      } else {
+        return {};
+      }
+      i += 2;
+      continue;
+    }
+    if (c == '*' || c == '?') {  // the atom before is optional
+      if (!run.empty()) {
+        run.pop_back();
+      }
+      close_run();
+      ++i;
+      continue;
+    }
+    if (c == '+') {  // the atom before occurs, perhaps more than once
+      close_run();
+      ++i;
+      continue;
+    }
+    if (c == '(' || c == '[') {
+      // a group or a class: skipped whole (what it holds is not required as such)
+      close_run();
+      int depth = 0;
+      bool in_class = false;
+      while (i < pattern.size()) {
+        char const d = pattern[i];
+        if (d == '\\') {
+          i += 2;
+          continue;
+        }
+        if (in_class) {
+          if (d == ']') {
+            in_class = false;
+            if (depth == 0) {
+              ++i;
+              break;
+            }
+          }
+          ++i;
+          continue;
+        }
+        if (d == '[') {
+          in_class = true;
+          ++i;
+          if (i < pattern.size() && pattern[i] == '^') {
+            ++i;
+          }
+          if (i < pattern.size() && pattern[i] == ']') {
+            ++i;  // a ']' first in a class is a member
+          }
+          continue;
+        }
+        if (d == '(') {
+          ++depth;
+        } else if (d == ')') {
+          --depth;
+          if (depth == 0) {
+            ++i;
+            break;
+          }
+        }
+        ++i;
+      }
+      continue;
+    }
+    if (c == '.' || c == '^' || c == '$' || c == ')' || c == ']') {
+      close_run();
+      ++i;
+      continue;
+    }
+    run += c;
+    ++i;
+  }
+  close_run();
+  return best;
+}
+
 /// An ordered list of patterns that answers "which is the first to match" — the question of a
 /// GPTQ `dynamic` config (rules in the config's order, `re.match`, first match wins).
 ///

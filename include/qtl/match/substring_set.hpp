@@ -42,24 +42,56 @@ class substring_set {
     int best = nodes_.empty() ? -1 : nodes_[0].best;
     std::int32_t s = 0;
     for (char const ch : text) {
-      unsigned char const c = fold(static_cast<unsigned char>(ch));
-      while (true) {
-        std::int32_t const t = child(s, c);
-        if (t >= 0) {
-          s = t;
-          break;
-        }
-        if (s == 0) {
-          break;
-        }
-        s = nodes_[static_cast<std::size_t>(s)].fail;
-      }
+      s = step(s, fold(static_cast<unsigned char>(ch)));
       int const b = nodes_[static_cast<std::size_t>(s)].best;
       if (b >= 0 && (best < 0 || b < best)) {
         best = b;
       }
     }
     return best;
+  }
+
+  /// The index of the first entry that is a substring of `text` other than `text` itself
+  /// (Python's `next(i for i, e in enumerate(entries) if e != text and e in text)`), or -1. An
+  /// entry of the text's length can only occur as the whole text, so at the last position the
+  /// state of the whole text (when the trie has it) gives its failure chain's entries only.
+  int first_proper_in(std::string_view text) const {
+    if (nodes_.empty() || text.empty()) {
+      return -1;  // only "" is in "", and it is the text itself
+    }
+    int best = nodes_[0].best;  // the empty entry, a proper substring of a non-empty text
+    std::int32_t s = 0;
+    for (std::size_t i = 0; i != text.size(); ++i) {
+      s = step(s, fold(static_cast<unsigned char>(text[i])));
+      node const& n = nodes_[static_cast<std::size_t>(s)];
+      int const b =
+          i + 1 == text.size() && n.depth == text.size() ? nodes_[static_cast<std::size_t>(n.fail)].best : n.best;
+      if (b >= 0 && (best < 0 || b < best)) {
+        best = b;
+      }
+    }
+    return best;
+  }
+
+  /// Calls `f(index)` for every entry that occurs in `text`, once per occurrence (an entry
+  /// repeated in the list is reported by its first index). Output-sensitive: O(text length +
+  /// occurrences).
+  template <class F>
+  void each_in(std::string_view text, F&& f) const {
+    if (nodes_.empty()) {
+      return;
+    }
+    if (nodes_[0].own >= 0) {
+      f(nodes_[0].own);  // the empty entry
+    }
+    std::int32_t s = 0;
+    for (char const ch : text) {
+      s = step(s, fold(static_cast<unsigned char>(ch)));
+      node const& n = nodes_[static_cast<std::size_t>(s)];
+      for (std::int32_t t = n.own >= 0 ? s : n.dict; t > 0; t = nodes_[static_cast<std::size_t>(t)].dict) {
+        f(nodes_[static_cast<std::size_t>(t)].own);
+      }
+    }
   }
 
   /// Number of automaton states (the trie's nodes).
@@ -70,7 +102,10 @@ class substring_set {
     std::int32_t first_child = -1;
     std::int32_t next_sibling = -1;
     std::int32_t fail = 0;
-    int best = -1;  // the first entry that ends here, over this node's failure chain too
+    int best = -1;          // the first entry that ends here, over this node's failure chain too
+    int own = -1;           // the first entry that ends exactly here
+    std::int32_t dict = 0;  // the nearest node on the failure chain where an entry ends (0: none)
+    std::size_t depth = 0;  // the length of the node's string
     unsigned char byte = 0;
   };
   std::vector<node> nodes_;
@@ -78,6 +113,20 @@ class substring_set {
 
   unsigned char fold(unsigned char c) const {
     return fold_ && c >= 'A' && c <= 'Z' ? static_cast<unsigned char>(c - 'A' + 'a') : c;
+  }
+
+  // The state after reading c in state s (failure links followed).
+  std::int32_t step(std::int32_t s, unsigned char c) const {
+    while (true) {
+      std::int32_t const t = child(s, c);
+      if (t >= 0) {
+        return t;
+      }
+      if (s == 0) {
+        return 0;
+      }
+      s = nodes_[static_cast<std::size_t>(s)].fail;
+    }
   }
 
   std::int32_t child(std::int32_t s, unsigned char c) const {
@@ -99,6 +148,7 @@ class substring_set {
         t = static_cast<std::int32_t>(nodes_.size());
         node n;
         n.byte = c;
+        n.depth = nodes_[static_cast<std::size_t>(s)].depth + 1;
         n.next_sibling = nodes_[static_cast<std::size_t>(s)].first_child;
         nodes_.push_back(n);
         nodes_[static_cast<std::size_t>(s)].first_child = t;
@@ -108,6 +158,7 @@ class substring_set {
     int& b = nodes_[static_cast<std::size_t>(s)].best;
     if (b < 0) {
       b = index;  // a repeated entry: the first index stands
+      nodes_[static_cast<std::size_t>(s)].own = index;
     }
   }
 
@@ -123,6 +174,8 @@ class substring_set {
     for (std::size_t q = 0; q != queue.size(); ++q) {
       std::int32_t const s = queue[q];
       node& n = nodes_[static_cast<std::size_t>(s)];
+      node const& f = nodes_[static_cast<std::size_t>(n.fail)];
+      n.dict = n.fail != 0 && f.own >= 0 ? n.fail : f.dict;
       int const inherited = nodes_[static_cast<std::size_t>(n.fail)].best;
       if (inherited >= 0 && (n.best < 0 || inherited < n.best)) {
         n.best = inherited;

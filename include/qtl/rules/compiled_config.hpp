@@ -12,9 +12,11 @@
 ///     qtl::decision const d = qtl::decide(cc, qtl::consumer::sglang_gptq, m);
 ///
 /// The decision is `decide(cfg, c, m, kind, opt)`'s, field for field (one body,
-/// `decide_with`, asks either the reference loops or these indexes). Lists the indexes do not
-/// cover are still scanned: compressed-tensors' `ignore` (regex and case-folded entries),
-/// ModelOpt's wildcard patterns, fnmatch, transformers v5 regexes, AutoRound's `extra_config`.
+/// `decide_with`, asks either the reference loops or these indexes). The pattern dialects
+/// (compressed-tensors' `ignore`, fnmatch and ModelOpt's globs, transformers' lists, AutoRound's
+/// `extra_config`) are compiled by `qtl/rules/dialect_index.hpp` when a consumer first asks for
+/// them (once, thread-safe), so a config decided for one consumer builds only that one's index.
+/// Still a scan per layer: AutoRound's fused-module step over the packed-modules mapping.
 
 #include <memory>
 #include <span>
@@ -26,9 +28,11 @@
 #include <qtl/rules/compiled_dynamic.hpp>
 #include <qtl/rules/config.hpp>
 #include <qtl/rules/consumers.hpp>
+#include <qtl/rules/dialect_index.hpp>
 #include <qtl/rules/skip_index.hpp>
 
 namespace qtl {
+
 
 /// A config compiled for `decide`. Holds views of `cfg`: `cfg` must outlive it and stay
 /// unchanged. Immutable after construction; safe to share between threads.
@@ -68,6 +72,37 @@ class compiled_config {
   /// The first `modules_in_block_to_quantize` entry that is a substring of `name`.
   std::size_t in_block(std::string_view name) const { return in_block_.substring(name); }
 
+  /// The skip list as compressed-tensors' `ignore` (`check_contains`: sglang's reading).
+  ct_ignore_index const& ct(bool check_contains) const {
+    return ct_[check_contains ? 1 : 0].get(
+        [&] { return std::make_unique<ct_ignore_index const>(cfg_->skip_list, check_contains); });
+  }
+  /// The skip list for the compressed-tensors library's `match_name`.
+  ct_library_index const& ct_library() const {
+    return ct_library_.get(
+        [&] { return std::make_unique<ct_library_index const>(cfg_->skip_list, cfg_->packed_modules_mapping); });
+  }
+  /// The skip list as fnmatch globs (`subtree`: also `glob + ".*"`).
+  glob_index const& globs(bool subtree) const {
+    return globs_[subtree ? 1 : 0].get([&] { return std::make_unique<glob_index const>(cfg_->skip_list, subtree); });
+  }
+  sglang_modelopt_index const& sglang_modelopt() const {
+    return sglang_modelopt_.get([&] { return std::make_unique<sglang_modelopt_index const>(cfg_->skip_list); });
+  }
+  vllm_modelopt_index const& vllm_modelopt() const {
+    return vllm_modelopt_.get([&] { return std::make_unique<vllm_modelopt_index const>(cfg_->skip_list); });
+  }
+  transformers_v4_bnb_index const& transformers_v4_bnb() const {
+    return bnb_.get([&] { return std::make_unique<transformers_v4_bnb_index const>(cfg_->skip_list); });
+  }
+  transformers_v5_index const& transformers_v5() const {
+    return v5_.get([&] { return std::make_unique<transformers_v5_index const>(cfg_->skip_list); });
+  }
+  /// `extra_config` and `block_name_to_quantize`.
+  auto_round_index const& auto_round() const {
+    return auto_round_.get([&] { return std::make_unique<auto_round_index const>(*cfg_); });
+  }
+
  private:
   quant_config const* cfg_;
   std::vector<std::string> fp8_list_;
@@ -76,6 +111,14 @@ class compiled_config {
   skip_list_index in_block_;
   fused_index fused_;
   std::unique_ptr<compiled_dynamic_rules const> dynamic_;
+  detail::built_once<ct_ignore_index> ct_[2];
+  detail::built_once<ct_library_index> ct_library_;
+  detail::built_once<glob_index> globs_[2];
+  detail::built_once<sglang_modelopt_index> sglang_modelopt_;
+  detail::built_once<vllm_modelopt_index> vllm_modelopt_;
+  detail::built_once<transformers_v4_bnb_index> bnb_;
+  detail::built_once<transformers_v5_index> v5_;
+  detail::built_once<auto_round_index> auto_round_;
 };
 
 namespace detail {
@@ -89,6 +132,21 @@ struct compiled_config_index {
   }
   fused_index const& fused() const { return cc.fused(); }
   std::size_t in_block(std::string_view name) const { return cc.in_block(name); }
+  std::size_t ct_find(std::string_view name, bool check_contains) const { return cc.ct(check_contains).find(name); }
+  std::size_t ct_library(std::string_view name) const { return cc.ct_library().find(name); }
+  std::size_t sglang_modelopt(std::string_view prefix) const { return cc.sglang_modelopt().find(prefix); }
+  std::size_t vllm_modelopt(std::string_view prefix) const { return cc.vllm_modelopt().find(prefix); }
+  std::size_t fnmatch(std::string_view module, bool subtree) const { return cc.globs(subtree).find(module); }
+  std::size_t transformers_v4_bnb(std::string_view module) const { return cc.transformers_v4_bnb().find(module); }
+  std::size_t transformers_v5(std::string_view module) const { return cc.transformers_v5().find(module); }
+  std::size_t auto_round_exact(std::string_view name) const { return cc.auto_round().exact(name); }
+  std::size_t auto_round_regex(std::string_view name, bool search) const {
+    return cc.auto_round().regex(name, search);
+  }
+  bool in_blocks(std::string_view module) const { return cc.auto_round().in_blocks(module); }
+  std::vector<std::size_t> keys_starting_with(std::string_view module) const {
+    return cc.auto_round().keys_starting_with(module);
+  }
 };
 }  // namespace detail
 

@@ -425,16 +425,15 @@ inline bool ct_entry_match(std::string_view entry, std::string_view name, bool c
   return entry == name;
 }
 
-/// compressed-tensors' `should_ignore_layer(layer_name, ignore, fused_mapping)`.
-inline skip_outcome ct_should_ignore(std::string_view name, std::vector<std::string> const& ignore,
-                                     packed_mapping const& fused, bool check_contains, shard_naming naming,
-                                     std::vector<std::string>* shard_names) {
-  auto const find = [&](std::string_view n) {
-    return find_entry(ignore, [&](std::string_view e) { return ct_entry_match(e, n, check_contains); });
-  };
+/// compressed-tensors' `should_ignore_layer(layer_name, ignore, fused_mapping)`, asking `ix`
+/// (`linear_config_index` or a compiled config's) for the list's answers.
+template <class Index>
+skip_outcome ct_should_ignore(std::string_view name, Index const& ix, bool check_contains, shard_naming naming,
+                              std::vector<std::string>* shard_names) {
+  auto const find = [&](std::string_view n) { return ix.ct_find(n, check_contains); };
   std::string_view const proj = last_component(name);
-  auto const* entry = find_fused(fused, proj);
-  if (entry != nullptr && find_equal(ignore, name) == no_rule) {
+  auto const* entry = ix.fused()(proj);
+  if (entry != nullptr && ix.list().equal(name) == no_rule) {
     if (shard_names != nullptr) {
       *shard_names = entry->second;
     }
@@ -464,6 +463,65 @@ inline bool ct_match_name(std::string_view name, std::string_view target, packed
   return ct_entry_match(target, name, false);
 }
 
+/// sglang ModelOpt's regex of an exclude pattern: `.` -> `\.`, `*` -> `.*`, the rest as is.
+inline std::string sglang_modelopt_regex(std::string_view pattern) {
+  std::string re;
+  for (char const c : pattern) {
+    if (c == '.') {
+      re += "\\.";
+    } else if (c == '*') {
+      re += ".*";
+    } else {
+      re += c;
+    }
+  }
+  return re;
+}
+
+/// The names sglang ModelOpt matches patterns against: the prefix, and the prefix with every
+/// `language_model.` removed when it has one.
+inline std::vector<std::string> sglang_modelopt_candidates(std::string_view prefix) {
+  std::vector<std::string> candidates{std::string(prefix)};
+  if (contains(prefix, "language_model.")) {
+    candidates.push_back(std::string(py_replace(prefix, "language_model.", "").view()));
+  }
+  return candidates;
+}
+
+/// The MLA tails of sglang ModelOpt's special case.
+inline constexpr std::string_view sglang_modelopt_mla_tails[] = {"q_a_proj", "q_b_proj", "kv_a_proj_with_mqa",
+                                                                 "kv_b_proj"};
+
+/// Whether one pattern excludes the layer (`candidates`: `sglang_modelopt_candidates(prefix)`;
+/// `leaf`: the prefix's last component).
+inline bool sglang_modelopt_pattern_excludes(std::string_view pattern, std::vector<std::string> const& candidates,
+                                             std::string_view leaf) {
+  std::string const re = sglang_modelopt_regex(pattern);
+  for (std::string const& cand : candidates) {
+    if (re_fullmatch(re, cand)) {
+      return true;
+    }
+    std::string_view rest = cand;
+    while (true) {
+      std::size_t const dot = rest.find('.');
+      if (re_fullmatch(re, rest.substr(0, dot))) {
+        return true;
+      }
+      if (dot == std::string_view::npos) {
+        break;
+      }
+      rest = rest.substr(dot + 1);
+    }
+  }
+  std::string_view const tail = last_component(pattern);
+  for (std::string_view const t : sglang_modelopt_mla_tails) {
+    if (tail == t && contains(leaf, tail)) {
+      return true;
+    }
+  }
+  return false;
+}
+
 /// sglang ModelOpt's `is_layer_excluded(prefix)`: the index of the first pattern that excludes
 /// the layer, or `no_rule`. A pattern becomes a regex by `.` -> `\.` and `*` -> `.*` (other
 /// metacharacters stay active) and is `re.fullmatch`ed against the name (and the name without
@@ -471,41 +529,10 @@ inline bool ct_match_name(std::string_view name, std::string_view target, packed
 /// last component contains the pattern's last component when that is one of `q_a_proj`,
 /// `q_b_proj`, `kv_a_proj_with_mqa`, `kv_b_proj`, whatever the pattern's layer index.
 inline std::size_t sglang_modelopt_excluded(std::string_view prefix, std::vector<std::string> const& patterns) {
-  std::vector<std::string> candidates{std::string(prefix)};
-  if (contains(prefix, "language_model.")) {
-    candidates.push_back(std::string(py_replace(prefix, "language_model.", "").view()));
-  }
+  std::vector<std::string> const candidates = sglang_modelopt_candidates(prefix);
   std::string_view const leaf = last_component(prefix);
   for (std::size_t i = 0; i != patterns.size(); ++i) {
-    std::string re;
-    for (char const c : patterns[i]) {
-      if (c == '.') {
-        re += "\\.";
-      } else if (c == '*') {
-        re += ".*";
-      } else {
-        re += c;
-      }
-    }
-    for (std::string const& cand : candidates) {
-      if (re_fullmatch(re, cand)) {
-        return i;
-      }
-      std::string_view rest = cand;
-      while (true) {
-        std::size_t const dot = rest.find('.');
-        if (re_fullmatch(re, rest.substr(0, dot))) {
-          return i;
-        }
-        if (dot == std::string_view::npos) {
-          break;
-        }
-        rest = rest.substr(dot + 1);
-      }
-    }
-    std::string_view const tail = last_component(patterns[i]);
-    if ((tail == "q_a_proj" || tail == "q_b_proj" || tail == "kv_a_proj_with_mqa" || tail == "kv_b_proj") &&
-        contains(leaf, tail)) {
+    if (sglang_modelopt_pattern_excludes(patterns[i], candidates, leaf)) {
       return i;
     }
   }
@@ -529,6 +556,32 @@ constexpr bool auto_round_regex_key(std::string_view key) {
   return key.find_first_of("*+?^$()[]{}|\\") != std::string_view::npos;
 }
 
+/// Whether the regex key hits `name`: re.search (vLLM) or re.fullmatch (sglang); an invalid key
+/// never hits (vLLM: `except re.error: continue`).
+inline bool auto_round_regex_hit(std::string_view key, std::string_view name, bool search) {
+  try {
+    return search ? re_search(key, name) : re_fullmatch(key, name);
+  } catch (regex_error const&) {
+    return false;
+  }
+}
+
+/// `fnmatch.fnmatchcase(module, entry)`, or with `subtree` also of `entry + ".*"`.
+inline bool fnmatch_entry(std::string_view entry, std::string_view module, bool subtree) {
+  return glob_match(entry, module) || (subtree && glob_match(std::string(entry) + ".*", module));
+}
+
+/// transformers v4 (bitsandbytes style) beyond the leaf: `key == name or key + "." in name`.
+inline bool transformers_v4_bnb_entry(std::string_view entry, std::string_view module) {
+  return entry == module || contains(module, std::string(entry) + ".");
+}
+
+/// transformers v5's `should_convert_module` test of one key: `re.match(key + "\.", name) or
+/// re.match(key, name) or name.endswith(key)`.
+inline bool transformers_v5_entry(std::string_view entry, std::string_view module) {
+  return re_match(std::string(entry) + "\\.", module) || re_match(entry, module) || module.ends_with(entry);
+}
+
 }  // namespace detail
 
 /// The reference's way of asking a config's lists (`decide` without a `compiled_config`): a
@@ -546,6 +599,78 @@ struct linear_config_index {
   /// The first `modules_in_block_to_quantize` entry that is a substring of `name`.
   std::size_t in_block(std::string_view name) const {
     return linear_skip_finder<std::vector<std::string>>{cfg.modules_in_block_to_quantize}.substring(name);
+  }
+
+  // The dialects' scans, one question each: the first skip-list entry (or extra_config key)
+  // that answers yes, or no_rule. `qtl::compiled_config` answers the same from indexes.
+
+  /// compressed-tensors' `_is_equal_or_regex_match(name, entry, check_contains)`.
+  std::size_t ct_find(std::string_view name, bool check_contains) const {
+    return detail::find_entry(cfg.skip_list,
+                              [&](std::string_view e) { return detail::ct_entry_match(e, name, check_contains); });
+  }
+  /// compressed-tensors' library `match_name(name, entry, packed_modules_mapping)`.
+  std::size_t ct_library(std::string_view name) const {
+    return detail::find_entry(cfg.skip_list, [&](std::string_view e) {
+      return detail::ct_match_name(name, e, cfg.packed_modules_mapping);
+    });
+  }
+  /// sglang ModelOpt's `is_layer_excluded`.
+  std::size_t sglang_modelopt(std::string_view prefix) const {
+    return detail::sglang_modelopt_excluded(prefix, cfg.skip_list);
+  }
+  /// vLLM ModelOpt's substring and fnmatch steps.
+  std::size_t vllm_modelopt(std::string_view prefix) const {
+    return detail::vllm_modelopt_excluded(prefix, cfg.skip_list);
+  }
+  /// `fnmatch.fnmatchcase(module, entry)` (and of `entry + ".*"` with `subtree`).
+  std::size_t fnmatch(std::string_view module, bool subtree) const {
+    return detail::find_entry(cfg.skip_list,
+                              [&](std::string_view e) { return detail::fnmatch_entry(e, module, subtree); });
+  }
+  /// transformers v4 bitsandbytes: `key == module or key + "." in module`.
+  std::size_t transformers_v4_bnb(std::string_view module) const {
+    return detail::find_entry(cfg.skip_list,
+                              [&](std::string_view e) { return detail::transformers_v4_bnb_entry(e, module); });
+  }
+  /// transformers v5's `should_convert_module`.
+  std::size_t transformers_v5(std::string_view module) const {
+    return detail::find_entry(cfg.skip_list,
+                              [&](std::string_view e) { return detail::transformers_v5_entry(e, module); });
+  }
+  /// The first `extra_config` key equal to `name`.
+  std::size_t auto_round_exact(std::string_view name) const {
+    for (std::size_t i = 0; i != cfg.extra_config.size(); ++i) {
+      if (cfg.extra_config[i].key == name) {
+        return i;
+      }
+    }
+    return no_rule;
+  }
+  /// The first regex key of `extra_config` that hits `name` (`auto_round_regex_hit`).
+  std::size_t auto_round_regex(std::string_view name, bool search) const {
+    for (std::size_t i = 0; i != cfg.extra_config.size(); ++i) {
+      std::string_view const key = cfg.extra_config[i].key;
+      if (detail::auto_round_regex_key(key) && detail::auto_round_regex_hit(key, name, search)) {
+        return i;
+      }
+    }
+    return no_rule;
+  }
+  /// Whether some `block_name_to_quantize` entry is a prefix of `module`.
+  bool in_blocks(std::string_view module) const {
+    return detail::find_entry(cfg.block_name_to_quantize, [&](std::string_view b) { return module.starts_with(b); }) !=
+           no_rule;
+  }
+  /// The indices of the `extra_config` keys that start with `module`, ascending.
+  std::vector<std::size_t> keys_starting_with(std::string_view module) const {
+    std::vector<std::size_t> out;
+    for (std::size_t i = 0; i != cfg.extra_config.size(); ++i) {
+      if (std::string_view(cfg.extra_config[i].key).starts_with(module)) {
+        out.push_back(i);
+      }
+    }
+    return out;
   }
 };
 
@@ -601,7 +726,7 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
       case consumer::vllm_compressed_tensors: {
         std::vector<std::string> shards;
         bool const sg = c == consumer::sglang_compressed_tensors;
-        skip_outcome const o = detail::ct_should_ignore(module, list, fused, sg, opt.naming, &shards);
+        skip_outcome const o = detail::ct_should_ignore(module, ix, sg, opt.naming, &shards);
         detail::apply_skip(
             d, o, list, w,
             detail::value_error_text("Found a different quantization schemes for " + detail::py_list_repr(shards) +
@@ -610,7 +735,7 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
       }
       case consumer::compressed_tensors: {
         skip_outcome o;
-        o.rule = detail::find_entry(list, [&](std::string_view e) { return detail::ct_match_name(module, e, fused); });
+        o.rule = ix.ct_library(module);
         o.skipped = o.rule != no_rule;
         detail::apply_skip(d, o, list, w, {});
         break;
@@ -621,7 +746,7 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
           o = sglang_skip_outcome_with(module, ix.list(), ix.fused(), opt.naming);
         }
         if (!o.failed() && !o.skipped) {
-          o.rule = detail::sglang_modelopt_excluded(module, list);
+          o.rule = ix.sglang_modelopt(module);
           o.skipped = o.rule != no_rule;
         }
         detail::apply_skip(d, o, list, w, detail::value_error_text(mixed_shards_message(module)));
@@ -635,7 +760,7 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
         }
         skip_outcome o = vllm_skip_outcome_with(module, ix.list(), ix.fused(), vllm_skip_match::exact, opt.naming);
         if (!o.failed() && !o.skipped) {
-          o.rule = detail::vllm_modelopt_excluded(module, list);
+          o.rule = ix.vllm_modelopt(module);
           o.skipped = o.rule != no_rule;
         }
         detail::apply_skip(d, o, list, w, detail::value_error_text(mixed_shards_message(module)));
@@ -645,9 +770,7 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
       case consumer::fnmatch_subtree: {
         bool const subtree = c == consumer::fnmatch_subtree;
         skip_outcome o;
-        o.rule = detail::find_entry(list, [&](std::string_view e) {
-          return glob_match(e, module) || (subtree && glob_match(std::string(e) + ".*", module));
-        });
+        o.rule = ix.fnmatch(module, subtree);
         o.skipped = o.rule != no_rule;
         detail::apply_skip(d, o, list, w, {});
         break;
@@ -658,12 +781,7 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
         skip_outcome o;
         o.rule = ix.list().equal(leaf);
         if (o.rule == no_rule) {
-          o.rule = detail::find_entry(list, [&](std::string_view e) {
-            if (c == consumer::transformers_v4) {
-              return detail::contains(module, e);
-            }
-            return e == module || detail::contains(module, std::string(e) + ".");
-          });
+          o.rule = c == consumer::transformers_v4 ? ix.list().substring(module) : ix.transformers_v4_bnb(module);
         }
         o.skipped = o.rule != no_rule;
         detail::apply_skip(d, o, list, w, {});
@@ -671,9 +789,7 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
       }
       case consumer::transformers_v5: {
         skip_outcome o;
-        o.rule = detail::find_entry(list, [&](std::string_view e) {
-          return re_match(std::string(e) + "\\.", module) || re_match(e, module) || module.ends_with(e);
-        });
+        o.rule = ix.transformers_v5(module);
         o.skipped = o.rule != no_rule;
         detail::apply_skip(d, o, list, w, {});
         break;
@@ -759,47 +875,29 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
         };
         // get_config(name, quantized): exact key, else the first regex key that matches.
         auto const get_config = [&](std::string_view name, bool quantized) {
-          for (std::size_t i = 0; i != cfg.extra_config.size(); ++i) {
-            if (cfg.extra_config[i].key == name) {
-              return entry_cfg(i, quantized);
-            }
+          std::size_t i = ix.auto_round_exact(name);
+          if (i == no_rule) {
+            i = ix.auto_round_regex(name, search);  // an invalid key is skipped
           }
-          for (std::size_t i = 0; i != cfg.extra_config.size(); ++i) {
-            std::string_view const key = cfg.extra_config[i].key;
-            if (!detail::auto_round_regex_key(key)) {
-              continue;
-            }
-            bool hit = false;
-            try {
-              hit = search ? re_search(key, name) : re_fullmatch(key, name);
-            } catch (regex_error const&) {
-              hit = false;  // an invalid key is skipped (vLLM: `except re.error: continue`)
-            }
-            if (hit) {
-              return entry_cfg(i, quantized);
-            }
+          if (i != no_rule) {
+            return entry_cfg(i, quantized);
           }
           return layer_cfg{quantized ? base_bits : 16, quantized ? base_group : -1, quantized ? base_sym : true,
                            no_rule};
         };
         std::optional<layer_cfg> chosen;
-        for (std::size_t i = 0; i != cfg.extra_config.size() && !chosen; ++i) {
-          if (cfg.extra_config[i].key == module) {
-            chosen = entry_cfg(i, true);
-          }
+        if (std::size_t const i = ix.auto_round_exact(module); i != no_rule) {
+          chosen = entry_cfg(i, true);
         }
         if (!chosen) {
           bool quantized = kind != layer_kind::lm_head;
           if (!cfg.block_name_to_quantize.empty()) {
-            quantized = detail::find_entry(cfg.block_name_to_quantize,
-                                           [&](std::string_view b) { return module.starts_with(b); }) != no_rule;
+            quantized = ix.in_blocks(module);
           }
           if (kind == layer_kind::moe && !cfg.extra_config.empty()) {
             std::vector<layer_cfg> subs;
-            for (extra_config_entry const& e : cfg.extra_config) {
-              if (std::string_view(e.key).starts_with(module)) {
-                subs.push_back(get_config(e.key, quantized));
-              }
+            for (std::size_t const i : ix.keys_starting_with(module)) {
+              subs.push_back(get_config(cfg.extra_config[i].key, quantized));
             }
             if (!subs.empty()) {
               for (layer_cfg const& s : subs) {
