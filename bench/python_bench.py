@@ -154,7 +154,10 @@ def main():
     ap.add_argument("--no-overhead", action="store_true", help="skip the call-overhead table")
     ap.add_argument("--cpu-time", action="store_true",
                     help="time CPU, not wall (a loaded machine): process time here, cpu_time of the C++ benchmarks")
+    ap.add_argument("--buffer-cache", type=int, help="qtl.set_buffer_cache(BYTES) first (0: every output fresh)")
     args = ap.parse_args()
+    if args.buffer_cache is not None:
+        qtl.set_buffer_cache(args.buffer_cache)
     global CLOCK
     if args.cpu_time:
         CLOCK = time.process_time

@@ -66,7 +66,8 @@ nb::object block_quantize_op(nb::handle in_obj, std::optional<float> given_gs, s
       view2d<T const> sub = iv;
       sub.data = m == 0 ? iv.data : &iv(lo, 0);
       sub.extent[0] = hi - lo;
-      auto const vals = make_view(values.data<E>() + lo * (k / F::elements_per_value), hi - lo, k / F::elements_per_value);
+      auto const vals =
+          make_view(values.data<E>() + lo * (k / F::elements_per_value), hi - lo, k / F::elements_per_value);
       index_t const first = lo * padded_cols;  // lo is a multiple of 128: the tiles before it
       auto const bytes = static_cast<std::size_t>(qtl::block_scale_bytes<F, Layout>(hi - lo, k));
       qtl::block_quantize<F, Layout>(sub, vals, std::span<S>(scales.data<S>() + first, bytes), gs);
@@ -83,7 +84,8 @@ nb::object block_quantize_op(nb::handle in_obj, std::optional<float> given_gs, s
 
 template <class F>
 nb::object quantize(nb::handle in, std::optional<float> gs, bool swizzle, std::optional<int> threads) {
-  return swizzle ? block_quantize_op<F, layout_128x4>(in, gs, threads) : block_quantize_op<F, layout_linear>(in, gs, threads);
+  return swizzle ? block_quantize_op<F, layout_128x4>(in, gs, threads)
+                 : block_quantize_op<F, layout_linear>(in, gs, threads);
 }
 
 /// "float32" (default), "float16", "bfloat16", or a numpy/torch dtype of these.
@@ -92,7 +94,8 @@ elem out_dtype(nb::handle dt) {
     return elem::f32;
   }
   // numpy scalar types (np.float16) by __name__; np.dtype, torch dtypes and names by str().
-  std::string s = nb::cast<std::string>(nb::str(PyType_Check(dt.ptr()) && nb::hasattr(dt, "__name__") ? dt.attr("__name__") : dt));
+  std::string s =
+      nb::cast<std::string>(nb::str(PyType_Check(dt.ptr()) && nb::hasattr(dt, "__name__") ? dt.attr("__name__") : dt));
   if (s.starts_with("torch.")) {
     s.erase(0, 6);
   }
@@ -133,9 +136,15 @@ nb::object block_dequantize_op(nb::handle v_obj, nb::handle s_obj, float gs, nb:
   {
     nb::gil_scoped_release nogil;
     switch (ot) {
-      case elem::f16: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<half_t>()); break;
-      case elem::bf16: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<bfloat16_t>()); break;
-      default: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<float>()); break;
+      case elem::f16:
+        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<half_t>());
+        break;
+      case elem::bf16:
+        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<bfloat16_t>());
+        break;
+      default:
+        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<float>());
+        break;
     }
   }
   return out.release(v.from);
@@ -143,7 +152,8 @@ nb::object block_dequantize_op(nb::handle v_obj, nb::handle s_obj, float gs, nb:
 
 template <class F>
 nb::object dequantize(nb::handle v, nb::handle s, float gs, bool swizzle, nb::handle dt) {
-  return swizzle ? block_dequantize_op<F, layout_128x4>(v, s, gs, dt) : block_dequantize_op<F, layout_linear>(v, s, gs, dt);
+  return swizzle ? block_dequantize_op<F, layout_128x4>(v, s, gs, dt)
+                 : block_dequantize_op<F, layout_linear>(v, s, gs, dt);
 }
 
 /// A contiguous byte array of `want` bytes as the [E, rows, cols] view the reference reshapes it to.
@@ -160,8 +170,8 @@ view3d<std::uint8_t const> moe_input(array_in const& a, index_t e, index_t rows,
   return make_view(static_cast<std::uint8_t const*>(a.nd.data()), e, rows, cols);
 }
 
-nb::object prepare_trtllm(nb::handle g1w, nb::handle g2w, nb::handle g1s, nb::handle g2s, index_t hidden,
-                          index_t inter, index_t experts, bool gated) {
+nb::object prepare_trtllm(nb::handle g1w, nb::handle g2w, nb::handle g1s, nb::handle g2s, index_t hidden, index_t inter,
+                          index_t experts, bool gated) {
   qtl::trtllm_fp4_moe_shape const shape{hidden, inter, experts, gated};
   qtl::trtllm_fp4_moe_plan<128> const plan(shape);  // checks the sizes first, naming the bad one
   array_in a1w = take(g1w, "gemm1_weights");
@@ -212,12 +222,16 @@ void bind_fp4(nb::module_& m) {
       nb::arg("dtype").none() = nb::none());
   m.def(
       "mxfp4_dequantize",
-      [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) { return dequantize<qtl::mxfp4>(v, s, 1.0f, swizzle, dt); },
+      [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
+        return dequantize<qtl::mxfp4>(v, s, 1.0f, swizzle, dt);
+      },
       nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
       nb::arg("dtype").none() = nb::none());
   m.def(
       "mxfp8_dequantize",
-      [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) { return dequantize<qtl::mxfp8>(v, s, 1.0f, swizzle, dt); },
+      [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
+        return dequantize<qtl::mxfp8>(v, s, 1.0f, swizzle, dt);
+      },
       nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
       nb::arg("dtype").none() = nb::none());
   m.def("prepare_static_weights_for_trtllm_fp4_moe", &prepare_trtllm, nb::arg("gemm1_weights"),

@@ -114,9 +114,10 @@ nb::object dynamic_of(nb::handle config) {
     return d.contains("dynamic") ? nb::object(d["dynamic"]) : nb::object(nb::dict());
   }
   if (!nb::hasattr(config, "dynamic")) {
-    throw dtype_error("config: expected the quantization_config dict or a QuantizationConfig with a `dynamic` "
-                      "attribute, got " +
-                      std::string(nb::type_name(config.type()).c_str()));
+    throw dtype_error(
+        "config: expected the quantization_config dict or a QuantizationConfig with a `dynamic` "
+        "attribute, got " +
+        std::string(nb::type_name(config.type()).c_str()));
   }
   return config.attr("dynamic");
 }
@@ -212,8 +213,8 @@ std::int64_t required_int(config_access const& c, char const* key, char const* a
   qtl::py_value const p = py_value_of(v);
   if (!p.is_int()) {
     throw qtl::config_error(std::string("qtl.override_config: config ") + (c.is_dict ? "[\"" : ".") +
-                            (c.is_dict ? key : attr) + (c.is_dict ? "\"]" : "") +
-                            " must be an int, got " + nb::type_name(v.type()).c_str());
+                            (c.is_dict ? key : attr) + (c.is_dict ? "\"]" : "") + " must be an int, got " +
+                            nb::type_name(v.type()).c_str());
   }
   if (is_bool != nullptr) {
     *is_bool = p.is_bool();
@@ -266,7 +267,8 @@ void override_config(nb::handle config, std::string const& prefix) {
   if (marlin) {
     c.set("sym", "is_sym", nb::bool_(p.sym));
   }
-  if (o.error == qtl::gptq_error::unsupported_marlin || (o.error == qtl::gptq_error::unsupported_bits && name == "gptq")) {
+  if (o.error == qtl::gptq_error::unsupported_marlin ||
+      (o.error == qtl::gptq_error::unsupported_bits && name == "gptq")) {
     std::string msg = qtl::gptq_error_message(o);
     msg.erase(0, std::string("ValueError: ").size());
     throw qtl::config_error(msg);
