@@ -257,7 +257,17 @@ void override_config(nb::handle config, std::string const& prefix) {
     throw qtl::config_error("qtl.override_config: " + qtl::gptq_error_message(o));
   }
   c.set("bits", "weight_bits", bits_object(p));
-  c.set("group_size", "group_size", nb::int_(p.group_size));
+  // The rule's own object where the reference assigns it: `"group_size": true` stays True.
+  nb::object group = nb::int_(p.group_size);
+  if (m.is_negative()) {
+    group = nb::bool_(false);
+  } else if (m.is_positive()) {
+    nb::object v = d.bodies[m.rule].attr("get")("group_size", nb::none());
+    if (PyLong_Check(v.ptr())) {
+      group = v;
+    }
+  }
+  c.set("group_size", "group_size", group);
   c.set("desc_act", "desc_act", nb::bool_(p.desc_act));
   if (o.error == qtl::gptq_error::zero_division) {
     PyErr_SetString(PyExc_ZeroDivisionError, "integer division or modulo by zero");

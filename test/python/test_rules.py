@@ -147,7 +147,7 @@ def test_override_config_readme_dynamic():
     cfg = marlin(qc)
     with pytest.raises(ZeroDivisionError):
         qtl.override_config(cfg, "model.layers.20.mlp.gate_up_proj")
-    assert cfg["bits"] is False and "pack_factor" not in cfg
+    assert cfg["bits"] is False and cfg["group_size"] is False and "pack_factor" not in cfg
 
 
 def test_override_config_errors_and_quirks():
@@ -165,7 +165,7 @@ def test_override_config_errors_and_quirks():
     # isinstance rules: desc_act 1 is not a bool (ignored); group_size True is an int (1).
     cfg = dict(base, quant_method="gptq", dynamic={".*": {"desc_act": 1, "group_size": True, "bits": 4.0}})
     qtl.override_config(cfg, "x")
-    assert (cfg["desc_act"], cfg["group_size"], cfg["bits"]) == (False, 1, 4)
+    assert (cfg["desc_act"], cfg["group_size"], cfg["bits"]) == (False, 1, 4) and cfg["group_size"] is True
     cfg = dict(base, quant_method="gptq_marlin", dynamic={".*": True})
     with pytest.raises(AttributeError):
         qtl.override_config(cfg, "x")
