@@ -40,11 +40,63 @@ from ._qtl import (  # noqa: F401
     unpack_rows,
     unswizzle_blockscale,
 )
+from ._qtl import (  # noqa: F401  (py19b: rules, block-scaled quantization, TRT-LLM MoE, fp8 compare)
+    assert_fp8_all_close,
+    get_dynamic_override,
+    is_layer_skipped,
+    mxfp4_dequantize,
+    mxfp4_quantize,
+    mxfp8_dequantize,
+    mxfp8_quantize,
+    nvfp4_dequantize,
+    nvfp4_quantize,
+    override_config,
+    prepare_static_weights_for_trtllm_fp4_moe,
+    set_buffer_cache,
+)
 try:  # only where the build had the tool's command library (nlohmann-json)
     from ._qtl import quantize_checkpoint  # noqa: F401
 except ImportError:
     pass
 from ._qtl import _named_scalar_types, _noop  # noqa: F401  (_noop: the benchmark's call baseline)
+
+
+
+def update_tensor_inplace(old, new):
+    """The reference's ``old.copy_(new)``: torch tensors through ``copy_`` (its broadcasting and
+    casting), numpy arrays through ``numpy.copyto(old, new, casting="unsafe")``, the same rules.
+    A copy, so no QTL kernel: plain Python, for the reference's callers."""
+    if hasattr(old, "copy_"):
+        old.copy_(new)
+        return None
+    import numpy
+
+    numpy.copyto(old, new, casting="unsafe")
+    return None
+
+
+def replace_parameter(mod, name, new):
+    """The reference's ``replace_parameter`` (torch modules only: it registers a
+    ``torch.nn.Parameter``): copies in place when type, dtype and storage size match, else
+    re-registers ``new`` as a parameter. Plain Python, as the reference (module bookkeeping, no
+    kernel); raises qtl.UnsupportedError for an object that is not a ``torch.nn.Module``."""
+    import sys
+
+    torch = sys.modules.get("torch")  # never imported here: a Module means torch is loaded
+    nn = getattr(torch, "nn", None)
+    if nn is None or not isinstance(mod, nn.Module):
+        raise UnsupportedError(
+            f"qtl.replace_parameter: mod is a {type(mod).__name__}, not a torch.nn.Module (parameters are "
+            "torch's); for a numpy array use qtl.update_tensor_inplace")
+    old = getattr(mod, name)
+    if (type(old) is type(new) and old.dtype == new.dtype
+            and old.untyped_storage().nbytes() == new.untyped_storage().nbytes()):
+        update_tensor_inplace(old, new)
+    else:
+        if not isinstance(new, torch.nn.Parameter):
+            new = torch.nn.Parameter(new, requires_grad=False)
+        mod.register_parameter(name, torch.nn.Parameter(new, requires_grad=False))
+
 
 #: The 16 named scalar types (vLLM's ``scalar_types``) plus the aliases ``bfloat16``, ``float16``.
 scalar_types = _Namespace(**_named_scalar_types)

@@ -3,8 +3,16 @@
 #include "arrays.hpp"
 
 #include <cstring>
+#include <mutex>
+#include <utility>
 
 #include <sys/mman.h>
+
+// numpy's C API, for numpy outputs (nanobind's export goes through Python calls: ~1.5 µs a call,
+// docs/performance.md); imported on the first numpy output, nanobind's export where it fails.
+#define PY_ARRAY_UNIQUE_SYMBOL qtl_py_numpy_api
+#define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
+#include <numpy/arrayobject.h>
 
 namespace qtl::py {
 
@@ -14,7 +22,14 @@ namespace dl = nb::dlpack;
 
 /// A module from sys.modules, or null (never imports: torch is only used when the caller has it).
 PyObject* loaded_module(char const* name) {
-  PyObject* m = PyImport_GetModule(nb::str(name).ptr());  // new reference or null
+  static PyObject* const torch_name = PyUnicode_InternFromString("torch");
+  PyObject* key = std::strcmp(name, "torch") == 0 ? torch_name : nullptr;
+  nb::object other;
+  if (key == nullptr) {
+    other = nb::str(name);
+    key = other.ptr();
+  }
+  PyObject* m = PyImport_GetModule(key);  // new reference or null
   if (m == nullptr) {
     PyErr_Clear();
     return nullptr;
@@ -37,7 +52,12 @@ PyObject* torch_tensor_type() {
   return type;
 }
 
+bool numpy_api();
+
 bool is_torch(nb::handle h) {
+  if (numpy_api() && PyArray_CheckExact(h.ptr())) {
+    return false;
+  }
   PyObject* t = torch_tensor_type();
   if (t == nullptr) {
     return false;
@@ -92,6 +112,47 @@ dl::dtype dlpack_of(elem e) {
     case elem::i64: return nb::dtype<std::int64_t>();
     default: return nb::dtype<std::uint8_t>();  // u8 and fp8 codes
   }
+}
+
+/// numpy's C API, imported once (false where numpy cannot be imported).
+bool numpy_api() {
+  static int state = 0;
+  if (state == 0) {
+    state = _import_array() < 0 ? -1 : 1;
+    if (state < 0) {
+      PyErr_Clear();
+    }
+  }
+  return state > 0;
+}
+
+/// The numpy dtype of an output element type (ml_dtypes' for bf16 and fp8 where it is installed,
+/// else their storage), kept for the life of the process; null on failure.
+PyArray_Descr* numpy_descr(elem e) {
+  static PyArray_Descr* cached[8] = {};
+  auto& d = cached[static_cast<int>(e)];
+  if (d == nullptr) {
+    if (e == elem::bf16 || e == elem::fp8_e4m3) {
+      if (PyObject* md = ml_dtypes()) {
+        nb::object t = nb::borrow(md).attr(e == elem::bf16 ? "bfloat16" : "float8_e4m3fn");
+        if (PyArray_DescrConverter(t.ptr(), &d) != NPY_SUCCEED) {
+          PyErr_Clear();
+          d = nullptr;
+        }
+      }
+      if (d == nullptr) {
+        d = PyArray_DescrFromType(e == elem::bf16 ? NPY_UINT16 : NPY_UINT8);
+      }
+    } else {
+      int const type = e == elem::f32   ? NPY_FLOAT32
+                       : e == elem::f16 ? NPY_FLOAT16
+                       : e == elem::i32 ? NPY_INT32
+                       : e == elem::i64 ? NPY_INT64
+                                        : NPY_UINT8;
+      d = PyArray_DescrFromType(type);
+    }
+  }
+  return d;
 }
 
 std::string type_name_of(nb::handle h) { return nb::type_name(h.type()).c_str(); }
@@ -233,15 +294,80 @@ std::align_val_t alignment_for(std::size_t n) {
   return std::align_val_t{n >= huge_from ? huge_page : buffer_alignment};
 }
 
+std::size_t rounded_size(std::size_t n) { return (n + huge_page - 1) / huge_page * huge_page; }
+
+/// Freed huge-page buffers kept for the next output of the same size, up to `limit` bytes in all:
+/// a fresh buffer costs its page faults and the kernel's zeroing of every page, as much as the
+/// operation itself on a 100 MB output (docs/performance.md); a kept one costs neither.
+struct buffer_cache {
+  std::mutex mu;
+  std::size_t limit = default_buffer_cache_bytes;
+  std::size_t held = 0;
+  std::vector<std::pair<std::size_t, void*>> buffers;  // (rounded size, buffer)
+
+  void* take(std::size_t rounded) {
+    std::lock_guard lock(mu);
+    for (auto it = buffers.begin(); it != buffers.end(); ++it) {
+      if (it->first == rounded) {
+        void* p = it->second;
+        held -= rounded;
+        buffers.erase(it);
+        return p;
+      }
+    }
+    return nullptr;
+  }
+  void give(void* p, std::size_t rounded) {
+    {
+      std::lock_guard lock(mu);
+      if (held + rounded <= limit) {
+        buffers.emplace_back(rounded, p);
+        held += rounded;
+        return;
+      }
+    }
+    ::operator delete(p, std::align_val_t{huge_page});
+  }
+  /// Frees buffers until at most `bytes` are held.
+  void trim(std::size_t bytes) {
+    std::vector<void*> drop;
+    {
+      std::lock_guard lock(mu);
+      while (held > bytes && !buffers.empty()) {
+        held -= buffers.front().first;
+        drop.push_back(buffers.front().second);
+        buffers.erase(buffers.begin());
+      }
+    }
+    for (void* p : drop) {
+      ::operator delete(p, std::align_val_t{huge_page});
+    }
+  }
+};
+
+buffer_cache& cache() {
+  static buffer_cache* c = new buffer_cache;  // never destroyed: capsules may outlive static destruction
+  return *c;
+}
+
 void* allocate(std::size_t n) {
   if (n < huge_from) {
     return ::operator new(n == 0 ? 1 : n, alignment_for(n));
   }
-  std::size_t const rounded = (n + huge_page - 1) / huge_page * huge_page;
+  std::size_t const rounded = rounded_size(n);
+  if (void* p = cache().take(rounded)) {
+    return p;
+  }
   void* p = ::operator new(rounded, alignment_for(n));
   madvise(p, rounded, MADV_HUGEPAGE);  // advice only: without THP it changes nothing
   return p;
 }
+
+/// The owner of a huge-page buffer (the capsule's pointer): the buffer and its rounded size.
+struct huge_buffer {
+  void* data;
+  std::size_t rounded;
+};
 
 }  // namespace
 
@@ -262,8 +388,24 @@ array_out::array_out(array_out&& o) noexcept : type_(o.type_), shape_(std::move(
 
 array_out::~array_out() {
   if (data_ != nullptr) {
-    ::operator delete(data_, alignment_for(bytes()));
+    if (bytes() >= huge_from) {
+      cache().give(data_, rounded_size(bytes()));
+    } else {
+      ::operator delete(data_, alignment_for(bytes()));
+    }
   }
+}
+
+std::size_t set_buffer_cache(std::size_t max_bytes) {
+  buffer_cache& c = cache();
+  std::size_t previous;
+  {
+    std::lock_guard lock(c.mu);
+    previous = c.limit;
+    c.limit = max_bytes;
+  }
+  c.trim(max_bytes);
+  return previous;
 }
 
 std::size_t array_out::bytes() const { return static_cast<std::size_t>(size()) * elem_size(type_); }
@@ -277,15 +419,41 @@ index_t array_out::size() const {
 }
 
 nb::object array_out::release(kind k) {
-  nb::capsule owner = bytes() >= huge_from
-                          ? nb::capsule(data_, [](void* p) noexcept { ::operator delete(p, std::align_val_t{huge_page}); })
-                          : nb::capsule(data_, [](void* p) noexcept {
-                              ::operator delete(p, std::align_val_t{buffer_alignment});
-                            });
+  nb::capsule owner;
+  if (bytes() >= huge_from) {
+    auto* hb = new huge_buffer{data_, rounded_size(bytes())};
+    owner = nb::capsule(hb, [](void* p) noexcept {
+      auto* b = static_cast<huge_buffer*>(p);
+      cache().give(b->data, b->rounded);
+      delete b;
+    });
+  } else {
+    owner = nb::capsule(data_, [](void* p) noexcept { ::operator delete(p, std::align_val_t{buffer_alignment}); });
+  }
   void* p = data_;
   data_ = nullptr;
-  std::vector<std::size_t> shape(shape_.begin(), shape_.end());
   bool const torch_out = k == kind::torch && loaded_module("torch") != nullptr;
+  if (!torch_out && numpy_api()) {
+    // numpy's C API: the array over the buffer, the capsule its base.
+    if (PyArray_Descr* descr = numpy_descr(type_)) {
+      npy_intp dims[NPY_MAXDIMS];
+      int const nd = static_cast<int>(shape_.size());
+      for (int d = 0; d < nd; ++d) {
+        dims[d] = static_cast<npy_intp>(shape_[static_cast<std::size_t>(d)]);
+      }
+      Py_INCREF(descr);  // PyArray_NewFromDescr steals it
+      PyObject* arr = PyArray_NewFromDescr(&PyArray_Type, descr, nd, dims, nullptr, p, NPY_ARRAY_CARRAY, nullptr);
+      if (arr == nullptr) {
+        throw nb::python_error();  // `owner` frees the buffer
+      }
+      if (PyArray_SetBaseObject(reinterpret_cast<PyArrayObject*>(arr), owner.release().ptr()) < 0) {
+        Py_DECREF(arr);
+        throw nb::python_error();
+      }
+      return nb::steal(arr);
+    }
+  }
+  std::vector<std::size_t> shape(shape_.begin(), shape_.end());
   // bf16 for numpy, fp8 for both, travel as their storage and are re-viewed below.
   elem storage = type_;
   if (type_ == elem::fp8_e4m3 || (type_ == elem::bf16 && !torch_out)) {
@@ -333,6 +501,17 @@ std::vector<index_t> int_list(nb::handle obj, char const* name) {
     throw dtype_error(std::string(name) + ": expected a sequence of ints");
   }
   return out;
+}
+
+int thread_count(std::optional<int> threads) {
+  if (!threads) {
+    unsigned const n = std::thread::hardware_concurrency();
+    return n == 0 ? 1 : static_cast<int>(n);
+  }
+  if (*threads < 1) {
+    throw qtl::value_error("threads: must be at least 1 (or None: one per core), got " + std::to_string(*threads));
+  }
+  return *threads;
 }
 
 namespace {

@@ -6,6 +6,9 @@
 //       float32 (a [1] tensor: torch promotes), the tensor's shape
 //   requantize_with_max_scale(weight fp8 [N,K], weight_scale float32 [S] or 0-dim, logical_widths)
 //       -> (max_w_scale float32 0-dim, weight): weight is requantized in place and returned itself
+//   assert_fp8_all_close(a, b) -> None, or AssertionError with the reference's message (its shape
+//       and dtype asserts too). QTL counts real sign flips (the reference's uint8 test of them can
+//       never fire); a flip is always also a byte distance >= 2, so the verdict is the reference's.
 
 #include <cstring>
 
@@ -114,9 +117,43 @@ nb::object requantize_with_max_scale(nb::handle w_obj, nb::handle s_obj, nb::han
   return nb::make_tuple(out.release(s.from), nb::borrow(w_obj));
 }
 
+[[noreturn]] void assertion(std::string const& msg) {
+  PyErr_SetString(PyExc_AssertionError, msg.c_str());
+  throw nb::python_error();
+}
+
+/// An fp8 operand of any rank as [rows, last dim] (contiguous unless it is 2-D).
+view2d<float8_e4m3fn_t const> compare_view(array_in const& a) {
+  // uint8: the codes, where numpy has no float8 dtype (no ml_dtypes); torch has one.
+  if (a.type != elem::fp8_e4m3 && !(a.type == elem::u8 && a.from == kind::numpy)) {
+    assertion(std::string("qtl.assert_fp8_all_close: ") + a.name + " has dtype " + elem_name(a.type) +
+              ", not float8_e4m3fn");
+  }
+  return flat_fp8(a);
+}
+
+void assert_fp8_all_close(nb::handle a_obj, nb::handle b_obj) {
+  array_in a = take(a_obj, "a");
+  array_in b = take(b_obj, "b");
+  if (a.shape() != b.shape()) {
+    assertion("qtl.assert_fp8_all_close: shapes differ, " + a.shape() + " vs " + b.shape());
+  }
+  auto const av = compare_view(a);
+  auto const bv = compare_view(b);
+  qtl::fp8_compare_report r;
+  {
+    nb::gil_scoped_release nogil;
+    r = qtl::fp8_all_close(av, bv);
+  }
+  if (!r.passed) {
+    assertion(r.describe());
+  }
+}
+
 }  // namespace
 
 void bind_fp8(nb::module_& m) {
+  m.def("assert_fp8_all_close", &assert_fp8_all_close, nb::arg("a"), nb::arg("b"));
   m.def("scaled_fp8_quant", &scaled_fp8_quant, nb::arg("input"), nb::arg("scale").none() = nb::none(),
         nb::arg("num_token_padding").none() = nb::none(), nb::arg("use_per_token_if_dynamic") = false);
   m.def("per_tensor_dequantize", &per_tensor_dequantize, nb::arg("tensor"), nb::arg("inv_scale"));

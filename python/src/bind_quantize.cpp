@@ -2,7 +2,8 @@
 // all_close_1d (qtl/quantize.hpp), in the reference's signatures and return tuples:
 //
 //   quantize_weights(w [K,N], quant_type, group_size, zero_points=False,
-//                    ref_zero_points_after_scales=False) -> (w_ref, w_q, w_s | None, w_zp | None)
+//                    ref_zero_points_after_scales=False, *, threads=None) -> (w_ref, w_q, w_s | None, w_zp | None)
+//       threads: column slices on that many threads (None: one per core); the bytes do not depend on it
 //   gptq_quantize_weights(w, quant_type, group_size, act_order, test_perm=None)
 //                    -> (w_ref, w_q, w_s, g_idx int32 [K] or [0], rand_perm int64 [K] or int32 [0])
 //   permute_rows(q_w, w_ref, group_size, test_perm=None) -> (w_ref, q_w, g_idx, rand_perm)
@@ -47,8 +48,25 @@ std::uint64_t seed_of(std::optional<std::uint64_t> seed) {
   return (std::uint64_t{rd()} << 32) ^ rd();
 }
 
+/// Columns [lo, hi) of a [rows, cols] view (the quantization of a column never reads another).
+template <class T>
+view2d<T> column_slice(view2d<T> v, index_t lo, index_t hi) {
+  if (hi > lo) {
+    v.data = &v(0, lo);
+  }
+  v.extent[1] = hi - lo;
+  return v;
+}
+
+/// Columns per slice of a threaded quantize_weights: whole cache lines of every output, and enough
+/// work per thread that starting it pays (64 Ki elements at least).
+constexpr index_t column_align = 64;
+constexpr index_t min_slice_elements = index_t{1} << 16;
+index_t min_columns(index_t rows) { return rows > 0 ? (min_slice_elements + rows - 1) / rows : min_slice_elements; }
+
 nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::optional<index_t> group_size,
-                            bool zero_points, bool zp_after) {
+                            bool zero_points, bool zp_after, std::optional<int> threads) {
+  int const nthreads = thread_count(threads);
   array_in w = take(w_obj, "w");
   w.check_rank(2);
   scalar_type const q = scalar_type_of(quant_type, "quant_type");
@@ -66,8 +84,12 @@ nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::option
       array_out w_ref(elem::f32, {k, n});
       with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
         nb::gil_scoped_release nogil;
-        qtl::quantize_weights<Q>(wv, std::nullopt,
-                                 qtl::quantize_outputs<float>{w_ref.v2<float>(), w_q.v2<std::int32_t>(), {}, {}}, opt);
+        parallel_slices(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+          qtl::quantize_weights<Q>(column_slice(wv, lo, hi), std::nullopt,
+                                   qtl::quantize_outputs<float>{column_slice(w_ref.v2<float>(), lo, hi),
+                                                                column_slice(w_q.v2<std::int32_t>(), lo, hi), {}, {}},
+                                   opt);
+        });
       });
       return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), nb::none(), nb::none());
     }
@@ -77,9 +99,14 @@ nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::option
     array_out w_zp(elem::i32, {zero_points ? g : 0, n});
     with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
       nb::gil_scoped_release nogil;
-      qtl::quantize_weights<Q>(
-          wv, *group_size,
-          qtl::quantize_outputs<T>{w_ref.v2<T>(), w_q.v2<std::int32_t>(), w_s.v2<T>(), w_zp.v2<std::int32_t>()}, opt);
+      parallel_slices(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+        qtl::quantize_weights<Q>(column_slice(wv, lo, hi), *group_size,
+                                 qtl::quantize_outputs<T>{column_slice(w_ref.v2<T>(), lo, hi),
+                                                          column_slice(w_q.v2<std::int32_t>(), lo, hi),
+                                                          column_slice(w_s.v2<T>(), lo, hi),
+                                                          column_slice(w_zp.v2<std::int32_t>(), lo, hi)},
+                                 opt);
+      });
     });
     nb::object zp = zero_points ? w_zp.release(w.from) : nb::none();
     return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), w_s.release(w.from), zp);
@@ -216,7 +243,8 @@ bool all_close_1d(nb::handle x_obj) {
 
 void bind_quantize(nb::module_& m) {
   m.def("quantize_weights", &quantize_weights, nb::arg("w"), nb::arg("quant_type"), nb::arg("group_size").none(),
-        nb::arg("zero_points") = false, nb::arg("ref_zero_points_after_scales") = false);
+        nb::arg("zero_points") = false, nb::arg("ref_zero_points_after_scales") = false, nb::kw_only(),
+        nb::arg("threads").none() = nb::none());
   m.def("gptq_quantize_weights", &gptq_quantize_weights, nb::arg("w"), nb::arg("quant_type"), nb::arg("group_size"),
         nb::arg("act_order"), nb::arg("test_perm").none() = nb::none(), nb::kw_only(),
         nb::arg("seed").none() = nb::none());

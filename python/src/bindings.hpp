@@ -13,11 +13,18 @@ void bind_pack(nb::module_& m);
 /// quantize_weights, gptq_quantize_weights, permute_rows, sort_weights, convert_to_channelwise,
 /// all_close_1d (qtl/quantize.hpp).
 void bind_quantize(nb::module_& m);
-/// scaled_fp8_quant, per_tensor_dequantize, requantize_with_max_scale (qtl/fp8.hpp).
+/// scaled_fp8_quant, per_tensor_dequantize, requantize_with_max_scale, assert_fp8_all_close
+/// (qtl/fp8.hpp).
 void bind_fp8(nb::module_& m);
 /// swizzle_blockscale, unswizzle_blockscale (qtl/blockscale.hpp); swap_w13_to_w31,
 /// reorder_w1w3_to_w3w1 (qtl/moe.hpp).
 void bind_layout(nb::module_& m);
+
+/// is_layer_skipped, get_dynamic_override, override_config (qtl/rules/skip.hpp, qtl/rules/dynamic.hpp).
+void bind_rules(nb::module_& m);
+/// nvfp4/mxfp4/mxfp8 quantize and dequantize (qtl/fp4.hpp); prepare_static_weights_for_trtllm_fp4_moe
+/// (qtl/moe.hpp).
+void bind_fp4(nb::module_& m);
 
 /// quantize_checkpoint (tools/qtl/lib/checkpoint.hpp); only where the build has the tool's command
 /// library (QTL_PY_COMMANDS).

@@ -175,3 +175,88 @@ def test_drop_in_gptq_caller():
     finally:
         ref.quantize_weights, ref.permute_rows = saved
     assert all(same(a, b) for a, b in zip(got, want))
+
+
+# --- py19b: the rules, the fp8 comparison and the parameter helpers against the reference ---------
+
+SKIP_CASES = [
+    ("model.layers.0.mlp.gate_up_proj", ["mlp.gate"], {}),
+    ("model.layers.0.mlp.gate", ["mlp.gate"], {}),
+    ("model.layers.0.self_attn.qkv_proj", ["model.layers.0.self_attn.q_proj", "model.layers.0.self_attn.k_proj",
+                                           "model.layers.0.self_attn.v_proj"], {}),
+    ("model.layers.0.self_attn.qkv_proj", ["model.layers.0.self_attn.q_proj"], {}),
+    ("model.layers.0.self_attn.fused", ["model.layers.0.self_attn.a"], {"fused": ["a", "b"]}),
+    ("model.layers.0.mlp.gate_up_proj", ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"], {}),
+    ("model.layers.1.mlp.experts", ["model.layers.1.mlp.experts.3.w1"], {}),
+    ("model.layers.10.self_attn.o_proj", ["model.layers.1"], {}),
+    ("lm_head", ["lm_head."], {}),
+]
+
+
+@pytest.mark.parametrize("prefix,ignored,mapping", SKIP_CASES, ids=str)
+def test_is_layer_skipped(prefix, ignored, mapping):
+    try:
+        want = ref.is_layer_skipped(prefix, ignored, mapping)
+    except ValueError:
+        with pytest.raises(ValueError):
+            qtl.is_layer_skipped(prefix, ignored, mapping)
+        return
+    assert qtl.is_layer_skipped(prefix, ignored, mapping) == want
+
+
+class _MarlinConfig:
+    """The attributes the reference's override_config reads (sglang's GPTQMarlinConfig)."""
+
+    def __init__(self, dynamic, bits=4, sym=True):
+        self.weight_bits, self.group_size, self.desc_act, self.is_sym = bits, 128, False, sym
+        self.dynamic = dynamic
+        self.TYPE_MAP = {(4, True): ref.scalar_types.uint4b8, (8, True): ref.scalar_types.uint8b128}
+
+    def get_name(self):
+        return "gptq_marlin"
+
+
+DYNAMIC = {"+:.*\\.1\\..*": {"bits": 8, "group_size": 64}, "-:.*down.*": {}, ".*\\.2\\..*": {"sym": False},
+           ".*\\.3\\..*": {"bits": True, "desc_act": 1}}
+
+
+@pytest.mark.parametrize("layer", ["model.layers.0.o_proj", "model.layers.1.down_proj", "model.layers.2.down_proj",
+                                   "model.layers.2.o_proj", "model.layers.3.o_proj"])
+def test_dynamic_override_and_override_config(layer):
+    for key, default in ((None, None), ("bits", 4), ("group_size", 128), ("sym", True)):
+        assert qtl.get_dynamic_override(_MarlinConfig(DYNAMIC), layer, key, default) == \
+            ref.get_dynamic_override(_MarlinConfig(DYNAMIC), layer, key, default)
+    a, b = _MarlinConfig(DYNAMIC), _MarlinConfig(DYNAMIC)
+    try:
+        ref.override_config(a, layer)
+    except Exception as e:  # noqa: BLE001  the same exception type, then the same partial update
+        with pytest.raises(type(e)):
+            qtl.override_config(b, layer)
+    else:
+        qtl.override_config(b, layer)
+    assert vars(a) == vars(b)
+
+
+def test_assert_fp8_all_close_and_parameters():
+    a = rand((32, 64), torch.float32, 16).to(torch.float8_e4m3fn)
+    b = a.view(torch.uint8).clone()
+    b[0, 0] ^= 1
+    b = b.view(torch.float8_e4m3fn)
+    ref.assert_fp8_all_close(a, b)
+    qtl.assert_fp8_all_close(a, b)
+    c = b.view(torch.uint8).clone()
+    c[1, :] ^= 2
+    c = c.view(torch.float8_e4m3fn)
+    for f in (ref.assert_fp8_all_close, qtl.assert_fp8_all_close):
+        with pytest.raises(AssertionError):
+            f(a, c)
+    old = torch.zeros(4, 4)
+    qtl.update_tensor_inplace(old, torch.ones(4, 4))
+    assert bool((old == 1).all())
+    for impl in (ref, qtl):
+        mod = torch.nn.Linear(4, 4, bias=False)
+        ptr = mod.weight.data_ptr()
+        impl.replace_parameter(mod, "weight", torch.full((4, 4), 2.0))  # same size: in place
+        assert mod.weight.data_ptr() == ptr and bool((mod.weight == 2).all())
+        impl.replace_parameter(mod, "weight", torch.zeros(2, 8, dtype=torch.float16))  # re-registered
+        assert isinstance(mod.weight, torch.nn.Parameter) and mod.weight.dtype == torch.float16
