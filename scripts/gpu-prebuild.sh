@@ -76,7 +76,6 @@ scripts/gpu-build.sh "$tree/deps" "$work/build" --arch 90 --jobs "$jobs"
 cp "$work/build/bin/"* "$tree/bin/"
 # Host symbols out (about a quarter of each file; the fatbins keep their -lineinfo).
 strip "$tree/bin/"*
-cp scripts/gpu-build.sh "$tree/"  # for reference only; gpu-check.sh uses the checkout's copy
 
 # 4. What the binaries still need from the machine.
 glibc_needed=$(for f in "$tree/bin/"*; do objdump -T "$f"; done | grep -o 'GLIBC_[0-9.]*' | sort -t. -k2,2n -k3,3n -u |
