@@ -11,6 +11,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace {
@@ -115,6 +116,72 @@ void compare(index_t m, index_t k) {
   dequant_as<F, Layout, bfloat16_t>(hq, hs, hgs, dq.ptr, ds.ptr, F::has_global_scale ? dgs.ptr : nullptr, m, k);
 }
 
+// A view of rows x cols inside a buffer whose rows are `stride` elements apart (padded rows).
+template <class T>
+qtl::view2d<T> padded_view(T* p, index_t rows, index_t cols, index_t stride) {
+  qtl::view2d<T> v = qtl::make_view(p, rows, cols);
+  v.stride[0] = stride;
+  return v;
+}
+
+// The global scale, block quantization and dequantization (float and bf16) of views whose rows
+// are padded: input k + 5 elements apart, values vk + 3, dequantized output k + 7. Host and device
+// agree over the whole buffers, and the padding of the outputs keeps its fill (0x5A codes, 0x7E7E
+// bf16 / 0x7E7E7E7E float).
+template <class F, class Layout, class T>
+void compare_padded(index_t m, index_t k) {
+  CAPTURE(m, k, F::block_size, F::elements_per_value);
+  index_t const vk = k / F::elements_per_value;
+  index_t const in_stride = k + 5, v_stride = vk + 3, out_stride = k + 7;
+  auto const x = random_input<T>(m, in_stride, static_cast<std::uint32_t>(3 * m + k));
+  auto const in = padded_view<T const>(x.data(), m, k, in_stride);
+  using E = typename F::element;
+  std::vector<E> const fill(static_cast<std::size_t>(m * v_stride), E{0x5A});
+  std::vector<E> hq = fill;
+  std::vector<typename F::scale> hs(static_cast<std::size_t>(qtl::block_scale_bytes<F, Layout>(m, k)));
+  float const hgs = F::has_global_scale ? qtl::nvfp4_global_scale(in) : 1.0f;
+  qtl::block_quantize<F, Layout>(in, padded_view(hq.data(), m, vk, v_stride), std::span(hs), hgs);
+  for (index_t r = 0; r < m; ++r) {
+    REQUIRE(hq[static_cast<std::size_t>(r * v_stride + vk)].bits == 0x5A);
+  }
+
+  device_buffer<T> dx(x);
+  auto const din = padded_view<T const>(dx.ptr, m, k, in_stride);
+  device_buffer<float> dgs(1);
+  if constexpr (F::has_global_scale) {
+    REQUIRE(qtl::cuda::nvfp4_global_scale(din, dgs.ptr) == cudaSuccess);
+    CHECK(qtl::float_to_bits(dgs.get()[0]) == qtl::float_to_bits(hgs));
+  }
+  float const* gsp = F::has_global_scale ? dgs.ptr : nullptr;
+  device_buffer<E> dq(fill);
+  device_buffer<typename F::scale> ds(std::vector<typename F::scale>(hs.size(), typename F::scale{0xCD}));
+  REQUIRE(qtl::cuda::block_quantize<F, Layout>(din, padded_view(dq.ptr, m, vk, v_stride), ds.ptr, gsp) ==
+          cudaSuccess);
+  CHECK(raw(dq.get()) == raw(hq));
+  CHECK(raw(ds.get()) == raw(hs));
+
+  auto const hv = padded_view<E const>(hq.data(), m, vk, v_stride);
+  auto const dv = padded_view<E const>(dq.ptr, m, vk, v_stride);
+  std::vector<float> hd(static_cast<std::size_t>(m * out_stride), qtl::bits_to_float(0x7E7E7E7Eu));
+  qtl::block_dequantize<F, Layout>(hv, std::span<typename F::scale const>(hs), hgs,
+                                   padded_view(hd.data(), m, k, out_stride));
+  device_buffer<float> dd(hd);
+  REQUIRE(qtl::cuda::block_dequantize<F, Layout>(dv, ds.ptr, gsp, padded_view(dd.ptr, m, k, out_stride)) ==
+          cudaSuccess);
+  CHECK(raw(dd.get()) == raw(hd));
+  std::vector<bfloat16_t> hb(static_cast<std::size_t>(m * out_stride), bfloat16_t{0x7E7E});
+  qtl::block_dequantize<F, Layout>(hv, std::span<typename F::scale const>(hs), hgs,
+                                   padded_view(hb.data(), m, k, out_stride));
+  device_buffer<bfloat16_t> db(hb);
+  REQUIRE(qtl::cuda::block_dequantize<F, Layout>(dv, ds.ptr, gsp, padded_view(db.ptr, m, k, out_stride)) ==
+          cudaSuccess);
+  CHECK(raw(db.get()) == raw(hb));
+  for (index_t r = 0; r < m; ++r) {
+    CHECK(qtl::float_to_bits(hd[static_cast<std::size_t>(r * out_stride + k)]) == 0x7E7E7E7Eu);
+    CHECK(hb[static_cast<std::size_t>(r * out_stride + k + 6)].bits == 0x7E7E);
+  }
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("device block quantization equals the host (linear scales)", "[cuda][fp4]", qtl::nvfp4,
@@ -127,6 +194,13 @@ TEMPLATE_TEST_CASE("device block quantization equals the host (128x4 scales, pad
                    qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
   compare<TestType, qtl::layout_128x4, bfloat16_t>(130, 6 * TestType::block_size);
   compare<TestType, qtl::layout_128x4, qtl::half_t>(300, 1024);
+}
+
+TEMPLATE_TEST_CASE("device block quantization of padded rows equals the host; padding untouched", "[cuda][fp4]",
+                   qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+  compare_padded<TestType, qtl::layout_linear, bfloat16_t>(37, 4 * TestType::block_size);
+  compare_padded<TestType, qtl::layout_128x4, qtl::half_t>(130, 6 * TestType::block_size);
+  compare_padded<TestType, qtl::layout_linear, float>(5, 96);
 }
 
 TEST_CASE("device block quantization refuses bad shapes", "[cuda][fp4]") {

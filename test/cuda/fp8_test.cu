@@ -201,6 +201,9 @@ TEST_CASE("device quantization of padded rows equals the host", "[cuda][fp8]") {
 // runs of every size keep the loop covered there).
 TEST_CASE("device per-token quantization past 65535 rows (the grid-stride loop at full size)", "[cuda][fp8][full]") {
   // One block per row up to the grid cap of 65535: rows 65535.. are the loop's second pass.
+  if (qtl_test::grid_caps_lowered()) {
+    return;  // a capped run: the small cases already run the loop past the (lowered) cap
+  }
   index_t const m = 65535 + 70, n = 8;
   auto const x = random_input<bfloat16_t>(m, n, 9);
   std::vector<float8_e4m3fn_t> hq(static_cast<std::size_t>(m * n));
