@@ -5,11 +5,15 @@
 // vLLM recipes), fp8_block_to_mxfp4, fp8_block_to_nvfp4, per_block_cast_to_fp8 (F32 in, bits rule), and the DeepGEMM
 // scale packing of a 64-expert stack.
 //
+// Arguments: threads, then 1 to cap the x86 executors at `portable` (qtl/x86/isa.hpp's hook: the
+// portable loops, the "before" of the executors in the same run), 0 for the widest this CPU has.
+//
 // bytes_per_second counts every input byte read once and every output byte written once. Each
 // operation has its own memcpy baseline, bm_memcpy/<bytes>, of (input + output) / 2 bytes, which
 // counts twice that: the same bytes moved. The ratio of the two rates is the figure that counts.
 
 #include <qtl/convert.hpp>
+#include <qtl/x86/isa.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -51,6 +55,11 @@ fp8_weight const& weight() {
 
 cv::block_grid const grid{1, N, K, {128, 128}};
 
+/// The executor cap of range(1): `portable` when it is 1, none when 0.
+qtl::x86::level cap_of(benchmark::State const& state) {
+  return state.range(1) != 0 ? qtl::x86::level::portable : qtl::x86::level::avx512;
+}
+
 void set_bytes(benchmark::State& state, std::size_t in, std::size_t out) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(in + out));
 }
@@ -65,6 +74,7 @@ void bm_memcpy_mt(benchmark::State& state) {
 
 template <class Out>
 void bm_dequant(benchmark::State& state) {
+  qtl::x86::scoped_level_cap const cap(cap_of(state));
   auto const& w = weight();
   std::vector<Out> out(w.q.size());
   for (auto _ : state) {
@@ -77,6 +87,7 @@ void bm_dequant(benchmark::State& state) {
 
 template <class R>
 void bm_requant(benchmark::State& state) {
+  qtl::x86::scoped_level_cap const cap(cap_of(state));
   auto const& w = weight();
   std::vector<std::uint8_t> q(w.q.size());
   std::vector<float> s(w.s.size());
@@ -89,6 +100,7 @@ void bm_requant(benchmark::State& state) {
 }
 
 void bm_mxfp4(benchmark::State& state) {
+  qtl::x86::scoped_level_cap const cap(cap_of(state));
   auto const& w = weight();
   std::vector<std::uint8_t> packed(w.q.size() / 2), scales(w.q.size() / 32);
   for (auto _ : state) {
@@ -100,6 +112,7 @@ void bm_mxfp4(benchmark::State& state) {
 }
 
 void bm_nvfp4(benchmark::State& state) {
+  qtl::x86::scoped_level_cap const cap(cap_of(state));
   auto const& w = weight();
   std::vector<qtl::float4_e2m1x2_t> packed(w.q.size() / 2);
   std::vector<qtl::float8_e4m3fn_t> scales(w.q.size() / 16);
@@ -113,6 +126,7 @@ void bm_nvfp4(benchmark::State& state) {
 }
 
 void bm_cast(benchmark::State& state) {
+  qtl::x86::scoped_level_cap const cap(cap_of(state));
   auto const& w = weight();
   std::vector<float> x(w.q.size());
   cv::block_quant_dequant<float>(w.q, w.s, grid, x);
@@ -147,13 +161,13 @@ constexpr std::int64_t scale_bytes = (N / 128) * (K / 128) * 4;
 }  // namespace
 
 #define QTL_CONVERT_BENCH(fn, bytes)                                                      \
-  BENCHMARK(fn)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);                           \
+  BENCHMARK(fn)->Args({1, 1})->Args({1, 0})->Args({2, 0})->Unit(benchmark::kMillisecond); \
   BENCHMARK(bm_memcpy)->Arg(bytes)->Unit(benchmark::kMillisecond);                         \
   BENCHMARK(bm_memcpy_mt)->Args({bytes, 2})->Unit(benchmark::kMillisecond)
 
 QTL_CONVERT_BENCH(bm_dequant<qtl::bfloat16_t>, (codes + scale_bytes + 2 * codes) / 2);
 QTL_CONVERT_BENCH(bm_dequant<float>, (codes + scale_bytes + 4 * codes) / 2);
-BENCHMARK(bm_requant<cv::recipe::sglang>)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_requant<cv::recipe::sglang>)->Args({1, 1})->Args({1, 0})->Args({2, 0})->Unit(benchmark::kMillisecond);
 QTL_CONVERT_BENCH(bm_requant<cv::recipe::vllm>, codes + scale_bytes);
 QTL_CONVERT_BENCH(bm_mxfp4, (codes + scale_bytes + codes / 2 + codes / 32) / 2);
 QTL_CONVERT_BENCH(bm_nvfp4, (codes + scale_bytes + codes / 2 + codes / 16) / 2);

@@ -37,6 +37,7 @@
 #include <qtl/error.hpp>
 #include <qtl/fp4.hpp>
 #include <qtl/numeric.hpp>
+#include <qtl/x86/convert.hpp>
 
 namespace qtl::convert {
 
@@ -155,15 +156,18 @@ void for_each_row_slice(block_grid const& g, int threads, F&& f) {
   }
 }
 
-/// The per-block cast of one block of float values (read through `value(n, k)`), writing codes
-/// through `put(n, k, code)`: returns the block scale.
-template <pow2_rule Rule, class Value, class Put>
-float cast_block(std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t k1, Value&& value, Put&& put) {
+/// The per-block cast of one rows x cols block of float values `x` (row stride `xs`), writing its
+/// codes to `q` (row stride `qs`): returns the block scale. The x86 executors take the leading
+/// columns of the amax scan and of each row of a finite block.
+template <pow2_rule Rule>
+float cast_block(float const* x, std::int64_t xs, std::uint8_t* q, std::int64_t qs, std::int64_t rows,
+                 std::int64_t cols) {
   // |x| as bits: their integer max is the NaN-propagating amax (a NaN's bits exceed Inf's)
   std::uint32_t top = 0;
-  for (std::int64_t n = n0; n < n1; ++n) {
-    for (std::int64_t k = k0; k < k1; ++k) {
-      std::uint32_t const a = float_to_bits(value(n, k)) & 0x7FFFFFFFu;
+  std::int64_t const scanned = qtl::detail::convert_x86::float_block_top(x, xs, rows, cols, top);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = scanned; c < cols; ++c) {
+      std::uint32_t const a = float_to_bits(x[r * xs + c]) & 0x7FFFFFFFu;
       top = a > top ? a : top;
     }
   }
@@ -173,16 +177,18 @@ float cast_block(std::int64_t n0, std::int64_t n1, std::int64_t k0, std::int64_t
   if (top < 0x7F800000u) {
     // finite block: |x * inv| <= 448 (1 + 6 ulp), which rounds to at most 448, so the
     // branch-free encoder of the clamped domain gives torch's code
-    for (std::int64_t n = n0; n < n1; ++n) {
-      for (std::int64_t k = k0; k < k1; ++k) {
-        put(n, k, fp8_encode_clamped<float8_e4m3fn_t>(qtl::detail::mul_rn(value(n, k), inv)));
+    for (std::int64_t r = 0; r < rows; ++r) {
+      float const* xr = x + r * xs;
+      std::uint8_t* qr = q + r * qs;
+      for (std::int64_t c = qtl::detail::convert_x86::cast_row(xr, qr, cols, sf, inv); c < cols; ++c) {
+        qr[c] = fp8_encode_clamped<float8_e4m3fn_t>(qtl::detail::mul_rn(xr[c], inv));
       }
     }
     return sf;
   }
-  for (std::int64_t n = n0; n < n1; ++n) {
-    for (std::int64_t k = k0; k < k1; ++k) {
-      put(n, k, cast_element(value(n, k), inv));
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < cols; ++c) {
+      q[r * qs + c] = cast_element(x[r * xs + c], inv);
     }
   }
   return sf;
@@ -231,14 +237,31 @@ void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const>
           table[static_cast<std::size_t>(bj * 256 + c)] = v;
         }
       }
-      std::int64_t const r1 = (bi + 1) * g.block.n < g.n ? (bi + 1) * g.block.n : g.n;
-      for (std::int64_t n = bi * g.block.n; n < r1; ++n) {
-        std::size_t const row = static_cast<std::size_t>((gi * g.n + n) * g.k);
-        for (std::int64_t bj = 0; bj < kb; ++bj) {
-          Out const* t = table.data() + bj * 256;
-          std::int64_t const k1 = (bj + 1) * g.block.k < g.k ? (bj + 1) * g.block.k : g.k;
-          for (std::int64_t k = bj * g.block.k; k < k1; ++k) {
-            out[row + static_cast<std::size_t>(k)] = t[q[row + static_cast<std::size_t>(k)]];
+      std::int64_t const r0 = bi * g.block.n;
+      std::int64_t const r1 = r0 + g.block.n < g.n ? r0 + g.block.n : g.n;
+      for (std::int64_t bj = 0; bj < kb; ++bj) {
+        Out const* t = table.data() + bj * 256;
+        std::int64_t const k0 = bj * g.block.k;
+        std::int64_t const k1 = k0 + g.block.k < g.k ? k0 + g.block.k : g.k;
+        std::size_t const at = static_cast<std::size_t>((gi * g.n + r0) * g.k + k0);
+        std::int64_t done = 0;  // the leading columns of the block an x86 executor takes (bf16: two byte tables)
+        if constexpr (std::is_same_v<Out, bfloat16_t>) {
+          if (qtl::detail::convert_x86::has_avx2()) {
+            std::uint8_t lo[256];
+            std::uint8_t hi[256];
+            for (int c = 0; c < 256; ++c) {
+              lo[c] = static_cast<std::uint8_t>(t[c].bits & 0xFFu);
+              hi[c] = static_cast<std::uint8_t>(t[c].bits >> 8);
+            }
+            done = qtl::detail::convert_x86::translate_block16(
+                q.data() + at, reinterpret_cast<std::uint16_t*>(out.data() + at), g.k, r1 - r0, k1 - k0, lo, hi);
+          }
+        }
+        for (std::int64_t n = r0; n < r1; ++n) {
+          std::uint8_t const* in = q.data() + (gi * g.n + n) * g.k;
+          Out* o = out.data() + (gi * g.n + n) * g.k;
+          for (std::int64_t k = k0 + done; k < k1; ++k) {
+            o[k] = t[in[k]];
           }
         }
       }
@@ -269,10 +292,9 @@ void per_block_cast_to_fp8(std::span<float const> x, block_grid const& g, std::s
   std::int64_t const kb = g.k_blocks();
   detail::for_each_block(g, [&](std::int64_t gi, std::int64_t bi, std::int64_t bj, std::int64_t n0, std::int64_t n1,
                                 std::int64_t k0, std::int64_t k1) {
-    auto const at = [&](std::int64_t n, std::int64_t k) { return static_cast<std::size_t>((gi * g.n + n) * g.k + k); };
-    s[static_cast<std::size_t>((gi * nb + bi) * kb + bj)] = detail::cast_block<Rule>(
-        n0, n1, k0, k1, [&](std::int64_t n, std::int64_t k) { return x[at(n, k)]; },
-        [&](std::int64_t n, std::int64_t k, std::uint8_t c) { q[at(n, k)] = c; });
+    std::size_t const at = static_cast<std::size_t>((gi * g.n + n0) * g.k + k0);
+    s[static_cast<std::size_t>((gi * nb + bi) * kb + bj)] =
+        detail::cast_block<Rule>(x.data() + at, g.k, q.data() + at, g.k, n1 - n0, k1 - k0);
   });
 }
 
@@ -328,17 +350,20 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
           block[local(r, c)] = dequant_element_as<Recipe::precision>(q[at(r, c)], scale);
         }
       }
-      s_out[si] = detail::cast_block<Recipe::rule>(
-          n0, n1, k0, k1, [&](std::int64_t r, std::int64_t c) { return block[local(r, c)]; },
-          [&](std::int64_t r, std::int64_t c, std::uint8_t code) { q_out[at(r, c)] = code; });
+      s_out[si] = detail::cast_block<Recipe::rule>(block.data(), Recipe::block::k, q_out.data() + at(n0, k0), k,
+                                                   n1 - n0, k1 - k0);
       return;
     }
     // A finite scale: the block's amax is the dequant of its largest magnitude (requant_block_scale),
     // each code a function of the input code alone. Same bytes as the element loop above.
     std::uint8_t top = 0;
-    for (std::int64_t r = n0; r < n1; ++r) {
-      std::uint8_t const* row = q.data() + at(r, k0);
-      for (std::int64_t c = 0; c < k1 - k0; ++c) {
+    std::uint8_t const* const in = q.data() + at(n0, k0);
+    std::int64_t const rows = n1 - n0;
+    std::int64_t const cols = k1 - k0;
+    std::int64_t const scanned = qtl::detail::convert_x86::block_top(in, k, rows, cols, top);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::uint8_t const* row = in + r * k;
+      for (std::int64_t c = scanned; c < cols; ++c) {
         std::uint8_t const m = static_cast<std::uint8_t>(row[c] & 0x7Fu);
         top = m > top ? m : top;
       }
@@ -349,11 +374,13 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
     for (int c = 0; c < 256; ++c) {
       map[c] = requant_element<Recipe>(static_cast<std::uint8_t>(c), scale, inv);
     }
-    for (std::int64_t r = n0; r < n1; ++r) {
-      std::uint8_t const* in = q.data() + at(r, k0);
-      std::uint8_t* out = q_out.data() + at(r, k0);
-      for (std::int64_t c = 0; c < k1 - k0; ++c) {
-        out[c] = map[in[c]];
+    std::uint8_t* const out = q_out.data() + at(n0, k0);
+    std::int64_t const done = qtl::detail::convert_x86::translate_block(in, out, k, rows, cols, map);
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::uint8_t const* const ir = in + r * k;
+      std::uint8_t* const orow = out + r * k;
+      for (std::int64_t c = done; c < cols; ++c) {
+        orow[c] = map[ir[c]];
       }
     }
     s_out[si] = sf;
@@ -494,35 +521,45 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
   // the 256 bf16 dequant values of each block of the current block row, computed once per block
   std::vector<float> table(static_cast<std::size_t>(kb) * 256);
   for (std::int64_t gi = 0; gi < g.groups; ++gi) {
-    for (std::int64_t n = 0; n < g.n; ++n) {
-      if (n % g.block.n == 0) {
-        float const* srow = s.data() + (gi * nb + n / g.block.n) * kb;
-        for (std::int64_t bj = 0; bj < kb; ++bj) {
-          for (int c = 0; c < 256; ++c) {
-            table[static_cast<std::size_t>(bj * 256 + c)] =
-                dequant_element_as<dequant_precision::bf16>(static_cast<std::uint8_t>(c), srow[bj]);
-          }
+    for (std::int64_t bi = 0; bi < nb; ++bi) {
+      std::int64_t const n0 = bi * g.block.n;
+      std::int64_t const n1 = n0 + g.block.n < g.n ? n0 + g.block.n : g.n;
+      float const* srow = s.data() + (gi * nb + bi) * kb;
+      std::size_t const first = static_cast<std::size_t>((gi * g.n + n0) * g.k);
+      // the leading rows of the block row an x86 executor takes
+      std::int64_t const done =
+          qtl::detail::convert_x86::mxfp4_rows(q.data() + first, n1 - n0, g.k, g.block.k, srow, exponents.data(),
+                                               packed.data() + first / 2, scales.data() + first / mxfp4_block);
+      if (n0 + done == n1) {
+        continue;
+      }
+      for (std::int64_t bj = 0; bj < kb; ++bj) {
+        for (int c = 0; c < 256; ++c) {
+          table[static_cast<std::size_t>(bj * 256 + c)] =
+              dequant_element_as<dequant_precision::bf16>(static_cast<std::uint8_t>(c), srow[bj]);
         }
       }
-      std::size_t const row = static_cast<std::size_t>((gi * g.n + n) * g.k);
-      for (std::int64_t k0 = 0; k0 < g.k; k0 += mxfp4_block) {
-        float amax = 0.0f;
-        for (int i = 0; i < mxfp4_block; ++i) {
-          std::int64_t const k = k0 + i;
-          x[i] = table[static_cast<std::size_t>((k / g.block.k) * 256 + q[row + static_cast<std::size_t>(k)])];
-          if (!(x[i] - x[i] == 0.0f)) {
-            throw value_error("qtl::convert::fp8_block_to_mxfp4: element (" + std::to_string(gi) + ", " +
-                              std::to_string(n) + ", " + std::to_string(k) + ") dequantizes to NaN or Inf");
+      for (std::int64_t n = n0 + done; n < n1; ++n) {
+        std::size_t const row = static_cast<std::size_t>((gi * g.n + n) * g.k);
+        for (std::int64_t k0 = 0; k0 < g.k; k0 += mxfp4_block) {
+          float amax = 0.0f;
+          for (int i = 0; i < mxfp4_block; ++i) {
+            std::int64_t const k = k0 + i;
+            x[i] = table[static_cast<std::size_t>((k / g.block.k) * 256 + q[row + static_cast<std::size_t>(k)])];
+            if (!(x[i] - x[i] == 0.0f)) {
+              throw value_error("qtl::convert::fp8_block_to_mxfp4: element (" + std::to_string(gi) + ", " +
+                                std::to_string(n) + ", " + std::to_string(k) + ") dequantizes to NaN or Inf");
+            }
+            amax = amax_step(amax, x[i]);
           }
-          amax = amax_step(amax, x[i]);
+          int const e = exponents[mxfp4_scaled_amax(amax) & 0x7FFFu];
+          std::size_t const out = row / 2 + static_cast<std::size_t>(k0 / 2);
+          for (int i = 0; i < mxfp4_block; i += 2) {
+            packed[out + static_cast<std::size_t>(i / 2)] =
+                static_cast<std::uint8_t>(mxfp4_nibble(x[i], e) | (mxfp4_nibble(x[i + 1], e) << 4));
+          }
+          scales[row / mxfp4_block + static_cast<std::size_t>(k0 / mxfp4_block)] = mxfp4_scale_byte(e);
         }
-        int const e = exponents[mxfp4_scaled_amax(amax) & 0x7FFFu];
-        std::size_t const out = row / 2 + static_cast<std::size_t>(k0 / 2);
-        for (int i = 0; i < mxfp4_block; i += 2) {
-          packed[out + static_cast<std::size_t>(i / 2)] =
-              static_cast<std::uint8_t>(mxfp4_nibble(x[i], e) | (mxfp4_nibble(x[i + 1], e) << 4));
-        }
-        scales[row / mxfp4_block + static_cast<std::size_t>(k0 / mxfp4_block)] = mxfp4_scale_byte(e);
       }
     }
   }

@@ -43,18 +43,15 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <map>
-#include <mutex>
 #include <set>
 #include <sstream>
 #include <system_error>
-#include <thread>
 
 #include <qtl/convert.hpp>
 #include <qtl/io/regular_file.hpp>
@@ -63,6 +60,7 @@
 #include "common.hpp"
 #include "config_tools.hpp"
 #include "lib/quantize_plan.hpp"
+#include "lib/worker_pool.hpp"
 #include "staged_output.hpp"
 
 namespace qtl::tool {
@@ -591,76 +589,39 @@ int run_convert(convert_args const& a) {
   for (auto const& j : jobs) {
     total_in += j.in_bytes;
   }
-  unsigned const threads =
-      a.threads > 0 ? static_cast<unsigned>(a.threads) : std::max(1u, std::thread::hardware_concurrency());
   worker_context const ctx{shards, to, recipe, a.canonical};
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::uint64_t> done_bytes{0};
-  std::atomic<bool> failed{false};
-  std::mutex err_mu;
-  std::string first_error;
   bool const progress = ::isatty(2) != 0;
-  std::mutex progress_mu;
-  auto worker = [&]() {
-    for (;;) {
-      std::size_t const i = next.fetch_add(1);
-      if (i >= jobs.size() || failed.load()) {
-        return;
-      }
-      convert_job& j = jobs[i];
-      try {
-        run_job(ctx, j);
-      } catch (std::exception const& ex) {
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!failed.exchange(true)) {
-          std::string const what = j.copy != nullptr ? j.copy->name : j.layers.front().weight->name;
-          first_error = qtl::io::detail::printable(what) + ": " + ex.what();
-        }
-        return;
-      }
-      std::uint64_t const d = done_bytes.fetch_add(j.in_bytes) + j.in_bytes;
-      if (progress) {
-        std::lock_guard<std::mutex> lock(progress_mu);
-        int const width = 40;
-        int const fill = total_in == 0 ? width : static_cast<int>(width * d / total_in);
-        std::fprintf(stderr, "\r[%s%s] %3d%% %s", std::string(static_cast<std::size_t>(fill), '#').c_str(),
-                     std::string(static_cast<std::size_t>(width - fill), ' ').c_str(),
-                     total_in == 0 ? 100 : static_cast<int>(100 * d / total_in), human_bytes(d).c_str());
-        std::fflush(stderr);
-      }
-    }
+  worker_pool_jobs pool_jobs;
+  pool_jobs.count = jobs.size();
+  pool_jobs.run = [&](std::size_t i) { run_job(ctx, jobs[i]); };
+  pool_jobs.bytes = [&](std::size_t i) { return jobs[i].in_bytes; };
+  pool_jobs.describe = [&](std::size_t i) {
+    convert_job const& j = jobs[i];
+    return qtl::io::detail::printable(j.copy != nullptr ? j.copy->name : j.layers.front().weight->name);
+  };
+  if (progress) {
+    pool_jobs.progress = [](std::uint64_t d, std::uint64_t total) {
+      int const width = 40;
+      int const fill = total == 0 ? width : static_cast<int>(width * d / total);
+      std::fprintf(stderr, "\r[%s%s] %3d%% %s", std::string(static_cast<std::size_t>(fill), '#').c_str(),
+                   std::string(static_cast<std::size_t>(width - fill), ' ').c_str(),
+                   total == 0 ? 100 : static_cast<int>(100 * d / total), human_bytes(d).c_str());
+      std::fflush(stderr);
+    };
+  }
+  pool_jobs.fewer_threads = [](unsigned started, unsigned asked, std::string const& why) {
+    std::fprintf(stderr, "qtl convert: warning: could start only %u of %u threads (%s); going on with %u\n", started,
+                 asked, why.c_str(), started);
   };
   guard_checkpoint_mappings(ckpt);
   test_stop_point("reading");
-  unsigned used_threads = 1;
-  {
-    // the calling thread is the first worker; a thread the system will not create leaves fewer
-    std::vector<std::thread> pool;
-    pool.reserve(threads - 1);
-    std::string problem;
-    for (unsigned t = 1; t < threads; ++t) {
-      try {
-        pool.emplace_back(worker);
-      } catch (std::system_error const& ex) {
-        problem = ex.what();
-        break;
-      }
-    }
-    used_threads = static_cast<unsigned>(pool.size()) + 1;
-    if (!problem.empty()) {
-      std::fprintf(stderr, "qtl convert: warning: could start only %u of %u threads (%s); going on with %u\n",
-                   used_threads, threads, problem.c_str(), used_threads);
-    }
-    worker();
-    for (auto& t : pool) {
-      t.join();
-    }
-  }
+  worker_pool_result const pool = run_worker_pool(static_cast<unsigned>(a.threads), pool_jobs);
+  unsigned const used_threads = pool.threads;
   if (progress) {
     std::fprintf(stderr, "\n");
   }
-  if (failed) {
-    throw data_error(first_error);
+  if (pool.failed) {
+    throw data_error(pool.first_error);
   }
 
   // --- config files -----------------------------------------------------------------------------

@@ -61,13 +61,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
 #include <map>
-#include <mutex>
 #include <set>
 #include <system_error>
-#include <thread>
 
 #include <qtl/group_size.hpp>
 
@@ -78,6 +75,7 @@
 #include "quantize_plan.hpp"
 #include "../staged_output.hpp"
 #include "tensor_writers.hpp"
+#include "worker_pool.hpp"
 
 namespace qtl::tool {
 
@@ -441,81 +439,42 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   for (auto const& j : jobs) {
     total_in += j.in->bytes.size();
   }
-  unsigned const threads = a.threads > 0 ? static_cast<unsigned>(a.threads)
-                                         : std::max(1u, std::thread::hardware_concurrency());
-  std::atomic<std::size_t> next{0};
-  std::atomic<std::uint64_t> done_bytes{0};
-  std::atomic<bool> failed{false};
-  std::mutex err_mu;
-  std::string first_error;
-  std::mutex progress_mu;
-  auto worker = [&]() {
-    for (;;) {
-      std::size_t const i = next.fetch_add(1);
-      if (i >= jobs.size() || failed.load()) {
-        return;
-      }
-      job& j = jobs[i];
-      shard_plan const& s = shards[j.shard];
-      try {
-        if (j.kind == job_kind::copy) {
-          write_copy(j, s);
-        } else if (j.kind == job_kind::gptq) {
-          write_gptq(j, s);
-        } else if (j.kind == job_kind::ct_pack) {
-          write_ct_pack(j, s);
-        } else if (j.kind == job_kind::nvfp4 || j.kind == job_kind::mxfp4) {
-          write_fp4(j, s);
-        } else {
-          write_fp8(j, s, scheme);
-        }
-        release(*j.in);
-      } catch (std::exception const& e) {
-        std::lock_guard<std::mutex> lock(err_mu);
-        if (!failed.exchange(true)) {
-          first_error = j.in->name + ": " + e.what();
-        }
-        return;
-      }
-      std::uint64_t const d = done_bytes.fetch_add(j.in->bytes.size()) + j.in->bytes.size();
-      if (sink != nullptr) {
-        std::lock_guard<std::mutex> lock(progress_mu);
-        sink->progress(d, total_in);
-      }
-    }
-  };
   guard_checkpoint_mappings(ckpt);
   test_stop_point("reading");
-  unsigned used_threads = 1;
-  {
-    // The calling thread is the first worker; a thread the system will not create (ulimit -u,
-    // address space) leaves fewer workers, not an abort.
-    std::vector<std::thread> pool;
-    pool.reserve(threads - 1);
-    std::string problem;
-    for (unsigned t = 1; t < threads; ++t) {
-      try {
-        pool.emplace_back(worker);
-      } catch (std::system_error const& e) {
-        problem = e.what();
-        break;
-      }
+  worker_pool_jobs pool_jobs;
+  pool_jobs.count = jobs.size();
+  pool_jobs.run = [&](std::size_t i) {
+    job& j = jobs[i];
+    shard_plan const& s = shards[j.shard];
+    if (j.kind == job_kind::copy) {
+      write_copy(j, s);
+    } else if (j.kind == job_kind::gptq) {
+      write_gptq(j, s);
+    } else if (j.kind == job_kind::ct_pack) {
+      write_ct_pack(j, s);
+    } else if (j.kind == job_kind::nvfp4 || j.kind == job_kind::mxfp4) {
+      write_fp4(j, s);
+    } else {
+      write_fp8(j, s, scheme);
     }
-    used_threads = static_cast<unsigned>(pool.size()) + 1;
-    if (!problem.empty()) {
-      note("qtl quantize: warning: could start only " + std::to_string(used_threads) + " of " +
-           std::to_string(threads) + " threads (" + problem + "); going on with " + std::to_string(used_threads) + "\n");
-    }
-    worker();
-    for (auto& t : pool) {
-      t.join();
-    }
+    release(*j.in);
+  };
+  pool_jobs.bytes = [&](std::size_t i) { return static_cast<std::uint64_t>(jobs[i].in->bytes.size()); };
+  pool_jobs.describe = [&](std::size_t i) { return jobs[i].in->name; };
+  if (sink != nullptr) {
+    pool_jobs.progress = [&](std::uint64_t done, std::uint64_t total) { sink->progress(done, total); };
   }
+  pool_jobs.fewer_threads = [&](unsigned started, unsigned asked, std::string const& why) {
+    note("qtl quantize: warning: could start only " + std::to_string(started) + " of " + std::to_string(asked) +
+         " threads (" + why + "); going on with " + std::to_string(started) + "\n");
+  };
+  worker_pool_result const pool = run_worker_pool(static_cast<unsigned>(a.threads), pool_jobs);
+  unsigned const used_threads = pool.threads;
   if (sink != nullptr) {
     sink->finished();
   }
-  if (failed) {
-    throw data_error(first_error);
+  if (pool.failed) {
+    throw data_error(pool.first_error);
   }
 
   // --- GPTQ zero points: v1 when every zero point is >= 1, else v2 ----------------------------
