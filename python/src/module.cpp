@@ -121,6 +121,8 @@ NB_MODULE(_qtl, m) {
   bind_quantize(m);
   bind_fp8(m);
   bind_layout(m);
+  bind_marlin(m);
+  bind_convert(m);
 #ifdef QTL_PY_COMMANDS
   bind_checkpoint(m);
 #endif
