@@ -829,6 +829,9 @@ inline host_tensor<std::int32_t, 2> pack_fp8_k(view2d<std::uint8_t const> w, boo
   return out;
 }
 
+/// N padded to the Marlin tile width of 64, as the FP4 weight-only path pads (`_pad_to_marlin_tile`).
+constexpr index_t fp4_padded_n(index_t n) { return (n + 63) / 64 * 64; }
+
 /// NVFP4/MXFP4 weight bytes [N, K/2] (element 2i in the low nibble) -> the 4-bit GPTQ-style
 /// qweight [K/8, n_pad] (rows N..n_pad-1 zero: `_pad_to_marlin_tile`) that `repack_gptq<4>` takes.
 inline host_tensor<std::int32_t, 2> pack_fp4_k(view2d<std::uint8_t const> w, index_t n_pad) {

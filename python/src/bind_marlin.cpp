@@ -290,8 +290,6 @@ qtl::marlin::fp8_scale_fold fold_of(std::string const& f) {
                          "'none' (older vLLM), 'sglang-fp16' (an sglang copy: through fp16)");
 }
 
-index_t round_up_64(index_t n) { return (n + 63) / 64 * 64; }
-
 nb::object marlin_fp8_prepare(nb::handle w_obj, nb::handle s_obj, nb::handle dtype, bool size_k_first,
                               std::optional<std::tuple<index_t, index_t>> block_size, std::string const& fold,
                               bool a8) {
@@ -372,7 +370,7 @@ std::tuple<index_t, index_t, index_t> fp4_shapes(char const* op, array_in const&
     fail_shape(op, w, "K = " + std::to_string(K) + " is not a multiple of the group of " + std::to_string(group));
   }
   check_shape(op, s, N, K / group, "weight " + w.shape());
-  return {N, K, round_up_64(N)};
+  return {N, K, qtl::marlin::fp4_padded_n(N)};
 }
 
 nb::object marlin_nvfp4_prepare(nb::handle w_obj, nb::handle s_obj, nb::handle g_obj, nb::handle dtype, bool rescale) {
