@@ -17,8 +17,9 @@
 ///   FP8 / FP4 weight-only Marlin (marlin.md §6, §7): pack_fp8_k, pack_fp4_k (the bytes as a
 ///                  GPTQ-style qweight, then repack_gptq), fold_fp8_exponent_bias,
 ///                  nvfp4_process_scales / nvfp4_scale_factor / nvfp4_process_global_scale,
-///                  mxfp4_process_scales. Where the engines' versions differ, a flag names the
-///                  version; the defaults are the newest vLLM that marlin.md read.
+///                  mxfp4_process_scales, and the scale reshapes before them (fp8_scale_groups,
+///                  fp8_marlin_scales, fp4_scale_groups). Where the engines' versions differ, a
+///                  flag names the version; the defaults are the newest vLLM that marlin.md read.
 ///
 /// Act-order: Marlin row k' is checkpoint row sort_indices[k'] (the peers' `perm`), so
 /// repack_gptq(qweight, s) == repack_codes(unpack_rows(qweight)[s, :]). `sort_indices` is an input
@@ -46,6 +47,7 @@
 #include <array>
 #include <cstdint>
 #include <numeric>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -827,6 +829,9 @@ inline host_tensor<std::int32_t, 2> pack_fp8_k(view2d<std::uint8_t const> w, boo
   return out;
 }
 
+/// N padded to the Marlin tile width of 64, as the FP4 weight-only path pads (`_pad_to_marlin_tile`).
+constexpr index_t fp4_padded_n(index_t n) { return (n + 63) / 64 * 64; }
+
 /// NVFP4/MXFP4 weight bytes [N, K/2] (element 2i in the low nibble) -> the 4-bit GPTQ-style
 /// qweight [K/8, n_pad] (rows N..n_pad-1 zero: `_pad_to_marlin_tile`) that `repack_gptq<4>` takes.
 inline host_tensor<std::int32_t, 2> pack_fp4_k(view2d<std::uint8_t const> w, index_t n_pad) {
@@ -971,6 +976,77 @@ inline void mxfp4_process_scales(view2d<std::uint8_t const> e8m0, act_dtype para
       out(g, n) = static_cast<std::uint8_t>(fp8_act ? b + 6 : b);
     }
   }
+}
+
+/// The FP8 Marlin scales as [G, N] floats (marlin.md §6.2, `prepare_fp8_layer_for_marlin`), from
+/// `s` as the checkpoint holds it (row-major) for a weight of N output rows and K inputs:
+///   no block (`block_n == 0`): one value (per tensor: every column) or N (per channel); G = 1
+///   block {block_n, block_k}: [ceil(N/bn), K/bk] ([K/bk, ceil(N/bn)] when `size_k_first`); G = K/bk
+///                and (g, n) is the scale of block (n/bn, g): transposed, repeat_interleave(bn), cut to N.
+/// @throws shape_error (K % bk, the number of scales)
+inline host_tensor<float, 2> fp8_scale_groups(std::span<float const> s, index_t N, index_t K, bool size_k_first,
+                                              index_t block_n = 0, index_t block_k = 0) {
+  auto const fail = [](std::string const& what) { detail::fail_shape("qtl::marlin::fp8_scale_groups", what); };
+  if (block_n == 0) {
+    if (s.size() != 1 && static_cast<index_t>(s.size()) != N) {
+      fail(std::to_string(s.size()) + " scales: 1 (per tensor) or N = " + std::to_string(N) + " (per channel)");
+    }
+    host_tensor<float, 2> out({1, N});
+    for (index_t n = 0; n < N; ++n) out.data()[n] = s.size() == 1 ? s[0] : s[static_cast<std::size_t>(n)];
+    return out;
+  }
+  if (block_n < 0 || block_k <= 0 || K % block_k != 0) {
+    fail("block " + std::to_string(block_n) + "x" + std::to_string(block_k) +
+         ": positive, with K = " + std::to_string(K) + " a multiple of the block's K");
+  }
+  index_t const G = K / block_k, nb = (N + block_n - 1) / block_n;
+  if (static_cast<index_t>(s.size()) != G * nb) {
+    fail(std::to_string(s.size()) + " scales; " + std::to_string(nb) + " x " + std::to_string(G) +
+         " blocks are needed");
+  }
+  host_tensor<float, 2> out({G, N});
+  for (index_t g = 0; g < G; ++g) {
+    for (index_t n = 0; n < N; ++n) {
+      out.data()[g * N + n] = s[static_cast<std::size_t>(size_k_first ? g * nb + n / block_n : (n / block_n) * G + g)];
+    }
+  }
+  return out;
+}
+
+/// The FP8 Marlin scales the GEMM reads: `groups` [G, N] (`fp8_scale_groups`) in the activation
+/// dtype T, permuted (`scale_kind(K, group_size, a)`, group_size -1 for one group) and, unless the
+/// activations are 8-bit, folded (`fold_fp8_exponent_bias`).
+template <class T>
+host_tensor<T, 2> fp8_marlin_scales(view2d<float const> groups, index_t K, index_t group_size, act_width a,
+                                    fp8_scale_fold fold) {
+  index_t const G = groups.extent[0], N = groups.extent[1];
+  host_tensor<T, 2> in({G, N}), out({G, N});
+  for (index_t g = 0; g < G; ++g) {
+    for (index_t n = 0; n < N; ++n) in.view()(g, n) = from_float<T>(groups(g, n));
+  }
+  permute_scales<T>(in.view(), scale_kind(K, group_size, a), out.view());
+  if (a == act_width::a16) {
+    fold_fp8_exponent_bias<T>(out.view(), fold);
+  }
+  return out;
+}
+
+/// FP4 scale bytes [N, C] (one per group of K) -> [C, n_pad] transposed (columns N.. zero:
+/// `_pad_to_marlin_tile`), then permute_scales(kind): the input of nvfp4_process_scales /
+/// mxfp4_process_scales.
+inline host_tensor<std::uint8_t, 2> fp4_scale_groups(view2d<std::uint8_t const> s, index_t n_pad,
+                                                     scale_perm_kind kind) {
+  if (n_pad < s.extent[0]) {
+    detail::fail_shape("qtl::marlin::fp4_scale_groups",
+                       "n_pad = " + std::to_string(n_pad) + " is less than N = " + std::to_string(s.extent[0]));
+  }
+  host_tensor<std::uint8_t, 2> t({s.extent[1], n_pad});
+  for (index_t n = 0; n < s.extent[0]; ++n) {
+    for (index_t c = 0; c < s.extent[1]; ++c) t.view()(c, n) = s(n, c);
+  }
+  host_tensor<std::uint8_t, 2> out({s.extent[1], n_pad});
+  permute_scales<std::uint8_t>(t.view(), kind, out.view());
+  return out;
 }
 
 // -------------------------------------------------------------------------------------------------

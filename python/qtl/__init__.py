@@ -54,6 +54,29 @@ from ._qtl import (  # noqa: F401  (py19b: rules, block-scaled quantization, TRT
     prepare_static_weights_for_trtllm_fp4_moe,
     set_buffer_cache,
 )
+# Marlin layouts (qtl/marlin.hpp) and the load-time converters (qtl/convert.hpp).
+from ._qtl import (  # noqa: F401
+    awq_marlin_repack,
+    awq_to_marlin_zero_points,
+    block_quant_dequant,
+    deepgemm_pack_ue8m0,
+    deepgemm_unpack_ue8m0,
+    fp8_block_to_mxfp4,
+    fp8_block_to_nvfp4,
+    gptq_marlin_repack,
+    marlin_fp8_prepare,
+    marlin_mxfp4_prepare,
+    marlin_nvfp4_prepare,
+    marlin_permute_scales,
+    marlin_sort_g_idx,
+    marlin_zero_points,
+    per_block_cast_to_fp8,
+    requant_weight_ue8m0,
+    unmarlin_awq,
+    unmarlin_gptq,
+    unmarlin_permute_scales,
+    unmarlin_zero_points,
+)
 try:  # only where the build had the tool's command library (nlohmann-json)
     from ._qtl import quantize_checkpoint  # noqa: F401
 except ImportError:

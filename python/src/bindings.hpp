@@ -25,6 +25,16 @@ void bind_rules(nb::module_& m);
 /// nvfp4/mxfp4/mxfp8 quantize and dequantize (qtl/fp4.hpp); prepare_static_weights_for_trtllm_fp4_moe
 /// (qtl/moe.hpp).
 void bind_fp4(nb::module_& m);
+/// gptq/awq_marlin_repack, marlin_permute_scales, marlin/awq_to_marlin_zero_points,
+/// marlin_sort_g_idx, the FP8/FP4 Marlin preparation, and the inverses (qtl/marlin.hpp).
+void bind_marlin(nb::module_& m);
+/// block_quant_dequant, per_block_cast_to_fp8, requant_weight_ue8m0, deepgemm_pack/unpack_ue8m0,
+/// fp8_block_to_mxfp4/nvfp4 (qtl/convert.hpp).
+void bind_convert(nb::module_& m);
+/// A dtype argument's name: a string ("float16", "bf16", "half", ...) or a dtype object (torch.float16,
+/// numpy.float16, np.dtype("float16"), ml_dtypes.bfloat16) -> "float16", "bfloat16", "float32", or the
+/// text as given (for the caller's error message).
+std::string dtype_arg(nb::handle obj);
 
 /// quantize_checkpoint (tools/qtl/lib/checkpoint.hpp); only where the build has the tool's command
 /// library (QTL_PY_COMMANDS).

@@ -127,6 +127,8 @@ NB_MODULE(_qtl, m) {
   m.def("set_buffer_cache", &set_buffer_cache, nb::arg("max_bytes"),
         "Keep up to max_bytes of freed outputs of 4 MiB and more for reuse (default 256 MiB; 0: none, and "
         "free what is kept); returns the previous limit.");
+  bind_marlin(m);
+  bind_convert(m);
 #ifdef QTL_PY_COMMANDS
   bind_checkpoint(m);
 #endif

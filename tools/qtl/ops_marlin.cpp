@@ -165,27 +165,13 @@ std::shared_ptr<fp_flags> add_fp_flags(CLI::App& cmd, char const* a8_help) {
   return f;
 }
 
-index_t round_up_64(index_t n) { return (n + 63) / 64 * 64; }
-
-/// Scale bytes [N, C] -> [C, n_pad] (transposed, columns N.. zero), then permute_scales(kind).
-host_tensor<std::uint8_t, 2> transpose_permute_bytes(view2d<std::uint8_t const> s, index_t n_pad,
-                                                     qtl::marlin::scale_perm_kind kind) {
-  host_tensor<std::uint8_t, 2> t({s.extent[1], n_pad});
-  for (index_t n = 0; n < s.extent[0]; ++n) {
-    for (index_t c = 0; c < s.extent[1]; ++c) t.view()(c, n) = s(n, c);
-  }
-  host_tensor<std::uint8_t, 2> out({s.extent[1], n_pad});
-  qtl::marlin::permute_scales<std::uint8_t>(t.view(), kind, out.view());
-  return out;
-}
-
 template <act_width A>
 host_tensor<std::int32_t, 2> fp4_weight(op_io& io, index_t& N, index_t& K, index_t& n_pad) {
   auto const& w = io.tensor("weight", {dtype::U8}, {2});
   typed_tensor<std::uint8_t> const wt(w);
   N = w.shape[0];
   K = 2 * w.shape[1];
-  n_pad = round_up_64(N);
+  n_pad = qtl::marlin::fp4_padded_n(N);
   return qtl::marlin::repack_gptq<4, A>(qtl::marlin::pack_fp4_k(wt.view2(), n_pad).view());
 }
 
@@ -221,36 +207,27 @@ op_spec fp8_prepare_spec() {
               auto marlin = f->a8 ? qtl::marlin::repack_gptq<8, act_width::a8>(packed.view())
                                   : qtl::marlin::repack_gptq<8, act_width::a16>(packed.view());
               // The scales as [G, N] floats.
-              index_t group = -1, G = 1;
-              std::vector<float> s;
+              index_t group = -1, bn = 0;
               if (!block->empty()) {
                 auto const bs = parse_int_list("--block-size", *block);
                 if (bs.size() != 2 || bs[0] <= 0 || bs[1] <= 0) throw usage_error("--block-size: two positive integers BN,BK");
-                index_t const bn = bs[0], bk = bs[1];
-                if (K % bk != 0) throw data_error("K = " + std::to_string(K) + " is not a multiple of BK = " + std::to_string(bk));
-                group = bk;
-                G = K / bk;
-                index_t const nb = (N + bn - 1) / bn;
+                bn = bs[0];
+                group = bs[1];
+                if (K % group != 0) throw data_error("K = " + std::to_string(K) + " is not a multiple of BK = " + std::to_string(group));
+                index_t const G = K / group, nb = (N + bn - 1) / bn;
                 check_scale_shape(io, "weight_scale", st, *k_first ? shape_of(G, nb) : shape_of(nb, G));
-                s.resize(static_cast<std::size_t>(G * N));
-                for (index_t g = 0; g < G; ++g)
-                  for (index_t n = 0; n < N; ++n)
-                    s[static_cast<std::size_t>(g * N + n)] = *k_first ? sv.data()[g * nb + n / bn] : sv.data()[(n / bn) * G + g];
-              } else if (sv.size() == 1) {
-                s.assign(static_cast<std::size_t>(N), sv.data()[0]);
-              } else {
+              } else if (sv.size() != 1) {
                 check_scale_shape(io, "weight_scale", st, shape_of(N));
-                s.assign(sv.data(), sv.data() + N);
               }
-              auto const kind = qtl::marlin::scale_kind(K, group, f->a8 ? act_width::a8 : act_width::a16);
+              auto const groups = qtl::marlin::fp8_scale_groups(
+                  std::span<float const>(sv.data(), static_cast<std::size_t>(sv.size())), N, K, *k_first, bn,
+                  group == -1 ? 0 : group);
               auto const fold_kind = *fold == "none" ? qtl::marlin::fp8_scale_fold::none
                                      : *fold == "vllm" ? qtl::marlin::fp8_scale_fold::vllm
                                                        : qtl::marlin::fp8_scale_fold::sglang_fp16;
               auto run = [&]<class T>(std::type_identity<T>, dtype out_type) {
-                host_tensor<T, 2> in({G, N}), out({G, N});
-                for (index_t i = 0; i < G * N; ++i) in.data()[i] = from_float<T>(s[static_cast<std::size_t>(i)]);
-                qtl::marlin::permute_scales<T>(in.view(), kind, out.view());
-                if (!f->a8) qtl::marlin::fold_fp8_exponent_bias<T>(out.view(), fold_kind);
+                auto out = qtl::marlin::fp8_marlin_scales<T>(groups.view(), K, group,
+                                                             f->a8 ? act_width::a8 : act_width::a16, fold_kind);
                 emit(io, "weight", dtype::I32, std::move(marlin));
                 emit(io, "weight_scale", out_type, std::move(out));
               };
@@ -281,7 +258,7 @@ op_spec nvfp4_prepare_spec() {
               auto const& gt = io.tensor("weight_global_scale", {dtype::F32}, {0, 1});
               if (typed_tensor<float>(gt).size() != 1) throw data_error(io.where("weight_global_scale") + " must hold one value");
               typed_tensor<std::uint8_t> const sv(st);
-              auto const permuted = transpose_permute_bytes(sv.view2(), n_pad, qtl::marlin::scale_kind(K, 16, act_width::a16));
+              auto const permuted = qtl::marlin::fp4_scale_groups(sv.view2(), n_pad, qtl::marlin::scale_kind(K, 16, act_width::a16));
               float const sf = *no_rescale ? 1.0f : qtl::marlin::nvfp4_scale_factor(permuted.view(), a);
               host_tensor<std::uint8_t, 2> out({K / 16, n_pad});
               qtl::marlin::nvfp4_process_scales(permuted.view(), sf, out.view());
@@ -306,7 +283,7 @@ op_spec mxfp4_prepare_spec() {
               auto const& st = io.tensor("weight_scale", {dtype::U8}, {2});
               check_scale_shape(io, "weight_scale", st, shape_of(N, K / 32));
               typed_tensor<std::uint8_t> const sv(st);
-              auto const permuted = transpose_permute_bytes(
+              auto const permuted = qtl::marlin::fp4_scale_groups(
                   sv.view2(), n_pad, qtl::marlin::scale_kind(K, 32, f->a8 ? act_width::a8 : act_width::a16));
               host_tensor<std::uint8_t, 2> out({K / 32, n_pad});
               qtl::marlin::mxfp4_process_scales(permuted.view(), f->dt(), f->a8, out.view());

@@ -1,0 +1,368 @@
+// The load-time converters (qtl/convert.hpp) in sglang's / vLLM's Python signatures. Weights are
+// [N, K] or [E, N, K] (converted one matrix at a time), block scales [ceil(N/BN), ceil(K/BK)] or
+// [E, ...]; e4m3 weights as float8_e4m3fn (torch, ml_dtypes) or their uint8 codes.
+//
+//   block_quant_dequant(x_q_block, x_s, block_size, dtype)       -> float32 | bfloat16 (sglang)
+//   per_block_cast_to_fp8(x, block_size=(128,128), use_ue8m0=False, *, ue8m0_rule="log2")
+//                                                                -> (q e4m3, sf float32) (vLLM's
+//       signature; ue8m0_rule="bits" is DeepGEMM's / sglang's power-of-two rule)
+//   requant_weight_ue8m0(weight, weight_scale_inv, weight_block_size=(128,128), *, recipe="sglang",
+//                        canonical=False)                         -> (weight e4m3, scale float32)
+//       NOT sglang's return: the scales stay float32 powers of two (vLLM's in-place result);
+//       deepgemm_pack_ue8m0 is sglang's transform_scale_ue8m0 packing of them
+//   deepgemm_pack_ue8m0(sf [nb, kb] | [E, nb, kb], mn)           -> int32 storage [P, A] | [E, P, A]
+//   deepgemm_unpack_ue8m0(packed [P, A] | [E, P, A], k_blocks)   -> float32 [ceil(A/128), kb] (| [E, ..])
+//   fp8_block_to_mxfp4(weight, weight_scale_inv, block_size=(128,128))
+//                                                                -> (uint8 [.., K/2], E8M0 uint8 [.., K/32])
+//   fp8_block_to_nvfp4(weight, weight_scale_inv, block_size=(128,128), global_scale=None)
+//                                                                -> (uint8 [.., K/2], e4m3 [.., K/16], float32 0-dim)
+//
+// `threads` (None: one per core) cuts the whole-tensor converters into slices of block rows; the
+// bytes do not depend on it.
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
+
+#include <qtl/convert.hpp>
+#include <thread>
+
+#include "bindings.hpp"
+
+namespace qtl::py {
+namespace {
+
+namespace cv = qtl::convert;
+using block_pair = std::tuple<index_t, index_t>;
+
+std::vector<index_t> shape_of(array_in const& a) {
+  std::vector<index_t> s;
+  for (index_t d = 0; d < a.ndim(); ++d) {
+    s.push_back(a.dim(d));
+  }
+  return s;
+}
+
+int threads_of(std::optional<int> threads) {
+  if (!threads) {
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }
+  if (*threads < 1) {
+    throw qtl::value_error("qtl: threads = " + std::to_string(*threads) +
+                           " must be at least 1 (or None: one per core)");
+  }
+  return *threads;
+}
+
+cv::block_size block_of(char const* op, block_pair b) {
+  auto const [n, k] = b;
+  if (n <= 0 || k <= 0 || n > (1 << 20) || k > (1 << 20)) {
+    throw qtl::value_error(std::string("qtl.") + op + ": block size (" + std::to_string(n) + ", " + std::to_string(k) +
+                           ") must be two positive sizes");
+  }
+  return {static_cast<int>(n), static_cast<int>(k)};
+}
+
+/// A weight [N, K] or [E, N, K] (contiguous) of one of `types`, and its grid in blocks of `b`.
+cv::block_grid grid_of(array_in const& w, cv::block_size b) {
+  if (w.ndim() != 2 && w.ndim() != 3) {
+    throw qtl::shape_error(std::string(w.name) + ": expected [N, K] or [E, N, K], got shape " + w.shape());
+  }
+  w.check_contiguous();
+  bool const experts = w.ndim() == 3;
+  return {experts ? w.dim(0) : 1, w.dim(experts ? 1 : 0), w.dim(experts ? 2 : 1), b};
+}
+
+std::vector<index_t> scale_shape(cv::block_grid const& g, bool experts) {
+  return experts ? std::vector<index_t>{g.groups, g.n_blocks(), g.k_blocks()}
+                 : std::vector<index_t>{g.n_blocks(), g.k_blocks()};
+}
+
+/// An FP8 block weight and its float32 block scales, checked against each other.
+struct fp8_block {
+  array_in q;
+  array_in s;
+  cv::block_grid grid;
+
+  std::span<std::uint8_t const> codes() const { return {static_cast<std::uint8_t const*>(q.nd.data()), q.nd.size()}; }
+  std::span<float const> scales() const { return {static_cast<float const*>(s.nd.data()), s.nd.size()}; }
+};
+
+fp8_block take_fp8_block(char const* op, nb::handle q_obj, char const* q_name, nb::handle s_obj, char const* s_name,
+                         cv::block_size b) {
+  fp8_block in{take(q_obj, q_name), take(s_obj, s_name), {}};
+  in.q.check_type({elem::fp8_e4m3, elem::u8});
+  in.s.check_type({elem::f32});
+  in.grid = grid_of(in.q, b);
+  in.s.check_contiguous();
+  auto const want = scale_shape(in.grid, in.q.ndim() == 3);
+  if (shape_of(in.s) != want) {
+    throw qtl::shape_error(std::string("qtl.") + op + ": " + s_name + " has shape " + in.s.shape() + "; " + q_name +
+                           " " + in.q.shape() + " in " + std::to_string(b.n) + "x" + std::to_string(b.k) +
+                           " blocks needs " + qtl::detail::shape_string(want.data(), static_cast<int>(want.size())));
+  }
+  return in;
+}
+
+/// The output dtype of block_quant_dequant: float32 or bfloat16.
+bool is_bf16(char const* op, nb::handle dtype) {
+  std::string const s = dtype_arg(dtype);
+  if (s == "bfloat16" || s == "float32") {
+    return s == "bfloat16";
+  }
+  throw dtype_error(std::string("qtl.") + op + ": dtype '" + s + "': the output is float32 or bfloat16");
+}
+
+nb::object block_quant_dequant(nb::handle q_obj, nb::handle s_obj, block_pair block, nb::handle dtype,
+                               std::optional<int> threads) {
+  char const* op = "block_quant_dequant";
+  fp8_block const in = take_fp8_block(op, q_obj, "x_q_block", s_obj, "x_s", block_of(op, block));
+  bool const bf16 = is_bf16(op, dtype);
+  int const t = threads_of(threads);
+  array_out out(bf16 ? elem::bf16 : elem::f32, shape_of(in.q));
+  {
+    nb::gil_scoped_release nogil;
+    auto const n = static_cast<std::size_t>(out.size());
+    if (bf16) {
+      cv::block_quant_dequant<bfloat16_t>(in.codes(), in.scales(), in.grid, std::span(out.data<bfloat16_t>(), n), t);
+    } else {
+      cv::block_quant_dequant<float>(in.codes(), in.scales(), in.grid, std::span(out.data<float>(), n), t);
+    }
+  }
+  return out.release(in.q.from);
+}
+
+cv::pow2_rule rule_of(bool use_ue8m0, std::string const& rule) {
+  if (rule != "log2" && rule != "bits") {
+    throw qtl::value_error("qtl.per_block_cast_to_fp8: ue8m0_rule = '" + rule +
+                           "': 'log2' (vLLM, sglang <= 6082c49) or 'bits' (DeepGEMM, sglang >= 002ed7e)");
+  }
+  if (!use_ue8m0) {
+    return cv::pow2_rule::none;
+  }
+  return rule == "bits" ? cv::pow2_rule::bits : cv::pow2_rule::log2;
+}
+
+nb::object per_block_cast_to_fp8(nb::handle x_obj, block_pair block, bool use_ue8m0, std::string const& rule,
+                                 std::optional<int> threads) {
+  char const* op = "per_block_cast_to_fp8";
+  array_in x = take(x_obj, "x");
+  cv::block_grid const g = grid_of(x, block_of(op, block));
+  cv::pow2_rule const r = rule_of(use_ue8m0, rule);
+  int const t = threads_of(threads);
+  array_out q(elem::fp8_e4m3, shape_of(x));
+  array_out sf(elem::f32, scale_shape(g, x.ndim() == 3));
+  with_float(x, [&]<class T>(std::type_identity<T>) {
+    auto const n = static_cast<std::size_t>(x.nd.size());
+    T const* src = static_cast<T const*>(x.nd.data());
+    nb::gil_scoped_release nogil;
+    std::vector<float> widened;  // the library's input is float32: fp16/bf16 are widened (exactly)
+    std::span<float const> xs;
+    if constexpr (std::is_same_v<T, float>) {
+      xs = {src, n};
+    } else {
+      widened.resize(n);
+      for (std::size_t i = 0; i < n; ++i) {
+        widened[i] = qtl::to_float(src[i]);
+      }
+      xs = widened;
+    }
+    cv::per_block_cast_to_fp8(r, xs, g, std::span(q.data<std::uint8_t>(), n),
+                              std::span(sf.data<float>(), static_cast<std::size_t>(sf.size())), t);
+  });
+  return nb::make_tuple(q.release(x.from), sf.release(x.from));
+}
+
+nb::object requant_weight_ue8m0(nb::handle w_obj, nb::handle s_obj, block_pair block, std::string const& recipe,
+                                bool canonical, std::optional<int> threads) {
+  char const* op = "requant_weight_ue8m0";
+  if (block != block_pair{128, 128}) {
+    throw qtl::unsupported_error("qtl.requant_weight_ue8m0: weight_block_size (" + std::to_string(std::get<0>(block)) +
+                                 ", " + std::to_string(std::get<1>(block)) +
+                                 ") is not supported; the engines requant 128x128 blocks only");
+  }
+  fp8_block const in = take_fp8_block(op, w_obj, "weight", s_obj, "weight_scale_inv", {128, 128});
+  int const t = threads_of(threads);
+  array_out q(elem::fp8_e4m3, shape_of(in.q));
+  array_out sf(elem::f32, shape_of(in.s));
+  auto const run = [&]<class R>(std::type_identity<R>) {
+    std::span<std::uint8_t> const qo(q.data<std::uint8_t>(), static_cast<std::size_t>(q.size()));
+    std::span<float> const so(sf.data<float>(), static_cast<std::size_t>(sf.size()));
+    nb::gil_scoped_release nogil;
+    if (canonical) {
+      cv::requant_weight_ue8m0_canonical<R>(in.codes(), in.scales(), in.grid.groups, in.grid.n, in.grid.k, qo, so, t);
+    } else {
+      cv::requant_weight_ue8m0<R>(in.codes(), in.scales(), in.grid.groups, in.grid.n, in.grid.k, qo, so, t);
+    }
+  };
+  if (recipe == "sglang") {
+    run(std::type_identity<cv::recipe::sglang>{});
+  } else if (recipe == "sglang-legacy" || recipe == "sglang_legacy") {
+    run(std::type_identity<cv::recipe::sglang_legacy>{});
+  } else if (recipe == "vllm") {
+    run(std::type_identity<cv::recipe::vllm>{});
+  } else {
+    throw qtl::value_error("qtl.requant_weight_ue8m0: recipe = '" + recipe +
+                           "': 'sglang' (bf16 dequant, bits rule), 'sglang-legacy' (bf16, log2 rule: sglang up to "
+                           "6082c49) or 'vllm' (f32 dequant, log2 rule)");
+  }
+  return nb::make_tuple(q.release(in.q.from), sf.release(in.q.from));
+}
+
+nb::object deepgemm_pack_ue8m0(nb::handle s_obj, index_t mn) {
+  array_in s = take(s_obj, "sf");
+  s.check_type({elem::f32});
+  if (s.ndim() != 2 && s.ndim() != 3) {
+    throw qtl::shape_error("sf: expected [ceil(N/128), kb] or [E, ceil(N/128), kb], got shape " + s.shape());
+  }
+  s.check_contiguous();
+  bool const experts = s.ndim() == 3;
+  index_t const groups = experts ? s.dim(0) : 1;
+  index_t const rows = s.dim(experts ? 1 : 0);
+  index_t const kb = s.dim(experts ? 2 : 1);
+  if (mn < 1) {
+    throw qtl::value_error("qtl.deepgemm_pack_ue8m0: mn = " + std::to_string(mn) + " must be a positive row count");
+  }
+  auto const l = cv::deepgemm_layout(groups, mn, kb);
+  if (rows != l.scale_rows()) {
+    throw qtl::shape_error("qtl.deepgemm_pack_ue8m0: sf has shape " + s.shape() + ": " + std::to_string(rows) +
+                           " block rows; mn = " + std::to_string(mn) +
+                           " needs ceil(mn/128) = " + std::to_string(l.scale_rows()));
+  }
+  array_out out(elem::i32, experts ? std::vector<index_t>{groups, l.packed_k(), l.aligned_mn()}
+                                   : std::vector<index_t>{l.packed_k(), l.aligned_mn()});
+  {
+    std::span<float const> const sv(static_cast<float const*>(s.nd.data()), s.nd.size());
+    nb::gil_scoped_release nogil;
+    cv::deepgemm_pack_ue8m0(sv, l, std::span(out.data<std::int32_t>(), static_cast<std::size_t>(out.size())));
+  }
+  return out.release(s.from);
+}
+
+nb::object deepgemm_unpack_ue8m0(nb::handle p_obj, index_t k_blocks) {
+  array_in p = take(p_obj, "sf_packed");
+  p.check_type({elem::i32});
+  if (p.ndim() != 2 && p.ndim() != 3) {
+    throw qtl::shape_error("sf_packed: expected [P, A] or [E, P, A], got shape " + p.shape());
+  }
+  p.check_contiguous();
+  bool const experts = p.ndim() == 3;
+  index_t const groups = experts ? p.dim(0) : 1;
+  index_t const P = p.dim(experts ? 1 : 0);
+  index_t const A = p.dim(experts ? 2 : 1);
+  index_t const rows = (A + 127) / 128;
+  if (k_blocks < 1) {
+    throw qtl::value_error("qtl.deepgemm_unpack_ue8m0: k_blocks = " + std::to_string(k_blocks) + " must be positive");
+  }
+  array_out out(elem::f32,
+                experts ? std::vector<index_t>{groups, rows, k_blocks} : std::vector<index_t>{rows, k_blocks});
+  {
+    std::span<std::int32_t const> const pv(static_cast<std::int32_t const*>(p.nd.data()), p.nd.size());
+    nb::gil_scoped_release nogil;
+    cv::deepgemm_unpack_ue8m0(pv, groups, P, A, k_blocks,
+                              std::span(out.data<float>(), static_cast<std::size_t>(out.size())));
+  }
+  return out.release(p.from);
+}
+
+std::vector<index_t> last_dim(array_in const& a, index_t last) {
+  auto s = shape_of(a);
+  s.back() = last;
+  return s;
+}
+
+nb::object fp8_block_to_mxfp4(nb::handle q_obj, nb::handle s_obj, block_pair block, std::optional<int> threads) {
+  char const* op = "fp8_block_to_mxfp4";
+  fp8_block const in = take_fp8_block(op, q_obj, "weight", s_obj, "weight_scale_inv", block_of(op, block));
+  int const t = threads_of(threads);
+  if (in.grid.k % cv::mxfp4_block != 0) {
+    throw qtl::shape_error("qtl.fp8_block_to_mxfp4: weight has shape " + in.q.shape() +
+                           ": K = " + std::to_string(in.grid.k) + " is not a multiple of the MXFP4 block of 32");
+  }
+  array_out packed(elem::u8, last_dim(in.q, in.grid.k / 2));
+  array_out scales(elem::u8, last_dim(in.q, in.grid.k / cv::mxfp4_block));
+  {
+    nb::gil_scoped_release nogil;
+    cv::fp8_block_to_mxfp4(in.codes(), in.scales(), in.grid,
+                           std::span(packed.data<std::uint8_t>(), static_cast<std::size_t>(packed.size())),
+                           std::span(scales.data<std::uint8_t>(), static_cast<std::size_t>(scales.size())), t);
+  }
+  return nb::make_tuple(packed.release(in.q.from), scales.release(in.q.from));
+}
+
+nb::object fp8_block_to_nvfp4(nb::handle q_obj, nb::handle s_obj, block_pair block, nb::handle gs_obj,
+                              std::optional<int> threads) {
+  char const* op = "fp8_block_to_nvfp4";
+  fp8_block const in = take_fp8_block(op, q_obj, "weight", s_obj, "weight_scale_inv", block_of(op, block));
+  int const t = threads_of(threads);
+  if (in.grid.k % 16 != 0) {
+    throw qtl::shape_error("qtl.fp8_block_to_nvfp4: weight has shape " + in.q.shape() +
+                           ": K = " + std::to_string(in.grid.k) + " is not a multiple of the NVFP4 block of 16");
+  }
+  bool const given = !gs_obj.is_none();
+  float const given_gs = given ? scalar_float(gs_obj, "global_scale") : 0.0f;
+  array_out packed(elem::u8, last_dim(in.q, in.grid.k / 2));
+  array_out scales(elem::fp8_e4m3, last_dim(in.q, in.grid.k / 16));
+  array_out global(elem::f32, {});
+  {
+    nb::gil_scoped_release nogil;
+    float const gs =
+        given ? given_gs : cv::nvfp4_shared_global_scale(cv::fp8_block_bf16_amax(in.codes(), in.scales(), in.grid));
+    cv::fp8_block_to_nvfp4(in.codes(), in.scales(), in.grid, gs,
+                           std::span(packed.data<float4_e2m1x2_t>(), static_cast<std::size_t>(packed.size())),
+                           std::span(scales.data<float8_e4m3fn_t>(), static_cast<std::size_t>(scales.size())), t);
+    global.data<float>()[0] = gs;
+  }
+  return nb::make_tuple(packed.release(in.q.from), scales.release(in.q.from), global.release(in.q.from));
+}
+
+}  // namespace
+
+std::string dtype_arg(nb::handle obj) {
+  std::string s = PyType_Check(obj.ptr()) && nb::hasattr(obj, "__name__") ? nb::cast<std::string>(obj.attr("__name__"))
+                                                                          : nb::cast<std::string>(nb::str(obj));
+  if (s.rfind("torch.", 0) == 0) {
+    s = s.substr(6);
+  }
+  if (s == "f16" || s == "half") return "float16";
+  if (s == "bf16") return "bfloat16";
+  if (s == "f32" || s == "float") return "float32";
+  return s;
+}
+
+void bind_convert(nb::module_& m) {
+  auto const threads = nb::arg("threads").none() = nb::none();
+  block_pair const b128{128, 128};
+  m.def("block_quant_dequant", &block_quant_dequant, nb::arg("x_q_block"), nb::arg("x_s"), nb::arg("block_size"),
+        nb::arg("dtype"), nb::kw_only(), threads,
+        "sglang block_quant_dequant: e4m3 [N, K] or [E, N, K] times its block scales, fl(e4m3(q)*s) in float32, "
+        "then one rounding to `dtype` (float32 or bfloat16).");
+  m.def("per_block_cast_to_fp8", &per_block_cast_to_fp8, nb::arg("x"), nb::arg("block_size") = b128,
+        nb::arg("use_ue8m0") = false, nb::kw_only(), nb::arg("ue8m0_rule") = "log2", threads,
+        "vLLM/DeepGEMM per_block_cast_to_fp8: (e4m3 q, float32 sf [ceil(N/BN), ceil(K/BK)]); use_ue8m0 rounds sf "
+        "up to a power of two by ue8m0_rule: 'log2' (vLLM) or 'bits' (DeepGEMM, sglang).");
+  m.def("requant_weight_ue8m0", &requant_weight_ue8m0, nb::arg("weight"), nb::arg("weight_scale_inv"),
+        nb::arg("weight_block_size") = b128, nb::kw_only(), nb::arg("recipe") = "sglang", nb::arg("canonical") = false,
+        threads,
+        "FP8 128x128-block weight -> (e4m3 weight, float32 power-of-two block scales) as an engine requants at "
+        "load: recipe 'sglang' (bf16 dequant, bits rule), 'sglang-legacy' (bf16, log2) or 'vllm' (f32, log2); "
+        "canonical=True: the fixed point (the requant applied twice). The scales are not packed "
+        "(deepgemm_pack_ue8m0 does sglang's transform_scale_ue8m0).");
+  m.def("deepgemm_pack_ue8m0", &deepgemm_pack_ue8m0, nb::arg("sf"), nb::arg("mn"),
+        "DeepGEMM transform_sf_into_required_layout (SM100 UE8M0): power-of-two scales [ceil(mn/128), kb] "
+        "([E, ...]) -> the packed int32 storage [ceil(kb/4), mn rounded up to 4] ([E, ...]), MN-major.");
+  m.def("deepgemm_unpack_ue8m0", &deepgemm_unpack_ue8m0, nb::arg("sf_packed"), nb::arg("k_blocks"),
+        "The inverse of deepgemm_pack_ue8m0 (sglang _unpack_ue8m0_scale_for_triton): int32 [P, A] ([E, P, A]) -> "
+        "float32 [ceil(A/128), k_blocks] (byte 0 -> 0.0, 255 -> inf).");
+  m.def("fp8_block_to_mxfp4", &fp8_block_to_mxfp4, nb::arg("weight"), nb::arg("weight_scale_inv"),
+        nb::arg("block_size") = b128, nb::kw_only(), threads,
+        "sglang quantize_block_fp8_weight_to_mxfp4: FP8 block weight -> (E2M1 codes uint8 [.., K/2], E8M0 scale "
+        "bytes uint8 [.., K/32]).");
+  m.def("fp8_block_to_nvfp4", &fp8_block_to_nvfp4, nb::arg("weight"), nb::arg("weight_scale_inv"),
+        nb::arg("block_size") = b128, nb::arg("global_scale").none() = nb::none(), nb::kw_only(), threads,
+        "FP8 block weight -> NVFP4, QTL's definition (not verified against flashinfer): (E2M1 codes uint8 "
+        "[.., K/2], e4m3 scales [.., K/16], float32 0-dim global scale: the given one, or fl(1/fl(amax/2688)) of "
+        "the whole tensor's bf16 dequant).");
+}
+
+}  // namespace qtl::py
