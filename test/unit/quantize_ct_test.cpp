@@ -69,7 +69,8 @@ static_assert(qtl::ct_mx_scale_code<half_t>(0x1p-14f) == 111);
 
 TEST_CASE("compressed-tensors rule: every step rounds to the weight dtype", "[quantize][ct]") {
   // Random fp16 groups: the scale is fp16(amax / 7.5) of the widened range, each code is the
-  // rounding of fp16(fp16(w / s) + zp), and the dequantized value lies within half a step.
+  // rounding of fp16(fp16(w / s) + zp), and the dequantized value lies within 0.6 of a step (half
+  // a step, plus the fp16 roundings of w / s + zp and of the rounded zero point at the clamps).
   std::mt19937 rng(7);
   std::normal_distribution<float> dist(0.0f, 0.05f);
   for (int trial = 0; trial < 2000; ++trial) {
@@ -97,7 +98,7 @@ TEST_CASE("compressed-tensors rule: every step rounds to the weight dtype", "[qu
     for (float x : w) {
       float const q = qtl::ct_int_code<half_t>(x, p, bits);
       REQUIRE(q == std::nearbyint(std::clamp(h(h(x / p.s) + p.zp), qmin, qmax)));
-      REQUIRE(std::fabs(qtl::ct_int_dequantize<half_t>(q, p) - x) <= p.s * 0.51f + std::fabs(x) * 0x1p-9f);
+      REQUIRE(std::fabs(qtl::ct_int_dequantize<half_t>(q, p) - x) <= p.s * 0.6f + std::fabs(x) * 0x1p-9f);
     }
   }
 }
