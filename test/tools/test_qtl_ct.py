@@ -391,7 +391,7 @@ def test_zero_blocks(tmp):
     check(rc == 0, "ct-block on a zero block: " + se)
     if rc == 0:
         sc = tq.f32s(tq.read_checkpoint(out)["model.layers.0.mlp.up_proj.weight_scale"][2])
-        check(sc[0] == 2.0 ** -23 and sc[1] == f32(0.5 / 448), "ct-block: zero block scale 2^-23, other amax/448: %s" % sc)
+        check(sc[0] == 2.0 ** -23 and sc[1] == f32(0.5 / 448), "ct-block: zero block scale 2^-23, other amax/448: %s" % (sc,))
 
 
 def test_refused(tmp):
