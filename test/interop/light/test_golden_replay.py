@@ -27,7 +27,8 @@ def sha(a):
 
 
 def test_golden_present():
-    assert {"fp8-tensor", "fp8-channel", "fp8-block", "gptq-int4-g64"} <= set(CASES), CASES
+    assert {"fp8-tensor", "fp8-channel", "fp8-block", "gptq-int4-g64", "ct-w4a16-g64", "ct-w4a16-asym-g128",
+            "ct-w8a16-channel", "ct-w8a16-asym-g64", "ct-nvfp4", "ct-mxfp4", "ct-fp8-block"} <= set(CASES), CASES
 
 
 @pytest.mark.parametrize("fmt", CASES)
