@@ -271,9 +271,13 @@ void fp4_weight(job& j, shard_plan const& s) {
         scales[static_cast<std::size_t>(i * (k / bs) + b)].bits = sc;
         float const os = e8m0_reciprocal(sc);  // 1 / 2^(sc - 127), exact
         auto* out = &values[static_cast<std::size_t>(i * (k / 2) + b * (bs / 2))];
+        // CT divides in T: a quotient that underflows T to -0.0 becomes code 0, not -0 (0x8)
+        auto const code = [os](float v) -> std::uint8_t {
+          return detail::qnt::round_to<T>(v * os) == 0.0f ? std::uint8_t{0} : block_element_code<F>(v, os);
+        };
         for (index_t e = 0; e < bs; e += 2) {
-          std::uint8_t const lo = block_element_code<F>(to_float(x[e]), os);
-          std::uint8_t const hi = block_element_code<F>(to_float(x[e + 1]), os);
+          std::uint8_t const lo = code(to_float(x[e]));
+          std::uint8_t const hi = code(to_float(x[e + 1]));
           out[e / 2].bits = static_cast<std::uint8_t>(lo | (hi << 4));
         }
       }
