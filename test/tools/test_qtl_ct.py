@@ -7,19 +7,26 @@ Standard library only. The layouts are those of research/interop.md §3.1, read 
 spec, not from QTL's code:
   1. w4a16/w8a16, sym and asym, group and channelwise, under a compressed-tensors --config whose
      `ignore` keeps one layer: names, dtypes and shapes of every tensor; weight_packed unpacked
-     along K, weight_zero_point along N, (u - z) * s equal bit for bit to `qtl op
-     quantize-weights`' w_ref for the same weight; the config JSON (only keys the
-     compressed-tensors schema accepts, `ignore` = the layers kept); `qtl inspect` recognises
-     the output and `qtl explain` on its config skips exactly the kept layers.
+     along K, weight_zero_point along N, and every scale, zero point and code equal to
+     compressed-tensors' rule redone here in fp16 (`ct_group` below, CT 0.20.0's calculate_qparams
+     and quantize: symmetric s = fp16(amax / 7.5) for 4 bits and amax / 127.5 for 8, not the GPTQ
+     rule's amax / 7 that `--format gptq` keeps; asymmetric s = fp16((max - min) / 15) with the
+     range widened to 0 and a signed zero point added in fp16 before rounding); the config JSON
+     (only keys the compressed-tensors schema accepts, `ignore` = the layers kept); `qtl inspect`
+     recognises the output and `qtl explain` on its config skips exactly the kept layers.
   2. nvfp4: weight_packed/weight_scale/weight_global_scale equal byte for byte to `qtl op
      nvfp4-quant` (the golden-tested op); dequantization e2m1 * e4m3 / global within a step.
-  3. mxfp4: E8M0 scales are the library's rule (the smallest power of two >= amax/6 in float32),
-     codes the E2M1 rounding of x / scale recomputed here; dequantization within a step.
-  4. ct-block: F8_E4M3 weight, weight_scale [ceil(N/128), ceil(K/128)], the FP8_BLOCK config.
+     An all-zero block gets compressed-tensors' scale 0.125 (E4M3 0x20), not 0.
+  3. mxfp4: E8M0 scales are compressed-tensors' rule (`ct_mx_exponent` below: amax rounded to a
+     power of two, up from a significand of 1.75, divided by 4), codes the E2M1 rounding of
+     x / scale recomputed here; dequantization within a step (a clipped amax within 1.2 steps).
+  4. ct-block: F8_E4M3 weight, weight_scale [ceil(N/128), ceil(K/128)], the FP8_BLOCK config;
+     `qtl inspect` reads a single-block layer's [1, 1] scale as a block (the config says so).
   5. Bad flag combinations refused (exit 1) and shapes a format cannot take (exit 2), each with a
      message naming the flag or the tensor; no output folder left.
 """
 import json
+import math
 import os
 import shutil
 import struct
@@ -96,6 +103,34 @@ def check_explain(out, kept_modules):
     check(skipped == set(kept_modules), "explain skips exactly %s (skips %s)" % (sorted(kept_modules), sorted(skipped)))
 
 
+def h(x):
+    """fp16(float32(x)): a torch fp16 operation (computed in float32, rounded to fp16)."""
+    return tq.f16(f32(x))
+
+
+def ct_group(vals, bits, sym):
+    """compressed-tensors 0.20.0's scale and signed zero point of one fp16 group (calculate_qparams
+    in the weight's dtype), and its code function (quantize). Independent of QTL's code."""
+    lo, hi = min(min(vals), 0.0), max(max(vals), 0.0)
+    levels, qmin = (1 << bits) - 1, -(1 << (bits - 1))
+    qmax = -qmin - 1
+    zp = 0
+    if sym:
+        s0 = h(max(-lo, hi) / (levels / 2))
+    else:
+        s0 = h(h(hi - lo) / levels)
+        if s0 == 0:
+            z = float("nan") if lo == 0 else float(qmax)
+        else:
+            z = min(max(h(qmin - h(lo / s0)), qmin), qmax)
+        zp = 0 if z != z else round(z)
+    s = s0 if s0 != 0 else 2.0 ** -10     # fp16's epsilon for a zero scale
+
+    def code(x):
+        return round(min(max(h(h(x / s) + zp), qmin), qmax))
+    return s, zp, code
+
+
 def unpack_bits(words, index, bits):
     """Element `index` of a bit stream of 32-bit little-endian words, LSB first."""
     w = words[(index * bits) // 32] & 0xFFFFFFFF
@@ -156,17 +191,24 @@ def test_pack(tmp, fmt, bits, group, sym):
             # packed along N: column gi of the [N/pf, G] words holds zero points of rows nn
             zero = [[unpack_bits([zw[(nn // pf) * g + gi]], nn % pf, bits) for gi in range(g)] for nn in range(n)]
         expected |= names
-        qtype = ("uint%db%d" % (bits, 1 << (bits - 1))) if sym else "uint%d" % bits
-        ref = tq.op_w_ref(tmp, weights[module + ".weight"], n, k, qtype, gs, not sym)  # [K][N]
-        bad = 0
+        w = weights[module + ".weight"]
+        half = 1 << (bits - 1)
+        bad_s = bad_z = bad_q = 0
+        gptq_rule = 0   # groups whose scale would equal the GPTQ rule's (amax / (2^(b-1) - 1))
         for nn in range(n):
             row = words[nn * (k // pf):(nn + 1) * (k // pf)]
-            for kk in range(k):
-                u = unpack_bits(row, kk, bits)
-                gi = kk // gs
-                d = tq.f16(tq.f16(u - zero[nn][gi]) * scales[nn * g + gi])
-                bad += not tq.same_f16(d, ref[kk][nn])
-        check(bad == 0, "%s %s: (u - z) * s equals qtl op's w_ref (%d of %d differ)" % (name, module, bad, n * k))
+            for gi in range(g):
+                vals = w[nn * k + gi * gs:nn * k + (gi + 1) * gs]
+                s, zp, code = ct_group(vals, bits, sym)
+                bad_s += scales[nn * g + gi] != s
+                bad_z += zero[nn][gi] != zp + half
+                gptq_rule += sym and scales[nn * g + gi] == h(max(abs(v) for v in vals) / (half - 1))
+                for i, x in enumerate(vals):
+                    bad_q += unpack_bits(row, gi * gs + i, bits) != code(x) + half
+        check(bad_s == 0 and bad_z == 0 and bad_q == 0,
+              "%s %s: compressed-tensors' rule: %d of %d scales, %d zero points, %d of %d codes differ"
+              % (name, module, bad_s, n * g, bad_z, bad_q, n * k))
+        check(gptq_rule == 0, "%s %s: no scale is the GPTQ rule's amax/%d (%d are)" % (name, module, half - 1, gptq_rule))
     for n_ in inputs:
         if not any(n_ == m + ".weight" for m, _, _ in tq.linear_shapes()):
             expected.add(n_)
@@ -187,6 +229,18 @@ def e2m1_rne(x):
     a = min(abs(x), Fraction(6))
     best = min(range(8), key=lambda c: (abs(Fraction(E2M1[c]) - a), c & 1))
     return best | (8 if x < 0 else 0)
+
+
+def ct_mx_exponent(amax):
+    """compressed-tensors 0.20.0's MXFP4 scale byte for an fp16 block max (generate_mx_scales:
+    amax rounded to a power of two on fp16's bits, up from a significand of 1.75, then
+    127 + log2 - 2; a small subnormal or zero amax has exponent bits 0, so 2^-127, which fp16 flushes
+    to 0, which CT's epsilon makes 1: byte 127; but from 0.75 * 2^-14 the rounding carries into
+    the exponent field: 2^-14, byte 111)."""
+    if amax < 2.0 ** -14:
+        return 111 if amax >= 0.75 * 2.0 ** -14 else 127
+    m, e = math.frexp(amax)          # amax = m * 2^e, m in [0.5, 1): significand 2m
+    return max(127 + (e - 1) + (1 if 2 * m >= 1.75 else 0) - 2, 0)
 
 
 def test_fp4(tmp, fmt):
@@ -244,15 +298,7 @@ def test_fp4(tmp, fmt):
                     step = tq.E4M3[sc] / gs
                 else:
                     amax = max(abs(x) for x in block)
-                    unit = f32(amax / 6.0)
-                    e = 0 if amax == 0 else (Fraction(unit).numerator.bit_length() -
-                                             Fraction(unit).denominator.bit_length())
-                    while amax != 0 and Fraction(2) ** e < Fraction(unit):
-                        e += 1
-                    while amax != 0 and Fraction(2) ** (e - 1) >= Fraction(unit):
-                        e -= 1
-                    if amax != 0:
-                        bad_codes += sc != 127 + e
+                    bad_codes += sc != ct_mx_exponent(amax)
                     step = 2.0 ** (sc - 127)
                 for i, x in enumerate(block):
                     kk = b * bs + i
@@ -295,8 +341,57 @@ def test_ct_block(tmp):
               module + ": weight_scale [ceil(N/128), ceil(K/128)]")
         check(module + ".weight_scale_inv" not in t, module + ": no HF weight_scale_inv")
     rc, so, se = run("inspect", out)
-    # (one 128x128 block covers these small layers: inspect reads a single scale as per-tensor)
-    check(rc == 0 and "FP8 (e4m3" in so, "ct-block: qtl inspect recognises it")
+    # One 128x128 block covers each of these small layers: their [1, 1] scale fits a tensor, a
+    # channel and a block; the config's FP8_BLOCK strategy settles it.
+    check(rc == 0 and "FP8 (e4m3, block scales [1, 1] for [128, 64]" in so and "per-tensor" not in so,
+          "ct-block: qtl inspect reads a single-block layer as block scales: " + so[-400:])
+    # The same tensors under a per-tensor config (CT strategy tensor) read as per-tensor.
+    with open(os.path.join(out, "config.json")) as f:
+        conf = json.load(f)
+    conf["quantization_config"]["config_groups"]["group_0"]["weights"].update(
+        strategy="tensor", block_structure=None)
+    with open(os.path.join(out, "config.json"), "w") as f:
+        json.dump(conf, f)
+    rc, so, se = run("inspect", out)
+    check(rc == 0 and "per-tensor weight scale" in so and "block scales" not in so,
+          "ct-block files under a tensor-strategy config: per-tensor")
+
+
+def test_zero_blocks(tmp):
+    """An all-zero group or block gets compressed-tensors' scale: its epsilon of the scale dtype
+    (calculate_qparams), not the library's 0 or 1e-12 floor."""
+    src = os.path.join(tmp, "zeros")
+    n, k = 16, 128
+    vals = [0.0 if i < 64 else ((i * 37) % 23 - 11) / 64 for i in range(n * k)]  # row 0: first half zero
+    st.write_checkpoint(src, [("model.layers.0.mlp.up_proj.weight", "F16", [n, k], struct.pack("<%de" % (n * k), *vals))], 1)
+    cases = [(["--format", "nvfp4"], "weight_scale", lambda b: b[0] == 0x20 and b[3] == 0x20,
+              "NVFP4 scale 0.125 (E4M3 0x20)"),
+             (["--format", "mxfp4"], "weight_scale", lambda b: b[0] == 127 and b[1] == 127,
+              "MXFP4 byte 127 (fp16: 2^-127 flushes to 0, epsilon 1)"),
+             (["--format", "w4a16", "--group-size", "64"], "weight_scale",
+              lambda b: tq.f16s(b)[0] == 2.0 ** -10, "w4a16 scale fp16 epsilon 2^-10"),
+             (["--format", "w4a16", "--group-size", "64", "--asym"], "weight_zero_point",
+              lambda b: unpack_bits(tq.i32s(b), 0, 4) == 8, "w4a16 asym zero point 0 (stored 8)")]
+    for args, key, ok, what in cases:
+        out = os.path.join(tmp, "zeros-out")
+        rc, so, se = run("quantize", src, out, *args)
+        check(rc == 0, " ".join(args) + " on zero blocks: " + se)
+        if rc != 0:
+            continue
+        t = tq.read_checkpoint(out)
+        b = t["model.layers.0.mlp.up_proj." + key][2]
+        check(ok(b), "%s: %s (bytes %s)" % (" ".join(args), what, b[:8].hex()))
+        shutil.rmtree(out, ignore_errors=True)
+    # ct-block: an all-zero 128x128 block gets float32's epsilon 2^-23 as its scale
+    zsrc = os.path.join(tmp, "zeros-block")
+    st.write_checkpoint(zsrc, [("model.layers.0.mlp.up_proj.weight", "F16", [128, 256],
+                                struct.pack("<32768e", *([0.0] * 128 + [0.5] * 128) * 128))], 1)
+    out = os.path.join(tmp, "zeros-block-out")
+    rc, so, se = run("quantize", zsrc, out, "--format", "fp8", "--fp8-scheme", "ct-block")
+    check(rc == 0, "ct-block on a zero block: " + se)
+    if rc == 0:
+        sc = tq.f32s(tq.read_checkpoint(out)["model.layers.0.mlp.up_proj.weight_scale"][2])
+        check(sc[0] == 2.0 ** -23 and sc[1] == f32(0.5 / 448), "ct-block: zero block scale 2^-23, other amax/448: %s" % (sc,))
 
 
 def test_refused(tmp):
@@ -382,6 +477,7 @@ def main():
         test_fp4(tmp, "nvfp4")
         test_fp4(tmp, "mxfp4")
         test_ct_block(tmp)
+        test_zero_blocks(tmp)
         test_refused(tmp)
         test_moe_router(tmp)
     finally:

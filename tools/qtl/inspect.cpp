@@ -4,12 +4,14 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <ostream>
 #include <tuple>
 
 #include <qtl/io/safetensors.hpp>
 
+#include "config_tools.hpp"
 #include "recognize.hpp"
 #include "staged_output.hpp"
 
@@ -33,6 +35,27 @@ std::vector<std::tuple<std::string, std::string, std::size_t>> summarize(
     }
   }
   return s;
+}
+
+/// The FP8 scale hint of the config.json beside `path` (a folder, or a file in one): what settles
+/// a scale shape that fits two schemes (a ct-block layer of one block has a [1, 1] scale). None
+/// when there is no config.json or it cannot be read: inspect describes tensors, and the config
+/// only breaks ties.
+fp8_scale_hint config_hint(std::string const& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path const dir = fs::is_directory(path, ec) ? fs::path(path) : fs::path(path).parent_path();
+  fs::path const cfg = (dir.empty() ? fs::path(".") : dir) / "config.json";
+  if (!fs::is_regular_file(cfg, ec)) {
+    return fp8_scale_hint::none;
+  }
+  try {
+    auto const doc = read_json_document(cfg, "config.json");
+    auto const q = doc.is_object() ? doc.find("quantization_config") : doc.end();
+    return q == doc.end() ? fp8_scale_hint::none : fp8_scale_hint_of(*q);
+  } catch (std::exception const&) {
+    return fp8_scale_hint::none;
+  }
 }
 
 json report(std::string const& path, qtl::io::safetensors_checkpoint const& ck, std::string const& assume) {
@@ -64,7 +87,7 @@ json report(std::string const& path, qtl::io::safetensors_checkpoint const& ck, 
   r["tensor_count"] = infos.size();
   r["tensor_bytes"] = total;
   r["tensors"] = std::move(tensors);
-  auto const mods = recognize(infos);
+  auto const mods = recognize(infos, config_hint(path));
   json schemes = json::array();
   for (auto const& [scheme, variant, count] : summarize(mods)) {
     schemes.push_back({{"scheme", scheme}, {"variant", variant}, {"modules", count}});

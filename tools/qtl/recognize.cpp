@@ -118,7 +118,7 @@ bool classify_ct_packed(std::map<std::string, tensor_info const*> const& m, quan
   return true;
 }
 
-bool classify_float(std::map<std::string, tensor_info const*> const& m, quantized_module& q) {
+bool classify_float(std::map<std::string, tensor_info const*> const& m, quantized_module& q, fp8_scale_hint hint) {
   auto get = [&](char const* s) -> tensor_info const* { return m.count(s) ? m.at(s) : nullptr; };
   tensor_info const* w = get("weight");
   tensor_info const* wp = get("weight_packed");
@@ -137,11 +137,14 @@ bool classify_float(std::map<std::string, tensor_info const*> const& m, quantize
     tensor_info const* s = wsi != nullptr ? wsi : ws;
     std::string const fmt = w->type == dtype::F8_E4M3 ? "e4m3" : "e5m2";
     std::uint64_t const count = s->numel();
-    if (count == 1) {
+    // A [1, 1] scale fits a tensor, a channel (N = 1) and a block (N, K <= block): the config decides.
+    bool const block = rank(s) == 2 && rank(w) == 2 && dim(s, 0) > 0 && dim(s, 1) > 0;
+    bool const channel = rank(s) == 2 && dim(s, 1) == 1 && dim(s, 0) == dim(w, 0);
+    if (count == 1 && !(hint == fp8_scale_hint::block && block) && !(hint == fp8_scale_hint::channel && channel)) {
       q.variant = fmt + ", per-tensor weight scale";
-    } else if (rank(s) == 2 && dim(s, 1) == 1 && dim(s, 0) == dim(w, 0)) {
+    } else if (channel && hint != fp8_scale_hint::block) {
       q.variant = fmt + ", per-channel weight scale";
-    } else if (rank(s) == 2 && rank(w) == 2 && dim(s, 0) > 0 && dim(s, 1) > 0) {
+    } else if (block) {
       q.variant = fmt + ", block scales " + qtl::io::shape_string(s->shape) + " for " +
                   qtl::io::shape_string(w->shape);
     } else {
@@ -179,7 +182,42 @@ bool classify_float(std::map<std::string, tensor_info const*> const& m, quantize
 
 }  // namespace
 
-std::vector<quantized_module> recognize(std::vector<tensor_info const*> const& tensors) {
+fp8_scale_hint fp8_scale_hint_of(qtl::io::json const& qc) {
+  if (!qc.is_object()) {
+    return fp8_scale_hint::none;
+  }
+  auto const method = qc.find("quant_method");
+  if (method == qc.end() || !method->is_string()) {
+    return fp8_scale_hint::none;
+  }
+  if (*method == "fp8") {
+    auto const b = qc.find("weight_block_size");
+    return b != qc.end() && b->is_array() ? fp8_scale_hint::block : fp8_scale_hint::tensor;
+  }
+  auto const groups = qc.find("config_groups");
+  if (*method != "compressed-tensors" || groups == qc.end() || !groups->is_object() || groups->empty()) {
+    return fp8_scale_hint::none;
+  }
+  std::string strategy;
+  for (auto const& [name, g] : groups->items()) {
+    auto const w = g.is_object() ? g.find("weights") : g.end();
+    if (!g.is_object() || w == g.end() || !w->is_object() || !w->contains("strategy") ||
+        !(*w)["strategy"].is_string()) {
+      return fp8_scale_hint::none;
+    }
+    std::string const s = (*w)["strategy"].get<std::string>();
+    if (!strategy.empty() && s != strategy) {
+      return fp8_scale_hint::none;  // groups disagree: the shapes alone decide
+    }
+    strategy = s;
+  }
+  return strategy == "block"     ? fp8_scale_hint::block
+         : strategy == "channel" ? fp8_scale_hint::channel
+         : strategy == "tensor"  ? fp8_scale_hint::tensor
+                                 : fp8_scale_hint::none;
+}
+
+std::vector<quantized_module> recognize(std::vector<tensor_info const*> const& tensors, fp8_scale_hint hint) {
   module_map modules;
   std::map<std::string, std::pair<tensor_info const*, tensor_info const*>> gpt_oss;  // blocks, scales
   for (tensor_info const* t : tensors) {
@@ -198,7 +236,7 @@ std::vector<quantized_module> recognize(std::vector<tensor_info const*> const& t
   for (auto const& [module, m] : modules) {
     quantized_module q;
     q.module = module;
-    if (classify_int(m, q) || classify_ct_packed(m, q) || classify_float(m, q)) {
+    if (classify_int(m, q) || classify_ct_packed(m, q) || classify_float(m, q, hint)) {
       out.push_back(std::move(q));
     }
   }

@@ -32,7 +32,18 @@ struct quantized_module {
   std::vector<std::string> tensors;  // the names it is made of
 };
 
-/// Every quantized module among `tensors`, sorted by module name.
-std::vector<quantized_module> recognize(std::vector<qtl::io::tensor_info const*> const& tensors);
+/// What the checkpoint's config says about FP8 weight scales, where shapes are ambiguous: a single
+/// scale is per tensor, or the one block of a layer no larger than a block ([1, 1] for an
+/// FP8_BLOCK layer of at most 128x128), or the channel of a one-row layer.
+enum class fp8_scale_hint { none, tensor, channel, block };
+
+/// The hint of a `quantization_config` object (compressed-tensors: the weights strategy shared by
+/// every config group; HF "fp8": block when weight_block_size is set), `none` when it says nothing.
+fp8_scale_hint fp8_scale_hint_of(qtl::io::json const& quantization_config);
+
+/// Every quantized module among `tensors`, sorted by module name; `hint` settles the FP8 scale
+/// shapes that fit more than one scheme.
+std::vector<quantized_module> recognize(std::vector<qtl::io::tensor_info const*> const& tensors,
+                                        fp8_scale_hint hint = fp8_scale_hint::none);
 
 }  // namespace qtl::tool

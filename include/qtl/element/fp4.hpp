@@ -113,6 +113,49 @@ QTL_HOST_DEVICE constexpr std::uint8_t block_scale_code(float vmax, float global
   }
 }
 
+/// compressed-tensors' MXFP4 scale byte (biased E8M0 exponent) of a block whose max magnitude
+/// is `amax`, a value of the weight dtype T, exactly as its release 0.20.0 writes it
+/// (`quantization/utils/mxfp_utils.py::generate_mx_scales` in T, then `calculate_qparams`' uint8
+/// rounding, `maybe_convert_from_mx_exp`, the zero-scale epsilon 1 and `compress_mx_scale`),
+/// not the library's MX rule (`block_scale_code<mxfp4>`: the smallest power of two >= amax/6):
+///
+///   p2 = amax rounded to a power of two on T's bits: up iff its significand is >= 1.75
+///        (`round_to_power_2`: + 2^(m-2), then the mantissa masked); below T's smallest normal
+///        (exponent field 0) that carry gives the smallest normal from 0.75 of it, else p2 = 0
+///   c  = clamp(127 + log2(p2) - 2, 0, 255)                 (-inf for p2 = 0: 0)
+///   s  = T(2^(c - 127)); 0 (fp16 only: c - 127 <= -25) becomes 1, so the byte is 127
+///
+/// So amax 6 gives 2^0 (6 / 1 = 6) but amax 6.9 also gives 2^0 and clips to 6 (the library rule
+/// takes 2^1), amax 7 gives 2^1. Beyond CT's range: p2 = +inf (amax >= 1.75 * 2^emax of T, fp16
+/// >= 61440) or NaN make CT's exponent infinite, whose int cast torch leaves undefined; 254 here.
+template <class T>
+QTL_HOST_DEVICE constexpr std::uint8_t ct_mx_scale_code(float amax) {
+  constexpr bool half = std::is_same_v<T, half_t>;
+  constexpr float min_normal = half ? 0x1p-14f : 0x1p-126f;
+  constexpr int emax = half ? 15 : 127;
+  if (amax != amax) {
+    return 254;
+  }
+  if (!(amax >= min_normal)) {
+    if (half && amax >= 0.75f * min_normal) {
+      return 127 - 14 - 2;  // the carry into the exponent field: p2 = 2^-14
+    }
+    return half ? 127 : 0;  // c = 0 (bf16, float: also for p2 = 2^-126); fp16 flushes 2^-127 to 0, made 1
+  }
+  std::uint32_t const bits = float_to_bits(amax);
+  int e = static_cast<int>((bits >> 23) & 0xFFu) - 127;
+  e += (bits & 0x7FFFFFu) >= 0x600000u ? 1 : 0;  // significand >= 1.75: the next power of two
+  if (e > emax) {
+    return 254;
+  }
+  int c = 127 + e - 2;
+  c = c < 0 ? 0 : c;
+  if (half && c - 127 <= -25) {
+    return 127;
+  }
+  return static_cast<std::uint8_t>(c);
+}
+
 namespace detail {
 // e4m3fn_to_float for the codes 0x00..0x7E without its normalisation loop: a normal code is a
 // float with the exponent re-biased, a subnormal one is m * 2^-9 (exact).

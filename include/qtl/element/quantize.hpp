@@ -288,6 +288,78 @@ QTL_HOST_DEVICE constexpr quantized_group<T, K> quantize_group(T const (&w)[K], 
 }
 
 // ------------------------------------------------------------------------------------------------
+// compressed-tensors' integer rule (what `qtl quantize --format w4a16|w8a16` writes)
+
+/// compressed-tensors' scale, zero point and codes of one group of `bits`-bit integers, exactly as
+/// its release 0.20.0 computes them on a weight of dtype T: `quantization/utils/helpers.py::
+/// calculate_qparams` on the group's min and max (llm-compressor's observers take them in the
+/// weight's own dtype, so every step rounds to T as torch does), then `lifecycle/forward_helpers.py::
+/// _quantize` (what `PackedQuantizationCompressor.compress` runs). Signed domain: q and zp in
+/// [qmin, qmax] = [-2^(b-1), 2^(b-1) - 1]; the file stores q + 2^(b-1) (and zp + 2^(b-1), packed
+/// along N, when asymmetric).
+///
+///   mn, mx = min(group min, 0), max(group max, 0)            (0 is always representable)
+///   symmetric:  s0 = T(max(|mn|, |mx|) / ((2^b - 1) / 2))   (amax/7.5 for 4 bits, amax/127.5 for 8)
+///               zp = 0
+///   asymmetric: s0 = T(T(mx - mn) / (2^b - 1))
+///               zp = rne(clamp(T(qmin - T(mn / s0)), qmin, qmax))   (int8 zp_dtype: torch.round,
+///               then the cast; when s0 is 0 it is computed with that 0: mn < 0 gives qmax, mn = 0
+///               gives NaN, whose int8 cast torch leaves to the CPU, taken as 0 here)
+///   s  = s0, or T's epsilon where s0 == 0 (fp16 2^-10, bf16 2^-7, float 2^-23: the all-zero
+///        group, or a range that underflows T; replaced after zp, as CT does)
+///   q  = rne(clamp(T(T(w / s) + zp), qmin, qmax))            (zp added in T before rounding; NaN: 0)
+///   w' = T(T(q - zp) · s)                                    (`_dequantize`, in the scale's dtype T)
+///
+/// Versus the GPTQ reference rule (`detail::qnt::symmetric_scale`, `asymmetric_scale`, which
+/// `--format gptq` keeps): the divisor (2^b - 1)/2 instead of qmax (amax/7.5 vs max(|max/7|, |min/-8|)),
+/// the range widened to include 0, the zero point in the signed domain added before the rounding,
+/// and T's epsilon for a zero scale instead of the 1e-5 floor on the range.
+template <class T>
+QTL_HOST_DEVICE constexpr detail::qnt::group_params ct_int_group_params(float mx, float mn, int bits, bool symmetric) {
+  using namespace detail::qnt;
+  float const qmax = static_cast<float>((1 << (bits - 1)) - 1);
+  float const qmin = -static_cast<float>(1 << (bits - 1));
+  float const levels = static_cast<float>((1 << bits) - 1);  // bit_range = qmax - qmin, exact in T
+  mn = nan_min(mn, 0.0f);                                     // torch.min / torch.max propagate NaN
+  mx = nan_max(mx, 0.0f);
+  float s0 = 0.0f;
+  float zp = 0.0f;
+  if (symmetric) {
+    s0 = round_to<T>(div_rn(nan_max(abs(mn), abs(mx)), levels * 0.5f));
+  } else {
+    s0 = round_to<T>(div_rn(round_to<T>(sub_rn(mx, mn)), levels));
+    float const z = clamp(round_to<T>(sub_rn(qmin, round_to<T>(div_rn(mn, s0)))), qmin, qmax);
+    zp = isnan(z) ? 0.0f : round_half_even(z);
+  }
+  float eps = std::numeric_limits<float>::epsilon();
+  if constexpr (std::is_same_v<T, half_t>) {
+    eps = 0x1p-10f;
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    eps = 0x1p-7f;
+  }
+  return {s0 == 0.0f ? eps : s0, zp};
+}
+
+/// The signed code of weight `w` under `p` (see `ct_int_group_params`):
+/// rne(clamp(T(T(w / s) + zp), qmin, qmax)), NaN to 0.
+template <class T>
+QTL_HOST_DEVICE constexpr float ct_int_code(float w, detail::qnt::group_params p, int bits) {
+  using namespace detail::qnt;
+  float const qmax = static_cast<float>((1 << (bits - 1)) - 1);
+  float const qmin = -static_cast<float>(1 << (bits - 1));
+  float const x = round_to<T>(add_rn(round_to<T>(div_rn(w, p.s)), p.zp));
+  float const q = round_half_even(clamp(x, qmin, qmax));
+  return isnan(q) ? 0.0f : q;
+}
+
+/// The dequantized value of signed code `q` under `p`: T(T(q - zp) · s), as a float.
+template <class T>
+QTL_HOST_DEVICE constexpr float ct_int_dequantize(float q, detail::qnt::group_params p) {
+  using namespace detail::qnt;
+  return round_to<T>(mul_rn_unfused(round_to<T>(sub_rn(q, p.zp)), p.s, 0));
+}
+
+// ------------------------------------------------------------------------------------------------
 // Shape checks (host)
 
 namespace detail::qnt {

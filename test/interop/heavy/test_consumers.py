@@ -249,86 +249,131 @@ def qtl_formats():
     return m.group(1).split(",") if m else []
 
 
+# Every compressed-tensors format `qtl quantize` writes, and the dtype CT's qparams are computed in:
+# the weight's (fp16: llm-compressor's observers take min/max of the module's weight as it is) for
+# the formats whose scales are stored in it or derived on its bits (int, MXFP4); float32 for FP8
+# and NVFP4, whose scales QTL computes in float32 as vLLM, sglang, ModelOpt and torchao do (CT
+# given float32 weights computes them the same way; given fp16 ones its NVFP4 global scale would
+# be fp16(2688 / amax)).
 COMPRESSOR_CASES = {
-    "fp8-tensor": ["--format", "fp8", "--fp8-scheme", "tensor"],
-    "fp8-channel": ["--format", "fp8", "--fp8-scheme", "channel"],
-    "w4a16": ["--format", "w4a16"],
-    "w8a16": ["--format", "w8a16"],
+    "fp8-tensor": (["--format", "fp8", "--fp8-scheme", "tensor"], "float32"),
+    "fp8-channel": (["--format", "fp8", "--fp8-scheme", "channel"], "float32"),
+    "fp8-ct-block": (["--format", "fp8", "--fp8-scheme", "ct-block"], "float32"),
+    "w4a16": (["--format", "w4a16"], "float16"),
+    "w4a16-asym": (["--format", "w4a16", "--asym"], "float16"),
+    "w4a16-channel": (["--format", "w4a16", "--group-size", "-1"], "float16"),
+    "w4a16-asym-channel": (["--format", "w4a16", "--asym", "--group-size", "-1"], "float16"),
+    "w8a16": (["--format", "w8a16"], "float16"),
+    "w8a16-asym": (["--format", "w8a16", "--asym"], "float16"),
+    "nvfp4": (["--format", "nvfp4"], "float32"),
+    "mxfp4": (["--format", "mxfp4"], "float16"),
 }
+
+
+def _e2m1_codes(v):
+    """E2M1 codes (RNE, saturating, -0 for tiny negatives) of float32 values, through ml_dtypes."""
+    return np.clip(v, -6, 6).astype(md.float4_e2m1fn).view(np.uint8) & 0xF
+
+
+def _pack_nibbles(c):
+    return (c[..., 0::2] | (c[..., 1::2] << 4)).astype(np.uint8)
+
+
+def _ct_scheme(qc, fmt):
+    """The scheme CT's compressor gets: QTL's config group, or for NVFP4 llm-compressor's preset
+    NVFP4A16 (the same group plus scale_dtype float8_e4m3fn, which QTL leaves out of its config
+    so that CT < 0.13 reads it: the block scales are then rounded to FP8 before CT's zero-scale
+    epsilon, 0.125)."""
+    from compressed_tensors.quantization import QuantizationScheme
+    (group,) = qc["config_groups"].values()
+    if fmt == "nvfp4":
+        from compressed_tensors.quantization.quant_scheme import NVFP4A16
+        return QuantizationScheme(targets=group["targets"], **NVFP4A16)
+    return QuantizationScheme.model_validate(group)
 
 
 @pytest.mark.parametrize("fmt", list(COMPRESSOR_CASES))
 def test_ct_compressor_writes_the_same_bytes(base, fmt):
-    """compressed-tensors' own qparams (calculate_qparams on the weights' min/max per the scheme)
-    and compressor (BaseCompressor registry, `compress`) on the same fp16 weights and QTL's
-    scheme: the same scale and packed bytes as `qtl quantize`."""
-    if COMPRESSOR_CASES[fmt][1] not in qtl_formats():
-        pytest.skip("qtl quantize of this build offers no --format %s" % COMPRESSOR_CASES[fmt][1])
+    """compressed-tensors' own qparams (generate_gparam, calculate_qparams on the weights' min/max
+    per the scheme) and compressor (BaseCompressor registry, `compress`) on the same weights and
+    scheme write the same bytes as `qtl quantize`, tensor by tensor. The one remaining difference
+    is pinned: FP8 and NVFP4 codes, where CT divides by the scale and QTL multiplies by its
+    reciprocal as vLLM's and sglang's kernels do."""
     from compressed_tensors.compressors import BaseCompressor
-    from compressed_tensors.quantization import QuantizationScheme
-    from compressed_tensors.quantization.utils import calculate_qparams
-    qdir = models.quantize(base[0], "ct-" + fmt, COMPRESSOR_CASES[fmt])
+    from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
+    qargs, obs_dtype = COMPRESSOR_CASES[fmt]
+    qdir = models.quantize(base[0], "ct-" + fmt, qargs)
     qc = models.config(qdir)["quantization_config"]
-    (group,) = qc["config_groups"].values()
-    scheme = QuantizationScheme.model_validate(group)
+    scheme = _ct_scheme(qc, fmt)
     comp = BaseCompressor.get_value_from_registry(qc["format"])
     t = models.tensors(qdir)
     dense = models.tensors(base[0])
     args = scheme.weights
     checked = 0
-    tie_moves = [0, 0]
+    moved = [0, 0]   # codes that differ (x / s vs x * (1/s)), codes compared
     for mod in models.linear_modules(t, ".weight_scale"):
-        w = torch.from_numpy(dense[mod + ".weight"].astype(np.float32))
-        if args.strategy == "tensor":
+        w16 = torch.from_numpy(dense[mod + ".weight"])
+        w = w16.float() if obs_dtype == "float32" else w16
+        n, k = w.shape
+        strategy = str(args.strategy.value if hasattr(args.strategy, "value") else args.strategy)
+        if strategy == "tensor":
             lo, hi = w.amin().reshape(1), w.amax().reshape(1)
-        elif args.strategy == "channel":
+        elif strategy == "channel":
             lo, hi = w.amin(1, keepdim=True), w.amax(1, keepdim=True)
-        else:  # group
-            g = w.reshape(w.shape[0], -1, args.group_size)
+        elif strategy == "block":
+            bn, bk = args.block_structure
+            b = w.reshape(n // bn, bn, k // bk, bk)
+            lo, hi = b.amin((1, 3)), b.amax((1, 3))
+        else:  # group, tensor_group
+            g = w.reshape(n, -1, args.group_size)
             lo, hi = g.amin(-1), g.amax(-1)
-        scale, zp = calculate_qparams(lo, hi, args)
-        qscale = torch.from_numpy(np.ascontiguousarray(t[mod + ".weight_scale"]).astype(np.float32))
-        if args.type == "int" and args.symmetric:
-            # BUG pinned (tools/qtl w4a16/w8a16, reported): QTL's symmetric scale is
-            # amax / (2^(b-1) - 1) (amax/7, amax/127, vLLM's quantize_weights rule); CT's
-            # calculate_qparams (what llm-compressor writes) is amax / ((2^b - 1) / 2)
-            # (amax/7.5, amax/127.5; research/interop.md section 3.1 b). Both decompress
-            # consistently, but the bytes differ. Fails once QTL follows CT: then delete this.
-            half = 2 ** (args.num_bits - 1)
-            ratio = (scale.float().reshape(qscale.shape) / qscale).median().item()
-            assert abs(ratio - (half - 1) / (half - 0.5)) < 5e-3, ratio   # QTL scales are fp16
-            checked += 1
-            continue
-        sd = {"weight": w, "weight_scale": scale.to(qscale.dtype).reshape(qscale.shape)}
+        sd = {"weight": w}
+        gscale = None
+        if mod + ".weight_global_scale" in t:
+            gscale = generate_gparam(w.amin().reshape(1), w.amax().reshape(1))
+            sd["weight_global_scale"] = gscale
+        scale, zp = calculate_qparams(lo, hi, args, global_scale=gscale)
+        sd["weight_scale"] = scale
         if not args.symmetric:
             sd["weight_zero_point"] = zp
         out = comp.compress(dict(sd), scheme)
-        assert torch.equal(scale.float().reshape(qscale.shape), qscale), (mod, "scale")
-        for k, v in out.items():
-            if k == "weight_scale" or v is None:
+        for key, v in out.items():
+            if v is None or key == "weight_shape" and mod + ".weight_shape" not in t:
                 continue
-            mine = np.ascontiguousarray(t[mod + "." + k])
-            theirs = v.contiguous().view(torch.uint8).numpy().reshape(mine.shape)
-            if k == "weight" and mine.dtype == md.float8_e4m3fn:
+            mine = np.ascontiguousarray(t[mod + "." + key])
+            theirs = v.detach().contiguous().view(torch.uint8).numpy().reshape(-1)
+            mine_u8 = mine.reshape(-1).view(np.uint8)
+            if key == "weight" and mine.dtype == md.float8_e4m3fn:
                 # Known difference: CT quantizes x / s (one division, RNE to e4m3); QTL's FP8
                 # quantizer multiplies by the reciprocal, x * (1/s), as vLLM's and sglang's
                 # scaled_fp8_quant kernels do. They differ only where the two float32 quotients
                 # fall on different sides of an e4m3 rounding boundary (ties, mostly). Pinned:
                 # CT == e4m3(x / s) and QTL == e4m3(x * (1/s)) everywhere.
-                x = w.numpy()
-                s32 = qscale.numpy()
-                sat = lambda v: np.clip(v, -448, 448).astype(md.float8_e4m3fn).view(np.uint8)
+                x = w.float().numpy()
+                s32 = models.f32(t[mod + ".weight_scale"])
+                if s32.size > 1 and s32.shape != (n, 1):
+                    s32 = np.repeat(np.repeat(s32, args.block_structure[0], 0), args.block_structure[1], 1)
+                sat = lambda a: np.clip(a, -448, 448).astype(md.float8_e4m3fn).view(np.uint8).reshape(-1)
                 assert (theirs == sat(x / s32)).all(), (mod, "CT is not e4m3(x / s)")
-                assert (mine.view(np.uint8) == sat(x * (np.float32(1) / s32))).all(), (mod, "QTL is not e4m3(x * (1/s))")
-                tie_moves[0] += int((theirs != mine.view(np.uint8)).sum())
-                tie_moves[1] += mine.size
+                assert (mine_u8 == sat(x * (np.float32(1) / s32))).all(), (mod, "QTL is not e4m3(x * (1/s))")
+                moved[0] += int((theirs != mine_u8).sum())
+                moved[1] += mine.size
                 continue
-            assert theirs.tobytes() == mine.view(np.uint8).tobytes(), (mod, k)
+            if key == "weight_packed" and gscale is not None and theirs.tobytes() != mine_u8.tobytes():
+                # The same known difference for NVFP4: CT's codes are e2m1(x / (s / g)), QTL's
+                # (sglang's and vLLM's reference) e2m1(x * (1 / (s * (1 / g)))).
+                x = w.float().numpy()
+                sf = np.repeat(models.f32(t[mod + ".weight_scale"].view(md.float8_e4m3fn)), 16, 1)
+                g = np.float32(models.f32(t[mod + ".weight_global_scale"]).reshape(()))
+                ct = _pack_nibbles(_e2m1_codes(x / (sf / g))).reshape(-1)
+                qtl_codes = _pack_nibbles(_e2m1_codes(x * (np.float32(1) / (sf * (np.float32(1) / g))))).reshape(-1)
+                assert (theirs == ct).all(), (mod, "CT is not e2m1(x / (s / g))")
+                assert (mine_u8 == qtl_codes).all(), (mod, "QTL is not e2m1(x * (1 / (s * (1/g))))")
+                moved[0] += int((_e2m1_codes(x / (sf / g)) != _e2m1_codes(x * (np.float32(1) / (sf * (np.float32(1) / g))))).sum())
+                moved[1] += x.size
+                continue
+            assert theirs.tobytes() == mine_u8.tobytes(), (mod, key, int((theirs != mine_u8).sum()), theirs.size)
         checked += 1
     assert checked
-    if args.type == "int" and args.symmetric:
-        print("RESULT CT compressor %s: %d modules, scale differs: CT amax/%.1f, QTL amax/%d (bug, reported)"
-              % (fmt, checked, 2 ** (args.num_bits - 1) - 0.5, 2 ** (args.num_bits - 1) - 1))
-        return
-    print("RESULT CT compressor %s: %d modules, same scales; %d of %d codes differ, all x/s vs "
-          "x*(1/s) (known)" % (fmt, checked, *tie_moves))
+    print("RESULT CT compressor %s: %d modules, every tensor the same bytes%s" % (
+        fmt, checked, "" if not moved[1] else "; %d of %d codes differ, all x/s vs x*(1/s) (known)" % tuple(moved)))

@@ -25,13 +25,25 @@ FORMATS = {
     "gptq-int4-g64": ["--format", "gptq", "--bits", "4", "--group-size", "64"],
     "gptq-int4-asym-g64": ["--format", "gptq", "--bits", "4", "--asym", "--group-size", "64"],
     "gptq-int8-g128": ["--format", "gptq", "--bits", "8", "--group-size", "128"],
+    "ct-w4a16-g64": ["--format", "w4a16", "--group-size", "64"],
+    "ct-w4a16-asym-g128": ["--format", "w4a16", "--asym"],
+    "ct-w8a16-channel": ["--format", "w8a16", "--group-size", "-1"],
+    "ct-w8a16-asym-g64": ["--format", "w8a16", "--asym", "--group-size", "64"],
+    "ct-nvfp4": ["--format", "nvfp4"],
+    "ct-mxfp4": ["--format", "mxfp4"],
+    "ct-fp8-block": ["--format", "fp8", "--fp8-scheme", "ct-block"],
 }
 KEEP = ("model.layers.0.self_attn.q_proj", "model.layers.0.mlp.down_proj")   # stored whole
 
 
 def micro_llama():
+    """The committed micro Llama when there is one (the light tier replays from it), else a new one."""
     from transformers import LlamaConfig, LlamaForCausalLM
     d = models.WORK / "micro"
+    if not (d / "model.safetensors").exists() and (GOLDEN / "micro_llama.safetensors").exists():
+        d.mkdir(parents=True, exist_ok=True)
+        shutil.copy(GOLDEN / "micro_llama.safetensors", d / "model.safetensors")
+        shutil.copy(GOLDEN / "micro_llama.config.json", d / "config.json")
     if not (d / "model.safetensors").exists():
         torch.manual_seed(1)
         LlamaForCausalLM(LlamaConfig(hidden_size=128, intermediate_size=256, num_hidden_layers=1,

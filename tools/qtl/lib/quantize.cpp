@@ -26,7 +26,8 @@
 //         block    L.weight_scale_inv F32 [ceil(N/128), ceil(K/128)] (HF "fp8"; weight_scale under a
 //                  compressed-tensors config); scale = max(amax, 1e-12) / 448 per 128x128 block.
 //         ct-block the same blocks as L.weight_scale under a compressed-tensors config (FP8_BLOCK:
-//                  weights strategy block [128, 128], inputs group 128 dynamic).
+//                  weights strategy block [128, 128], inputs group 128 dynamic), with
+//                  compressed-tensors' scale amax / 448 (an all-zero block: float32's epsilon).
 //         Activations dynamic: no input_scale.
 //   w4a16, w8a16 (compressed-tensors pack-quantized, b = 4 or 8, pf = 32 / b)
 //         L.weight_packed I32 [N, K/pf]  the codes of each row of W packed along K (pack_cols of the
@@ -34,16 +35,19 @@
 //         L.weight_scale  [N, G] in the weight's dtype (--group-size -1: G = 1, strategy channel)
 //         L.weight_shape  I64 [2] = [N, K]
 //         L.weight_zero_point I32 [N/pf, G] (--asym only) zero points packed along N (pack_rows)
-//         codes, scales and zero points from qtl::quantize_weights as for gptq (the reference's
-//         rule: symmetric s = max(|max/qmax|, |min/qmin|), not compressed-tensors' observer's
-//         amax/7.5, so the codes are QTL's, read back as (code - zero) * scale like CT's own).
+//         codes, scales and zero points by compressed-tensors' own rule (qtl::ct_int_group_params,
+//         ct_int_code: CT 0.20.0's calculate_qparams + quantize in the weight's dtype; symmetric
+//         s = amax/7.5 (4-bit) or amax/127.5 (8-bit), asymmetric s = (max - min)/(2^b - 1) with the
+//         range widened to 0 and a signed zero point added before rounding), so CT's compressor
+//         writes the same bytes. --format gptq keeps the GPTQ reference rule (amax/7).
 //   nvfp4 (NVFP4A16) L.weight_packed U8 [N, K/2] (element 2i in the low nibble), L.weight_scale
 //         F8_E4M3 [N, K/16] (linear), L.weight_global_scale F32 [1] = 448*6/amax, a divisor:
-//         qtl::block_quantize<nvfp4> and qtl::nvfp4_global_scale, as `qtl op nvfp4-quant`.
+//         qtl::block_quantize<nvfp4> and qtl::nvfp4_global_scale, as `qtl op nvfp4-quant`, except
+//         that a block scale of 0 (an all-zero block) is written as compressed-tensors' 0.125.
 //   mxfp4 L.weight_packed U8 [N, K/2], L.weight_scale U8 [N, K/32] biased E8M0 exponents:
-//         qtl::block_quantize<mxfp4>, the library's MX rule (the smallest power of two >= amax/6),
-//         not compressed-tensors' producer rule (interop.md §3.1 d, which rounds amax to a power of
-//         two first and can clip); consumers decode both the same way.
+//         compressed-tensors' producer rule (qtl::ct_mx_scale_code: amax rounded to a power of two,
+//         up from a significand of 1.75, divided by 4; interop.md §3.1 d), not the library's MX rule
+//         (block_quantize<mxfp4>: the smallest power of two >= amax/6); consumers decode both alike.
 //   The compressed-tensors configs list in `ignore` every linear layer the run kept (and lm_head
 //   whenever it is not quantized), so every consumer skips exactly what this run skipped.
 // Everything else is copied unchanged; the shards keep their names, each shard's tensors ordered by
@@ -392,6 +396,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
             }
           } else {
             j.kind = job_kind::fp8;
+            j.ct_rules = ct_block;
             j.outs = {s.tensors.size(), s.tensors.size() + 1};
             s.tensors.push_back({name, dtype::F8_E4M3, {n, k}});
             bool const hf = cfg.family == quant_family::fp8;

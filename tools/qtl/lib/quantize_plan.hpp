@@ -49,6 +49,7 @@ struct job {
   bool sym = true;
   scalar_type weight_type = uint4b8;     ///< the codes' type: integer_weight_type(bits, sym)
   bool allow_nonfinite = false;
+  bool ct_rules = false;  ///< fp8 ct-block: compressed-tensors' zero-scale rule (tensor_writers.hpp)
   // GPTQ results kept to the end: zero points (G x N, unpacked) and whether one is 0
   std::vector<std::int32_t> zeros;
   bool zero_has_zero = false;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <optional>
 
 #include <qtl/dispatch.hpp>
@@ -122,46 +123,75 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
   s.file->pwrite_all(g_idx.data(), g_idx.size() * 4, s.tensors[j.outs[3]].offset);
 }
 
-/// compressed-tensors pack-quantized, slice by slice at the rows' offsets (no whole-tensor
-/// buffer): weight_packed [N, K/pf] = the codes of each row packed along K (pack_cols of the
-/// (c, K) transposed codes), weight_scale [N, G] in the weight's dtype, weight_zero_point
-/// [N/pf, G] packed along N (pack_rows of the (c, G) zero points; asymmetric only),
-/// weight_shape [N, K].
-template <scalar_type Q, class T>
-void ct_pack_slices(job& j, view2d<T const> w, shard_plan const& s) {
+/// compressed-tensors pack-quantized by compressed-tensors' own rule (qtl::ct_int_group_params,
+/// ct_int_code: the scale and codes its compressor writes for the same weights), 256 rows at a
+/// time at the rows' offsets (no whole-tensor buffer):
+///
+///   W [N, K] row r, group g = columns [g*gs, (g+1)*gs):
+///     weight_scale      [N, G]     s(r, g) in the weight's dtype
+///     weight_packed     [N, K/pf]  u = q + 2^(b-1) of row r packed along K (pack_cols)
+///     weight_zero_point [N/pf, G]  zp + 2^(b-1) packed along N (pack_rows; asymmetric only)
+///     weight_shape      I64 [2]    [N, K]
+template <class T>
+void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
   index_t const n = w.extent[0];
   index_t const k = w.extent[1];
-  index_t const groups = k / j.group_rows;
-  constexpr int bits = static_cast<int>(Q.size_bits());
-  constexpr int pf = 32 / bits;
-  bool const asym = Q.bias == 0;
-  index_t const slice = std::min<index_t>(256, n);
-  host_tensor<std::int32_t, 2> codes_nk({slice, k});
+  index_t const gs = j.group_rows;
+  index_t const groups = k / gs;
+  int const bits = j.bits;
+  int const pf = 32 / bits;
+  std::int32_t const offset = 1 << (bits - 1);
+  bool const sym = j.sym;
+  index_t const slice = std::min<index_t>(256, n);  // a multiple of pf whenever N is (asymmetric)
+  host_tensor<std::int32_t, 2> codes({slice, k});
   host_tensor<std::int32_t, 2> packed({slice, k / pf});
-  host_tensor<T, 2> scales_ng({slice, groups});
-  host_tensor<std::int32_t, 2> zeros_ng({slice, groups});
-  host_tensor<std::int32_t, 2> zeros_packed({slice / pf, groups});
+  host_tensor<T, 2> scales({slice, groups});
+  host_tensor<std::int32_t, 2> zeros({slice, groups});
+  host_tensor<std::int32_t, 2> zeros_packed({std::max<index_t>(1, slice / pf), groups});
   // outs: weight_packed, weight_scale, weight_shape, [weight_zero_point]
-  rtn_slices<Q>(j, w, [&](index_t n0, index_t c, quantize_outputs<T> const& out) {
-    view2d<std::int32_t> cv = make_view(codes_nk.view().data, c, k);
-    transpose(view2d<std::int32_t const>(out.w_q), cv);
+  for (index_t n0 = 0; n0 < n; n0 += slice) {
+    index_t const c = std::min(slice, n - n0);
+    for (index_t r = 0; r < c; ++r) {
+      T const* row = &w(n0 + r, 0);
+      for (index_t g = 0; g < groups; ++g) {
+        T const* x = row + g * gs;
+        float mx = to_float(x[0]);
+        float mn = mx;
+        for (index_t i = 1; i < gs; ++i) {
+          mx = detail::qnt::nan_max(mx, to_float(x[i]));
+          mn = detail::qnt::nan_min(mn, to_float(x[i]));
+        }
+        detail::qnt::group_params const p = ct_int_group_params<T>(mx, mn, bits, sym);
+        scales.view()(r, g) = from_float<T>(p.s);  // exact: s is a T value
+        zeros.view()(r, g) = static_cast<std::int32_t>(p.zp) + offset;
+        std::int32_t* out = &codes.view()(r, g * gs);
+        for (index_t i = 0; i < gs; ++i) {
+          out[i] = static_cast<std::int32_t>(ct_int_code<T>(to_float(x[i]), p, bits)) + offset;
+        }
+      }
+    }
+    // the input rows just read are not needed again: let the kernel drop their pages
+    if (j.in->bytes.data() == reinterpret_cast<std::byte const*>(w.data)) {
+      tensor_info rows;
+      rows.bytes = j.in->bytes.subspan(static_cast<std::size_t>(n0 * k) * sizeof(T),
+                                       static_cast<std::size_t>(c * k) * sizeof(T));
+      release(rows);
+    }
     view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
-    pack_cols<bits>(view2d<std::int32_t const>(cv), pv);
+    view2d<std::int32_t const> cv = make_view(static_cast<std::int32_t const*>(codes.view().data), c, k);
+    dispatch_bits<4, 8>(bits, [&]<int B>() { pack_cols<B>(cv, pv); });
     s.file->pwrite_all(pv.data, static_cast<std::size_t>(c * (k / pf)) * 4,
                        s.tensors[j.outs[0]].offset + static_cast<std::uint64_t>(n0 * (k / pf)) * 4);
-    view2d<T> sv = make_view(scales_ng.view().data, c, groups);
-    transpose(view2d<T const>(out.w_s), sv);
-    s.file->pwrite_all(sv.data, static_cast<std::size_t>(c * groups) * sizeof(T),
+    s.file->pwrite_all(scales.view().data, static_cast<std::size_t>(c * groups) * sizeof(T),
                        s.tensors[j.outs[1]].offset + static_cast<std::uint64_t>(n0 * groups) * sizeof(T));
-    if (asym) {
-      view2d<std::int32_t> zv = make_view(zeros_ng.view().data, c, groups);
-      transpose(view2d<std::int32_t const>(out.w_zp), zv);
+    if (!sym) {
       view2d<std::int32_t> zp = make_view(zeros_packed.view().data, c / pf, groups);
-      pack_rows<bits>(view2d<std::int32_t const>(zv), zp);
+      view2d<std::int32_t const> zv = make_view(static_cast<std::int32_t const*>(zeros.view().data), c, groups);
+      dispatch_bits<4, 8>(bits, [&]<int B>() { pack_rows<B>(zv, zp); });
       s.file->pwrite_all(zp.data, static_cast<std::size_t>((c / pf) * groups) * 4,
                          s.tensors[j.outs[3]].offset + static_cast<std::uint64_t>((n0 / pf) * groups) * 4);
     }
-  });
+  }
   std::int64_t const shape[2] = {n, k};
   s.file->pwrite_all(shape, sizeof shape, s.tensors[j.outs[2]].offset);
 }
@@ -201,13 +231,16 @@ template <class T>
 void ct_pack_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
   check_finite(w.v, j.allow_nonfinite);
-  dispatch_scalar_type<qtl::uint4b8, qtl::uint4, qtl::uint8b128, qtl::uint8>(
-      j.weight_type, [&](auto q) { ct_pack_slices<decltype(q)::value>(j, w.v, s); });
+  ct_pack_rows<T>(j, w.v, s);
 }
 
 /// NVFP4 or MXFP4 (compressed-tensors nvfp4-/mxfp4-pack-quantized): weight_packed U8 [N, K/2]
-/// and weight_scale [N, K/bs] by qtl::block_quantize (linear scale layout), NVFP4 also
-/// weight_global_scale F32 [1] = qtl::nvfp4_global_scale (a divisor, as compressed-tensors reads it).
+/// (element 2i in the low nibble) and weight_scale [N, K/bs] (linear layout).
+///   NVFP4: qtl::block_quantize<nvfp4> and weight_global_scale F32 [1] = qtl::nvfp4_global_scale
+///          (a divisor, as compressed-tensors reads it); a block scale that rounds to 0 (an
+///          all-zero block) is written as E4M3 0.125, compressed-tensors' epsilon for its FP8
+///          scales (its codes are 0 or -0 either way).
+///   MXFP4: compressed-tensors' scale rule (qtl::ct_mx_scale_code), codes e2m1(x / 2^(sc - 127)).
 template <block_format_type F, class T>
 void fp4_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
@@ -219,8 +252,37 @@ void fp4_weight(job& j, shard_plan const& s) {
   float gs = 1.0f;
   if constexpr (F::has_global_scale) {
     gs = nvfp4_global_scale(w.v);
+    block_quantize<F>(w.v, make_view(values.data(), n, k / 2), std::span<typename F::scale>(scales), gs);
+    constexpr std::uint8_t ct_eps = 0x20;  // E4M3 0.125 = 2^(4 - 7)
+    for (auto& sc : scales) {
+      sc.bits = sc.bits == 0 ? ct_eps : sc.bits;
+    }
+  } else {
+    constexpr index_t bs = F::block_size;
+    for (index_t i = 0; i < n; ++i) {
+      T const* row = &w.v(i, 0);
+      for (index_t b = 0; b < k / bs; ++b) {
+        T const* x = row + b * bs;
+        float amax = 0.0f;
+        for (index_t e = 0; e < bs; ++e) {
+          amax = detail::qnt::nan_max(amax, detail::qnt::abs(to_float(x[e])));
+        }
+        std::uint8_t const sc = ct_mx_scale_code<T>(amax);
+        scales[static_cast<std::size_t>(i * (k / bs) + b)].bits = sc;
+        float const os = e8m0_reciprocal(sc);  // 1 / 2^(sc - 127), exact
+        auto* out = &values[static_cast<std::size_t>(i * (k / 2) + b * (bs / 2))];
+        // CT divides in T: a quotient that underflows T to -0.0 becomes code 0, not -0 (0x8)
+        auto const code = [os](float v) -> std::uint8_t {
+          return detail::qnt::round_to<T>(v * os) == 0.0f ? std::uint8_t{0} : block_element_code<F>(v, os);
+        };
+        for (index_t e = 0; e < bs; e += 2) {
+          std::uint8_t const lo = code(to_float(x[e]));
+          std::uint8_t const hi = code(to_float(x[e + 1]));
+          out[e / 2].bits = static_cast<std::uint8_t>(lo | (hi << 4));
+        }
+      }
+    }
   }
-  block_quantize<F>(w.v, make_view(values.data(), n, k / 2), std::span<typename F::scale>(scales), gs);
   // outs: weight_packed, weight_scale, [weight_global_scale]
   s.file->pwrite_all(values.data(), values.size(), s.tensors[j.outs[0]].offset);
   s.file->pwrite_all(scales.data(), scales.size(), s.tensors[j.outs[1]].offset);
@@ -256,8 +318,14 @@ void fp8_weight(job& j, shard_plan const& s, fp8_scheme scheme) {
         in.stride[0] = k;
         view2d<float8_e4m3fn_t> out = make_view(&qv(i * b, jj * b), rows, cols);
         out.stride[0] = k;
-        float const amax = std::max(fp8_amax(in), 1e-12f);
-        float const scale = amax / 448.0f;
+        // HF fp8: max(amax, 1e-12) / 448. ct-block: compressed-tensors' rule, amax / 448 with a
+        // zero scale (an all-zero block) replaced by float32's epsilon 2^-23 (calculate_qparams).
+        float const amax = fp8_amax(in);
+        float scale = std::max(amax, 1e-12f) / 448.0f;
+        if (j.ct_rules) {
+          scale = amax / 448.0f;
+          scale = scale == 0.0f ? std::numeric_limits<float>::epsilon() : scale;
+        }
         scaled_fp8_quant_static<float8_e4m3fn_t>(in, scale, out);
         scales[static_cast<std::size_t>(i * bk + jj)] = scale;
       }
