@@ -40,7 +40,7 @@ from ._qtl import (  # noqa: F401
     unpack_rows,
     unswizzle_blockscale,
 )
-from ._qtl import (  # noqa: F401  (py19b: rules, block-scaled quantization, TRT-LLM MoE, fp8 compare)
+from ._qtl import (  # noqa: F401  (rules, block-scaled quantization, TRT-LLM MoE, fp8 compare)
     assert_fp8_all_close,
     get_dynamic_override,
     is_layer_skipped,

@@ -157,7 +157,7 @@ def quantize_checkpoint(
     progress: Optional[Any] = None,
 ) -> dict: ...
 
-# py19b: the rules (a dict of the quantization_config, or the reference's QuantizationConfig), block-scaled
+# The rules (a dict of the quantization_config, or the reference's QuantizationConfig), block-scaled
 # quantization (scales [M, K/B], or 128x4 [pad128(M), pad4(K/B)] with swizzle), the TRT-LLM FP4 MoE
 # preparation, the fp8 comparison and the reference's parameter helpers.
 Config = Union[dict, Any]

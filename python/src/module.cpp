@@ -121,7 +121,7 @@ NB_MODULE(_qtl, m) {
   bind_quantize(m);
   bind_fp8(m);
   bind_layout(m);
-  // py19b: the rules, block-scaled quantization and the TRT-LLM FP4 MoE preparation.
+  // The rules, block-scaled quantization and the TRT-LLM FP4 MoE preparation.
   bind_rules(m);
   bind_fp4(m);
   m.def("set_buffer_cache", &set_buffer_cache, nb::arg("max_bytes"),

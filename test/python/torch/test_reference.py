@@ -177,7 +177,7 @@ def test_drop_in_gptq_caller():
     assert all(same(a, b) for a, b in zip(got, want))
 
 
-# --- py19b: the rules, the fp8 comparison and the parameter helpers against the reference ---------
+# --- the rules, the fp8 comparison and the parameter helpers against the reference ---------
 
 SKIP_CASES = [
     ("model.layers.0.mlp.gate_up_proj", ["mlp.gate"], {}),
