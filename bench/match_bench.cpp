@@ -24,6 +24,7 @@
 // benchmark with an error.
 
 #include <qtl/match/regex.hpp>
+#include <qtl/match/regex_set.hpp>
 
 #include "support/memcpy_baseline.hpp"
 

@@ -12,6 +12,7 @@
 #include <qtl/match/glob.hpp>
 #include <qtl/match/module_path.hpp>
 #include <qtl/match/regex.hpp>
+#include <qtl/match/regex_set.hpp>
 
 #include <cstddef>
 #include <cstdint>

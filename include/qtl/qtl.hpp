@@ -12,9 +12,11 @@
 #include <qtl/fp8.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/marlin.hpp>
+#include <qtl/marlin_fp.hpp>
 #include <qtl/match/glob.hpp>
 #include <qtl/match/module_path.hpp>
 #include <qtl/match/regex.hpp>
+#include <qtl/match/regex_set.hpp>
 #include <qtl/moe.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/pack.hpp>

@@ -27,6 +27,7 @@
 #include <cstring>
 #include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
+#include <qtl/marlin_fp.hpp>
 
 #include "bindings.hpp"
 

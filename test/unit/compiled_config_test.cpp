@@ -20,6 +20,7 @@
 #include <qtl/match/containing_index.hpp>
 #include <qtl/match/glob.hpp>
 #include <qtl/match/regex.hpp>
+#include <qtl/match/regex_set.hpp>
 #include <qtl/match/substring_set.hpp>
 #include <qtl/rules/compiled_config.hpp>
 #include <qtl/rules/consumers.hpp>

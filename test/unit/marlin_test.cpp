@@ -4,6 +4,7 @@
 // and act-order setting, the fast path against the generic loop, MoE, and every error path.
 
 #include <qtl/marlin.hpp>
+#include <qtl/marlin_fp.hpp>
 #include <qtl/pack.hpp>
 
 #include <catch2/catch.hpp>

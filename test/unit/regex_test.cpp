@@ -2,6 +2,7 @@
 // and regenerated live when python3 is present), the complexity bound, lookahead, anchors and
 // the errors.
 #include <qtl/match/regex.hpp>
+#include <qtl/match/regex_set.hpp>
 
 #include <catch2/catch.hpp>
 

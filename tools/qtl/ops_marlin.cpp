@@ -28,6 +28,7 @@
 
 #include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
+#include <qtl/marlin_fp.hpp>
 
 #include "ops.hpp"
 

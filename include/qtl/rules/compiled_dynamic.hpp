@@ -21,6 +21,7 @@
 
 #include <qtl/error.hpp>
 #include <qtl/match/regex.hpp>
+#include <qtl/match/regex_set.hpp>
 #include <qtl/rules/dynamic.hpp>
 
 namespace qtl {

@@ -41,6 +41,7 @@
 #include <qtl/error.hpp>
 #include <qtl/match/glob.hpp>
 #include <qtl/match/regex.hpp>
+#include <qtl/match/regex_set.hpp>
 #include <qtl/match/substring_set.hpp>
 #include <qtl/rules/config.hpp>
 #include <qtl/rules/consumers.hpp>
