@@ -503,6 +503,40 @@ TEST_CASE("glob_to_regex matches exactly what glob_match matches", "[match]") {
   CHECK(translated > 1500);
 }
 
+TEST_CASE("glob_required_literal: every text the glob matches contains the literal", "[match]") {
+  CHECK(qtl::glob_required_literal("*layers.3.self_attn*[0-9]") == "layers.3.self_attn");
+  CHECK(qtl::glob_required_literal("*.up_proj") == ".up_proj");
+  CHECK(qtl::glob_required_literal("a?bc*[!x]de") == "bc");
+  CHECK(qtl::glob_required_literal("[unclosed") == "[unclosed");  // an unclosed '[' is a literal
+  CHECK(qtl::glob_required_literal("*?*") == "");
+  std::mt19937_64 rng(29);
+  constexpr std::string_view pieces[] = {"a", "b", ".", "*", "?", "[", "]", "!", "[a-b]", "[!a]", "ab", "ba."};
+  constexpr char text_bytes[] = "ab.]![";
+  std::size_t matched = 0;
+  for (int round = 0; round != 2000; ++round) {
+    std::string glob;
+    for (std::size_t i = 0, n = rng() % 7; i != n; ++i) {
+      glob += pieces[rng() % std::size(pieces)];
+    }
+    if (!qtl::glob_to_regex(glob)) {
+      continue;
+    }
+    std::string const literal = qtl::glob_required_literal(glob);
+    for (int t = 0; t != 20; ++t) {
+      std::string text;
+      for (std::size_t i = 0, n = rng() % 9; i != n; ++i) {
+        text += text_bytes[rng() % (sizeof text_bytes - 1)];
+      }
+      if (qtl::glob_match(glob, text)) {
+        ++matched;
+        INFO("glob '" << glob << "' literal '" << literal << "' text '" << text << "'");
+        CHECK(text.find(literal) != std::string::npos);
+      }
+    }
+  }
+  CHECK(matched > 500);
+}
+
 TEST_CASE("substring_set::first_proper_in skips only the entry equal to the text", "[match]") {
   qtl::substring_set const s(strings{"model.x", "x", "", "model.x"});
   CHECK(s.first_proper_in("model.x") == 1);

@@ -104,12 +104,18 @@ std::size_t replay(corpus const& c, std::size_t& n_checks, std::size_t& n_dfa) {
       continue;
     }
     n_dfa += r->uses_dfa() ? 1 : 0;
+    // a DFA for match alone: fullmatch and search run on the NFA, with the same answers
+    qtl::regex const match_dfa(k.pattern, qtl::regex_verbs::match);
+    if (match_dfa.uses_dfa()) report("a match-only regex claims a DFA for every verb", k, "");
     for (verdict const& v : k.verdicts) {
       std::string const& t = c.texts.at(v.text);
-      n_checks += 6;
+      n_checks += 9;
       if (r->match(t) != v.match) report("regex::match", k, t);
       if (r->fullmatch(t) != v.fullmatch) report("regex::fullmatch", k, t);
       if (r->search(t) != v.search) report("regex::search", k, t);
+      if (match_dfa.match(t) != v.match) report("match-only regex::match", k, t);
+      if (match_dfa.fullmatch(t) != v.fullmatch) report("match-only regex::fullmatch", k, t);
+      if (match_dfa.search(t) != v.search) report("match-only regex::search", k, t);
       if (qtl::re_match(k.pattern, t) != v.match) report("re_match", k, t);
       if (qtl::re_fullmatch(k.pattern, t) != v.fullmatch) report("re_fullmatch", k, t);
       if (qtl::re_search(k.pattern, t) != v.search) report("re_search", k, t);

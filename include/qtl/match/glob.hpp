@@ -288,6 +288,37 @@ inline std::optional<std::string> glob_to_regex(std::string_view pattern) {
   return out + "\\Z";
 }
 
+/// The longest run of literal characters of `pattern` (between `*`, `?` and [...] classes): every
+/// text that `glob_match(pattern, text)` accepts contains it, so it can prefilter a glob that a
+/// combined DFA handles badly (one that starts with `*`: a match may start anywhere).
+///
+///   glob      *layers.3.self_attn*[0-9]
+///   literal    layers.3.self_attn
+///
+/// Reads a glob that `glob_to_regex` writes (so that no class throws).
+inline std::string glob_required_literal(std::string_view pattern) {
+  using namespace detail::glob;
+  std::string best;
+  std::string run;
+  for (std::size_t p = 0; p < pattern.size();) {
+    if (pattern[p] != '*') {
+      token const tok = token_at(pattern, p);
+      p += tok.len;
+      if (tok.k == kind::literal) {
+        run += static_cast<char>(tok.c);
+        continue;
+      }
+    } else {
+      ++p;
+    }
+    if (run.size() > best.size()) {
+      best = run;
+    }
+    run.clear();
+  }
+  return run.size() > best.size() ? run : best;
+}
+
 /// fnmatch.fnmatchcase(text, pattern): whether the whole of `text` matches the glob `pattern`.
 /// @throws qtl::regex_error for a non-ASCII byte inside [...]; qtl::value_error for a [...] longer
 /// than 256 characters (compile errors in constant evaluation).

@@ -598,6 +598,13 @@ constexpr bool re_search(std::string_view pattern, std::string_view text) {
   return detail::re::run_pattern<detail::re::verb::search>(pattern, text);
 }
 
+/// The verbs for which a `qtl::regex` builds a DFA at construction; the others run on its NFA
+/// (the same answers, slower). A bit set: `regex_verbs::match | regex_verbs::search`.
+enum class regex_verbs : std::uint8_t { none = 0, match = 1, fullmatch = 2, search = 4, all = 7 };
+constexpr regex_verbs operator|(regex_verbs a, regex_verbs b) {
+  return static_cast<regex_verbs>(static_cast<std::uint8_t>(a) | static_cast<std::uint8_t>(b));
+}
+
 /// A pattern compiled once, for repeated matching. Immutable after construction: its const
 /// member functions may be called from several threads at once.
 class regex_set;
@@ -606,28 +613,11 @@ class regex {
   friend class regex_set;
 
  public:
-  /// Compiles `pattern`.
+  /// Compiles `pattern`, with a DFA for each of `dfa_verbs` (patterns without lookahead and \b;
+  /// a DFA costs construction time and memory, so a regex used with one verb asks for that one).
   /// @throws qtl::regex_error naming the construct and its position when the pattern is outside
   /// the supported syntax (see the file comment) or too large.
-  explicit regex(std::string_view pattern) : regex(pattern, true) {}
-
-  /// re.match: a match starting at position 0.
-  bool match(std::string_view text) const { return run(text, detail::re::verb::match); }
-  /// re.fullmatch: a match covering the whole text.
-  bool fullmatch(std::string_view text) const { return run(text, detail::re::verb::fullmatch); }
-  /// re.search: a match anywhere.
-  bool search(std::string_view text) const { return run(text, detail::re::verb::search); }
-
-  /// The pattern as given.
-  std::string const& pattern() const noexcept { return pattern_; }
-  /// Number of NFA instructions (the m of the complexity bound).
-  std::size_t program_size() const noexcept { return code_.size(); }
-  /// Whether a DFA serves the verbs (patterns without lookahead and \b, within the state limit).
-  bool uses_dfa() const noexcept { return dfa_[0].ok && dfa_[1].ok && dfa_[2].ok; }
-
- private:
-  // with_dfa false: the NFA program only (a regex_set's patterns on its combined DFAs).
-  regex(std::string_view pattern, bool with_dfa) : pattern_(pattern) {
+  explicit regex(std::string_view pattern, regex_verbs dfa_verbs = regex_verbs::all) : pattern_(pattern) {
     // default-initialised (not zero-filled): only the written prefix is read
     std::unique_ptr<detail::re::runtime_program> const prog(new detail::re::runtime_program);
     detail::re::parse(pattern, *prog);
@@ -645,11 +635,27 @@ class regex {
     has_word_boundary_ = prog->has_word_boundary;
     nested_looks_ = prog->nested_looks;
     look_cost_ = prog->look_cost;
-    if (with_dfa && n_looks_ == 0 && !prog->has_word_boundary) {
-      build_dfas();
+    if (dfa_verbs != regex_verbs::none && n_looks_ == 0 && !prog->has_word_boundary) {
+      build_dfas(dfa_verbs);
     }
   }
 
+  /// re.match: a match starting at position 0.
+  bool match(std::string_view text) const { return run(text, detail::re::verb::match); }
+  /// re.fullmatch: a match covering the whole text.
+  bool fullmatch(std::string_view text) const { return run(text, detail::re::verb::fullmatch); }
+  /// re.search: a match anywhere.
+  bool search(std::string_view text) const { return run(text, detail::re::verb::search); }
+
+  /// The pattern as given.
+  std::string const& pattern() const noexcept { return pattern_; }
+  /// Number of NFA instructions (the m of the complexity bound).
+  std::size_t program_size() const noexcept { return code_.size(); }
+  /// Whether a DFA serves every verb (`regex_verbs::all`, a pattern without lookahead and \b,
+  /// within the state limit).
+  bool uses_dfa() const noexcept { return dfa_[0].ok && dfa_[1].ok && dfa_[2].ok; }
+
+ private:
   std::string pattern_;
   std::vector<detail::re::inst> code_;
   std::vector<detail::re::charset> sets_;
@@ -670,13 +676,20 @@ class regex {
             n_looks_, anchored_, nested_looks_, look_cost_};
   }
 
-  void build_dfas() {
+  void build_dfas(regex_verbs verbs = regex_verbs::all) {
     using namespace detail::re;
     n_classes_ = byte_classes(code_, sets_, byte_class_);
     dfa_builder b(view(), byte_class_, n_classes_);
-    dfa_[0] = b.build(false, true, regex_limits::dfa_states);
-    dfa_[1] = b.build(false, false, regex_limits::dfa_states);
-    dfa_[2] = b.build(!anchored_, true, regex_limits::dfa_states);
+    auto const wanted = [&](regex_verbs v) { return (static_cast<std::uint8_t>(verbs) & static_cast<std::uint8_t>(v)) != 0; };
+    if (wanted(regex_verbs::match)) {
+      dfa_[0] = b.build(false, true, regex_limits::dfa_states);
+    }
+    if (wanted(regex_verbs::fullmatch)) {
+      dfa_[1] = b.build(false, false, regex_limits::dfa_states);
+    }
+    if (wanted(regex_verbs::search)) {
+      dfa_[2] = b.build(!anchored_, true, regex_limits::dfa_states);
+    }
     // Premultiplied: a state is stored as its row offset (id * classes), so a step is one add
     // and one load.
     for (dfa& d : dfa_) {

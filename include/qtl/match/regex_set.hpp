@@ -37,13 +37,13 @@ class regex_set {
   template <class Range>
   explicit regex_set(Range const& patterns) {
     for (auto const& p : patterns) {
-      regexes_.push_back(regex(std::string_view(p), false));
+      regexes_.push_back(regex(std::string_view(p), regex_verbs::none));
     }
     build();
   }
   regex_set(std::initializer_list<std::string_view> patterns) {
     for (auto const p : patterns) {
-      regexes_.push_back(regex(p, false));
+      regexes_.push_back(regex(p, regex_verbs::none));
     }
     build();
   }

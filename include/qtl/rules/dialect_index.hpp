@@ -11,7 +11,8 @@
 ///      compressed_tensors)                   other, case-insensitive  Aho-Corasick, case folded
 ///                                            substring (sglang)
 ///   fnmatch, fnmatch_subtree, vLLM ModelOpt  globs                    regex_set of glob_to_regex
-///     step 3                                                          (and of `glob + ".*"`)
+///     step 3                                                          (and of `glob + ".*"`);
+///                                            `*`-led globs            alone behind their literal
 ///   vLLM ModelOpt step 2                     e != name, e in name     Aho-Corasick (first_proper_in)
 ///   sglang ModelOpt                          glob -> regex, fullmatch regex_set of `(?:R)\Z`, run on
 ///                                            of the name, or of a     the name and each component;
@@ -127,7 +128,7 @@ class ordered_regex_index {
     std::vector<std::string_view> literals;
     for (filtered_pattern const& f : filtered) {
       try {
-        alone_.emplace_back(f.pattern);
+        alone_.emplace_back(f.pattern, regex_verbs::match);  // run with match() alone
       } catch (regex_error const&) {
         own_.push_back(f.entry);
         continue;
@@ -379,20 +380,33 @@ class glob_index {
  public:
   glob_index(std::vector<std::string> const& list, bool subtree) : list_(&list), subtree_(subtree) {
     std::vector<std::pair<std::size_t, std::string>> patterns;
+    std::vector<detail::filtered_pattern> filtered;
     std::vector<std::size_t> own;
+    // A glob that starts with `*` runs alone behind its literal (as `detail::prefilter` does for
+    // regexes): many such globs make a combined DFA blow up.
+    auto const add = [&](std::size_t i, std::string const& glob, std::string regex) {
+      if (glob.starts_with('*')) {
+        if (std::string literal = glob_required_literal(glob); literal.size() >= 3) {
+          filtered.push_back({i, std::move(regex), std::move(literal)});
+          return;
+        }
+      }
+      patterns.emplace_back(i, std::move(regex));
+    };
     for (std::size_t i = 0; i != list.size(); ++i) {
-      std::optional<std::string> const a = glob_to_regex(list[i]);
-      std::optional<std::string> const b = subtree ? glob_to_regex(list[i] + ".*") : std::nullopt;
+      std::string const subtree_glob = subtree ? list[i] + ".*" : std::string();
+      std::optional<std::string> a = glob_to_regex(list[i]);
+      std::optional<std::string> b = subtree ? glob_to_regex(subtree_glob) : std::nullopt;
       if (!a || (subtree && !b)) {
         own.push_back(i);
         continue;
       }
-      patterns.emplace_back(i, *a);
+      add(i, list[i], std::move(*a));
       if (b) {
-        patterns.emplace_back(i, *b);
+        add(i, subtree_glob, std::move(*b));
       }
     }
-    globs_ = detail::ordered_regex_index(std::move(patterns), std::move(own));
+    globs_ = detail::ordered_regex_index(std::move(patterns), std::move(own), std::move(filtered));
   }
 
   /// `linear_config_index::fnmatch(module, subtree)`.
