@@ -8,6 +8,7 @@
 #include <qtl/cuda/convert.cuh>
 
 #include <catch2/catch.hpp>
+#include <device_buffer.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -22,33 +23,8 @@ namespace cv = qtl::convert;
 namespace dc = qtl::cuda::convert;
 using qtl::bfloat16_t;
 
-template <class T>
-struct device_buffer {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-  explicit device_buffer(std::size_t count) : n(count) {
-    REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(T)) == cudaSuccess);
-  }
-  explicit device_buffer(std::vector<T> const& v) : device_buffer(v.size()) {
-    REQUIRE(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~device_buffer() { cudaFree(ptr); }
-  device_buffer(device_buffer const&) = delete;
-  device_buffer& operator=(device_buffer const&) = delete;
-  std::vector<T> get() const {
-    std::vector<T> v(n);
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return v;
-  }
-};
-
-template <class T>
-std::vector<std::uint8_t> raw(std::vector<T> const& v) {
-  std::vector<std::uint8_t> b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
+using qtl_test::device_buffer;
+using qtl_test::raw;
 
 /// Random FP8 block weight: codes (NaN codes only when `nan`), log-uniform scales, an all-zero
 /// block and a power-of-two scale.

@@ -5,6 +5,7 @@
 #include <qtl/fp4.hpp>
 
 #include <catch2/catch.hpp>
+#include <device_buffer.hpp>
 
 #include <cmath>
 #include <cstdint>
@@ -19,33 +20,8 @@ namespace {
 using qtl::bfloat16_t;
 using qtl::index_t;
 
-template <class T>
-struct device_buffer {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-  explicit device_buffer(std::size_t count) : n(count) {
-    REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(T)) == cudaSuccess);
-  }
-  explicit device_buffer(std::vector<T> const& v) : device_buffer(v.size()) {
-    REQUIRE(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~device_buffer() { cudaFree(ptr); }
-  device_buffer(device_buffer const&) = delete;
-  device_buffer& operator=(device_buffer const&) = delete;
-  std::vector<T> get() const {
-    std::vector<T> v(n);
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return v;
-  }
-};
-
-template <class T>
-std::vector<std::uint8_t> raw(std::vector<T> const& v) {
-  std::vector<std::uint8_t> b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
+using qtl_test::device_buffer;
+using qtl_test::raw;
 
 template <class T>
 std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {

@@ -5,6 +5,7 @@
 #include <qtl/fp8.hpp>
 
 #include <catch2/catch.hpp>
+#include <device_buffer.hpp>
 #include <device_compare.hpp>
 
 #include <cmath>
@@ -21,27 +22,7 @@ using qtl::float8_e4m3fn_t;
 using qtl::half_t;
 using qtl::index_t;
 
-// A device buffer of n T, filled from / copied back to host vectors.
-template <class T>
-struct device_buffer {
-  T* ptr = nullptr;
-  std::size_t n = 0;
-  explicit device_buffer(std::size_t count) : n(count) {
-    REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(T)) == cudaSuccess);
-  }
-  explicit device_buffer(std::vector<T> const& v) : device_buffer(v.size()) {
-    REQUIRE(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  }
-  ~device_buffer() { cudaFree(ptr); }
-  device_buffer(device_buffer const&) = delete;
-  device_buffer& operator=(device_buffer const&) = delete;
-  std::vector<T> get() const {
-    std::vector<T> v(n);
-    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
-    REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-    return v;
-  }
-};
+using qtl_test::device_buffer;
 
 template <class T>
 std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {

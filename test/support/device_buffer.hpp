@@ -1,0 +1,47 @@
+#pragma once
+// Device memory for the CUDA tests, under nvcc and on the simulated device alike: n elements of T
+// (at least one byte is allocated, so that an empty tensor still has a valid pointer), filled from a
+// host vector or left as cudaMalloc gives them, and copied back after the device has finished.
+// Failures stop the test case (Catch2's REQUIRE).
+#include <cuda_runtime.h>
+
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace qtl_test {
+
+template <class T>
+struct device_buffer {
+  T* ptr = nullptr;
+  std::size_t n = 0;
+  explicit device_buffer(std::size_t count) : n(count) {
+    REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(T)) == cudaSuccess);
+  }
+  explicit device_buffer(std::vector<T> const& v) : device_buffer(v.size()) {
+    REQUIRE(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
+  }
+  ~device_buffer() { cudaFree(ptr); }
+  device_buffer(device_buffer const&) = delete;
+  device_buffer& operator=(device_buffer const&) = delete;
+  /// The contents, after every launch before has finished.
+  std::vector<T> get() const {
+    std::vector<T> v(n);
+    REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+    REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
+    return v;
+  }
+};
+
+/// The bytes of `v` (compares float and bfloat16 vectors bit for bit, NaN payloads included).
+template <class T>
+std::vector<std::uint8_t> raw(std::vector<T> const& v) {
+  std::vector<std::uint8_t> b(v.size() * sizeof(T));
+  std::memcpy(b.data(), v.data(), b.size());
+  return b;
+}
+
+}  // namespace qtl_test
