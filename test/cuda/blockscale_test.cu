@@ -4,6 +4,7 @@
 // (skipped) without a GPU.
 
 #include <catch2/catch.hpp>
+#include <device_buffer.hpp>
 #include <cstdint>
 #include <qtl/blockscale.hpp>
 #include <qtl/cuda/blockscale.cuh>
@@ -17,16 +18,7 @@ using qtl::make_view;
 
 #define CUDA_REQUIRE(expr) REQUIRE((expr) == cudaSuccess)
 
-struct device_bytes {
-  std::uint8_t* p = nullptr;
-  explicit device_bytes(index_t n) {
-    CUDA_REQUIRE(cudaMalloc(&p, static_cast<std::size_t>(n) + 64));
-    CUDA_REQUIRE(cudaMemset(p, 0xAB, static_cast<std::size_t>(n) + 64));  // pads must be overwritten
-  }
-  ~device_bytes() { cudaFree(p); }
-  device_bytes(device_bytes const&) = delete;
-  device_bytes& operator=(device_bytes const&) = delete;
-};
+using qtl_test::device_bytes;
 
 std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);

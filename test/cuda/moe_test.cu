@@ -3,6 +3,7 @@
 // shared main exits 77 (skipped) without a GPU.
 
 #include <catch2/catch.hpp>
+#include <device_buffer.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <qtl/cuda/moe.cuh>
@@ -17,16 +18,7 @@ using qtl::make_view;
 
 #define CUDA_REQUIRE(expr) REQUIRE((expr) == cudaSuccess)
 
-struct device_bytes {
-  std::uint8_t* p = nullptr;
-  explicit device_bytes(std::size_t n) {
-    CUDA_REQUIRE(cudaMalloc(&p, n + 64));
-    CUDA_REQUIRE(cudaMemset(p, 0xAB, n + 64));
-  }
-  ~device_bytes() { cudaFree(p); }
-  device_bytes(device_bytes const&) = delete;
-  device_bytes& operator=(device_bytes const&) = delete;
-};
+using qtl_test::device_bytes;
 
 // `in_offset`, `out_offset`: bytes by which the device tensors start past a cudaMalloc (256-byte aligned)
 // allocation (not a multiple of 16: the byte-copy paths of the kernels instead of uint4 / uint32).

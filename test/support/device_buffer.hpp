@@ -1,7 +1,8 @@
 #pragma once
 // Device memory for the CUDA tests, under nvcc and on the simulated device alike: n elements of T
 // (at least one byte is allocated, so that an empty tensor still has a valid pointer), filled from a
-// host vector or left as cudaMalloc gives them, and copied back after the device has finished.
+// host vector or left as cudaMalloc gives them, and copied back after the device has finished; and
+// guarded bytes (`device_bytes`).
 // Failures stop the test case (Catch2's REQUIRE).
 #include <cuda_runtime.h>
 
@@ -34,6 +35,19 @@ struct device_buffer {
     REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
     return v;
   }
+};
+
+/// n device bytes and 64 guard bytes after them, all filled with 0xAB: a kernel that writes past
+/// its output, or leaves an output byte unwritten, changes what the test reads back.
+struct device_bytes {
+  std::uint8_t* p = nullptr;
+  explicit device_bytes(std::size_t n) {
+    REQUIRE(cudaMalloc(&p, n + 64) == cudaSuccess);
+    REQUIRE(cudaMemset(p, 0xAB, n + 64) == cudaSuccess);
+  }
+  ~device_bytes() { cudaFree(p); }
+  device_bytes(device_bytes const&) = delete;
+  device_bytes& operator=(device_bytes const&) = delete;
 };
 
 /// The bytes of `v` (compares float and bfloat16 vectors bit for bit, NaN payloads included).
