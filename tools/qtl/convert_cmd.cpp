@@ -661,34 +661,9 @@ int run_convert(convert_args const& a) {
     total_out += shards[i].total;
   }
   if (sharded) {
-    ojson index = {{"metadata", {{"total_size", 0}}}, {"weight_map", ojson::object()}};
-    std::uint64_t data_bytes = 0;
-    for (std::size_t i : written) {
-      auto const& s = shards[i];
-      data_bytes += s.total - s.header_bytes;
-      for (auto const& t : s.tensors) {
-        index["weight_map"][t.name] = s.name;
-      }
-    }
-    index["metadata"]["total_size"] = data_bytes;
-    small_file(staged, "model.safetensors.index.json", index.dump(2) + "\n");
+    write_shard_index(staged, shards, written);
   }
-  if (fs::is_directory(in_path)) {
-    std::set<std::string> mine = {"config.json", "model.safetensors.index.json", "hf_quant_config.json",
-                                  "quantize_config.json"};
-    for (auto const& s : shards) {
-      mine.insert(s.name);
-    }
-    for (auto const& entry : fs::directory_iterator(in_path)) {
-      std::string const fname = entry.path().filename().string();
-      std::error_code dir_ec;
-      if (mine.count(fname) != 0 || fname.empty() || fname[0] == '.' || entry.path().extension() == ".safetensors" ||
-          fname.find(".safetensors.index.json") != std::string::npos || entry.is_directory(dir_ec)) {
-        continue;
-      }
-      copy_extra_file(entry.path(), staged, fname);
-    }
-  }
+  copy_input_extras(in_path, staged, shards);
 
   // --- commit -----------------------------------------------------------------------------------
   for (std::size_t i : written) {

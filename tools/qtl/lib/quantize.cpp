@@ -67,6 +67,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <numeric>
 #include <set>
 #include <system_error>
 
@@ -532,35 +533,13 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     total_out += s.total;
   }
   if (sharded) {
-    ojson index = {{"metadata", {{"total_size", 0}}}, {"weight_map", ojson::object()}};
-    std::uint64_t data_bytes = 0;
-    for (auto const& s : shards) {
-      data_bytes += s.total - s.header_bytes;
-      for (auto const& t : s.tensors) {
-        index["weight_map"][t.name] = s.name;
-      }
-    }
-    index["metadata"]["total_size"] = data_bytes;
-    small_file(staged, "model.safetensors.index.json", index.dump(2) + "\n");
+    std::vector<std::size_t> all(shards.size());
+    std::iota(all.begin(), all.end(), std::size_t{0});
+    write_shard_index(staged, shards, all);
   }
   // The input folder's other files (tokenizer, generation_config.json, ...), copied; folders are
   // not. Each is read to its end or the run fails naming it (never a short copy).
-  if (fs::is_directory(in_path)) {
-    std::set<std::string> mine = {"config.json", "quantize_config.json", "model.safetensors.index.json",
-                                  "hf_quant_config.json"};
-    for (auto const& s : shards) {
-      mine.insert(s.name);
-    }
-    for (auto const& entry : fs::directory_iterator(in_path)) {
-      std::string const fname = entry.path().filename().string();
-      std::error_code dir_ec;
-      if (mine.count(fname) != 0 || fname.empty() || fname[0] == '.' || entry.path().extension() == ".safetensors" ||
-          fname.find(".safetensors.index.json") != std::string::npos || entry.is_directory(dir_ec)) {
-        continue;
-      }
-      copy_extra_file(entry.path(), staged, fname);
-    }
-  }
+  copy_input_extras(in_path, staged, shards);
 
   // --- commit: flush every shard, then swap the finished folder in ----------------------------
   for (auto& s : shards) {

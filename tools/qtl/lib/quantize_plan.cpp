@@ -12,6 +12,7 @@
 #include <cerrno>
 #include <cstring>
 #include <iomanip>
+#include <set>
 #include <sstream>
 
 #include <qtl/io/regular_file.hpp>
@@ -65,6 +66,41 @@ void copy_extra_file(fs::path const& from, staged_output& out, std::string const
                      " bytes (it changed while it was copied)");
   }
   f.flush();
+}
+
+void write_shard_index(staged_output& out, std::vector<shard_plan> const& shards,
+                       std::vector<std::size_t> const& written) {
+  ojson index = {{"metadata", {{"total_size", 0}}}, {"weight_map", ojson::object()}};
+  std::uint64_t data_bytes = 0;
+  for (std::size_t const i : written) {
+    shard_plan const& s = shards[i];
+    data_bytes += s.total - s.header_bytes;
+    for (auto const& t : s.tensors) {
+      index["weight_map"][t.name] = s.name;
+    }
+  }
+  index["metadata"]["total_size"] = data_bytes;
+  small_file(out, "model.safetensors.index.json", index.dump(2) + "\n");
+}
+
+void copy_input_extras(fs::path const& in_path, staged_output& out, std::vector<shard_plan> const& shards) {
+  if (!fs::is_directory(in_path)) {
+    return;
+  }
+  std::set<std::string> mine = {"config.json", "quantize_config.json", "model.safetensors.index.json",
+                                "hf_quant_config.json"};
+  for (auto const& s : shards) {
+    mine.insert(s.name);
+  }
+  for (auto const& entry : fs::directory_iterator(in_path)) {
+    std::string const fname = entry.path().filename().string();
+    std::error_code dir_ec;
+    if (mine.count(fname) != 0 || fname.empty() || fname[0] == '.' || entry.path().extension() == ".safetensors" ||
+        fname.find(".safetensors.index.json") != std::string::npos || entry.is_directory(dir_ec)) {
+      continue;
+    }
+    copy_extra_file(entry.path(), out, fname);
+  }
 }
 
 std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
