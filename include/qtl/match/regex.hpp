@@ -680,7 +680,9 @@ class regex {
     using namespace detail::re;
     n_classes_ = byte_classes(code_, sets_, byte_class_);
     dfa_builder b(view(), byte_class_, n_classes_);
-    auto const wanted = [&](regex_verbs v) { return (static_cast<std::uint8_t>(verbs) & static_cast<std::uint8_t>(v)) != 0; };
+    auto const wanted = [&](regex_verbs v) {
+      return (static_cast<std::uint8_t>(verbs) & static_cast<std::uint8_t>(v)) != 0;
+    };
     if (wanted(regex_verbs::match)) {
       dfa_[0] = b.build(false, true, regex_limits::dfa_states);
     }
