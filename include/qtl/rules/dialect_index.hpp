@@ -92,20 +92,25 @@ struct filtered_pattern {
   std::string literal;
 };
 
-/// The `filtered_pattern` for `pattern` when it is search-like (begins with `.*` or `^.*`, or
-/// `search_wrapped`) and has a required literal of at least 3 bytes: such patterns make a
-/// combined DFA blow up (every position may start a match) while the literal is selective.
+/// The `filtered_pattern` of a search-like pattern (every position may start a match: a combined
+/// DFA blows up) whose required `literal` is selective enough, at least 3 bytes; else nothing.
+inline std::optional<filtered_pattern> filtered_by_literal(std::size_t entry, std::string const& pattern,
+                                                           std::string literal) {
+  if (literal.size() < 3) {
+    return std::nullopt;
+  }
+  return filtered_pattern{entry, pattern, std::move(literal)};
+}
+
+/// `filtered_by_literal` for a regex `pattern` written from `raw` when `raw` is search-like
+/// (begins with `.*` or `^.*`, or `search_wrapped`), with `raw`'s `regex_required_literal`.
 inline std::optional<filtered_pattern> prefilter(std::size_t entry, std::string const& pattern, std::string_view raw,
                                                  bool search_wrapped = false) {
   bool const search_like = search_wrapped || raw.starts_with(".*") || raw.starts_with("^.*");
   if (!search_like) {
     return std::nullopt;
   }
-  std::string literal = regex_required_literal(raw);
-  if (literal.size() < 3) {
-    return std::nullopt;
-  }
-  return filtered_pattern{entry, pattern, std::move(literal)};
+  return filtered_by_literal(entry, pattern, regex_required_literal(raw));
 }
 
 /// Entries of a list (indices in list order) tested in order: the entries' regexes (one or
@@ -382,16 +387,15 @@ class glob_index {
     std::vector<std::pair<std::size_t, std::string>> patterns;
     std::vector<detail::filtered_pattern> filtered;
     std::vector<std::size_t> own;
-    // A glob that starts with `*` runs alone behind its literal (as `detail::prefilter` does for
-    // regexes): many such globs make a combined DFA blow up.
+    // A glob that starts with `*` is search-like: it runs alone behind its literal, as
+    // `detail::prefilter` does for regexes.
     auto const add = [&](std::size_t i, std::string const& glob, std::string regex) {
-      if (glob.starts_with('*')) {
-        if (std::string literal = glob_required_literal(glob); literal.size() >= 3) {
-          filtered.push_back({i, std::move(regex), std::move(literal)});
-          return;
-        }
+      if (auto f = glob.starts_with('*') ? detail::filtered_by_literal(i, regex, glob_required_literal(glob))
+                                         : std::nullopt) {
+        filtered.push_back(std::move(*f));
+      } else {
+        patterns.emplace_back(i, std::move(regex));
       }
-      patterns.emplace_back(i, std::move(regex));
     };
     for (std::size_t i = 0; i != list.size(); ++i) {
       std::string const subtree_glob = subtree ? list[i] + ".*" : std::string();
