@@ -14,8 +14,10 @@ spec, not from QTL's code:
      range widened to 0 and a signed zero point added in fp16 before rounding); the config JSON
      (only keys the compressed-tensors schema accepts, `ignore` = the layers kept); `qtl inspect`
      recognises the output and `qtl explain` on its config skips exactly the kept layers.
-  2. nvfp4: weight_packed/weight_scale/weight_global_scale equal byte for byte to `qtl op
-     nvfp4-quant` (the golden-tested op); dequantization e2m1 * e4m3 / global within a step.
+  2. nvfp4: weight_global_scale is compressed-tensors' fl(fl(1 / amax) * 2688);
+     weight_packed/weight_scale equal byte for byte to `qtl op nvfp4-quant` (the golden-tested
+     op) given that global scale, but for a -0.0 weight's code (0, as compressed-tensors writes
+     it); dequantization e2m1 * e4m3 / global within a step.
      An all-zero block gets compressed-tensors' scale 0.125 (E4M3 0x20), not 0.
   3. mxfp4: E8M0 scales are compressed-tensors' rule (`ct_mx_exponent` below: amax rounded to a
      power of two, up from a significand of 1.75, divided by 4), codes the E2M1 rounding of
@@ -275,18 +277,28 @@ def test_fp4(tmp, fmt):
             gsc = t[module + ".weight_global_scale"]
             names.add(module + ".weight_global_scale")
             check(gsc[0] == "F32" and gsc[1] == [1], module + ": weight_global_scale F32 [1]")
-            # the golden-tested op on the same weight: the same bytes
+            # compressed-tensors' global scale: torch's 2688 / amax is amax.reciprocal() * 2688,
+            # two float32 roundings (exact here through double: 53 >= 2 * 24 + 2 bits)
+            amax = max(abs(x) for x in w)
+            want_gs = f32(f32(1.0 / amax) * 2688.0)
+            gs = tq.f32s(gsc[2])[0]
+            check(gs == want_gs, module + ": weight_global_scale %r is CT's fl(fl(1/amax) * 2688) %r" % (gs, want_gs))
+            # the golden-tested op on the same weight and global scale: the same bytes, but for
+            # the code of a -0.0 weight (0 in compressed-tensors, -0 from the op)
             op_in = os.path.join(tmp, "nv_in.safetensors")
             op_out = os.path.join(tmp, "nv_out.safetensors")
             with open(op_in, "wb") as f:
-                f.write(st.build([("input", "F16", [n, k], inputs[module + ".weight"][3])]))
+                f.write(st.build([("input", "F16", [n, k], inputs[module + ".weight"][3]),
+                                  ("global_scale", "F32", [], gsc[2])]))
             rc, _, se = run("op", "nvfp4-quant", op_in, op_out)
             check(rc == 0, "qtl op nvfp4-quant: " + se)
             o, _ = st.read(op_out)
-            check(o["output"][2] == wp[2], module + ": weight_packed equals qtl op nvfp4-quant's output")
+            op_codes = bytearray(o["output"][2])
+            for i, x in enumerate(w):
+                if x == 0:
+                    op_codes[i // 2] &= 0xF0 if i % 2 == 0 else 0x0F
+            check(bytes(op_codes) == wp[2], module + ": weight_packed equals qtl op nvfp4-quant's output")
             check(o["scale"][2] == ws[2], module + ": weight_scale equals qtl op nvfp4-quant's scale")
-            check(o["global_scale"][2] == gsc[2], module + ": weight_global_scale equals the op's global_scale")
-            gs = tq.f32s(gsc[2])[0]
         check(set(n_ for n_ in t if n_.startswith(module + ".")) == names, module + ": exactly its tensors")
         worst = 0.0
         bad_codes = 0

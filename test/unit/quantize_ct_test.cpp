@@ -1,8 +1,8 @@
 // qtl/element/quantize.hpp: compressed-tensors' integer rule (ct_int_group_params, ct_int_code,
 // ct_int_dequantize), the rule `qtl quantize --format w4a16|w8a16` writes, and
-// qtl/element/fp4.hpp's ct_mx_scale_code (`--format mxfp4`). Hand-worked cases in
-// constant evaluation and at run time; the heavy interop tier checks the same rule against
-// compressed-tensors 0.20.0 itself (test/interop/heavy/test_consumers.py).
+// qtl/element/fp4.hpp's ct_mx_scale_code (`--format mxfp4`) and ct_nvfp4_global_scale (`--format
+// nvfp4`). Hand-worked cases in constant evaluation and at run time; the heavy interop tier checks
+// the same rules against compressed-tensors 0.20.0 itself (test/interop/heavy/test_consumers.py).
 #include <qtl/fp4.hpp>
 #include <qtl/quantize.hpp>
 
@@ -64,6 +64,23 @@ static_assert(qtl::ct_mx_scale_code<float>(0.0f) == 0);
 static_assert(qtl::ct_mx_scale_code<half_t>(0.5f * 0x1p-14f) == 127);
 static_assert(qtl::ct_mx_scale_code<half_t>(0.75f * 0x1p-14f) == 111);
 static_assert(qtl::ct_mx_scale_code<half_t>(0x1p-14f) == 111);
+
+// compressed-tensors' NVFP4 global scale, torch's `2688 / amax` = fl(fl(1 / amax) * 2688): for
+// amax 9.487008 (0x4117CAC9) 1/amax = 0.10540626 and the product rounds to 0x438DAADD, one ulp
+// above the single division of the library rule (0x438DAADC), as torch 2.15 prints both.
+static_assert(std::bit_cast<std::uint32_t>(qtl::ct_nvfp4_global_scale(std::bit_cast<float>(0x4117CAC9u))) ==
+              0x438DAADDu);
+static_assert(std::bit_cast<std::uint32_t>(qtl::nvfp4_global_scale_from_amax(std::bit_cast<float>(0x4117CAC9u))) ==
+              0x438DAADCu);
+// Below: 3.1251962 (0x40480337), CT 0x445706C8, one division 0x445706C9.
+static_assert(std::bit_cast<std::uint32_t>(qtl::ct_nvfp4_global_scale(std::bit_cast<float>(0x40480337u))) ==
+              0x445706C8u);
+// Zero, and amax so small that 2688 / amax overflows (torch: clamp to tiny, nan_to_num), are 1;
+// 8e-36 is not; +inf gives 0 (refused by the quantizers), NaN 1.
+static_assert(qtl::ct_nvfp4_global_scale(0.0f) == 1.0f && qtl::ct_nvfp4_global_scale(7e-36f) == 1.0f);
+static_assert(qtl::ct_nvfp4_global_scale(8e-36f) > 3.3e38f);
+static_assert(qtl::ct_nvfp4_global_scale(std::numeric_limits<float>::infinity()) == 0.0f);
+static_assert(qtl::ct_nvfp4_global_scale(std::numeric_limits<float>::quiet_NaN()) == 1.0f);
 
 }  // namespace
 

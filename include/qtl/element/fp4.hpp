@@ -99,6 +99,24 @@ QTL_HOST_DEVICE constexpr float nvfp4_global_scale_from_amax(float amax) {
   return amax == 0.0f ? 1.0f : detail::div_rn(448.0f * 6.0f, amax);
 }
 
+/// compressed-tensors' NVFP4 global scale of a tensor whose max magnitude is `amax`, exactly as
+/// its release 0.20.0 writes it from float32 min/max (`generate_gparam`): `448 * 6 / a` with `a`
+/// a torch tensor, which torch evaluates as `a.reciprocal() * 2688` (a Python number over a
+/// tensor), so two roundings where `nvfp4_global_scale_from_amax` has one; they differ by an ulp
+/// for about a quarter of all amax (test/unit/fp4_test.cpp pins one):
+///
+///   a  = max(amax, FLT_MIN)          (torch.clamp(min=tiny); NaN stays NaN)
+///   gs = fl(fl(1 / a) * 2688)        NaN or +inf (a below ~7.9e-36, or 0) -> 1
+///
+/// An infinite amax gives 0, which the quantizers reject (`check_global_scale`).
+QTL_HOST_DEVICE constexpr float ct_nvfp4_global_scale(float amax) {
+  float const a = amax < 0x1p-126f ? 0x1p-126f : amax;
+  float const r = detail::div_rn(1.0f, a);
+  // r * 2688 is exact in double; it rounds to +inf from halfway between FLT_MAX and 2^128
+  bool const overflows = static_cast<double>(r) * 2688.0 >= 0x1.ffffffp127;
+  return r != r || overflows ? 1.0f : detail::mul_rn(r, 448.0f * 6.0f);
+}
+
 /// The scale byte of a block whose max magnitude is `vmax` (`global_scale` is used by the NVFP4
 /// recipe only).
 template <block_format_type F>

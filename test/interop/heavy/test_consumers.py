@@ -271,8 +271,11 @@ COMPRESSOR_CASES = {
 
 
 def _e2m1_codes(v):
-    """E2M1 codes (RNE, saturating, -0 for tiny negatives) of float32 values, through ml_dtypes."""
-    return np.clip(v, -6, 6).astype(md.float4_e2m1fn).view(np.uint8) & 0xF
+    """E2M1 codes of float32 values as compressed-tensors' cast_to_fp4 gives them: RNE, saturating
+    (through ml_dtypes), -0 (0x8) for tiny negatives, but code 0 for a quotient of -0.0 (its sign
+    comes from torch.sign, which is +0 there)."""
+    c = np.clip(v, -6, 6).astype(md.float4_e2m1fn).view(np.uint8) & 0xF
+    return np.where(v == 0, np.uint8(0), c)
 
 
 def _pack_nibbles(c):
@@ -341,7 +344,9 @@ def test_ct_compressor_writes_the_same_bytes(base, fmt):
             if v is None or key == "weight_shape" and mod + ".weight_shape" not in t:
                 continue
             mine = np.ascontiguousarray(t[mod + "." + key])
-            theirs = v.detach().contiguous().view(torch.uint8).numpy().reshape(-1)
+            # flattened first: a [N, 1] zero point may come with stride (1, N), which torch calls
+            # contiguous but cannot view as bytes
+            theirs = v.detach().reshape(-1).contiguous().view(torch.uint8).numpy()
             mine_u8 = mine.reshape(-1).view(np.uint8)
             if key == "weight" and mine.dtype == md.float8_e4m3fn:
                 # Known difference: CT quantizes x / s (one division, RNE to e4m3); QTL's FP8

@@ -41,8 +41,9 @@
 //         range widened to 0 and a signed zero point added before rounding), so CT's compressor
 //         writes the same bytes. --format gptq keeps the GPTQ reference rule (amax/7).
 //   nvfp4 (NVFP4A16) L.weight_packed U8 [N, K/2] (element 2i in the low nibble), L.weight_scale
-//         F8_E4M3 [N, K/16] (linear), L.weight_global_scale F32 [1] = 448*6/amax, a divisor:
-//         qtl::block_quantize<nvfp4> and qtl::nvfp4_global_scale, as `qtl op nvfp4-quant`, except
+//         F8_E4M3 [N, K/16] (linear), L.weight_global_scale F32 [1] = 448*6/amax, a divisor,
+//         rounded as compressed-tensors computes it (qtl::ct_nvfp4_global_scale: fl(fl(1/amax)*2688),
+//         where `qtl op nvfp4-quant` divides once); qtl::block_quantize<nvfp4> as that op, except
 //         that a block scale of 0 (an all-zero block) is written as compressed-tensors' 0.125.
 //   mxfp4 L.weight_packed U8 [N, K/2], L.weight_scale U8 [N, K/32] biased E8M0 exponents:
 //         compressed-tensors' producer rule (qtl::ct_mx_scale_code: amax rounded to a power of two,

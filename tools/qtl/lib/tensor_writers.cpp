@@ -236,10 +236,10 @@ void ct_pack_weight(job& j, shard_plan const& s) {
 
 /// NVFP4 or MXFP4 (compressed-tensors nvfp4-/mxfp4-pack-quantized): weight_packed U8 [N, K/2]
 /// (element 2i in the low nibble) and weight_scale [N, K/bs] (linear layout).
-///   NVFP4: qtl::block_quantize<nvfp4> and weight_global_scale F32 [1] = qtl::nvfp4_global_scale
-///          (a divisor, as compressed-tensors reads it); a block scale that rounds to 0 (an
+///   NVFP4: qtl::block_quantize<nvfp4> and weight_global_scale F32 [1] = qtl::ct_nvfp4_global_scale
+///          of the weight's amax (a divisor, rounded as compressed-tensors computes it); a block scale that rounds to 0 (an
 ///          all-zero block) is written as E4M3 0.125, compressed-tensors' epsilon for its FP8
-///          scales (its codes are 0 or -0 either way).
+///          scales; a zero weight, +0 or -0, is code 0 as compressed-tensors writes it.
 ///   MXFP4: compressed-tensors' scale rule (qtl::ct_mx_scale_code), codes e2m1(x / 2^(sc - 127)).
 template <block_format_type F, class T>
 void fp4_weight(job& j, shard_plan const& s) {
@@ -251,11 +251,20 @@ void fp4_weight(job& j, shard_plan const& s) {
   std::vector<typename F::scale> scales(static_cast<std::size_t>(block_scale_bytes<F>(n, k)));
   float gs = 1.0f;
   if constexpr (F::has_global_scale) {
-    gs = nvfp4_global_scale(w.v);
+    gs = ct_nvfp4_global_scale(fp8_amax(w.v));
     block_quantize<F>(w.v, make_view(values.data(), n, k / 2), std::span<typename F::scale>(scales), gs);
     constexpr std::uint8_t ct_eps = 0x20;  // E4M3 0.125 = 2^(4 - 7)
     for (auto& sc : scales) {
       sc.bits = sc.bits == 0 ? ct_eps : sc.bits;
+    }
+    // compressed-tensors' cast_to_fp4 takes the sign from torch.sign, +0 for -0.0: a -0.0 weight
+    // is code 0 there, not -0 (0x8) as block_quantize writes it (tiny negatives are -0 in both)
+    for (index_t i = 0; i < n; ++i) {
+      for (index_t e = 0; e < k; ++e) {
+        if (to_float(w.v(i, e)) == 0.0f) {
+          values[static_cast<std::size_t>(i * (k / 2) + e / 2)].bits &= e % 2 == 0 ? 0xF0 : 0x0F;
+        }
+      }
     }
   } else {
     constexpr index_t bs = F::block_size;
