@@ -254,9 +254,14 @@ def test_assert_fp8_all_close_and_parameters():
     qtl.update_tensor_inplace(old, torch.ones(4, 4))
     assert bool((old == 1).all())
     for impl in (ref, qtl):
-        mod = torch.nn.Linear(4, 4, bias=False)
+        mod = torch.nn.Linear(4, 4, bias=False).requires_grad_(False)  # as engines' parameters
         ptr = mod.weight.data_ptr()
-        impl.replace_parameter(mod, "weight", torch.full((4, 4), 2.0))  # same size: in place
+        # a Parameter of the same dtype and size: copied in place
+        impl.replace_parameter(mod, "weight", torch.nn.Parameter(torch.full((4, 4), 2.0), requires_grad=False))
         assert mod.weight.data_ptr() == ptr and bool((mod.weight == 2).all())
+        # a plain tensor of the same size is another type: re-registered (its storage), as the reference
+        new = torch.full((4, 4), 3.0)
+        impl.replace_parameter(mod, "weight", new)
+        assert isinstance(mod.weight, torch.nn.Parameter) and mod.weight.data_ptr() == new.data_ptr()
         impl.replace_parameter(mod, "weight", torch.zeros(2, 8, dtype=torch.float16))  # re-registered
         assert isinstance(mod.weight, torch.nn.Parameter) and mod.weight.dtype == torch.float16
