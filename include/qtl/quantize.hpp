@@ -110,10 +110,10 @@ void quantize_grouped_loop(Exec& exec, view2d<T const> w, index_t gs, quant_rang
   std::uint32_t const opaque = opaque_zero();
   index_t const tc = tile_cols(gs, sizeof(T));
   bool const prefetch = tc < max_tile_cols;  // see tile_cols
-  float mx[max_tile_cols];
-  float mn[max_tile_cols];
-  float sc[max_tile_cols];
-  float zp[max_tile_cols];
+  alignas(64) float mx[max_tile_cols];
+  alignas(64) float mn[max_tile_cols];
+  alignas(64) float sc[max_tile_cols];
+  alignas(64) float zp[max_tile_cols];
   bool const after = opt.zero_points && opt.ref_zero_points_after_scales;
   for (index_t g = 0; g < k / gs; ++g) {
     index_t const r0 = g * gs;

@@ -323,10 +323,10 @@ QTL_QUANTIZE_AVX2 index_t scales_avx2(float const* mx, float const* mn, index_t 
 
 /// Per-column constants of pass 2 on a clean tile (see `quantize_row_clean_avx2`).
 struct clean_columns {
-  float lo[max_tile_cols];        // qmin - zp
-  float hi[max_tile_cols];        // qmax - zp
-  std::int32_t zb[max_tile_cols]; // zp + bias, added to a code after the clamp
-  float zs[max_tile_cols];        // T(zp · s), the subtrahend of zero points after scales
+  alignas(64) float lo[max_tile_cols];         // qmin - zp
+  alignas(64) float hi[max_tile_cols];         // qmax - zp
+  alignas(64) std::int32_t zb[max_tile_cols];  // zp + bias, added to a code after the clamp
+  alignas(64) float zs[max_tile_cols];         // T(zp · s), the subtrahend of zero points after scales
 };
 
 /// 16 bytes stored at `p`; past the caches (non-temporal) when `Stream`. @pre Stream: p is 16-byte aligned.
