@@ -45,7 +45,6 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -570,18 +569,7 @@ int run_convert(convert_args const& a) {
       continue;
     }
     written.push_back(i);
-    std::string const header = lay_out(s);
-    s.file = std::make_unique<output_file>(staged, s.name);
-    if (::ftruncate(s.file->fd(), static_cast<off_t>(s.total)) != 0) {
-      throw data_error(s.file->shown() + ": cannot size the file: " + std::strerror(errno));
-    }
-    unsigned char len[8];
-    std::uint64_t const hn = header.size();
-    for (int b = 0; b < 8; ++b) {
-      len[b] = static_cast<unsigned char>(hn >> (8 * b));
-    }
-    s.file->pwrite_all(len, 8, 0);
-    s.file->pwrite_all(header.data(), header.size(), 8);
+    open_shard(staged, s);
   }
 
   std::uint64_t total_in = 0;

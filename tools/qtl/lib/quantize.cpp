@@ -63,7 +63,6 @@
 // swapped in whole (staged_output.hpp), so OUT_DIR always holds one complete checkpoint.
 
 #include <fcntl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -428,18 +427,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   // --- output files: headers now, data by the workers ---------------------------------------
   staged_output staged(out_dir, fs::is_directory(in_path) ? in_path : in_dir);
   for (auto& s : shards) {
-    std::string const header = lay_out(s);
-    s.file = std::make_unique<output_file>(staged, s.name);
-    if (::ftruncate(s.file->fd(), static_cast<off_t>(s.total)) != 0) {
-      throw data_error(s.file->shown() + ": cannot size the file: " + std::strerror(errno));
-    }
-    unsigned char len[8];
-    std::uint64_t const hn = header.size();
-    for (int i = 0; i < 8; ++i) {
-      len[i] = static_cast<unsigned char>(hn >> (8 * i));
-    }
-    s.file->pwrite_all(len, 8, 0);
-    s.file->pwrite_all(header.data(), header.size(), 8);
+    open_shard(staged, s);
   }
 
   std::uint64_t total_in = 0;

@@ -112,6 +112,9 @@ std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
 }
 
 /// Assigns offsets (4-, 2-, then 1-byte tensors, stably) and builds the header text.
+namespace {
+
+/// The header text of `s` with its tensors' offsets assigned (see `open_shard`).
 std::string lay_out(shard_plan& s) {
   std::vector<std::size_t> order(s.tensors.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
@@ -140,6 +143,23 @@ std::string lay_out(shard_plan& s) {
   }
   s.total = s.header_bytes + off;
   return text;
+}
+
+}  // namespace
+
+void open_shard(staged_output& out, shard_plan& s) {
+  std::string const header = lay_out(s);
+  s.file = std::make_unique<output_file>(out, s.name);
+  if (::ftruncate(s.file->fd(), static_cast<off_t>(s.total)) != 0) {
+    throw data_error(s.file->shown() + ": cannot size the file: " + std::strerror(errno));
+  }
+  unsigned char len[8];  // the header's length, little-endian
+  std::uint64_t const hn = header.size();
+  for (int b = 0; b < 8; ++b) {
+    len[b] = static_cast<unsigned char>(hn >> (8 * b));
+  }
+  s.file->pwrite_all(len, 8, 0);
+  s.file->pwrite_all(header.data(), header.size(), 8);
 }
 
 void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, ojson const& model_config,

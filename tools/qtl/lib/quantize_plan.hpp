@@ -67,9 +67,11 @@ struct shard_plan {
 /// Product of the extents.
 std::uint64_t numel_of(std::vector<std::int64_t> const& shape);
 
-/// Assigns offsets (4-, 2-, then 1-byte tensors, stably, so that every tensor stays aligned) and
-/// returns the header text, padded with spaces to a multiple of 8.
-std::string lay_out(shard_plan& s);
+/// Lays the shard out (offsets: 4-, 2-, then 1-byte tensors, stably, so that every tensor stays
+/// aligned; a header padded with spaces to a multiple of 8), then creates its file in the staged
+/// output, sized to `s.total`, with the header written: the workers write the data.
+/// @throws data_error when the file cannot be created, sized or written
+void open_shard(staged_output& out, shard_plan& s);
 
 /// Refuses a checkpoint that is quantized already: its tensors (GPTQ/AWQ `qweight`, FP8
 /// weights with scales, NVFP4/MXFP4 blocks, any F8 tensor) or its config.json's
