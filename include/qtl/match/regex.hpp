@@ -729,13 +729,14 @@ class regex {
 
 namespace detail::re {
 
-/// Parses and runs a pattern once on the NFA: a small program on the stack, a large one on the
-/// heap when the pattern needs it.
-inline bool run_uncached(std::string_view pattern, std::string_view text, verb v) {
+/// `f(program)` of `pattern` parsed into a small program on the stack, or into a large one on
+/// the heap when it outgrows that. @throws regex_error for a bad pattern
+template <class F>
+auto with_program(std::string_view pattern, F const& f) {
   constexpr_program small;
   parse(pattern, small);
   if (small.error == errc::none) {
-    return run_nfa(small.view(), text, v, thread_scratch(small.size, small.n_looks, text.size()));
+    return f(small);
   }
   if (small.error != errc::too_large && small.error != errc::too_many_sets) {
     throw_regex_error(small.error, small.error_pos, pattern);
@@ -745,7 +746,14 @@ inline bool run_uncached(std::string_view pattern, std::string_view text, verb v
   if (big->error != errc::none) {
     throw_regex_error(big->error, big->error_pos, pattern);
   }
-  return run_nfa(big->view(), text, v, thread_scratch(big->size, big->n_looks, text.size()));
+  return f(*big);
+}
+
+/// Parses and runs a pattern once on the NFA.
+inline bool run_uncached(std::string_view pattern, std::string_view text, verb v) {
+  return with_program(pattern, [&](auto const& p) {
+    return run_nfa(p.view(), text, v, thread_scratch(p.size, p.n_looks, text.size()));
+  });
 }
 
 /// re_match & co. at run time. A pattern seen for the second time by this thread is compiled
@@ -788,20 +796,7 @@ inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
 /// Throws the `qtl::regex_error` that `qtl::regex(pattern)` (and re_match & co.) would throw
 /// for `pattern`, and builds nothing else: a validity check, O(pattern length).
 inline void check_regex(std::string_view pattern) {
-  using namespace detail::re;
-  constexpr_program small;  // on the stack; a pattern that outgrows it is parsed on the heap
-  parse(pattern, small);
-  if (small.error == errc::none) {
-    return;
-  }
-  if (small.error != errc::too_large && small.error != errc::too_many_sets) {
-    throw_regex_error(small.error, small.error_pos, pattern);
-  }
-  std::unique_ptr<runtime_program> const big(new runtime_program);  // not zero-filled
-  parse(pattern, *big);
-  if (big->error != errc::none) {
-    throw_regex_error(big->error, big->error_pos, pattern);
-  }
+  detail::re::with_program(pattern, [](auto const&) {});
 }
 
 /// A literal that every match of `pattern` contains (under every verb), for prefiltering: the
