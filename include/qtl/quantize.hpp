@@ -599,16 +599,23 @@ void per_tensor_dequantize(view2d<T> tensor, float inv_scale, view2d<O> out) {
 /// float32 with rows [start, start + w) = weight_scale[idx]. Extra scales are ignored, as in the
 /// reference. @throws shape_error when there are fewer scales than widths or out is mis-shaped;
 /// value_error for a negative width.
-template <class S>
-void convert_to_channelwise(view1d<S> weight_scale, std::span<index_t const> logical_widths, view2d<float> out) {
-  constexpr char const* fn = "qtl::convert_to_channelwise";
+namespace detail::qnt {
+/// Σ logical_widths, the rows of `convert_to_channelwise`. @throws value_error for a negative width
+inline index_t channelwise_rows(std::span<index_t const> logical_widths) {
   index_t total = 0;
   for (index_t w : logical_widths) {
     if (w < 0) {
-      throw value_error(std::string(fn) + ": negative logical width " + std::to_string(w));
+      throw value_error("qtl::convert_to_channelwise: negative logical width " + std::to_string(w));
     }
     total += w;
   }
+  return total;
+}
+}  // namespace detail::qnt
+template <class S>
+void convert_to_channelwise(view1d<S> weight_scale, std::span<index_t const> logical_widths, view2d<float> out) {
+  constexpr char const* fn = "qtl::convert_to_channelwise";
+  index_t const total = detail::qnt::channelwise_rows(logical_widths);
   if (static_cast<index_t>(logical_widths.size()) > weight_scale.extent[0]) {
     throw shape_error(std::string(fn) + ": " + std::to_string(logical_widths.size()) + " logical widths but only " +
                       std::to_string(weight_scale.extent[0]) + " scales");
@@ -626,34 +633,18 @@ void convert_to_channelwise(view1d<S> weight_scale, std::span<index_t const> log
 /// `convert_to_channelwise` for a 0-dim scale: every row is `weight_scale`.
 inline void convert_to_channelwise(float weight_scale, std::span<index_t const> logical_widths, view2d<float> out) {
   float const one[1] = {weight_scale};
-  std::vector<index_t> widths(logical_widths.begin(), logical_widths.end());
-  index_t total = 0;
-  for (index_t w : logical_widths) {
-    if (w < 0) {
-      throw value_error("qtl::convert_to_channelwise: negative logical width " + std::to_string(w));
-    }
-    total += w;
-  }
-  index_t const single[1] = {total};
+  index_t const single[1] = {detail::qnt::channelwise_rows(logical_widths)};
   convert_to_channelwise(make_view(one, 1), std::span<index_t const>(single), out);
 }
 /// Allocating forms of `convert_to_channelwise`.
 template <class S>
 host_tensor<float, 2> convert_to_channelwise(view1d<S> weight_scale, std::span<index_t const> logical_widths) {
-  index_t total = 0;
-  for (index_t w : logical_widths) {
-    total += w < 0 ? 0 : w;
-  }
-  host_tensor<float, 2> out({total, 1});
+  host_tensor<float, 2> out({detail::qnt::channelwise_rows(logical_widths), 1});
   convert_to_channelwise(weight_scale, logical_widths, out.view());
   return out;
 }
 inline host_tensor<float, 2> convert_to_channelwise(float weight_scale, std::span<index_t const> logical_widths) {
-  index_t total = 0;
-  for (index_t w : logical_widths) {
-    total += w < 0 ? 0 : w;
-  }
-  host_tensor<float, 2> out({total, 1});
+  host_tensor<float, 2> out({detail::qnt::channelwise_rows(logical_widths), 1});
   convert_to_channelwise(weight_scale, logical_widths, out.view());
   return out;
 }
