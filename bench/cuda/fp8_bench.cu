@@ -13,7 +13,6 @@
 #include "support/device_bench.cuh"
 
 #include <cstdint>
-#include <vector>
 
 namespace {
 
@@ -22,13 +21,7 @@ constexpr qtl::index_t cols = 8192;
 constexpr std::int64_t numel = rows * cols;
 
 struct device_data {
-  qtl_bench::cuda::device_array<qtl::bfloat16_t> in{[] {
-    std::vector<qtl::bfloat16_t> h(static_cast<std::size_t>(numel));
-    for (std::size_t i = 0; i < h.size(); ++i) {
-      h[i] = qtl::from_float<qtl::bfloat16_t>(static_cast<float>(static_cast<int>(i % 2001) - 1000) * 0.01f);
-    }
-    return h;
-  }()};
+  qtl_bench::cuda::device_array<qtl::bfloat16_t> in{qtl_bench::cuda::ramp_bf16(static_cast<std::size_t>(numel))};
   qtl_bench::cuda::device_array<qtl::float8_e4m3fn_t> out{static_cast<std::size_t>(numel)};
   qtl_bench::cuda::device_array<float> scales{static_cast<std::size_t>(numel / 128)};
   bool ok() const { return in.ok() && out.ok() && scales.ok(); }

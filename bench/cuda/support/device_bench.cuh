@@ -19,7 +19,18 @@
 #include <utility>
 #include <vector>
 
+#include <qtl/numeric.hpp>
+
 namespace qtl_bench::cuda {
+
+/// The FP8 and FP4 benchmarks' input: `n` bf16 values cycling through -10.00, -9.99, ..., 10.00.
+inline std::vector<qtl::bfloat16_t> ramp_bf16(std::size_t n) {
+  std::vector<qtl::bfloat16_t> h(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    h[i] = qtl::from_float<qtl::bfloat16_t>(static_cast<float>(static_cast<int>(i % 2001) - 1000) * 0.01f);
+  }
+  return h;
+}
 
 /// True when a CUDA device is present and usable (asked once).
 inline bool have_device() {
