@@ -6,6 +6,7 @@
 #include <qtl/marlin.hpp>
 
 #include <catch2/catch.hpp>
+#include <device_buffer.hpp>
 
 #include <algorithm>
 #include <cstdint>
@@ -20,32 +21,6 @@ using qtl::make_view;
 using qtl::marlin::act_width;
 
 #define CUDA_REQUIRE(expr) REQUIRE((expr) == cudaSuccess)
-
-template <class T>
-struct device_buffer {
-  T* data = nullptr;
-  explicit device_buffer(std::size_t n) {
-    CUDA_REQUIRE(cudaMalloc(&data, (n == 0 ? 1 : n) * sizeof(T)));
-    CUDA_REQUIRE(cudaMemset(data, 0xAB, (n == 0 ? 1 : n) * sizeof(T)));
-  }
-  ~device_buffer() { cudaFree(data); }
-  device_buffer(device_buffer const&) = delete;
-  device_buffer& operator=(device_buffer const&) = delete;
-};
-
-template <class T, class A>
-device_buffer<T>* upload(std::vector<T, A> const& v) {
-  auto* b = new device_buffer<T>(v.size());
-  REQUIRE(cudaMemcpy(b->data, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
-  return b;
-}
-
-template <class T>
-std::vector<T> download(T const* p, std::size_t n) {
-  std::vector<T> v(n);
-  REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
-  return v;
-}
 
 std::vector<std::int32_t> random_words(std::size_t n, std::uint32_t seed) {
   std::mt19937 rng(seed);
@@ -69,36 +44,36 @@ void check_layout(index_t K, index_t N, bool act_order) {
   auto const sv = make_view<std::int32_t const>(s.data(), static_cast<index_t>(s.size()));
   auto const want = qtl::marlin::repack_gptq<Bits, A>(make_view<std::int32_t const>(q.data(), K / L::pack, N), sv);
 
-  std::unique_ptr<device_buffer<std::int32_t>> dq(upload(q));
-  std::unique_ptr<device_buffer<std::int32_t>> ds(upload(s.empty() ? std::vector<std::int32_t>{0} : s));
-  device_buffer<std::int32_t> dout(static_cast<std::size_t>(want.size()));
-  CUDA_REQUIRE((qtl::cuda::marlin::repack_gptq<Bits, A>(make_view<std::int32_t const>(dq->data, K / L::pack, N),
-                                                        act_order ? ds->data : nullptr,
-                                                        make_view(dout.data, L::marlin_rows(K), L::marlin_cols(N)))));
+  qtl_test::device_buffer<std::int32_t> dq(q);
+  qtl_test::device_buffer<std::int32_t> ds(s.empty() ? std::vector<std::int32_t>{0} : s);
+  qtl_test::device_buffer<std::int32_t> dout(static_cast<std::size_t>(want.size()));
+  CUDA_REQUIRE((qtl::cuda::marlin::repack_gptq<Bits, A>(make_view<std::int32_t const>(dq.ptr, K / L::pack, N),
+                                                        act_order ? ds.ptr : nullptr,
+                                                        make_view(dout.ptr, L::marlin_rows(K), L::marlin_cols(N)))));
   CUDA_REQUIRE(cudaDeviceSynchronize());
-  auto const got = download(dout.data, static_cast<std::size_t>(want.size()));
+  auto const got = dout.get();
   CHECK(std::equal(got.begin(), got.end(), want.storage().begin()));
 
   // The inverse, with the inverse permutation.
   std::vector<std::int32_t> inv(s.size());
   for (std::size_t i = 0; i < s.size(); ++i) inv[static_cast<std::size_t>(s[i])] = static_cast<std::int32_t>(i);
-  std::unique_ptr<device_buffer<std::int32_t>> dinv(upload(inv.empty() ? std::vector<std::int32_t>{0} : inv));
-  device_buffer<std::int32_t> dback(q.size());
-  CUDA_REQUIRE((qtl::cuda::marlin::unrepack_gptq<Bits, A>(make_view<std::int32_t const>(dout.data, L::marlin_rows(K), L::marlin_cols(N)),
-                                                          act_order ? dinv->data : nullptr,
-                                                          make_view(dback.data, K / L::pack, N))));
+  qtl_test::device_buffer<std::int32_t> dinv(inv.empty() ? std::vector<std::int32_t>{0} : inv);
+  qtl_test::device_buffer<std::int32_t> dback(q.size());
+  CUDA_REQUIRE((qtl::cuda::marlin::unrepack_gptq<Bits, A>(make_view<std::int32_t const>(dout.ptr, L::marlin_rows(K), L::marlin_cols(N)),
+                                                          act_order ? dinv.ptr : nullptr,
+                                                          make_view(dback.ptr, K / L::pack, N))));
   CUDA_REQUIRE(cudaDeviceSynchronize());
-  CHECK(download(dback.data, q.size()) == q);
+  CHECK(dback.get() == q);
 
   // AWQ on the same codes.
   if (!act_order) {
     auto const awq = random_words(static_cast<std::size_t>(K * N / L::pack), 9);
     auto const want_awq = qtl::marlin::repack_awq<Bits, A>(make_view<std::int32_t const>(awq.data(), K, N / L::pack));
-    std::unique_ptr<device_buffer<std::int32_t>> da(upload(awq));
-    CUDA_REQUIRE((qtl::cuda::marlin::repack_awq<Bits, A>(make_view<std::int32_t const>(da->data, K, N / L::pack),
-                                                         make_view(dout.data, L::marlin_rows(K), L::marlin_cols(N)))));
+    qtl_test::device_buffer<std::int32_t> da(awq);
+    CUDA_REQUIRE((qtl::cuda::marlin::repack_awq<Bits, A>(make_view<std::int32_t const>(da.ptr, K, N / L::pack),
+                                                         make_view(dout.ptr, L::marlin_rows(K), L::marlin_cols(N)))));
     CUDA_REQUIRE(cudaDeviceSynchronize());
-    auto const got_awq = download(dout.data, static_cast<std::size_t>(want_awq.size()));
+    auto const got_awq = dout.get();
     CHECK(std::equal(got_awq.begin(), got_awq.end(), want_awq.storage().begin()));
   }
 }
@@ -126,12 +101,12 @@ TEST_CASE("cuda marlin: a 64-expert MoE in one launch equals the host", "[cuda][
   }
   auto const want = qtl::marlin::repack_gptq<4>(make_view<std::int32_t const>(q.data(), E, K / 8, N),
                                                 make_view<std::int32_t const>(s.data(), E, K));
-  std::unique_ptr<device_buffer<std::int32_t>> dq(upload(q)), ds(upload(s));
-  device_buffer<std::int32_t> dout(static_cast<std::size_t>(want.size()));
-  CUDA_REQUIRE(qtl::cuda::marlin::repack_gptq<4>(make_view<std::int32_t const>(dq->data, E, K / 8, N), ds->data,
-                                                 make_view(dout.data, E, K / 16, 2 * N)));
+  qtl_test::device_buffer<std::int32_t> dq(q), ds(s);
+  qtl_test::device_buffer<std::int32_t> dout(static_cast<std::size_t>(want.size()));
+  CUDA_REQUIRE(qtl::cuda::marlin::repack_gptq<4>(make_view<std::int32_t const>(dq.ptr, E, K / 8, N), ds.ptr,
+                                                 make_view(dout.ptr, E, K / 16, 2 * N)));
   CUDA_REQUIRE(cudaDeviceSynchronize());
-  auto const got = download(dout.data, static_cast<std::size_t>(want.size()));
+  auto const got = dout.get();
   CHECK(std::equal(got.begin(), got.end(), want.storage().begin()));
 }
 
@@ -142,24 +117,24 @@ TEST_CASE("cuda marlin: scale permutations equal the host", "[cuda][marlin]") {
   for (auto kind : {qtl::marlin::scale_perm_kind::grouped, qtl::marlin::scale_perm_kind::single}) {
     std::vector<float> want(s.size());
     qtl::marlin::permute_scales<float>(make_view<float const>(s.data(), G, N), kind, make_view(want.data(), G, N));
-    std::unique_ptr<device_buffer<float>> ds(upload(s));
-    device_buffer<float> dout(s.size());
-    CUDA_REQUIRE(qtl::cuda::marlin::permute_scales<float>(make_view<float const>(ds->data, G, N), kind,
-                                                          make_view(dout.data, G, N)));
+    qtl_test::device_buffer<float> ds(s);
+    qtl_test::device_buffer<float> dout(s.size());
+    CUDA_REQUIRE(qtl::cuda::marlin::permute_scales<float>(make_view<float const>(ds.ptr, G, N), kind,
+                                                          make_view(dout.ptr, G, N)));
     CUDA_REQUIRE(cudaDeviceSynchronize());
-    CHECK(download(dout.data, s.size()) == want);
+    CHECK(dout.get() == want);
   }
 }
 
 TEST_CASE("cuda marlin: the launchers refuse what the layout cannot take, before enqueueing", "[cuda][marlin]") {
-  device_buffer<std::int32_t> buf(1 << 16);
-  auto const in = [&](index_t r, index_t c) { return make_view<std::int32_t const>(buf.data, r, c); };
-  auto const out = [&](index_t r, index_t c) { return make_view(buf.data, r, c); };
+  qtl_test::device_buffer<std::int32_t> buf(1 << 16);
+  auto const in = [&](index_t r, index_t c) { return make_view<std::int32_t const>(buf.ptr, r, c); };
+  auto const out = [&](index_t r, index_t c) { return make_view(buf.ptr, r, c); };
   // K = 8 (one packed row), N = 96, A8 with K = 16, act-order with A8, a wrong output shape.
   CHECK(qtl::cuda::marlin::repack_gptq<4>(in(1, 64), nullptr, out(1, 64)) == cudaErrorInvalidValue);
   CHECK(qtl::cuda::marlin::repack_gptq<4>(in(2, 96), nullptr, out(1, 192)) == cudaErrorInvalidValue);
   CHECK((qtl::cuda::marlin::repack_gptq<4, act_width::a8>(in(2, 64), nullptr, out(1, 128))) == cudaErrorInvalidValue);
-  CHECK((qtl::cuda::marlin::repack_gptq<4, act_width::a8>(in(4, 64), buf.data, out(2, 128))) == cudaErrorInvalidValue);
+  CHECK((qtl::cuda::marlin::repack_gptq<4, act_width::a8>(in(4, 64), buf.ptr, out(2, 128))) == cudaErrorInvalidValue);
   CHECK(qtl::cuda::marlin::repack_gptq<4>(in(2, 64), nullptr, out(2, 64)) == cudaErrorInvalidValue);
   CHECK(qtl::cuda::marlin::repack_gptq<4>(make_view<std::int32_t const>(nullptr, 2, 64), nullptr, out(1, 128)) ==
         cudaErrorInvalidValue);

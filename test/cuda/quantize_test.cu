@@ -8,6 +8,7 @@
 #include <qtl/quantize.hpp>
 
 #include <catch2/catch.hpp>
+#include <device_buffer.hpp>
 #include <device_compare.hpp>
 
 #include <cmath>
@@ -24,29 +25,6 @@ namespace {
 using qtl::index_t;
 
 #define CUDA_REQUIRE(expr) REQUIRE((expr) == cudaSuccess)
-
-template <class T>
-struct dbuf {
-  T* p = nullptr;
-  std::size_t n = 0;
-  explicit dbuf(std::size_t count) : n(count) {
-    CUDA_REQUIRE(cudaMalloc(&p, (count > 0 ? count : 1) * sizeof(T)));
-    CUDA_REQUIRE(cudaMemset(p, 0xA5, (count > 0 ? count : 1) * sizeof(T)));
-  }
-  template <class A>
-  explicit dbuf(std::vector<T, A> const& v) : dbuf(v.size()) {
-    CUDA_REQUIRE(cudaMemcpy(p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  ~dbuf() { cudaFree(p); }
-  dbuf(dbuf const&) = delete;
-  dbuf& operator=(dbuf const&) = delete;
-  std::vector<T> get() const {
-    std::vector<T> v(n);
-    CUDA_REQUIRE(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost));
-    return v;
-  }
-  qtl::view2d<T> view(index_t rows, index_t cols) const { return qtl::make_view(p, rows, cols); }
-};
 
 /// Equal bits, or both NaN (host and device may differ in a NaN's sign and payload).
 template <class T>
@@ -93,11 +71,11 @@ void compare_grouped(index_t k, index_t n, index_t gs, qtl::quantize_options opt
                                  qtl::host_tensor<T, 2>({k / g, n}),
                                  qtl::host_tensor<std::int32_t, 2>({opt.zero_points ? k / g : 0, n})};
   qtl::quantize_weights<Q>(qtl::make_view(w.data(), k, n), gs, host.views(), opt);
-  dbuf<T> dw(w);
-  dbuf<T> ref(static_cast<std::size_t>(k * n));
-  dbuf<std::int32_t> q(static_cast<std::size_t>(k * n));
-  dbuf<T> s(static_cast<std::size_t>(k / g * n));
-  dbuf<std::int32_t> zp(static_cast<std::size_t>(opt.zero_points ? k / g * n : 0));
+  qtl_test::device_buffer<T> dw(w);
+  qtl_test::device_buffer<T> ref(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<std::int32_t> q(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<T> s(static_cast<std::size_t>(k / g * n));
+  qtl_test::device_buffer<std::int32_t> zp(static_cast<std::size_t>(opt.zero_points ? k / g * n : 0));
   qtl::quantize_outputs<T> out{ref.view(k, n), q.view(k, n), s.view(k / g, n),
                                zp.view(opt.zero_points ? k / g : 0, n)};
   CUDA_REQUIRE(qtl::cuda::quantize_weights<Q>(qtl::view2d<T const>(dw.view(k, n)), gs, out, opt, nullptr));
@@ -118,12 +96,12 @@ qtl::view2d<T> padded(T* p, index_t rows, index_t cols, index_t stride) {
   return v;
 }
 
-/// `rows * stride` elements whose bytes are all 0xA5, dbuf's fill (so host and device buffers
-/// start equal, padding included).
+/// `rows * stride` elements whose bytes are all 0xA5, qtl_test::device_fill (so host and device
+/// buffers start equal, padding included).
 template <class T>
 std::vector<T> filled(index_t rows, index_t stride) {
   std::vector<T> v(static_cast<std::size_t>(rows * stride));
-  std::memset(static_cast<void*>(v.data()), 0xA5, v.size() * sizeof(T));
+  std::memset(static_cast<void*>(v.data()), qtl_test::device_fill, v.size() * sizeof(T));
   return v;
 }
 
@@ -161,15 +139,15 @@ void padded_quantize(index_t k, index_t n, index_t gs) {
                                                              padded(h_s.data(), k / g, n, ss),
                                                              padded(h_zp.data(), k / g, n, zs)},
                                     {.zero_points = true});
-  dbuf<T> dw(w);
-  dbuf<T> ref(h_ref.size());
-  dbuf<std::int32_t> q(h_q.size());
-  dbuf<T> s(h_s.size());
-  dbuf<std::int32_t> zp(h_zp.size());
+  qtl_test::device_buffer<T> dw(w);
+  qtl_test::device_buffer<T> ref(h_ref.size());
+  qtl_test::device_buffer<std::int32_t> q(h_q.size());
+  qtl_test::device_buffer<T> s(h_s.size());
+  qtl_test::device_buffer<std::int32_t> zp(h_zp.size());
   CUDA_REQUIRE(qtl::cuda::quantize_weights<qtl::uint4>(
-      qtl::view2d<T const>(padded(dw.p, k, n, ws)), gs,
-      qtl::quantize_outputs<T>{padded(ref.p, k, n, rs), padded(q.p, k, n, qs), padded(s.p, k / g, n, ss),
-                               padded(zp.p, k / g, n, zs)},
+      qtl::view2d<T const>(padded(dw.ptr, k, n, ws)), gs,
+      qtl::quantize_outputs<T>{padded(ref.ptr, k, n, rs), padded(q.ptr, k, n, qs), padded(s.ptr, k / g, n, ss),
+                               padded(zp.ptr, k / g, n, zs)},
       {.zero_points = true}, nullptr));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(ref.get(), h_ref.data(), h_ref.size()));
@@ -186,11 +164,11 @@ void padded_quantize(index_t k, index_t n, index_t gs) {
   auto u_q = filled<std::int32_t>(k, qs);
   qtl::quantize_weights<qtl::int8, qtl::group_none>(
       hw, qtl::quantize_outputs<float>{padded(u_ref.data(), k, n, rs), padded(u_q.data(), k, n, qs), {}, {}});
-  dbuf<float> du_ref(u_ref.size());
-  dbuf<std::int32_t> du_q(u_q.size());
+  qtl_test::device_buffer<float> du_ref(u_ref.size());
+  qtl_test::device_buffer<std::int32_t> du_q(u_q.size());
   CUDA_REQUIRE(qtl::cuda::quantize_weights<qtl::int8>(
-      qtl::view2d<T const>(padded(dw.p, k, n, ws)), std::nullopt,
-      qtl::quantize_outputs<float>{padded(du_ref.p, k, n, rs), padded(du_q.p, k, n, qs), {}, {}}, {}, nullptr));
+      qtl::view2d<T const>(padded(dw.ptr, k, n, ws)), std::nullopt,
+      qtl::quantize_outputs<float>{padded(du_ref.ptr, k, n, rs), padded(du_q.ptr, k, n, qs), {}, {}}, {}, nullptr));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(du_ref.get(), u_ref.data(), u_ref.size()));
   CHECK(same(du_q.get(), u_q.data(), u_q.size()));
@@ -204,9 +182,10 @@ void padded_quantize(index_t k, index_t n, index_t gs) {
   }
   auto h_dq = filled<O>(k, rs);
   qtl::per_tensor_dequantize(padded(codes.data(), k, n, ws), 0.0173f, padded(h_dq.data(), k, n, rs));
-  dbuf<qtl::float8_e4m3fn_t> dcodes(codes);
-  dbuf<O> d_dq(h_dq.size());
-  CUDA_REQUIRE(qtl::cuda::per_tensor_dequantize(padded(dcodes.p, k, n, ws), 0.0173f, padded(d_dq.p, k, n, rs), nullptr));
+  qtl_test::device_buffer<qtl::float8_e4m3fn_t> dcodes(codes);
+  qtl_test::device_buffer<O> d_dq(h_dq.size());
+  CUDA_REQUIRE(
+      qtl::cuda::per_tensor_dequantize(padded(dcodes.ptr, k, n, ws), 0.0173f, padded(d_dq.ptr, k, n, rs), nullptr));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(d_dq.get(), h_dq.data(), h_dq.size()));
   CHECK(padding_untouched(d_dq.get(), k, n, rs));
@@ -235,9 +214,9 @@ TEMPLATE_TEST_CASE("device ungrouped quantize_weights equals the host", "[quanti
     x = qtl::from_float<TestType>(qtl::to_float(x) * 400.0f);
   }
   auto const host = qtl::quantize_weights<qtl::int8, qtl::group_none>(qtl::make_view(w.data(), k, n));
-  dbuf<TestType> dw(w);
-  dbuf<float> ref(static_cast<std::size_t>(k * n));
-  dbuf<std::int32_t> q(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<TestType> dw(w);
+  qtl_test::device_buffer<float> ref(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<std::int32_t> q(static_cast<std::size_t>(k * n));
   CUDA_REQUIRE(qtl::cuda::quantize_weights<qtl::int8>(qtl::view2d<TestType const>(dw.view(k, n)), std::nullopt,
                                                        qtl::quantize_outputs<float>{ref.view(k, n), q.view(k, n), {}, {}},
                                                        {}, nullptr));
@@ -286,19 +265,19 @@ TEST_CASE("device act-order, permute_rows and sort_weights equal the host", "[qu
                                      qtl::make_view(h_p.data(), k)},
       opt);
   // Device GPTQ.
-  dbuf<qtl::half_t> dw(w);
-  dbuf<std::int64_t> dperm(perm);
-  dbuf<qtl::half_t> d_ref(static_cast<std::size_t>(k * n));
-  dbuf<std::int32_t> d_q(static_cast<std::size_t>(k * n));
-  dbuf<qtl::half_t> d_s(static_cast<std::size_t>(k / 64 * n));
-  dbuf<std::int32_t> d_g(static_cast<std::size_t>(k));
-  dbuf<std::int64_t> d_p(static_cast<std::size_t>(k));
-  dbuf<std::int32_t> scratch(static_cast<std::size_t>(k));
+  qtl_test::device_buffer<qtl::half_t> dw(w);
+  qtl_test::device_buffer<std::int64_t> dperm(perm);
+  qtl_test::device_buffer<qtl::half_t> d_ref(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<std::int32_t> d_q(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<qtl::half_t> d_s(static_cast<std::size_t>(k / 64 * n));
+  qtl_test::device_buffer<std::int32_t> d_g(static_cast<std::size_t>(k));
+  qtl_test::device_buffer<std::int64_t> d_p(static_cast<std::size_t>(k));
+  qtl_test::device_buffer<std::int32_t> scratch(static_cast<std::size_t>(k));
   CUDA_REQUIRE((qtl::cuda::gptq_quantize_weights<qtl::uint4b8>(
       qtl::view2d<qtl::half_t const>(dw.view(k, n)), 64,
-      qtl::gptq_outputs<qtl::half_t>{d_ref.view(k, n), d_q.view(k, n), d_s.view(k / 64, n), qtl::make_view(d_g.p, k),
-                                     qtl::make_view(d_p.p, k)},
-      dperm.p, scratch.p, nullptr)));
+      qtl::gptq_outputs<qtl::half_t>{d_ref.view(k, n), d_q.view(k, n), d_s.view(k / 64, n), qtl::make_view(d_g.ptr, k),
+                                     qtl::make_view(d_p.ptr, k)},
+      dperm.ptr, scratch.ptr, nullptr)));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(d_ref.get(), h_ref.data(), h_ref.storage().size()));
   CHECK(same(d_q.get(), h_q.data(), h_q.storage().size()));
@@ -308,16 +287,16 @@ TEST_CASE("device act-order, permute_rows and sort_weights equal the host", "[qu
 
   // permute_rows of the plain quantization equals act-order's output.
   auto const plain = qtl::quantize_weights<qtl::uint4b8, 64>(qtl::make_view(w.data(), k, n));
-  dbuf<std::int32_t> pq(plain.w_q.storage());
-  dbuf<qtl::half_t> pref(plain.w_ref.storage());
-  dbuf<qtl::half_t> o_ref(static_cast<std::size_t>(k * n));
-  dbuf<std::int32_t> o_q(static_cast<std::size_t>(k * n));
-  dbuf<std::int32_t> o_g(static_cast<std::size_t>(k));
-  dbuf<std::int64_t> o_p(static_cast<std::size_t>(k));
-  CUDA_REQUIRE(qtl::cuda::permute_rows(pq.view(k, n), pref.view(k, n), 64, dperm.p,
+  qtl_test::device_buffer<std::int32_t> pq(plain.w_q.storage());
+  qtl_test::device_buffer<qtl::half_t> pref(plain.w_ref.storage());
+  qtl_test::device_buffer<qtl::half_t> o_ref(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<std::int32_t> o_q(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<std::int32_t> o_g(static_cast<std::size_t>(k));
+  qtl_test::device_buffer<std::int64_t> o_p(static_cast<std::size_t>(k));
+  CUDA_REQUIRE(qtl::cuda::permute_rows(pq.view(k, n), pref.view(k, n), 64, dperm.ptr,
                                        qtl::permute_rows_outputs<qtl::half_t>{o_ref.view(k, n), o_q.view(k, n),
-                                                                              qtl::make_view(o_g.p, k),
-                                                                              qtl::make_view(o_p.p, k)},
+                                                                              qtl::make_view(o_g.ptr, k),
+                                                                              qtl::make_view(o_p.ptr, k)},
                                        nullptr));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(o_q.get(), h_q.data(), h_q.storage().size()));
@@ -331,14 +310,14 @@ TEST_CASE("device act-order, permute_rows and sort_weights equal the host", "[qu
   std::vector<std::int32_t> s_i(static_cast<std::size_t>(k));
   qtl::sort_weights(h_q.view(), qtl::make_view(h_g.data(), k),
                     qtl::sort_weights_outputs{s_q.view(), qtl::make_view(s_g.data(), k), qtl::make_view(s_i.data(), k)});
-  dbuf<std::int32_t> sq(static_cast<std::size_t>(k * n));
-  dbuf<std::int32_t> sg(static_cast<std::size_t>(k));
-  dbuf<std::int32_t> si(static_cast<std::size_t>(k));
-  qtl::sort_weights_outputs const dout{sq.view(k, n), qtl::make_view(sg.p, k), qtl::make_view(si.p, k)};
+  qtl_test::device_buffer<std::int32_t> sq(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<std::int32_t> sg(static_cast<std::size_t>(k));
+  qtl_test::device_buffer<std::int32_t> si(static_cast<std::size_t>(k));
+  qtl::sort_weights_outputs const dout{sq.view(k, n), qtl::make_view(sg.ptr, k), qtl::make_view(si.ptr, k)};
   std::size_t bytes = 0;
-  CUDA_REQUIRE(qtl::cuda::sort_weights(nullptr, bytes, o_q.view(k, n), o_g.p, dout, nullptr));
-  dbuf<std::byte> ws(bytes);
-  CUDA_REQUIRE(qtl::cuda::sort_weights(ws.p, bytes, o_q.view(k, n), o_g.p, dout, nullptr));
+  CUDA_REQUIRE(qtl::cuda::sort_weights(nullptr, bytes, o_q.view(k, n), o_g.ptr, dout, nullptr));
+  qtl_test::device_buffer<std::byte> ws(bytes);
+  CUDA_REQUIRE(qtl::cuda::sort_weights(ws.ptr, bytes, o_q.view(k, n), o_g.ptr, dout, nullptr));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(si.get() == s_i);
   CHECK(sg.get() == s_g);
@@ -352,22 +331,22 @@ TEST_CASE("device per_tensor_dequantize equals the host; launchers reject what t
   }
   qtl::host_tensor<qtl::half_t, 2> h({16, 16});
   qtl::per_tensor_dequantize(qtl::make_view(t.data(), 16, 16), 0.0173f, h.view());
-  dbuf<qtl::float8_e4m3fn_t> dt(t);
-  dbuf<qtl::half_t> dh(256);
+  qtl_test::device_buffer<qtl::float8_e4m3fn_t> dt(t);
+  qtl_test::device_buffer<qtl::half_t> dh(256);
   CUDA_REQUIRE(qtl::cuda::per_tensor_dequantize(dt.view(16, 16), 0.0173f, dh.view(16, 16), nullptr));
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(dh.get(), h.data(), 256));
   // the float output (a 1-element scale)
   qtl::host_tensor<float, 2> hf({16, 16});
   qtl::per_tensor_dequantize(qtl::make_view(t.data(), 16, 16), 0.0173f, hf.view());
-  dbuf<float> df(256);
+  qtl_test::device_buffer<float> df(256);
   CUDA_REQUIRE(qtl::cuda::per_tensor_dequantize(dt.view(16, 16), 0.0173f, df.view(16, 16), nullptr));
   CHECK(same(df.get(), hf.data(), 256));
 
-  dbuf<float> w(6 * 4);
-  dbuf<float> ref(6 * 4);
-  dbuf<std::int32_t> q(6 * 4);
-  dbuf<float> s(3 * 4);
+  qtl_test::device_buffer<float> w(6 * 4);
+  qtl_test::device_buffer<float> ref(6 * 4);
+  qtl_test::device_buffer<std::int32_t> q(6 * 4);
+  qtl_test::device_buffer<float> s(3 * 4);
   qtl::quantize_outputs<float> out{ref.view(6, 4), q.view(6, 4), s.view(3, 4), {}};
   CHECK(qtl::cuda::quantize_weights<qtl::uint4b8>(qtl::view2d<float const>(w.view(6, 4)), 4, out, {}, nullptr) ==
         cudaErrorInvalidValue);  // 4 does not divide 6
@@ -381,8 +360,8 @@ TEST_CASE("device launchers return their own status and check everything before 
   int not_device = 0;
   CHECK(cudaFree(&not_device) != cudaSuccess);
   std::vector<qtl::float8_e4m3fn_t> t(16);
-  dbuf<qtl::float8_e4m3fn_t> dt(t);
-  dbuf<qtl::half_t> dh(16);
+  qtl_test::device_buffer<qtl::float8_e4m3fn_t> dt(t);
+  qtl_test::device_buffer<qtl::half_t> dh(16);
   CHECK(qtl::cuda::per_tensor_dequantize(dt.view(4, 4), 1.0f, dh.view(4, 4), nullptr) == cudaSuccess);
   CHECK(cudaGetLastError() != cudaSuccess);
   CHECK(cudaGetLastError() == cudaSuccess);
@@ -395,20 +374,20 @@ TEST_CASE("device launchers return their own status and check everything before 
   for (index_t i = 0; i < k; ++i) {
     perm[static_cast<std::size_t>(i)] = k - 1 - i;
   }
-  dbuf<float> w(static_cast<std::size_t>(k * n));
-  dbuf<std::int64_t> dperm(perm);
-  dbuf<float> ref(static_cast<std::size_t>(k * n));
-  dbuf<std::int32_t> q(static_cast<std::size_t>(k * n));
-  dbuf<float> s(static_cast<std::size_t>(k / 32 * n));
-  dbuf<std::int32_t> g(static_cast<std::size_t>(k));
-  dbuf<std::int64_t> p(static_cast<std::size_t>(k));
-  dbuf<std::int32_t> scratch(static_cast<std::size_t>(k));
+  qtl_test::device_buffer<float> w(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<std::int64_t> dperm(perm);
+  qtl_test::device_buffer<float> ref(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<std::int32_t> q(static_cast<std::size_t>(k * n));
+  qtl_test::device_buffer<float> s(static_cast<std::size_t>(k / 32 * n));
+  qtl_test::device_buffer<std::int32_t> g(static_cast<std::size_t>(k));
+  qtl_test::device_buffer<std::int64_t> p(static_cast<std::size_t>(k));
+  qtl_test::device_buffer<std::int32_t> scratch(static_cast<std::size_t>(k));
   auto const before = scratch.get();
   CHECK(qtl::cuda::gptq_quantize_weights<qtl::uint4b8>(
             qtl::view2d<float const>(w.view(k, n)), 32,
-            qtl::gptq_outputs<float>{ref.view(k, n), q.view(k, n), s.view(k / 32, n), qtl::make_view(g.p, k - 1),
-                                     qtl::make_view(p.p, k)},
-            dperm.p, scratch.p, nullptr) == cudaErrorInvalidValue);
+            qtl::gptq_outputs<float>{ref.view(k, n), q.view(k, n), s.view(k / 32, n), qtl::make_view(g.ptr, k - 1),
+                                     qtl::make_view(p.ptr, k)},
+            dperm.ptr, scratch.ptr, nullptr) == cudaErrorInvalidValue);
   CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(scratch.get() == before);
 }

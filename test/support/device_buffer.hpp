@@ -1,12 +1,14 @@
 #pragma once
 // Device memory for the CUDA tests, under nvcc and on the simulated device alike: n elements of T
 // (at least one byte is allocated, so that an empty tensor still has a valid pointer), filled from a
-// host vector or left as cudaMalloc gives them, and copied back after the device has finished; and
+// host vector or with the byte `device_fill`, and copied back after the device has finished; and
 // guarded bytes (`device_bytes`).
 // Failures stop the test case (Catch2's REQUIRE).
 #include <cuda_runtime.h>
 
 #include <catch2/catch.hpp>
+
+#include <qtl/view.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -15,14 +17,20 @@
 
 namespace qtl_test {
 
+/// The byte every element of a `device_buffer` made by count starts as, so that an output the
+/// kernel leaves unwritten reads back as 0xA5A5... rather than as whatever the allocator held.
+inline constexpr int device_fill = 0xA5;
+
 template <class T>
 struct device_buffer {
   T* ptr = nullptr;
   std::size_t n = 0;
   explicit device_buffer(std::size_t count) : n(count) {
     REQUIRE(cudaMalloc(&ptr, (n == 0 ? 1 : n) * sizeof(T)) == cudaSuccess);
+    REQUIRE(cudaMemset(ptr, device_fill, (n == 0 ? 1 : n) * sizeof(T)) == cudaSuccess);
   }
-  explicit device_buffer(std::vector<T> const& v) : device_buffer(v.size()) {
+  template <class A>
+  explicit device_buffer(std::vector<T, A> const& v) : device_buffer(v.size()) {
     REQUIRE(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice) == cudaSuccess);
   }
   ~device_buffer() { cudaFree(ptr); }
@@ -35,6 +43,8 @@ struct device_buffer {
     REQUIRE(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost) == cudaSuccess);
     return v;
   }
+  /// The first rows * cols elements as a row-major (rows, cols) view.
+  qtl::view2d<T> view(qtl::index_t rows, qtl::index_t cols) const { return qtl::make_view(ptr, rows, cols); }
 };
 
 /// n device bytes and 64 guard bytes after them, all filled with 0xAB: a kernel that writes past
