@@ -103,7 +103,7 @@ QTL_HOST_DEVICE constexpr float nvfp4_global_scale_from_amax(float amax) {
 /// its release 0.20.0 writes it from float32 min/max (`generate_gparam`): `448 * 6 / a` with `a`
 /// a torch tensor, which torch evaluates as `a.reciprocal() * 2688` (a Python number over a
 /// tensor), so two roundings where `nvfp4_global_scale_from_amax` has one; they differ by an ulp
-/// for about a quarter of all amax (test/unit/fp4_test.cpp pins one):
+/// for about a quarter of all amax (test/unit/quantize_ct_test.cpp pins two):
 ///
 ///   a  = max(amax, FLT_MIN)          (torch.clamp(min=tiny); NaN stays NaN)
 ///   gs = fl(fl(1 / a) * 2688)        NaN or +inf (a below ~7.9e-36, or 0) -> 1

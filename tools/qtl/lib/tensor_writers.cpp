@@ -237,9 +237,10 @@ void ct_pack_weight(job& j, shard_plan const& s) {
 /// NVFP4 or MXFP4 (compressed-tensors nvfp4-/mxfp4-pack-quantized): weight_packed U8 [N, K/2]
 /// (element 2i in the low nibble) and weight_scale [N, K/bs] (linear layout).
 ///   NVFP4: qtl::block_quantize<nvfp4> and weight_global_scale F32 [1] = qtl::ct_nvfp4_global_scale
-///          of the weight's amax (a divisor, rounded as compressed-tensors computes it); a block scale that rounds to 0 (an
-///          all-zero block) is written as E4M3 0.125, compressed-tensors' epsilon for its FP8
-///          scales; a zero weight, +0 or -0, is code 0 as compressed-tensors writes it.
+///          of the weight's amax (a divisor, rounded as compressed-tensors computes it); a block
+///          scale that rounds to 0 (an all-zero block) is written as E4M3 0.125, compressed-tensors'
+///          epsilon for its FP8 scales; a zero weight, +0 or -0, is code 0 as compressed-tensors
+///          writes it.
 ///   MXFP4: compressed-tensors' scale rule (qtl::ct_mx_scale_code), codes e2m1(x / 2^(sc - 127)).
 template <block_format_type F, class T>
 void fp4_weight(job& j, shard_plan const& s) {
