@@ -44,7 +44,8 @@
 //         F8_E4M3 [N, K/16] (linear), L.weight_global_scale F32 [1] = 448*6/amax, a divisor,
 //         rounded as compressed-tensors computes it (qtl::ct_nvfp4_global_scale: fl(fl(1/amax)*2688),
 //         where `qtl op nvfp4-quant` divides once); qtl::block_quantize<nvfp4> as that op, except
-//         that a block scale of 0 (an all-zero block) is written as compressed-tensors' 0.125.
+//         that a block scale of 0 (an all-zero block) is written as compressed-tensors' 0.125 and a
+//         -0.0 weight as code 0 (compressed-tensors takes the sign from torch.sign).
 //   mxfp4 L.weight_packed U8 [N, K/2], L.weight_scale U8 [N, K/32] biased E8M0 exponents:
 //         compressed-tensors' producer rule (qtl::ct_mx_scale_code: amax rounded to a power of two,
 //         up from a significand of 1.75, divided by 4; interop.md §3.1 d), not the library's MX rule
