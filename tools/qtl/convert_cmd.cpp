@@ -648,7 +648,7 @@ int run_convert(convert_args const& a) {
     total_out += shards[i].total;
   }
   if (sharded) {
-    write_shard_index(staged, shards, written);
+    write_shard_index(staged, shards);
   }
   copy_input_extras(in_path, staged, shards);
 

@@ -63,12 +63,9 @@
 // so memory stays at a few tensors. Commit, lock and what a signal or a kill leaves: the folder is
 // swapped in whole (staged_output.hpp), so OUT_DIR always holds one complete checkpoint.
 
-#include <fcntl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <numeric>
 #include <set>
 #include <system_error>
 
@@ -523,9 +520,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     total_out += s.total;
   }
   if (sharded) {
-    std::vector<std::size_t> all(shards.size());
-    std::iota(all.begin(), all.end(), std::size_t{0});
-    write_shard_index(staged, shards, all);
+    write_shard_index(staged, shards);
   }
   // The input folder's other files (tokenizer, generation_config.json, ...), copied; folders are
   // not. Each is read to its end or the run fails naming it (never a short copy).

@@ -68,13 +68,11 @@ void copy_extra_file(fs::path const& from, staged_output& out, std::string const
   f.flush();
 }
 
-void write_shard_index(staged_output& out, std::vector<shard_plan> const& shards,
-                       std::vector<std::size_t> const& written) {
+void write_shard_index(staged_output& out, std::vector<shard_plan> const& shards) {
   ojson index = {{"metadata", {{"total_size", 0}}}, {"weight_map", ojson::object()}};
   std::uint64_t data_bytes = 0;
-  for (std::size_t const i : written) {
-    shard_plan const& s = shards[i];
-    data_bytes += s.total - s.header_bytes;
+  for (shard_plan const& s : shards) {
+    data_bytes += s.total - s.header_bytes;  // 0 - 0 for a shard without tensors (never laid out)
     for (auto const& t : s.tensors) {
       index["weight_map"][t.name] = s.name;
     }
@@ -111,7 +109,6 @@ std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
   return n;
 }
 
-/// Assigns offsets (4-, 2-, then 1-byte tensors, stably) and builds the header text.
 namespace {
 
 /// The header text of `s` with its tensors' offsets assigned (see `open_shard`).

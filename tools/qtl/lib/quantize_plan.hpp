@@ -89,10 +89,10 @@ void small_file(staged_output& out, std::string const& name, std::string const& 
 /// @throws data_error naming `from` when it is not a regular file or cannot be read whole.
 void copy_extra_file(std::filesystem::path const& from, staged_output& out, std::string const& name);
 
-/// Writes `model.safetensors.index.json` for the shards `written` (indices into `shards`): each
-/// tensor to its shard's file name, `total_size` the bytes of their data (headers not counted).
-void write_shard_index(staged_output& out, std::vector<shard_plan> const& shards,
-                       std::vector<std::size_t> const& written);
+/// Writes `model.safetensors.index.json`: each tensor of `shards` to its shard's file name,
+/// `total_size` the bytes of their data (headers not counted). A shard without tensors adds
+/// nothing (`qtl convert` does not write those files).
+void write_shard_index(staged_output& out, std::vector<shard_plan> const& shards);
 
 /// Copies the input folder's other files (tokenizer, generation_config.json, ...) into the staged
 /// output with `copy_extra_file`: not the checkpoint's own (the shards of `shards`, any
