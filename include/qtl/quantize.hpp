@@ -595,10 +595,6 @@ void per_tensor_dequantize(view2d<T> tensor, float inv_scale, view2d<O> out) {
   }
 }
 
-/// `convert_to_channelwise(weight_scale, logical_widths)` for a 1-D scale: out (Σ widths, 1)
-/// float32 with rows [start, start + w) = weight_scale[idx]. Extra scales are ignored, as in the
-/// reference. @throws shape_error when there are fewer scales than widths or out is mis-shaped;
-/// value_error for a negative width.
 namespace detail::qnt {
 /// Σ logical_widths, the rows of `convert_to_channelwise`. @throws value_error for a negative width
 inline index_t channelwise_rows(std::span<index_t const> logical_widths) {
@@ -612,6 +608,11 @@ inline index_t channelwise_rows(std::span<index_t const> logical_widths) {
   return total;
 }
 }  // namespace detail::qnt
+
+/// `convert_to_channelwise(weight_scale, logical_widths)` for a 1-D scale: out (Σ widths, 1)
+/// float32 with rows [start, start + w) = weight_scale[idx]. Extra scales are ignored, as in the
+/// reference. @throws shape_error when there are fewer scales than widths or out is mis-shaped;
+/// value_error for a negative width.
 template <class S>
 void convert_to_channelwise(view1d<S> weight_scale, std::span<index_t const> logical_widths, view2d<float> out) {
   constexpr char const* fn = "qtl::convert_to_channelwise";
