@@ -50,7 +50,6 @@ void check_layout(index_t K, index_t N, bool act_order) {
   CUDA_REQUIRE((qtl::cuda::marlin::repack_gptq<Bits, A>(make_view<std::int32_t const>(dq.ptr, K / L::pack, N),
                                                         act_order ? ds.ptr : nullptr,
                                                         make_view(dout.ptr, L::marlin_rows(K), L::marlin_cols(N)))));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   auto const got = dout.get();
   CHECK(std::equal(got.begin(), got.end(), want.storage().begin()));
 
@@ -62,7 +61,6 @@ void check_layout(index_t K, index_t N, bool act_order) {
   CUDA_REQUIRE((qtl::cuda::marlin::unrepack_gptq<Bits, A>(make_view<std::int32_t const>(dout.ptr, L::marlin_rows(K), L::marlin_cols(N)),
                                                           act_order ? dinv.ptr : nullptr,
                                                           make_view(dback.ptr, K / L::pack, N))));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(dback.get() == q);
 
   // AWQ on the same codes.
@@ -72,7 +70,6 @@ void check_layout(index_t K, index_t N, bool act_order) {
     qtl_test::device_buffer<std::int32_t> da(awq);
     CUDA_REQUIRE((qtl::cuda::marlin::repack_awq<Bits, A>(make_view<std::int32_t const>(da.ptr, K, N / L::pack),
                                                          make_view(dout.ptr, L::marlin_rows(K), L::marlin_cols(N)))));
-    CUDA_REQUIRE(cudaDeviceSynchronize());
     auto const got_awq = dout.get();
     CHECK(std::equal(got_awq.begin(), got_awq.end(), want_awq.storage().begin()));
   }
@@ -105,7 +102,6 @@ TEST_CASE("cuda marlin: a 64-expert MoE in one launch equals the host", "[cuda][
   qtl_test::device_buffer<std::int32_t> dout(static_cast<std::size_t>(want.size()));
   CUDA_REQUIRE(qtl::cuda::marlin::repack_gptq<4>(make_view<std::int32_t const>(dq.ptr, E, K / 8, N), ds.ptr,
                                                  make_view(dout.ptr, E, K / 16, 2 * N)));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   auto const got = dout.get();
   CHECK(std::equal(got.begin(), got.end(), want.storage().begin()));
 }
@@ -121,7 +117,6 @@ TEST_CASE("cuda marlin: scale permutations equal the host", "[cuda][marlin]") {
     qtl_test::device_buffer<float> dout(s.size());
     CUDA_REQUIRE(qtl::cuda::marlin::permute_scales<float>(make_view<float const>(ds.ptr, G, N), kind,
                                                           make_view(dout.ptr, G, N)));
-    CUDA_REQUIRE(cudaDeviceSynchronize());
     CHECK(dout.get() == want);
   }
 }

@@ -79,7 +79,6 @@ void compare_grouped(index_t k, index_t n, index_t gs, qtl::quantize_options opt
   qtl::quantize_outputs<T> out{ref.view(k, n), q.view(k, n), s.view(k / g, n),
                                zp.view(opt.zero_points ? k / g : 0, n)};
   CUDA_REQUIRE(qtl::cuda::quantize_weights<Q>(qtl::view2d<T const>(dw.view(k, n)), gs, out, opt, nullptr));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(ref.get(), host.w_ref.data(), host.w_ref.storage().size()));
   CHECK(same(q.get(), host.w_q.data(), host.w_q.storage().size()));
   CHECK(same(s.get(), host.w_s.data(), host.w_s.storage().size()));
@@ -149,7 +148,6 @@ void padded_quantize(index_t k, index_t n, index_t gs) {
       qtl::quantize_outputs<T>{padded(ref.ptr, k, n, rs), padded(q.ptr, k, n, qs), padded(s.ptr, k / g, n, ss),
                                padded(zp.ptr, k / g, n, zs)},
       {.zero_points = true}, nullptr));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(ref.get(), h_ref.data(), h_ref.size()));
   CHECK(same(q.get(), h_q.data(), h_q.size()));
   CHECK(same(s.get(), h_s.data(), h_s.size()));
@@ -169,7 +167,6 @@ void padded_quantize(index_t k, index_t n, index_t gs) {
   CUDA_REQUIRE(qtl::cuda::quantize_weights<qtl::int8>(
       qtl::view2d<T const>(padded(dw.ptr, k, n, ws)), std::nullopt,
       qtl::quantize_outputs<float>{padded(du_ref.ptr, k, n, rs), padded(du_q.ptr, k, n, qs), {}, {}}, {}, nullptr));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(du_ref.get(), u_ref.data(), u_ref.size()));
   CHECK(same(du_q.get(), u_q.data(), u_q.size()));
   CHECK(padding_untouched(du_ref.get(), k, n, rs));
@@ -186,7 +183,6 @@ void padded_quantize(index_t k, index_t n, index_t gs) {
   qtl_test::device_buffer<O> d_dq(h_dq.size());
   CUDA_REQUIRE(
       qtl::cuda::per_tensor_dequantize(padded(dcodes.ptr, k, n, ws), 0.0173f, padded(d_dq.ptr, k, n, rs), nullptr));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(d_dq.get(), h_dq.data(), h_dq.size()));
   CHECK(padding_untouched(d_dq.get(), k, n, rs));
 }
@@ -220,7 +216,6 @@ TEMPLATE_TEST_CASE("device ungrouped quantize_weights equals the host", "[quanti
   CUDA_REQUIRE(qtl::cuda::quantize_weights<qtl::int8>(qtl::view2d<TestType const>(dw.view(k, n)), std::nullopt,
                                                        qtl::quantize_outputs<float>{ref.view(k, n), q.view(k, n), {}, {}},
                                                        {}, nullptr));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(ref.get(), host.w_ref.data(), host.w_ref.storage().size()));
   CHECK(same(q.get(), host.w_q.data(), host.w_q.storage().size()));
 }
@@ -278,7 +273,6 @@ TEST_CASE("device act-order, permute_rows and sort_weights equal the host", "[qu
       qtl::gptq_outputs<qtl::half_t>{d_ref.view(k, n), d_q.view(k, n), d_s.view(k / 64, n), qtl::make_view(d_g.ptr, k),
                                      qtl::make_view(d_p.ptr, k)},
       dperm.ptr, scratch.ptr, nullptr)));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(d_ref.get(), h_ref.data(), h_ref.storage().size()));
   CHECK(same(d_q.get(), h_q.data(), h_q.storage().size()));
   CHECK(same(d_s.get(), h_s.data(), h_s.storage().size()));
@@ -298,7 +292,6 @@ TEST_CASE("device act-order, permute_rows and sort_weights equal the host", "[qu
                                                                               qtl::make_view(o_g.ptr, k),
                                                                               qtl::make_view(o_p.ptr, k)},
                                        nullptr));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(o_q.get(), h_q.data(), h_q.storage().size()));
   CHECK(same(o_ref.get(), h_ref.data(), h_ref.storage().size()));
   CHECK(o_g.get() == h_g);
@@ -318,7 +311,6 @@ TEST_CASE("device act-order, permute_rows and sort_weights equal the host", "[qu
   CUDA_REQUIRE(qtl::cuda::sort_weights(nullptr, bytes, o_q.view(k, n), o_g.ptr, dout, nullptr));
   qtl_test::device_buffer<std::byte> ws(bytes);
   CUDA_REQUIRE(qtl::cuda::sort_weights(ws.ptr, bytes, o_q.view(k, n), o_g.ptr, dout, nullptr));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(si.get() == s_i);
   CHECK(sg.get() == s_g);
   CHECK(same(sq.get(), s_q.data(), s_q.storage().size()));
@@ -334,7 +326,6 @@ TEST_CASE("device per_tensor_dequantize equals the host; launchers reject what t
   qtl_test::device_buffer<qtl::float8_e4m3fn_t> dt(t);
   qtl_test::device_buffer<qtl::half_t> dh(256);
   CUDA_REQUIRE(qtl::cuda::per_tensor_dequantize(dt.view(16, 16), 0.0173f, dh.view(16, 16), nullptr));
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(same(dh.get(), h.data(), 256));
   // the float output (a 1-element scale)
   qtl::host_tensor<float, 2> hf({16, 16});
@@ -388,6 +379,5 @@ TEST_CASE("device launchers return their own status and check everything before 
             qtl::gptq_outputs<float>{ref.view(k, n), q.view(k, n), s.view(k / 32, n), qtl::make_view(g.ptr, k - 1),
                                      qtl::make_view(p.ptr, k)},
             dperm.ptr, scratch.ptr, nullptr) == cudaErrorInvalidValue);
-  CUDA_REQUIRE(cudaDeviceSynchronize());
   CHECK(scratch.get() == before);
 }
