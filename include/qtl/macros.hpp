@@ -6,6 +6,12 @@
 /// * `QTL_DEVICE`      — device-only helper.
 /// * `QTL_KERNEL`      — a `__global__` kernel with hidden visibility (CCCL's rule, so copies built for
 ///                       different architecture lists in different shared objects do not collide).
+///                       Every kernel defined in a header is a template (a defaulted `class = void`
+///                       parameter where it has none of its own): a non-template `__global__`
+///                       function is defined again by each translation unit that includes it, and
+///                       two of them do not link (test/cuda/link). nvcc ignores `inline` on a
+///                       `__global__` function (warning 20050), and an anonymous namespace would
+///                       give each unit its own kernel under one inline launcher (an ODR violation).
 /// * `QTL_UNROLL`      — `#pragma unroll` in the device pass only.
 /// * `QTL_DEVICE_ROUNDING` — 1 where element code may run as device code and must use CUDA's
 ///                       explicitly rounded intrinsics (`qtl/exact.hpp`): nvcc's device pass and the

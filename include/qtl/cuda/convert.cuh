@@ -175,6 +175,8 @@ QTL_KERNEL void cast_kernel(float const* x, cv::block_grid grid, std::uint8_t* q
   }
 }
 
+// A defaulted template parameter, as every header kernel without one of its own (QTL_KERNEL in qtl/macros.hpp).
+template <class = void>
 QTL_KERNEL void pack_kernel(float const* sf, cv::dg_packed_layout l, std::int32_t* out) {
   std::int64_t const A = l.aligned_mn();
   std::int64_t const P = l.packed_k();
@@ -191,6 +193,7 @@ QTL_KERNEL void pack_kernel(float const* sf, cv::dg_packed_layout l, std::int32_
   }
 }
 
+template <class = void>
 QTL_KERNEL void unpack_kernel(std::int32_t const* packed, std::int64_t groups, std::int64_t P, std::int64_t A,
                               std::int64_t k_blocks, float* sf) {
   std::int64_t const rows = (A + 127) / 128;
@@ -204,6 +207,7 @@ QTL_KERNEL void unpack_kernel(std::int32_t const* packed, std::int64_t groups, s
   }
 }
 
+template <class = void>
 QTL_KERNEL void mxfp4_kernel(std::uint8_t const* q, float const* s, cv::block_grid grid, std::uint8_t* packed,
                              std::uint8_t* scales) {
   constexpr int B = cv::mxfp4_block;
@@ -313,7 +317,7 @@ inline cudaError_t deepgemm_pack_ue8m0(float const* sf, cv::dg_packed_layout con
     return cudaSuccess;
   }
   unsigned const blocks = detail::grid_stride_blocks(l.words(), detail::threads, 65535 * 4);
-  return launch(detail::pack_kernel, blocks, detail::threads, 0, stream, sf, l, out);
+  return launch(detail::pack_kernel<>, blocks, detail::threads, 0, stream, sf, l, out);
 }
 
 /// `qtl::convert::deepgemm_unpack_ue8m0` on the device: [G, P, A] -> sf [G, ceil(A/128), kb].
@@ -329,7 +333,7 @@ inline cudaError_t deepgemm_unpack_ue8m0(std::int32_t const* packed, std::int64_
     return cudaSuccess;
   }
   unsigned const blocks = detail::grid_stride_blocks(total, detail::threads, 65535 * 4);
-  return launch(detail::unpack_kernel, blocks, detail::threads, 0, stream, packed, groups, P, A, k_blocks, sf);
+  return launch(detail::unpack_kernel<>, blocks, detail::threads, 0, stream, packed, groups, P, A, k_blocks, sf);
 }
 
 /// `qtl::convert::fp8_block_to_mxfp4` on the device (K % 32 == 0): packed [G,N,K/2], scales
@@ -345,7 +349,7 @@ inline cudaError_t fp8_block_to_mxfp4(std::uint8_t const* q, float const* s, cv:
     return cudaSuccess;
   }
   unsigned const blocks = detail::grid_stride_blocks(total, detail::threads, 65535 * 4);
-  return launch(detail::mxfp4_kernel, blocks, detail::threads, 0, stream, q, s, grid, packed, scales);
+  return launch(detail::mxfp4_kernel<>, blocks, detail::threads, 0, stream, q, s, grid, packed, scales);
 }
 
 /// The global scale of `qtl::convert::nvfp4_shared_global_scale` from the bf16 dequant `bf16`

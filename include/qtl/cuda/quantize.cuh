@@ -154,9 +154,8 @@ QTL_KERNEL void gather_rows_kernel(view2d<S const> src, I const* idx, view2d<S> 
   }
 }
 
-// The three index kernels are templates (on the index type) although each has one instantiation: a
-// non-template __global__ function defined in a header is defined again by every translation unit
-// that includes it, and two of them no longer link (test/cuda/link: two TUs including every .cuh).
+// The three index kernels are templates on the index type, as every kernel in a header must be
+// (QTL_KERNEL in qtl/macros.hpp), although each has one instantiation.
 
 /// g_idx[i] = perm[i] // group_size (Python floor division); rand_perm[i] = perm[i] when asked.
 template <class Perm>
