@@ -1,5 +1,5 @@
 // Host throughput of the block-scale layouts and the FP4 MoE weight preparation beside memcpy
-// (DESIGN's performance contract), one core:
+// (docs/performance.md's contract), one core:
 //   swizzle / unswizzle  the E4M3 scales of a 16384 x 16384 NVFP4 weight: [16384, 1024] bytes
 //                        (16 MiB in, 16 MiB out)                  -> compare with BM_memcpy/16777216
 //   moe_prepare          64 experts, H = 4096, I = 1536, gated: gemm1/gemm2 weights and scales

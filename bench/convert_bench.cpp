@@ -1,4 +1,4 @@
-// Host load-time converters (qtl/convert.hpp) beside memcpy (DESIGN's performance contract), on one
+// Host load-time converters (qtl/convert.hpp) beside memcpy (docs/performance.md's contract), on one
 // thread and on two (the converters' `threads` argument; bm_memcpy_mt copies the same bytes in two
 // halves on two threads): a DeepSeek-V3-sized FP8 block weight of N x K = 7168 x 2048 (14.7 MB of e4m3 codes,
 // 56 x 16 scales) through block_quant_dequant (to BF16 and F32), requant_weight_ue8m0 (sglang and

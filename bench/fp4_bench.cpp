@@ -1,4 +1,4 @@
-// Host block quantization throughput beside memcpy (DESIGN's performance contract), one core:
+// Host block quantization throughput beside memcpy (docs/performance.md's contract), one core:
 // NVFP4 (global scale given, and computed from the amax), MXFP4 and MXFP8, linear and 128x4
 // scale layouts, on an 8192 x 8192 bf16 input.
 //

@@ -1,4 +1,4 @@
-// Host FP8 quantization throughput beside memcpy (DESIGN's performance contract), one core:
+// Host FP8 quantization throughput beside memcpy (docs/performance.md's contract), one core:
 // scaled_fp8_quant static / dynamic per-tensor / dynamic per-token, per-token-group (128, plain and
 // UE8M0 scales), requantize_with_max_scale and fp8_all_close, on an 8192 x 8192 bf16 input.
 //

@@ -1,4 +1,4 @@
-// Host Marlin repack throughput beside memcpy (DESIGN's performance contract), one core:
+// Host Marlin repack throughput beside memcpy (docs/performance.md's contract), one core:
 // 4-bit GPTQ qweights of (K, N) = (4096, 4096) and (8192, 28672), without and with act-order
 // (a random permutation as sort_indices), AWQ on the same shapes, and a 64-expert MoE
 // (K = 2048, N = 1408 per expert).

@@ -19,7 +19,7 @@
 //                      ($ never matches before a final '\n', no \Z, '{' rules, Unicode classes).
 //   BM_pcre2_jit       PCRE2 with JIT, compiled with PCRE2_ANCHORED (QTL_HAVE_PCRE2 builds only).
 //                      PCRE2 backtracks: (a*)*b-style rules are exponential there, not here.
-//   BM_memcpy_names    a copy of the names' bytes (DESIGN's reference figure; bytes_per_second).
+//   BM_memcpy_names    a copy of the names' bytes (the contract's reference figure; bytes_per_second).
 // Every engine's decisions are compared with qtl's once, before timing; a difference stops the
 // benchmark with an error.
 

@@ -1,4 +1,4 @@
-// Host packing throughput beside memcpy (DESIGN's performance contract): pack and unpack, rows and
+// Host packing throughput beside memcpy (docs/performance.md's contract): pack and unpack, rows and
 // cols, 4 and 8 bits, on (4096, 4096) and (8192, 28672) int32 code matrices, one core.
 //
 // bytes_per_second counts every input byte read once and every output byte written once. The

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """qtl through Python against the reference Python (CPU torch) and against the C++ library's own
-benchmark, in one process run (issue 19).
+benchmark, in one process run.
 
 For each function and shape (K x N, fp16 weights): the median time of --runs calls through `qtl`
 (torch tensors in and out) and through the reference; bytes/s with the C++ benchmarks' accounting

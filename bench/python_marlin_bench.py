@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The Marlin repack through Python against the C++ library's own benchmark, in one run (issue 19).
+"""The Marlin repack through Python against the C++ library's own benchmark, in one run.
 
 gptq_marlin_repack (without and with act-order) and awq_marlin_repack of a 4-bit K x N weight,
 numpy arrays in and out: the medians of --runs calls (wall and thread CPU time), bytes/s of the

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`qtl convert --to fp8-ue8m0` on a ~2 GiB FP8-block checkpoint beside `cp -r` of the same folder
-(issue 20's figure: at least 0.5 of cp).
+(target: at least 0.5 of cp).
 
     bench/qtl_convert_bench.py QTL [--dir DIR] [--threads 1,2] [--repeat N] [--weights 144]
 

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """`qtl quantize --format gptq` on a ~2 GB fp16 Llama-shaped checkpoint, beside `cp -r` of the
-same folder in the same run (issue 8's performance figure), and the tool's peak RSS.
+same folder in the same run (target: at least 0.3 of `cp` with 2 threads), and the tool's peak RSS.
 
     bench/qtl_quantize_bench.py QTL [--threads 2] [--repeat 3] [--dir DIR] [--layers 19]
 

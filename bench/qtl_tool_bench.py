@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """End-to-end timing of the qtl tool on a 4096x4096 input (process start to output written),
-beside copies of the same input bytes in the same run (issue 7's performance figure).
+beside copies of the same input bytes in the same run (the ratio to `cp` is the figure).
 
     bench/qtl_tool_bench.py QTL [--repeat N] [--dir DIR]
 

@@ -1,4 +1,4 @@
-// quantize_weights on one host core, beside memcpy in the same run (DESIGN's performance contract).
+// quantize_weights on one host core, beside memcpy in the same run (docs/performance.md's contract).
 // bytes_per_second counts the weight read once and every output written once (w_ref, w_q, w_s,
 // w_zp); memcpy's counts its buffer (as large as the weight) read and written. The figure that
 // counts is the ratio of the two. Sizes: 4096x4096 and 8192x28672 (K x N), fp16 and bf16, group

@@ -1,9 +1,9 @@
-// How the qtl tool's front end scales with the size of its input (issue 17, items 11 and 12):
+// How the qtl tool's front end scales with the size of its input:
 //
 //   BM_header_parse/N      qtl::io::safetensors_file::view of a file with N tensors (a MoE-sized
 //                          header: N = 200k is 20 MB of JSON), i.e. JSON parse + validation +
 //                          the name index; bytes_per_second of the whole file
-//   BM_memcpy_header/N     a copy of the same bytes (DESIGN's reference figure)
+//   BM_memcpy_header/N     a copy of the same bytes (the contract's reference figure)
 //   BM_config_parse/R      qtl::io::parse_quant_config of a GPTQ config with R `dynamic` rules
 //   BM_decide_dynamic/M/R  qtl::decide (sglang's GPTQ loader) for M module names against a config
 //                          of R `dynamic` rules; items_per_second = names. Linear in M; the

@@ -7,7 +7,7 @@
 //   * verbs are consistent: fullmatch => match => search;
 //   * with patterns separated by '\x1f', regex_set::first_match equals the first-match loop;
 //   * glob_match and module_path_match do not crash (glob may throw for non-ASCII classes).
-// Build (DESIGN: separate clang build): clang++-14 -std=c++20 -fsanitize=fuzzer,address,undefined
+// Build (a separate clang build, outside Meson): clang++-14 -std=c++20 -fsanitize=fuzzer,address,undefined
 //   -Iinclude fuzz/regex_fuzz.cpp -o regex_fuzz && ./regex_fuzz fuzz/corpus/regex
 #include <qtl/match/glob.hpp>
 #include <qtl/match/module_path.hpp>

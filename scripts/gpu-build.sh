@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds every CUDA test (test/cuda/*_test.cu) and CUDA benchmark (bench/cuda/*_bench.cu) with nvcc
 # alone, outside Meson, against dependencies given as sources: the one build recipe of the real-GPU
-# check (issue 15), used by scripts/gpu-prebuild.sh here and by scripts/gpu-check.sh's fallback on a
+# check, used by scripts/gpu-prebuild.sh here and by scripts/gpu-check.sh's fallback on a
 # GPU machine that has nvcc, cmake, ninja and a C++ compiler but no apt, no network and none of
 # Catch2 / Google Benchmark installed.
 #

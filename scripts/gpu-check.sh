@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The one-shot real-GPU check (issue 15): every CUDA test, plain and under compute-sanitizer
+# The one-shot real-GPU check: every CUDA test, plain and under compute-sanitizer
 # memcheck, racecheck and synccheck (where the tool exists and accepts the device), then the CUDA
 # benchmarks, and one table of each benchmark's throughput and its ratio to a device-to-device copy
 # of the same bytes in the same run. At most ~6 minutes (QTL_GPU_CHECK_SECONDS, default 360).

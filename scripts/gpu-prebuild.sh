@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepares gpu-tree/ (git-ignored), the self-contained tree that scripts/gpu-check.sh runs on a GPU
-# machine with no apt and no network (issue 15). Run it here, on the Debian 12 development machine:
+# machine with no apt and no network. Run it here, on the Debian 12 development machine:
 #
 #   scripts/gpu-prebuild.sh [--jobs N]        (about 10 minutes on one core; ccache makes reruns short)
 #

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python package's CI tier (issue 19): a virtualenv (.venv-python, created once, pinned, reused),
+# The Python package's CI tier: a virtualenv (.venv-python, created once, pinned, reused),
 # `pip install .` of this tree into it (meson-python; the build folder build-python is kept between
 # runs so that an unchanged tree recompiles nothing), the import check of the README, then the
 # numpy + pytest tier test/python/ (golden cases, errors, zero-copy). The torch tier

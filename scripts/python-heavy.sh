@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python package's torch tier (issue 19): test/python/torch/ (the reference Python and qtl on
+# The Python package's torch tier: test/python/torch/ (the reference Python and qtl on
 # the same random inputs, bit for bit; the drop-in test) under VENV_PYTHON, the heavy interop
 # venv's python (torch from PyPI; scripts/interop-venv.sh heavy prints it), which also holds the
 # pinned vLLM wheel whose scalar_type.py the reference uses (reference_loader.py).

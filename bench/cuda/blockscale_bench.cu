@@ -1,5 +1,5 @@
 // GPU throughput of the block-scale layouts and the FP4 MoE weight preparation beside a
-// device-to-device copy (DESIGN's performance contract: at least 0.85 of cudaMemcpyAsync D2D):
+// device-to-device copy (docs/performance.md's contract: at least 0.85 of cudaMemcpyAsync D2D):
 //   swizzle / unswizzle  the scales of a 16384 x 16384 NVFP4 weight ([16384, 1024] bytes)
 //   moe_prepare          64 experts, H = 4096, I = 1536 (679477248 bytes in, as many out), and
 //                        DeepSeek-V3 sized, 256 experts, H = 7168, I = 2048 (5.9 GiB each way)

@@ -1,5 +1,5 @@
 // Device NVFP4 / MXFP4 / MXFP8 block quantization throughput beside a device-to-device copy
-// (DESIGN: at least 0.85 of the copy), 8192 x 8192 bf16 input, scales in the 128x4 layout.
+// (docs/performance.md: at least 0.85 of the copy), 8192 x 8192 bf16 input, scales in the 128x4 layout.
 // CUDA-event times (manual time); bytes: 2 B in per element, values out (0.5 B or 1 B per
 // element) and the scale bytes; each reports its ratio to a D2D copy of the same bytes
 // (bench/cuda/support/device_bench.cuh). Without a GPU every benchmark reports an error and the

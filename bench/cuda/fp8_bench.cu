@@ -1,4 +1,4 @@
-// Device FP8 quantization throughput beside a device-to-device copy (DESIGN's performance
+// Device FP8 quantization throughput beside a device-to-device copy (docs/performance.md's
 // contract: at least 0.85 of the copy): static, dynamic per-tensor, dynamic per-token and
 // per-token-group 128 on an 8192 x 8192 bf16 input. Times are CUDA-event times of the kernels
 // (manual time); bytes count every input byte read once and every output byte written once

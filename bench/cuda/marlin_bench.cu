@@ -1,4 +1,4 @@
-// GPU Marlin repack throughput beside a device-to-device copy (DESIGN's performance contract: at
+// GPU Marlin repack throughput beside a device-to-device copy (docs/performance.md's contract: at
 // least 0.85 of cudaMemcpyAsync D2D): 4-bit GPTQ qweights of (K, N) = (4096, 4096) and
 // (8192, 28672), without and with act-order (a random permutation), and a 64-expert MoE
 // (K = 2048, N = 1408 per expert) in one launch. Timed with cudaEvents around each launch.

@@ -1,4 +1,4 @@
-// GPU packing throughput beside a device-to-device copy (DESIGN's performance contract: at least
+// GPU packing throughput beside a device-to-device copy (docs/performance.md's contract: at least
 // 0.85 of cudaMemcpyAsync D2D): pack and unpack, rows and cols, 4 and 8 bits, on (4096, 4096) and
 // (8192, 28672) int32 code matrices. Timed with cudaEvents around each launch (manual time).
 //

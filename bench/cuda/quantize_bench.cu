@@ -1,4 +1,4 @@
-// GPU group quantization beside a device-to-device copy (DESIGN: at least 0.85 of cudaMemcpyAsync
+// GPU group quantization beside a device-to-device copy (docs/performance.md: at least 0.85 of cudaMemcpyAsync
 // D2D): fp16 and bf16 weights, 4096x4096 and 8192x28672, group 128 and channelwise, symmetric
 // (uint4b8) and zero points (uint4). Timed with cudaEvents around each launch (manual time).
 // bytes_per_second counts the weight read once and w_ref, w_q, w_s (and w_zp) written once;

@@ -1,5 +1,5 @@
 #pragma once
-// The memcpy baseline of DESIGN's performance contract, for every host benchmark: a copy of a
+// The memcpy baseline of docs/performance.md's contract, for every host benchmark: a copy of a
 // buffer as large as the operation's input, in the same binary and run, whose bytes_per_second
 // counts each byte read and written (twice the buffer). The ratio of an operation's figure to
 // this one is the figure that counts.

@@ -1,12 +1,13 @@
 #pragma once
 /// \file
-/// Block-scale layouts of the block-scaled MMAs (NVFP4, MXFP4, MXFP8): where the scale of row `m`,
-/// K-block `k` lives in the buffer a GEMM reads, as a compile-time tile shape with one
-/// `QTL_HOST_DEVICE constexpr` offset function and its inverse; and the host loops
+/// The host loops of the block-scale layouts of the block-scaled MMAs (NVFP4, MXFP4, MXFP8):
 /// `swizzle_blockscale` / `unswizzle_blockscale` (sglang `swizzle_blockscale`, flashinfer
-/// `block_scale_interleave` and its reverse) that move a row-major `[B, M, Kb]` scale matrix into
-/// and out of that layout. `research/blockscale.md` §2 is the spec; `qtl/cuda/blockscale.cuh` runs
-/// the same offset function on the GPU.
+/// `block_scale_interleave` and its reverse) move a row-major `[B, M, Kb]` scale matrix into and out
+/// of a layout. The layouts themselves (compile-time tile shapes: where the scale of row `m`,
+/// K-block `k` lives in the buffer a GEMM reads) and their `QTL_HOST_DEVICE constexpr` offset
+/// function `blockscale_offset` with its inverse are in <qtl/element/blockscale.hpp>, which this
+/// header includes; `qtl/cuda/blockscale.cuh` runs the same offset function on the GPU.
+/// `docs/spec/blockscale.md` §2 is the spec.
 ///
 /// The operations only move bytes: they work on any 1-byte scale type alike (E4M3 for NVFP4, E8M0
 /// for MX, `std::uint8_t`), keep it, and write where the caller says.

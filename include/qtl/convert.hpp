@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The load-time converters of sglang and vLLM on the host (`research/converters.md` §3), each
+/// The load-time converters of sglang and vLLM on the host (`docs/spec/converters.md` §3), each
 /// reproducing a named engine byte for byte where the engines differ (the recipes of
 /// <qtl/element/convert.hpp>):
 ///
@@ -311,7 +311,7 @@ inline void per_block_cast_to_fp8(pow2_rule rule, std::span<float const> x, bloc
 /// The load-time requant to power-of-two scales of `Recipe` (`recipe::sglang`, `recipe::vllm`,
 /// `recipe::sglang_legacy`): per 128x128 block, dequant (bf16 or f32), then the per-block cast
 /// with the recipe's rule. In place is allowed (q_out may alias q, s_out may alias s: each block
-/// is read whole before it is written). Not idempotent (converters.md §2): a block whose largest
+/// is read whole before it is written). Not idempotent (docs/spec/converters.md §2): a block whose largest
 /// code becomes 224 halves its scale on a second pass; `requant_weight_ue8m0_canonical` is the
 /// fixed point. NaN codes or an Inf scale: the bits rule gives the block 2^127 (sglang).
 /// @throws shape_error when the sizes do not match G x N x K in 128x128 blocks
@@ -388,7 +388,7 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
 }
 
 /// The canonical requant: `requant_weight_ue8m0<Recipe>` applied twice, its fixed point
-/// (converters.md §5 property 2: R(R(R(x))) == R(R(x))). It equals what the engine of `Recipe`
+/// (docs/spec/converters.md §5 property 2: R(R(R(x))) == R(R(x))). It equals what the engine of `Recipe`
 /// holds after its own load-time requant of a checkpoint converted once (the blocks whose largest
 /// code is 224 after one pass have sf/2 and codes x2; the values are the same).
 template <requant_recipe_type Recipe>
@@ -565,7 +565,7 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
   }
 }
 
-/// sglang `input_to_float8` (converters.md §3.10): amax = max(max|x|, 1e-12), scale =
+/// sglang `input_to_float8` (docs/spec/converters.md §3.10): amax = max(max|x|, 1e-12), scale =
 /// fl(448 / amax), q = e4m3(clamp(fl(x * scale), ±448)); returns scale_inv = fl(1 / scale) (E5:
 /// not fl(amax / 448)). NaN or Inf in `x` is refused (torch's amax would make every code NaN).
 /// @throws shape_error (sizes), value_error naming the first non-finite element
@@ -631,7 +631,7 @@ inline float fp8_block_bf16_amax(std::span<std::uint8_t const> q, std::span<floa
 }
 
 /// The NVFP4 global scale of QTL's FP8-block -> NVFP4 conversion: gs = fl(1 / fl(amax / 2688))
-/// (converters.md §4.1 item 5: the reciprocal of ModelOpt's weight_scale_2 = amax / (448 * 6)),
+/// (docs/spec/converters.md §4.1 item 5: the reciprocal of ModelOpt's weight_scale_2 = amax / (448 * 6)),
 /// `amax` the largest |BF16 dequant| of every tensor that shares it (w1 and w3 of an expert); 1 for
 /// an all-zero weight. Not `nvfp4_global_scale_from_amax` (one division, 2688 / amax): the two
 /// differ by an ulp for some amax.

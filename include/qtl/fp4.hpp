@@ -2,7 +2,7 @@
 /// \file
 /// Block-scaled quantization: NVFP4 (E2M1 values, one E4M3 scale per 16 elements, a float32
 /// global scale), MXFP4 (E2M1 values, one UE8M0 scale per 32) and MXFP8 (E4M3 values, one UE8M0
-/// scale per 32), with their dequantization. `research/blockscale.md` §1 and §5 is the spec; the
+/// scale per 32), with their dequantization. `docs/spec/blockscale.md` §1 and §5 is the spec; the
 /// block size, the value format and the scale format are template parameters (`block_format`).
 ///
 /// Values of a row of K elements, E2M1 packed two per byte, element 2i in the low nibble:
@@ -14,7 +14,7 @@
 /// `blockscale_offset<Layout>(m, k, Layout::pad_cols(K / BlockSize))` (qtl/blockscale.hpp):
 /// `layout_linear` (row-major) or `layout_128x4` (the swizzled layout Blackwell's block-scaled MMA
 /// reads), directly, without a second pass. Every padding byte of the layout is written +0 (the
-/// peers' `torch.empty` padding caused NaN incidents, blockscale.md §7).
+/// peers' `torch.empty` padding caused NaN incidents, docs/spec/blockscale.md §7).
 ///
 /// The recipes (float32, each operation rounded; `vmax` = max |x| of the block):
 ///
@@ -34,7 +34,7 @@
 ///   - an all-zero input has `amax = 0`; its global scale is taken as 1 (the reference's `inf`
 ///     makes every block scale NaN); a given global scale must be finite and > 0;
 ///   - NaN elements are ignored by `vmax` (CUDA `fmaxf`) and encode as +6 (E2M1, as CUDA's
-///     `satfinite` conversion) or +448 (E4M3), blockscale.md §1.1 leaving NaN out of contract;
+///     `satfinite` conversion) or +448 (E4M3), docs/spec/blockscale.md §1.1 leaving NaN out of contract;
 ///   - a negative value that rounds to zero keeps its sign (code 0x8, as the hardware does).
 ///
 /// Host execution (as qtl/fp8.hpp): 4 blocks at a time, their max, scale codes and output scales

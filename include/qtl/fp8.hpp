@@ -3,7 +3,7 @@
 /// FP8 quantization as sglang's and vLLM's kernels compute it (`scaled_fp8_quant`,
 /// `per_token_group_quant_fp8`), the requantization of fused FP8 checkpoints
 /// (`requantize_with_max_scale`, `per_tensor_dequantize`) and the byte-distance comparison of the
-/// sglang tests (`fp8_all_close`). `research/semantics.md` §2-§3 and §4.6-§4.11 is the spec.
+/// sglang tests (`fp8_all_close`). `docs/spec/semantics.md` §2-§3 and §4.6-§4.11 is the spec.
 ///
 /// Scales are *dequantization* scales, as in the reference: `x ≈ float(q) * scale`. Every variant
 /// quantizes one element as
@@ -208,10 +208,10 @@ void scaled_fp8_quant_static(view2d<T const> in, float scale, view2d<Fp8> out, f
   detail::check_fp8_shapes("qtl::scaled_fp8_quant_static", in, out);
   float const inv = fp8_inverse_scale(scale, o.zero_scale);
   if constexpr (sizeof(T) == 2) {
-    // One scale for the whole tensor and 2^16 possible inputs: past 2^20 elements, tabulating the
-    // element function for every fp16/bf16 code and gathering from the table (64 KiB, cache
-    // resident) is about twice as fast as the SSE2 arithmetic, and equal by construction. The
-    // AVX2 executor (bf16) is faster than the table.
+    // One scale for the whole tensor and 2^16 possible inputs: past 2^20 elements, the element
+    // function is tabulated for every fp16/bf16 code and gathered from the table (64 KiB, cache
+    // resident), equal by construction and faster than the SSE2 arithmetic; where the AVX2
+    // executor runs (bf16), it is faster still (docs/performance.md, fp8).
     if (in.extent[0] * in.extent[1] >= (index_t{1} << 20) && !detail::avx2_quantizes<T>()) {
       std::vector<std::uint8_t> table(65536);
       for (std::uint32_t c = 0; c < 65536; ++c) {
@@ -462,7 +462,7 @@ inline requantize_plan plan_requantize_with_max_scale(index_t weight_rows, weigh
 namespace detail {
 /// `p[j] = table[p[j]]` for the whole 8-byte chunks of `[from, n)`; returns where it stopped. One
 /// load and one store per chunk: a byte loop stores into the bytes it loads next, and its speed
-/// then depends on where the buffer and the table lie (measured 2x apart between two builds).
+/// then depends on where the buffer and the table lie (docs/performance.md, fp8).
 inline index_t translate_bytes_by_8(unsigned char* p, index_t from, index_t n, std::uint8_t const* table) {
   index_t j = from;
   for (; j + 8 <= n; j += 8) {

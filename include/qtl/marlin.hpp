@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Marlin layouts on the host (`research/marlin.md`): GPTQ and AWQ int32 weights repacked into
+/// Marlin layouts on the host (`docs/spec/marlin.md`): GPTQ and AWQ int32 weights repacked into
 /// Marlin's tiles and back, the scale and zero-point permutations, and the stable act-order sort.
 /// The index maps live in <qtl/element/marlin.hpp>; <qtl/cuda/marlin.cuh> runs them on the GPU.
 ///
@@ -19,7 +19,7 @@
 ///
 /// Act-order: Marlin row k' is checkpoint row sort_indices[k'] (the peers' `perm`), so
 /// repack_gptq(qweight, s) == repack_codes(unpack_rows(qweight)[s, :]). `sort_indices` is an input
-/// because the peers compute it with torch's unstable argsort (marlin.md §4.3): to reproduce a
+/// because the peers compute it with torch's unstable argsort (docs/spec/marlin.md §4.3): to reproduce a
 /// peer's bytes, pass its indices; `sort_g_idx` defines a stable order of its own.
 ///
 /// Checks (every one throws before anything is written; the peers' CUDA host code leaves rows
@@ -802,7 +802,7 @@ host_tensor<std::int32_t, 2> unzero_points(view2d<std::int32_t const> m) {
 // Act-order
 // -------------------------------------------------------------------------------------------------
 
-/// `marlin_sort_g_idx` with a STABLE sort (the peers' torch.argsort is unstable: marlin.md §4.3):
+/// `marlin_sort_g_idx` with a STABLE sort (the peers' torch.argsort is unstable: docs/spec/marlin.md §4.3):
 /// sort_indices lists the rows of group 0 in increasing row order, then group 1, ...;
 /// sorted_g_idx[i] = g_idx[sort_indices[i]]. Both spans have g_idx.size() entries.
 inline void sort_g_idx(view1d<std::int32_t const> g_idx, view1d<std::int32_t> sorted_g_idx,

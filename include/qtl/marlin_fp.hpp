@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// FP8 and FP4 weight-only Marlin on the host (`research/marlin.md` §6, §7): the weight bytes as a
+/// FP8 and FP4 weight-only Marlin on the host (`docs/spec/marlin.md` §6, §7): the weight bytes as a
 /// GPTQ-style qweight that `qtl::marlin::repack_gptq` (<qtl/marlin.hpp>) takes, and the scale steps
 /// the engines run before their Marlin GEMM.
 ///
@@ -12,7 +12,7 @@
 ///   fp8_scale_groups, fp8_marlin_scales, fp4_scale_groups   the reshapes before them
 ///
 /// Where the engines' versions differ (the FP8 exponent fold, the NVFP4 rescale), a flag names the
-/// version; the defaults are the newest vLLM that marlin.md read.
+/// version; the defaults are the newest vLLM of docs/spec/marlin.md's sources.
 
 #include <cstddef>
 #include <cstdint>
@@ -76,7 +76,7 @@ inline host_tensor<std::int32_t, 2> pack_fp4_k(view2d<std::uint8_t const> w, ind
   return out;
 }
 
-/// How the FP8 Marlin scales carry the e4m3 -> fp16/bf16 exponent-bias correction (marlin.md §6.3):
+/// How the FP8 Marlin scales carry the e4m3 -> fp16/bf16 exponent-bias correction (docs/spec/marlin.md §6.3):
 ///   none         old vLLM (02d33ed1): the scales as they are
 ///   vllm         newer vLLM (`fp8_fused_exponent_bias_into_scales`): s * 2^8 (fp16) or s * 2^120
 ///                (bf16), in the scale dtype (exact, or Inf from 256 up) -- the default
@@ -199,7 +199,7 @@ inline void mxfp4_process_scales(view2d<std::uint8_t const> e8m0, act_dtype para
   }
 }
 
-/// The FP8 Marlin scales as [G, N] floats (marlin.md §6.2, `prepare_fp8_layer_for_marlin`), from
+/// The FP8 Marlin scales as [G, N] floats (docs/spec/marlin.md §6.2, `prepare_fp8_layer_for_marlin`), from
 /// `s` as the checkpoint holds it (row-major) for a weight of N output rows and K inputs:
 ///   no block (`block_n == 0`): one value (per tensor: every column) or N (per channel); G = 1
 ///   block {block_n, block_k}: [ceil(N/bn), K/bk] ([K/bk, ceil(N/bn)] when `size_k_first`); G = K/bk

@@ -4,7 +4,7 @@
 /// the TRT-LLM (trtllm-gen) FP4 MoE static weight preparation of sglang's
 /// `prepare_static_weights_for_trtllm_fp4_moe`: row permutations for the epilogue tile and the gated
 /// activation, applied to every expert's packed E2M1 weights and E4M3 scales, the scales then laid
-/// out 128x4. Spec: `research/blockscale.md` §3.2-§3.4 and §4. The row maps are
+/// out 128x4. Spec: `docs/spec/blockscale.md` §3.2-§3.4 and §4. The row maps are
 /// `QTL_HOST_DEVICE constexpr` closed forms shared with `qtl/cuda/moe.cuh`; the host keeps them as
 /// index vectors computed once per shape (`trtllm_fp4_moe_plan`) and applies them to all experts.
 
@@ -245,7 +245,7 @@ struct trtllm_fp4_moe_tensors {
 /// caches them per call in a dict; QTL keeps them in the plan, keyed by everything they depend on:
 /// the shape, `gated` and `EpilogueTileM`).
 ///
-/// The constructor checks what the reference leaves unchecked (`research/blockscale.md` §3.4), so
+/// The constructor checks what the reference leaves unchecked (`docs/spec/blockscale.md` §3.4), so
 /// that its "per-expert output size equals the per-expert input numel" holds and no padding is
 /// needed: `H % 128 == 0` (GEMM2 has H rows, the scale shuffle needs whole 128-row tiles, and
 /// `H/16` must be a multiple of 4) and `I % 64 == 0` (`I/16` a multiple of 4) — `I % 128 == 0`

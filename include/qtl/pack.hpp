@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Bit packing of integer codes into int32 words, as sglang/vLLM's `pack_cols`, `pack_rows` and
-/// `unpack_cols` do (`research/semantics.md` §4.12-§4.14), plus `unpack_rows`, the exact inverse of
+/// `unpack_cols` do (`docs/spec/semantics.md` §4.12-§4.14), plus `unpack_rows`, the exact inverse of
 /// `pack_rows` that the reference lacks.
 ///
 /// A *width* is a template argument: a bit width (`qtl::pack_rows<4>`) or an integer
@@ -18,7 +18,7 @@
 ///   pack_rows: in (K, N)  -> out (K/pf, N)   out[r, n] holds in[r*pf + j, n] as element j
 ///                                            (GPTQ's qweight layout; vLLM's `gptq_pack`)
 ///
-/// Differences from the reference, on purpose (DESIGN "explicit where it is not"):
+/// Differences from the reference, on purpose (docs/spec/README.md: "explicit where it is not"):
 /// * A code outside its width is a `qtl::value_error` on the host that names the first offending
 ///   (row, col) in row-major order and its value; the reference ORs it in unmasked and silently
 ///   corrupts the neighbouring fields. For a bit width or an unsigned scalar type the valid codes

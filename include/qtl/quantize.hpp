@@ -3,7 +3,7 @@
 /// Group quantization of float weights to integer codes, bit for bit as the reference Python
 /// (`quantize_weights`, `gptq_quantize_weights`, `permute_rows`, `sort_weights`,
 /// `per_tensor_dequantize`, `convert_to_channelwise`, `all_close_1d` of sglang's
-/// `quantization/utils.py`; `research/semantics.md` §4 is the spec).
+/// `quantization/utils.py`; `docs/spec/semantics.md` §4 is the spec).
 ///
 /// Shapes (torch's, row-major): the weight `w` is (K, N), K the reduction dimension. A group is
 /// `G` consecutive rows of one column; group `g` of column `n` is rows [g·G, g·G + G):

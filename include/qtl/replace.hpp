@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// Replacing a named weight buffer by a new result, for engines that repack weights at load time
-/// (the reference's `update_tensor_inplace` and `replace_parameter`, `semantics.md` §4.10).
+/// (the reference's `update_tensor_inplace` and `replace_parameter`, `docs/spec/semantics.md` §4.10).
 ///
 /// `replace_parameter(params, name, value)`:
 ///   same dtype and same byte size → the bytes are copied into the existing storage (its address

@@ -145,7 +145,7 @@ struct scalar_type {
   QTL_HOST_DEVICE constexpr bool is_e8m0() const {
     return exponent == 8 && mantissa == 0 && !is_signed && nan == nan_repr::extd_range_max_min;
   }
-  // vLLM's max() bits (research/semantics.md §1.5), for mantissa ≥ 1.
+  // vLLM's max() bits (docs/spec/semantics.md §1.5), for mantissa ≥ 1.
   QTL_HOST_DEVICE constexpr std::uint64_t max_float_bits() const {
     std::uint64_t max_mant = (std::uint64_t{1} << mantissa) - 1u;
     if (nan == nan_repr::extd_range_max_min) {
@@ -161,7 +161,7 @@ struct scalar_type {
 };
 
 // ------------------------------------------------------------------------------------------------
-// The named types (research/semantics.md §1.7; ids and names pinned in test/static/)
+// The named types (docs/spec/semantics.md §1.7; ids and names pinned in test/static/)
 
 inline constexpr scalar_type int4 = {.exponent = 0, .mantissa = 3, .is_signed = true};
 inline constexpr scalar_type uint4 = {.exponent = 0, .mantissa = 4};
@@ -190,7 +190,7 @@ inline constexpr scalar_type float16_e5m10 = {.exponent = 5, .mantissa = 10, .is
 inline constexpr scalar_type bfloat16 = float16_e8m7;   ///< alias, as vLLM's `scalar_types.bfloat16`
 inline constexpr scalar_type float16 = float16_e5m10;   ///< alias, as vLLM's `scalar_types.float16`
 
-/// The 16 named types, in the order of research/semantics.md §1.7.
+/// The 16 named types, in the order of docs/spec/semantics.md §1.7.
 inline constexpr scalar_type named_scalar_types[] = {
     int4,         uint4,        int8,          uint8,       uint2b2,        uint3b4,
     uint4b8,      uint8b128,    float4_e2m1f,  float6_e3m2f, float6_e2m3f,  float8_e4m3fn,

@@ -145,7 +145,7 @@ void compare_pack(std::int64_t groups, std::int64_t mn, std::int64_t kb, std::ui
 
 void compare_mxfp4(cv::block_grid g, std::uint32_t seed, bool e3 = false) {
   auto w = random_weight(g, seed);
-  if (e3) {  // converters.md E3's scale (non-power-of-two, bf16 double rounding) on every block
+  if (e3) {  // docs/spec/converters.md E3's scale (non-power-of-two, bf16 double rounding) on every block
     for (auto& x : w.s) x = qtl::bits_to_float(0x3ca7cb92u);
   }
   std::vector<std::uint8_t> hp(w.q.size() / 2), hs(w.q.size() / 32);

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""One definition each (issue 16), checked by grep over the source tree at ROOT: every shared rule
+"""One definition each, checked by grep over the source tree at ROOT: every shared rule
 is written in exactly one place, and no other file spells it out again.
 
   exact-rounding arithmetic   the CUDA `_rn` intrinsics are called only in qtl/exact.hpp

@@ -1,11 +1,12 @@
-"""Loads the reference Python (sglang's quantization utils, `../shared/reference/
-sglang_quantization_utils.py`) with the real `ScalarType` (vLLM's `vllm/scalar_type.py`, taken from
-the pinned vLLM wheel, as sgl-kernel ships the same file as `sgl_kernel.scalar_type`). The module's
+"""Loads the reference Python (sglang's quantization utils, `sglang_quantization_utils.py`, kept
+outside this repository) with the real `ScalarType` (vLLM's `vllm/scalar_type.py`, taken from the
+pinned vLLM wheel, as sgl-kernel ships the same file as `sgl_kernel.scalar_type`). The module's
 only other import, sglang's GPU `scaled_fp8_quant`, is a stand-in that raises: that function and
 the TRT-LLM preparation are checked against the golden data instead. Nothing here calls qtl.
 
-Paths: QTL_REFERENCE (the .py; default ../shared/reference/...), QTL_VLLM_WHEEL (the wheel; default:
-the wheels/ folder of the running virtualenv, as scripts/interop-venv.sh leaves it)."""
+Paths: QTL_REFERENCE (the .py; default: the one `reference_path()` names, outside the checkout),
+QTL_VLLM_WHEEL (the wheel; default: the wheels/ folder of the running virtualenv, as
+scripts/interop-venv.sh leaves it)."""
 
 import glob
 import importlib.util

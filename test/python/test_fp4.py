@@ -1,7 +1,7 @@
 """NVFP4 / MXFP4 / MXFP8 quantization and dequantization, the TRT-LLM FP4 MoE preparation and the
 fp8 comparison through the Python API: hand-worked blocks (qtl/fp4.hpp's recipes), properties
 (round trips, swizzle = swizzle_blockscale of the linear scales, bytes independent of threads=),
-and the MoE preparation against a numpy implementation of research/blockscale.md §4's formulas
+and the MoE preparation against a numpy implementation of docs/spec/blockscale.md §4's formulas
 (the oracle of test/unit/moe_test.cpp) plus the row vectors of §8.2."""
 
 import ml_dtypes
@@ -168,7 +168,7 @@ def test_trtllm_fp4_moe_equals_the_formulas(h, i, e, gated):
 
 
 def test_trtllm_fp4_moe_row_vectors():
-    """blockscale.md §8.2: the first gather entries of GEMM1 (gated, 128 rows) and GEMM2 (128 rows)."""
+    """docs/spec/blockscale.md §8.2: the first gather entries of GEMM1 (gated, 128 rows) and GEMM2 (128 rows)."""
     h, i = 128, 64
     g1w = np.repeat(np.arange(128, dtype=np.uint8)[None, :, None], h // 2, axis=2)  # each row tagged by its index
     g2w = np.repeat(np.arange(128, dtype=np.uint8)[None, :, None], i // 2, axis=2)

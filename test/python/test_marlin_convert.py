@@ -49,7 +49,7 @@ def test_awq_round_trip_and_gptq_agreement(bits, a8):
     awq = awq_pack(q, bits)
     m = qtl.awq_marlin_repack(awq, k, n, bits, is_a_8bit=a8)
     assert np.array_equal(qtl.unmarlin_awq(m, k, n, bits, is_a_8bit=a8), awq)
-    # The same codes through GPTQ's packing land in the same Marlin words (marlin.md §3).
+    # The same codes through GPTQ's packing land in the same Marlin words (docs/spec/marlin.md §3).
     assert np.array_equal(qtl.gptq_marlin_repack(qtl.pack_rows(q, bits, k, n), None, k, n, bits, is_a_8bit=a8), m)
 
 

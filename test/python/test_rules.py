@@ -1,7 +1,7 @@
 """is_layer_skipped, get_dynamic_override and override_config through the Python API: hand-worked
 cases of the reference's semantics (dotted boundaries, fused shards, the fallback fused map, the
 GPTQ `dynamic` quirks) and every sglang column of test/data/golden/configs that these functions
-decide (research/matchers.md §6 is the contract of `expected`)."""
+decide (docs/spec/matchers.md §6 is the contract of `expected`)."""
 
 import copy
 import json

@@ -1,4 +1,4 @@
-// Compile-time checks of qtl/blockscale.hpp: the worked offsets of research/blockscale.md §8.1
+// Compile-time checks of qtl/blockscale.hpp: the worked offsets of docs/spec/blockscale.md §8.1
 // (computed there by blockscale_verify.py from the 6-D permute of sglang's swizzle_blockscale),
 // the inverse, and the tile shapes. Building this file is the test.
 #include <qtl/blockscale.hpp>

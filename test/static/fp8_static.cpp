@@ -1,5 +1,5 @@
 // Compile-time checks of the element code of qtl/fp8.hpp and qtl/fp4.hpp: the worked examples of
-// research/semantics.md §8.1-§8.2 and research/blockscale.md §8.4, evaluated by the compiler.
+// docs/spec/semantics.md §8.1-§8.2 and docs/spec/blockscale.md §8.4, evaluated by the compiler.
 #include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
 
@@ -10,7 +10,7 @@ using qtl::float8_e5m2_t;
 
 constexpr std::uint8_t e4m3(float v) { return qtl::fp8_saturate_encode<float8_e4m3fn_t>(v); }
 
-// semantics.md §8.1: e4m3fn codes (the kernels' clamp makes 465..480 saturate, not NaN).
+// docs/spec/semantics.md §8.1: e4m3fn codes (the kernels' clamp makes 465..480 saturate, not NaN).
 static_assert(e4m3(1.0f) == 0x38);
 static_assert(e4m3(6.4f) == 0x4D);
 static_assert(e4m3(0.7265625f) == 0x34);
@@ -36,7 +36,7 @@ static_assert(qtl::fp8_saturate_encode<float8_e5m2_t>(1e9f) == 0x7B);
 static_assert(qtl::fp8_saturate_encode<float8_e5m2_t>(1.0f) == 0x3C);
 static_assert(qtl::fp8_saturate_encode<float8_e5m2_t>(0.0000152587890625f) == 0x01);
 
-// semantics.md §8.2: x = [0.1, -3.5, 7.0], amax 7 -> s = 7/448 = 0.015625, 1/s = 64.
+// docs/spec/semantics.md §8.2: x = [0.1, -3.5, 7.0], amax 7 -> s = 7/448 = 0.015625, 1/s = 64.
 constexpr float s82 = qtl::fp8_scale_from_amax<float8_e4m3fn_t>(7.0f);
 static_assert(s82 == 0.015625f && qtl::fp8_inverse_scale(s82) == 64.0f);
 static_assert(qtl::fp8_quantize_element<float8_e4m3fn_t>(0.1f, s82, 64.0f) == 0x4D);
@@ -77,13 +77,13 @@ static_assert(qtl::fp8_compare_codes<float8_e4m3fn_t>(0x00, 0x80).differ_large &
 static_assert(qtl::fp8_compare_codes<float8_e4m3fn_t>(0x38, 0xB8).sign_flip);
 static_assert(!qtl::fp8_compare_codes<float8_e4m3fn_t>(0x38, 0x38).differ);
 
-// blockscale.md §8.4: E2M1 ties go to the even code.
+// docs/spec/blockscale.md §8.4: E2M1 ties go to the even code.
 static_assert(qtl::e2m1_encode(0.25f) == 0x0 && qtl::e2m1_encode(0.75f) == 0x2 && qtl::e2m1_encode(1.25f) == 0x2);
 static_assert(qtl::e2m1_encode(1.75f) == 0x4 && qtl::e2m1_encode(2.5f) == 0x4 && qtl::e2m1_encode(3.5f) == 0x6);
 static_assert(qtl::e2m1_encode(5.0f) == 0x6 && qtl::e2m1_encode(5.0001f) == 0x7 && qtl::e2m1_encode(1e9f) == 0x7);
 static_assert(qtl::e2m1_encode(-0.01f) == 0x8 && qtl::e2m1_encode(-6.0f) == 0xF);
 
-// blockscale.md §8.4 NVFP4: block max 4.5, gs = fl(2688 / 4.5) -> scale 448 (0x7E), os = 4/3.
+// docs/spec/blockscale.md §8.4 NVFP4: block max 4.5, gs = fl(2688 / 4.5) -> scale 448 (0x7E), os = 4/3.
 constexpr float gs84 = qtl::nvfp4_global_scale_from_amax(4.5f);
 static_assert(gs84 == 597.3333129882812f);
 static_assert(qtl::block_scale_code<qtl::nvfp4>(4.5f, gs84) == 0x7E);

@@ -1,6 +1,6 @@
 // static_assert-only checks of the Marlin index maps (qtl/element/marlin.hpp) against a literal
 // port of the torch reference's permutation tables (vLLM marlin_utils_test.py `get_weight_perm`,
-// `get_scale_perms`; research/marlin.md §3.2, §4.1), on every variant's 1024-code tile.
+// `get_scale_perms`; docs/spec/marlin.md §3.2, §4.1), on every variant's 1024-code tile.
 
 #include <array>
 #include <cstdint>
@@ -76,7 +76,7 @@ static_assert(layout<8>::weight_perm() == torch_weight_perm(8, false));
 static_assert(layout<4, act_width::a8>::weight_perm() == torch_weight_perm(4, true));
 static_assert(layout<8, act_width::a8>::weight_perm() == torch_weight_perm(8, true));
 
-// The first entries marlin.md §3.2 prints.
+// The first entries docs/spec/marlin.md §3.2 prints.
 static_assert(layout<4>::weight_perm()[0] == 0 && layout<4>::weight_perm()[1] == 128 &&
               layout<4>::weight_perm()[2] == 8 && layout<4>::weight_perm()[3] == 136 &&
               layout<4>::weight_perm()[8] == 256 && layout<4>::weight_perm()[9] == 384);
@@ -106,7 +106,7 @@ static_assert(inverse_exact<layout<8>>());
 static_assert(inverse_exact<layout<4, act_width::a8>>());
 static_assert(inverse_exact<layout<8, act_width::a8>>());
 
-// Slot 0..7 of tile word 0 (marlin.md §3.3).
+// Slot 0..7 of tile word 0 (docs/spec/marlin.md §3.3).
 static_assert(layout<4>::src(0, 1) == qtl::marlin::tile_pos{8, 0} && layout<4>::src(0, 2) == qtl::marlin::tile_pos{0, 8} &&
               layout<4>::src(0, 7) == qtl::marlin::tile_pos{9, 8});
 static_assert(layout<8>::src(0, 2) == qtl::marlin::tile_pos{1, 0} && layout<8>::src(2, 0) == qtl::marlin::tile_pos{0, 16});

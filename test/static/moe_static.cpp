@@ -1,5 +1,5 @@
 // Compile-time checks of the trtllm-gen row maps of qtl/moe.hpp: the vectors and byte offsets of
-// research/blockscale.md §8.2-§8.3 (computed there by blockscale_verify.py from flashinfer's
+// docs/spec/blockscale.md §8.2-§8.3 (computed there by blockscale_verify.py from flashinfer's
 // index helpers), bijection, and the half swap. Building this file is the test.
 #include <qtl/blockscale.hpp>
 #include <qtl/moe.hpp>

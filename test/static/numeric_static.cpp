@@ -1,5 +1,5 @@
-// Number formats in constant evaluation: the worked examples of research/semantics.md §8.1 and
-// research/blockscale.md §1, plus the edge codes of every format (the exhaustive checks are in
+// Number formats in constant evaluation: the worked examples of docs/spec/semantics.md §8.1 and
+// docs/spec/blockscale.md §1, plus the edge codes of every format (the exhaustive checks are in
 // test/unit/numeric_test.cpp).
 #include <qtl/numeric.hpp>
 
@@ -20,7 +20,7 @@ constexpr float denorm_min = std::numeric_limits<float>::denorm_min();
 static_assert(sizeof(qtl::half_t) == 2 && sizeof(qtl::float8_e8m0fnu_t) == 1);
 static_assert(std::is_trivially_copyable_v<qtl::half_t> && std::is_trivially_copyable_v<qtl::float8_e4m3fn_t>);
 
-// float8_e4m3fn (semantics.md §8.1).
+// float8_e4m3fn (docs/spec/semantics.md §8.1).
 static_assert(qtl::float_to_e4m3fn(1.0f) == 0x38);
 static_assert(qtl::float_to_e4m3fn(6.4f) == 0x4D && qtl::e4m3fn_to_float(0x4D) == 6.5f);
 static_assert(qtl::float_to_e4m3fn(0.7265625f) == 0x34 && qtl::e4m3fn_to_float(0x34) == 0.75f);
@@ -70,7 +70,7 @@ static_assert(qtl::float_to_bf16(denorm_min) == 0x0000 && qtl::float_to_bf16(qtl
 static_assert(qtl::float_to_bf16(qtl::bits_to_float(0x00018000u)) == 0x0002);  // subnormal tie -> even
 static_assert(qtl::float_to_bf16(neg_nan) == 0x7FC0 && qtl::bf16_to_float(0xC0A0) == -5.0f);
 
-// float4_e2m1f: RNE on {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating (blockscale.md §1.1).
+// float4_e2m1f: RNE on {0, .5, 1, 1.5, 2, 3, 4, 6}, saturating (docs/spec/blockscale.md §1.1).
 static_assert(qtl::float_to_e2m1(0.25f) == 0x0 && qtl::float_to_e2m1(0.75f) == 0x2 &&
               qtl::float_to_e2m1(1.25f) == 0x2 && qtl::float_to_e2m1(1.75f) == 0x4 &&
               qtl::float_to_e2m1(2.5f) == 0x4 && qtl::float_to_e2m1(3.5f) == 0x6 && qtl::float_to_e2m1(5.0f) == 0x6);
@@ -93,7 +93,7 @@ static_assert(qtl::e8m0_to_float(127) == 1.0f && qtl::e8m0_to_float(0) == qtl::b
 static_assert(qtl::e8m0_to_float(254) == qtl::bits_to_float(0x7F000000u) && qtl::is_nan(qtl::e8m0_to_float(255)));
 static_assert(qtl::float_to_e8m0(1.0f) == 127 && qtl::float_to_e8m0(-1.0f) == 127);  // the sign is ignored
 static_assert(qtl::float_to_e8m0(1.4f) == 127 && qtl::float_to_e8m0(1.5f) == 128);  // torch: 1.5 goes up
-static_assert(qtl::float_to_e8m0(1.3f / 6, e8m0_rounding::up) == 125);  // blockscale.md worked example
+static_assert(qtl::float_to_e8m0(1.3f / 6, e8m0_rounding::up) == 125);  // docs/spec/blockscale.md worked example
 static_assert(qtl::float_to_e8m0(3.0f, e8m0_rounding::up) == 129 && qtl::float_to_e8m0(4.0f, e8m0_rounding::up) == 129);
 static_assert(qtl::float_to_e8m0(3.99f, e8m0_rounding::toward_zero) == 128);
 static_assert(qtl::float_to_e8m0(0.0f, e8m0_rounding::up) == 0 && qtl::float_to_e8m0(denorm_min, e8m0_rounding::up) == 0);

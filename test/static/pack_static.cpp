@@ -36,7 +36,7 @@ static_assert(qtl::unpack<qtl::int4>(static_cast<std::int32_t>(0xE32170F8u)) ==
 static_assert(qtl::unpack<qtl::int8>(qtl::pack<qtl::int8>({-128, 127, -1, 0})) ==
               std::array<std::int32_t, 4>{-128, 127, -1, 0});
 
-// research/semantics.md §8.3: [1..8] at 4 bits -> 0x87654321 = -2023406815 as int32.
+// docs/spec/semantics.md §8.3: [1..8] at 4 bits -> 0x87654321 = -2023406815 as int32.
 static_assert(qtl::pack<4>({1, 2, 3, 4, 5, 6, 7, 8}) == -2023406815);
 static_assert(static_cast<std::uint32_t>(qtl::pack<4>({1, 2, 3, 4, 5, 6, 7, 8})) == 0x87654321u);
 static_assert(qtl::unpack<4>(-2023406815) == std::array<std::int32_t, 8>{1, 2, 3, 4, 5, 6, 7, 8});

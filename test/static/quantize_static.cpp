@@ -3,7 +3,7 @@
 
 namespace {
 
-// semantics.md §8.4: uint4b8, one group, column [1, -2, 3, 0.5]: s = max(3/7, 2/8) = 3/7,
+// docs/spec/semantics.md §8.4: uint4b8, one group, column [1, -2, 3, 0.5]: s = max(3/7, 2/8) = 3/7,
 // w/s = [2.33, -4.67, 7, 1.17] -> round [2, -5, 7, 1] -> stored +8 = [10, 3, 15, 9].
 constexpr float col[] = {1.0f, -2.0f, 3.0f, 0.5f};
 constexpr auto g = qtl::quantize_group<qtl::uint4b8>(col);
@@ -17,7 +17,7 @@ static_assert(t.scale == 1.0f);
 static_assert(t.codes[2] == 8 + 2 && t.codes[3] == 8 + 0 && t.codes[4] == 8 + 0 && t.codes[5] == 8 + 2);
 static_assert(t.codes[6] == 8 + 4 && t.codes[7] == 8 - 4);
 
-// Zero points (semantics.md §8.4): uint4, column [-1, 2, -3, 4]: s = 7/15, zp = round(|-3/s|) = 6,
+// Zero points (docs/spec/semantics.md §8.4): uint4, column [-1, 2, -3, 4]: s = 7/15, zp = round(|-3/s|) = 6,
 // codes [4, 10, 0, 15].
 constexpr float zcol[] = {-1.0f, 2.0f, -3.0f, 4.0f};
 constexpr auto z = qtl::quantize_group<qtl::uint4>(zcol, {.zero_points = true});

@@ -10,7 +10,7 @@ namespace {
 
 using namespace std::string_view_literals;
 
-// -- _module_path_match through is_layer_skipped (semantics.md §4.1, §8.7) ---------------------
+// -- _module_path_match through is_layer_skipped (docs/spec/semantics.md §4.1, §8.7) ---------------------
 constexpr std::array<std::string_view, 3> skip_list = {"lm_head", "mlp.gate", "model.layers.34."};
 
 static_assert(qtl::is_layer_skipped("lm_head", skip_list));

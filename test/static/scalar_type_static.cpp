@@ -1,5 +1,5 @@
 // Every property of every named scalar type, pinned at compile time against the table of
-// research/semantics.md §1.7 (vLLM's values), with QTL's deviations for float8_e8m0fnu: the name
+// docs/spec/semantics.md §1.7 (vLLM's values), with QTL's deviations for float8_e8m0fnu: the name
 // keeps torch's `u`, and max()/min() are the exact 2^127 / 2^-127 (vLLM's formula breaks there).
 #include <qtl/scalar_type.hpp>
 

@@ -39,7 +39,7 @@ namespace qtl::test {
 struct golden_case {
   std::string name;                // file stem, e.g. "0000-pack-cols"
   std::string op;                  // e.g. "pack-cols"
-  qtl::io::json params;            // e.g. {"bits": 2}; flags of `qtl op` (golden/README.md)
+  qtl::io::json params;            // e.g. {"bits": 2}; flags of `qtl op` (test/data/golden/README.md)
   std::vector<std::int64_t> shape; // [K, N], or [M, K] for scales
   qtl::io::safetensors_file in;        // NNNN-<op>.in.safetensors
   qtl::io::safetensors_file expected;  // NNNN-<op>.expected.safetensors

@@ -1,7 +1,7 @@
 """The converters' arithmetic redone in plain Python (standard library only; float32 rounding by
 struct), independently of the C++, for test_qtl_convert.py and test/data/golden/make_convert_cases.py:
 e4m3/bf16/E2M1 encodings, both power-of-two rules, the FP8 block dequant, the engines' requant
-(research/converters.md §3) and QTL's NVFP4 block recipe (qtl/fp4.hpp's file comment)."""
+(docs/spec/converters.md §3) and QTL's NVFP4 block recipe (qtl/fp4.hpp's file comment)."""
 import bisect
 import math
 import struct
@@ -115,7 +115,7 @@ def dequant(q, s, n, k, bf16):
 
 
 def requant(q, s, n, k, recipe):
-    """The engines' requant_weight_ue8m0, per 128x128 block (converters.md §3): sglang (bf16 dequant,
+    """The engines' requant_weight_ue8m0, per 128x128 block (docs/spec/converters.md §3): sglang (bf16 dequant,
     bits rule), sglang-legacy (bf16, log2 rule) or vllm (f32, log2 rule)."""
     bf16 = recipe != "vllm"
     rule = ceil_pow2_bits if recipe == "sglang" else ceil_pow2_log2

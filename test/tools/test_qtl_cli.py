@@ -3,7 +3,7 @@
 
     test_qtl_cli.py QTL GOLDEN_OPS_DIR
 
-Exit codes (issue 7): 0 success; 1 command line (unknown subcommand or op, missing or malformed
+Exit codes: 0 success; 1 command line (unknown subcommand or op, missing or malformed
 flag, a value outside an enumeration); 2 files and data (unreadable or hostile file, missing or
 wrongly typed tensor, shapes the op cannot take, --device cuda without a GPU).
 Prints a summary; exits 1 if any check fails.
@@ -173,7 +173,7 @@ def main():
                 check(read(mid)[0]["x"][2] == swapped, "%s: one swap is not the halves exchanged" % dt)
 
         # ops without golden cases: hand-worked values -------------------------------------
-        # nvfp4-quant: the worked block of research/checkpoint_formats.md §3.1 (amax 10.5, global
+        # nvfp4-quant: the worked block of docs/spec/checkpoint_formats.md §3.1 (amax 10.5, global
         # scale 256 = 1/weight_scale_2): block scale 256.0 = E4M3 0x78, packed bytes below.
         vals = [0.1, -0.25, 0.5, 1, -1.5, 2, 3, -4, 6, 0, 0.75, -0.3, 2.5, 5, -5.5, 1.2]
         nv_in = os.path.join(tmp, "nvfp4.safetensors")

@@ -1,4 +1,4 @@
-"""`qtl quantize` never leaves a mixed or stale output folder (issue 17, items 1-7).
+"""`qtl quantize` never leaves a mixed or stale output folder.
 
 Usage: test_qtl_commit.py QTL
 

@@ -1,4 +1,4 @@
-"""End-to-end tests of `qtl convert` (issue 20): a sharded FP8-block checkpoint through every target,
+"""End-to-end tests of `qtl convert`: a sharded FP8-block checkpoint through every target,
 read back and checked independently here.
 
 Usage: test_qtl_convert.py QTL
@@ -83,7 +83,7 @@ def make_checkpoint(folder, seed=11, nan=False):
         if li == 0:
             s[0] = 2.0 ** -9                       # already a power of two, amax 448 s: kept
             q[0] = 0x7E
-            s[1] = from_bits(0x3B000001)           # the log2 rule's band (converters.md E2b)
+            s[1] = from_bits(0x3B000001)           # the log2 rule's band (docs/spec/converters.md E2b)
             for r in range(BN):                    # an all-zero block
                 for c in range(BK):
                     q[(BN + r) * k + c] = 0
@@ -221,7 +221,7 @@ def test_ue8m0(tmp, src, layers, inp):
             cfg = read_config(out_dir)["quantization_config"]
             check(cfg.get("scale_fmt") == "ue8m0" and cfg.get("weight_block_size") == [128, 128] and
                   cfg.get("quant_method") == "fp8", "%s: config %s" % (what, cfg))
-    # the two recipes differ exactly where converters.md says: E2b's block under vLLM keeps 2^-9
+    # the two recipes differ exactly where docs/spec/converters.md says: E2b's block under vLLM keeps 2^-9
     a, _ = read_all(os.path.join(tmp, "ue8m0-sglang-0"))
     b, _ = read_all(os.path.join(tmp, "ue8m0-vllm-0"))
     m0 = fp8_layers()[0][0]

@@ -1,9 +1,9 @@
-"""End-to-end tests of `qtl quantize`'s compressed-tensors formats (issue 18): w4a16, w8a16
+"""End-to-end tests of `qtl quantize`'s compressed-tensors formats: w4a16, w8a16
 (pack-quantized), nvfp4 (NVFP4A16), mxfp4 and --fp8-scheme ct-block.
 
 Usage: test_qtl_ct.py QTL GOLDEN_CONFIGS_DIR
 
-Standard library only. The layouts are those of research/interop.md §3.1, read here from the
+Standard library only. The layouts are those of docs/spec/interop.md §3.1, read here from the
 spec, not from QTL's code:
   1. w4a16/w8a16, sym and asym, group and channelwise, under a compressed-tensors --config whose
      `ignore` keeps one layer: names, dtypes and shapes of every tensor; weight_packed unpacked

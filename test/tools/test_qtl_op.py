@@ -3,12 +3,12 @@
 
     test_qtl_op.py QTL GOLDEN_OPS_DIR
 
-"Exactly" (golden/README.md): every expected tensor present with the same name, dtype, shape and
+"Exactly" (test/data/golden/README.md): every expected tensor present with the same name, dtype, shape and
 bytes, and no other tensor; header order, padding and metadata are free. Files are parsed here with
 struct/json (safetensors_py), independently of the C++ reader. Flags come from the case's params:
 true -> --p, false/absent -> nothing, null -> --p none, numbers and strings verbatim.
 Prints one line per failure and a summary; exits 1 if any case fails, or if an op of `qtl op
---help` has no case (except the ops that golden/README.md lists as having none yet: NO_CASES_YET).
+--help` has no case (except the ops that test/data/golden/README.md lists as having none yet: NO_CASES_YET).
 """
 import json
 import os
@@ -34,7 +34,7 @@ def flags(params):
     return out
 
 
-# golden/README.md: "the four ops between them, per-tensor-dequantize to prepare-trtllm-fp4-moe,
+# test/data/golden/README.md: "the four ops between them, per-tensor-dequantize to prepare-trtllm-fp4-moe,
 # have no golden cases yet".
 NO_CASES_YET = {"per-tensor-dequantize", "requantize-with-max-scale", "nvfp4-quant", "prepare-trtllm-fp4-moe"}
 

@@ -1,4 +1,4 @@
-"""End-to-end tests of `qtl quantize`, `qtl explain`, `qtl lint` and `qtl demo` (issue 8).
+"""End-to-end tests of `qtl quantize`, `qtl explain`, `qtl lint` and `qtl demo`.
 
 Usage: test_qtl_quantize.py QTL GOLDEN_CONFIGS_DIR
 
@@ -7,7 +7,7 @@ GPTQ words unpacked, e4m3 decoded and weights dequantized in pure Python on smal
   1. GPTQ (sharded input, config with `dynamic` rules, sym and asym): every quantized layer
      dequantizes, in Python, to exactly the `w_ref` that `qtl op quantize-weights` (the golden-tested
      library path) returns for the same weight; skipped layers and other tensors byte-identical; the
-     index, config.json and quantize_config.json as research/checkpoint_formats.md says.
+     index, config.json and quantize_config.json as docs/spec/checkpoint_formats.md says.
   2. FP8 channel (compressed-tensors) and block (HF fp8): shapes, names, no extra tensors, every
      element within half an e4m3 step of the original.
   3. A run killed halfway (SIGKILL and SIGTERM) leaves no file under a final name (the next run

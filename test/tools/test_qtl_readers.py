@@ -1,5 +1,5 @@
 """The readers (`qtl inspect`, `qtl explain --checkpoint`, `qtl lint --checkpoint`) survive their input
-truncated while it is mapped (issue 17, item 9), and `qtl quantize --help` says which formats --sym and
+truncated while it is mapped, and `qtl quantize --help` says which formats --sym and
 --asym apply to.
 
 Usage: test_qtl_readers.py QTL

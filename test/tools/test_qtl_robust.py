@@ -1,12 +1,12 @@
-"""`qtl` never crashes or hangs on a hostile system (issue 17, items 8-10, and the messages).
+"""`qtl` never crashes or hangs on a hostile system, and names what is wrong.
 
 Usage: test_qtl_robust.py QTL
 
-  8. threads the system will not create (RLIMIT_NPROC): fewer workers, a warning, the same output;
+  1. threads the system will not create (RLIMIT_NPROC): fewer workers, a warning, the same output;
      --threads out of range: a command-line error naming the range
-  9. the input truncated while a run reads it (the run stopped with QTL_TEST_STOP_AT=reading:STOP,
+  2. the input truncated while a run reads it (the run stopped with QTL_TEST_STOP_AT=reading:STOP,
      the file truncated, the run continued): exit 2 naming the file, no SIGBUS, nothing left
- 10. a FIFO as model.safetensors, the index, a shard, the input's config.json or --config: exit 2
+  3. a FIFO as model.safetensors, the index, a shard, the input's config.json or --config: exit 2
      at once (inspect, quantize, explain, lint), never a blocking open
  and: each bad file named with its problem in words (directories, dangling and looping links);
      NaN/Inf weights refused (--allow-nonfinite); inspect escapes control bytes in names; --help

@@ -1,4 +1,4 @@
-// qtl/convert.hpp: the worked examples of research/converters.md §6 (E1-E7), the properties of
+// qtl/convert.hpp: the worked examples of docs/spec/converters.md §6 (E1-E7), the properties of
 // its §5 (requant fixed point after two passes, lossless on power-of-two scales, per-expert 3-D,
 // the layout round trip), NaN/Inf/zero blocks, amax just above and below a power of two, the
 // FP8-block -> NVFP4 definition (global scale shared, one block row at a time) and the size checks.
@@ -133,7 +133,7 @@ TEST_CASE("convert: the log2 rule from the bits equals 2^ceil of a correctly rou
       CHECK(bits_of(cv::ceil_pow2_log2(x)) == bits_of(log2_rule_reference(x)));
     }
   }
-  // the per-binade trap thresholds of converters.md §1.3: k = -16 -> m0 = 3, k = -8 -> 2, k = -20 -> 6
+  // the per-binade trap thresholds of docs/spec/converters.md §1.3: k = -16 -> m0 = 3, k = -8 -> 2, k = -20 -> 6
   CHECK(cv::ceil_pow2_log2(std::ldexp(1.0f + 2 * 0x1p-23f, -16)) == std::ldexp(1.0f, -16));
   CHECK(cv::ceil_pow2_log2(std::ldexp(1.0f + 3 * 0x1p-23f, -16)) == std::ldexp(1.0f, -15));
   CHECK(cv::ceil_pow2_log2(std::ldexp(1.0f + 1 * 0x1p-23f, -8)) == std::ldexp(1.0f, -8));

@@ -1,4 +1,4 @@
-// qtl/fp4.hpp: NVFP4, MXFP4 and MXFP8 block quantization — the worked example of blockscale.md
+// qtl/fp4.hpp: NVFP4, MXFP4 and MXFP8 block quantization — the worked example of docs/spec/blockscale.md
 // §8.4, properties of every format (nearest code, power-of-two scales, zeroed padding), scales
 // written directly in the 128x4 layout, dequantization, errors.
 #include <qtl/fp4.hpp>
@@ -75,7 +75,7 @@ TEST_CASE("e2m1_encode equals numeric.hpp's float_to_e2m1", "[fp4]") {
   }
 }
 
-TEST_CASE("NVFP4 block of blockscale.md §8.4", "[fp4][nvfp4]") {
+TEST_CASE("NVFP4 block of docs/spec/blockscale.md §8.4", "[fp4][nvfp4]") {
   std::vector<float> const x = {0,   0.1f, -0.2f, 0.3f, 0.45f, -0.6f, 0.75f, 1.0f,
                                 -1.2f, 1.5f, 2.0f, -2.5f, 3.0f, 3.7f, -4.2f, 4.5f};
   float const gs = qtl::nvfp4_global_scale(cview(x, 1, 16));
@@ -99,7 +99,7 @@ TEST_CASE("NVFP4 block of blockscale.md §8.4", "[fp4][nvfp4]") {
   }
 }
 
-TEST_CASE("MXFP4 example of blockscale.md §8.4: max 1.3 -> E8M0 125, -0.01 -> -0", "[fp4][mx]") {
+TEST_CASE("MXFP4 example of docs/spec/blockscale.md §8.4: max 1.3 -> E8M0 125, -0.01 -> -0", "[fp4][mx]") {
   std::vector<float> x(32, 0.1f);
   x[5] = 1.3f;
   x[6] = -0.01f;
@@ -189,7 +189,7 @@ TEMPLATE_TEST_CASE("scales go straight into the 128x4 layout, padding zeroed", "
       REQUIRE(swz[o].bits == 0);
     }
   }
-  // blockscale.md §8.1: (1, 0) sits at byte 16 and (128, 0) at byte 1024
+  // docs/spec/blockscale.md §8.1: (1, 0) sits at byte 16 and (128, 0) at byte 1024
   CHECK(swz[16] == lin[static_cast<std::size_t>(1 * kb)]);
   CHECK(swz[1024] == lin[static_cast<std::size_t>(128 * kb)]);
 }

@@ -1,4 +1,4 @@
-// qtl/fp8.hpp: the golden scaled-fp8-quant cases, the hand-worked examples of semantics.md §8,
+// qtl/fp8.hpp: the golden scaled-fp8-quant cases, the hand-worked examples of docs/spec/semantics.md §8,
 // properties of every variant, requantize_with_max_scale and fp8_all_close.
 #include <qtl/fp8.hpp>
 
@@ -115,7 +115,7 @@ TEST_CASE("scaled_fp8_quant reproduces every golden scaled-fp8-quant case", "[fp
   }
 }
 
-TEST_CASE("dynamic per-tensor quantization of semantics.md §8.2", "[fp8]") {
+TEST_CASE("dynamic per-tensor quantization of docs/spec/semantics.md §8.2", "[fp8]") {
   std::vector<float> const x = {0.1f, -3.5f, 7.0f};
   qtl::host_tensor<float8_e4m3fn_t, 2> q({1, 3});
   float const s = qtl::scaled_fp8_quant_dynamic(cview(x, 1, 3), q.view());
@@ -170,9 +170,9 @@ TEST_CASE("NaN inputs: +448 like the CUDA kernels, or the positive NaN code when
   o.nan = qtl::fp8_nan::propagate;
   qtl::scaled_fp8_quant_static(cview(x, 1, 4), s, q.view(), o);
   CHECK(codes_of(q)[0] == 0x7F);
-  CHECK(codes_of(q)[1] == 0x7F);  // -NaN too: the device makes every NaN +NaN (issue 15)
+  CHECK(codes_of(q)[1] == 0x7F);  // -NaN too: the device makes every NaN +NaN
   CHECK(codes_of(q)[3] == 0x7E);
-  // the issue's example: Inf makes the dynamic scale Inf, so Inf * (1/Inf) = Inf * 0 is NaN
+  // Inf makes the dynamic scale Inf, so Inf * (1/Inf) = Inf * 0 is NaN
   // (x86: -NaN), and [1, NaN, -NaN, 2, -3, Inf] gives 00 7f 7f 00 80 7f on host and device
   float const inf = std::numeric_limits<float>::infinity();
   std::vector<float> const y = {1.0f, nan, -nan, 2.0f, -3.0f, inf};

@@ -110,7 +110,7 @@ TEST_CASE("glob_match rejects what it cannot represent", "[glob]") {
 }
 
 TEST_CASE("module_path_match is sglang's _module_path_match", "[module_path]") {
-  // research/semantics.md §4.1 examples
+  // docs/spec/semantics.md §4.1 examples
   CHECK_FALSE(qtl::module_path_match("mlp.gate", "model.layers.0.mlp.gate_up_proj"));
   CHECK(qtl::module_path_match("mlp.gate", "model.layers.0.mlp.gate"));
   CHECK_FALSE(qtl::module_path_match("model.layers.1", "model.layers.10.mlp"));

@@ -3,7 +3,7 @@
 // file states. Nothing here knows a particular file: drop a new config into the folder and it is
 // checked the same way.
 //
-// Expected values (research/matchers.md §6): "skip" / "no_skip"; "base" (quantized with the
+// Expected values (docs/spec/matchers.md §6): "skip" / "no_skip"; "base" (quantized with the
 // base config, no rule); {"override": {...}, "rule": "..."} (quantized with these fields, by
 // that dynamic rule); a string starting with "error" (the consumer raises); for AutoRound, the
 // matched `extra_config` entry's value (an object) or null (no entry decided). A column whose
@@ -182,7 +182,7 @@ TEST_CASE("golden configs: where the consumers disagree", "[rules][golden]") {
 
 TEST_CASE("every consumer agrees with its Python re-statement on random lists", "[rules][consumers][reference]") {
   // test/data/rules/consumer_cases.jsonl (gen_consumer_cases.py): CPython's re and fnmatch, the
-  // reference's own is_layer_skipped, and the dialects of research/matchers.md §2.
+  // reference's own is_layer_skipped, and the dialects of docs/spec/matchers.md §2.
   std::ifstream in(fs::path(QTL_TEST_DATA_DIR) / "rules" / "consumer_cases.jsonl");
   REQUIRE(in);
   std::string line;

@@ -1,4 +1,4 @@
-// <qtl/marlin.hpp>: the worked examples of research/marlin.md §11 (real int32 words), agreement
+// <qtl/marlin.hpp>: the worked examples of docs/spec/marlin.md §11 (real int32 words), agreement
 // with a direct transcription of the torch reference (`marlin_weights`: reshape, permute, gather
 // by get_weight_perm, pack) on random shapes of every variant, round trips of every layout, bits
 // and act-order setting, the fast path against the generic loop, MoE, and every error path.

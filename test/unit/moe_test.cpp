@@ -1,5 +1,5 @@
 // Tests of qtl/moe.hpp: half swaps (involutions, every dimension, errors), the trtllm-gen row
-// permutations (blockscale.md §8.2/§8.3 vectors, bijections), and the FP4 MoE weight preparation
+// permutations (docs/spec/blockscale.md §8.2/§8.3 vectors, bijections), and the FP4 MoE weight preparation
 // against a straightforward implementation written here from the formulas (flashinfer's
 // source->destination block map inverted, the gated reorder vector, composition, the 6-D permute).
 #include <algorithm>
@@ -36,7 +36,7 @@ bool is_bijection(std::vector<std::int32_t> const& p) {
   return true;
 }
 
-// --- the oracle, from the formulas of research/blockscale.md §4 ---------------------------------
+// --- the oracle, from the formulas of docs/spec/blockscale.md §4 ---------------------------------
 // trtllm-gen srcToDstBlk{16,32}RowMap: row r of a block goes to 8 * (r % g) + r / g; the gather
 // vector is its inverse.
 std::vector<std::int32_t> oracle_shuffle(index_t m, int epilogue_tile_m) {
@@ -136,7 +136,7 @@ moe_case oracle_prepare(moe_case const& in, index_t h, index_t i, index_t e, boo
 
 // ------------------------------------------------------------------------------------------------
 
-TEST_CASE("row shuffles reproduce the vectors of blockscale.md §8.2", "[moe]") {
+TEST_CASE("row shuffles reproduce the vectors of docs/spec/blockscale.md §8.2", "[moe]") {
   auto const s128 = qtl::w2_row_indices<128>(64);
   std::vector<std::int32_t> const want128 = {0, 4, 8,  12, 16, 20, 24, 28, 1, 5, 9,  13, 17, 21, 25, 29,
                                              2, 6, 10, 14, 18, 22, 26, 30, 3, 7, 11, 15, 19, 23, 27, 31};
@@ -171,7 +171,7 @@ TEST_CASE("every row permutation is a bijection and equals the oracle", "[moe]")
   CHECK_THROWS_WITH(qtl::w3w1_row_indices<128>(40, true), Catch::Contains("32-row shuffle block"));
 }
 
-TEST_CASE("GEMM1 and GEMM2 scale bytes land where blockscale.md §8.3 says", "[moe]") {
+TEST_CASE("GEMM1 and GEMM2 scale bytes land where docs/spec/blockscale.md §8.3 says", "[moe]") {
   // GEMM1, I = 64, H = 64: scales [128 x 4] with rows [w3; w1]; each byte is tagged by its source.
   index_t const h = 64;
   index_t const i = 64;

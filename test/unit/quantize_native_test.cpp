@@ -1,6 +1,6 @@
 // The golden quantize-weights cases again, with qtl/quantize.hpp compiled for x86-64-v3 (AVX2,
 // FMA, F16C) and -ffp-contract=fast, as a consumer building with `-march=native` in a GNU mode
-// would: bit-exactness must not depend on contraction (DESIGN). The build compiles every unit test
+// would: bit-exactness must not depend on contraction (docs/spec/README.md). The build compiles every unit test
 // with the same flags, so this file switches them for the header itself with GCC's target and
 // optimize pragmas, and first proves that contraction really happens in that region.
 #include <qtl/io/safetensors.hpp>

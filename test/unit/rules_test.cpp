@@ -1,6 +1,6 @@
 // Skip lists, dynamic overrides and the consumers' dialects (qtl/rules/*.hpp): the examples of
-// research/semantics.md §4.1-§4.5 and §8.7, the reference's quirks, and one test per bug of
-// research/matchers.md §7 that concerns these rules (named after the issue).
+// docs/spec/semantics.md §4.1-§4.5 and §8.7, the reference's quirks, and one test per bug of
+// docs/spec/matchers.md §7 that concerns these rules (named after the issue).
 #include <catch2/catch.hpp>
 
 #include <array>
@@ -70,7 +70,7 @@ qtl::quant_config gptq_config(std::vector<qtl::dynamic_rule> rules, std::int64_t
 
 }  // namespace
 
-TEST_CASE("is_layer_skipped matches on dotted boundaries (semantics.md 8.7)", "[rules][skip]") {
+TEST_CASE("is_layer_skipped matches on dotted boundaries (docs/spec/semantics.md 8.7)", "[rules][skip]") {
   using qtl::is_layer_skipped;
   // sglang#23467: `mlp.gate` must not skip the dense `mlp.gate_up_proj` (a plain substring did).
   CHECK_FALSE(is_layer_skipped("model.layers.0.mlp.gate_up_proj", {"model.layers.0.mlp.gate"}));
@@ -154,7 +154,7 @@ TEST_CASE("vLLM#21669: vLLM's FP8 list is exact, so short entries never match", 
 TEST_CASE("sglang's FP8 entries are model.-normalized (and then match nested paths)", "[rules][consumers]") {
   auto const cfg = skip_config(qtl::quant_family::fp8, {"layers.0.mlp.gate"});
   CHECK(qtl::decide(cfg, qtl::consumer::sglang_fp8, "model.layers.0.mlp.gate").rule == "layers.0.mlp.gate");
-  // hazard of matchers.md §7: the bare form also matches an MTP copy of the path
+  // hazard of docs/spec/matchers.md §7: the bare form also matches an MTP copy of the path
   CHECK(qtl::decide(cfg, qtl::consumer::sglang_fp8, "model.mtp.layers.0.mlp.gate").skipped);
   CHECK_FALSE(qtl::decide(cfg, qtl::consumer::vllm_fp8, "model.layers.0.mlp.gate").skipped);
 }
@@ -258,7 +258,7 @@ TEST_CASE("transformers: v5 reads entries as regexes (prime-rl#2442), v4 as subs
   CHECK(qtl::decide(suffix, qtl::consumer::transformers_v4_bnb, "model.blocks.0.fc1").skipped);
 }
 
-TEST_CASE("more of matchers.md §7: the entries users wrote and what each reader makes of them",
+TEST_CASE("more of docs/spec/matchers.md §7: the entries users wrote and what each reader makes of them",
           "[rules][consumers][bug]") {
   using qtl::consumer;
   // sglang#20128: an AWQ FusedMoE listed in modules_to_not_convert must stay unquantized.

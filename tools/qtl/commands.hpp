@@ -1,5 +1,5 @@
 #pragma once
-// The subcommands of `qtl` beyond `inspect` and `op` (issue 8): `quantize`, `explain`, `lint` and
+// The subcommands of `qtl` beyond `inspect` and `op`: `quantize`, `explain`, `lint` and
 // `demo`. Each adds its CLI11 subcommand and flags to the app in `define_*` and returns the
 // function that runs it once the line is parsed; that function returns the exit code.
 //

@@ -1,6 +1,6 @@
 #pragma once
 // Recognises the quantization scheme of a checkpoint from its tensor names, dtypes and shapes
-// (research/checkpoint_formats.md). A *module* is a tensor name up to its last '.' (or, for
+// (docs/spec/checkpoint_formats.md). A *module* is a tensor name up to its last '.' (or, for
 // gpt-oss MXFP4, up to "_blocks"/"_scales"); each module is classified by the tensors it holds:
 //
 //   GPTQ   M.qweight I32 [K*b/32, N], M.scales [G, N], M.qzeros I32 [G, N*b/32], M.g_idx I32 [K]

@@ -1,5 +1,5 @@
 #pragma once
-// The device side of DESIGN's performance contract, shared by every bench/cuda/*_bench.cu: device
+// The device side of docs/performance.md's contract, shared by every bench/cuda/*_bench.cu: device
 // buffers, CUDA-event timing of one launch per iteration (Google Benchmark's manual time), and,
 // in the same run, a device-to-device copy that moves the same bytes, so that every benchmark
 // reports bytes_per_second and the counter `ratio_to_d2d_copy` (the figure that counts;

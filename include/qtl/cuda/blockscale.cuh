@@ -5,7 +5,7 @@
 /// (`blockscale_offset` / `blockscale_position_of`), so device bytes equal host bytes
 /// (test/cuda/blockscale_test.cu).
 ///
-/// Gather formulation (research/blockscale.md §9): each thread owns one 4-byte word of the
+/// Gather formulation (docs/spec/blockscale.md §9): each thread owns one 4-byte word of the
 /// destination, computes which (row, K-block)s it holds and reads them, so every byte of the padded
 /// output, padding included, is written exactly once (zero for padding) and writes coalesce:
 ///

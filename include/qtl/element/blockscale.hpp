@@ -4,7 +4,7 @@
 /// `qtl/cuda/blockscale.cuh` on the device, and kernel authors build their own kernels from it):
 /// the compile-time tile shapes (`blockscale_layout`, `layout_128x4`, ...), the concepts of the
 /// byte types the operations move, and the `QTL_HOST_DEVICE constexpr` offset function with its
-/// inverse. `research/blockscale.md` §2 is the spec.
+/// inverse. `docs/spec/blockscale.md` §2 is the spec.
 
 #include <concepts>
 #include <cstddef>
@@ -41,7 +41,7 @@ namespace qtl {
 ///     row  64 .. 95   slot 2
 ///     row  96 .. 127  slot 3
 ///
-/// The others of `research/blockscale.md` §2.4 are the same tiling with other shapes:
+/// The others of `docs/spec/blockscale.md` §2.4 are the same tiling with other shapes:
 /// `layout_8x4` (flashinfer `is_sf_8x4_layout`, one 32-byte tile per 8 rows x 4 blocks),
 /// `layout_8x16` (trtllm-gen `R8c16`), `layout_linear` (row-major, no padding).
 template <int RowsInner, int RowsOuter, int Cols>

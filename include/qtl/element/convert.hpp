@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The element layer of the load-time converters (`research/converters.md`): the recipes where
+/// The element layer of the load-time converters (`docs/spec/converters.md`): the recipes where
 /// sglang and vLLM differ, the power-of-two ("ceil to UE8M0") rules, the FP8 block dequant
 /// element, the per-block FP8 cast, the DeepGEMM packed UE8M0 index map and its inverse, and the
 /// sglang/ModelOpt MXFP4 element. Everything is `QTL_HOST_DEVICE constexpr`: the host loops of
@@ -25,7 +25,7 @@ namespace qtl::convert {
 // vocabulary
 // ---------------------------------------------------------------------------------------------
 
-/// How a float32 block scale is rounded up to a power of two (converters.md §1.3).
+/// How a float32 block scale is rounded up to a power of two (docs/spec/converters.md §1.3).
 enum class pow2_rule : std::uint8_t {
   none,  ///< not rounded: sf = amax/448 (vLLM's and DeepGEMM's `use_ue8m0=False`)
   bits,  ///< e = bexp(|x|) + (mant != 0), clamped to 1..254 (DeepGEMM >= 7f2a703, sglang >= 002ed7e)
@@ -114,7 +114,7 @@ QTL_HOST_DEVICE constexpr float exp2_int(int e) {
 /// exactly when log2(1+r) is below half an ulp of the binade of |k + log2(1+r)|, 2^(b-24), i.e.
 /// when r < 2^(b-24) ln 2 (to first order; the second-order term is 2^-25 relative, far from any
 /// multiple of 2^-23 there); then the result is 2^k < |x|, else 2^(k+1). (With b = 3, [8,16),
-/// r < 2.77·2^-23: the "m0 = 3" of converters.md §1.3.) 0 -> 0.0, Inf -> Inf, NaN -> NaN.
+/// r < 2.77·2^-23: the "m0 = 3" of docs/spec/converters.md §1.3.) 0 -> 0.0, Inf -> Inf, NaN -> NaN.
 QTL_HOST_DEVICE constexpr float ceil_pow2_log2(float x) {
   std::uint32_t const a = float_to_bits(x) & 0x7FFFFFFFu;
   if (a == 0 || a >= 0x7F800000u) {
@@ -241,7 +241,7 @@ QTL_HOST_DEVICE constexpr std::uint8_t requant_element(std::uint8_t code, float 
 // DeepGEMM's MN-major TMA-aligned packed UE8M0 scales (SM100, recipe (1,128,128), SFB)
 // ---------------------------------------------------------------------------------------------
 
-/// The packed layout of G groups of N rows and kb K-blocks (converters.md §3.5):
+/// The packed layout of G groups of N rows and kb K-blocks (docs/spec/converters.md §3.5):
 ///
 ///   int32 W[g][p][n], p < P = ceil(kb/4), n < A = align(N, 4)         (storage order g, p, n)
 ///   W[g][p][n] = b(n, 4p) | b(n, 4p+1) << 8 | b(n, 4p+2) << 16 | b(n, 4p+3) << 24
@@ -394,7 +394,7 @@ QTL_HOST_DEVICE constexpr std::uint8_t mxfp4_scale_byte(int e) { return static_c
 inline constexpr float input_to_float8_amax_floor = 1e-12f;
 
 /// The multiplier of `input_to_float8`: scale = fl(448 / max(amax, 1e-12)). The scale it returns
-/// is fl(1 / scale), which is not fl(amax / 448) (converters.md §6 E5: one ulp apart).
+/// is fl(1 / scale), which is not fl(amax / 448) (docs/spec/converters.md §6 E5: one ulp apart).
 QTL_HOST_DEVICE constexpr float input_to_float8_scale(float amax) {
   return qtl::detail::div_rn(e4m3_max, amax < input_to_float8_amax_floor ? input_to_float8_amax_floor : amax);
 }

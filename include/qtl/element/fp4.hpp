@@ -5,7 +5,7 @@
 /// it): the value and scale formats (`block_format`, `nvfp4`, `mxfp4`, `mxfp8`), the `QTL_HOST_DEVICE
 /// constexpr` element functions of the recipes in `qtl/fp4.hpp`'s file comment (E2M1 encode,
 /// global, block and output scales, element codes and values), the scale-buffer size and the
-/// argument checks the host API shares. `research/blockscale.md` §1 and §5 is the spec.
+/// argument checks the host API shares. `docs/spec/blockscale.md` §1 and §5 is the spec.
 
 #include <cstddef>
 #include <cstdint>

@@ -10,7 +10,7 @@
 ///     q = rne(clamp(x * (1/scale), -max, max))      in float32, max = 448 (e4m3fn) or 57344 (e5m2)
 ///
 /// with exactly rounded float operations (`qtl/exact.hpp`); `qtl/fp8.hpp`'s file comment gives the
-/// variants, the policies where the peers disagree, and `research/semantics.md` §2-§3 the spec.
+/// variants, the policies where the peers disagree, and `docs/spec/semantics.md` §2-§3 the spec.
 
 #include <cstddef>
 #include <cstdint>

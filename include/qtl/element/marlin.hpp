@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// The vocabulary of the Marlin layouts (`research/marlin.md`): the weight tile of each variant
+/// The vocabulary of the Marlin layouts (`docs/spec/marlin.md`): the weight tile of each variant
 /// (4 or 8 bits; 16-bit or 8-bit activations), its index map and the exact inverse, the scale and
 /// zero-point permutations, and the size checks. Everything here is `QTL_HOST_DEVICE constexpr`:
 /// the host loops of <qtl/marlin.hpp> and the kernels of <qtl/cuda/marlin.cuh> run the same code.
@@ -188,7 +188,7 @@ struct fixed_shape {
 };
 
 // -------------------------------------------------------------------------------------------------
-// Checkpoint packings that feed Marlin (marlin.md §1)
+// Checkpoint packings that feed Marlin (docs/spec/marlin.md §1)
 // -------------------------------------------------------------------------------------------------
 
 /// AWQ's in-word order: slot i of AWQ word c holds column pf*c + awq_order<Bits>[i].
@@ -234,7 +234,7 @@ QTL_HOST_DEVICE constexpr std::uint32_t awq_code(view2d<T> qweight, index_t k, i
 }
 
 // -------------------------------------------------------------------------------------------------
-// Scales and zero points (marlin.md §4.1, §5)
+// Scales and zero points (docs/spec/marlin.md §4.1, §5)
 // -------------------------------------------------------------------------------------------------
 
 /// Which column permutation the scales take.
@@ -242,7 +242,7 @@ QTL_HOST_DEVICE constexpr std::uint32_t awq_code(view2d<T> qweight, index_t k, i
 ///   single:  `scale_perm_single`, 32 wide: out[32c+8i+m] = in[32c+2i+{0,1,8,9,16,17,24,25}[m]]
 enum class scale_perm_kind { grouped, single };
 
-/// The peers' choice, by value (marlin.md trap 3): grouped iff group_size < size_k, group_size !=
+/// The peers' choice, by value (docs/spec/marlin.md §14, trap 3): grouped iff group_size < size_k, group_size !=
 /// -1 and the activations are 16-bit. One group (group_size == size_k) is channelwise: single.
 QTL_HOST_DEVICE constexpr scale_perm_kind scale_kind(index_t size_k, index_t group_size, act_width a) {
   return group_size < size_k && group_size != -1 && a == act_width::a16 ? scale_perm_kind::grouped

@@ -5,7 +5,7 @@
 /// the vocabulary (group-size arguments, options, outputs, `quant_range`), the `QTL_HOST_DEVICE
 /// constexpr` element functions (scales, zero points, codes, reference values; the per-element
 /// work of `per_tensor_dequantize` and `all_close_1d`), `quantize_group` for constant
-/// evaluation, and the argument checks the host API shares. `research/semantics.md` §4 is the spec.
+/// evaluation, and the argument checks the host API shares. `docs/spec/semantics.md` §4 is the spec.
 ///
 /// **Numerics** (the reference runs in the weight's dtype `T`: every torch operation computes in
 /// float32 and rounds its result back to `T`, which is what `round_to<T>` does after each step

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// `qtl::module_path_match`: the dotted-boundary rule of sglang's `_module_path_match`
-/// (reference/sglang_quantization_utils.py; research/semantics.md §4.1), `constexpr`.
+/// (sglang's `quantization/utils.py`; docs/spec/semantics.md §4.1), `constexpr`.
 ///
 ///   static_assert(qtl::module_path_match("mlp.gate", "model.layers.0.mlp.gate"));
 ///   static_assert(!qtl::module_path_match("mlp.gate", "model.layers.0.mlp.gate_up_proj"));

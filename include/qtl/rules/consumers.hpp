@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The consumers' dialects: one checkpoint config, read by many engines, each with its own
-/// matching rules (`research/matchers.md` §2). `qtl::decide(config, consumer, module, kind)`
+/// matching rules (`docs/spec/matchers.md` §2). `qtl::decide(config, consumer, module, kind)`
 /// answers "what will sglang do with this layer, what will vLLM do"; `qtl::decide_all` asks
 /// every consumer and `qtl::disagreements` says where they differ.
 ///

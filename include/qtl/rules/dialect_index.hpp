@@ -1,6 +1,6 @@
 #pragma once
 /// \file
-/// Indexes of the pattern dialects (`research/matchers.md` §2): each answers one question of
+/// Indexes of the pattern dialects (`docs/spec/matchers.md` §2): each answers one question of
 /// `linear_config_index` (`qtl/rules/consumers.hpp`) — "the first list entry that matches this
 /// name" — with the same index and the same exceptions, in time independent of the list's
 /// length for the entries it compiles:

@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// GPTQ `dynamic` rules: `get_dynamic_override`, `override_config` and the per-layer decision of
-/// `get_linear_quant_method` (`research/semantics.md` §4.3-§4.5), `constexpr`.
+/// `get_linear_quant_method` (`docs/spec/semantics.md` §4.3-§4.5), `constexpr`.
 ///
 /// A `dynamic` object maps a rule key to a rule body, in the config's key order:
 ///

@@ -5,7 +5,7 @@
 /// membership or plain substring). Both are `constexpr`: a skip list known at compile time is
 /// checked with `static_assert`, and the same functions run on lists read from a config.
 ///
-/// Name spaces (`research/matchers.md` §2.1): the engine's module names are *fused*
+/// Name spaces (`docs/spec/matchers.md` §2.1): the engine's module names are *fused*
 /// (`model.layers.0.self_attn.qkv_proj`) while checkpoints list *shards* (`...q_proj`). A fused
 /// name is turned into one name per shard and every shard must agree:
 ///
@@ -338,7 +338,7 @@ constexpr skip_outcome vllm_skip_outcome_with(std::string_view prefix, Finder co
                                               shard_naming naming);
 
 /// vLLM's `quant_utils.is_layer_skipped(prefix, ignored_layers, fused_mapping,
-/// skip_with_substr)` (revision of `research/matchers.md` §2.2), without throwing:
+/// skip_with_substr)` (revision of `docs/spec/matchers.md` §2.2), without throwing:
 /// - fused (only when `fused` has the last component; no fallback map): shard names must agree;
 /// - else, in exact mode, a prefix containing `"experts"` is skipped iff it is a substring of an
 ///   entry containing `"experts"` (the entry's exact membership is subsumed);

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes the golden cases 1910-1915 of the converter ops that the reference's golden rows do not
-cover into ops/ (and prints their cases.jsonl lines), from research/converters.md's worked example
+cover into ops/ (and prints their cases.jsonl lines), from docs/spec/converters.md's worked example
 E7 and its formulas, transcribed in plain Python independently of the C++ (test/tools/convert_py.py,
 standard library only):
 

@@ -2,7 +2,7 @@
 """Writes the golden cases 1900-1909 of the FP8/FP4 Marlin preparation ops and of the stable
 act-order sort into ops/ (and prints
 their cases.jsonl lines). No golden rows of the reference cover these ops, so the cases are built
-from research/marlin.md's worked example EX9 and its formulas (§0, §4.1, §6, §7), transcribed
+from docs/spec/marlin.md's worked example EX9 and its formulas (§0, §4.1, §6, §7), transcribed
 here in plain Python independently of the C++ (standard library only):
 
   1900-1903  marlin-fp8-prepare: EX9's bytes (16k+n)%256 (their 8-bit Marlin is EX3), scales
@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from safetensors_py import build  # noqa: E402
 
 
-# marlin.md §0: word w, slot t -> (dk, dn) inside a tile.
+# docs/spec/marlin.md §0: word w, slot t -> (dk, dn) inside a tile.
 def slot_source(bits, a8, w, t):
     if not a8 and bits == 4:
         lane, warp, e = w // 4, w % 4, [0, 2, 4, 6, 1, 3, 5, 7][t]
@@ -43,7 +43,7 @@ def slot_source(bits, a8, w, t):
 
 
 def marlin(q, K, N, bits, a8=False):
-    """Marlin int32 words of codes q[k][n] (marlin.md §0: tiles in (kt, nt) order)."""
+    """Marlin int32 words of codes q[k][n] (docs/spec/marlin.md §0: tiles in (kt, nt) order)."""
     pf = 32 // bits
     tk, tn = (32, 32) if a8 else (16, 64)
     tw = tk * tn // pf
@@ -60,7 +60,7 @@ def marlin(q, K, N, bits, a8=False):
 
 
 def scale_perm_source(n, grouped):
-    """marlin.md §4.1: output column n takes input column scale_perm(_single)[n % chunk]."""
+    """docs/spec/marlin.md §4.1: output column n takes input column scale_perm(_single)[n % chunk]."""
     if grouped:
         p = n % 64
         return n - p + p // 8 + 8 * (p % 8)

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Generates auto_round_cases.jsonl: AutoRound `extra_config` resolution as vLLM's INC/AutoRound
-config and sglang's auto_round routing do it (research/matchers.md §2.2, §2.7), re-stated in Python
+config and sglang's auto_round routing do it (docs/spec/matchers.md §2.2, §2.7), re-stated in Python
 with CPython's `re`: exact key first; `block_name_to_quantize` prefixes; a fused MoE takes the
 agreeing config of every key under it; a fused linear the agreeing config of its shards; else the
 first regex key (one with a character of `*+?^$()[]{}|\\`) that vLLM `re.search`es / sglang

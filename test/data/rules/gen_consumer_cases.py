@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generates consumer_cases.jsonl: every consumer dialect of research/matchers.md §2, re-stated in
+"""Generates consumer_cases.jsonl: every consumer dialect of docs/spec/matchers.md §2, re-stated in
 Python with CPython's own `re` and `fnmatch`, on random skip lists (literal names, partial names,
 `re:` entries, globs, regex metacharacters, invalid patterns), fused mappings and module names.
 test/unit/golden_configs_test.cpp replays every line through qtl::decide. Line 1 names the

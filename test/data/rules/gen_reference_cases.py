@@ -3,10 +3,11 @@
 
 The functions `_module_path_match`, `_FALLBACK_FUSED_SHARDS`, `is_layer_skipped`,
 `override_config`, `get_dynamic_override` and `get_linear_quant_method` are taken verbatim from
-shared/reference/sglang_quantization_utils.py (extracted with `ast`, so torch and sglang are not
-needed; the sglang classes that get_linear_quant_method imports are stand-ins), then run on
-random module names, skip lists, fused mappings and dynamic rule tables. test/unit/rules_test.cpp
-replays every line against qtl::is_layer_skipped / qtl::get_linear_quant_method.
+the reference Python (sglang's quantization/utils.py, given as <reference.py>; extracted with
+`ast`, so torch and sglang are not needed; the sglang classes that get_linear_quant_method
+imports are stand-ins), then run on random module names, skip lists, fused mappings and dynamic
+rule tables. test/unit/rules_test.cpp replays every line against qtl::is_layer_skipped /
+qtl::get_linear_quant_method.
 
 Usage: gen_reference_cases.py <reference.py> > reference_cases.jsonl   (deterministic: seed 20261202)
 """

@@ -1,5 +1,5 @@
 """vLLM's and sglang's own rule functions, taken from their released wheels (downloaded, never
-installed: research/interop.md section 6): the module source is parsed and only its top-level
+installed: docs/spec/interop.md section 6): the module source is parsed and only its top-level
 functions are executed, with annotations and decorators dropped, so no torch and no engine import."""
 import ast
 import os

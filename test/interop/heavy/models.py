@@ -1,5 +1,5 @@
 """The heavy tier's tiny models, made locally (nothing from a hub), and numpy dequantization of
-QTL's files written from the format specs (research/interop.md sections 3-4), not from QTL code."""
+QTL's files written from the format specs (docs/spec/interop.md sections 3-4), not from QTL code."""
 import json
 import os
 import pathlib
@@ -95,7 +95,7 @@ E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6],
 
 
 def dequant_ct(t, mod, qc):
-    """Any compressed-tensors layout QTL writes (research/interop.md section 3.1), [N, K] float32:
+    """Any compressed-tensors layout QTL writes (docs/spec/interop.md section 3.1), [N, K] float32:
     float-quantized / naive FP8 (tensor, channel, block), pack-quantized int (sym or asym, group or
     channel), nvfp4-pack-quantized, mxfp4-pack-quantized."""
     (group,) = qc["config_groups"].values()

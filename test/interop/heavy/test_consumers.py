@@ -1,4 +1,4 @@
-"""Real consumers load what `qtl quantize` writes (issue 18, heavy tier): transformers +
+"""Real consumers load what `qtl quantize` writes (the heavy tier): transformers +
 compressed-tensors, transformers' HF fp8, transformers + optimum + GPTQModel; each dequantized
 weight equals the numpy dequantization of QTL's file bit for bit; the logits match a dense model
 built from those weights; compressed-tensors' own compressor writes the same bytes."""
@@ -92,7 +92,7 @@ def _offered():
 
 
 def _ct_cases():
-    """Today's CT formats plus each new one this build's qtl quantize offers (issue 18: w4a16,
+    """Today's CT formats plus each new one this build's qtl quantize offers (w4a16,
     w8a16, nvfp4, mxfp4 and a CT FP8_BLOCK scheme); the rest are listed as skipped."""
     fmts, schemes = _offered()
     cases = dict(CT_FORMATS)
@@ -188,7 +188,7 @@ def check_ct_output(qdir, model_dir, which, fmt):
 
 @pytest.mark.parametrize("to", ["nvfp4", "mxfp4", "bf16", "fp8-ue8m0"])
 def test_qtl_convert_outputs_load(base, to):
-    """`qtl convert` (issue 20) of an FP8-block checkpoint: the compressed-tensors targets load in
+    """`qtl convert` of an FP8-block checkpoint: the compressed-tensors targets load in
     transformers + compressed-tensors equal to QTL's dequantization; bf16 and fp8-ue8m0 load as a
     dense and an HF fp8 model, equal to the file's values."""
     from qtl_interop import qtl

@@ -113,7 +113,7 @@ def test_is_layer_skipped_on_golden_configs(path):
 def fused_name_listed(module, lst, fused, substring):
     """vLLM 0.33's is_layer_skipped short-circuits when the fused name itself (qkv_proj,
     gate_up_proj) is in the skip list, before the per-shard check (for block-FP8 checkpoints that
-    list fused names, e.g. Step-3.5-Flash). QTL's vllm dialects (research/matchers.md, an older vLLM)
+    list fused names, e.g. Step-3.5-Flash). QTL's vllm dialects (docs/spec/matchers.md, an older vLLM)
     check the shards only."""
     proj = module.split(".")[-1]
     if proj not in fused:

@@ -51,7 +51,7 @@ def test_torch_casts(fmt, mode, dt):
     mdt = {"e4m3fn": md.float8_e4m3fn, "e5m2": md.float8_e5m2, "e8m0": md.float8_e8m0fnu}[fmt]
     dec = lambda c: c.view(mdt).astype(np.float32)
     ok = same(q, t, dec)
-    # torch on Inf input to e4m3fn: recorded, whatever it is (research/interop.md section 8 asked)
+    # torch on Inf input to e4m3fn: recorded, whatever it is (an open question of docs/spec/interop.md section 8)
     inf_codes = t[np.isinf(x)]
     print("RESULT torch %s: +-inf -> %s; %d of %d inputs differ from QTL %s %s" % (
         dt, sorted(set(int(c) for c in inf_codes)), int((~ok).sum()), x.size, fmt, mode))

@@ -5,7 +5,7 @@ The inputs are float32 only (ml_dtypes casts float64 through float32: double rou
 difference between QTL and the oracle is a row of KNOWN below: the inputs it covers (a predicate),
 what QTL gives there, why, and a check that the oracle really differs on some of them (a row that
 stopped being a difference fails, so the table cannot go stale). Everywhere else the codes must be
-equal; NaNs compare as NaNs (the peers' NaN codes differ, research/interop.md section 1.4).
+equal; NaNs compare as NaNs (the peers' NaN codes differ, docs/spec/interop.md section 1.4).
 """
 import subprocess
 
@@ -245,7 +245,7 @@ def test_round_half_even_matches_numpy_rint():
 
 
 def test_hand_worked_vectors():
-    """A few values worked by hand (research/interop.md section 1.2), independent of both peers."""
+    """A few values worked by hand (docs/spec/interop.md section 1.2), independent of both peers."""
     e4 = qtl_encode("e4m3fn", "none", np.array([448, 464, 464.0001, 480, -0.0, 2.0**-9, 2.0**-10], np.float32))
     assert list(e4) == [0x7E, 0x7E, 0x7F, 0x7F, 0x80, 0x01, 0x00]
     e4s = qtl_encode("e4m3fn", "finite", np.array([1e9, -np.inf], np.float32))

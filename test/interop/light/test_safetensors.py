@@ -3,7 +3,7 @@
   output of each `qtl quantize` format), and QTL reads what the library writes;
 - QTL's read -> write of its own file is byte-identical;
 - QTL's reader rejects exactly the malformed files the library rejects, on a hostile corpus
-  generated here (one file per check of research/interop.md section 2.2, plus accepted edge cases).
+  generated here (one file per check of docs/spec/interop.md section 2.2, plus accepted edge cases).
 """
 import json
 import os
@@ -262,7 +262,7 @@ def hostile_corpus():
         ("offset_negative", _file({"a": _t("F32", [2], -8, 0)}, d8)),
         ("duplicate_tensor_name", _file(b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
                                               b'"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}', d8)),
-        # accepted by the reference reader (research/interop.md section 2.2, "not checked")
+        # accepted by the reference reader (docs/spec/interop.md section 2.2, "not checked")
         ("ok_plain", _file(ok, d8)),
         ("ok_no_tensors", _file({})),
         ("ok_metadata_only", _file({"__metadata__": {"format": "pt"}})),
@@ -281,7 +281,7 @@ def hostile_corpus():
 KNOWN_READER_DIFFERENCES = {
     "duplicate_tensor_name": (False, "the library (serde) keeps one of two entries with the same "
                               "tensor name; QTL refuses the file: which tensor a consumer gets "
-                              "would depend on the parser (research/interop.md section 8)"),
+                              "would depend on the parser (docs/spec/interop.md section 8)"),
 }
 
 
