@@ -37,6 +37,8 @@ import sys
 import tempfile
 import tokenize
 
+import source_check
+
 TOP_FOLDERS = ("include", "tools", "python", "test", "bench", "docs", "examples", "scripts", "fuzz",
                "cmake", ".ci")
 ABSENT_FOLDERS = ("research", "reference", "golden", "shared")
@@ -264,15 +266,5 @@ def self_test():
     return not (missed or extra)
 
 
-def main():
-    if sys.argv[1:2] == ["--self-test"]:
-        return 0 if self_test() else 1
-    problems = check(sys.argv[1])
-    for p in problems:
-        print(p)
-    print(f"{len(problems)} references to missing files or sections" if problems else "every reference resolves")
-    return 1 if problems else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(source_check.run(check, self_test, "references to missing files or sections", "every reference resolves"))

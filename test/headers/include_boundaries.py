@@ -18,6 +18,8 @@ import re
 import sys
 import tempfile
 
+import source_check
+
 CORE = {"qtl/macros.hpp", "qtl/error.hpp", "qtl/fixed_string.hpp", "qtl/view.hpp", "qtl/numeric.hpp",
         "qtl/exact.hpp", "qtl/group_size.hpp", "qtl/scalar_type.hpp", "qtl/dispatch.hpp"}
 MATCH_MAY = {"qtl/macros.hpp", "qtl/error.hpp", "qtl/fixed_string.hpp"}
@@ -98,15 +100,5 @@ def self_test():
     return failed == 0
 
 
-def main():
-    if sys.argv[1:2] == ["--self-test"]:
-        return 0 if self_test() else 1
-    problems = check(sys.argv[1])
-    for p in problems:
-        print(p)
-    print(f"{len(problems)} include-boundary problems" if problems else "no include crosses a boundary")
-    return 1 if problems else 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(source_check.run(check, self_test, "include-boundary problems", "no include crosses a boundary"))
