@@ -120,7 +120,8 @@ def mask_py(text):
     except (tokenize.TokenError, SyntaxError, IndentationError):
         return text
     for tok in tokens:
-        if tok.type == tokenize.COMMENT or (tok.type == tokenize.STRING and re.match(r"^[rbuRBUfF]*('''|\"\"\")", tok.string)):
+        triple_quoted = tok.type == tokenize.STRING and re.match(r"^[rbuRBUfF]*('''|\"\"\")", tok.string)
+        if tok.type == tokenize.COMMENT or triple_quoted:
             (r0, c0), (r1, c1) = tok.start, tok.end
             for r in range(r0, r1 + 1):
                 line = lines[r - 1]
@@ -243,7 +244,8 @@ def self_test():
         "include/qtl/b.hpp": "// qtl/missing.hpp (bad 1)\n/* research/semantics.md (bad 2) */\n",
         "include/qtl/x86/c.hpp": "// docs/spec/s.md §1.3 (bad 3), docs/spec/s.md §2 and §1.2\n",
         "docs/spec/s.md": "# S\n## 1. One\n### 1.2 Two\n## 2. Three\nSee §1.2, and §7 (bad 4); t.md (bad 5).\n",
-        "test/t.py": '"""Uses include/qtl/a.hpp and include/qtl/gone.hpp (bad 6)."""\nx = "docs/none.md"  # docs/spec/s.md section 2\n',
+        "test/t.py": '"""Uses include/qtl/a.hpp and include/qtl/gone.hpp (bad 6)."""\n'
+                     'x = "docs/none.md"  # docs/spec/s.md section 2\n',
         "test/meson.build": "# tools/meson.build: test/tools here; golden/README.md (bad 7)\n",
         "test/tools/meson.build": "\n",
         "test/data/blob.txt": "research/not_read.md\n",
@@ -267,4 +269,5 @@ def self_test():
 
 
 if __name__ == "__main__":
-    sys.exit(source_check.run(check, self_test, "references to missing files or sections", "every reference resolves"))
+    sys.exit(source_check.run(check, self_test, "references to missing files or sections",
+                              "every reference resolves"))

@@ -101,4 +101,5 @@ def self_test():
 
 
 if __name__ == "__main__":
-    sys.exit(source_check.run(check, self_test, "include-boundary problems", "no include crosses a boundary"))
+    sys.exit(source_check.run(check, self_test, "include-boundary problems",
+                              "no include crosses a boundary"))

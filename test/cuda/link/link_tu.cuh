@@ -23,7 +23,8 @@ int QTL_LINK_TU() {
   failures += qtl::cuda::scaled_fp8_quant_static(in, nullptr, qtl::make_view(q, index_t{0}, index_t{0})) != cudaSuccess;
   qtl::convert::block_grid const grid{1, 0, 0, qtl::convert::block_size{128, 128}};
   failures += qtl::cuda::convert::block_quant_dequant<float>(nullptr, nullptr, grid, nullptr) != cudaSuccess;
-  failures += qtl::cuda::convert::deepgemm_pack_ue8m0(nullptr, qtl::convert::dg_packed_layout{}, nullptr) != cudaSuccess;
+  qtl::convert::dg_packed_layout const layout{};
+  failures += qtl::cuda::convert::deepgemm_pack_ue8m0(nullptr, layout, nullptr) != cudaSuccess;
   failures += qtl::cuda::convert::fp8_block_to_mxfp4(nullptr, nullptr, grid, nullptr, nullptr) != cudaSuccess;
   std::int32_t* words = nullptr;
   failures += qtl::cuda::marlin::repack_gptq<4>(qtl::make_view(codes, index_t{0}, index_t{0}), nullptr,
