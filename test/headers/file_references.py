@@ -182,10 +182,12 @@ def is_reference(root, path, token):
 
 
 def resolve(root, path, token):
+    """The file `token` names, or None; a path that leaves the repository (../..) names none."""
     candidates = [b / token for b in bases(root, path)]
     if token.endswith(HEADER_EXT):
         candidates += [root / "include" / token, root / "include" / "qtl" / token]
-    return next((c.resolve() for c in candidates if c.is_file()), None)
+    inside = (c.resolve() for c in candidates if c.is_file())
+    return next((c for c in inside if c.is_relative_to(root)), None)
 
 
 def headings(md_path, cache={}):
@@ -244,7 +246,7 @@ def self_test():
         "include/qtl/b.hpp": "// qtl/missing.hpp (bad 1)\n/* research/semantics.md (bad 2) */\n",
         "include/qtl/x86/c.hpp": "// docs/spec/s.md §1.3 (bad 3), docs/spec/s.md §2 and §1.2\n",
         "docs/spec/s.md": "# S\n## 1. One\n### 1.2 Two\n## 2. Three\nSee §1.2, and §7 (bad 4); t.md (bad 5).\n",
-        "test/t.py": '"""Uses include/qtl/a.hpp and include/qtl/gone.hpp (bad 6)."""\n'
+        "test/t.py": '"""Uses include/qtl/a.hpp and include/qtl/gone.hpp (bad 6), ../../outside.md (bad 8)."""\n'
                      'x = "docs/none.md"  # docs/spec/s.md section 2\n',
         "test/meson.build": "# tools/meson.build: test/tools here; golden/README.md (bad 7)\n",
         "test/tools/meson.build": "\n",
@@ -252,12 +254,15 @@ def self_test():
     }
     expected = ["include/qtl/b.hpp:1: qtl/missing.hpp", "include/qtl/b.hpp:2: research/semantics.md",
                 "include/qtl/x86/c.hpp:1: docs/spec/s.md has no section §1.3", "docs/spec/s.md:5: no section §7",
-                "docs/spec/s.md:5: t.md", "test/t.py:1: include/qtl/gone.hpp", "test/meson.build:1: golden/README.md"]
+                "docs/spec/s.md:5: t.md", "test/t.py:1: include/qtl/gone.hpp", "test/meson.build:1: golden/README.md",
+                "test/t.py:1: ../../outside.md"]
     with tempfile.TemporaryDirectory() as d:
+        root = pathlib.Path(d) / "repo"
         for rel, text in tree.items():
-            (pathlib.Path(d) / rel).parent.mkdir(parents=True, exist_ok=True)
-            (pathlib.Path(d) / rel).write_text(text)
-        found = check(d)
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            (root / rel).write_text(text)
+        (pathlib.Path(d) / "outside.md").write_text("a file beside the repository\n")
+        found = check(root)
     missed = [e for e in expected if not any(p.startswith(e) for p in found)]
     extra = [p for p in found if not any(p.startswith(e) for e in expected)]
     for e in missed:
