@@ -7,7 +7,7 @@
 /// AVX2 executor (float and bf16); bf16 rows of 16- or 32-element blocks by an AVX-512 executor,
 /// 16 blocks a step (scales of a chunk first, then its elements, E2M1 by a table). Every executor
 /// does the element functions' integer and IEEE steps (`qtl/element/fp4.hpp`) and is tested equal
-/// to them (test/unit/fp8_x86_test.cpp, test/unit/fp4_test.cpp).
+/// to them (test/unit/fp4_x86_test.cpp, test/unit/fp4_test.cpp).
 
 #include <cstddef>
 #include <cstdint>
