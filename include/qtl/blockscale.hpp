@@ -43,24 +43,6 @@ byte_t* byte_ptr(T* p) {
   return reinterpret_cast<byte_t*>(p);
 }
 
-template <class A, class B, int RA, int RB>
-bool views_overlap(view<A, RA> const& a, view<B, RB> const& b) {
-  auto const span_end = [](auto const& v, int rank) {
-    index_t last = 0;
-    for (int d = 0; d < rank; ++d) {
-      if (v.extent[d] == 0) {
-        return byte_ptr(v.data);
-      }
-      last += (v.extent[d] - 1) * v.stride[d];
-    }
-    return byte_ptr(v.data) + last + 1;
-  };
-  if (a.size() == 0 || b.size() == 0) {
-    return false;
-  }
-  return byte_ptr(a.data) < span_end(b, RB) && byte_ptr(b.data) < span_end(a, RA);
-}
-
 // Any layout, any strides: the reference loop, destination-ordered tile by tile.
 template <blockscale_layout_type Layout, class In, class Out>
 void swizzle_generic(view<In, 3> in, Out* out, index_t padded_rows, index_t padded_cols) {
@@ -276,7 +258,7 @@ void unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
   if (!in.is_contiguous()) {
     throw shape_error("qtl::unswizzle_blockscale: the input must be contiguous (the layout is a flat buffer)");
   }
-  if (detail::views_overlap(in, out)) {
+  if (views_overlap(in, out)) {
     throw value_error("qtl::unswizzle_blockscale: the output overlaps the input");
   }
   if (out.size() == 0) {

@@ -331,7 +331,7 @@ class trtllm_fp4_moe_plan {
     if (is_scale && !out.is_contiguous()) {
       throw shape_error(fn + "output " + std::string(name) + " must be contiguous (128x4 layout, a flat buffer)");
     }
-    if (detail::views_overlap(in, out)) {
+    if (views_overlap(in, out)) {
       throw value_error(fn + "output " + name + " overlaps its input");
     }
   }

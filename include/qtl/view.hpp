@@ -82,6 +82,34 @@ using view2d = view<T, 2>;
 template <class T>
 using view3d = view<T, 3>;
 
+/// Whether `a` and `b` may touch the same byte: the address ranges from the lowest to the highest
+/// byte of any of their elements intersect (an empty view touches nothing). Conservative: two
+/// interleaved column views of one matrix share no element but count as overlapping, which is
+/// the answer an op that refuses aliased arguments needs. Negative strides are allowed.
+template <class A, int RA, class B, int RB>
+bool views_overlap(view<A, RA> const& a, view<B, RB> const& b) {
+  struct byte_range {
+    std::uintptr_t begin, end;  // [begin, end)
+  };
+  auto const range_of = [](auto const& v, int rank) {
+    index_t lo = 0, hi = 0;  // element offsets of the lowest and the highest element
+    for (int d = 0; d < rank; ++d) {
+      index_t const reach = (v.extent[d] - 1) * v.stride[d];
+      (reach < 0 ? lo : hi) += reach;
+    }
+    using element = std::remove_cv_t<std::remove_reference_t<decltype(*v.data)>>;
+    auto const base = reinterpret_cast<std::uintptr_t>(v.data);
+    auto const bytes = static_cast<std::intptr_t>(sizeof(element));
+    return byte_range{base + static_cast<std::uintptr_t>(lo * bytes),
+                      base + static_cast<std::uintptr_t>(hi * bytes + bytes)};
+  };
+  if (a.size() == 0 || b.size() == 0) {
+    return false;
+  }
+  byte_range const ra = range_of(a, RA), rb = range_of(b, RB);
+  return ra.begin < rb.end && rb.begin < ra.end;
+}
+
 /// A contiguous 1-D view of `n` elements.
 template <class T>
 QTL_HOST_DEVICE constexpr view1d<T> make_view(T* data, index_t n) {

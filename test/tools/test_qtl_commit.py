@@ -126,7 +126,7 @@ def references(tmp):
     r.b = snapshot(r.out_b)
     check(r.a is not None and "model.safetensors.index.json" in r.a and "model-00002-of-00002.safetensors" in r.a,
           "reference A is sharded")
-    check(r.b is not None and sorted(r.b) == ["config.json", "model.safetensors", "quantize_config.json",
+    check(r.b is not None and sorted(r.b) == [".qtl-output", "config.json", "model.safetensors", "quantize_config.json",
                                               "tokenizer.json"], "reference B: one file: %s" % sorted(r.b or {}))
     # the two runs are told apart by every file: bits in the configs, seeds in the copies
     ca = json.loads(r.a["config.json"])
@@ -209,7 +209,7 @@ def test_lock(tmp, r):
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         rc, _, err = run("quantize", r.in_b, out, *ARGS_B)
-        check(rc == 2 and "another qtl quantize is writing this folder" in err, "locked: refused: %d %s" % (rc, err))
+        check(rc == 2 and "another qtl run is writing this folder" in err, "locked: refused: %d %s" % (rc, err))
         check(which(r, snapshot(out)) == "A", "locked: the folder untouched")
         check(hidden_beside(out) == [], "locked: nothing hidden left")
     finally:
@@ -236,11 +236,11 @@ def test_old_files_go(tmp, r):
     with open(os.path.join(notes, "thesis.txt"), "w") as f:
         f.write("precious")
     rc, _, err = run("quantize", r.in_b, notes, *ARGS_B)
-    check(rc == 2 and "holds files but no checkpoint" in err, "a folder of other files is refused: " + err)
+    check(rc == 2 and "holds thesis.txt (not a checkpoint's files)" in err, "a folder of other files is refused: " + err)
     check(os.listdir(notes) == ["thesis.txt"], "and left alone")
     # nor one that holds the input
     rc, _, err = run("quantize", os.path.join(r.in_b), tmp, *ARGS_B)
-    check(rc == 2 and ("holds the input" in err or "holds files but no checkpoint" in err),
+    check(rc == 2 and "holds the input" in err,
           "a folder holding the input is refused: " + err)
 
 

@@ -1,163 +1,33 @@
-// The run-time dispatched x86 executors of qtl/fp8.hpp and qtl/fp4.hpp (AVX2, AVX-512) against
-// the portable loops, bit for bit, through the public functions: each test runs the same call
-// with the executor capped at `portable` (scalar) and at every level the CPU has (SSE2 up), on adversarial inputs
-// (every bf16 code: NaN payloads and signs, ±Inf, subnormals, ±0; random float bit patterns;
-// scales that are 0, -0, subnormal, huge, Inf or NaN; row lengths with tails past every vector
-// step and block group; rows that start at odd addresses), and compares every output byte
-// (codes, scales, padding). The SIMD encoders are also checked alone against the element
-// functions on float patterns at every rounding boundary. Skipped (with a warning) on CPUs with
-// neither AVX2 nor AVX-512.
-#include <qtl/fp4.hpp>
+// The run-time dispatched x86 executors of qtl/fp8.hpp (SSE2, AVX2, AVX-512) against the portable
+// loops, bit for bit, through the public functions: each test runs the same call with the executor
+// capped at `portable` (scalar) and at every level the CPU has, on adversarial inputs (every bf16
+// code: NaN payloads and signs, ±Inf, subnormals, ±0; random float bit patterns; scales that are 0,
+// -0, subnormal, huge, Inf or NaN; row lengths with tails past every vector step; rows that start at
+// odd addresses), and compares every output byte (codes, scales, padding). The AVX-512 FP8 encoders
+// are also checked alone against the element functions on float patterns at every rounding
+// boundary. The block formats (NVFP4, MX): fp4_x86_test.cpp; the shared parts: x86_compare.hpp.
 #include <qtl/fp8.hpp>
 
 #include <catch2/catch.hpp>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdint>
-#include <cstring>
-#include <limits>
-#include <random>
 #include <vector>
+
+#include "skip.hpp"
+#include "x86_compare.hpp"
 
 #if QTL_X86
 
 namespace {
 
 using qtl::bfloat16_t;
-using qtl::float4_e2m1x2_t;
 using qtl::float8_e4m3fn_t;
 using qtl::float8_e5m2_t;
-using qtl::float8_e8m0fnu_t;
 using qtl::half_t;
 using qtl::index_t;
-namespace x86 = qtl::detail::x86;
-
-using bytes = std::vector<std::uint8_t>;
-
-constexpr float inf = std::numeric_limits<float>::infinity();
-constexpr float nan = std::numeric_limits<float>::quiet_NaN();
-
-/// Caps the executor for its lifetime (the one hook of qtl/x86/isa.hpp).
-using isa_limit = qtl::x86::scoped_level_cap;
-
-/// The executors above the portable loops that this CPU runs.
-std::vector<x86::fp8_isa> fast_isas() {
-  std::vector<x86::fp8_isa> r;
-  for (x86::fp8_isa l : {x86::fp8_isa::sse2, x86::fp8_isa::avx2, x86::fp8_isa::avx512}) {
-    if (l == x86::fp8_isa::sse2 || x86::fp8_cpu_isa() >= l) {
-      r.push_back(l);
-    }
-  }
-  return r;
-}
-
-/// `f()` (the bytes of every output) under every executor equals `f()` under the portable one.
-template <class F>
-void check_executors_agree(F const& f) {
-  bytes want;
-  {
-    isa_limit const limit(x86::fp8_isa::portable);
-    want = f();
-  }
-  if (fast_isas().size() == 1) {
-    WARN("no AVX2 or AVX-512 on this CPU: only the portable and SSE2 executors ran");
-  }
-  for (x86::fp8_isa const l : fast_isas()) {
-    isa_limit const limit(l);
-    bytes const got = f();
-    INFO("executor " << static_cast<int>(l));
-    REQUIRE(got.size() == want.size());
-    for (std::size_t i = 0; i < got.size(); ++i) {
-      if (got[i] != want[i]) {
-        INFO("byte " << i);
-        REQUIRE(int(got[i]) == int(want[i]));
-      }
-    }
-  }
-}
-
-template <class T>
-void append(bytes& b, T const* p, std::size_t n) {
-  std::size_t const at = b.size();
-  b.resize(at + n * sizeof(T));
-  if (n != 0) {
-    std::memcpy(b.data() + at, p, n * sizeof(T));
-  }
-}
-
-/// A [rows, cols] matrix whose rows start `pad` elements apart past `cols` and one element past
-/// an aligned allocation: every row starts at an odd address, and no vector step is aligned.
-template <class T>
-struct matrix {
-  index_t rows;
-  index_t cols;
-  index_t stride;
-  std::vector<T> storage;
-  matrix(index_t r, index_t c, index_t pad = 3)
-      : rows(r), cols(c), stride(c + pad), storage(static_cast<std::size_t>(r * (c + pad) + 1)) {}
-  T* data() { return storage.data() + 1; }
-  T const* data() const { return storage.data() + 1; }
-  T& at(index_t i, index_t j) { return data()[i * stride + j]; }
-  qtl::view2d<T> view() {
-    auto v = qtl::make_view(data(), rows, cols);
-    v.stride[0] = stride;
-    return v;
-  }
-  qtl::view2d<T const> cview() const {
-    auto v = qtl::make_view(data(), rows, cols);
-    v.stride[0] = stride;
-    return v;
-  }
-  void append_to(bytes& b) const {
-    for (index_t i = 0; i < rows; ++i) {
-      append(b, data() + i * stride, static_cast<std::size_t>(cols));
-    }
-  }
-};
-
-/// Every 16-bit code once (shuffled, so that blocks and groups mix specials and ordinary values)
-/// in the first rows, then rows of normally distributed values at magnitudes from subnormal to
-/// huge, with a few specials planted.
-template <class T>
-matrix<T> hostile_input(index_t rows, index_t cols, std::uint32_t seed) {
-  matrix<T> m(rows, cols);
-  std::mt19937 gen(seed);
-  std::vector<std::uint32_t> codes(65536);
-  for (std::uint32_t c = 0; c < 65536; ++c) {
-    codes[c] = c;
-  }
-  std::shuffle(codes.begin(), codes.end(), gen);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  float const magnitudes[] = {1.0f, 1e-3f, 300.0f, 1e-38f, 1e30f, 0x1p-130f};
-  std::size_t next = 0;
-  for (index_t i = 0; i < rows; ++i) {
-    for (index_t j = 0; j < cols; ++j) {
-      float v;
-      if (i < rows / 2) {
-        std::uint32_t const c = codes[next++ % codes.size()];
-        if constexpr (std::is_same_v<T, float>) {
-          v = qtl::bits_to_float((c << 16) | (gen() & 0xffffu));  // every top half, random low bits
-        } else {
-          m.at(i, j) = T{static_cast<std::uint16_t>(c)};
-          continue;
-        }
-      } else {
-        v = normal(gen) * magnitudes[static_cast<std::size_t>(i) % 6];
-        if (gen() % 97 == 0) {
-          float const specials[] = {inf, -inf, nan, -nan, 0.0f, -0.0f, 448.0f, -448.0f, 6.0f};
-          v = specials[gen() % 9];
-        }
-      }
-      if constexpr (std::is_same_v<T, float>) {
-        m.at(i, j) = v;
-      } else {
-        m.at(i, j) = qtl::from_float<T>(v);
-      }
-    }
-  }
-  return m;
-}
+using namespace qtl_test::x86_compare;
+using qtl_test::x86_compare::inf;  // not ::inf or ::nan of <cmath>
+using qtl_test::x86_compare::nan;
 
 // (A NaN scale meets NaN inputs only under `fp8_nan::to_max`, below: the sign of NaN * NaN is
 // the sign of whichever operand the compiler puts first, IEEE and C++ leave it open, and g++
@@ -358,103 +228,28 @@ TEST_CASE("requantize_with_max_scale and fp8_all_close: every executor equals th
   }
 }
 
-template <class F, class Layout>
-void check_blocks(float gs) {
-  // K-block counts below, at and past the 16-block steps of the AVX-512 executor, with tails
-  for (index_t const kb : {1, 4, 16, 23, 67}) {
-    matrix<bfloat16_t> const in =
-        hostile_input<bfloat16_t>(37, kb * F::block_size, 300u + static_cast<std::uint32_t>(kb));
-    INFO("K-blocks " << kb << " gs " << gs);
-    check_executors_agree([&] {
-      matrix<typename F::element> v(in.rows, in.cols / F::elements_per_value, 3);
-      std::vector<typename F::scale> s(static_cast<std::size_t>(qtl::block_scale_bytes<F, Layout>(in.rows, in.cols)),
-                                       typename F::scale{0xAB});
-      qtl::block_quantize<F, Layout>(in.cview(), v.view(), s, gs);
-      bytes b;
-      v.append_to(b);
-      append(b, s.data(), s.size());
-      return b;
-    });
-  }
-}
-
-TEMPLATE_TEST_CASE("block quantization: every executor equals the portable one", "[fp4][x86]", qtl::nvfp4,
-                   qtl::mxfp4, qtl::mxfp8) {
-  using F = TestType;
-  for (float const gs : {597.0f, 1.0f, 1e-30f, 3e38f, 0x1p-140f}) {
-    check_blocks<F, qtl::layout_linear>(gs);
-    check_blocks<F, qtl::layout_128x4>(gs);
-    if constexpr (!F::has_global_scale) {
-      break;  // the MX recipe has no global scale
-    }
-  }
-  // the global scale of a tensor with every bf16 code
-  matrix<bfloat16_t> const in = hostile_input<bfloat16_t>(16, 4096, 9);
-  check_executors_agree([&] {
-    float const gs = qtl::nvfp4_global_scale(in.cview());
-    bytes b;
-    append(b, &gs, 1);
-    return b;
-  });
-}
-
-// Float patterns at every rounding boundary of E4M3, E5M2 and E2M1: every 16-bit top half (all
-// exponents, signs, NaN, Inf, 7 mantissa bits) with low halves that are zero (exact ties), one
-// (just above), all ones (just below the next tie), and each single bit of the sticky range.
-std::vector<float> boundary_floats() {
-  std::vector<float> r;
-  std::uint32_t const lows[] = {0x0000, 0x0001, 0xffff, 0x8000, 0x7fff, 0x0100};
-  for (std::uint32_t hi = 0; hi < 65536; ++hi) {
-    for (std::uint32_t const lo : lows) {
-      r.push_back(qtl::bits_to_float((hi << 16) | lo));
-    }
-  }
-  // every pattern of the top 11 mantissa bits around the E2M1 and E4M3 ranges, sticky bits varied
-  for (std::uint32_t e = 110; e <= 135; ++e) {
-    for (std::uint32_t m = 0; m < (1u << 11); ++m) {
-      for (std::uint32_t const tail : {0u, 1u, 0x7ffu, 0x400u}) {
-        std::uint32_t const bits = (e << 23) | (m << 12) | tail;
-        r.push_back(qtl::bits_to_float(bits));
-        r.push_back(qtl::bits_to_float(bits | 0x80000000u));
-      }
-    }
-  }
-  return r;
-}
-
 #  if defined(__GNUC__) && !defined(__clang__)
 #    pragma GCC diagnostic push
 #    pragma GCC diagnostic ignored "-Wuninitialized"  // see qtl/fp8.hpp
 #    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #  endif  // ^^^ g++ ^^^
 QTL_FP8_AVX512 void avx512_encoders(std::vector<float> const& x, std::vector<std::uint8_t>& e4m3,
-                                    std::vector<std::uint8_t>& e4m3_nan, std::vector<std::uint8_t>& e5m2,
-                                    std::vector<std::uint8_t>& e2m1) {
-  std::size_t const n = x.size() - x.size() % 32;
-  for (std::size_t i = 0; i < n; i += 32) {
-    __m512 const a = _mm512_loadu_ps(x.data() + i);
-    __m512 const b = _mm512_loadu_ps(x.data() + i + 16);
-    alignas(64) std::int32_t c[16];
-    for (std::size_t h = 0; h < 32; h += 16) {
-      __m512 const v = h == 0 ? a : b;
-      _mm512_store_si512(c, x86::fp8_encode16<float8_e4m3fn_t, qtl::fp8_nan::to_max>(v));
-      for (std::size_t k = 0; k < 16; ++k) {
-        e4m3[i + h + k] = static_cast<std::uint8_t>(c[k]);
-      }
-      _mm512_store_si512(c, x86::fp8_encode16<float8_e4m3fn_t, qtl::fp8_nan::propagate>(v));
-      for (std::size_t k = 0; k < 16; ++k) {
-        e4m3_nan[i + h + k] = static_cast<std::uint8_t>(c[k]);
-      }
-      _mm512_store_si512(c, x86::fp8_encode16<float8_e5m2_t, qtl::fp8_nan::to_max>(v));
-      for (std::size_t k = 0; k < 16; ++k) {
-        e5m2[i + h + k] = static_cast<std::uint8_t>(c[k]);
-      }
-    }
-    // e2m1_encode32 takes even and odd elements: a as the even, b as the odd ones
-    _mm512_store_si512(c, x86::e2m1_encode32(a, b));
+                                    std::vector<std::uint8_t>& e4m3_nan, std::vector<std::uint8_t>& e5m2) {
+  std::size_t const n = x.size() - x.size() % 16;
+  alignas(64) std::int32_t c[16];
+  for (std::size_t i = 0; i < n; i += 16) {
+    __m512 const v = _mm512_loadu_ps(x.data() + i);
+    _mm512_store_si512(c, x86::fp8_encode16<float8_e4m3fn_t, qtl::fp8_nan::to_max>(v));
     for (std::size_t k = 0; k < 16; ++k) {
-      e2m1[i + k] = static_cast<std::uint8_t>(c[k] & 0xffff);
-      e2m1[i + 16 + k] = static_cast<std::uint8_t>(static_cast<std::uint32_t>(c[k]) >> 16);
+      e4m3[i + k] = static_cast<std::uint8_t>(c[k]);
+    }
+    _mm512_store_si512(c, x86::fp8_encode16<float8_e4m3fn_t, qtl::fp8_nan::propagate>(v));
+    for (std::size_t k = 0; k < 16; ++k) {
+      e4m3_nan[i + k] = static_cast<std::uint8_t>(c[k]);
+    }
+    _mm512_store_si512(c, x86::fp8_encode16<float8_e5m2_t, qtl::fp8_nan::to_max>(v));
+    for (std::size_t k = 0; k < 16; ++k) {
+      e5m2[i + k] = static_cast<std::uint8_t>(c[k]);
     }
   }
 }
@@ -462,21 +257,19 @@ QTL_FP8_AVX512 void avx512_encoders(std::vector<float> const& x, std::vector<std
 #    pragma GCC diagnostic pop
 #  endif  // ^^^ g++ ^^^
 
-TEST_CASE("AVX-512 encoders equal the element functions at every rounding boundary", "[fp8][fp4][x86]") {
+TEST_CASE("AVX-512 FP8 encoders equal the element functions at every rounding boundary", "[fp8][x86]") {
   if (x86::fp8_cpu_isa() < x86::fp8_isa::avx512) {
-    WARN("no AVX-512 on this CPU: skipped");
-    return;
+    return qtl_test::skip("no AVX-512 on this CPU: the 16-lane FP8 encoders cannot run");
   }
   std::vector<float> const x = boundary_floats();
-  std::size_t const n = x.size() - x.size() % 32;
-  std::vector<std::uint8_t> e4m3(n), e4m3_nan(n), e5m2(n), e2m1(n);
-  avx512_encoders(x, e4m3, e4m3_nan, e5m2, e2m1);
+  std::size_t const n = x.size() - x.size() % 16;
+  std::vector<std::uint8_t> e4m3(n), e4m3_nan(n), e5m2(n);
+  avx512_encoders(x, e4m3, e4m3_nan, e5m2);
   for (std::size_t i = 0; i < n; ++i) {
     INFO("float bits " << std::hex << qtl::float_to_bits(x[i]));
     REQUIRE(int(e4m3[i]) == int(qtl::fp8_saturate_encode<float8_e4m3fn_t>(x[i])));
     REQUIRE(int(e4m3_nan[i]) == int(qtl::fp8_saturate_encode<float8_e4m3fn_t, qtl::fp8_nan::propagate>(x[i])));
     REQUIRE(int(e5m2[i]) == int(qtl::fp8_saturate_encode<float8_e5m2_t>(x[i])));
-    REQUIRE(int(e2m1[i]) == int(qtl::e2m1_encode(x[i])));
   }
 }
 
@@ -484,6 +277,6 @@ TEST_CASE("AVX-512 encoders equal the element functions at every rounding bounda
 
 #else
 
-TEST_CASE("x86 executors", "[fp8][x86]") { WARN("not an x86-64 GCC/Clang host build: nothing to compare"); }
+TEST_CASE("x86 executors of fp8", "[fp8][x86]") { qtl_test::skip("not an x86-64 GCC/Clang host build: no executor to compare"); }
 
 #endif  // ^^^ QTL_X86 ^^^

@@ -2,14 +2,20 @@
 // corpus) and qtl/match/module_path.hpp (against sglang's _module_path_match re-stated).
 #include <qtl/match/glob.hpp>
 #include <qtl/match/module_path.hpp>
+#include <qtl/match/regex.hpp>
 
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <iterator>
+#include <optional>
+#include <random>
+#include <string_view>
 #include <fstream>
 #include <sstream>
 #include <string>
 #include <vector>
+
 
 namespace {
 
@@ -145,4 +151,67 @@ TEST_CASE("module_path_match is sglang's _module_path_match", "[module_path]") {
     }
   }
   CHECK(checked == words.size() * words.size());
+}
+
+TEST_CASE("glob_to_regex matches exactly what glob_match matches", "[match]") {
+  std::mt19937_64 rng(17);
+  constexpr std::string_view pieces_of_globs[] = {"a", "b", ".", "*", "?", "[", "]", "!", "-", "^", "\\", "\n",
+                                                  "\x80", "[a-b]", "[!a]", "[]a]", "[b-a]", "(", "|", "$"};
+  constexpr char text_bytes[] = "ab.-]^!\\\n\x80(|$";
+  std::size_t translated = 0;
+  for (int round = 0; round != 3000; ++round) {
+    std::string glob;
+    for (std::size_t i = 0, n = rng() % 7; i != n; ++i) {
+      glob += pieces_of_globs[rng() % std::size(pieces_of_globs)];
+    }
+    std::optional<std::string> const re = qtl::glob_to_regex(glob);
+    if (!re) {
+      continue;
+    }
+    ++translated;
+    qtl::regex const r(*re);
+    for (int t = 0; t != 10; ++t) {
+      std::string text;
+      for (std::size_t i = 0, n = rng() % 6; i != n; ++i) {
+        text += text_bytes[rng() % (sizeof text_bytes - 1)];
+      }
+      INFO("glob '" << glob << "' regex '" << *re << "' text '" << text << "'");
+      CHECK(r.match(text) == qtl::glob_match(glob, text));  // glob_match never throws for these
+    }
+  }
+  CHECK(translated > 1500);
+}
+
+TEST_CASE("glob_required_literal: every text the glob matches contains the literal", "[match]") {
+  CHECK(qtl::glob_required_literal("*layers.3.self_attn*[0-9]") == "layers.3.self_attn");
+  CHECK(qtl::glob_required_literal("*.up_proj") == ".up_proj");
+  CHECK(qtl::glob_required_literal("a?bc*[!x]de") == "bc");
+  CHECK(qtl::glob_required_literal("[unclosed") == "[unclosed");  // an unclosed '[' is a literal
+  CHECK(qtl::glob_required_literal("*?*") == "");
+  std::mt19937_64 rng(29);
+  constexpr std::string_view pieces[] = {"a", "b", ".", "*", "?", "[", "]", "!", "[a-b]", "[!a]", "ab", "ba."};
+  constexpr char text_bytes[] = "ab.]![";
+  std::size_t matched = 0;
+  for (int round = 0; round != 2000; ++round) {
+    std::string glob;
+    for (std::size_t i = 0, n = rng() % 7; i != n; ++i) {
+      glob += pieces[rng() % std::size(pieces)];
+    }
+    if (!qtl::glob_to_regex(glob)) {
+      continue;
+    }
+    std::string const literal = qtl::glob_required_literal(glob);
+    for (int t = 0; t != 20; ++t) {
+      std::string text;
+      for (std::size_t i = 0, n = rng() % 9; i != n; ++i) {
+        text += text_bytes[rng() % (sizeof text_bytes - 1)];
+      }
+      if (qtl::glob_match(glob, text)) {
+        ++matched;
+        INFO("glob '" << glob << "' literal '" << literal << "' text '" << text << "'");
+        CHECK(text.find(literal) != std::string::npos);
+      }
+    }
+  }
+  CHECK(matched > 500);
 }

@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include "skip.hpp"
+
 #include <bit>
 #include <cstdint>
 #include <utility>
@@ -346,28 +348,26 @@ void compare_executor(index_t k, index_t n, bool zero_points, bool after, std::m
 TEST_CASE("x86 AVX2 scales equal the element functions bit for bit", "[quantize][x86]") {
 #if QTL_X86
   if (!qnt::x86::has_avx2_f16c()) {
-    WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
-    return;
+    return qtl_test::skip("this CPU has no AVX2/F16C: the AVX2 executor cannot run");
   }
   std::mt19937 rng(5);
   SECTION("fp16") { compare_scales<qtl::half_t>(rng); }
   SECTION("bf16") { compare_scales<qtl::bfloat16_t>(rng); }
 #else
-  WARN("no x86 dispatch in this build");
+  qtl_test::skip("no x86 executors in this build");
 #endif  // ^^^ QTL_X86 ^^^
 }
 
 TEST_CASE("x86 AVX2 pass 2 on clean tiles equals the portable loops bit for bit", "[quantize][x86]") {
 #if QTL_X86
   if (!qnt::x86::has_avx2_f16c()) {
-    WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
-    return;
+    return qtl_test::skip("this CPU has no AVX2/F16C: the AVX2 executor cannot run");
   }
   std::mt19937 rng(6);
   SECTION("fp16") { compare_clean_all<qtl::half_t>(rng); }
   SECTION("bf16") { compare_clean_all<qtl::bfloat16_t>(rng); }
 #else
-  WARN("no x86 dispatch in this build");
+  qtl_test::skip("no x86 executors in this build");
 #endif  // ^^^ QTL_X86 ^^^
 }
 
@@ -392,33 +392,31 @@ TEST_CASE("the grouped executor equals the element functions group by group", "[
 TEST_CASE("x86 AVX2 pass 1 (max/min on 16-bit keys) gives the portable scales", "[quantize][x86]") {
 #if QTL_X86
   if (!qnt::x86::has_avx2_f16c()) {
-    WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
-    return;
+    return qtl_test::skip("this CPU has no AVX2/F16C: the AVX2 executor cannot run");
   }
   std::mt19937 rng(4);
   SECTION("fp16") { compare_minmax<qtl::half_t>(rng); }
   SECTION("bf16") { compare_minmax<qtl::bfloat16_t>(rng); }
 #else
-  WARN("no x86 dispatch in this build");
+  qtl_test::skip("no x86 executors in this build");
 #endif  // ^^^ QTL_X86 ^^^
 }
 
 TEST_CASE("x86 AVX2/F16C pass 2 equals the portable loops bit for bit", "[quantize][x86]") {
 #if QTL_X86
   if (!qnt::x86::has_avx2_f16c()) {
-    WARN("this CPU has no AVX2/F16C: the dispatched executor is not used here");
-    return;
+    return qtl_test::skip("this CPU has no AVX2/F16C: the AVX2 executor cannot run");
   }
   std::mt19937 rng(3);
   SECTION("fp16") { compare_all<qtl::half_t>(rng); }
   SECTION("bf16") { compare_all<qtl::bfloat16_t>(rng); }
 #else
-  WARN("no x86 dispatch in this build");
+  qtl_test::skip("no x86 executors in this build");
 #endif  // ^^^ QTL_X86 ^^^
 }
 
 #else
 
-TEST_CASE("x86 executor of quantize", "[quantize][x86]") { WARN("QTL_X86 is 0 in this build: nothing to compare"); }
+TEST_CASE("x86 executor of quantize", "[quantize][x86]") { qtl_test::skip("QTL_X86 is 0 in this build: no executor to compare"); }
 
 #endif  // ^^^ QTL_X86 ^^^

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <memory>
+#include <random>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -414,4 +415,46 @@ TEST_CASE("static_regex at run time on texts longer than constant evaluation all
   text += 'b';
   CHECK(rule::fullmatch(text));
   CHECK(rule::search("xxab"));
+}
+
+TEST_CASE("regex_required_literal: every match contains the literal", "[match]") {
+  CHECK(qtl::regex_required_literal(R"(.*layers\.1000\.mlp\.experts\.5\..*)") == "layers.1000.mlp.experts.5.");
+  CHECK(qtl::regex_required_literal("ab*cde") == "cde");   // b is optional: "a", then "cde"
+  CHECK(qtl::regex_required_literal("abc+d") == "abc");    // c repeats: "abc", then "d"
+  CHECK(qtl::regex_required_literal("a|bcd").empty());     // alternation at the top
+  CHECK(qtl::regex_required_literal(R"(\x41bcd)").empty());  // an escape the scan does not read
+  CHECK(qtl::regex_required_literal("x{2}yz").empty());
+  CHECK(qtl::regex_required_literal("(gate|up)_proj[0-9]") == "_proj");
+  std::mt19937_64 rng(29);
+  constexpr std::string_view atoms[] = {"a", "b", "ab", ".", "*", "+", "?", "(a|b)", "[ab]", "[^a]", "\\.",
+                                        "\\d", "$", "^", "(?!a)", "a*?", "\\b", "(ab)+", "[]a]", "\\\\"};
+  std::size_t with_literal = 0;
+  for (int round = 0; round != 1000; ++round) {
+    std::string p;
+    for (std::size_t i = 0, n = 1 + rng() % 6; i != n; ++i) {
+      p += atoms[rng() % std::size(atoms)];
+    }
+    try {
+      qtl::check_regex(p);
+    } catch (qtl::regex_error const&) {
+      continue;
+    }
+    std::string const lit = qtl::regex_required_literal(p);
+    if (lit.empty()) {
+      continue;
+    }
+    ++with_literal;
+    qtl::regex const r(p);
+    for (int t = 0; t != 10; ++t) {
+      std::string text;
+      for (std::size_t i = 0, n = rng() % 8; i != n; ++i) {
+        text += "ab.1\\"[rng() % 5];
+      }
+      if (r.search(text)) {
+        INFO("pattern '" << p << "' literal '" << lit << "' text '" << text << "'");
+        CHECK(text.find(lit) != std::string::npos);
+      }
+    }
+  }
+  CHECK(with_literal > 150);
 }

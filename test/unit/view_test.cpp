@@ -60,3 +60,26 @@ TEST_CASE("host_tensor storage compares with a std::vector of the same elements"
 TEST_CASE("host_tensor rejects a negative extent", "[view]") {
   CHECK_THROWS_AS((qtl::host_tensor<float, 2>({2, -1})), qtl::shape_error);
 }
+
+TEST_CASE("views_overlap compares the byte ranges the elements occupy", "[view]") {
+  std::vector<std::uint16_t> m(4 * 8);  // a [4, 8] matrix of 2-byte elements
+  auto const whole = qtl::make_view(m.data(), 4, 8);
+  auto const row = [&](qtl::index_t i) { return qtl::make_view(m.data() + i * 8, 8); };
+  CHECK(qtl::views_overlap(whole, row(3)));
+  CHECK_FALSE(qtl::views_overlap(row(0), row(1)));
+  // the last element's second byte counts: a byte view of the byte just past row 0's end
+  auto const* bytes = reinterpret_cast<std::uint8_t const*>(m.data());
+  CHECK(qtl::views_overlap(row(0), qtl::make_view(bytes + 15, 1)));
+  CHECK_FALSE(qtl::views_overlap(row(0), qtl::make_view(bytes + 16, 1)));
+  // a column (stride 8) spans rows 0 to 3: it overlaps row 2 but not a view past the matrix
+  qtl::view1d<std::uint16_t> col{m.data() + 1, {4}, {8}};
+  CHECK(qtl::views_overlap(col, row(2)));
+  // a reversed row (negative stride) covers the same bytes as the row
+  qtl::view1d<std::uint16_t> reversed{m.data() + 15, {8}, {-1}};
+  CHECK(qtl::views_overlap(reversed, row(1)));
+  CHECK_FALSE(qtl::views_overlap(reversed, row(0)));
+  CHECK_FALSE(qtl::views_overlap(reversed, row(2)));
+  // empty views touch nothing
+  CHECK_FALSE(qtl::views_overlap(qtl::make_view(m.data(), 0), whole));
+}
+

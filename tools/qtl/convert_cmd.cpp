@@ -80,6 +80,7 @@ struct convert_args {
   std::string to;
   std::string recipe = "sglang";
   bool canonical = false;
+  bool force = false;
   int threads = 0;
   CLI::Option* recipe_opt = nullptr;
 };
@@ -354,7 +355,7 @@ int run_convert(convert_args const& a) {
   // --- input ----------------------------------------------------------------------------------
   fs::path const in_path(a.in);
   fs::path const out_dir(a.out_dir);
-  std::cerr << clean_stale_outputs(out_dir);
+  std::cerr << clean_stale_outputs(out_dir, "convert");
   guard_opening_inputs();
   auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
   fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
@@ -561,7 +562,7 @@ int run_convert(convert_args const& a) {
   }
 
   // --- output files: headers now, data by the workers -----------------------------------------
-  staged_output staged(out_dir, fs::is_directory(in_path) ? in_path : in_dir);
+  staged_output staged(out_dir, {"convert", checkpoint_inputs(in_path, ckpt), a.force});
   std::vector<std::size_t> written;  // shards with tensors (an emptied shard of a sharded input is dropped)
   for (std::size_t i = 0; i < shards.size(); ++i) {
     auto& s = shards[i];
@@ -716,6 +717,7 @@ command define_convert(CLI::App& app) {
                 "--to fp8-ue8m0: the requant's fixed point (applied twice), what the engine of --recipe holds "
                 "after its own load-time requant of the output");
   cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::Range(0, max_threads));
+  cmd->add_flag("--force", a->force, "replace OUT_DIR even when it holds files that are not a checkpoint's");
   return {cmd, [a]() { return run_convert(*a); }};
 }
 

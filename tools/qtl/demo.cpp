@@ -12,7 +12,9 @@
 //    (GPTQ: w = scales[g_idx[k], n] * (q - z), v1 zeros stored minus one; FP8: code * block scale)
 //    and prints, per layer, what was done and the error against the original weight, checking that
 //    no element is off by more than half a quantization step (exit 2 otherwise).
-// Files go to a temporary folder that is removed at the end, or to --out DIR, which keeps them.
+// Files go to a temporary folder that is removed at the end, or to --out DIR, which keeps them:
+// DIR must be new, empty or an earlier demo's (its `.qtl-output` marker says so); --force writes
+// into any folder (files the demo does not write stay, the demo's own are overwritten).
 
 #include <cmath>
 #include <cstdlib>
@@ -27,6 +29,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "staged_output.hpp"
 
 namespace qtl::tool {
 
@@ -152,10 +155,34 @@ std::map<std::string, std::vector<half_t>> build_checkpoint(fs::path const& dir)
   return w;
 }
 
+/// Creates the --out folder, or checks that the demo may write into it (new, empty, an earlier
+/// demo's, or `force`), and marks it as the demo's.
+void prepare_out(fs::path const& root, bool force) {
+  std::error_code ec;
+  auto const st = fs::status(root, ec);
+  if (fs::exists(st) && !fs::is_directory(st)) {
+    throw data_error(root.string() + ": --out names a file that is not a folder; the demo writes a folder there");
+  }
+  if (!fs::exists(st)) {
+    fs::create_directories(root, ec);
+    if (ec) {
+      throw data_error(root.string() + ": cannot create the --out folder: " + ec.message());
+    }
+  } else if (std::string const foreign = force ? std::string() : foreign_entries(root, "demo"); !foreign.empty()) {
+    throw data_error(root.string() + ": the --out folder holds " + foreign +
+                     ", which qtl demo did not write; the demo writes model/, gptq-int4/, fp8-block/ and two "
+                     "configs there: choose a new or empty folder or an earlier demo's, or give --force");
+  }
+  write_text(root / output_marker, output_marker_text("demo", "demo"));
+}
+
 /// Runs `qtl quantize` with `args` as if from the command line.
-void quantize(std::vector<std::string> args) {
+void quantize(std::vector<std::string> args, bool force) {
   CLI::App app{"qtl"};
   command const c = define_quantize(app);
+  if (force) {
+    args.push_back("--force");
+  }
   args.insert(args.begin(), "quantize");
   std::reverse(args.begin(), args.end());  // CLI11 takes a vector in reverse order
   app.parse(args);
@@ -259,12 +286,12 @@ std::string check_fp8(qtl::io::safetensors_file const& f, std::string const& m, 
   return "fp8 e4m3 128x128 blocks, " + fmt_err(st) + (st.worst_ratio <= 1.0 ? "" : "  FAIL");
 }
 
-int run_demo(std::string const& out_opt) {
+int run_demo(std::string const& out_opt, bool force) {
   fs::path root;
   bool const keep = !out_opt.empty();
   if (keep) {
     root = out_opt;
-    fs::create_directories(root);
+    prepare_out(root, force);
   } else {
     std::string tmpl = (fs::temp_directory_path() / "qtl-demo-XXXXXX").string();
     if (::mkdtemp(tmpl.data()) == nullptr) {
@@ -315,11 +342,12 @@ int run_demo(std::string const& out_opt) {
 
   std::cout << "== 2. qtl quantize " << model.string() << " " << gptq_dir.string()
             << " --format gptq --config gptq_config.json\n";
-  quantize({model.string(), gptq_dir.string(), "--format", "gptq", "--config", (root / "gptq_config.json").string()});
+  quantize({model.string(), gptq_dir.string(), "--format", "gptq", "--config", (root / "gptq_config.json").string()}, force);
   std::cout << "\n== qtl quantize " << model.string() << " " << fp8_dir.string()
             << " --format fp8 --fp8-scheme block --config fp8_config.json\n";
   quantize({model.string(), fp8_dir.string(), "--format", "fp8", "--fp8-scheme", "block", "--config",
-            (root / "fp8_config.json").string()});
+            (root / "fp8_config.json").string()},
+           force);
 
   std::cout << "\n== 3. read back, dequantize, compare with the original weights\n";
   auto const gf = qtl::io::safetensors_file::open(gptq_dir / "model.safetensors");
@@ -349,11 +377,21 @@ int run_demo(std::string const& out_opt) {
 
 command define_demo(CLI::App& app) {
   auto out = std::make_shared<std::string>();
+  auto force = std::make_shared<bool>(false);
   auto* cmd = app.add_subcommand(
       "demo", "build a small Llama-shaped checkpoint, quantize it to GPTQ int4 and FP8, read the "
               "results back and print the error of every layer");
-  cmd->add_option("--out", *out, "keep the files in this folder (default: a temporary folder, removed)");
-  return {cmd, [out]() { return run_demo(*out); }};
+  cmd->add_option("--out", *out,
+                  "keep the files in this folder: a new, empty or earlier demo's folder (default: a temporary "
+                  "folder, removed)");
+  cmd->add_flag("--force", *force, "write into the --out folder even when it holds other files (they stay)");
+  return {cmd, [out, force]() {
+            try {
+              return run_demo(*out, *force);
+            } catch (fs::filesystem_error const& e) {  // a message naming the path, not the library's words
+              throw data_error((e.path1().empty() ? std::string() : e.path1().string() + ": ") + e.code().message());
+            }
+          }};
 }
 
 }  // namespace qtl::tool

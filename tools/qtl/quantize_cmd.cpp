@@ -136,6 +136,7 @@ command define_quantize(CLI::App& app) {
   cmd->add_option("--threads", a->o.threads, "worker threads (default: every core)")->check(CLI::Range(0, max_quantize_threads));
   cmd->add_flag("--allow-nonfinite", a->o.allow_nonfinite,
                 "quantize weights holding NaN or Inf (refused by default: their scales are not finite)");
+  cmd->add_flag("--force", a->o.force, "replace OUT_DIR even when it holds files that are not a checkpoint's");
   cmd->add_option("--device", a->o.device, "auto (default), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
   return {cmd, [a]() { return run_quantize(*a); }};
 }

@@ -1,8 +1,9 @@
-// The all-or-nothing output folder of qtl quantize (see staged_output.hpp).
+// The all-or-nothing output folder of qtl quantize and convert (see staged_output.hpp).
 
 #include "staged_output.hpp"
 
 #include <fcntl.h>
+#include <limits.h>
 #include <signal.h>
 #include <stdio.h>
 #include <sys/file.h>
@@ -15,6 +16,8 @@
 #include <csignal>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
+#include <set>
 #include <string_view>
 #include <system_error>
 
@@ -25,28 +28,39 @@
 namespace qtl::tool {
 
 namespace fs = std::filesystem;
+using ojson = nlohmann::ordered_json;
 
 namespace {
 
 // ------------------------------------------------------------------------------------------------
-// What a signal handler removes: the registered files, then the staging folder (fixed arrays of C
-// strings, each written before the count that publishes it).
+// What a signal handler removes: the registered files, then the staging folder, then the target
+// when this run created it and it is still empty (fixed arrays of C strings, each written before
+// the count or pointer that publishes it).
 
 constexpr int max_tracked = 4096;
 char* tracked[max_tracked];
 std::atomic<int> tracked_count{0};
-char* staging_path = nullptr;
+std::atomic<char*> staging_path{nullptr};
+std::atomic<char*> created_target_path{nullptr};
 
-extern "C" void remove_staging_and_die(int sig) {
+/// Async-signal-safe: what a run killed by a signal must not leave behind.
+void remove_staged() {
   int const n = tracked_count.load();
   for (int i = 0; i < n; ++i) {
     if (tracked[i] != nullptr) {
       ::unlink(tracked[i]);
     }
   }
-  if (staging_path != nullptr) {
-    ::rmdir(staging_path);
+  if (char const* s = staging_path.load(); s != nullptr) {
+    ::rmdir(s);
   }
+  if (char const* t = created_target_path.load(); t != nullptr) {
+    ::rmdir(t);  // only when empty
+  }
+}
+
+extern "C" void remove_staging_and_die(int sig) {
+  remove_staged();
   std::signal(sig, SIG_DFL);
   std::raise(sig);
 }
@@ -58,21 +72,35 @@ void forget_tracked() {
     tracked[i] = nullptr;
     std::free(p);
   }
-  char* s = staging_path;
-  staging_path = nullptr;
-  std::free(s);
+  std::free(staging_path.exchange(nullptr));
+  std::free(created_target_path.exchange(nullptr));
 }
 
 bool process_gone(long pid) { return pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH; }
 
-/// The PID of a ".OUT.qtl-KIND-PID" name, or 0 when `name` is not one.
-long pid_of(std::string const& name, std::string const& prefix) {
-  if (name.compare(0, prefix.size(), prefix) != 0 || name.size() == prefix.size()) {
-    return 0;
+/// The most digits of a PID in a hidden name (pid_t is 32 bits).
+constexpr std::size_t max_pid_digits = 10;
+
+/// A hidden folder of a run: ".OUT.qtl-KIND-PID" (see staged_output.hpp).
+struct hidden_folder {
+  std::string prefix;  ///< ".OUT.qtl-KIND-", as `hidden` makes it
+  bool old = false;    ///< KIND "old" (an old output moved aside), else "new" (staging)
+  long pid = 0;
+};
+
+/// `name` read as a hidden folder's name, or nothing when it does not follow the pattern.
+std::optional<hidden_folder> parse_hidden(std::string const& name) {
+  std::size_t const at = name.rfind(".qtl-");
+  if (name.empty() || name[0] != '.' || at == std::string::npos || at < 2) {
+    return std::nullopt;
   }
-  char* end = nullptr;
-  long const pid = std::strtol(name.c_str() + prefix.size(), &end, 10);
-  return end != nullptr && *end == '\0' ? pid : 0;
+  std::string_view const rest = std::string_view(name).substr(at + 5);
+  std::string_view const digits = rest.size() > 4 ? rest.substr(4) : std::string_view();
+  if ((rest.substr(0, 4) != "new-" && rest.substr(0, 4) != "old-") || digits.empty() ||
+      digits.size() > max_pid_digits || digits.find_first_not_of("0123456789") != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return hidden_folder{name.substr(0, at + 9), rest[0] == 'o', std::strtol(std::string(digits).c_str(), nullptr, 10)};
 }
 
 void fsync_dir(fs::path const& dir) {
@@ -83,18 +111,33 @@ void fsync_dir(fs::path const& dir) {
   }
 }
 
-/// Whether a folder's entries look like a checkpoint (what qtl may replace whole).
-bool holds_checkpoint_or_nothing(fs::path const& dir) {
-  std::error_code ec;
-  bool any = false;
-  for (auto const& e : fs::directory_iterator(dir, ec)) {
-    std::string const name = e.path().filename().string();
-    if (name == "config.json" || name == "model.safetensors.index.json" || e.path().extension() == ".safetensors") {
-      return true;
-    }
-    any = true;
+bool ends_with(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+/// Whether `file` is a marker of an earlier qtl output holding `content`.
+bool is_marker_of(fs::path const& file, std::string_view content) {
+  std::string why;
+  struct stat st {};
+  int const fd = qtl::io::open_regular_file(file, st, why);
+  if (fd < 0) {
+    return false;
   }
-  return !any && !ec;
+  std::string text(4096, '\0');
+  ssize_t const n = ::read(fd, text.data(), text.size());
+  ::close(fd);
+  if (n <= 0) {
+    return false;
+  }
+  text.resize(static_cast<std::size_t>(n));
+  auto const doc = qtl::io::json::parse(text, nullptr, false);
+  return doc.is_object() && doc.value("tool", "") == "qtl" && doc.value("content", "") == content;
+}
+
+/// Whether `inner` (resolved) is `outer` (resolved) or lies inside it.
+bool inside(fs::path const& inner, fs::path const& outer) {
+  fs::path const rel = inner.lexically_relative(outer);
+  return !rel.empty() && *rel.begin() != "..";
 }
 
 fs::path absolute_target(fs::path const& target) {
@@ -109,8 +152,24 @@ fs::path absolute_target(fs::path const& target) {
   return p;
 }
 
+/// ".OUT.qtl-KIND-": the hidden name's prefix (the PID follows), cut to fit NAME_MAX.
 std::string hidden(fs::path const& target, char const* kind) {
-  return "." + target.filename().string() + ".qtl-" + kind + "-";
+  std::string name = target.filename().string();
+  std::string const tail = std::string(".qtl-") + kind + "-";
+  if (1 + name.size() + tail.size() + max_pid_digits > NAME_MAX) {
+    std::uint64_t h = 14695981039346656037ull;  // FNV-1a of the whole name
+    for (char c : name) {
+      h = (h ^ static_cast<unsigned char>(c)) * 1099511628211ull;
+    }
+    char hash[18];
+    std::snprintf(hash, sizeof hash, "~%016llx", static_cast<unsigned long long>(h));
+    std::size_t cut = NAME_MAX - 1 - 17 - tail.size() - max_pid_digits;
+    while (cut > 0 && (static_cast<unsigned char>(name[cut]) & 0xC0) == 0x80) {
+      --cut;  // not inside a UTF-8 sequence
+    }
+    name = name.substr(0, cut) + hash;
+  }
+  return "." + name + tail;
 }
 
 }  // namespace
@@ -167,15 +226,7 @@ extern "C" void input_bus_error(int, siginfo_t* info, void*) {
   write_str("qtl: error: ");
   write_str(path != nullptr ? path : "an input file");
   write_str(": the file shrank while it was read (truncated or replaced during the run); nothing was written\n");
-  int const n = tracked_count.load();
-  for (int i = 0; i < n; ++i) {
-    if (tracked[i] != nullptr) {
-      ::unlink(tracked[i]);
-    }
-  }
-  if (staging_path != nullptr) {
-    ::rmdir(staging_path);
-  }
+  remove_staged();
   ::_exit(2);
 }
 
@@ -218,105 +269,193 @@ void guard_checkpoint_mappings(qtl::io::safetensors_checkpoint const& ckpt) {
   add_guarded(files);
 }
 
-std::string clean_stale_outputs(fs::path const& target_in) {
+std::string output_marker_text(std::string_view command, std::string_view content) {
+  ojson const doc = {{"tool", "qtl"}, {"command", command}, {"version", QTL_VERSION}, {"content", content}};
+  return doc.dump() + "\n";
+}
+
+bool is_checkpoint_file(std::string_view name) {
+  static std::set<std::string_view, std::less<>> const side_files = {
+      "config.json", "generation_config.json", "quantize_config.json", "hf_quant_config.json", "recipe.yaml",
+      "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json", "added_tokens.json",
+      "vocab.json", "vocab.txt", "merges.txt", "chat_template.jinja", "chat_template.json",
+      "preprocessor_config.json", "processor_config.json"};
+  return side_files.count(name) != 0 || ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json");
+}
+
+std::string foreign_entries(fs::path const& dir, std::string_view content) {
+  std::vector<std::string> foreign;
+  bool marked = false;
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string const name = it->path().filename().string();
+    std::error_code ec2;
+    bool const folder = fs::is_directory(it->symlink_status(ec2));
+    if (!folder && name == output_marker && is_marker_of(it->path(), content)) {
+      marked = true;
+    } else if (folder || content != "checkpoint" || !is_checkpoint_file(name)) {
+      foreign.push_back(name + (folder ? "/" : ""));
+    }
+  }
+  if (ec) {
+    throw data_error(dir.string() + ": cannot list the output folder: " + ec.message());
+  }
+  if (marked || foreign.empty()) {
+    return {};
+  }
+  std::sort(foreign.begin(), foreign.end());
+  constexpr std::size_t shown = 3;
+  std::string out;
+  for (std::size_t i = 0; i < foreign.size() && i < shown; ++i) {
+    out += (i == 0 ? "" : ", ") + foreign[i];
+  }
+  if (foreign.size() > shown) {
+    out += " and " + std::to_string(foreign.size() - shown) + " more";
+  }
+  return out;
+}
+
+std::vector<fs::path> checkpoint_inputs(fs::path const& in_path, qtl::io::safetensors_checkpoint const& ckpt) {
+  std::vector<fs::path> files = {in_path};
+  std::error_code ec;
+  fs::path const in_dir = fs::is_directory(in_path, ec) ? in_path : in_path.parent_path();
+  files.push_back((in_dir.empty() ? fs::path(".") : in_dir) / "config.json");
+  if (fs::is_directory(in_path, ec)) {
+    files.push_back(in_path / "model.safetensors.index.json");
+    for (fs::directory_iterator it(in_path, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code ec2;
+      if (!fs::is_directory(it->status(ec2))) {  // the side files copied (folders are not)
+        files.push_back(it->path());
+      }
+    }
+  }
+  for (auto const& f : ckpt.shards()) {
+    files.push_back(f.path());
+  }
+  return files;
+}
+
+std::string clean_stale_outputs(fs::path const& target_in, std::string_view command) {
   fs::path const target = absolute_target(target_in);
   fs::path const parent = target.parent_path();
-  std::string const new_prefix = hidden(target, "new");
-  std::string const old_prefix = hidden(target, "old");
+  std::string const own_old = hidden(target, "old");
+  std::string const say = "qtl " + std::string(command) + ": ";
   std::string report;
   std::error_code ec;
   std::vector<fs::path> stale_new, stale_old;
-  for (auto const& e : fs::directory_iterator(parent, ec)) {
-    std::string const name = e.path().filename().string();
-    if (long const pid = pid_of(name, new_prefix); process_gone(pid)) {
-      stale_new.push_back(e.path());
-    } else if (long const opid = pid_of(name, old_prefix); process_gone(opid)) {
-      stale_old.push_back(e.path());
+  std::set<std::string> present_old;  // the old-folder prefixes of the folders that exist
+  for (fs::directory_iterator it(parent, ec), end; !ec && it != end; it.increment(ec)) {
+    std::string const name = it->path().filename().string();
+    std::error_code ec2;
+    auto const h = parse_hidden(name);
+    if (!h) {
+      present_old.insert(hidden(it->path(), "old"));
+    } else if (fs::is_directory(it->symlink_status(ec2)) && process_gone(h->pid)) {
+      (h->old ? stale_old : stale_new).push_back(it->path());
     }
   }
   for (auto const& p : stale_new) {
     if (fs::remove_all(p, ec) != static_cast<std::uintmax_t>(-1) && !ec) {
-      report += "qtl quantize: removed " + p.string() + ", the unfinished output of a killed run\n";
+      report += say + "removed " + p.string() + ", the unfinished output of a killed run\n";
     }
   }
   for (auto const& p : stale_old) {
     // A run killed between the fallback's two renames: the old output is complete; put it back.
-    if (!fs::exists(fs::symlink_status(target, ec)) && ::rename(p.c_str(), target.c_str()) == 0) {
-      report += "qtl quantize: put back " + target.string() + " (moved aside by a killed run)\n";
+    std::string const prefix = parse_hidden(p.filename().string())->prefix;
+    if (prefix == own_old && !fs::exists(fs::symlink_status(target, ec)) && ::rename(p.c_str(), target.c_str()) == 0) {
+      report += say + "put back " + target.string() + " (moved aside by a killed run)\n";
+    } else if (prefix != own_old && present_old.count(prefix) == 0) {
+      continue;  // another folder's only copy: a run into that folder puts it back
     } else if (fs::remove_all(p, ec) != static_cast<std::uintmax_t>(-1) && !ec) {
-      report += "qtl quantize: removed " + p.string() + ", an old output a killed run replaced\n";
+      report += say + "removed " + p.string() + ", an old output a killed run replaced\n";
     }
   }
   return report;
 }
 
-staged_output::staged_output(fs::path const& target_in, fs::path const& input_dir) {
-  target_ = absolute_target(target_in);
+staged_output::staged_output(fs::path const& target_in, output_request const& request)
+    : command_(request.command), target_(absolute_target(target_in)) {
   fs::path const parent = target_.parent_path();
+  std::string const say = "qtl " + command_;
+  struct sigaction sa {};
+  sa.sa_handler = remove_staging_and_die;
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    ::sigaction(sig, &sa, nullptr);
+  }
   std::error_code ec;
   auto const st = fs::symlink_status(target_, ec);
   if (!fs::exists(st)) {
     if (::mkdir(target_.c_str(), 0755) == 0) {
       created_target_ = true;
+      created_target_path.store(::strdup(target_.c_str()));
     } else if (errno != EEXIST) {
       throw data_error(target_.string() + ": cannot create the output folder: " + std::strerror(errno));
     }
   } else if (!fs::is_directory(st)) {
     throw data_error(target_.string() + ": the output exists and is not a folder");
   }
-  lock_fd_ = ::open(target_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (lock_fd_ < 0) {
-    throw data_error(target_.string() + ": cannot open the output folder: " + std::strerror(errno));
+  try {
+    lock_fd_ = ::open(target_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+    if (lock_fd_ < 0) {
+      throw data_error(target_.string() + ": cannot open the output folder: " + std::strerror(errno));
+    }
+    if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+      int const err = errno;
+      if (err == EWOULDBLOCK) {
+        throw data_error(target_.string() +
+                         ": another qtl run is writing this folder (it holds the folder's lock); "
+                         "wait for it or choose another folder");
+      }
+      throw data_error(target_.string() + ": cannot lock the output folder: " + std::strerror(err));
+    }
+    for (auto const& f : request.inputs) {
+      fs::path const real = fs::canonical(f, ec);
+      if (!ec && inside(real, target_)) {
+        throw data_error(target_.string() + ": the output folder holds the input " + real.string() +
+                         (real == fs::absolute(f).lexically_normal() ? "" : " (as " + f.string() + ")") +
+                         ", and " + say + " replaces the whole folder: choose another output folder");
+      }
+    }
+    if (std::string const foreign = request.force ? std::string() : foreign_entries(target_, "checkpoint");
+        !foreign.empty()) {
+      throw data_error(target_.string() + ": the output folder holds " + foreign + " (not a checkpoint's files) and no " +
+                       output_marker + " marker of an earlier qtl output; " + say +
+                       " replaces the whole folder: choose a new or empty folder, or give --force to replace it");
+    }
+    staging_ = parent / (hidden(target_, "new") + std::to_string(::getpid()));
+    if (::mkdir(staging_.c_str(), 0755) != 0) {
+      int const err = errno;
+      fs::path const failed = staging_;
+      staging_.clear();
+      throw data_error(failed.string() + ": cannot create the staging folder beside the output: " +
+                       std::strerror(err));
+    }
+    staging_path.store(::strdup(staging_.c_str()));
+  } catch (...) {
+    abandon();
+    throw;
   }
-  if (::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
-    int const err = errno;
+}
+
+void staged_output::abandon() {
+  forget_tracked();
+  std::error_code ec;
+  if (!staging_.empty()) {
+    fs::remove_all(staging_, ec);
+  }
+  if (created_target_) {
+    ::rmdir(target_.c_str());  // only when still empty
+  }
+  if (lock_fd_ >= 0) {
     ::close(lock_fd_);
     lock_fd_ = -1;
-    if (err == EWOULDBLOCK) {
-      throw data_error(target_.string() +
-                       ": another qtl quantize is writing this folder (it holds the folder's lock); "
-                       "wait for it or choose another folder");
-    }
-    throw data_error(target_.string() + ": cannot lock the output folder: " + std::strerror(err));
-  }
-  if (!input_dir.empty()) {
-    fs::path const in = absolute_target(input_dir);
-    auto const rel = in.lexically_relative(target_);
-    if (!rel.empty() && *rel.begin() != "..") {
-      throw data_error(target_.string() + ": the output folder holds the input " + in.string() +
-                       " (the whole folder is replaced)");
-    }
-  }
-  if (!holds_checkpoint_or_nothing(target_)) {
-    throw data_error(target_.string() +
-                     ": the output folder holds files but no checkpoint (no config.json, *.safetensors); "
-                     "qtl quantize replaces the whole folder: choose a new or empty folder, or an earlier output");
-  }
-  staging_ = parent / (hidden(target_, "new") + std::to_string(::getpid()));
-  if (::mkdir(staging_.c_str(), 0755) != 0) {
-    throw data_error(staging_.string() + ": cannot create the staging folder beside the output: " +
-                     std::strerror(errno));
-  }
-  staging_path = ::strdup(staging_.c_str());
-  struct sigaction sa {};
-  sa.sa_handler = remove_staging_and_die;
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
-    ::sigaction(sig, &sa, nullptr);
   }
 }
 
 staged_output::~staged_output() {
   if (!committed_) {
-    forget_tracked();
-    std::error_code ec;
-    if (!staging_.empty()) {
-      fs::remove_all(staging_, ec);
-    }
-    if (created_target_) {
-      ::rmdir(target_.c_str());  // only when still empty
-    }
-  }
-  if (lock_fd_ >= 0) {
+    abandon();
+  } else if (lock_fd_ >= 0) {
     ::close(lock_fd_);
   }
 }
@@ -330,6 +469,12 @@ void staged_output::track(fs::path const& file) {
 }
 
 std::string staged_output::commit() {
+  {
+    output_file marker(*this, output_marker);
+    std::string const text = output_marker_text(command_, "checkpoint");
+    marker.pwrite_all(text.data(), text.size(), 0);
+    marker.flush();
+  }
   fsync_dir(staging_);
   test_stop_point("staged");
   fs::path const old = target_.parent_path() / (hidden(target_, "old") + std::to_string(::getpid()));
@@ -382,7 +527,7 @@ std::string staged_output::commit() {
   std::error_code ec;
   fs::remove_all(leftover, ec);
   if (ec) {
-    return "qtl quantize: warning: the new output is in place, but the old one could not be removed from " +
+    return "qtl " + command_ + ": warning: the new output is in place, but the old one could not be removed from " +
            leftover.string() + ": " + ec.message() + "\n";
   }
   return {};

@@ -106,7 +106,7 @@ bool moe_tensor_ok(view3d<In> const& in, view3d<Out> const& out, index_t e, inde
   if (in.stride[2] != 1 || out.stride[2] != 1 || (is_scale && !out.is_contiguous())) {
     return false;
   }
-  return !qtl::detail::views_overlap(in, out);
+  return !qtl::views_overlap(in, out);
 }
 
 }  // namespace detail

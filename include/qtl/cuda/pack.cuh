@@ -204,20 +204,10 @@ cudaError_t pack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> out, c
     return cudaSuccess;
   }
   dim3 const grid = detail::pack_grid(out.extent[1], out.extent[0]);
-  if (detail::rows_vectorisable<traits::factor>(in)) {
-    if (cudaError_t const st = launch(detail::pack_cols_kernel<traits::bits, traits::is_signed, true>, grid,
-                                      detail::pack_block_threads, 0, stream, in, out);
-        st != cudaSuccess) {
-      return st;
-    }
-  } else {
-    if (cudaError_t const st = launch(detail::pack_cols_kernel<traits::bits, traits::is_signed, false>, grid,
-                                      detail::pack_block_threads, 0, stream, in, out);
-        st != cudaSuccess) {
-      return st;
-    }
-  }
-  return cudaSuccess;
+  auto const kernel = detail::rows_vectorisable<traits::factor>(in)
+                          ? detail::pack_cols_kernel<traits::bits, traits::is_signed, true>
+                          : detail::pack_cols_kernel<traits::bits, traits::is_signed, false>;
+  return launch(kernel, grid, detail::pack_block_threads, 0, stream, in, out);
 }
 
 /// GPU `qtl::unpack_rows`: `in` (K/pf, N) words -> `out` (K, N) codes, on `stream`.
@@ -245,20 +235,10 @@ cudaError_t unpack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> out,
     return cudaSuccess;
   }
   dim3 const grid = detail::pack_grid(in.extent[1], in.extent[0]);
-  if (detail::rows_vectorisable<traits::factor>(out)) {
-    if (cudaError_t const st = launch(detail::unpack_cols_kernel<traits::bits, traits::is_signed, true>, grid,
-                                      detail::pack_block_threads, 0, stream, in, out);
-        st != cudaSuccess) {
-      return st;
-    }
-  } else {
-    if (cudaError_t const st = launch(detail::unpack_cols_kernel<traits::bits, traits::is_signed, false>, grid,
-                                      detail::pack_block_threads, 0, stream, in, out);
-        st != cudaSuccess) {
-      return st;
-    }
-  }
-  return cudaSuccess;
+  auto const kernel = detail::rows_vectorisable<traits::factor>(out)
+                          ? detail::unpack_cols_kernel<traits::bits, traits::is_signed, true>
+                          : detail::unpack_cols_kernel<traits::bits, traits::is_signed, false>;
+  return launch(kernel, grid, detail::pack_block_threads, 0, stream, in, out);
 }
 
 }  // namespace qtl::cuda

@@ -50,6 +50,13 @@ struct block_format {
   static constexpr float element_max = std::is_same_v<Element, float4_e2m1x2_t> ? 6.0f : 448.0f;
   /// True for the NVFP4 recipe (E4M3 scales relative to a float32 global scale).
   static constexpr bool has_global_scale = std::is_same_v<Scale, float8_e4m3fn_t>;
+  /// Which rule encodes and decodes the elements and the scales. Every encoder and decoder of a
+  /// block format (here, `qtl/x86/fp4.hpp`, `qtl/fp4.hpp`) names the type it handles in each branch
+  /// and ends in `static_assert(detail::no_block_rule<F>)`: a type added to the lists above stops
+  /// the build at every place that needs its rule, instead of taking another type's path.
+  static constexpr bool e2m1_elements = std::is_same_v<Element, float4_e2m1x2_t>;
+  static constexpr bool e4m3_elements = std::is_same_v<Element, float8_e4m3fn_t>;
+  static constexpr bool e8m0_scales = std::is_same_v<Scale, float8_e8m0fnu_t>;
 };
 
 /// NVFP4: E2M1, E4M3 scale per 16, float32 global scale.
@@ -60,6 +67,9 @@ using mxfp4 = block_format<float4_e2m1x2_t, float8_e8m0fnu_t, 32>;
 using mxfp8 = block_format<float8_e4m3fn_t, float8_e8m0fnu_t, 32>;
 
 namespace detail {
+/// False, for the `static_assert` that ends each chain of rules over a block format's types.
+template <class F>
+inline constexpr bool no_block_rule = false;
 template <class F>
 inline constexpr bool is_block_format = false;
 template <class E, class S, int B>
@@ -126,8 +136,10 @@ QTL_HOST_DEVICE constexpr std::uint8_t block_scale_code(float vmax, float global
     // min(sf, 448) then RNE: fp8_saturate_encode (sf is never NaN here: the global scale is
     // finite and positive, vmax is not NaN)
     return fp8_saturate_encode<float8_e4m3fn_t>(detail::mul_rn(global_scale, unit));
-  } else {
+  } else if constexpr (F::e8m0_scales) {
     return float_to_e8m0(unit, e8m0_rounding::up, saturation::finite);
+  } else {
+    static_assert(detail::no_block_rule<F>, "qtl::block_scale_code: no rule for this scale type");
   }
 }
 
@@ -196,8 +208,10 @@ QTL_HOST_DEVICE constexpr float block_output_scale(std::uint8_t scale_code, floa
   if constexpr (F::has_global_scale) {
     float const sf = detail::e4m3_decode_nonnegative(scale_code);
     return sf == 0.0f ? 0.0f : detail::div_rn(1.0f, detail::mul_rn(sf, detail::div_rn(1.0f, global_scale)));
-  } else {
+  } else if constexpr (F::e8m0_scales) {
     return vmax == 0.0f ? 0.0f : e8m0_reciprocal(scale_code);
+  } else {
+    static_assert(detail::no_block_rule<F>, "qtl::block_output_scale: no rule for this scale type");
   }
 }
 
@@ -205,10 +219,12 @@ QTL_HOST_DEVICE constexpr float block_output_scale(std::uint8_t scale_code, floa
 template <block_format_type F>
 QTL_HOST_DEVICE constexpr std::uint8_t block_element_code(float x, float os) {
   float const v = detail::mul_rn(x, os);
-  if constexpr (F::elements_per_value == 2) {
+  if constexpr (F::e2m1_elements) {
     return e2m1_encode(v);
-  } else {
+  } else if constexpr (F::e4m3_elements) {
     return fp8_saturate_encode<float8_e4m3fn_t>(v);
+  } else {
+    static_assert(detail::no_block_rule<F>, "qtl::block_element_code: no rule for this element type");
   }
 }
 
@@ -217,18 +233,22 @@ template <block_format_type F>
 QTL_HOST_DEVICE constexpr float block_dequant_scale(std::uint8_t scale_code, float global_scale) {
   if constexpr (F::has_global_scale) {
     return detail::div_rn(e4m3fn_to_float(scale_code), global_scale);
-  } else {
+  } else if constexpr (F::e8m0_scales) {
     return e8m0_to_float(scale_code);
+  } else {
+    static_assert(detail::no_block_rule<F>, "qtl::block_dequant_scale: no rule for this scale type");
   }
 }
 
 /// The value of element code `c` (nibble or byte).
 template <block_format_type F>
 QTL_HOST_DEVICE constexpr float block_element_value(std::uint8_t c) {
-  if constexpr (F::elements_per_value == 2) {
+  if constexpr (F::e2m1_elements) {
     return e2m1_to_float(c);
-  } else {
+  } else if constexpr (F::e4m3_elements) {
     return e4m3fn_to_float(c);
+  } else {
+    static_assert(detail::no_block_rule<F>, "qtl::block_element_value: no rule for this element type");
   }
 }
 

@@ -7,7 +7,7 @@
 /// AVX2 executor (float and bf16); bf16 rows of 16- or 32-element blocks by an AVX-512 executor,
 /// 16 blocks a step (scales of a chunk first, then its elements, E2M1 by a table). Every executor
 /// does the element functions' integer and IEEE steps (`qtl/element/fp4.hpp`) and is tested equal
-/// to them (test/unit/fp8_x86_test.cpp, test/unit/fp4_test.cpp).
+/// to them (test/unit/fp4_x86_test.cpp, test/unit/fp4_test.cpp).
 
 #include <cstddef>
 #include <cstdint>
@@ -88,7 +88,7 @@ inline void block_scales4(__m128 vmax, float global_scale, float inv_gs, __m128i
     __m128 const sf = _mm_or_ps(_mm_and_ps(is_subnormal, subnormal), _mm_andnot_ps(is_subnormal, normal));
     __m128 const r = _mm_div_ps(_mm_set1_ps(1.0f), _mm_mul_ps(sf, _mm_set1_ps(inv_gs)));
     os = _mm_andnot_ps(_mm_cmpeq_ps(sf, _mm_setzero_ps()), r);
-  } else {
+  } else if constexpr (F::e8m0_scales) {
     // e8m0 rounded up, satfinite: the exponent, +1 if any fraction bit is set (a subnormal unit:
     // if the fraction exceeds 2^22), 255 -> 254. `unit` is >= 0 and not NaN.
     (void)global_scale;
@@ -105,6 +105,8 @@ inline void block_scales4(__m128 vmax, float global_scale, float inv_gs, __m128i
     __m128i const r = _mm_or_si128(_mm_slli_epi32(ee, 23), _mm_and_si128(_mm_cmpeq_epi32(ee, _mm_setzero_si128()),
                                                                           c32(0x00400000u)));
     os = _mm_andnot_ps(_mm_cmpeq_ps(vmax, _mm_setzero_ps()), _mm_castsi128_ps(r));
+  } else {
+    static_assert(qtl::detail::no_block_rule<F>, "qtl x86 block executor: no rule for this scale type");
   }
 }
 
@@ -127,7 +129,7 @@ bool block_codes_sse2(T const* x, typename F::element* o, float os) {
       }
       lo = _mm_mul_ps(lo, vos);
       hi = _mm_mul_ps(hi, vos);
-      if constexpr (F::elements_per_value == 2) {
+      if constexpr (F::e2m1_elements) {
         // 8 codes as int16 [c0 .. c7]; each int32 lane holds c_even | c_odd << 16 -> one byte
         __m128i const pairs = _mm_packs_epi32(e2m1_encode4(lo), e2m1_encode4(hi));
         __m128i const bytes32 = _mm_or_si128(_mm_and_si128(pairs, _mm_set1_epi32(0xF)),
@@ -135,10 +137,12 @@ bool block_codes_sse2(T const* x, typename F::element* o, float os) {
         __m128i const bytes = _mm_packus_epi16(_mm_packs_epi32(bytes32, _mm_setzero_si128()), _mm_setzero_si128());
         int const four = _mm_cvtsi128_si32(bytes);
         std::memcpy(o + j / 2, &four, 4);
-      } else {
+      } else if constexpr (F::e4m3_elements) {
         __m128i const c = _mm_packs_epi32(fp8_encode4<float8_e4m3fn_t, fp8_nan::to_max>(lo),
                                           fp8_encode4<float8_e4m3fn_t, fp8_nan::to_max>(hi));
         _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j), _mm_packus_epi16(c, _mm_setzero_si128()));
+      } else {
+        static_assert(qtl::detail::no_block_rule<F>, "qtl x86 block executor: no rule for this element type");
       }
     }
     return true;
@@ -238,7 +242,7 @@ QTL_FP8_AVX512 inline void block_scales16(__m512 vmax, float global_scale, float
                                     _mm512_set1_ps(256.0f));
     __m512 const r = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(sf, _mm512_set1_ps(inv_gs)));
     os = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(sf, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_setzero_ps());
-  } else {
+  } else if constexpr (F::e8m0_scales) {
     (void)global_scale;
     (void)inv_gs;
     __m512i const bits = _mm512_castps_si512(unit);
@@ -254,6 +258,8 @@ QTL_FP8_AVX512 inline void block_scales16(__m512 vmax, float global_scale, float
                                             _mm512_cmpeq_epi32_mask(ee, _mm512_setzero_si512()), z32(0x00400000u));
     os = _mm512_mask_mov_ps(_mm512_castsi512_ps(r), _mm512_cmp_ps_mask(vmax, _mm512_setzero_ps(), _CMP_EQ_OQ),
                             _mm512_setzero_ps());
+  } else {
+    static_assert(qtl::detail::no_block_rule<F>, "qtl x86 block executor: no rule for this scale type");
   }
 }
 
@@ -282,17 +288,19 @@ QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename
     idx = _mm512_add_epi32(idx, z32(32u / B));
     even = _mm512_mul_ps(even, s);
     odd = _mm512_mul_ps(odd, s);
-    if constexpr (F::elements_per_value == 2) {
+    if constexpr (F::e2m1_elements) {
       __m512i const c = e2m1_encode32(even, odd);  // code(2j) | code(2j+1) << 16: byte c | c >> 12
       _mm_storeu_si128(reinterpret_cast<__m128i*>(o + 16 * w),
                        _mm512_cvtepi32_epi8(_mm512_or_si512(c, _mm512_srli_epi32(c, 12))));
-    } else {
+    } else if constexpr (F::e4m3_elements) {
       // (the odd codes in a variable of their own: at -O0 GCC's _mm512_slli_epi32 is a macro,
       // and the template argument list's comma would split its arguments)
       __m512i const odd_codes = fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(odd);
       __m512i const c = _mm512_or_si512(fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(even),
                                         _mm512_slli_epi32(odd_codes, 8));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * w), _mm512_cvtepi32_epi16(c));
+    } else {
+      static_assert(qtl::detail::no_block_rule<F>, "qtl x86 block executor: no rule for this element type");
     }
   }
 }
@@ -357,7 +365,7 @@ template <class F, class T>
 bool block_codes([[maybe_unused]] bool avx2, [[maybe_unused]] T const* x, [[maybe_unused]] typename F::element* o,
                  [[maybe_unused]] float os) {
 #if QTL_X86
-  if constexpr (F::elements_per_value == 2 && F::block_size % 16 == 0 &&
+  if constexpr (F::e2m1_elements && F::block_size % 16 == 0 &&
                 (std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>)) {
     if (avx2) {
       x86::e2m1_block_codes_avx2<F>(x, o, os);

@@ -43,6 +43,7 @@ struct quantize_options {
   int threads = 0;                        ///< --threads: worker threads, 0 = every core (at most 4096)
   std::string device = "auto";            ///< --device: "auto", "cpu" or "cuda"
   bool allow_nonfinite = false;           ///< --allow-nonfinite: quantize weights holding NaN or Inf
+  bool force = false;                     ///< --force: replace an output folder of other files too
 };
 
 /// The most worker threads `quantize_options::threads` takes.

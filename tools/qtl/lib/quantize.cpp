@@ -266,7 +266,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   // --- input (after removing what killed runs left, so that a bad input cannot keep it) --------
   fs::path const& in_path = src;
   fs::path const& out_dir = dst;
-  note(clean_stale_outputs(out_dir));
+  note(clean_stale_outputs(out_dir, "quantize"));
   guard_opening_inputs();
   auto const ckpt = qtl::io::safetensors_checkpoint::open(src);
   fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
@@ -423,7 +423,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   }
 
   // --- output files: headers now, data by the workers ---------------------------------------
-  staged_output staged(out_dir, fs::is_directory(in_path) ? in_path : in_dir);
+  staged_output staged(out_dir, {"quantize", checkpoint_inputs(in_path, ckpt), a.force});
   for (auto& s : shards) {
     open_shard(staged, s);
   }
