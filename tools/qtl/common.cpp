@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <cstdio>
+#include <utility>
 
 namespace qtl::tool {
 
@@ -12,6 +14,67 @@ void check_device(std::string const& device) {
     throw data_error(
         "--device cuda: no CUDA GPU available to this qtl (it was built host-only); use --device cpu");
   }
+}
+
+std::string shown(std::string_view s, std::size_t limit) {
+  std::string out = qtl::io::detail::printable(s.substr(0, limit), limit, false);
+  if (s.size() > limit) {
+    out += "...[" + std::to_string(s.size() - limit) + " more bytes]";
+  }
+  return out;
+}
+
+namespace {
+
+/// The code point of the UTF-8 sequence at s[i] and its length; {0xFFFD, 1} when the bytes there
+/// are not valid UTF-8 (a stray continuation byte, an overlong form, a surrogate, past U+10FFFF).
+std::pair<char32_t, std::size_t> decode_utf8(std::string_view s, std::size_t i) {
+  auto const b = [&](std::size_t k) { return static_cast<unsigned char>(s[i + k]); };
+  unsigned char const c = b(0);
+  std::size_t const len = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+  constexpr std::pair<char32_t, std::size_t> invalid{0xFFFD, 1};
+  if (len == 0 || c > 0xF4 || i + len > s.size()) {
+    return invalid;
+  }
+  char32_t cp = c & (0x7F >> len);
+  for (std::size_t k = 1; k < len; ++k) {
+    if ((b(k) & 0xC0) != 0x80) {
+      return invalid;
+    }
+    cp = (cp << 6) | (b(k) & 0x3F);
+  }
+  constexpr char32_t smallest[] = {0, 0, 0x80, 0x800, 0x10000};
+  if (cp < smallest[len] || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) {
+    return invalid;
+  }
+  return {cp, len};
+}
+
+}  // namespace
+
+std::string ascii_json(std::string_view json_text) {
+  std::string out;
+  out.reserve(json_text.size());
+  auto const escape = [&](char32_t unit) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(unit));
+    out += buf;
+  };
+  for (std::size_t i = 0; i < json_text.size();) {
+    if (static_cast<unsigned char>(json_text[i]) < 0x80) {
+      out += json_text[i++];
+      continue;
+    }
+    auto const [cp, len] = decode_utf8(json_text, i);
+    if (cp >= 0x10000) {
+      escape(0xD800 + ((cp - 0x10000) >> 10));
+      escape(0xDC00 + ((cp - 0x10000) & 0x3FF));
+    } else {
+      escape(cp);
+    }
+    i += len;
+  }
+  return out;
 }
 
 std::string dtype_list(std::initializer_list<dtype> types) {

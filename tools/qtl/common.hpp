@@ -43,6 +43,25 @@ inline constexpr int exit_data = 2;
 /// @throws data_error for `cuda` (this build has no CUDA executor; exit code 2 as "no GPU").
 void check_device(std::string const& device);
 
+/// Text longer than this is abridged by `shown` (real module names are under 200 bytes).
+inline constexpr std::size_t shown_limit = 256;
+/// A line made of several such texts (a lint problem, an explain decision) is abridged beyond this.
+inline constexpr std::size_t shown_line_limit = 4096;
+
+/// Text from a file (a tensor or module name, a config entry, a path) as the tool prints it for a
+/// terminal, by qtl::io::detail::printable: printable ASCII as it is; every other byte as \xNN:
+/// control bytes (ESC, BEL, CR, LF, ...), DEL, and each byte of a non-ASCII character, so that no
+/// escape sequence, bidi override (U+202E) or other invisible character reaches the terminal.
+/// Text over `limit` bytes is cut there and marked "...[N more bytes]". Backslashes and quotes
+/// stay (a regex rule reads as written), so text made printable already passes unchanged.
+std::string shown(std::string_view s, std::size_t limit = shown_limit);
+
+/// A line of JSON with every non-ASCII character written as a \uXXXX escape (UTF-16 surrogate
+/// pairs beyond U+FFFF; a byte that is not valid UTF-8 as U+FFFD): the same document, and no
+/// bidi override or other invisible character for a terminal to act on. JSON keeps non-ASCII
+/// text only in strings, where these escapes are valid.
+std::string ascii_json(std::string_view json_text);
+
 /// "F32, F16 or BF16"
 std::string dtype_list(std::initializer_list<dtype> types);
 

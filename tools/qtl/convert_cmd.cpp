@@ -675,7 +675,7 @@ int run_convert(convert_args const& a) {
       continue;
     }
     for (auto const& l : j.layers) {
-      out << "  " << std::setw(48) << l.module << "fp8 block " << l.grid.block.n << "x" << l.grid.block.k << " -> "
+      out << "  " << std::setw(48) << shown(l.module) << "fp8 block " << l.grid.block.n << "x" << l.grid.block.k << " -> "
           << a.to;
       if (to == target::nvfp4) {
         out << " (global scale " << std::setprecision(9) << j.global_scale

@@ -3,7 +3,6 @@
 #include "inspect.hpp"
 
 #include <algorithm>
-#include <cstdio>
 #include <filesystem>
 #include <map>
 #include <ostream>
@@ -11,6 +10,7 @@
 
 #include <qtl/io/safetensors.hpp>
 
+#include "common.hpp"
 #include "config_tools.hpp"
 #include "recognize.hpp"
 #include "staged_output.hpp"
@@ -111,38 +111,20 @@ std::string pad(std::string s, std::size_t width) {
   return s;
 }
 
-/// A name as the table prints it: control bytes (ESC, CR, LF, ...) and backslashes escaped as
-/// \xNN, so that a hostile tensor name cannot move the cursor or forge rows (`--json` escapes
-/// them as JSON does); other bytes, UTF-8 included, as they are.
-std::string table_text(std::string_view s) {
-  std::string out;
-  for (char const ch : s) {
-    auto const c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f || c == '\\') {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", c);
-      out += buf;
-    } else {
-      out += ch;
-    }
-  }
-  return out;
-}
-
 void print_table(json const& r, std::ostream& out) {
-  out << table_text(r["path"].get<std::string>()) << ": " << r["tensor_count"].get<std::size_t>()
+  out << shown(r["path"].get<std::string>()) << ": " << r["tensor_count"].get<std::size_t>()
       << " tensors, " << r["tensor_bytes"].get<std::uint64_t>() << " bytes";
   if (r["shards"].size() > 1) {
     out << " in " << r["shards"].size() << " shards";
   }
   out << "\n";
   for (auto const& [k, v] : r["metadata"].items()) {
-    out << "  metadata " << table_text(k) << " = " << table_text(v.is_string() ? v.get<std::string>() : v.dump())
+    out << "  metadata " << shown(k) << " = " << shown(v.is_string() ? v.get<std::string>() : v.dump())
         << "\n";
   }
   std::size_t wn = 6, wd = 5, ws = 5;
   for (auto const& t : r["tensors"]) {
-    wn = std::max(wn, table_text(t["name"].get_ref<std::string const&>()).size());
+    wn = std::max(wn, shown(t["name"].get_ref<std::string const&>()).size());
     wd = std::max(wd, t["dtype"].get_ref<std::string const&>().size());
     ws = std::max(ws, qtl::io::shape_string(t["shape"].get<std::vector<std::int64_t>>()).size());
   }
@@ -151,10 +133,10 @@ void print_table(json const& r, std::ostream& out) {
       << "  BYTES" << (sharded ? "        SHARD" : "") << "\n";
   for (auto const& t : r["tensors"]) {
     std::string const bytes = std::to_string(t["bytes"].get<std::uint64_t>());
-    out << "  " << pad(table_text(t["name"].get<std::string>()), wn) << "  "
+    out << "  " << pad(shown(t["name"].get<std::string>()), wn) << "  "
         << pad(t["dtype"].get<std::string>(), wd) << "  "
         << pad(qtl::io::shape_string(t["shape"].get<std::vector<std::int64_t>>()), ws) << "  "
-        << (sharded ? pad(bytes, 11) + "  " + table_text(t["shard"].get<std::string>()) : bytes) << "\n";
+        << (sharded ? pad(bytes, 11) + "  " + shown(t["shard"].get<std::string>()) : bytes) << "\n";
   }
   auto const& schemes = r["quantization"]["schemes"];
   if (schemes.empty()) {
@@ -183,7 +165,7 @@ void inspect(std::vector<std::string> const& paths, bool as_json, std::ostream& 
     files.push_back(report(p, ck, assume));
   }
   if (as_json) {
-    out << json{{"files", files}}.dump(2) << "\n";
+    out << json{{"files", files}}.dump(2, ' ', true) << "\n";  // non-ASCII as \u escapes
     return;
   }
   for (std::size_t i = 0; i < files.size(); ++i) {

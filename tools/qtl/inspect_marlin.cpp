@@ -16,6 +16,8 @@
 
 #include <qtl/io/safetensors.hpp>
 
+#include "common.hpp"
+
 namespace qtl::tool {
 namespace {
 
@@ -93,7 +95,7 @@ json marlin_report(std::vector<qtl::io::tensor_info const*> const& tensors) {
 }
 
 std::string marlin_line(json const& m) {
-  std::string s = m["tensor"].get<std::string>() + ": ";
+  std::string s = shown(m["tensor"].get<std::string>()) + ": ";
   std::string const e = m.contains("experts") ? std::to_string(m["experts"].get<std::int64_t>()) + " x " : "";
   if (m["bits"].is_null()) {
     s += e + "[K=" + std::to_string(m["K"].get<std::int64_t>()) + ", N=" +

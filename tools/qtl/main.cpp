@@ -127,11 +127,11 @@ int main(int argc, char** argv) {
     }
     std::cerr << "qtl: error: no operation given\n";
     return exit_usage;
-  } catch (usage_error const& e) {
-    std::cerr << "qtl: error: " << e.what() << "\nRun with --help for more information.\n";
+  } catch (usage_error const& e) {  // messages are escaped: they may quote the files' text
+    std::cerr << "qtl: error: " << shown(e.what(), shown_line_limit) << "\nRun with --help for more information.\n";
     return exit_usage;
   } catch (std::exception const& e) {  // qtl::error and its subclasses, std::bad_alloc, ...
-    std::cerr << "qtl: error: " << e.what() << "\n";
+    std::cerr << "qtl: error: " << shown(e.what(), shown_line_limit) << "\n";
     return exit_data;
   }
 }

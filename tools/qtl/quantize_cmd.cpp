@@ -93,10 +93,10 @@ int run_quantize(quantize_args& a) {
       << r.threads << " thread" << (r.threads == 1 ? "" : "s") << ")\n";
   out << "  " << std::left << std::setw(48) << "layer" << "done\n";
   for (auto const& l : r.layers) {
-    out << "  " << std::setw(48) << l.module << l.scheme << "\n";
+    out << "  " << std::setw(48) << shown(l.module) << l.scheme << "\n";
   }
   for (auto const& k : r.kept) {
-    out << "  " << std::setw(48) << k.module << "kept: " << k.why << "\n";
+    out << "  " << std::setw(48) << shown(k.module) << "kept: " << shown(k.why) << "\n";
   }
   out << "  " << r.layers.size() << " layers quantized, " << r.kept.size() << " kept, " << r.tensors_copied
       << " tensors copied\n";

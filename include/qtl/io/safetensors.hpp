@@ -193,12 +193,12 @@ namespace detail {
 inline std::string errno_text(int err) { return std::strerror(err); }
 
 /// A (possibly hostile) string made fit for a message: printable ASCII kept, other bytes (and
-/// `'`, `\\`) escaped as \\xNN, cut after `limit` bytes.
-inline std::string printable(std::string_view s, std::size_t limit = 200) {
+/// `'`, `\\` unless `escape_quotes` is false) escaped as \\xNN, cut after `limit` bytes.
+inline std::string printable(std::string_view s, std::size_t limit = 200, bool escape_quotes = true) {
   std::string out;
   for (std::size_t i = 0; i < s.size() && i < limit; ++i) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && c != '\'' && c != '\\') {
+    if (c >= 0x20 && c < 0x7f && !(escape_quotes && (c == '\'' || c == '\\'))) {
       out += static_cast<char>(c);
     } else {
       char buf[8];
