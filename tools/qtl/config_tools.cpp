@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <fstream>
 #include <iostream>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -13,6 +14,7 @@
 #include <qtl/io/safetensors.hpp>
 
 #include "common.hpp"
+#include "recognize.hpp"
 #include "staged_output.hpp"
 
 namespace qtl::tool {
@@ -43,11 +45,26 @@ std::string_view parent_of(std::string_view m) {
   return dot == std::string_view::npos ? std::string_view{} : m.substr(0, dot);
 }
 
-/// The packed mapping in effect: the config's, else the reference's fallback.
+/// The packed mapping in effect: the config's, else the default.
 packed_mapping effective_mapping(quant_config const& cfg) {
-  if (!cfg.packed_modules_mapping.empty()) {
-    return cfg.packed_modules_mapping;
-  }
+  return cfg.packed_modules_mapping.empty() ? default_packed_modules_mapping() : cfg.packed_modules_mapping;
+}
+
+/// The quantization_config of a config document: config.json's object, else the document.
+nlohmann::ordered_json const& quant_object_of(nlohmann::ordered_json const& doc) {
+  auto const it = doc.is_object() ? doc.find("quantization_config") : doc.end();
+  return it == doc.end() ? doc : *it;
+}
+
+/// A model's config.json (it names the model) with no quantization config in it.
+bool is_unquantized_model_config(nlohmann::ordered_json const& doc) {
+  return doc.is_object() && !doc.contains("quantization_config") && !doc.contains("quant_method") &&
+         (doc.contains("model_type") || doc.contains("architectures"));
+}
+
+}  // namespace
+
+packed_mapping default_packed_modules_mapping() {
   packed_mapping m;
   for (auto const& e : fallback_fused_shards) {
     std::vector<std::string> shards;
@@ -59,22 +76,23 @@ packed_mapping effective_mapping(quant_config const& cfg) {
   return m;
 }
 
-}  // namespace
-
 config_file read_config_file(std::filesystem::path const& path, std::filesystem::path const& mapping_path) {
   config_file out;
   out.path = path;
   quant_config& cfg = out.config;
   std::string const text = read_text_file(path, "--config");
+  out.document = qtl::io::parse_json_like_python<config_error>(text, "--config: " + path.string() + ": ");
+  if (is_unquantized_model_config(out.document)) {
+    throw config_error(path.string() + ": this config.json has no quantization_config (a model's config "
+                                       "without quantization; give a quantized checkpoint's config.json "
+                                       "or a quantization config)");
+  }
   try {
     cfg = qtl::io::parse_quant_config(text);
   } catch (config_error const& e) {
     throw config_error(path.string() + ": " + e.what());
   }
-  out.document = qtl::io::parse_json_like_python<config_error>(text, "--config: " + path.string() + ": ");
-  out.quant_object = out.document.is_object() && out.document.contains("quantization_config")
-                         ? out.document["quantization_config"]
-                         : out.document;
+  out.quant_object = quant_object_of(out.document);
   if (!mapping_path.empty()) {
     nlohmann::ordered_json doc = read_json_document(mapping_path, "--packed-modules-mapping");
     if (doc.is_object() && doc.contains("packed_modules_mapping")) {
@@ -86,7 +104,42 @@ config_file read_config_file(std::filesystem::path const& path, std::filesystem:
       throw config_error(mapping_path.string() + ": " + e.what());
     }
   }
+  // A document that describes its model (`module_names`, as the golden configs do) is taken as
+  // it is: its expected decisions were taken with its own mapping, none when it gives none. Any
+  // other config gets the default.
+  bool const describes_model = out.document.is_object() && out.document.contains("module_names");
+  if (cfg.packed_modules_mapping.empty() && !describes_model) {
+    cfg.packed_modules_mapping = default_packed_modules_mapping();
+  }
   return out;
+}
+
+std::filesystem::path quant_config_path(std::filesystem::path const& config, std::filesystem::path const& checkpoint) {
+  namespace fs = std::filesystem;
+  if (!config.empty()) {
+    return config;
+  }
+  if (checkpoint.empty()) {
+    throw usage_error("give --config, or a --checkpoint whose config.json has a quantization_config");
+  }
+  std::error_code ec;
+  fs::path dir = fs::is_directory(checkpoint, ec) ? checkpoint : checkpoint.parent_path();
+  if (dir.empty()) {
+    dir = ".";
+  }
+  fs::path const model_config = dir / "config.json";
+  if (fs::exists(model_config, ec)) {
+    nlohmann::ordered_json const doc = read_json_document(model_config, "the checkpoint's config.json");
+    if (doc.is_object() && doc.contains("quantization_config")) {
+      return model_config;
+    }
+  }
+  if (fs::path const modelopt = dir / "hf_quant_config.json"; fs::exists(modelopt, ec)) {
+    return modelopt;
+  }
+  throw usage_error("no --config, and " + shown(model_config.string()) +
+                    (fs::exists(model_config, ec) ? " has no quantization_config" : " does not exist") +
+                    " (nor is there an hf_quant_config.json): give --config");
 }
 
 consumer engine_consumer(quant_config const& cfg, bool sglang) {
@@ -105,7 +158,29 @@ consumer engine_consumer(quant_config const& cfg, bool sglang) {
   return consumer::sglang_is_layer_skipped;
 }
 
+std::vector<consumer> loading_consumers(quant_config const& cfg) {
+  std::vector<consumer> out = {engine_consumer(cfg, true), engine_consumer(cfg, false)};
+  switch (cfg.family) {
+    case quant_family::fp8: out.insert(out.end(), {consumer::transformers_v4, consumer::transformers_v5}); break;
+    case quant_family::compressed_tensors: out.push_back(consumer::compressed_tensors); break;
+    case quant_family::modelopt: out.push_back(consumer::fnmatch); break;
+    case quant_family::mxfp4: out.insert(out.end(), {consumer::transformers_v5, consumer::fnmatch_subtree}); break;
+    case quant_family::awq: out.push_back(consumer::sglang_is_layer_skipped); break;
+    case quant_family::gptq:
+    case quant_family::auto_round: break;
+  }
+  return out;
+}
+
+bool decides_fused_layers(consumer c) {
+  std::string_view const n = consumer_name(c);
+  return n.starts_with("sglang_") || n.starts_with("vllm_");
+}
+
 std::vector<consumer> resolve_consumers(std::string const& name, quant_config const& cfg) {
+  if (name == "loaders") {
+    return loading_consumers(cfg);
+  }
   if (name == "sglang" || name == "vllm") {
     return {engine_consumer(cfg, name == "sglang")};
   }
@@ -115,30 +190,72 @@ std::vector<consumer> resolve_consumers(std::string const& name, quant_config co
   if (auto const c = consumer_from_name(name)) {
     return {*c};
   }
-  std::string known = "sglang, vllm, all";
+  std::string known = "loaders, sglang, vllm, all";
   for (auto const c : all_consumers) {
     known += ", " + std::string(consumer_name(c));
   }
-  throw usage_error("--consumer: unknown consumer '" + name + "' (one of: " + known + ")");
+  throw usage_error("--consumer: unknown consumer '" + shown(name) + "' (one of: " + known + ")");
 }
 
-std::vector<std::string> checkpoint_modules(std::filesystem::path const& path) {
+std::string kept_reason(module_role role) {
+  switch (role) {
+    case module_role::linear: return {};
+    case module_role::moe_router: return "MoE router (the engines build it unquantized)";
+    case module_role::not_linear: return "not a linear layer";
+  }
+  return {};
+}
+
+module_role weight_role(std::string_view module, qtl::io::tensor_info const& weight) {
+  bool const float_type = weight.type == dtype::F16 || weight.type == dtype::BF16 || weight.type == dtype::F32;
+  if (weight.shape.size() != 2 || !float_type || weight.shape[0] <= 0 || weight.shape[1] <= 0) {
+    return module_role::not_linear;
+  }
+  layer_kind const kind = infer_layer_kind(module);
+  if (kind == layer_kind::lm_head) {
+    return module_role::linear;
+  }
+  if (kind != layer_kind::linear) {
+    return module_role::not_linear;
+  }
+  std::string_view const leaf = last_component(module);
+  return leaf == "gate" || leaf == "shared_expert_gate" ? module_role::moe_router : module_role::linear;
+}
+
+std::vector<checkpoint_module> checkpoint_modules(std::filesystem::path const& path) {
   guard_opening_inputs();
   auto const ckpt = qtl::io::safetensors_checkpoint::open(path);
   guard_checkpoint_mappings(ckpt);
   test_stop_point("reading");  // test hook (staged_output.hpp): truncate the input here
-  std::vector<std::string> out;
-  std::set<std::string> seen;
+  std::vector<qtl::io::tensor_info const*> infos;
   for (auto const& e : ckpt.tensors()) {
-    std::string const& n = e.tensor->name;
-    for (std::string_view suffix : {".weight", ".qweight"}) {
-      if (n.size() > suffix.size() && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
-        std::string m = n.substr(0, n.size() - suffix.size());
-        if (seen.insert(m).second) {
-          out.push_back(std::move(m));
-        }
-        break;
-      }
+    infos.push_back(e.tensor);
+  }
+  // The quantized modules, by each of their tensors' names.
+  std::map<std::string_view, std::string> quantized;
+  std::vector<quantized_module> const recognized = recognize(infos);
+  for (auto const& q : recognized) {
+    for (auto const& t : q.tensors) {
+      quantized.emplace(t, q.module);
+    }
+  }
+  std::vector<checkpoint_module> out;
+  std::set<std::string> seen;
+  for (qtl::io::tensor_info const* t : infos) {
+    std::string_view const n = t->name;
+    checkpoint_module m;
+    if (auto const it = quantized.find(n); it != quantized.end()) {
+      m.name = it->second;
+    } else if (n.ends_with(".qweight")) {
+      m.name = std::string(n.substr(0, n.size() - 8));  // GPTQ/AWQ without the tensors beside it
+    } else if (n.ends_with(".weight")) {
+      m.name = std::string(n.substr(0, n.size() - 7));
+      m.role = weight_role(m.name, *t);
+    } else {
+      continue;  // biases, scales, ...
+    }
+    if (seen.insert(m.name).second) {
+      out.push_back(std::move(m));
     }
   }
   return out;

@@ -1,22 +1,26 @@
 // qtl lint: problems of a quantization config against a checkpoint's modules.
 //
-//   qtl lint --config CONFIG [--checkpoint PATH] [--modules FILE|-] [--packed-modules-mapping FILE]
+//   qtl lint [--config CONFIG] [--checkpoint PATH] [--modules FILE|-] [--packed-modules-mapping FILE]
 //
 // Checked, with sglang's and vLLM's loaders for the config's family (qtl/rules/consumers.hpp):
-//   unused      a skip-list entry or `dynamic` rule that decides no module (typo, wrong prefix);
-//   disagree    a module the two engines treat differently (research/matchers.md §7);
+//   unused      a skip-list entry or `dynamic` rule that decides no linear module (typo, wrong
+//               prefix, or a norm or embedding, which no engine quantizes);
+//   disagree    a module the two engines treat differently;
 //   fused       a fused layer (qkv_proj, gate_up_proj, ...) whose shards get different decisions,
 //               or that an engine refuses ("Detected some but not all shards ...");
 //   error       any other exception an engine would raise for a module (bad regex, ...).
-// Modules: --modules, else --checkpoint's tensor names, else the config document's `module_names`;
-// the fused names the engines build from them are checked too. Exit 3 on any problem, 0 when clean.
-// The work is lint_config (lib/checkpoint.hpp); this file parses and prints.
+// Modules: --modules, else --checkpoint's linear layers, else the config document's `module_names`;
+// the fused names the engines build from them are checked too. The config: --config, else the
+// checkpoint's config.json (or hf_quant_config.json). Exit 3 on any problem, 0 when clean.
+// Text from the files is printed escaped (`shown`, common.hpp). The work is lint_config
+// (lib/checkpoint.hpp); this file parses and prints.
 
 #include <iostream>
 #include <sstream>
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "config_tools.hpp"
 #include "lib/checkpoint.hpp"
 
 namespace qtl::tool {
@@ -31,11 +35,14 @@ command define_lint(CLI::App& app) {
       "lint", "find problems in a quantization config: entries that match no module, entries sglang "
               "and vLLM read differently, fused layers whose shards disagree (exit 3 when found)");
   cmd->add_option("--config", args->config,
-                  "config.json with quantization_config, a bare quantization config, or hf_quant_config.json")
-      ->required();
-  cmd->add_option("--checkpoint", args->checkpoint, "the checkpoint whose modules the config must fit");
+                  "config.json with quantization_config, a bare quantization config, or hf_quant_config.json "
+                  "(default: --checkpoint's config.json, else its hf_quant_config.json)");
+  cmd->add_option("--checkpoint", args->checkpoint,
+                  "the checkpoint whose linear layers the config must fit");
   cmd->add_option("--modules", args->o.source.modules, "file with one module name per line (- for stdin)");
-  cmd->add_option("--packed-modules-mapping", args->mapping, "JSON {fused: [shards]}");
+  cmd->add_option("--packed-modules-mapping", args->mapping,
+                  "JSON {fused: [shards]} (default: the config's packed_modules_mapping, else "
+                  "qkv_proj/gate_up_proj)");
   return {cmd, [args]() {
             args->o.config = args->config;
             args->o.source.checkpoint = args->checkpoint;
@@ -47,9 +54,9 @@ command define_lint(CLI::App& app) {
             }
             std::ostringstream out;
             for (auto const& p : r.problems) {
-              out << p << '\n';
+              out << shown(p, shown_line_limit) << '\n';
             }
-            out << "qtl lint: " << r.names << " modules (" << r.fused << " fused), " << r.entries
+            out << "qtl lint: " << r.names << " linear modules (" << r.fused << " fused), " << r.entries
                 << " config entries, " << r.problems.size() << " problem" << (r.problems.size() == 1 ? "" : "s")
                 << '\n';
             std::cout << out.str();

@@ -100,8 +100,8 @@ quantize_report quantize_checkpoint(std::filesystem::path const& src, std::files
 // qtl explain and qtl lint
 
 /// Where explain and lint take module names from: `modules` (a file with one per line, "-" for
-/// standard input), else `checkpoint`'s tensors (`.weight` stripped, unfused), else the config
-/// document's own `module_names` (the golden configs carry one).
+/// standard input), else `checkpoint`'s modules (unfused; only its linear layers are decided),
+/// else the config document's own `module_names` (the golden configs carry one).
 struct module_source {
   std::string modules;
   std::filesystem::path checkpoint;
@@ -109,8 +109,8 @@ struct module_source {
 
 /// The flags of `qtl explain`.
 struct explain_options {
-  std::filesystem::path config;          ///< --config (required)
-  std::string consumer = "sglang";       ///< --consumer: sglang, vllm, all or a dialect's name
+  std::filesystem::path config;          ///< --config (empty: the checkpoint's own)
+  std::string consumer = "loaders";      ///< --consumer: loaders, sglang, vllm, all or a dialect's name
   module_source source;                  ///< --modules, --checkpoint
   std::filesystem::path mapping;         ///< --packed-modules-mapping (empty: the config's)
 };
@@ -118,7 +118,11 @@ struct explain_options {
 /// One decision of one consumer for one module.
 struct explain_row {
   std::string module;
-  qtl::decision decision;
+  qtl::decision decision;  ///< `decision.module` is `module`
+  std::string decided_as;  ///< the fused layer the consumer decided instead (an engine's
+                           ///< `qkv_proj` for a checkpoint's `q_proj`), or empty
+  std::string kept;        ///< why the module is not decided ("not a linear layer"), or empty:
+                           ///< the decision then says skipped, nothing more
 };
 
 /// Every (module, consumer) decision, module-major, in module order.
@@ -126,13 +130,14 @@ struct explain_result {
   std::vector<explain_row> rows;
 };
 
-/// What each consumer does with each module under the config.
+/// What each consumer does with each module under the config. A checkpoint's shard of a fused
+/// layer is decided, for sglang's and vLLM's loaders, as the fused layer those engines build.
 /// @throws usage_error for an unknown consumer or when there are no module names
 explain_result explain_config(explain_options const& options);
 
 /// The flags of `qtl lint`.
 struct lint_options {
-  std::filesystem::path config;   ///< --config (required)
+  std::filesystem::path config;   ///< --config (empty: the checkpoint's own)
   module_source source;           ///< --modules, --checkpoint
   std::filesystem::path mapping;  ///< --packed-modules-mapping
 };
@@ -141,7 +146,7 @@ struct lint_options {
 /// "value: ..."), one line each; none when the config is clean.
 struct lint_result {
   std::vector<std::string> problems;
-  std::size_t names = 0;          ///< modules checked, with the fused names built from them
+  std::size_t names = 0;          ///< linear modules checked, with the fused names built from them
   std::size_t fused = 0;          ///< fused layers among them
   std::size_t entries = 0;        ///< config entries (skip list, dynamic, extra_config)
   bool had_modules = true;        ///< false: no module names, only the entries themselves were checked

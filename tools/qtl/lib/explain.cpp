@@ -11,12 +11,12 @@ namespace qtl::tool {
 namespace {
 
 /// The document's own `module_names` list (golden configs), or empty.
-std::vector<std::string> document_modules(nlohmann::ordered_json const& doc) {
-  std::vector<std::string> out;
+std::vector<checkpoint_module> document_modules(nlohmann::ordered_json const& doc) {
+  std::vector<checkpoint_module> out;
   if (doc.is_object() && doc.contains("module_names") && doc["module_names"].is_array()) {
     for (auto const& m : doc["module_names"]) {
       if (m.is_string()) {
-        out.push_back(m.get<std::string>());
+        out.push_back({m.get<std::string>()});
       }
     }
   }
@@ -25,10 +25,14 @@ std::vector<std::string> document_modules(nlohmann::ordered_json const& doc) {
 
 }  // namespace
 
-std::vector<std::string> gather_modules(std::string const& modules, std::filesystem::path const& checkpoint,
-                                        config_file const& config) {
+std::vector<checkpoint_module> gather_modules(std::string const& modules, std::filesystem::path const& checkpoint,
+                                              config_file const& config) {
   if (!modules.empty()) {
-    return read_module_list(modules);
+    std::vector<checkpoint_module> out;
+    for (auto& m : read_module_list(modules)) {
+      out.push_back({std::move(m)});
+    }
+    return out;
   }
   if (!checkpoint.empty()) {
     return checkpoint_modules(checkpoint);
@@ -37,20 +41,36 @@ std::vector<std::string> gather_modules(std::string const& modules, std::filesys
 }
 
 explain_result explain_config(explain_options const& o) {
-  config_file const file = read_config_file(o.config, o.mapping);
+  std::filesystem::path const config_path = quant_config_path(o.config, o.source.checkpoint);
+  config_file const file = read_config_file(config_path, o.mapping);
   quant_config const& cfg = file.config;
-  validate_config_values(cfg, file.quant_object, o.config.string(), value_rules::engines);
+  validate_config_values(cfg, file.quant_object, config_path.string(), value_rules::engines);
   auto const consumers = resolve_consumers(o.consumer, cfg);
   auto const modules = gather_modules(o.source.modules, o.source.checkpoint, file);
   if (modules.empty()) {
     throw usage_error("explain: no module names (give --modules FILE|- or --checkpoint PATH)");
   }
+  // A checkpoint holds the unfused modules; the engines build (and decide) the fused layers.
+  bool const fuse = o.source.modules.empty() && !o.source.checkpoint.empty();
   compiled_config const cc(cfg);  // rules and lists indexed once: linear in modules + config
   explain_result r;
   r.rows.reserve(modules.size() * consumers.size());
   for (auto const& m : modules) {
+    std::optional<std::string> const fused = fuse ? fused_name(cc, m.name) : std::nullopt;
     for (consumer const c : consumers) {
-      r.rows.push_back({m, decide(cc, c, m)});
+      explain_row row{m.name, {}, {}, kept_reason(m.role)};
+      if (row.kept.empty()) {
+        bool const as_fused = fused && decides_fused_layers(c);
+        row.decision = decide(cc, c, as_fused ? *fused : m.name, infer_layer_kind(m.name));
+        if (as_fused) {
+          row.decided_as = *fused;
+        }
+      } else {
+        row.decision.consumer = consumer_name(c);
+        row.decision.skipped = true;
+      }
+      row.decision.module = m.name;
+      r.rows.push_back(std::move(row));
     }
   }
   return r;

@@ -30,9 +30,20 @@ std::vector<std::pair<std::string, std::string>> config_entries(quant_config con
 }  // namespace
 
 lint_result lint_config(lint_options const& o) {
-  config_file const file = read_config_file(o.config, o.mapping);
+  std::filesystem::path const config_path = quant_config_path(o.config, o.source.checkpoint);
+  config_file const file = read_config_file(config_path, o.mapping);
   quant_config const& cfg = file.config;
-  auto const modules = gather_modules(o.source.modules, o.source.checkpoint, file);
+  // The linear modules are checked; the others (norms, embeddings, routers) only name the
+  // entries that match nothing else.
+  std::vector<std::string> modules;
+  std::unordered_set<std::string> not_linear;
+  for (auto& m : gather_modules(o.source.modules, o.source.checkpoint, file)) {
+    if (m.role == module_role::linear) {
+      modules.push_back(std::move(m.name));
+    } else {
+      not_linear.insert(std::move(m.name));
+    }
+  }
   compiled_config const cc(cfg);  // rules and lists indexed once: linear in modules + config
   std::vector<consumer> const engines = {engine_consumer(cfg, true), engine_consumer(cfg, false)};
   // The modules plus the fused names the engines build from them.
@@ -49,7 +60,7 @@ lint_result lint_config(lint_options const& o) {
   }
   std::vector<std::string> problems;
   try {
-    validate_config_values(cfg, file.quant_object, o.config.string(), value_rules::engines);
+    validate_config_values(cfg, file.quant_object, config_path.string(), value_rules::engines);
   } catch (config_error const& e) {
     problems.push_back(std::string("value: ") + e.what());
   }
@@ -89,7 +100,8 @@ lint_result lint_config(lint_options const& o) {
     }
   }
   // Entries that decide nothing.
-  if (!modules.empty()) {
+  bool const had_modules = !modules.empty() || !not_linear.empty();
+  if (had_modules) {
     // The rules that decided something, once (a lookup per entry, not a scan of every
     // decision: linear in modules + entries).
     std::unordered_set<std::string> used_rules;
@@ -104,10 +116,12 @@ lint_result lint_config(lint_options const& o) {
       bool const used = used_rules.count(entry) != 0 || used_rules.count("model." + entry) != 0 ||
                         (entry.starts_with("model.") && used_rules.count(entry.substr(6)) != 0);
       if (!used) {
+        bool const names_other = not_linear.count(entry) != 0 || not_linear.count("model." + entry) != 0;
         problems.push_back("unused: " + field + " entry '" + entry + "' matches none of the " +
-                           std::to_string(modules.size()) + " modules for " +
+                           std::to_string(modules.size()) + " linear modules for " +
                            std::string(consumer_name(engines[0])) + " or " +
-                           std::string(consumer_name(engines[1])));
+                           std::string(consumer_name(engines[1])) +
+                           (names_other ? " (it names a module that is not a linear layer: never quantized)" : ""));
       }
     }
   }
@@ -116,7 +130,7 @@ lint_result lint_config(lint_options const& o) {
   r.names = names.size();
   r.fused = fused_groups.size();
   r.entries = config_entries(cfg).size();
-  r.had_modules = !modules.empty();
+  r.had_modules = had_modules;
   return r;
 }
 

@@ -106,16 +106,6 @@ std::int64_t group_rows(std::string const& name, std::int64_t group_size, std::i
 /// A float type for a dtype the quantizers take.
 bool is_float(dtype t) { return t == dtype::F16 || t == dtype::BF16 || t == dtype::F32; }
 
-/// An MoE router: a last component `gate` (Mixtral's `block_sparse_moe.gate`, Qwen-MoE's and
-/// DeepSeek's `mlp.gate`, [num_experts, hidden]) or `shared_expert_gate` (Qwen2-MoE, [1, hidden]).
-/// sglang and vLLM build these as linears without a quant_config, so they stay in the input's
-/// dtype whatever the config says (and `ignore` lists them for compressed-tensors).
-bool is_moe_router(std::string_view module) {
-  std::size_t const dot = module.rfind('.');
-  std::string_view const leaf = dot == std::string_view::npos ? module : module.substr(dot + 1);
-  return leaf == "gate" || leaf == "shared_expert_gate";
-}
-
 }  // namespace
 
 quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, quantize_options const& a,
@@ -303,8 +293,10 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   }
   std::vector<job> jobs;
   std::map<std::string, std::string> skipped;  // module -> why
-  std::string const not_linear = "not a linear layer";
-  std::string const moe_router = "MoE router (the engines build it unquantized)";
+  // Which modules are linear layers: weight_role (config_tools.hpp), the rule explain and lint
+  // apply. MoE routers stay in the input's dtype whatever the config says (`ignore` lists them).
+  std::string const not_linear = kept_reason(module_role::not_linear);
+  std::string const moe_router = kept_reason(module_role::moe_router);
   std::set<int> bits_used;
   for (auto const& e : ckpt.tensors()) {
     tensor_info const& t = *e.tensor;
@@ -317,10 +309,11 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     bool const weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
     std::string const module = weight ? name.substr(0, name.size() - 7) : std::string();
     if (weight && t.shape.size() == 2 && is_float(t.type) && t.shape[0] > 0 && t.shape[1] > 0) {
+      module_role const role = weight_role(module, t);
       layer_kind const kind = infer_layer_kind(module);
-      if (kind == layer_kind::linear && is_moe_router(module)) {
-        skipped[module] = moe_router;
-      } else if (kind == layer_kind::linear || kind == layer_kind::lm_head) {
+      if (role != module_role::linear) {
+        skipped[module] = kept_reason(role);
+      } else {
         std::string const engine_name = fused_name(cc, module).value_or(module);
         decision const d = decide(cc, sg, engine_name, kind);
         if (d.error) {
@@ -412,8 +405,6 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
           jobs.push_back(std::move(j));
           continue;
         }
-      } else {
-        skipped[module] = not_linear;
       }
     }
     j.kind = job_kind::copy;
