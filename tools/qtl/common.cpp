@@ -7,13 +7,6 @@
 
 namespace qtl::tool {
 
-void check_device(std::string const& device) {
-  if (device == "cuda") {
-    throw data_error(
-        "--device cuda: no CUDA GPU available to this qtl (it was built host-only); use --device cpu");
-  }
-}
-
 std::string dtype_list(std::initializer_list<dtype> types) {
   std::string s;
   std::size_t i = 0;
