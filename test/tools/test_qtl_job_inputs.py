@@ -236,6 +236,13 @@ def test_config_merge(tmp):
                        "num_bits": 4, "type": "int", "symmetric": False, "strategy": "group", "group_size": 64}}}}, f)
     rc, _, se = run("quantize", src, os.path.join(tmp, "ct-w8"), "--format", "w8a16", "--config", ct)
     check(rc == 1 and "--format w8a16" in se and "num_bits is 4" in se, "w8a16 against num_bits 4: %d %s" % (rc, se.strip()))
+    fp8_ct = os.path.join(tmp, "ct-fp8.json")
+    with open(fp8_ct, "w") as f:
+        json.dump({"quant_method": "compressed-tensors", "format": "float-quantized", "ignore": ["lm_head"],
+                   "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
+                       "num_bits": 8, "type": "float", "symmetric": True, "strategy": "channel"}}}}, f)
+    rc, _, se = run("quantize", src, os.path.join(tmp, "ct-float"), "--format", "w8a16", "--config", fp8_ct)
+    check(rc == 1 and "'float'" in se and "int" in se, "w8a16 with a float config: %d %s" % (rc, se.strip()))
     out = os.path.join(tmp, "ct-out")
     rc, _, se = run("quantize", src, out, "--format", "w4a16", "--config", ct)
     check(rc == 0, "w4a16 with a compressed-tensors config: " + se)
