@@ -47,7 +47,7 @@ QTL_HOST_DEVICE constexpr std::int32_t gptq_asym_code(float w, float s, float zp
   using namespace detail::qnt;
   float const maxq = static_cast<float>((1 << bits) - 1);
   float const q = clamp(add_rn(round_half_even(div_rn(w, s)), zp), 0.0f, maxq);
-  return isnan(q) ? 0 : static_cast<std::int32_t>(q);
+  return static_cast<std::int32_t>(select(isnan(q), 0.0f, q));  // a select: the loops vectorise
 }
 
 /// The dequantized value of code `q`: s · (q - zp), one rounding (float32).

@@ -39,7 +39,8 @@ struct quantize_options {
   bool asym = false;                      ///< --asym: zero points per group; gptq, w4a16, w8a16
   std::optional<std::string> fp8_scheme;  ///< --fp8-scheme: "tensor", "channel" (default), "block"
                                           ///< (HF fp8) or "ct-block" (compressed-tensors FP8_BLOCK); fp8 only
-  std::filesystem::path config;           ///< --config: skip lists and rules that decide the layers (empty: none)
+  std::filesystem::path config;           ///< --config: skip lists and rules that decide the layers, and the
+                                          ///< integer formats' bits, group size, symmetry (empty: none)
   int threads = 0;                        ///< --threads: worker threads, 0 = every core (at most 4096)
   bool allow_nonfinite = false;           ///< --allow-nonfinite: quantize weights holding NaN or Inf
   bool force = false;                     ///< --force: replace an output folder of other files too

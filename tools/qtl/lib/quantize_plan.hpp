@@ -107,7 +107,7 @@ void copy_extra_file(std::filesystem::path const& from, staged_output& out, std:
 /// nothing (`qtl convert` does not write those files).
 void write_shard_index(staged_output& out, std::vector<shard_plan> const& shards);
 
-/// Why the entry `name` of the input folder is not a side file the output needs, or "" when it is
+/// Why the entry `path` of the input folder is not a side file the output needs, or "" when it is
 /// one and is copied. The rule, in order (`path` is followed through symbolic links):
 ///   not copied, quietly: the checkpoint's own files, which the run writes itself (`*.safetensors`,
 ///     indexes, config.json, quantize_config.json, hf_quant_config.json), hidden entries, folders;

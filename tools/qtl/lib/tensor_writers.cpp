@@ -61,16 +61,33 @@ void release_rows(job const& j, view2d<T const> w, index_t n0, index_t c) {
   }
 }
 
-/// The largest and smallest of the `gs` weights at `x`, NaN if one is NaN (torch.max/min).
+/// The largest and smallest of the `gs` weights at `x`, NaN if one is NaN (torch.max/min). Eight
+/// independent lanes, so that the compiler can keep them in one vector register.
 template <class T>
 std::pair<float, float> group_max_min(T const* x, index_t gs) {
-  float mx = to_float(x[0]);
-  float mn = mx;
-  for (index_t i = 1; i < gs; ++i) {
-    mx = detail::qnt::nan_max(mx, to_float(x[i]));
-    mn = detail::qnt::nan_min(mn, to_float(x[i]));
+  constexpr index_t lanes = 8;
+  float mx[lanes];
+  float mn[lanes];
+  for (index_t l = 0; l < lanes; ++l) {
+    mx[l] = mn[l] = to_float(x[0]);
   }
-  return {mx, mn};
+  index_t i = 0;
+  for (; i + lanes <= gs; i += lanes) {
+    for (index_t l = 0; l < lanes; ++l) {
+      float const v = to_float(x[i + l]);
+      mx[l] = detail::qnt::nan_max(mx[l], v);
+      mn[l] = detail::qnt::nan_min(mn[l], v);
+    }
+  }
+  for (; i < gs; ++i) {
+    mx[0] = detail::qnt::nan_max(mx[0], to_float(x[i]));
+    mn[0] = detail::qnt::nan_min(mn[0], to_float(x[i]));
+  }
+  for (index_t l = 1; l < lanes; ++l) {
+    mx[0] = detail::qnt::nan_max(mx[0], mx[l]);
+    mn[0] = detail::qnt::nan_min(mn[0], mn[l]);
+  }
+  return {mx[0], mn[0]};
 }
 
 /// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
@@ -175,10 +192,11 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
   write_gptq_tensors(j, s, qweight, scales);
 }
 
-/// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params), on W [N, K] row by row: each
-/// group's scale rounded to F16 (gptq_f16_scale) and its codes taken with that F16 scale; the
-/// codes of a row packed along K (element j of a word in bits [b*j, b*j+b)) into column r of
-/// qweight [K/pf, N]. Zero points are kept in the job for `write_gptq_zero_points`.
+/// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params), on W [N, K] in slices of 256
+/// rows: each group's scale rounded to F16 (gptq_f16_scale) and its codes taken with that F16
+/// scale; the codes of a row packed along K (pack_cols of the [c, K] codes, element j of a word in
+/// bits [b*j, b*j+b)), then transposed into columns n0.. of qweight [K/pf, N]. Zero points are
+/// kept in the job for `write_gptq_zero_points`.
 template <class T>
 void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   index_t const n = w.extent[0];
@@ -190,35 +208,42 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
   std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
   j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
-  std::vector<std::int32_t> codes(static_cast<std::size_t>(k));
-  std::vector<std::int32_t> words(static_cast<std::size_t>(k / pf));
-  index_t const slice = 256;  // rows read before their input pages are released
+  index_t const slice = std::min<index_t>(256, n);
+  host_tensor<std::int32_t, 2> codes({slice, k});
+  host_tensor<std::int32_t, 2> packed({slice, k / pf});
   for (index_t n0 = 0; n0 < n; n0 += slice) {
     index_t const c = std::min(slice, n - n0);
-    for (index_t r = n0; r < n0 + c; ++r) {
-      T const* row = &w(r, 0);
+    for (index_t r = 0; r < c; ++r) {
+      T const* row = &w(n0 + r, 0);
       for (index_t g = 0; g < groups; ++g) {
         T const* x = row + g * gs;
         auto const [mx, mn] = group_max_min(x, gs);
         detail::qnt::group_params const p = gptq_asym_group_params(mx, mn, bits);
-        auto const idx = static_cast<std::size_t>(g * n + r);
-        scales[idx] = gptq_f16_scale(j, p.s, w, r, g);
+        auto const idx = static_cast<std::size_t>(g * n + n0 + r);
+        scales[idx] = gptq_f16_scale(j, p.s, w, n0 + r, g);
         float const stored = to_float(scales[idx]);
         std::int32_t const z = detail::qnt::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
         j.zeros[idx] = z;
         j.zero_has_zero = j.zero_has_zero || z == 0;
-        for (index_t i = 0; i < gs; ++i) {
-          codes[static_cast<std::size_t>(g * gs + i)] = gptq_asym_code(to_float(x[i]), stored, p.zp, bits);
+        std::int32_t* out = &codes.view()(r, g * gs);
+        index_t i = 0;
+        for (; i + 8 <= gs; i += 8) {  // eight at a time: fixed-size blocks the compiler vectorises
+          for (index_t l = 0; l < 8; ++l) {
+            out[i + l] = gptq_asym_code(to_float(x[i + l]), stored, p.zp, bits);
+          }
         }
-      }
-      view2d<std::int32_t> wv = make_view(words.data(), 1, k / pf);
-      dispatch_bits<4, 8>(
-          bits, [&]<int B>() { pack_cols<B>(make_view(static_cast<std::int32_t const*>(codes.data()), 1, k), wv); });
-      for (index_t q = 0; q < k / pf; ++q) {
-        qweight[static_cast<std::size_t>(q * n + r)] = words[static_cast<std::size_t>(q)];
+        for (; i < gs; ++i) {
+          out[i] = gptq_asym_code(to_float(x[i]), stored, p.zp, bits);
+        }
       }
     }
     release_rows(j, w, n0, c);
+    view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
+    view2d<std::int32_t const> cv = make_view(static_cast<std::int32_t const*>(codes.view().data), c, k);
+    dispatch_bits<4, 8>(bits, [&]<int B>() { pack_cols<B>(cv, pv); });
+    view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
+    qw.stride[0] = n;
+    transpose(view2d<std::int32_t const>(pv), qw);
   }
   write_gptq_tensors(j, s, qweight, scales);
 }
