@@ -51,6 +51,11 @@ def weight(name, n=64, k=128, dtype="F16"):
     return (name, dtype, [n, k], f16(n * k))
 
 
+def listing(folder):
+    """The folder's names but the hidden ones (qtl's output marker)."""
+    return sorted(f for f in os.listdir(folder) if not f.startswith("."))
+
+
 def tensors_of(folder):
     out = {}
     for fname in os.listdir(folder):
@@ -151,8 +156,8 @@ def test_single_file_and_index(tmp):
     rc, _, se = run("quantize", os.path.join(d, "weights.safetensors"), out, "--format", "fp8")
     check(rc == 0, "a single-file input: " + se)
     if rc == 0:
-        check(sorted(os.listdir(out)) == ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json"],
-              "a single-file input gives model.safetensors and its folder's side files: %s" % sorted(os.listdir(out)))
+        check(listing(out) == ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json"],
+              "a single-file input gives model.safetensors and its folder's side files: %s" % listing(out))
     d = os.path.join(tmp, "index")
     st.write_checkpoint(d, [weight("model.layers.0.mlp.up_proj.weight"), weight("model.layers.0.mlp.down_proj.weight")], 2)
     side_files(d)
@@ -160,7 +165,7 @@ def test_single_file_and_index(tmp):
     rc, _, se = run("quantize", os.path.join(d, "model.safetensors.index.json"), out, "--format", "gptq")
     check(rc == 0, "an index input: " + se)
     if rc == 0:
-        names = sorted(os.listdir(out))
+        names = listing(out)
         check("tokenizer.json" in names and "generation_config.json" in names and
               "model.safetensors.index.json" in names, "an index input gets its folder's side files: %s" % names)
 
@@ -189,7 +194,7 @@ def test_side_files(tmp):
     check(rc == 0, "side files that are not needed do not abort the run: %d %s" % (rc, se.strip()))
     if rc != 0:
         return
-    names = sorted(os.listdir(out))
+    names = listing(out)
     check(names == ["config.json", "generation_config.json", "model.safetensors", "tokenizer.json",
                     "tokenizer_link.json"], "exactly the side files a checkpoint needs copied: %s" % names)
     for name in skipped:
