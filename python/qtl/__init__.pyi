@@ -153,7 +153,7 @@ def fp8_block_to_nvfp4(
 def quantize_checkpoint(
     src: str, dst: str, *, format: str, bits: Optional[int] = None, group_size: Optional[int] = None,
     sym: bool = False, asym: bool = False, fp8_scheme: Optional[str] = None, config: Optional[str] = None,
-    threads: Optional[int] = None, device: str = "auto", allow_nonfinite: bool = False,
+    threads: Optional[int] = None, allow_nonfinite: bool = False, allow_empty: bool = False,
     progress: Optional[Any] = None,
 ) -> dict: ...
 

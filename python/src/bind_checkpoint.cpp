@@ -2,8 +2,8 @@
 // library (tools/qtl/lib/checkpoint.hpp, qtl_commands):
 //
 //   quantize_checkpoint(src, dst, *, format, bits=None, group_size=None, sym=False, asym=False,
-//                       fp8_scheme=None, config=None, threads=None, device="auto",
-//                       allow_nonfinite=False, progress=None) -> dict (the run's report)
+//                       fp8_scheme=None, config=None, threads=None, allow_nonfinite=False,
+//                       allow_empty=False, progress=None) -> dict (the run's report)
 //
 // Keywords are the CLI's flags (`qtl quantize --help`); threads=None is every core. progress, a
 // callable, gets (done_bytes, total_bytes) from the worker threads (with the GIL; an exception it
@@ -82,8 +82,7 @@ nb::dict report_dict(qtl::tool::quantize_report const& r) {
 nb::dict quantize_checkpoint(std::string const& src, std::string const& dst, std::string const& format,
                              std::optional<int> bits, std::optional<std::int64_t> group_size, bool sym, bool asym,
                              std::optional<std::string> fp8_scheme, std::optional<std::string> config,
-                             std::optional<int> threads, std::string const& device, bool allow_nonfinite,
-                             nb::object progress) {
+                             std::optional<int> threads, bool allow_nonfinite, bool allow_empty, nb::object progress) {
   qtl::tool::quantize_options o;
   o.format = format;
   o.bits = bits;
@@ -99,8 +98,8 @@ nb::dict quantize_checkpoint(std::string const& src, std::string const& dst, std
     throw qtl::value_error("qtl.quantize_checkpoint: threads = " + std::to_string(o.threads) + " is not in [1, " +
                            std::to_string(qtl::tool::max_quantize_threads) + "] (None: every core)");
   }
-  o.device = device;
   o.allow_nonfinite = allow_nonfinite;
+  o.allow_empty = allow_empty;
   std::optional<callback_sink> sink;
   if (!progress.is_none()) {
     sink.emplace(progress);
@@ -124,7 +123,7 @@ void bind_checkpoint(nb::module_& m) {
   m.def("quantize_checkpoint", &quantize_checkpoint, nb::arg("src"), nb::arg("dst"), nb::kw_only(), nb::arg("format"),
         nb::arg("bits").none() = nb::none(), nb::arg("group_size").none() = nb::none(), nb::arg("sym") = false,
         nb::arg("asym") = false, nb::arg("fp8_scheme").none() = nb::none(), nb::arg("config").none() = nb::none(),
-        nb::arg("threads").none() = nb::none(), nb::arg("device") = "auto", nb::arg("allow_nonfinite") = false,
+        nb::arg("threads").none() = nb::none(), nb::arg("allow_nonfinite") = false, nb::arg("allow_empty") = false,
         nb::arg("progress").none() = nb::none());
 }
 

@@ -20,7 +20,12 @@ and the engines' arithmetic redone in Python (float32 rounding by struct).
   5. All or nothing: a run killed (SIGKILL) with every file staged leaves an older output in place
      and no file under a final name; the next run removes what it left and replaces the output.
   6. Refusals: flags of another target, an unknown --to, a non-FP8 config, a weight without scales,
-     scales of the wrong shape, a NaN for mxfp4 (all exit 1 or 2, a message, no output folder).
+     scales of the wrong shape, a NaN code or an infinite scale for every target (--allow-nonfinite
+     lets bf16 and fp8-ue8m0 through), an input tensor named as an output (`L.weight_scale`,
+     `L.weight_packed` beside an FP8 layer, --to mxfp4/nvfp4) (all exit 1 or 2, a message, no
+     output folder).
+  7. A single-file input (`weights.safetensors`) is written as model.safetensors, with the side
+     files of its folder.
 """
 import json
 import os
@@ -344,10 +349,50 @@ def test_refusals(tmp, inp):
         d = os.path.join(tmp, name)
         st.write_checkpoint(d, tensors, 1)
         refused([d, "--to", "bf16"], 2, words, name)
-    # a NaN code: MXFP4 refuses it after work has started; nothing is left behind
+    # a NaN code: every target refuses it after work has started; nothing is left behind
     nan_dir = os.path.join(tmp, "nan")
     make_checkpoint(nan_dir, nan=True)
-    refused([nan_dir, "--to", "mxfp4"], 2, ["NaN"], "a NaN for --to mxfp4")
+    for to in ("mxfp4", "nvfp4", "bf16", "fp8-ue8m0"):
+        refused([nan_dir, "--to", to], 2, ["NaN", "mlp.gate_proj"] + (["--allow-nonfinite"] if to in ("bf16", "fp8-ue8m0") else []),
+                "a NaN code for --to " + to)
+    # an infinite scale likewise
+    inf_dir = os.path.join(tmp, "inf")
+    one = [("x.weight", "F8_E4M3", [128, 128], b"\x38" * 16384),
+           ("x.weight_scale_inv", "F32", [1, 1], struct.pack("<f", float("inf")))]
+    st.write_checkpoint(inf_dir, one, 1)
+    for to in ("bf16", "fp8-ue8m0"):
+        refused([inf_dir, "--to", to], 2, ["x", "Inf", "--allow-nonfinite"], "an infinite scale for --to " + to)
+    refused([nan_dir, "--to", "mxfp4", "--allow-nonfinite"], 1, ["--allow-nonfinite"], "--allow-nonfinite with --to mxfp4")
+    for to in ("bf16", "fp8-ue8m0"):
+        out_dir = os.path.join(tmp, "nan-allowed")
+        rc, _, se = run("convert", nan_dir, out_dir, "--to", to, "--allow-nonfinite")
+        check(rc == 0, "--to %s --allow-nonfinite converts the NaN code: %d %s" % (to, rc, se.strip()))
+    # an input tensor with the name of an output: refused by the writer, naming both
+    for to, extra in (("nvfp4", ".weight_scale"), ("mxfp4", ".weight_scale"), ("mxfp4", ".weight_packed")):
+        d = os.path.join(tmp, "dup" + extra)
+        st.write_checkpoint(d, [("x.weight", "F8_E4M3", [128, 128], b"\x38" * 16384),
+                                ("x.weight_scale_inv", "F32", [1, 1], struct.pack("<f", 0.5)),
+                                ("x" + extra, "F32", [1], struct.pack("<f", 1.0))], 1)
+        refused([d, "--to", to], 2, ["x" + extra, "'x.weight'", "two output tensors"],
+                "an input x%s beside an FP8 layer, --to %s" % (extra, to))
+
+
+def test_single_file(tmp):
+    """7."""
+    d = os.path.join(tmp, "single")
+    os.makedirs(d)
+    with open(os.path.join(d, "weights.safetensors"), "wb") as f:
+        f.write(st.build([("x.weight", "F8_E4M3", [128, 128], b"\x38" * 16384),
+                          ("x.weight_scale_inv", "F32", [1, 1], struct.pack("<f", 0.5))]))
+    with open(os.path.join(d, "tokenizer.json"), "w") as f:
+        f.write('{"t": 1}\n')
+    out_dir = os.path.join(tmp, "single-out")
+    rc, _, se = run("convert", os.path.join(d, "weights.safetensors"), out_dir, "--to", "bf16")
+    check(rc == 0, "a single-file input converts: %s" % se.strip())
+    if rc == 0:
+        names = sorted(f for f in os.listdir(out_dir) if not f.startswith("."))  # not qtl's output marker
+        check(names == ["model.safetensors", "tokenizer.json"],
+              "a single-file input gives model.safetensors and its folder's side files: %s" % names)
 
 
 def test_killed(tmp, inp):
@@ -375,6 +420,7 @@ def main():
         test_nvfp4(tmp, src, layers, inp)
         test_killed(tmp, inp)
         test_refusals(tmp, inp)
+        test_single_file(tmp)
     finish()
 
 

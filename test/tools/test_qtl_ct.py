@@ -59,14 +59,17 @@ def f32(x):
     return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
-def ct_config(tmp):
+def ct_config(tmp, bits, group, sym):
+    """A compressed-tensors config whose weights agree with the flags of the run (a flag that
+    contradicts the config is refused)."""
     path = os.path.join(tmp, "ct_cfg.json")
+    weights = {"num_bits": bits, "type": "int", "symmetric": sym, "strategy": "channel" if group == -1 else "group",
+               "group_size": None if group == -1 else group}
     with open(path, "w") as f:
         json.dump({"quantization_config": {
             "quant_method": "compressed-tensors", "format": "pack-quantized", "quantization_status": "compressed",
             "ignore": ["lm_head", "re:.*layers\\.1\\.mlp\\.down_proj$"],
-            "config_groups": {"group_0": {"targets": ["Linear"], "weights": {
-                "num_bits": 4, "type": "int", "symmetric": True, "strategy": "group", "group_size": 128}}}}}, f)
+            "config_groups": {"group_0": {"targets": ["Linear"], "weights": weights}}}}, f)
     return path
 
 
@@ -144,7 +147,8 @@ def test_pack(tmp, fmt, bits, group, sym):
     inputs = st.read(os.path.join(tmp, "ckpt-copy", "model.safetensors"))[0]
     name = "%s-%s-g%d" % (fmt, "sym" if sym else "asym", group)
     out = os.path.join(tmp, "out-" + name)
-    args = ["quantize", src, out, "--format", fmt, "--group-size", group, "--config", ct_config(tmp), "--threads", 2]
+    args = ["quantize", src, out, "--format", fmt, "--group-size", group, "--config", ct_config(tmp, bits, group, sym),
+            "--threads", 2]
     if not sym:
         args.append("--asym")
     rc, so, se = run(*args)

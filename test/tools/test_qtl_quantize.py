@@ -6,8 +6,12 @@ Standard library only (no numpy, no torch): safetensors parsed with struct/json 
 GPTQ words unpacked, e4m3 decoded and weights dequantized in pure Python on small shapes.
   1. GPTQ (sharded input, config with `dynamic` rules, sym and asym): every quantized layer
      dequantizes, in Python, to exactly the `w_ref` that `qtl op quantize-weights` (the golden-tested
-     library path) returns for the same weight; skipped layers and other tensors byte-identical; the
-     index, config.json and quantize_config.json as docs/spec/checkpoint_formats.md says.
+     library path) returns for the same weight (--sym), or that GPTQ's own quantizer redone here
+     gives (--asym: `gptq_asym_ref`, the range widened to hold 0); skipped layers and other tensors
+     byte-identical; the index, config.json and quantize_config.json as
+     docs/spec/checkpoint_formats.md says. Groups of one sign far from 0 (uniform in [0.4, 0.6], a
+     constant) come back within a step with --asym; scales F16 cannot hold (BF16 weights of 2^20,
+     or of 2^-106) are refused naming the layer and a format that holds them.
   2. FP8 channel (compressed-tensors) and block (HF fp8): shapes, names, no extra tensors, every
      element within half an e4m3 step of the original.
   3. A run killed halfway (SIGKILL and SIGTERM) leaves no file under a final name (the next run
@@ -190,6 +194,30 @@ def op_w_ref(tmp, w, n, k, qtype, group, zero_points):
     return [[vals[kk * n + nn] for nn in range(n)] for kk in range(k)]
 
 
+def f32v(x):
+    return struct.unpack("<f", struct.pack("<f", x))[0]
+
+
+def gptq_asym_ref(w, n, k, bits, group):
+    """w_ref [K][N] of GPTQ's own quantizer (Quantizer.find_params / quantize, float32) for HF
+    weight w [N][K], with the scale stored as F16 and the codes taken with that F16 scale."""
+    maxq = (1 << bits) - 1
+    out = [[0.0] * n for _ in range(k)]
+    for nn in range(n):
+        for g0 in range(0, k, group):
+            vals = w[nn * k + g0:nn * k + g0 + group]
+            xmin, xmax = min(min(vals), 0.0), max(max(vals), 0.0)
+            if xmin == 0 and xmax == 0:
+                xmin, xmax = -1.0, 1.0
+            s = f32v(f32v(xmax - xmin) / maxq)
+            z = round(f32v(-xmin / s))
+            s16 = f16(s)
+            for i, x in enumerate(vals):
+                q = min(max(round(f32v(x / s16)) + z, 0), maxq)
+                out[g0 + i][nn] = f16(f16(q - z) * s16)
+    return out
+
+
 def same_f16(a, b):
     return struct.pack("<e", a) == struct.pack("<e", b) or (math.isnan(a) and math.isnan(b))
 
@@ -240,16 +268,72 @@ def test_gptq(tmp, sym):
         bits, gs, w_ref = gptq_dequant(t, name, n, k, v1)
         want_bits, want_gs = (8, 64) if ".0.mlp." in name else (4, 32)
         check((bits, gs) == (want_bits, want_gs), "%s: %d-bit group %d" % (name, bits, gs))
-        qtype = ("uint%db%d" % (bits, 1 << (bits - 1))) if sym else "uint%d" % bits
-        ref = op_w_ref(tmp, weights[name + ".weight"], n, k, qtype, gs, not sym)
+        if sym:
+            ref = op_w_ref(tmp, weights[name + ".weight"], n, k, "uint%db%d" % (bits, 1 << (bits - 1)), gs, False)
+        else:
+            ref = gptq_asym_ref(weights[name + ".weight"], n, k, bits, gs)
         bad = sum(1 for kk in range(k) for nn in range(n) if not same_f16(w_ref[kk][nn], ref[kk][nn]))
-        check(bad == 0, "%s: %d of %d elements differ from qtl op's w_ref" % (name, bad, n * k))
+        check(bad == 0, "%s: %d of %d elements differ from %s" % (name, bad, n * k,
+                                                                 "qtl op's w_ref" if sym else "GPTQ's quantizer"))
     for name in inputs:
         if not any(name == m + ".weight" for m, _, _ in linear_shapes()):
             expected_names.add(name)
             check(t[name][2] == inputs[name][3], name + " copied unchanged")
     check(set(t) == expected_names, "exactly the expected tensors (extra: %s, missing: %s)" %
           (sorted(set(t) - expected_names)[:5], sorted(expected_names - set(t))[:5]))
+
+
+def bf16_bytes(vals):
+    """BF16 bytes of values exact in BF16 (the top half of their float32)."""
+    return b"".join(struct.pack("<f", v)[2:] for v in vals)
+
+
+def test_gptq_ranges(tmp):
+    """--asym: groups of one sign far from 0 within a step; F16 scales out of range refused."""
+    n, k = 64, 128
+    rnd = random.Random(3)
+    w = [f16(0.02 * rnd.gauss(0, 1)) for _ in range(n * k)]
+    w[0:k] = [f16(0.4 + 0.2 * rnd.random()) for _ in range(k)]   # row 0: uniform in [0.4, 0.6]
+    w[k:2 * k] = [0.5] * k                                        # row 1: a constant
+    w[2 * k:3 * k] = [f16(-0.6 + 0.2 * rnd.random()) for _ in range(k)]  # row 2: all negative
+    src = os.path.join(tmp, "one-sign")
+    st.write_checkpoint(src, [("model.layers.0.mlp.up_proj.weight", "F16", [n, k], struct.pack("<%de" % (n * k), *w))], 1)
+    for bits in (4, 8):
+        out = os.path.join(tmp, "one-sign-out")
+        rc, so, se = run("quantize", src, out, "--format", "gptq", "--asym", "--bits", bits, "--group-size", k)
+        check(rc == 0, "gptq --asym %d-bit on one-sign groups: %s" % (bits, se))
+        if rc != 0:
+            continue
+        with open(os.path.join(out, "config.json")) as f:
+            v1 = json.load(f)["quantization_config"]["checkpoint_format"] == "gptq"
+        _, _, w_ref = gptq_dequant(read_checkpoint(out), "model.layers.0.mlp.up_proj", n, k, v1)
+        for row, what in ((0, "uniform in [0.4, 0.6]"), (1, "constant 0.5"), (2, "uniform in [-0.6, -0.4]")):
+            amax = max(abs(x) for x in w[row * k:(row + 1) * k])
+            step = amax / ((1 << bits) - 1)
+            err = max(abs(w_ref[kk][row] - w[row * k + kk]) for kk in range(k))
+            check(err <= step, "gptq --asym %d-bit, %s: error %.4g within a step %.4g" % (bits, what, err, step))
+        shutil.rmtree(out)
+    # scales F16 cannot hold: BF16 weights of 2^20 (scale 2^20/7 overflows F16) and of 2^-106
+    # (the scale rounds to 0 in F16): refused naming the layer and the formats that hold them
+    for value, words in ((2.0 ** 20, "overflows"), (2.0 ** -106, "rounds to 0")):
+        d = os.path.join(tmp, "range-%g" % value)
+        vals = [value * (1 + (i % 7) / 8.0) for i in range(n * k)]
+        st.write_checkpoint(d, [("model.layers.0.mlp.down_proj.weight", "BF16", [n, k], bf16_bytes(vals))], 1)
+        for sym in ("--sym", "--asym"):
+            out = os.path.join(tmp, "range-out")
+            rc, so, se = run("quantize", d, out, "--format", "gptq", sym)
+            check(rc == 2 and "model.layers.0.mlp.down_proj" in se and words in se and "F16" in se and
+                  "w4a16" in se and "BF16" in se, "gptq %s, BF16 weights of %g: refused naming the layer (%d %s)"
+                  % (sym, value, rc, se.strip()))
+            check(not os.path.exists(out), "gptq %s, weights of %g: no output" % (sym, value))
+        rc, so, se = run("quantize", d, os.path.join(tmp, "range-w4a16"), "--format", "w4a16")
+        check(rc == 0, "w4a16 holds BF16 weights of %g: %s" % (value, se.strip()))
+    # an all-zero group keeps its scale of 0 (sym) without a word
+    z = os.path.join(tmp, "zeros")
+    st.write_checkpoint(z, [("model.layers.0.mlp.up_proj.weight", "F16", [n, k], bytes(2 * n * k))], 1)
+    for sym in ("--sym", "--asym"):
+        rc, _, se = run("quantize", z, os.path.join(tmp, "zeros-out" + sym), "--format", "gptq", sym)
+        check(rc == 0, "gptq %s on an all-zero weight: %s" % (sym, se.strip()))
 
 
 E4M3 = []
@@ -490,6 +574,7 @@ def main():
         os.makedirs(os.path.join(tmp, "asym"))
         test_gptq(os.path.join(tmp, "asym"), sym=False)
         test_fp8(tmp)
+        test_gptq_ranges(tmp)
         test_explain_golden()
         test_explain_lint_checkpoint(tmp)
         test_killed(tmp)

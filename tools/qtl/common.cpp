@@ -9,13 +9,6 @@
 
 namespace qtl::tool {
 
-void check_device(std::string const& device) {
-  if (device == "cuda") {
-    throw data_error(
-        "--device cuda: no CUDA GPU available to this qtl (it was built host-only); use --device cpu");
-  }
-}
-
 std::string shown(std::string_view s, std::size_t limit) {
   std::string out = qtl::io::detail::printable(s.substr(0, limit), limit, false);
   if (s.size() > limit) {

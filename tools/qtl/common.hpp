@@ -7,7 +7,7 @@
 //   1  the command line: unknown subcommand or op, a missing or malformed flag, a value outside an
 //      enumeration (CLI11's own parse errors, and `usage_error` for checks made after parsing)
 //   2  files and data: unreadable or hostile file, missing or wrongly typed tensor, shapes the
-//      operation cannot take, `--device cuda` without a GPU (every `qtl::error`, `data_error`)
+//      operation cannot take (every `qtl::error`, `data_error`)
 
 #include <cstddef>
 #include <cstdint>
@@ -38,10 +38,6 @@ using qtl::io::tensor_info;
 inline constexpr int exit_ok = 0;
 inline constexpr int exit_usage = 1;
 inline constexpr int exit_data = 2;
-
-/// `--device`: only `cpu` runs in this build.
-/// @throws data_error for `cuda` (this build has no CUDA executor; exit code 2 as "no GPU").
-void check_device(std::string const& device);
 
 /// Text longer than this is abridged by `shown` (real module names are under 200 bytes).
 inline constexpr std::size_t shown_limit = 256;

@@ -206,11 +206,7 @@ std::string kept_reason(module_role role) {
   return {};
 }
 
-module_role weight_role(std::string_view module, qtl::io::tensor_info const& weight) {
-  bool const float_type = weight.type == dtype::F16 || weight.type == dtype::BF16 || weight.type == dtype::F32;
-  if (weight.shape.size() != 2 || !float_type || weight.shape[0] <= 0 || weight.shape[1] <= 0) {
-    return module_role::not_linear;
-  }
+module_role name_role(std::string_view module) {
   layer_kind const kind = infer_layer_kind(module);
   if (kind == layer_kind::lm_head) {
     return module_role::linear;
@@ -219,7 +215,16 @@ module_role weight_role(std::string_view module, qtl::io::tensor_info const& wei
     return module_role::not_linear;
   }
   std::string_view const leaf = last_component(module);
-  return leaf == "gate" || leaf == "shared_expert_gate" ? module_role::moe_router : module_role::linear;
+  bool const router = leaf == "gate" || leaf == "shared_expert_gate" || leaf == "router";
+  return router ? module_role::moe_router : module_role::linear;
+}
+
+module_role weight_role(std::string_view module, qtl::io::tensor_info const& weight) {
+  bool const float_type = weight.type == dtype::F16 || weight.type == dtype::BF16 || weight.type == dtype::F32;
+  if (weight.shape.size() != 2 || !float_type || weight.shape[0] <= 0 || weight.shape[1] <= 0) {
+    return module_role::not_linear;
+  }
+  return name_role(module);
 }
 
 std::vector<checkpoint_module> checkpoint_modules(std::filesystem::path const& path) {

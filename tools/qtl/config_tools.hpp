@@ -92,11 +92,16 @@ enum class module_role {
 /// it unquantized)"; empty for `linear`.
 std::string kept_reason(module_role role);
 
-/// The role of the module `module` whose unquantized weight is `weight` (`module.weight`): linear
-/// for a non-empty 2-D float (F16, BF16, F32) weight of a layer the name says is linear or
-/// lm_head (`infer_layer_kind`: not an embedding, not `experts`), moe_router for such a weight
-/// whose last component is `gate` (Mixtral, Qwen-MoE, DeepSeek: [num_experts, hidden]) or
-/// `shared_expert_gate` (Qwen2-MoE), not_linear for anything else (1-D norms, embeddings, ...).
+/// The role the name alone gives a module: linear for a layer the name says is linear or lm_head
+/// (`infer_layer_kind`: not an embedding, not `experts`), moe_router for such a layer whose last
+/// component is `gate` (Mixtral, Qwen-MoE, DeepSeek: [num_experts, hidden]), `shared_expert_gate`
+/// (Qwen2-MoE) or `router` (gpt-oss `mlp.router`, Llama 4 `feed_forward.router`), not_linear
+/// otherwise.
+module_role name_role(std::string_view module);
+
+/// The role of the module `module` whose unquantized weight is `weight` (`module.weight`):
+/// `name_role` for a non-empty 2-D float (F16, BF16, F32) weight, not_linear for anything else
+/// (1-D norms, other dtypes, ...).
 module_role weight_role(std::string_view module, qtl::io::tensor_info const& weight);
 
 /// A module of a checkpoint and its role.

@@ -2,7 +2,7 @@
 // FP8-block checkpoint (research/converters.md §8).
 //
 //   qtl convert IN OUT_DIR --to fp8-ue8m0|bf16|mxfp4|nvfp4 [--recipe sglang|sglang-legacy|vllm]
-//               [--canonical] [--threads N]
+//               [--canonical] [--threads N] [--allow-nonfinite]
 //
 // Input: an FP8 block checkpoint (DeepSeek-V3 style): every quantized layer L has L.weight F8_E4M3
 // [N,K] (or stacked [E,N,K]) and L.weight_scale_inv F32 [ceil(N/BN),ceil(K/BK)] ([E,..]); the
@@ -23,13 +23,17 @@
 //              gate_proj/up_proj (w1/w3) of one MLP share the global scale; config:
 //              compressed-tensors nvfp4-pack-quantized
 //   For the compressed-tensors targets, `ignore` lists every linear layer left in float.
+// A layer with a NaN code, or a block that dequantizes to NaN or Inf (a non-finite or huge scale),
+// is refused by every target: mxfp4 and nvfp4 cannot encode it, and bf16 and fp8-ue8m0 refuse it
+// as `qtl quantize` refuses NaN/Inf weights, unless --allow-nonfinite (which passes them through).
 // L.input_scale (static activation scales) is kept by fp8-ue8m0 and dropped by the others (their
 // activations are not quantized). The DeepGEMM packed scale layout is not a target: it depends on
 // each tensor-parallel rank's N (`qtl op deepgemm-pack-ue8m0` makes it for kernel fixtures).
 //
-// Everything else is copied unchanged; the shards keep their names (a shard left empty is dropped),
-// each shard's tensors ordered by element size (4-, 2-, then 1-byte) so that every tensor stays
-// aligned; the index is rewritten; the input folder's other files are copied.
+// Everything else is copied unchanged; the shards keep their names (a shard left empty is dropped;
+// a single-file input becomes model.safetensors), each shard's tensors ordered by element size (4-,
+// 2-, then 1-byte) so that every tensor stays aligned; two output tensors of one name are refused;
+// the index is rewritten; the input folder's side files are copied (`side_file_skip_reason`).
 //
 // Streaming, bounded memory: the output shards are created in a staging folder beside OUT_DIR with
 // their headers first; worker threads take one layer at a time and convert it in slices of block
@@ -81,6 +85,7 @@ struct convert_args {
   std::string recipe = "sglang";
   bool canonical = false;
   bool force = false;
+  bool allow_nonfinite = false;
   int threads = 0;
   CLI::Option* recipe_opt = nullptr;
 };
@@ -179,6 +184,7 @@ struct worker_context {
   target to;
   recipe_name recipe;
   bool canonical;
+  bool allow_nonfinite;
 };
 
 void write_out(worker_context const& c, out_ref r, void const* data, std::size_t bytes, std::uint64_t at) {
@@ -281,6 +287,19 @@ void run_job(worker_context const& c, convert_job& j) {
     }
     return;
   }
+  if ((c.to == target::bf16 || c.to == target::fp8_ue8m0) && !c.allow_nonfinite) {
+    // NaN codes and blocks whose dequant is not finite, refused as mxfp4 and nvfp4 refuse them
+    for (auto const& l : j.layers) {
+      typed_tensor<float> const scales(*l.scale);
+      try {
+        (void)cv::fp8_block_bf16_amax(codes_of(*l.weight), {scales.data(), static_cast<std::size_t>(scales.size())},
+                                      l.grid);
+      } catch (qtl::value_error const& e) {
+        // the worker pool names the weight
+        throw data_error(std::string(e.what()) + " (a NaN code or a non-finite scale; --allow-nonfinite converts it)");
+      }
+    }
+  }
   float gs = 0.0f;
   if (c.to == target::nvfp4) {
     float amax = 0.0f;
@@ -351,6 +370,10 @@ int run_convert(convert_args const& a) {
   if (to != target::fp8_ue8m0 && a.canonical) {
     throw usage_error("--canonical applies to --to fp8-ue8m0 (the requant that is not idempotent)");
   }
+  if ((to == target::mxfp4 || to == target::nvfp4) && a.allow_nonfinite) {
+    throw usage_error(
+        "--allow-nonfinite applies to --to bf16 and fp8-ue8m0 (MXFP4 and NVFP4 cannot encode NaN or Inf)");
+  }
 
   // --- input ----------------------------------------------------------------------------------
   fs::path const in_path(a.in);
@@ -404,17 +427,13 @@ int run_convert(convert_args const& a) {
     throw data_error(in_config.string() + ": weight_block_size [" + std::to_string(block.n) + ", " +
                      std::to_string(block.k) + "]: both engines requantize 128x128 blocks only (--to fp8-ue8m0)");
   }
-  bool const sharded = ckpt.shards().size() > 1 ||
-                       (in_path.string().size() > 5 && in_path.extension() == ".json") ||
-                       (fs::is_directory(in_path) && fs::exists(in_path / "model.safetensors.index.json"));
+  bool const sharded = sharded_output(ckpt, in_path);
 
   // --- plan ------------------------------------------------------------------------------------
-  std::vector<shard_plan> shards(ckpt.shards().size());
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    shards[i].name = ckpt.shards()[i].path().filename().string();
-  }
+  std::vector<shard_plan> shards = plan_shards(ckpt, sharded);
+  std::string const* source = nullptr;  // the input tensor of the outputs being added
   auto const add_out = [&](std::size_t shard, std::string name, dtype type, std::vector<std::int64_t> shape) {
-    shards[shard].tensors.push_back({std::move(name), type, std::move(shape)});
+    shards[shard].tensors.push_back({std::move(name), type, std::move(shape), 0, 0, *source});
     return out_ref{shard, shards[shard].tensors.size() - 1};
   };
   std::map<std::string, std::size_t> shard_of;  // tensor name -> input shard
@@ -442,6 +461,7 @@ int run_convert(convert_args const& a) {
       continue;  // converted with its weight
     }
     std::string const module = strip(name, ".weight");
+    source = &name;
     if (!module.empty() && t.type == dtype::F8_E4M3) {
       tensor_info const* s = ckpt.find(module + ".weight_scale_inv");
       if (s == nullptr) {
@@ -563,21 +583,19 @@ int run_convert(convert_args const& a) {
 
   // --- output files: headers now, data by the workers -----------------------------------------
   staged_output staged(out_dir, {"convert", checkpoint_inputs(in_path, ckpt), a.force});
+  open_shards(staged, shards);
   std::vector<std::size_t> written;  // shards with tensors (an emptied shard of a sharded input is dropped)
   for (std::size_t i = 0; i < shards.size(); ++i) {
-    auto& s = shards[i];
-    if (s.tensors.empty() && sharded) {
-      continue;
+    if (shards[i].file) {
+      written.push_back(i);
     }
-    written.push_back(i);
-    open_shard(staged, s);
   }
 
   std::uint64_t total_in = 0;
   for (auto const& j : jobs) {
     total_in += j.in_bytes;
   }
-  worker_context const ctx{shards, to, recipe, a.canonical};
+  worker_context const ctx{shards, to, recipe, a.canonical, a.allow_nonfinite};
   bool const progress = ::isatty(2) != 0;
   worker_pool_jobs pool_jobs;
   pool_jobs.count = jobs.size();
@@ -651,7 +669,7 @@ int run_convert(convert_args const& a) {
   if (sharded) {
     write_shard_index(staged, shards);
   }
-  copy_input_extras(in_path, staged, shards);
+  std::cerr << copy_input_extras(in_path, staged, "convert");
 
   // --- commit -----------------------------------------------------------------------------------
   for (std::size_t i : written) {
@@ -718,6 +736,9 @@ command define_convert(CLI::App& app) {
                 "after its own load-time requant of the output");
   cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::Range(0, max_threads));
   cmd->add_flag("--force", a->force, "replace OUT_DIR even when it holds files that are not a checkpoint's");
+  cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,
+                "--to bf16 and fp8-ue8m0: convert weights holding NaN codes or blocks that dequantize to NaN or Inf "
+                "(refused by default)");
   return {cmd, [a]() { return run_convert(*a); }};
 }
 

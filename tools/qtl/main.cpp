@@ -56,9 +56,6 @@ int main(int argc, char** argv) {
       "op", "apply one library operation to the tensors of IN and write the results to OUT "
             "(the contract of each op: test/data/golden/README.md)");
   op_cmd->require_subcommand(1);
-  std::string device = "cpu";
-  op_cmd->add_option("--device", device, "where to run: cpu (default) or cuda")
-      ->check(CLI::IsMember({"cpu", "cuda"}));
   std::string in_path, out_path;
   struct registered {
     CLI::App* cmd;
@@ -68,7 +65,6 @@ int main(int argc, char** argv) {
   std::vector<registered> ops;
   for (auto const& spec : all_ops()) {
     auto* cmd = op_cmd->add_subcommand(spec.name, spec.help);
-    cmd->fallthrough();  // --device may follow the op's name
     op_runner run = spec.define(*cmd);
     cmd->add_option("IN", in_path, "input .safetensors file")->required();
     cmd->add_option("OUT", out_path,
@@ -116,7 +112,6 @@ int main(int argc, char** argv) {
         return c.run();
       }
     }
-    check_device(device);
     for (auto const& op : ops) {
       if (op.cmd->parsed()) {
         op_io io(op.name, in_path, out_path);

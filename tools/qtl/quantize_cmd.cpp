@@ -4,7 +4,7 @@
 //
 //   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
 //                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json] [--threads N]
-//                [--device auto|cpu|cuda] [--allow-nonfinite]
+//                [--allow-nonfinite] [--allow-empty]
 
 #include <unistd.h>
 
@@ -132,12 +132,14 @@ command define_quantize(CLI::App& app) {
       ->check(CLI::IsMember({"tensor", "channel", "block", "ct-block"}));
   cmd->add_option("--config", a->config,
                   "quantization config whose skip lists and dynamic rules decide the layers "
-                  "(as `qtl explain --consumer sglang` shows)");
+                  "(as `qtl explain --consumer sglang` shows); its bits, group size and symmetry apply "
+                  "where no flag gives them (a flag that contradicts it is refused)");
   cmd->add_option("--threads", a->o.threads, "worker threads (default: every core)")->check(CLI::Range(0, max_quantize_threads));
   cmd->add_flag("--allow-nonfinite", a->o.allow_nonfinite,
                 "quantize weights holding NaN or Inf (refused by default: their scales are not finite)");
   cmd->add_flag("--force", a->o.force, "replace OUT_DIR even when it holds files that are not a checkpoint's");
-  cmd->add_option("--device", a->o.device, "auto (default), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  cmd->add_flag("--allow-empty", a->o.allow_empty,
+                "write the output even when no layer is quantized (refused by default, naming why)");
   return {cmd, [a]() { return run_quantize(*a); }};
 }
 

@@ -27,8 +27,8 @@ namespace qtl::tool {
 // ------------------------------------------------------------------------------------------------
 // qtl quantize
 
-/// Every flag of `qtl quantize`. An unset optional is a flag not given: the default in its comment
-/// applies, and a value from `--config` is kept (a given flag overrides the config's value).
+/// Every flag of `qtl quantize`. An unset optional is a flag not given: the config's value applies,
+/// else the default in its comment; a given flag that contradicts the config's value is refused.
 struct quantize_options {
   std::string format;                     ///< --format (required): "gptq", "fp8", or compressed-tensors
                                           ///< "w4a16", "w8a16" (pack-quantized), "nvfp4", "mxfp4"
@@ -39,11 +39,12 @@ struct quantize_options {
   bool asym = false;                      ///< --asym: zero points per group; gptq, w4a16, w8a16
   std::optional<std::string> fp8_scheme;  ///< --fp8-scheme: "tensor", "channel" (default), "block"
                                           ///< (HF fp8) or "ct-block" (compressed-tensors FP8_BLOCK); fp8 only
-  std::filesystem::path config;           ///< --config: skip lists and rules that decide the layers (empty: none)
+  std::filesystem::path config;           ///< --config: skip lists and rules that decide the layers, and the
+                                          ///< integer formats' bits, group size, symmetry (empty: none)
   int threads = 0;                        ///< --threads: worker threads, 0 = every core (at most 4096)
-  std::string device = "auto";            ///< --device: "auto", "cpu" or "cuda"
   bool allow_nonfinite = false;           ///< --allow-nonfinite: quantize weights holding NaN or Inf
   bool force = false;                     ///< --force: replace an output folder of other files too
+  bool allow_empty = false;               ///< --allow-empty: write the output when no layer is quantized
 };
 
 /// The most worker threads `quantize_options::threads` takes.
@@ -89,8 +90,8 @@ struct quantize_report {
 };
 
 /// Quantizes every linear weight of the checkpoint `src` (a .safetensors file, an index or a
-/// folder) into the folder `dst`, replacing it whole (all or nothing; the input folder's other
-/// files are copied). The layout of each format: the comment of
+/// folder) into the folder `dst`, replacing it whole (all or nothing; the side files of the
+/// input's folder are copied). The layout of each format: the comment of
 /// tools/qtl/lib/quantize.cpp.
 /// @throws usage_error, data_error, qtl::error (the CLI's messages)
 quantize_report quantize_checkpoint(std::filesystem::path const& src, std::filesystem::path const& dst,

@@ -4,22 +4,36 @@
 //
 //   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
 //                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json]
-//                [--threads N] [--device auto|cpu|cuda] [--allow-nonfinite]
+//                [--threads N] [--allow-nonfinite] [--allow-empty]
 //
-// Which layers: every 2-D float `.weight` of a linear layer (embeddings and 1-D tensors are copied),
-// decided by the config's rules as `qtl explain --consumer sglang` shows them, on the name the
-// engine sees (q/k/v_proj -> qkv_proj, gate/up_proj -> gate_up_proj: shards of a fused layer always
-// share one decision). Without --config: every linear layer but lm_head.
+// Which layers: every 2-D F16/BF16/F32 `.weight` of a linear layer (embeddings and 1-D tensors are
+// copied; a linear weight of another dtype is kept and listed), decided by the config's rules as
+// `qtl explain --consumer sglang` shows them, on the name the engine sees (q/k/v_proj -> qkv_proj,
+// gate/up_proj -> gate_up_proj: shards of a fused layer always share one decision). Without
+// --config: every linear layer but lm_head. MoE experts stored per expert
+// (`mlp.experts.E.gate_proj.weight`) are linear layers; routers (`mlp.gate`, `router`, ...) are kept;
+// 3-D expert stacks (`mlp.experts.gate_up_proj` [E, 2I, H]) are copied with a warning. A run that
+// would quantize no layer is refused, naming why, unless --allow-empty.
+//
+// The integer formats' bits, group size and symmetry: a flag given, else the --config's value
+// (GPTQ bits/group_size/sym; compressed-tensors num_bits/group_size or strategy channel/symmetric),
+// else the default (4 bits, group 128, symmetric); a flag that contradicts the config's value is
+// refused, and when a --config is given and some value came from elsewhere, each value's source is
+// printed.
 //
 // What is written, per quantized layer L with HF weight W [N, K] (quantized along K):
 //   gptq  L.qweight I32 [K*b/32, N]  codes packed along K (pack_rows), element j in bits [b*j, b*j+b)
 //         L.qzeros  I32 [G, N*b/32]  zero points packed along N (pack_cols); v1 "gptq" stores z - 1
 //                                     (when every z >= 1: always for --sym), else "gptq_v2" stores z
 //         L.scales  F16 [G, N]        L.g_idx I32 [K] = k / group_size
-//         codes and scales from qtl::quantize_weights (uint4b8/uint8b128 with --sym: z = 8/128;
-//         uint4/uint8 with zero points with --asym), bit for bit as the reference; scales cast to F16
-//         (exact for F16 weights; BF16/F32 weights get their scales rounded to F16, as GPTQModel does,
-//         and the checkpoint dequantizes with those).
+//         --sym: codes and scales from qtl::quantize_weights (uint4b8/uint8b128, z = 8/128), bit for
+//         bit as the reference; --asym: GPTQ's own quantizer (qtl::gptq_asym_group_params: the range
+//         widened to hold 0, s = (max - min) / (2^b - 1), z = rne(-min / s), codes with the F16
+//         scale), not the reference's rule, which loses groups of one sign far from 0. Scales cast
+//         to F16 (exact for F16 weights; BF16/F32 weights get their scales rounded to F16, as
+//         GPTQModel does, and the checkpoint dequantizes with those); a scale that F16 cannot hold
+//         (overflow to Inf, or 0 for a group that is not all zero) is refused naming the layer
+//         (--format w4a16/w8a16 keep scales in the weight's dtype).
 //   fp8   L.weight F8_E4M3 [N, K] and, by scheme,
 //         tensor   L.weight_scale F32 [1] (compressed-tensors; [] under an HF "fp8" config)
 //         channel  L.weight_scale F32 [N, 1] (compressed-tensors)
@@ -52,10 +66,11 @@
 //         (block_quantize<mxfp4>: the smallest power of two >= amax/6); consumers decode both alike.
 //   The compressed-tensors configs list in `ignore` every linear layer the run kept (and lm_head
 //   whenever it is not quantized), so every consumer skips exactly what this run skipped.
-// Everything else is copied unchanged; the shards keep their names, each shard's tensors ordered by
-// element size (4-, 2-, then 1-byte) so that every tensor stays aligned; the index is rewritten;
+// Everything else is copied unchanged; the shards keep their names (a single-file input becomes
+// model.safetensors), each shard's tensors ordered by element size (4-, 2-, then 1-byte) so that
+// every tensor stays aligned; two output tensors of one name are refused; the index is rewritten;
 // config.json gets the `quantization_config` (GPTQ also writes quantize_config.json); the input
-// folder's other files are copied.
+// folder's side files are copied (quantize_plan.hpp's `side_file_skip_reason` says which).
 //
 // Streaming: every output shard is created in a staging folder beside OUT_DIR, its header written
 // first (offsets are known from the shapes), then worker threads quantize one tensor at a time (GPTQ
@@ -106,6 +121,92 @@ std::int64_t group_rows(std::string const& name, std::int64_t group_size, std::i
 /// A float type for a dtype the quantizers take.
 bool is_float(dtype t) { return t == dtype::F16 || t == dtype::BF16 || t == dtype::F32; }
 
+/// A fused 3-D expert stack: a float [E, N, K] tensor under an `experts` module (gpt-oss, Llama 4 and
+/// transformers v5 `mlp.experts.gate_up_proj`, `down_proj`), which this tool does not quantize yet.
+bool is_expert_stack(tensor_info const& t) {
+  return t.shape.size() == 3 && is_float(t.type) && t.name.find("experts") != std::string::npos;
+}
+
+/// Why a run quantizes no layer: what kept each candidate, grouped (for the error).
+std::string empty_run_reasons(qtl::io::safetensors_checkpoint const& ckpt,
+                              std::map<std::string, std::string> const& skipped, std::string const& stacks_why) {
+  if (ckpt.tensors().empty()) {
+    return "the checkpoint has no tensors";
+  }
+  std::vector<std::string> parts;
+  if (!stacks_why.empty()) {
+    parts.push_back(stacks_why);
+  }
+  std::map<std::string, std::vector<std::string>> by_why;
+  for (auto const& [module, why] : skipped) {
+    by_why[why].push_back(module);
+  }
+  for (auto const& [why, modules] : by_why) {
+    std::size_t const n = modules.size();
+    parts.push_back(std::to_string(n) + (n == 1 ? " weight is kept: " : " weights are kept: ") + why + " (" +
+                    qtl::io::detail::printable(modules.front()) + (n == 1 ? "" : ", ...") + ")");
+  }
+  if (parts.empty()) {
+    parts.push_back("none of its " + std::to_string(ckpt.tensors().size()) +
+                    " tensors is the 2-D `.weight` of a linear layer");
+  }
+  std::string text;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    text += (i == 0 ? "" : "; ") + parts[i];
+  }
+  return text;
+}
+
+/// Where the integer formats' parameters came from ("bits 4 (--bits 4)", ...), for the note.
+struct param_sources {
+  std::vector<std::string> shown;
+  bool all_from_config = true;
+};
+
+/// One parameter of the integer formats: the flag's value when given, else the --config's, else
+/// `fallback`. @throws usage_error when the flag contradicts the config's value, naming both
+template <class V>
+V merge_param(param_sources& sources, std::string_view field, std::optional<V> flag, std::string const& flag_text,
+              std::optional<V> from_config, std::string const& config_text, V fallback) {
+  auto const text = [](V v) {
+    if constexpr (std::is_same_v<V, bool>) {
+      return std::string(v ? "true" : "false");
+    } else {
+      return std::to_string(v);
+    }
+  };
+  if (flag && from_config && *flag != *from_config) {
+    throw usage_error(flag_text + " conflicts with " + config_text + ", whose " + std::string(field) + " is " +
+                      text(*from_config) + " (drop one, or give the same value)");
+  }
+  V const v = flag ? *flag : from_config ? *from_config : fallback;
+  std::string const source = flag && from_config ? flag_text + " and " + config_text
+                             : flag              ? flag_text
+                             : from_config       ? config_text
+                                                 : std::string("default");
+  sources.all_from_config = sources.all_from_config && from_config.has_value();
+  sources.shown.push_back(std::string(field) + " " + text(v) + " (" + source + ")");
+  return v;
+}
+
+/// The group size of a compressed-tensors config's first scheme: its `group_size`, or -1 for
+/// strategy `channel` (whose group_size is null).
+std::optional<std::int64_t> ct_config_group_size(quant_config const& cfg, ojson const& qobj) {
+  if (cfg.group_size) {
+    return cfg.group_size;
+  }
+  auto const groups = qobj.find("config_groups");
+  if (groups == qobj.end() || !groups->is_object() || groups->empty()) {
+    return std::nullopt;
+  }
+  ojson const& first = groups->begin().value();
+  auto const w = first.is_object() ? first.find("weights") : first.end();
+  if (w != first.end() && w->is_object() && w->value("strategy", ojson()) == "channel") {
+    return -1;
+  }
+  return std::nullopt;
+}
+
 }  // namespace
 
 quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, quantize_options const& a,
@@ -122,12 +223,6 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
       sink->note(text);
     }
   };
-  if (a.device != "auto" && a.device != "cpu" && a.device != "cuda") {
-    throw usage_error("--device " + a.device + ": expected auto, cpu or cuda");
-  }
-  if (a.device == "cuda") {
-    check_device("cuda");
-  }
   out_format fmt{};
   if (a.format == "gptq") {
     fmt = out_format::gptq;
@@ -224,21 +319,49 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     cfg.skip_list_field = hf_fp8 ? "modules_to_not_convert" : "ignore";
     qobj = ojson::object();
   }
-  // The integer formats' parameters: the flags over the (GPTQ) config's, else the defaults.
+  // The integer formats' parameters: a flag given, else the config's value, else the default.
   std::int64_t int_bits = a.format == "w8a16" ? 8 : 4;
   std::int64_t int_group_size = a.group_size.value_or(128);
   bool int_sym = !a.asym;
-  if (gptq) {
-    if (!cfg.bits || a.bits) {
-      cfg.bits = a.bits.value_or(4);
+  if (integer) {
+    bool const from_file = !a.config.empty();
+    std::string const config_text = "--config " + config_path;
+    std::optional<bool> const sym_flag = a.sym    ? std::optional<bool>(true)
+                                         : a.asym ? std::optional<bool>(false)
+                                                  : std::nullopt;
+    std::string const sym_text = a.asym ? "--asym" : "--sym";
+    std::string const group_text = "--group-size " + std::to_string(a.group_size.value_or(0));
+    param_sources sources;
+    if (gptq) {
+      std::optional<std::int64_t> bits_flag;
+      if (a.bits) {
+        bits_flag = *a.bits;
+      }
+      cfg.bits = merge_param<std::int64_t>(sources, "bits", bits_flag, "--bits " + std::to_string(a.bits.value_or(0)),
+                                           from_file ? cfg.bits : std::nullopt, config_text, 4);
+      cfg.group_size = merge_param<std::int64_t>(sources, "group_size", a.group_size, group_text,
+                                                 from_file ? cfg.group_size : std::nullopt, config_text, 128);
+      cfg.sym =
+          merge_param<bool>(sources, "sym", sym_flag, sym_text, from_file ? cfg.sym : std::nullopt, config_text, true);
+    } else {
+      if (from_file && cfg.weight_type && *cfg.weight_type != "int") {
+        throw usage_error("--format " + a.format + " writes int weights; " + config_text + " describes '" +
+                          *cfg.weight_type + "' weights");
+      }
+      int_bits = merge_param<std::int64_t>(sources, "num_bits", int_bits, "--format " + a.format,
+                                           from_file ? cfg.bits : std::nullopt, config_text, int_bits);
+      int_group_size =
+          merge_param<std::int64_t>(sources, "group_size", a.group_size, group_text,
+                                    from_file ? ct_config_group_size(cfg, qobj) : std::nullopt, config_text, 128);
+      int_sym = merge_param<bool>(sources, "symmetric", sym_flag, sym_text, from_file ? cfg.sym : std::nullopt,
+                                  config_text, true);
     }
-    if (a.group_size) {
-      cfg.group_size = *a.group_size;
-    } else if (!cfg.group_size) {
-      cfg.group_size = 128;
-    }
-    if (!cfg.sym || a.sym || a.asym) {
-      cfg.sym = !a.asym;
+    if (from_file && !sources.all_from_config) {
+      std::string line = "qtl quantize:";
+      for (std::size_t i = 0; i < sources.shown.size(); ++i) {
+        line += (i == 0 ? " " : ", ") + sources.shown[i];
+      }
+      note(line + "\n");
     }
   }
   validate_config_values(cfg, qobj, a.config.empty() ? std::string("the command line") : "--config " + config_path,
@@ -282,21 +405,17 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     }
   }
   refuse_quantized_input(ckpt, model_config, in_config);
-  bool const sharded = ckpt.shards().size() > 1 ||
-                       (in_path.string().size() > 5 && in_path.extension() == ".json") ||
-                       (fs::is_directory(in_path) && fs::exists(in_path / "model.safetensors.index.json"));
+  bool const sharded = sharded_output(ckpt, in_path);
 
   // --- plan ------------------------------------------------------------------------------------
-  std::vector<shard_plan> shards(ckpt.shards().size());
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    shards[i].name = ckpt.shards()[i].path().filename().string();
-  }
+  std::vector<shard_plan> shards = plan_shards(ckpt, sharded);
   std::vector<job> jobs;
   std::map<std::string, std::string> skipped;  // module -> why
   // Which modules are linear layers: weight_role (config_tools.hpp), the rule explain and lint
   // apply. MoE routers stay in the input's dtype whatever the config says (`ignore` lists them).
   std::string const not_linear = kept_reason(module_role::not_linear);
   std::string const moe_router = kept_reason(module_role::moe_router);
+  std::vector<std::string> expert_stacks;  // 3-D expert tensors, copied
   std::set<int> bits_used;
   for (auto const& e : ckpt.tensors()) {
     tensor_info const& t = *e.tensor;
@@ -308,7 +427,14 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     std::string const& name = t.name;
     bool const weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
     std::string const module = weight ? name.substr(0, name.size() - 7) : std::string();
-    if (weight && t.shape.size() == 2 && is_float(t.type) && t.shape[0] > 0 && t.shape[1] > 0) {
+    if (is_expert_stack(t)) {
+      expert_stacks.push_back(name);
+    }
+    if (weight && t.shape.size() == 2 && !is_float(t.type)) {
+      if (name_role(module) == module_role::linear) {  // named in the error of a run that quantizes nothing
+        skipped[module] = std::string(qtl::io::dtype_name(t.type)) + " weights (qtl quantizes F16, BF16 and F32)";
+      }
+    } else if (weight && t.shape.size() == 2 && t.shape[0] > 0 && t.shape[1] > 0) {
       module_role const role = weight_role(module, t);
       layer_kind const kind = infer_layer_kind(module);
       if (role != module_role::linear) {
@@ -412,12 +538,31 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     s.tensors.push_back({name, t.type, t.shape});
     jobs.push_back(std::move(j));
   }
+  std::size_t quantized = 0;
+  for (auto const& j : jobs) {
+    quantized += j.kind == job_kind::copy ? 0 : 1;
+    for (std::size_t o : j.outs) {
+      shards[j.shard].tensors[o].source = j.in->name;
+    }
+  }
+  std::string const stacks_why =
+      expert_stacks.empty()
+          ? std::string()
+          : std::to_string(expert_stacks.size()) + " tensor" + (expert_stacks.size() == 1 ? " is a" : "s are") +
+                " 3-D expert stack" + (expert_stacks.size() == 1 ? "" : "s") + " (" +
+                qtl::io::detail::printable(expert_stacks.front()) + (expert_stacks.size() == 1 ? "" : ", ...") +
+                "), which qtl does not quantize yet";
+  if (quantized == 0 && !a.allow_empty) {
+    throw data_error("no linear layer to quantize in " + src.string() + ": " +
+                     empty_run_reasons(ckpt, skipped, stacks_why) + "; --allow-empty writes the output anyway");
+  }
+  if (quantized > 0 && !expert_stacks.empty()) {
+    note("qtl quantize: warning: " + stacks_why + ": copied unquantized\n");
+  }
 
   // --- output files: headers now, data by the workers ---------------------------------------
   staged_output staged(out_dir, {"quantize", checkpoint_inputs(in_path, ckpt), a.force});
-  for (auto& s : shards) {
-    open_shard(staged, s);
-  }
+  open_shards(staged, shards);
 
   std::uint64_t total_in = 0;
   for (auto const& j : jobs) {
@@ -513,13 +658,16 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   if (sharded) {
     write_shard_index(staged, shards);
   }
-  // The input folder's other files (tokenizer, generation_config.json, ...), copied; folders are
-  // not. Each is read to its end or the run fails naming it (never a short copy).
-  copy_input_extras(in_path, staged, shards);
+  // The input folder's side files (tokenizer, generation_config.json, ...), copied; what a
+  // checkpoint does not need is skipped with a warning. Each is read to its end or the run fails
+  // naming it (never a short copy).
+  note(copy_input_extras(in_path, staged, "quantize"));
 
   // --- commit: flush every shard, then swap the finished folder in ----------------------------
   for (auto& s : shards) {
-    s.file->flush();
+    if (s.file) {
+      s.file->flush();
+    }
   }
   note(staged.commit());
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

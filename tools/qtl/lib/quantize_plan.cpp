@@ -9,11 +9,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstring>
 #include <iomanip>
-#include <set>
 #include <sstream>
+#include <unordered_map>
 
 #include <qtl/io/regular_file.hpp>
 
@@ -81,24 +82,72 @@ void write_shard_index(staged_output& out, std::vector<shard_plan> const& shards
   small_file(out, "model.safetensors.index.json", index.dump(2) + "\n");
 }
 
-void copy_input_extras(fs::path const& in_path, staged_output& out, std::vector<shard_plan> const& shards) {
-  if (!fs::is_directory(in_path)) {
-    return;
+bool other_weight_file(std::string_view name) {
+  static constexpr std::string_view extensions[] = {".bin", ".pt",   ".pth",     ".ckpt", ".gguf",      ".ggml",
+                                                    ".h5",  ".hdf5", ".msgpack", ".onnx", ".onnx_data", ".tflite",
+                                                    ".pb",  ".ot",   ".pkl",     ".npz",  ".nemo",      ".pdparams"};
+  std::size_t const dot = name.rfind('.');
+  if (dot == std::string_view::npos) {
+    return false;
   }
-  std::set<std::string> mine = {"config.json", "quantize_config.json", "model.safetensors.index.json",
-                                "hf_quant_config.json"};
-  for (auto const& s : shards) {
-    mine.insert(s.name);
+  std::string ext(name.substr(dot));
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return std::find(std::begin(extensions), std::end(extensions), ext) != std::end(extensions);
+}
+
+std::string side_file_skip_reason(fs::path const& path, bool& quiet) {
+  std::string const name = path.filename().string();
+  quiet = true;
+  if (name.empty() || name[0] == '.' || name == "config.json" || name == "quantize_config.json" ||
+      name == "hf_quant_config.json" || path.extension() == ".safetensors" ||
+      name.find(".safetensors.index.json") != std::string::npos) {
+    return "the checkpoint's own file";
   }
-  for (auto const& entry : fs::directory_iterator(in_path)) {
-    std::string const fname = entry.path().filename().string();
-    std::error_code dir_ec;
-    if (mine.count(fname) != 0 || fname.empty() || fname[0] == '.' || entry.path().extension() == ".safetensors" ||
-        fname.find(".safetensors.index.json") != std::string::npos || entry.is_directory(dir_ec)) {
-      continue;
+  std::error_code ec;
+  fs::file_status const link = fs::symlink_status(path, ec);
+  fs::file_status const st = fs::status(path, ec);
+  if (fs::is_directory(st)) {
+    return "a folder";
+  }
+  quiet = false;
+  if (fs::is_symlink(link) && !fs::exists(st)) {
+    return "a symbolic link to a missing file";
+  }
+  if (!fs::is_regular_file(st)) {
+    return fs::is_fifo(st)                                      ? "a FIFO, not a regular file"
+           : fs::is_socket(st)                                  ? "a socket, not a regular file"
+           : fs::is_block_file(st) || fs::is_character_file(st) ? "a device, not a regular file"
+                                                                : "not a regular file";
+  }
+  if (other_weight_file(name)) {
+    return "a weight file of another format (not part of a safetensors checkpoint)";
+  }
+  std::uintmax_t const size = fs::file_size(path, ec);
+  if (!ec && size > max_side_file_bytes) {
+    return human_bytes(size) + ", larger than a side file (" + human_bytes(max_side_file_bytes) + ")";
+  }
+  return {};
+}
+
+std::string copy_input_extras(fs::path const& in_path, staged_output& out, std::string_view command) {
+  std::error_code ec;
+  fs::path folder = fs::is_directory(in_path, ec) ? in_path : in_path.parent_path();
+  if (folder.empty()) {
+    folder = ".";
+  }
+  std::string warnings;
+  for (auto const& entry : fs::directory_iterator(folder)) {
+    bool quiet = false;
+    std::string const why = side_file_skip_reason(entry.path(), quiet);
+    if (why.empty()) {
+      copy_extra_file(entry.path(), out, entry.path().filename().string());
+    } else if (!quiet) {
+      warnings += "qtl " + std::string(command) + ": warning: " + qtl::io::detail::printable(entry.path().string()) +
+                  " not copied: " + why + "\n";
     }
-    copy_extra_file(entry.path(), out, fname);
   }
+  return warnings;
 }
 
 std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
@@ -111,7 +160,7 @@ std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {
 
 namespace {
 
-/// The header text of `s` with its tensors' offsets assigned (see `open_shard`).
+/// The header text of `s` with its tensors' offsets assigned (see `open_shards`).
 std::string lay_out(shard_plan& s) {
   std::vector<std::size_t> order(s.tensors.size());
   for (std::size_t i = 0; i < order.size(); ++i) {
@@ -142,7 +191,22 @@ std::string lay_out(shard_plan& s) {
   return text;
 }
 
-}  // namespace
+/// Refuses two output tensors of one name, in one shard or in two (the header of one would hold
+/// the name once, leaving a gap in its data; the index could point at one file only).
+void refuse_duplicate_names(std::vector<shard_plan> const& shards) {
+  std::unordered_map<std::string_view, out_tensor const*> seen;
+  for (shard_plan const& s : shards) {
+    for (out_tensor const& t : s.tensors) {
+      auto const [it, fresh] = seen.emplace(t.name, &t);
+      if (!fresh) {
+        using qtl::io::detail::printable;
+        throw data_error("two output tensors are named '" + printable(t.name) + "': one written for input tensor '" +
+                         printable(it->second->source) + "', one for input tensor '" + printable(t.source) +
+                         "' (an input tensor has the name of another's output; rename or remove it)");
+      }
+    }
+  }
+}
 
 void open_shard(staged_output& out, shard_plan& s) {
   std::string const header = lay_out(s);
@@ -157,6 +221,30 @@ void open_shard(staged_output& out, shard_plan& s) {
   }
   s.file->pwrite_all(len, 8, 0);
   s.file->pwrite_all(header.data(), header.size(), 8);
+}
+
+}  // namespace
+
+bool sharded_output(qtl::io::safetensors_checkpoint const& ckpt, fs::path const& in_path) {
+  return ckpt.shards().size() > 1 || (in_path.string().size() > 5 && in_path.extension() == ".json") ||
+         (fs::is_directory(in_path) && fs::exists(in_path / "model.safetensors.index.json"));
+}
+
+std::vector<shard_plan> plan_shards(qtl::io::safetensors_checkpoint const& ckpt, bool sharded) {
+  std::vector<shard_plan> shards(ckpt.shards().size());
+  for (std::size_t i = 0; i < shards.size(); ++i) {
+    shards[i].name = sharded ? ckpt.shards()[i].path().filename().string() : std::string("model.safetensors");
+  }
+  return shards;
+}
+
+void open_shards(staged_output& out, std::vector<shard_plan>& shards) {
+  refuse_duplicate_names(shards);
+  for (shard_plan& s : shards) {
+    if (!s.tensors.empty()) {
+      open_shard(out, s);
+    }
+  }
 }
 
 void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, ojson const& model_config,

@@ -33,6 +33,7 @@ struct out_tensor {
   std::vector<std::int64_t> shape;
   std::uint64_t offset = 0;  ///< absolute offset in the shard file (set by lay_out)
   std::uint64_t bytes = 0;
+  std::string source{};  ///< the input tensor it is written for (named when two outputs share a name)
 };
 
 /// One input tensor and the output tensors it becomes.
@@ -67,11 +68,23 @@ struct shard_plan {
 /// Product of the extents.
 std::uint64_t numel_of(std::vector<std::int64_t> const& shape);
 
-/// Lays the shard out (offsets: 4-, 2-, then 1-byte tensors, stably, so that every tensor stays
-/// aligned; a header padded with spaces to a multiple of 8), then creates its file in the staged
-/// output, sized to `s.total`, with the header written: the workers write the data.
-/// @throws data_error when the file cannot be created, sized or written
-void open_shard(staged_output& out, shard_plan& s);
+/// Whether the output is written as shards with an index: the input is an index, a folder holding
+/// one, or more than one file.
+bool sharded_output(qtl::io::safetensors_checkpoint const& ckpt, std::filesystem::path const& in_path);
+
+/// The output shards, one per input shard, without tensors yet: named as the input's shards when
+/// `sharded`, else `model.safetensors` (the name `from_pretrained` looks for, whatever the input
+/// file's name).
+std::vector<shard_plan> plan_shards(qtl::io::safetensors_checkpoint const& ckpt, bool sharded);
+
+/// Creates the output files of the planned shards in the staged output, each sized to its total
+/// with its header written (the workers write the data). A shard without tensors gets no file
+/// (`file` stays null). Each shard is laid out first: offsets 4-, 2-, then 1-byte tensors, stably,
+/// so that every tensor stays aligned; a header padded with spaces to a multiple of 8.
+/// @throws data_error naming both input tensors when two outputs, in any shards, share a name (an
+///         input tensor named as another's output: `L.weight_scale` beside an FP8 `L.weight`), and
+///         when a file cannot be created, sized or written
+void open_shards(staged_output& out, std::vector<shard_plan>& shards);
 
 /// Refuses a checkpoint that is quantized already: its tensors (GPTQ/AWQ `qweight`, FP8
 /// weights with scales, NVFP4/MXFP4 blocks, any F8 tensor) or its config.json's
@@ -94,11 +107,31 @@ void copy_extra_file(std::filesystem::path const& from, staged_output& out, std:
 /// nothing (`qtl convert` does not write those files).
 void write_shard_index(staged_output& out, std::vector<shard_plan> const& shards);
 
-/// Copies the input folder's other files (tokenizer, generation_config.json, ...) into the staged
-/// output with `copy_extra_file`: not the checkpoint's own (the shards of `shards`, any
-/// `*.safetensors` or index, config.json, quantize_config.json, hf_quant_config.json), hidden files
-/// or folders. Nothing when `in_path` is a file.
-void copy_input_extras(std::filesystem::path const& in_path, staged_output& out, std::vector<shard_plan> const& shards);
+/// Why the entry `path` of the input folder is not a side file the output needs, or "" when it is
+/// one and is copied. The rule, in order (`path` is followed through symbolic links):
+///   not copied, quietly: the checkpoint's own files, which the run writes itself (`*.safetensors`,
+///     indexes, config.json, quantize_config.json, hf_quant_config.json), hidden entries, folders;
+///   not copied, with a warning (the returned reason): what is not a regular file (a FIFO, a
+///     socket, a device, a symbolic link to a missing file), weight files of other formats
+///     (`other_weight_file`: unquantized weights never travel into a quantized output), and
+///     files over `max_side_file_bytes` (no tokenizer or config is that large);
+///   copied: every other regular file (tokenizer files, chat template, generation_config.json,
+///     README, licence, custom modelling code).
+/// `quiet` is set for the quiet cases.
+std::string side_file_skip_reason(std::filesystem::path const& path, bool& quiet);
+
+/// The largest side file copied: 256 MiB.
+inline constexpr std::uint64_t max_side_file_bytes = std::uint64_t{256} << 20;
+
+/// Whether `name` is a weight file of a format other than safetensors, by its extension (any
+/// case): .bin (pytorch_model*.bin), .pt, .pth, .ckpt, .gguf, .ggml, .h5, .hdf5, .msgpack, .onnx,
+/// .onnx_data, .tflite, .pb, .ot, .pkl, .npz, .nemo, .pdparams.
+bool other_weight_file(std::string_view name);
+
+/// Copies the side files of the input's folder (the folder itself, or the folder holding the input
+/// file or index) into the staged output with `copy_extra_file`, by `side_file_skip_reason`.
+/// Returns one warning line for each entry skipped with a reason, prefixed "qtl COMMAND: warning: ".
+std::string copy_input_extras(std::filesystem::path const& in_path, staged_output& out, std::string_view command);
 
 /// "1.5 MiB", "2.00 GiB", "12 B"
 std::string human_bytes(std::uint64_t b);

@@ -6,11 +6,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <optional>
+#include <utility>
 
 #include <qtl/dispatch.hpp>
+#include <qtl/element/gptq_quantizer.hpp>
 #include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/pack.hpp>
@@ -46,6 +49,47 @@ struct aligned_weight {
   view2d<T const> v;
 };
 
+/// Lets the kernel drop the pages of rows [n0, n0 + c) of W once read (when `w` is the job's input
+/// mapping itself, not a copy).
+template <class T>
+void release_rows(job const& j, view2d<T const> w, index_t n0, index_t c) {
+  if (j.in->bytes.data() == reinterpret_cast<std::byte const*>(w.data)) {
+    auto const row = static_cast<std::size_t>(w.extent[1]) * sizeof(T);
+    tensor_info rows;
+    rows.bytes = j.in->bytes.subspan(static_cast<std::size_t>(n0) * row, static_cast<std::size_t>(c) * row);
+    release(rows);
+  }
+}
+
+/// The largest and smallest of the `gs` weights at `x`, NaN if one is NaN (torch.max/min). Eight
+/// independent lanes, so that the compiler can keep them in one vector register.
+template <class T>
+std::pair<float, float> group_max_min(T const* x, index_t gs) {
+  constexpr index_t lanes = 8;
+  float mx[lanes];
+  float mn[lanes];
+  for (index_t l = 0; l < lanes; ++l) {
+    mx[l] = mn[l] = to_float(x[0]);
+  }
+  index_t i = 0;
+  for (; i + lanes <= gs; i += lanes) {
+    for (index_t l = 0; l < lanes; ++l) {
+      float const v = to_float(x[i + l]);
+      mx[l] = detail::qnt::nan_max(mx[l], v);
+      mn[l] = detail::qnt::nan_min(mn[l], v);
+    }
+  }
+  for (; i < gs; ++i) {
+    mx[0] = detail::qnt::nan_max(mx[0], to_float(x[i]));
+    mn[0] = detail::qnt::nan_min(mn[0], to_float(x[i]));
+  }
+  for (index_t l = 1; l < lanes; ++l) {
+    mx[0] = detail::qnt::nan_max(mx[0], mx[l]);
+    mn[0] = detail::qnt::nan_min(mn[0], mn[l]);
+  }
+  return {mx[0], mn[0]};
+}
+
 /// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
 /// each slice is transposed to (K, c), quantized by qtl::quantize_weights<Q> and handed to
 /// `emit(n0, c, out)` with out's codes (K, c), scales and zero points (G, c). The input rows of a
@@ -68,13 +112,7 @@ void rtn_slices(job const& j, view2d<T const> w, Emit&& emit) {
     view2d<T const> rows_nk = make_view(&w(n0, 0), c, k);
     rows_nk.stride[0] = w.stride[0];
     transpose(rows_nk, t);
-    // the input rows just read are not needed again: let the kernel drop their pages
-    if (j.in->bytes.data() == reinterpret_cast<std::byte const*>(w.data)) {
-      tensor_info rows;
-      rows.bytes = j.in->bytes.subspan(static_cast<std::size_t>(n0 * k) * sizeof(T),
-                                       static_cast<std::size_t>(c * k) * sizeof(T));
-      release(rows);
-    }
+    release_rows(j, w, n0, c);
     quantize_outputs<T> out{make_view(w_ref.view().data, k, c), make_view(w_q.view().data, k, c),
                             make_view(w_s.view().data, groups, c), make_view(w_zp.view().data, groups, c)};
     qtl::quantize_options opt;
@@ -82,6 +120,50 @@ void rtn_slices(job const& j, view2d<T const> w, Emit&& emit) {
     quantize_weights<Q>(view2d<T const>(t), std::optional<index_t>(j.config_group_size), out, opt);
     emit(n0, c, out);
   }
+}
+
+/// Writes a GPTQ job's qweight, scales and g_idx = k / group_size (outs: qweight, qzeros, which
+/// `write_gptq_zero_points` writes at the end, scales, g_idx).
+void write_gptq_tensors(job const& j, shard_plan const& s, std::vector<std::int32_t> const& qweight,
+                        std::vector<half_t> const& scales) {
+  auto const k = static_cast<std::size_t>(j.in->shape[1]);
+  std::vector<std::int32_t> g_idx(k);
+  for (std::size_t kk = 0; kk < k; ++kk) {
+    g_idx[kk] = static_cast<std::int32_t>(kk / static_cast<std::size_t>(j.group_rows));
+  }
+  s.file->pwrite_all(qweight.data(), qweight.size() * 4, s.tensors[j.outs[0]].offset);
+  s.file->pwrite_all(scales.data(), scales.size() * 2, s.tensors[j.outs[2]].offset);
+  s.file->pwrite_all(g_idx.data(), g_idx.size() * 4, s.tensors[j.outs[3]].offset);
+}
+
+/// The F16 scale a GPTQ checkpoint stores for scale `s` of group `g` (columns [g*gs, (g+1)*gs)) of
+/// row `r` of W. @throws data_error naming the layer when F16 cannot hold a finite `s`: it would
+/// overflow to Inf, or round to 0 where the group holds a nonzero weight (the group would
+/// dequantize to 0); a scale made non-finite by NaN/Inf weights (--allow-nonfinite) passes.
+template <class T>
+half_t gptq_f16_scale(job const& j, float s, view2d<T const> w, index_t r, index_t g) {
+  half_t const h = from_float<half_t>(s);
+  float const back = to_float(h);
+  bool bad = std::isfinite(s) && std::isinf(back);
+  if (std::isfinite(s) && back == 0.0f) {
+    for (index_t i = g * j.group_rows; i < (g + 1) * j.group_rows; ++i) {
+      bad = bad || to_float(w(r, i)) != 0.0f;
+    }
+  }
+  if (bad) {
+    char value[32];
+    std::snprintf(value, sizeof value, "%.3g", static_cast<double>(s));
+    bool const f16 = j.in->type == dtype::F16;
+    // the worker pool names the weight
+    throw data_error("the GPTQ scale of row " + std::to_string(r) + ", columns " + std::to_string(g * j.group_rows) +
+                     ".." + std::to_string((g + 1) * j.group_rows - 1) + " is " + value +
+                     ", which F16 (the type of GPTQ scales) cannot hold: " +
+                     (std::isinf(back) ? "it overflows to Inf" : "it rounds to 0 and the group dequantizes to 0") +
+                     (f16 ? "; --format fp8 keeps F32 scales"
+                          : "; --format w4a16 or w8a16 keep the scales in the weight's dtype (" +
+                                std::string(qtl::io::dtype_name(j.in->type)) + ")"));
+  }
+  return h;
 }
 
 template <scalar_type Q, class T>
@@ -102,25 +184,68 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
     for (index_t g = 0; g < groups; ++g) {
       for (index_t r = 0; r < c; ++r) {
         auto const idx = static_cast<std::size_t>(g * n + n0 + r);
-        if constexpr (std::is_same_v<T, half_t>) {
-          scales[idx] = out.w_s(g, r);
-        } else {
-          scales[idx] = from_float<half_t>(to_float(out.w_s(g, r)));
-        }
-        std::int32_t const z = Q.bias != 0 ? Q.bias : out.w_zp(g, r);
-        j.zeros[idx] = z;
-        j.zero_has_zero = j.zero_has_zero || z == 0;
+        scales[idx] = gptq_f16_scale(j, to_float(out.w_s(g, r)), w, n0 + r, g);
+        j.zeros[idx] = Q.bias;  // --sym: the type's bias, never 0
       }
     }
   });
-  std::vector<std::int32_t> g_idx(static_cast<std::size_t>(k));
-  for (index_t kk = 0; kk < k; ++kk) {
-    g_idx[static_cast<std::size_t>(kk)] = static_cast<std::int32_t>(kk / gs);
+  write_gptq_tensors(j, s, qweight, scales);
+}
+
+/// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params), on W [N, K] in slices of 256
+/// rows: each group's scale rounded to F16 (gptq_f16_scale) and its codes taken with that F16
+/// scale; the codes of a row packed along K (pack_cols of the [c, K] codes, element j of a word in
+/// bits [b*j, b*j+b)), then transposed into columns n0.. of qweight [K/pf, N]. Zero points are
+/// kept in the job for `write_gptq_zero_points`.
+template <class T>
+void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  index_t const gs = j.group_rows;
+  index_t const groups = k / gs;
+  int const bits = j.bits;
+  int const pf = 32 / bits;
+  std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
+  std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
+  j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
+  index_t const slice = std::min<index_t>(256, n);
+  host_tensor<std::int32_t, 2> codes({slice, k});
+  host_tensor<std::int32_t, 2> packed({slice, k / pf});
+  for (index_t n0 = 0; n0 < n; n0 += slice) {
+    index_t const c = std::min(slice, n - n0);
+    for (index_t r = 0; r < c; ++r) {
+      T const* row = &w(n0 + r, 0);
+      for (index_t g = 0; g < groups; ++g) {
+        T const* x = row + g * gs;
+        auto const [mx, mn] = group_max_min(x, gs);
+        detail::qnt::group_params const p = gptq_asym_group_params(mx, mn, bits);
+        auto const idx = static_cast<std::size_t>(g * n + n0 + r);
+        scales[idx] = gptq_f16_scale(j, p.s, w, n0 + r, g);
+        float const stored = to_float(scales[idx]);
+        std::int32_t const z = detail::qnt::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
+        j.zeros[idx] = z;
+        j.zero_has_zero = j.zero_has_zero || z == 0;
+        std::int32_t* out = &codes.view()(r, g * gs);
+        index_t i = 0;
+        for (; i + 8 <= gs; i += 8) {  // eight at a time: fixed-size blocks the compiler vectorises
+          for (index_t l = 0; l < 8; ++l) {
+            out[i + l] = gptq_asym_code(to_float(x[i + l]), stored, p.zp, bits);
+          }
+        }
+        for (; i < gs; ++i) {
+          out[i] = gptq_asym_code(to_float(x[i]), stored, p.zp, bits);
+        }
+      }
+    }
+    release_rows(j, w, n0, c);
+    view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
+    view2d<std::int32_t const> cv = make_view(static_cast<std::int32_t const*>(codes.view().data), c, k);
+    dispatch_bits<4, 8>(bits, [&]<int B>() { pack_cols<B>(cv, pv); });
+    view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
+    qw.stride[0] = n;
+    transpose(view2d<std::int32_t const>(pv), qw);
   }
-  // outs: qweight, qzeros (written at the end), scales, g_idx
-  s.file->pwrite_all(qweight.data(), qweight.size() * 4, s.tensors[j.outs[0]].offset);
-  s.file->pwrite_all(scales.data(), scales.size() * 2, s.tensors[j.outs[2]].offset);
-  s.file->pwrite_all(g_idx.data(), g_idx.size() * 4, s.tensors[j.outs[3]].offset);
+  write_gptq_tensors(j, s, qweight, scales);
 }
 
 /// compressed-tensors pack-quantized by compressed-tensors' own rule (qtl::ct_int_group_params,
@@ -155,12 +280,7 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
       T const* row = &w(n0 + r, 0);
       for (index_t g = 0; g < groups; ++g) {
         T const* x = row + g * gs;
-        float mx = to_float(x[0]);
-        float mn = mx;
-        for (index_t i = 1; i < gs; ++i) {
-          mx = detail::qnt::nan_max(mx, to_float(x[i]));
-          mn = detail::qnt::nan_min(mn, to_float(x[i]));
-        }
+        auto const [mx, mn] = group_max_min(x, gs);
         detail::qnt::group_params const p = ct_int_group_params<T>(mx, mn, bits, sym);
         scales.view()(r, g) = from_float<T>(p.s);  // exact: s is a T value
         zeros.view()(r, g) = static_cast<std::int32_t>(p.zp) + offset;
@@ -170,13 +290,7 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
         }
       }
     }
-    // the input rows just read are not needed again: let the kernel drop their pages
-    if (j.in->bytes.data() == reinterpret_cast<std::byte const*>(w.data)) {
-      tensor_info rows;
-      rows.bytes = j.in->bytes.subspan(static_cast<std::size_t>(n0 * k) * sizeof(T),
-                                       static_cast<std::size_t>(c * k) * sizeof(T));
-      release(rows);
-    }
+    release_rows(j, w, n0, c);
     view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
     view2d<std::int32_t const> cv = make_view(static_cast<std::int32_t const*>(codes.view().data), c, k);
     dispatch_bits<4, 8>(bits, [&]<int B>() { pack_cols<B>(cv, pv); });
@@ -223,8 +337,12 @@ template <class T>
 void gptq_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
   check_finite(w.v, j.allow_nonfinite);
-  dispatch_scalar_type<qtl::uint4b8, qtl::uint4, qtl::uint8b128, qtl::uint8>(
-      j.weight_type, [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
+  if (!j.sym) {
+    gptq_asym_rows<T>(j, w.v, s);
+    return;
+  }
+  dispatch_scalar_type<qtl::uint4b8, qtl::uint8b128>(j.weight_type,
+                                                     [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
 }
 
 template <class T>
