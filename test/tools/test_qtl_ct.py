@@ -26,10 +26,17 @@ spec, not from QTL's code:
      `qtl inspect` reads a single-block layer's [1, 1] scale as a block (the config says so).
   5. Bad flag combinations refused (exit 1) and shapes a format cannot take (exit 2), each with a
      message naming the flag or the tensor; no output folder left.
+  6. Fused layers (q/k/v, gate/up, experts' gate/up and w1/w3, q_a/kv_a) with shards of different
+     amax in two files: the engines' fused view (shards concatenated, one NVFP4 global scale, the
+     max or the gate's) equals each shard's own dequantization bit for bit; FP8 per-tensor scales
+     shared, so the engines' requantization with the max scale changes no code; an infinite
+     weight is refused naming its own shard.
 """
+import bisect
 import json
 import math
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -279,8 +286,11 @@ def test_fp4(tmp, fmt):
             names.add(module + ".weight_global_scale")
             check(gsc[0] == "F32" and gsc[1] == [1], module + ": weight_global_scale F32 [1]")
             # compressed-tensors' global scale: torch's 2688 / amax is amax.reciprocal() * 2688,
-            # two float32 roundings (exact here through double: 53 >= 2 * 24 + 2 bits)
-            amax = max(abs(x) for x in w)
+            # two float32 roundings (exact here through double: 53 >= 2 * 24 + 2 bits), of the
+            # amax of the engine's fused layer: q/k/v and gate/up share one (test_fused_nvfp4)
+            parent, leaf = module.rsplit(".", 1)
+            shards = next((g for g in (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj")) if leaf in g), (leaf,))
+            amax = max(abs(x) for sh in shards for x in weights[parent + "." + sh + ".weight"])
             want_gs = f32(f32(1.0 / amax) * 2688.0)
             gs = tq.f32s(gsc[2])[0]
             check(gs == want_gs, module + ": weight_global_scale %r is CT's fl(fl(1/amax) * 2688) %r" % (gs, want_gs))
@@ -480,6 +490,215 @@ def test_moe_router(tmp):
         shutil.rmtree(out, ignore_errors=True)
 
 
+# The fused checkpoint of test_fused_*: (module, N, K, amax scale) per linear layer, the shards of
+# each engine-fused layer with different amax, q and gate in the first file, k, v and up in the
+# second. The groups below are the engines' fused layers, written out here (not QTL's rule).
+FUSED_LINEARS = [
+    # file 1
+    ("model.layers.0.self_attn.q_proj", 64, 64, 1.0),
+    ("model.layers.0.self_attn.o_proj", 64, 64, 1.0),
+    ("model.layers.0.mlp.gate_proj", 128, 64, 1.0),
+    ("model.layers.0.mlp.down_proj", 64, 128, 1.0),
+    ("model.layers.1.self_attn.q_a_proj", 32, 64, 1.0),
+    ("model.layers.1.mlp.experts.0.gate_proj", 32, 64, 1.0),
+    ("model.layers.1.mlp.experts.1.up_proj", 32, 64, 1.0),
+    ("model.layers.2.block_sparse_moe.experts.0.w1", 32, 64, 1.0),
+    # file 2
+    ("model.layers.0.self_attn.k_proj", 32, 64, 1.25),   # k's amax 1.25x q's
+    ("model.layers.0.self_attn.v_proj", 32, 64, 0.75),
+    ("model.layers.0.mlp.up_proj", 128, 64, 1.5),
+    ("model.layers.1.self_attn.kv_a_proj_with_mqa", 48, 64, 2.0),
+    ("model.layers.1.mlp.experts.0.up_proj", 32, 64, 0.5),
+    ("model.layers.1.mlp.experts.1.gate_proj", 32, 64, 3.0),
+    ("model.layers.1.mlp.experts.0.down_proj", 64, 32, 1.0),
+    ("model.layers.2.block_sparse_moe.experts.0.w3", 32, 64, 1.75),
+    ("model.layers.2.block_sparse_moe.experts.0.w2", 64, 32, 1.0),
+]
+FUSED_GROUPS = [  # (the engine's fused layer, its shards in the engine's order)
+    ("model.layers.0.self_attn.qkv_proj", ["model.layers.0.self_attn.%s_proj" % x for x in "qkv"]),
+    ("model.layers.0.mlp.gate_up_proj", ["model.layers.0.mlp.gate_proj", "model.layers.0.mlp.up_proj"]),
+    ("model.layers.1.self_attn.fused_qkv_a_proj",
+     ["model.layers.1.self_attn.q_a_proj", "model.layers.1.self_attn.kv_a_proj_with_mqa"]),
+    ("model.layers.1.mlp.experts.w13[0]",
+     ["model.layers.1.mlp.experts.0.gate_proj", "model.layers.1.mlp.experts.0.up_proj"]),
+    ("model.layers.1.mlp.experts.w13[1]",
+     ["model.layers.1.mlp.experts.1.gate_proj", "model.layers.1.mlp.experts.1.up_proj"]),
+    ("model.layers.2.block_sparse_moe.experts.w13[0]",
+     ["model.layers.2.block_sparse_moe.experts.0.w1", "model.layers.2.block_sparse_moe.experts.0.w3"]),
+]
+
+
+def make_fused_checkpoint(folder, model_config=None):
+    """The FUSED_LINEARS checkpoint (F16, two files, seeded), routers and embeddings beside; returns
+    {module: weight values}."""
+    rnd = random.Random(11)
+    tensors, weights = [], {}
+    for module, n, k, scale in FUSED_LINEARS:
+        vals = [tq.f16(0.02 * scale * rnd.gauss(0, 1)) for _ in range(n * k)]
+        vals[3] = tq.f16(0.1 * scale)  # the amax, planted: the ratios exact
+        weights[module] = vals
+        tensors.append((module + ".weight", "F16", [n, k], struct.pack("<%de" % (n * k), *vals)))
+    for name, n in (("model.embed_tokens.weight", 64), ("model.layers.1.mlp.gate.weight", 2),
+                    ("model.layers.2.block_sparse_moe.gate.weight", 1)):
+        tensors.append((name, "F16", [n, 64], struct.pack("<%de" % (n * 64), *[0.01] * (n * 64))))
+    order = tensors[:8] + tensors[-3:-1] + tensors[8:-3] + tensors[-1:]  # 10 + 10: q and k apart
+    st.write_checkpoint(folder, order, 2)
+    with open(os.path.join(folder, "config.json"), "w") as f:
+        json.dump(model_config or {"model_type": "llama"}, f)
+    return weights
+
+
+def fused_groups_of(mapping_has_gate_up=True):
+    """FUSED_GROUPS, without the dense gate/up when the packed mapping does not fuse them."""
+    return [g for g in FUSED_GROUPS if mapping_has_gate_up or g[0] != "model.layers.0.mlp.gate_up_proj"]
+
+
+def ct_nvfp4_gs(amax):
+    """compressed-tensors' NVFP4 global scale (generate_gparam; llm-compressor's fused groups take
+    it of the max |x| over the group's shards): torch's 2688 / amax, fl(fl(1/amax) * 2688)."""
+    return f32(f32(1.0 / amax) * 2688.0)
+
+
+def test_fused_nvfp4(tmp, mapping_has_gate_up=True):
+    """The engines' fused view of an NVFP4 checkpoint: vLLM and sglang load the shards of a fused
+    layer concatenated along N and dequantize all of them with ONE global scale (linear layers:
+    `weight_global_scale.max()`; MoE layers: the gate's, w13_weight_global_scale[:, 0]), so every
+    shard's own dequantization must equal the fused one, bit for bit: one global scale per fused
+    group, fl(fl(1/amax) * 2688) of the max amax over its shards, and the block scales computed
+    from it (each shard within an E2M1 step of its weights). Without gate_up_proj in the input
+    config.json's packed_modules_mapping the dense gate/up keep their own scales (experts' do not:
+    the engines' MoE layers always fuse them)."""
+    src = os.path.join(tmp, "fused-%d" % mapping_has_gate_up)
+    mapping = {"qkv_proj": ["q_proj", "k_proj", "v_proj"]}
+    if mapping_has_gate_up:
+        mapping["gate_up_proj"] = ["gate_proj", "up_proj"]
+    weights = make_fused_checkpoint(src, {"model_type": "llama", "packed_modules_mapping": mapping})
+    out = os.path.join(tmp, "fused-out-nvfp4")
+    what = "nvfp4 fused (mapping %s)" % sorted(mapping)
+    rc, so, se = run("quantize", src, out, "--format", "nvfp4", "--threads", 2)
+    check(rc == 0, what + ": rc 0: " + se)
+    if rc != 0:
+        return
+    t = tq.read_checkpoint(out)
+    shapes = {m: (n, k) for m, n, k, _ in FUSED_LINEARS}
+
+    def gs_of(m):
+        return tq.f32s(t[m + ".weight_global_scale"][2])[0]
+
+    def dequant(m, gs):
+        n, k = shapes[m]
+        packed, scales = t[m + ".weight_packed"][2], t[m + ".weight_scale"][2]
+        return [f32(e2m1((packed[i // 2] >> (4 * (i % 2))) & 0xF) * tq.E4M3[scales[i // 16]] / gs)
+                for i in range(n * k)]
+
+    groups = fused_groups_of(mapping_has_gate_up)
+    grouped = {m for _, shards in groups for m in shards}
+    for module, _, _, _ in FUSED_LINEARS:  # a layer alone: its own amax
+        if module not in grouped:
+            want = ct_nvfp4_gs(max(abs(x) for x in weights[module]))
+            check(gs_of(module) == want,
+                  "%s: %s's global scale %r is its own amax's %r" % (what, module, gs_of(module), want))
+    for fused, shards in groups:
+        gss = [gs_of(m) for m in shards]
+        want = ct_nvfp4_gs(max(abs(x) for m in shards for x in weights[m]))
+        check(gss == [want] * len(shards),
+              "%s: %s: one global scale, CT's of the max amax %r: %s" % (what, fused, want, gss))
+        # the engine's view: the shards concatenated along N, dequantized with the max (linear) and
+        # with the first shard's (MoE w13) global scale
+        for engine_gs, rule in ((max(gss), "max"), (gss[0], "first shard's")):
+            fused_view = [x for m in shards for x in dequant(m, engine_gs)]
+            own = [x for m in shards for x in dequant(m, gs_of(m))]
+            bad = sum(a != b for a, b in zip(fused_view, own))
+            check(bad == 0, "%s: %s dequantized with the %s global scale differs from its shards' own "
+                  "dequantization in %d of %d elements" % (what, fused, rule, bad, len(own)))
+        for m in shards:  # the block scales follow the shared global scale
+            n, k = shapes[m]
+            d = dequant(m, gs_of(m))
+            scales = t[m + ".weight_scale"][2]
+            worst = max(abs(d[i] - x) / (tq.E4M3[scales[i // 16]] / gs_of(m) * 1.0001)
+                        for i, x in enumerate(weights[m]))
+            check(worst <= 1.0, "%s: %s within one E2M1 step of its weights (worst %.3f)" % (what, m, worst))
+    with open(os.path.join(out, "config.json")) as f:
+        check(json.load(f).get("packed_modules_mapping") == mapping, what + ": config.json keeps the mapping")
+    shutil.rmtree(out, ignore_errors=True)
+
+
+E4M3_POSITIVE = tq.E4M3[:127]  # codes 0..126, increasing; 127 is NaN
+
+
+def e4m3_rne(x):
+    """The E4M3 value of x, saturating at 448, round half to even (vLLM's fp8 cast)."""
+    a = min(abs(x), 448.0)
+    i = bisect.bisect_left(E4M3_POSITIVE, a)
+    if i == len(E4M3_POSITIVE) or (i > 0 and (a - E4M3_POSITIVE[i - 1], (i - 1) & 1) < (E4M3_POSITIVE[i] - a, i & 1)):
+        i -= 1
+    return math.copysign(E4M3_POSITIVE[i], x)
+
+
+def test_fused_fp8_tensor(tmp):
+    """FP8 per-tensor: vLLM and sglang keep one scale per fused layer, the max, and requantize
+    every shard with it at load (requantize_with_max_scale: q * s_i in fp16, then x * (1 / s_max)
+    cast to E4M3), a second rounding wherever s_i < s_max. QTL writes one scale per fused group,
+    amax / 448 of the max amax over its shards, so that requantization changes no code."""
+    src = os.path.join(tmp, "fused-fp8")
+    weights = make_fused_checkpoint(src)
+    out = os.path.join(tmp, "fused-out-fp8")
+    rc, so, se = run("quantize", src, out, "--format", "fp8", "--fp8-scheme", "tensor", "--threads", 2)
+    check(rc == 0, "fp8 tensor fused: rc 0: " + se)
+    if rc != 0:
+        return
+    t = tq.read_checkpoint(out)
+
+    def scale_of(m):
+        return tq.f32s(t[m + ".weight_scale"][2])[0]
+
+    for fused, shards in FUSED_GROUPS:
+        scales = [scale_of(m) for m in shards]
+        want = f32(max(abs(x) for m in shards for x in weights[m]) / 448.0)
+        check(scales == [want] * len(shards),
+              "fp8 tensor: %s: one scale, max amax / 448 = %r: %s" % (fused, want, scales))
+        s_max = max(scales)
+        inv = f32(1.0 / s_max)
+        changed = total = 0
+        worst = 0.0
+        for m, s in zip(shards, scales):
+            codes = t[m + ".weight"][2]
+            for i, c in enumerate(codes):
+                q = tq.E4M3[c]
+                requant = e4m3_rne(f32(tq.f16(f32(q * s)) * inv))
+                changed += requant != q
+                x = weights[m][i]
+                worst = max(worst, abs(x - q * s) / (max(abs(x) * 2.0 ** -4, s * 2.0 ** -10) * 1.001))
+            total += len(codes)
+        check(changed == 0, "fp8 tensor: %s: the engine's requantization with the max scale changes %d of %d "
+              "codes" % (fused, changed, total))
+        check(worst <= 1.0, "fp8 tensor: %s: within half an e4m3 step of the weights (worst %.3f)" % (fused, worst))
+    for module, _, _, _ in FUSED_LINEARS:
+        if not any(module in shards for _, shards in FUSED_GROUPS):
+            want = f32(max(abs(x) for x in weights[module]) / 448.0)
+            check(scale_of(module) == want, "fp8 tensor: %s keeps its own scale %r" % (module, want))
+    shutil.rmtree(out, ignore_errors=True)
+
+
+def test_fused_nonfinite(tmp):
+    """An infinite weight in one shard of a fused layer is refused naming that shard, not the
+    partner whose shared scale it would make infinite (q_proj, before it in the run)."""
+    src = os.path.join(tmp, "fused-inf")
+    make_fused_checkpoint(src)
+    fname = "model-00002-of-00002.safetensors"
+    t, meta = st.read(os.path.join(src, fname))
+    dt, shape, b = t["model.layers.0.self_attn.k_proj.weight"]
+    t["model.layers.0.self_attn.k_proj.weight"] = (dt, shape, b[:2 * 70] + struct.pack("<e", math.inf) + b[2 * 71:])
+    with open(os.path.join(src, fname), "wb") as f:
+        f.write(st.build([(n, v[0], v[1], v[2]) for n, v in t.items()], meta))
+    for fmt in (["nvfp4"], ["fp8", "--fp8-scheme", "tensor"]):
+        out = os.path.join(tmp, "fused-inf-out")
+        rc, so, se = run("quantize", src, out, "--format", *fmt, "--threads", 2)
+        check(rc == 2 and "k_proj.weight: element [1, 6] is +Inf" in se and "q_proj" not in se,
+              "%s: a +Inf in k_proj: exit 2 naming it (rc %d: %s)" % (" ".join(fmt), rc, se.strip()))
+        check(not os.path.exists(out), " ".join(fmt) + ": no output for a refused input")
+
+
 def main():
     tmp = tempfile.mkdtemp(prefix="qtl-ct-test-")
     try:
@@ -493,6 +712,10 @@ def main():
         test_zero_blocks(tmp)
         test_refused(tmp)
         test_moe_router(tmp)
+        test_fused_nvfp4(tmp)
+        test_fused_nvfp4(tmp, mapping_has_gate_up=False)
+        test_fused_fp8_tensor(tmp)
+        test_fused_nonfinite(tmp)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     finish()

@@ -295,13 +295,28 @@ def _ct_scheme(qc, fmt):
     return QuantizationScheme.model_validate(group)
 
 
+def _fused_shards(mod):
+    """The shards of the engines' fused layer holding `mod` (q/k/v, gate/up, w1/w3, q_a/kv_a: the
+    groups of llm-compressor's FUSED_LAYER_NAMES), which share one per-tensor scale in
+    `qtl quantize`'s output; [mod] for a layer alone."""
+    parent, leaf = mod.rsplit(".", 1)
+    for group in (("q_proj", "k_proj", "v_proj"), ("gate_proj", "up_proj"), ("w1", "w3"),
+                  ("q_a_proj", "kv_a_proj_with_mqa")):
+        if leaf in group:
+            return [parent + "." + x for x in group]
+    return [mod]
+
+
 @pytest.mark.parametrize("fmt", list(COMPRESSOR_CASES))
 def test_ct_compressor_writes_the_same_bytes(base, fmt):
     """compressed-tensors' own qparams (generate_gparam, calculate_qparams on the weights' min/max
     per the scheme) and compressor (BaseCompressor registry, `compress`) on the same weights and
     scheme write the same bytes as `qtl quantize`, tensor by tensor. The one remaining difference
     is pinned: FP8 and NVFP4 codes, where CT divides by the scale and QTL multiplies by its
-    reciprocal as vLLM's and sglang's kernels do."""
+    reciprocal as vLLM's and sglang's kernels do. The per-tensor scales (NVFP4's global scale,
+    FP8 tensor) are taken over the module's fused layer, as the engines keep one
+    (docs/spec/checkpoint_formats.md §0.5): llm-compressor does so for NVFP4; for FP8 it does not,
+    and the engines requantize."""
     from compressed_tensors.compressors import BaseCompressor
     from compressed_tensors.quantization.utils import calculate_qparams, generate_gparam
     qargs, obs_dtype = COMPRESSOR_CASES[fmt]
@@ -318,9 +333,11 @@ def test_ct_compressor_writes_the_same_bytes(base, fmt):
         w16 = torch.from_numpy(dense[mod + ".weight"])
         w = w16.float() if obs_dtype == "float32" else w16
         n, k = w.shape
+        fused = torch.cat([torch.from_numpy(dense[m + ".weight"]).reshape(-1) for m in _fused_shards(mod)])
+        fused = fused.float() if obs_dtype == "float32" else fused
         strategy = str(args.strategy.value if hasattr(args.strategy, "value") else args.strategy)
         if strategy == "tensor":
-            lo, hi = w.amin().reshape(1), w.amax().reshape(1)
+            lo, hi = fused.amin().reshape(1), fused.amax().reshape(1)
         elif strategy == "channel":
             lo, hi = w.amin(1, keepdim=True), w.amax(1, keepdim=True)
         elif strategy == "block":
@@ -333,7 +350,7 @@ def test_ct_compressor_writes_the_same_bytes(base, fmt):
         sd = {"weight": w}
         gscale = None
         if mod + ".weight_global_scale" in t:
-            gscale = generate_gparam(w.amin().reshape(1), w.amax().reshape(1))
+            gscale = generate_gparam(fused.amin().reshape(1), fused.amax().reshape(1))
             sd["weight_global_scale"] = gscale
         scale, zp = calculate_qparams(lo, hi, args, global_scale=gscale)
         sd["weight_scale"] = scale

@@ -35,7 +35,8 @@
 //         (overflow to Inf, or 0 for a group that is not all zero) is refused naming the layer
 //         (--format w4a16/w8a16 keep scales in the weight's dtype).
 //   fp8   L.weight F8_E4M3 [N, K] and, by scheme,
-//         tensor   L.weight_scale F32 [1] (compressed-tensors; [] under an HF "fp8" config)
+//         tensor   L.weight_scale F32 [1] (compressed-tensors; [] under an HF "fp8" config) =
+//                  amax / 448 (IEEE division), amax of L's fused layer (below)
 //         channel  L.weight_scale F32 [N, 1] (compressed-tensors)
 //         block    L.weight_scale_inv F32 [ceil(N/128), ceil(K/128)] (HF "fp8"; weight_scale under a
 //                  compressed-tensors config); scale = max(amax, 1e-12) / 448 per 128x128 block.
@@ -55,15 +56,34 @@
 //         range widened to 0 and a signed zero point added before rounding), so CT's compressor
 //         writes the same bytes. --format gptq keeps the GPTQ reference rule (amax/7).
 //   nvfp4 (NVFP4A16) L.weight_packed U8 [N, K/2] (element 2i in the low nibble), L.weight_scale
-//         F8_E4M3 [N, K/16] (linear), L.weight_global_scale F32 [1] = 448*6/amax, a divisor,
-//         rounded as compressed-tensors computes it (qtl::ct_nvfp4_global_scale: fl(fl(1/amax)*2688),
-//         where `qtl op nvfp4-quant` divides once); qtl::block_quantize<nvfp4> as that op, except
+//         F8_E4M3 [N, K/16] (linear), L.weight_global_scale F32 [1] = 448*6/amax, a divisor, amax
+//         of L's fused layer (below), rounded as compressed-tensors computes it
+//         (qtl::ct_nvfp4_global_scale: fl(fl(1/amax)*2688), where `qtl op nvfp4-quant` divides
+//         once); the block scales from that global scale, qtl::block_quantize<nvfp4> as that op, except
 //         that a block scale of 0 (an all-zero block) is written as compressed-tensors' 0.125 and a
 //         -0.0 weight as code 0 (compressed-tensors takes the sign from torch.sign).
 //   mxfp4 L.weight_packed U8 [N, K/2], L.weight_scale U8 [N, K/32] biased E8M0 exponents:
 //         compressed-tensors' producer rule (qtl::ct_mx_scale_code: amax rounded to a power of two,
 //         up from a significand of 1.75, divided by 4; interop.md §3.1 d), not the library's MX rule
 //         (block_quantize<mxfp4>: the smallest power of two >= amax/6); consumers decode both alike.
+//   Fused layers (scale_group_name, quantize_plan.hpp; docs/spec/checkpoint_formats.md §0.5): the
+//   engines load q/k/v, gate/up (the config's packed_modules_mapping, else the input config.json's,
+//   else qkv_proj/gate_up_proj), each MoE expert's gate/up (gate_proj/up_proj, w1/w3) and DeepSeek's
+//   q_a_proj/kv_a_proj_with_mqa as one tensor with ONE per-tensor scale. NVFP4: vLLM's and sglang's
+//   linears dequantize every shard with weight_global_scale.max(), their MoE layers with the gate's;
+//   a shard quantized with its own global scale would come out scaled by the ratio. FP8 per-tensor:
+//   they requantize every shard with the max scale at load (requantize_with_max_scale, through
+//   fp16), a second rounding of each shard with a smaller scale. So both write one scale per fused
+//   layer, from the max amax over its shards (a first pass reads the amax of every weight of a group
+//   of two or more, wherever their files; the block scales and codes follow from it): what
+//   llm-compressor writes for NVFP4 (its fused groups take the min of the shards' global scales, the
+//   same number, as ct_nvfp4_global_scale decreases with amax), and for FP8 the scale the engine
+//   keeps anyway, so that its requantization is an identity (llm-compressor leaves FP8 scales
+//   unfused: the engine then rounds those shards twice). transformers, which does not fuse, reads
+//   the same scales. No other per-tensor scale is written: activations are dynamic (no input_scale
+//   or input_global_scale); channel and group scales concatenate along N unchanged, block scales too
+//   where each shard's N is a multiple of 128 (which the engines require of a fused FP8-block
+//   layer).
 //   The compressed-tensors configs list in `ignore` every linear layer the run kept (and lm_head
 //   whenever it is not quantized), so every consumer skips exactly what this run skipped.
 // Everything else is copied unchanged; the shards keep their names (a single-file input becomes
@@ -74,9 +94,11 @@
 //
 // Streaming: every output shard is created in a staging folder beside OUT_DIR, its header written
 // first (offsets are known from the shapes), then worker threads quantize one tensor at a time (GPTQ
-// and pack-quantized in 256-column slices) and write the results at their offsets; input pages are released after use,
-// so memory stays at a few tensors. Commit, lock and what a signal or a kill leaves: the folder is
-// swapped in whole (staged_output.hpp), so OUT_DIR always holds one complete checkpoint.
+// and pack-quantized in 256-column slices) and write the results at their offsets; input pages are
+// released after use, so memory stays at a few tensors (the first pass of NVFP4 and FP8 per-tensor
+// over the fused layers' weights reads one tensor per thread and keeps one float per tensor).
+// Commit, lock and what a signal or a kill leaves: the folder is swapped in whole
+// (staged_output.hpp), so OUT_DIR always holds one complete checkpoint.
 
 #include <algorithm>
 #include <chrono>
@@ -374,7 +396,6 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
                        ": qtl quantize writes 128x128 blocks");
   }
   consumer const sg = engine_consumer(cfg, true);
-  compiled_config const cc(cfg);  // rules and lists indexed once: deciding every tensor stays linear
 
   // --- input (after removing what killed runs left, so that a bad input cannot keep it) --------
   fs::path const& in_path = src;
@@ -405,6 +426,17 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     }
   }
   refuse_quantized_input(ckpt, model_config, in_config);
+  // The fused layers: the config's packed_modules_mapping, else the input config.json's (the
+  // output's config.json keeps it, so that `qtl explain` on the output reads the same one).
+  if (auto const it = model_config.find("packed_modules_mapping");
+      cfg.packed_modules_mapping.empty() && it != model_config.end()) {
+    try {
+      cfg.packed_modules_mapping = qtl::io::detail::mapping_of(*it, "packed_modules_mapping");
+    } catch (config_error const& e) {
+      throw config_error(in_config.string() + ": " + e.what());
+    }
+  }
+  compiled_config const cc(cfg);  // rules and lists indexed once: deciding every tensor stays linear
   bool const sharded = sharded_output(ckpt, in_path);
 
   // --- plan ------------------------------------------------------------------------------------
@@ -505,6 +537,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
               throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of " + std::to_string(bs) +
                                " (" + a.format + " scales blocks of " + std::to_string(bs) + " elements of a row)");
             }
+            j.scale_group = nv ? scale_group_name(cc, module) : std::string();
             j.outs = {s.tensors.size(), s.tensors.size() + 1};
             s.tensors.push_back({base + ".weight_packed", dtype::U8, {n, k / 2}});
             s.tensors.push_back({base + ".weight_scale", nv ? dtype::F8_E4M3 : dtype::U8, {n, k / bs}});
@@ -519,6 +552,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
             s.tensors.push_back({name, dtype::F8_E4M3, {n, k}});
             bool const hf = cfg.family == quant_family::fp8;
             if (scheme == fp8_scheme::tensor) {
+              j.scale_group = scale_group_name(cc, module);
               s.tensors.push_back({base + ".weight_scale", dtype::F32,
                                    hf ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1}});
             } else if (scheme == fp8_scheme::channel) {
@@ -570,6 +604,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   }
   guard_checkpoint_mappings(ckpt);
   test_stop_point("reading");
+  share_group_amax(jobs, static_cast<unsigned>(a.threads));  // one per-tensor scale per fused layer
   worker_pool_jobs pool_jobs;
   pool_jobs.count = jobs.size();
   pool_jobs.run = [&](std::size_t i) {

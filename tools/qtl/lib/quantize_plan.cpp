@@ -18,6 +18,7 @@
 
 #include <qtl/io/regular_file.hpp>
 
+#include "../config_tools.hpp"
 #include "../recognize.hpp"
 #include "errors.hpp"
 
@@ -148,6 +149,31 @@ std::string copy_input_extras(fs::path const& in_path, staged_output& out, std::
     }
   }
   return warnings;
+}
+
+std::string scale_group_name(compiled_config const& cc, std::string const& module) {
+  if (auto f = fused_name(cc, module)) {
+    return *std::move(f);
+  }
+  // module = parent.leaf; an expert's parent is `...experts.E` (E a number)
+  std::string_view const m(module);
+  std::size_t const dot = m.rfind('.');
+  std::string_view const parent = dot == std::string_view::npos ? std::string_view() : m.substr(0, dot);
+  std::string_view const leaf = m.substr(dot + 1);  // npos + 1 == 0: the whole name
+  std::size_t const pdot = parent.rfind('.');
+  std::string_view const index = pdot == std::string_view::npos ? std::string_view() : parent.substr(pdot + 1);
+  bool const expert = !index.empty() && index.find_first_not_of("0123456789") == std::string_view::npos &&
+                      parent.substr(0, pdot).ends_with("experts");
+  auto in_parent = [&](char const* fused) {
+    return parent.empty() ? std::string(fused) : std::string(parent) + "." + fused;
+  };
+  if (leaf == "w1" || leaf == "w3" || (expert && (leaf == "gate_proj" || leaf == "up_proj"))) {
+    return in_parent("w13");
+  }
+  if (leaf == "q_a_proj" || leaf == "kv_a_proj_with_mqa") {
+    return in_parent("fused_qkv_a_proj");
+  }
+  return {};
 }
 
 std::uint64_t numel_of(std::vector<std::int64_t> const& shape) {

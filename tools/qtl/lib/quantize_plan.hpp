@@ -8,10 +8,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include <qtl/io/safetensors.hpp>
+#include <qtl/rules/compiled_config.hpp>
 #include <qtl/scalar_type.hpp>
 
 #include "../staged_output.hpp"
@@ -51,6 +53,11 @@ struct job {
   scalar_type weight_type = uint4b8;     ///< the codes' type: integer_weight_type(bits, sym)
   bool allow_nonfinite = false;
   bool ct_rules = false;  ///< fp8 ct-block: compressed-tensors' zero-scale rule (tensor_writers.hpp)
+  // NVFP4 and FP8 per-tensor: the fused layer whose one per-tensor scale the job's layer shares
+  // (`scale_group_name`; empty: its own), and the amax that scale is computed from when other
+  // shards of that layer are in the run: the max over them all (set by `share_group_amax`)
+  std::string scale_group;
+  std::optional<float> group_amax;
   // GPTQ results kept to the end: zero points (G x N, unpacked) and whether one is 0
   std::vector<std::int32_t> zeros;
   bool zero_has_zero = false;
@@ -64,6 +71,22 @@ struct shard_plan {
   std::uint64_t total = 0;         ///< file size
   std::unique_ptr<output_file> file;
 };
+
+/// The fused layer an engine builds from `module` and gives ONE per-tensor weight scale (NVFP4's
+/// `weight_global_scale`, FP8's per-tensor `weight_scale`), or empty when the module's scale is
+/// its own. vLLM and sglang load the shards of a fused layer into one tensor and keep one scale:
+/// NVFP4 linears take `weight_global_scale.max()`, NVFP4 MoE layers the gate's scale for both
+/// halves of w13 (sglang's weight-only MoE refuses unequal ones), FP8 per-tensor linears and MoE
+/// layers requantize every shard with the max scale. The groups:
+///   - `fused_name` of the config's packed mapping, else the engines' qkv_proj and gate_up_proj
+///     (so `...experts.E.gate_proj`/`up_proj` -> `...experts.E.gate_up_proj` as well);
+///   - an MoE expert's gate/up whatever the mapping says: `...experts.E.{gate_proj,up_proj}`
+///     -> `...experts.E.w13` (the engines' FusedMoE always fuses them), and every `w1`/`w3` pair
+///     (Mixtral's expert names, InternLM2's MLP) -> `parent.w13`;
+///   - DeepSeek MLA's `q_a_proj`/`kv_a_proj_with_mqa` -> `parent.fused_qkv_a_proj` (vLLM).
+/// llm-compressor fuses the same groups (its FUSED_LAYER_NAMES: gate/up, q/k/v, q_a/kv_a, w1/w3);
+/// docs/spec/checkpoint_formats.md §0.5.
+std::string scale_group_name(compiled_config const& cc, std::string const& module);
 
 /// Product of the extents.
 std::uint64_t numel_of(std::vector<std::int64_t> const& shape);

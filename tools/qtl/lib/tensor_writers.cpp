@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <map>
 #include <optional>
 #include <utility>
 
@@ -21,6 +22,7 @@
 #include <qtl/transpose.hpp>
 
 #include "../common.hpp"
+#include "worker_pool.hpp"
 
 namespace qtl::tool {
 
@@ -370,7 +372,8 @@ void fp4_weight(job& j, shard_plan const& s) {
   std::vector<typename F::scale> scales(static_cast<std::size_t>(block_scale_bytes<F>(n, k)));
   float gs = 1.0f;
   if constexpr (F::has_global_scale) {
-    gs = ct_nvfp4_global_scale(fp8_amax(w.v));
+    // the fused layer's amax when it has other shards (share_group_amax): one global scale for all
+    gs = ct_nvfp4_global_scale(j.group_amax ? *j.group_amax : fp8_amax(w.v));
     block_quantize<F>(w.v, make_view(values.data(), n, k / 2), std::span<typename F::scale>(scales), gs);
     constexpr std::uint8_t ct_eps = 0x20;  // E4M3 0.125 = 2^(4 - 7)
     for (auto& sc : scales) {
@@ -429,7 +432,11 @@ void fp8_weight(job& j, shard_plan const& s, fp8_scheme scheme) {
   view2d<float8_e4m3fn_t> qv = make_view(q.data(), n, k);
   std::vector<float> scales;
   if (scheme == fp8_scheme::tensor) {
-    scales.push_back(scaled_fp8_quant_dynamic<float8_e4m3fn_t>(w.v, qv));
+    // scaled_fp8_quant_dynamic's scale, of the fused layer's amax when it has other shards
+    // (share_group_amax): the engines' requantization with the max scale then changes nothing
+    float const amax = j.group_amax ? *j.group_amax : fp8_amax(w.v);
+    scales.push_back(fp8_scale_from_amax<float8_e4m3fn_t>(amax));
+    scaled_fp8_quant_static<float8_e4m3fn_t>(w.v, scales.back(), qv);
   } else if (scheme == fp8_scheme::channel) {
     scales.resize(static_cast<std::size_t>(n));
     scaled_fp8_quant_per_token<float8_e4m3fn_t>(w.v, qv, make_view(scales.data(), n));
@@ -464,6 +471,50 @@ void fp8_weight(job& j, shard_plan const& s, fp8_scheme scheme) {
 }
 
 }  // namespace
+
+void share_group_amax(std::vector<job>& jobs, unsigned threads) {
+  std::map<std::string_view, std::size_t> shards_of;
+  for (auto const& j : jobs) {
+    if (!j.scale_group.empty()) {
+      ++shards_of[j.scale_group];
+    }
+  }
+  std::vector<std::size_t> todo;  // the jobs of groups of two or more, in the input's order
+  for (std::size_t i = 0; i < jobs.size(); ++i) {
+    if (!jobs[i].scale_group.empty() && shards_of[jobs[i].scale_group] > 1) {
+      todo.push_back(i);
+    }
+  }
+  std::vector<float> amax(todo.size());
+  worker_pool_jobs pool;
+  pool.count = todo.size();
+  pool.run = [&](std::size_t i) {
+    job const& j = jobs[todo[i]];
+    with_float_type(j.in->type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      aligned_weight<T> const w(*j.in);
+      amax[i] = fp8_amax(w.v);  // NaN ignored: the writer refuses it in its own tensor
+      if (std::isinf(amax[i])) {
+        check_finite(w.v, j.allow_nonfinite);
+      }
+    });
+    release(*j.in);
+  };
+  pool.bytes = [&](std::size_t i) { return static_cast<std::uint64_t>(jobs[todo[i]].in->bytes.size()); };
+  pool.describe = [&](std::size_t i) { return jobs[todo[i]].in->name; };
+  worker_pool_result const r = run_worker_pool(threads, pool);
+  if (r.failed) {
+    throw data_error(r.first_error);
+  }
+  std::map<std::string_view, float> group_amax;
+  for (std::size_t i = 0; i < todo.size(); ++i) {
+    float& m = group_amax[jobs[todo[i]].scale_group];
+    m = std::max(m, amax[i]);  // amax >= 0, never NaN
+  }
+  for (std::size_t i : todo) {
+    jobs[i].group_amax = group_amax[jobs[i].scale_group];
+  }
+}
 
 void write_copy(job const& j, shard_plan const& s) {
   // In slices, releasing the input pages behind, so that a large tensor is never resident whole.

@@ -10,6 +10,16 @@
 
 namespace qtl::tool {
 
+/// The first pass of the formats with a per-tensor weight scale (NVFP4's global scale, FP8
+/// per-tensor), before any writer runs: the shards of a fused layer (jobs with the same
+/// `scale_group`, two or more, in any shard files) get one scale, so each such job's
+/// `group_amax` becomes the max |x| over all their weights (NaN ignored, as `fp8_amax`), read by
+/// `threads` worker threads (0: one per core), input pages released behind. Jobs alone in their
+/// group keep no `group_amax`: their writer takes their own amax in its single pass.
+/// @throws data_error naming the tensor, for an infinite weight (unless allowed: it would make
+/// its partners' scales infinite too, and their writers fail naming them instead)
+void share_group_amax(std::vector<job>& jobs, unsigned threads);
+
 /// The input tensor's bytes, unchanged, in 64 MiB slices (the input pages released behind).
 void write_copy(job const& j, shard_plan const& s);
 
@@ -25,10 +35,12 @@ void write_gptq_zero_points(std::vector<job>& jobs, std::vector<shard_plan>& sha
 void write_ct_pack(job& j, shard_plan const& s);
 
 /// compressed-tensors NVFP4A16 / MXFP4 (by the job's kind): weight_packed, weight_scale and, for
-/// NVFP4, weight_global_scale. @throws data_error for a NaN/Inf weight unless allowed
+/// NVFP4, weight_global_scale (from the job's `group_amax` when set, else its own amax).
+/// @throws data_error for a NaN/Inf weight unless allowed
 void write_fp4(job& j, shard_plan const& s);
 
-/// FP8 E4M3 `weight` and its scales by `scheme`. @throws data_error for a NaN/Inf weight unless allowed
+/// FP8 E4M3 `weight` and its scales by `scheme` (per tensor: from the job's `group_amax` when set,
+/// else its own amax). @throws data_error for a NaN/Inf weight unless allowed
 void write_fp8(job& j, shard_plan const& s, fp8_scheme scheme);
 
 }  // namespace qtl::tool
