@@ -2,7 +2,7 @@
 // Shared pieces of the qtl tool: its error classes (which decide the exit code), and `op_io`, the
 // input file and output tensors of one `qtl op` run.
 //
-// Exit codes (issue 7):
+// Exit codes:
 //   0  success
 //   1  the command line: unknown subcommand or op, a missing or malformed flag, a value outside an
 //      enumeration (CLI11's own parse errors, and `usage_error` for checks made after parsing)

@@ -1,5 +1,5 @@
 // qtl convert: the engines' load-time converters (qtl/convert.hpp) run once, offline, on a whole
-// FP8-block checkpoint (research/converters.md §8).
+// FP8-block checkpoint (docs/spec/converters.md §8).
 //
 //   qtl convert IN OUT_DIR --to fp8-ue8m0|bf16|mxfp4|nvfp4 [--recipe sglang|sglang-legacy|vllm]
 //               [--canonical] [--threads N] [--allow-nonfinite]
@@ -334,7 +334,7 @@ recipe_name parse_recipe(std::string const& s) {
   throw usage_error("--recipe " + s + ": expected sglang, sglang-legacy or vllm");
 }
 
-/// The compressed-tensors quantization_config of an FP4 target (research/interop.md §3.2).
+/// The compressed-tensors quantization_config of an FP4 target (docs/spec/interop.md §3.2).
 ojson ct_fp4_config(target to, std::vector<std::string> const& ignore) {
   bool const nv = to == target::nvfp4;
   std::string const format = nv ? "nvfp4-pack-quantized" : "mxfp4-pack-quantized";

@@ -9,7 +9,7 @@
 //                        weight_block_size [128, 128] (block), modules_to_not_convert
 //   fp8, compressed-tensors  format float-quantized, quantization_status compressed, ignore,
 //                        config_groups.group_0 {targets [Linear], weights, input_activations}
-//   w4a16, w8a16, nvfp4, mxfp4: compressed-tensors (research/interop.md §3.2): quant_method,
+//   w4a16, w8a16, nvfp4, mxfp4: compressed-tensors (docs/spec/interop.md §3.2): quant_method,
 //                        format (pack-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized),
 //                        quantization_status compressed, kv_cache_scheme null, ignore = the
 //                        linear layers the run kept (so every consumer skips exactly those),

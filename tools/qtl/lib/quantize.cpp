@@ -1,6 +1,6 @@
 // qtl quantize's work (quantize_checkpoint, checkpoint.hpp): round-to-nearest quantization of
 // every linear weight of a checkpoint, written in the layout sglang, vLLM and transformers load
-// (research/checkpoint_formats.md; compressed-tensors: research/interop.md §3).
+// (docs/spec/checkpoint_formats.md; compressed-tensors: docs/spec/interop.md §3).
 //
 //   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
 //                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json]
@@ -64,7 +64,7 @@
 //         -0.0 weight as code 0 (compressed-tensors takes the sign from torch.sign).
 //   mxfp4 L.weight_packed U8 [N, K/2], L.weight_scale U8 [N, K/32] biased E8M0 exponents:
 //         compressed-tensors' producer rule (qtl::ct_mx_scale_code: amax rounded to a power of two,
-//         up from a significand of 1.75, divided by 4; interop.md §3.1 d), not the library's MX rule
+//         up from a significand of 1.75, divided by 4; docs/spec/interop.md §3.1 d), not the library's MX rule
 //         (block_quantize<mxfp4>: the smallest power of two >= amax/6); consumers decode both alike.
 //   Fused layers (scale_group_name, quantize_plan.hpp; docs/spec/checkpoint_formats.md §0.5): the
 //   engines load q/k/v, gate/up (the config's packed_modules_mapping, else the input config.json's,

@@ -3,7 +3,7 @@
 /// The worker pool of `qtl quantize` and `qtl convert`: jobs taken one at a time by up to N
 /// threads (the calling thread the first), the first failure recorded and the rest stopped, the
 /// input bytes done reported after each job, and fewer threads where the system will not create
-/// them (ulimit -u, address space: issue 17 item 8) instead of an abort.
+/// them (ulimit -u, address space) instead of an abort.
 
 #include <cstddef>
 #include <cstdint>
