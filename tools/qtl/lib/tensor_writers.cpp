@@ -485,6 +485,9 @@ void share_group_amax(std::vector<job>& jobs, unsigned threads) {
       todo.push_back(i);
     }
   }
+  if (todo.empty()) {
+    return;
+  }
   std::vector<float> amax(todo.size());
   worker_pool_jobs pool;
   pool.count = todo.size();
