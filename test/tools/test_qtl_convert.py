@@ -16,7 +16,7 @@ and the engines' arithmetic redone in Python (float32 rounding by struct).
      fp8-block-to-mxfp4` (golden-tested) of each layer, and dequantized (CT's rule) within one
      MXFP4 step of the bf16 dequant.
   4. --to nvfp4: the compressed-tensors layout and config; global scale fl(1/fl(amax/2688)) of the
-     bf16 dequant, shared by gate_proj/up_proj; codes and scales equal a Python NVFP4 quantizer.
+     bf16 dequant, shared by the shards of a fused layer (q/k/v, gate/up); codes and scales equal a Python NVFP4 quantizer.
   5. All or nothing: a run killed (SIGKILL) with every file staged leaves an older output in place
      and no file under a final name; the next run removes what it left and replaces the output.
   6. Refusals: flags of another target, an unknown --to, a non-FP8 config, a weight without scales,
@@ -61,7 +61,8 @@ def fp8_layers():
     out = []
     for i in range(2):
         p = "model.layers.%d." % i
-        out += [(p + "self_attn.q_proj", 256, H), (p + "self_attn.kv_a_proj_with_mqa", 192, H),
+        out += [(p + "self_attn.q_proj", 256, H), (p + "self_attn.k_proj", 128, H), (p + "self_attn.v_proj", 128, H),
+                (p + "self_attn.kv_a_proj_with_mqa", 192, H),
                 (p + "mlp.gate_proj", 128, H), (p + "mlp.up_proj", 128, H), (p + "mlp.down_proj", H, 128)]
     return out
 
@@ -300,10 +301,11 @@ def test_nvfp4(tmp, src, layers, inp):
         check(ok, "--to nvfp4: %s: weight_packed, weight_scale F8_E4M3 [N, K/16], weight_global_scale F32 [1]" % m)
         if not ok:
             continue
-        share = [m]
-        for a, b in ((".gate_proj", ".up_proj"), (".up_proj", ".gate_proj")):
-            if m.endswith(a):
-                share.append(m[:-len(a)] + b)
+        share = [m]  # the shards of m's fused layer: one global scale, as the engines keep one
+        for fused in ((".gate_proj", ".up_proj"), (".q_proj", ".k_proj", ".v_proj")):
+            for a in fused:
+                if m.endswith(a):
+                    share = [m[:-len(a)] + b for b in fused]
         amax = max(abs(v) for mm in share for v in deq[mm])
         gs = f32(1.0 / f32(amax / 2688.0))
         got_gs = struct.unpack("<f", g[2])[0]

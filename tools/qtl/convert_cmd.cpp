@@ -20,8 +20,8 @@
 //              quantize_block_fp8_weight_to_mxfp4); config: compressed-tensors mxfp4-pack-quantized
 //   nvfp4      L.weight_packed U8 [N,K/2], L.weight_scale F8_E4M3 [N,K/16], L.weight_global_scale
 //              F32 [1] (fp8_block_to_nvfp4: QTL's definition, not verified against flashinfer);
-//              gate_proj/up_proj (w1/w3) of one MLP share the global scale; config:
-//              compressed-tensors nvfp4-pack-quantized
+//              the shards of a fused layer (scale_group_name: q/k/v, gate/up, w1/w3) share the
+//              global scale; config: compressed-tensors nvfp4-pack-quantized
 //   For the compressed-tensors targets, `ignore` lists every linear layer left in float.
 // A layer with a NaN code, or a block that dequantizes to NaN or Inf (a non-finite or huge scale),
 // is refused by every target: mxfp4 and nvfp4 cannot encode it, and bf16 and fp8-ue8m0 refuse it
@@ -139,18 +139,6 @@ bool ends_with(std::string const& s, std::string_view suffix) {
 std::string strip(std::string const& name, std::string_view suffix) {
   return ends_with(name, suffix) && name.size() > suffix.size() ? name.substr(0, name.size() - suffix.size())
                                                                 : std::string();
-}
-
-/// The partner of a gate/up (w1/w3) projection whose NVFP4 global scale it shares, or empty.
-std::string nvfp4_partner(std::string const& module) {
-  static constexpr std::pair<std::string_view, std::string_view> pairs[] = {
-      {".gate_proj", ".up_proj"}, {".up_proj", ".gate_proj"}, {".w1", ".w3"}, {".w3", ".w1"}};
-  for (auto const& [a, b] : pairs) {
-    if (ends_with(module, a)) {
-      return module.substr(0, module.size() - a.size()) + std::string(b);
-    }
-  }
-  return {};
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -428,6 +416,12 @@ int run_convert(convert_args const& a) {
                      std::to_string(block.k) + "]: both engines requantize 128x128 blocks only (--to fp8-ue8m0)");
   }
   bool const sharded = sharded_output(ckpt, in_path);
+  // The fused layers of --to nvfp4: the config's packed_modules_mapping, else the engines' default.
+  quant_config fused_cfg = cfg.value_or(quant_config{});
+  if (fused_cfg.packed_modules_mapping.empty()) {
+    fused_cfg.packed_modules_mapping = default_packed_modules_mapping();
+  }
+  compiled_config const fused_cc(fused_cfg);
 
   // --- plan ------------------------------------------------------------------------------------
   std::vector<shard_plan> shards = plan_shards(ckpt, sharded);
@@ -445,7 +439,7 @@ int run_convert(convert_args const& a) {
     sg = engine_consumer(*cfg, true);
   }
   std::vector<convert_job> jobs;
-  std::map<std::string, std::size_t> layer_job;  // module -> job (nvfp4 pairs)
+  std::map<std::string, std::size_t> layer_job;  // fused layer -> job (nvfp4: one global scale per fused layer)
   std::vector<std::string> kept_linear;           // float linear layers (compressed-tensors `ignore`)
   std::size_t dropped = 0;
   for (auto const& e : ckpt.tensors()) {
@@ -537,14 +531,18 @@ int run_convert(convert_args const& a) {
       }
       std::uint64_t const bytes = t.bytes.size() + s->bytes.size();
       if (to == target::nvfp4) {
-        std::string const partner = nvfp4_partner(module);
-        auto const it = partner.empty() ? layer_job.end() : layer_job.find(partner);
+        // The shards of a fused layer share one global scale, as qtl quantize writes them
+        // (scale_group_name: q/k/v, gate/up, each expert's gate/up, w1/w3, q_a/kv_a).
+        std::string const group = scale_group_name(fused_cc, module);
+        auto const it = group.empty() ? layer_job.end() : layer_job.find(group);
         if (it != layer_job.end()) {
           jobs[it->second].layers.push_back(std::move(l));
           jobs[it->second].in_bytes += bytes;
           continue;
         }
-        layer_job[module] = jobs.size();
+        if (!group.empty()) {
+          layer_job[group] = jobs.size();
+        }
       }
       convert_job j;
       j.layers.push_back(std::move(l));
