@@ -56,6 +56,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "int_flags.hpp"
 #include "config_tools.hpp"
 #include "lib/quantize_plan.hpp"
 #include "lib/worker_pool.hpp"
@@ -715,7 +716,7 @@ command define_convert(CLI::App& app) {
   cmd->add_flag("--canonical", a->canonical,
                 "--to fp8-ue8m0: the requant's fixed point (applied twice), what the engine of --recipe holds "
                 "after its own load-time requant of the output");
-  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::Range(0, max_threads));
+  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(integer_in(0, max_threads));
   return {cmd, [a]() { return run_convert(*a); }};
 }
 

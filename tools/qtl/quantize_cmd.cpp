@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "int_flags.hpp"
 #include "lib/checkpoint.hpp"
 #include "lib/quantize_plan.hpp"
 
@@ -133,7 +134,7 @@ command define_quantize(CLI::App& app) {
   cmd->add_option("--config", a->config,
                   "quantization config whose skip lists and dynamic rules decide the layers "
                   "(as `qtl explain --consumer sglang` shows)");
-  cmd->add_option("--threads", a->o.threads, "worker threads (default: every core)")->check(CLI::Range(0, max_quantize_threads));
+  cmd->add_option("--threads", a->o.threads, "worker threads (default: every core)")->check(integer_in(0, max_quantize_threads));
   cmd->add_flag("--allow-nonfinite", a->o.allow_nonfinite,
                 "quantize weights holding NaN or Inf (refused by default: their scales are not finite)");
   cmd->add_option("--device", a->o.device, "auto (default), cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
