@@ -56,8 +56,8 @@
 
 #include "commands.hpp"
 #include "common.hpp"
-#include "int_flags.hpp"
 #include "config_tools.hpp"
+#include "int_flags.hpp"
 #include "lib/quantize_plan.hpp"
 #include "lib/worker_pool.hpp"
 #include "staged_output.hpp"

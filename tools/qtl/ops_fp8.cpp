@@ -35,8 +35,9 @@ float static_scale(double v) {
   }
   auto const s = static_cast<float>(v);
   if (s == 0) {
-    warn("--scale " + float_text(v) + " is 0 in float32: as sglang's kernel, QTL multiplies by 1/0 = inf, so "
-         "every element quantizes to +-448 and zeros (0 x inf = NaN) to +448");
+    warn("--scale " + float_text(v) + (v == 0 ? "" : " is 0 in float32") +
+         ": as sglang's kernel, QTL multiplies by 1/0 = inf, so every element quantizes to +-448 and zeros "
+         "(0 x inf = NaN) to +448");
   }
   return s;
 }

@@ -286,7 +286,7 @@ op_spec convert_to_channelwise_op() {
                 ->required();
             return [widths](op_io& io) {
               auto const lw = parse_int_list("--logical-widths", *widths);
-              check_logical_widths(lw, *widths, max_channelwise_rows, "the rows of a weight; the output is 4 bytes a row");
+              check_logical_widths(lw, *widths, max_channelwise_rows, "no weight has more rows; the output is a float a row");
               auto const& s = io.tensor("weight_scale", {dtype::F32}, {0, 1});
               index_t total = 0;
               for (auto w : lw) {
