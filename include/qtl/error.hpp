@@ -39,12 +39,26 @@ class format_error : public error {
   using error::error;
 };
 
-/// A regular expression that QTL cannot parse or does not support; `position()` is the offset in
-/// the pattern where the problem starts.
+/// A regular expression that Python's `re` rejects too (`re.error`), or that QTL's glob matcher
+/// cannot read; `position()` is the offset in the pattern where the problem starts.
 class regex_error : public error {
  public:
   regex_error(std::string const& what, std::size_t position)
       : error(what + " at position " + std::to_string(position)), position_(position) {}
+  std::size_t position() const noexcept { return position_; }
+
+ private:
+  std::size_t position_;
+};
+
+/// A regular expression that Python's `re` accepts but QTL's regex engine does not run (a
+/// backreference, an inline flag, a non-ASCII character, ...; see `<qtl/match/regex.hpp>`) or
+/// one beyond its capacities: not a `regex_error`, since Python would not raise one for it.
+/// `position()` is the offset in the pattern where the construct starts.
+class regex_unsupported_error : public unsupported_error {
+ public:
+  regex_unsupported_error(std::string const& what, std::size_t position)
+      : unsupported_error(what + " at position " + std::to_string(position)), position_(position) {}
   std::size_t position() const noexcept { return position_; }
 
  private:

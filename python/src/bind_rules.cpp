@@ -14,8 +14,9 @@
 // "desc_act", "pack_factor", and for gptq_marlin "sym" and "quant_type", a qtl.ScalarType), in
 // the reference's order, up to the error it raises.
 //
-// Patterns are matched by QTL's regex engine with Python's `re.match` semantics; a pattern it does
-// not support raises qtl.RegexError (the reference would raise re.error only for invalid ones).
+// Patterns are matched by QTL's regex engine with Python's `re.match` semantics; a pattern Python
+// rejects raises qtl.RegexError (where the reference raises re.error), one that Python runs but
+// QTL's engine does not (a backreference, inline flags, ...) qtl.UnsupportedError.
 
 #include <nanobind/stl/string.h>
 

@@ -1,6 +1,7 @@
 // Unit tests of qtl/match/regex.hpp: the differential corpus against CPython's `re` (committed,
-// and regenerated live when python3 is present), the complexity bound, lookahead, anchors and
-// the errors.
+// and regenerated live when python3 is present), the complexity bound, lookahead, lookbehind,
+// anchors and the errors (regex_error where CPython raises re.error, regex_unsupported_error where
+// CPython runs a construct that qtl does not).
 #include <qtl/match/regex.hpp>
 #include <qtl/match/regex_set.hpp>
 
@@ -39,7 +40,8 @@ struct verdict {
 };
 struct case_ {
   std::string pattern;
-  bool error;
+  bool error;    // CPython raises re.error
+  bool lacking;  // CPython accepts it; it holds a construct qtl does not run
   std::vector<verdict> verdicts;
 };
 struct corpus {
@@ -61,8 +63,8 @@ corpus load(std::string const& path) {
     std::istringstream ls(sp2 == std::string::npos ? "" : line.substr(sp2 + 1));
     if (kind == "text") {
       c.texts.push_back(decode(s));
-    } else if (kind == "error" || kind == "pattern") {
-      case_ k{decode(s), kind == "error", {}};
+    } else if (kind == "error" || kind == "pattern" || kind == "lacking") {
+      case_ k{decode(s), kind == "error", kind == "lacking", {}};
       std::string r;
       while (ls >> r) {
         auto const eq = r.find('=');
@@ -84,24 +86,27 @@ std::size_t replay(corpus const& c, std::size_t& n_checks, std::size_t& n_dfa) {
     }
   };
   for (case_ const& k : c.cases) {
-    if (k.error) {
-      bool threw = false;
-      try {
-        qtl::regex r(k.pattern);
-      } catch (qtl::regex_error const&) {
-        threw = true;
-      }
-      ++n_checks;
-      if (!threw) {
-        report("CPython rejects it, qtl accepts it", k, "");
-      }
-      continue;
-    }
     std::unique_ptr<qtl::regex> r;
+    std::string thrown;  // "" | "error" | "unsupported", and the message
     try {
       r = std::make_unique<qtl::regex>(k.pattern);
     } catch (qtl::regex_error const& e) {
-      report(std::string("CPython accepts it, qtl rejects it: ") + e.what(), k, "");
+      thrown = std::string("error: ") + e.what();
+    } catch (qtl::regex_unsupported_error const& e) {
+      thrown = std::string("unsupported: ") + e.what();
+    }
+    ++n_checks;
+    if (k.error || k.lacking) {
+      char const* const want = k.error ? "error: " : "unsupported: ";
+      if (!thrown.starts_with(want)) {
+        report(std::string(k.error ? "CPython raises re.error, qtl says " : "qtl runs a construct it lacks? ") +
+                   (thrown.empty() ? "it compiles" : thrown),
+               k, "");
+      }
+      continue;
+    }
+    if (!r) {
+      report("CPython accepts it, qtl rejects it: " + thrown, k, "");
       continue;
     }
     n_dfa += r->uses_dfa() ? 1 : 0;
@@ -234,6 +239,7 @@ TEST_CASE("escapes and classes are ASCII and follow Python's default mode on ASC
 }
 
 namespace {
+// The position of the regex_error (CPython: re.error) for `pattern`; FAILs on anything else.
 std::size_t error_position(std::string const& pattern) {
   try {
     qtl::regex r(pattern);
@@ -243,8 +249,28 @@ std::size_t error_position(std::string const& pattern) {
     // the one-shot functions reject it the same way
     CHECK_THROWS_AS(qtl::re_match(pattern, "x"), qtl::regex_error);
     return e.position();
+  } catch (qtl::regex_unsupported_error const& e) {
+    FAIL("regex_unsupported_error, not regex_error, for " << pattern << ": " << e.what());
   }
   FAIL("no regex_error for " << pattern);
+  return 0;
+}
+// The position of the regex_unsupported_error (CPython runs it, qtl does not) for `pattern`.
+std::size_t unsupported_position(std::string const& pattern) {
+  try {
+    qtl::regex r(pattern);
+  } catch (qtl::regex_unsupported_error const& e) {
+    std::string const what = e.what();
+    CHECK(what.find(pattern) != std::string::npos);
+    CHECK(what.find("re.error") == std::string::npos);
+    CHECK_THROWS_AS(qtl::re_match(pattern, "x"), qtl::regex_unsupported_error);
+    CHECK_THROWS_AS(qtl::check_regex(pattern), qtl::regex_unsupported_error);
+    CHECK_THROWS_AS(qtl::regex_set({std::string_view("a"), std::string_view(pattern)}), qtl::regex_unsupported_error);
+    return e.position();
+  } catch (qtl::regex_error const& e) {
+    FAIL("regex_error (CPython's re.error), not regex_unsupported_error, for " << pattern << ": " << e.what());
+  }
+  FAIL("no regex_unsupported_error for " << pattern);
   return 0;
 }
 std::string error_text(std::string const& pattern) {
@@ -252,12 +278,14 @@ std::string error_text(std::string const& pattern) {
     qtl::regex r(pattern);
   } catch (qtl::regex_error const& e) {
     return e.what();
+  } catch (qtl::regex_unsupported_error const& e) {
+    return e.what();
   }
   return "";
 }
 }  // namespace
 
-TEST_CASE("unsupported or malformed patterns throw regex_error with position and construct", "[regex]") {
+TEST_CASE("patterns CPython rejects throw regex_error with position and construct", "[regex]") {
   CHECK(error_position("ab(c") == 2);
   CHECK(error_position("abc)") == 3);
   CHECK(error_position("a[bc") == 1);
@@ -269,28 +297,121 @@ TEST_CASE("unsupported or malformed patterns throw regex_error with position and
   CHECK(error_position(R"(\q)") == 0);
   CHECK(error_position(R"(ab\)") == 2);
   CHECK(error_position(R"(\x4)") == 0);
-  CHECK(error_position(R"((a)\1)") == 3);
-  CHECK(error_position("x(?<=a)b") == 1);
-  CHECK(error_position("(?<!a)b") == 0);
-  CHECK(error_position("(?>a)") == 0);
-  CHECK(error_position("(?i)a") == 0);
-  CHECK(error_position("(?#c)a") == 0);
-  CHECK(error_position("(?P=n)") == 0);
+  CHECK(error_position(R"(\U00110000)") == 0);  // beyond Unicode: chr() fails, "bad escape"
+  CHECK(error_position("(?P=n)") == 0);           // unknown group name
+  CHECK(error_position(R"(\1)") == 0);            // invalid group reference
+  CHECK(error_position(R"((a\1))") == 2);          // cannot refer to an open group
+  CHECK(error_position(R"((?<=(a)\1)b)") == 7);    // ... to a group of the same lookbehind
   CHECK(error_position("(?P<1>a)") == 4);
   CHECK(error_position("(?P<n>a)(?P<n>b)") == 12);
-  CHECK(error_position("a*+") == 2);
-  CHECK(error_position("a{1,2}+") == 6);
   CHECK(error_position("(?") == 0);
-  CHECK(error_position("caf\xc3\xa9") == 3);
-  CHECK(error_position(R"(\u00e9)") == 0);
+  CHECK(error_position("(?<") == 0);
+  CHECK(error_position("(?<x>a)") == 0);  // Python 3.11 knows only (?P<name>...)
+  CHECK(error_position("(?z)") == 0);
+  CHECK(error_position("(?#no end") == 0);
+  CHECK(error_position("a(?i)") == 1);  // global flags not at the start
+  CHECK(error_position("(?-i)a") == 0);  // a flag turned off needs ':'
+  CHECK(error_position("(?iu-i:a)") == 0);
+  CHECK(error_position("(?L)a") == 0);  // not with a str pattern
   CHECK(error_position(R"([\d-z])") == 1);
   CHECK(error_position("a{99999999999}") == 1);
-  CHECK(error_text("x(?<=a)b").find("lookbehind") != std::string::npos);
-  CHECK(error_text("a*+").find("possessive") != std::string::npos);
-  CHECK(error_text(R"((a)\1)").find("backreference") != std::string::npos);
+  CHECK(error_position("(?(0)a)") == 3);  // bad group number
+  CHECK(error_position("(?(n)a)") == 3);  // unknown group name
+  CHECK(error_position("(?(!n)a)") == 3);  // bad character in group name
+  CHECK(error_position(R"(\N{EM DASH!})") == 0);  // no such character name
   CHECK(error_text("(ab").find("missing )") != std::string::npos);
-  // too large for any program: an error, not a truncation
-  CHECK_THROWS_AS(qtl::regex("(?:(?:a{100}){100}){100}"), qtl::regex_error);
+  CHECK(error_text(R"(\1)").find("invalid group reference") != std::string::npos);
+}
+
+TEST_CASE("a variable-width lookbehind is CPython's re.error, a regex_error", "[regex]") {
+  for (std::string const p : {"(?<=a|bc)x", "(?<=a*)x", "(?<!a?)x", "(?<=a{1,2})x", "x(?<=(?:ab|c)d)", "(?<=(a)|bc)x",
+                              // after a construct qtl lacks, still CPython's error
+                              R"((a)\1(?<=a+))", "(?i)(?<=a+)"}) {
+    CHECK(error_position(p) == p.find("(?<"));
+    CHECK(error_text(p).find("look-behind requires fixed-width pattern") != std::string::npos);
+  }
+  // a later syntax error is CPython's first complaint, and still a regex_error
+  CHECK(error_position("(?<=a*)(") == 7);
+}
+
+TEST_CASE("constructs CPython runs but qtl does not throw regex_unsupported_error, never regex_error", "[regex]") {
+  CHECK(unsupported_position(R"((a)\1)") == 3);
+  CHECK(unsupported_position("(?P<n>a)(?P=n)") == 8);
+  CHECK(unsupported_position(R"((a)(?<=\1)b)") == 7);  // a group before the lookbehind: fine in Python
+  CHECK(unsupported_position("(?>a)") == 0);
+  CHECK(unsupported_position("a*+") == 2);
+  CHECK(unsupported_position("a{1,2}+") == 6);
+  CHECK(unsupported_position("(?i)a") == 0);
+  CHECK(unsupported_position("(?#c)(?i)a") == 5);  // a comment is no item: still the start
+  CHECK(unsupported_position("(?im-sx:a)") == 0);
+  CHECK(unsupported_position("(?x)a b # no class [") == 0);  // verbose: the rest is not read as usual
+  CHECK(unsupported_position("(a)(?(1)b|c)") == 3);
+  CHECK(unsupported_position("caf\xc3\xa9") == 3);
+  CHECK(unsupported_position(R"(\u00e9)") == 0);
+  CHECK(unsupported_position(R"(\xff)") == 0);
+  CHECK(unsupported_position(R"(\351)") == 0);
+  CHECK(unsupported_position(R"([a-\u00e9])") == 3);
+  CHECK(unsupported_position(R"(\N{EM DASH})") == 0);
+  CHECK(unsupported_position("(?P<caf\xc3\xa9>a)") == 4);
+  // a non-ASCII character is one character for the width of a lookbehind, as in Python
+  CHECK(unsupported_position("(?<=\xc3\xa9|a)x") == 4);
+  CHECK(error_position("(?<=\xc3\xa9|ab)x") == 0);
+  CHECK(error_text(R"((a)\1)").find("backreference") != std::string::npos);
+  CHECK(error_text("a*+").find("possessive") != std::string::npos);
+  // QTL's capacities are its own limits, not re.error
+  CHECK_THROWS_AS(qtl::regex("(?:(?:a{100}){100}){100}"), qtl::regex_unsupported_error);
+  CHECK_THROWS_AS(qtl::regex(std::string(300, '(') + std::string(300, ')')), qtl::regex_unsupported_error);
+  // ... unless CPython rejects the pattern anyway: its error comes first
+  CHECK(error_position(R"((a)\1()") == 5);
+  CHECK(error_position("\xc3\xa9[") == 2);
+  CHECK(error_position("a*+(?P=zz)") == 3);
+}
+
+TEST_CASE("lookbehind of a fixed width, as CPython runs it", "[regex]") {
+  // a GPTQ dynamic key: under re.match it starts at 0, where no 9 bytes lie behind
+  qtl::regex const key(R"((?<=layers\.0\.)mlp.*)");
+  CHECK_FALSE(key.uses_dfa());
+  CHECK_FALSE(key.match("model.layers.0.mlp.down_proj"));
+  CHECK(key.search("model.layers.0.mlp.down_proj"));
+  CHECK_FALSE(key.search("model.layers.1.mlp.down_proj"));
+  qtl::regex const not_first(R"(model\.layers\.\d+\.(?<!layers\.0\.)mlp\..*)");
+  CHECK_FALSE(not_first.match("model.layers.0.mlp.down_proj"));
+  CHECK(not_first.match("model.layers.10.mlp.down_proj"));
+  CHECK(not_first.match("model.layers.1.mlp.down_proj"));
+  CHECK(qtl::re_search("(?<!^)b", "ab"));
+  CHECK_FALSE(qtl::re_search("(?<!^)b", "b"));
+  CHECK(qtl::re_match("(?<!a)b", "b"));  // nothing behind: a negative lookbehind holds
+  CHECK(qtl::re_fullmatch("a(?<=a$)", "a"));
+  CHECK(qtl::re_search("(?<=^ab)c", "abc"));
+  CHECK(qtl::re_search("(?<=a(?=b))b", "ab"));  // a lookahead inside sees past the position
+  CHECK(qtl::re_fullmatch("(?=a(?<=xa))a", "a") == false);
+  CHECK(qtl::re_search("x(?=a(?<=xa))", "xa"));
+  CHECK(qtl::re_fullmatch("(?<=(?:)*)a", "a"));  // a width of 0 * MAXREPEAT is fixed
+  CHECK(qtl::re_search("(?<=a{3})b", "aaab"));
+  CHECK_FALSE(qtl::re_search("(?<=a{3})b", "aab"));
+  CHECK(qtl::re_search(R"((?<=\b)a)", "a"));
+  // lookbehinds nested in lookbehinds and lookaheads (the backward passes), on a long text
+  std::string text(5000, 'a');
+  text += "bc";
+  CHECK(qtl::re_search("(?<=(?<!b)ab)c", text));
+  CHECK_FALSE(qtl::re_search("(?<=(?<!a)ab)c", text));
+  CHECK(qtl::re_search("(?<=(?<!b)a(?=b))b", text));
+  CHECK(qtl::re_search("(?=(?<=a)b)bc$", text));
+  CHECK(qtl::re_fullmatch("(?:a(?<=a))*bc", text));
+  CHECK_FALSE(qtl::re_fullmatch("(?:a(?<!a))*bc", text));
+  // many positions: the lazy runs give way to the backward pass, with the same answers
+  qtl::regex const every(R"((?:(?<=[ab])a|b)*c)");
+  CHECK(every.fullmatch(std::string(2000, 'a').replace(0, 1, "b") + "c"));
+  CHECK_FALSE(every.fullmatch(std::string(2000, 'a') + "c"));
+  // in a set with DFA rules: first match wins
+  qtl::regex_set const rules{R"(.*\.18\..*)", R"(model\.layers\.\d+\.(?<=\.0\.)mlp.*)", R"(.*mlp.*)"};
+  CHECK(rules.first_match("model.layers.18.mlp.up") == 0);
+  CHECK(rules.first_match("model.layers.0.mlp.up") == 1);
+  CHECK(rules.first_match("model.layers.1.mlp.up") == 2);
+  // constant evaluation
+  STATIC_REQUIRE(qtl::re_search("(?<=mlp\\.)gate", "model.mlp.gate"));
+  STATIC_REQUIRE_FALSE(qtl::re_search("(?<!mlp\\.)gate", "model.mlp.gate"));
+  STATIC_REQUIRE(qtl::static_regex<R"(.*(?<=\.0\.)mlp)">::match("model.layers.0.mlp"));
 }
 
 TEST_CASE("static_regex and the one-shot functions agree with qtl::regex", "[regex]") {
@@ -332,7 +453,7 @@ TEST_CASE("regex_set::first_match equals the first-match loop over qtl::regex", 
   corpus const c = load(std::string(QTL_TEST_DATA_DIR) + "/regex/corpus.txt");
   std::vector<std::string> patterns;
   for (case_ const& k : c.cases) {
-    if (!k.error) {
+    if (!k.error && !k.lacking) {
       patterns.push_back(k.pattern);
     }
   }
@@ -437,6 +558,8 @@ TEST_CASE("regex_required_literal: every match contains the literal", "[match]")
     try {
       qtl::check_regex(p);
     } catch (qtl::regex_error const&) {
+      continue;
+    } catch (qtl::regex_unsupported_error const&) {  // "(ab)++": possessive
       continue;
     }
     std::string const lit = qtl::regex_required_literal(p);

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <qtl/rules/compiled_config.hpp>
 #include <qtl/rules/compiled_dynamic.hpp>
 #include <qtl/rules/consumers.hpp>
 #include <qtl/rules/decision.hpp>
@@ -438,6 +439,69 @@ TEST_CASE("a bad dynamic pattern is an error of the layers that reach it", "[rul
   auto const d = qtl::decide(cfg, qtl::consumer::sglang_gptq, "model.layers.1.o_proj");
   REQUIRE(d.error);
   CHECK_THAT(*d.error, Catch::StartsWith("re.error: "));
+}
+
+TEST_CASE("patterns Python runs: a lookbehind is decided, a backreference is QTL's limit, not re.error",
+          "[rules][dynamic]") {
+  // `decide` on the config's lists and on the compiled indexes: the same decision
+  auto const both = [](qtl::quant_config const& cfg, qtl::consumer c, std::string const& name) {
+    qtl::compiled_config const cc(cfg);
+    auto const d = qtl::decide(cfg, c, name);
+    CHECK(qtl::to_json(d) == qtl::to_json(qtl::decide(cc, c, name)));
+    return d;
+  };
+  auto const gptq = qtl::consumer::sglang_gptq;
+  auto const behind = gptq_config({rule(R"(-:(?<=layers\.0\.)mlp.*)"), rule(R"(-:model\.layers\.\d+\.(?<=\.1\.)mlp.*)")});
+  // re.match starts at 0, where no 9 bytes lie behind: rule 0 never matches, as in Python
+  auto const zero = both(behind, gptq, "model.layers.0.mlp.down_proj");
+  CHECK_FALSE(zero.error);
+  CHECK_FALSE(zero.skipped);
+  auto const one = both(behind, gptq, "model.layers.1.mlp.down_proj");
+  CHECK_FALSE(one.error);
+  CHECK(one.skipped);
+  CHECK(one.rule == R"(-:model\.layers\.\d+\.(?<=\.1\.)mlp.*)");
+  CHECK_FALSE(both(behind, gptq, "model.layers.1.self_attn.o_proj").skipped);
+  // backreferences: Python would run them; QTL says it cannot tell, for the names that reach them
+  for (std::string const key : {R"(+:(a)\1)", "+:(?P<n>a)(?P=n)"}) {
+    INFO(key);
+    auto const cfg = gptq_config({rule(R"(-:model\.layers\.0\..*)"), rule(key)});
+    CHECK(both(cfg, gptq, "model.layers.0.o_proj").skipped);
+    auto const d = both(cfg, gptq, "model.layers.1.o_proj");
+    REQUIRE(d.error);
+    CHECK(d.error_from_qtl());
+    CHECK_THAT(*d.error, Catch::StartsWith("qtl::regex_unsupported_error: ") && Catch::Contains("backreference") &&
+                             !Catch::Contains("re.error"));
+  }
+  // a variable-width lookbehind is Python's re.error
+  auto const variable = both(gptq_config({rule("+:(?<=a|bc)x")}), gptq, "model.layers.1.o_proj");
+  REQUIRE(variable.error);
+  CHECK_FALSE(variable.error_from_qtl());
+  CHECK_THAT(*variable.error, Catch::StartsWith("re.error: ") && Catch::Contains("look-behind requires fixed-width"));
+  // an AutoRound regex key QTL does not run is not "never hits" (that is for keys Python rejects)
+  qtl::quant_config ar;
+  ar.family = qtl::quant_family::auto_round;
+  ar.bits = 4;
+  ar.group_size = 128;
+  ar.sym = true;
+  qtl::extra_config_entry lacking;
+  lacking.key = R"(.*(m)\1lp.*)";
+  lacking.bits = qtl::py_value::of_int(16);
+  qtl::extra_config_entry invalid;
+  invalid.key = R"(.*(mlp.*)";
+  invalid.bits = qtl::py_value::of_int(16);
+  ar.extra_config = {invalid, lacking};
+  for (auto const c : {qtl::consumer::vllm_auto_round, qtl::consumer::sglang_auto_round}) {
+    auto const d = both(ar, c, "model.layers.1.mlp.down_proj");
+    REQUIRE(d.error);
+    CHECK_THAT(*d.error, Catch::StartsWith("qtl::regex_unsupported_error: "));
+  }
+  // a compressed-tensors `re:` entry
+  qtl::quant_config ct;
+  ct.family = qtl::quant_family::compressed_tensors;
+  ct.skip_list = {"lm_head", R"(re:.*(?P<x>m)(?P=x)lp.*)"};
+  auto const d = both(ct, qtl::consumer::vllm_compressed_tensors, "model.layers.1.mlp.down_proj");
+  REQUIRE(d.error);
+  CHECK_THAT(*d.error, Catch::StartsWith("qtl::regex_unsupported_error: "));
 }
 
 namespace {

@@ -161,6 +161,9 @@ std::vector<std::int64_t> parse_int_list(std::string const& flag, std::string co
   while (true) {
     std::int64_t v = 0;
     auto [next, ec] = std::from_chars(p, end, v);
+    if (ec == std::errc::result_out_of_range) {
+      throw usage_error(flag + " " + text + ": " + std::string(p, next) + " is too large");
+    }
     if (ec != std::errc() || v < 0) {
       throw usage_error(flag + " " + text + ": expected comma-separated non-negative integers");
     }

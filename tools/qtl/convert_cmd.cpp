@@ -61,6 +61,7 @@
 #include "commands.hpp"
 #include "common.hpp"
 #include "config_tools.hpp"
+#include "int_flags.hpp"
 #include "lib/quantize_plan.hpp"
 #include "lib/worker_pool.hpp"
 #include "staged_output.hpp"
@@ -732,7 +733,7 @@ command define_convert(CLI::App& app) {
   cmd->add_flag("--canonical", a->canonical,
                 "--to fp8-ue8m0: the requant's fixed point (applied twice), what the engine of --recipe holds "
                 "after its own load-time requant of the output");
-  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(CLI::Range(0, max_threads));
+  cmd->add_option("--threads", a->threads, "worker threads (default: every core)")->check(integer_in(0, max_threads));
   cmd->add_flag("--force", a->force, "replace OUT_DIR even when it holds files that are not a checkpoint's");
   cmd->add_flag("--allow-nonfinite", a->allow_nonfinite,
                 "--to bf16 and fp8-ue8m0: convert weights holding NaN codes or blocks that dequantize to NaN or Inf "

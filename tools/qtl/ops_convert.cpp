@@ -19,6 +19,8 @@
 // The contract is test/data/golden/README.md; sizes the operation cannot take are the library's
 // shape_error (exit 2).
 
+#include <algorithm>
+
 #include <qtl/convert.hpp>
 
 #include "ops.hpp"
@@ -38,11 +40,8 @@ std::shared_ptr<std::string> add_block_flag(CLI::App& cmd) {
 }
 
 cv::block_size parse_block(std::string const& text) {
-  auto const bs = parse_int_list("--block-size", text);
-  if (bs.size() != 2 || bs[0] <= 0 || bs[1] <= 0 || bs[0] > (1 << 20) || bs[1] > (1 << 20)) {
-    throw usage_error("--block-size " + text + ": two positive integers BN,BK");
-  }
-  return {static_cast<int>(bs[0]), static_cast<int>(bs[1])};
+  auto const [bn, bk] = parse_block_size(text);
+  return {static_cast<int>(bn), static_cast<int>(bk)};
 }
 
 /// The G x N x K grid of a weight [N,K] or [E,N,K].
@@ -74,6 +73,19 @@ fp8_block_input read_fp8_block(op_io& io, cv::block_size b) {
                      " blocks needs " + qtl::io::shape_string(want));
   }
   return {&w, &s, g};
+}
+
+/// A negative block scale is requantized as the engines do (their dequant keeps its sign: the codes
+/// change sign and the new scale is positive); a checkpoint's scales are positive, so say so.
+void warn_negative_scales(op_io const& io, std::span<float const> scales) {
+  auto const first = std::find_if(scales.begin(), scales.end(), [](float v) { return v < 0; });
+  if (first != scales.end()) {
+    auto const n = std::count_if(first, scales.end(), [](float v) { return v < 0; });
+    warn(io.where(scale_name) + " holds " + std::to_string(n) + " negative scale" + (n == 1 ? "" : "s") +
+         " (the first, element " + std::to_string(first - scales.begin()) + ", is " + float_text(*first) +
+         "): requantized as the engine does, the dequantized values kept: their codes change sign, their new "
+         "scales are positive");
+  }
 }
 
 std::span<std::uint8_t const> codes(tensor_info const& t) {
@@ -123,6 +135,7 @@ op_spec requant_op() {
               auto const in = read_fp8_block(io, cv::block_size{128, 128});
               typed_tensor<float> const s(*in.scale);
               std::span<float const> const sv(s.data(), static_cast<std::size_t>(s.size()));
+              warn_negative_scales(io, sv);
               std::vector<std::uint8_t> q(static_cast<std::size_t>(in.grid.elements()));
               std::vector<float> sf(static_cast<std::size_t>(in.grid.scales()));
               auto const run = [&]<class R>(std::type_identity<R>) {

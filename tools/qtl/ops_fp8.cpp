@@ -3,13 +3,18 @@
 //
 //   scaled-fp8-quant [--per-token | --scale S]   input [M,N] F32|F16|BF16
 //                      -> output F8_E4M3 [M,N], scale F32 [1] (per tensor) or [M,1] (per token)
+//                      (S finite, positive; 0 as sglang's kernel takes it, with a warning)
 //   per-tensor-dequantize   tensor F8_E4M3, inv_scale F32 [] (-> dq_weight F16) or [1] (-> F32)
-//   requantize-with-max-scale --logical-widths a,b,c
+//   requantize-with-max-scale --logical-widths a,b,c   (a+b+c <= N)
 //                      weight F8_E4M3 [N,K], weight_scale F32 [S] or []
 //                      -> max_w_scale F32 [], weight F8_E4M3 [N,K]
+//                      (more scales than shards: as vLLM, with a warning)
 //   nvfp4-quant [--swizzle]   input [M,K] F32|F16|BF16, global_scale F32 [] (optional)
 //                      -> output U8 [M,K/2], scale F8_E4M3 [M,K/16] (linear) or
 //                         [pad128(M), pad4(K/16)] (128x4 layout), global_scale F32 []
+
+#include <cmath>
+#include <limits>
 
 #include <qtl/blockscale.hpp>
 #include <qtl/fp4.hpp>
@@ -22,6 +27,21 @@ namespace {
 
 constexpr auto float_types = {dtype::F32, dtype::F16, dtype::BF16};
 
+/// `--scale S` as float32: finite and not negative (@throws usage_error); 0 (or a value that is 0
+/// in float32) is sglang's kernel's case, taken with a warning.
+float static_scale(double v) {
+  if (!(v >= 0) || v > std::numeric_limits<float>::max()) {
+    throw usage_error("--scale " + float_text(v) + ": a dequantization scale is a finite positive float32");
+  }
+  auto const s = static_cast<float>(v);
+  if (s == 0) {
+    warn("--scale " + float_text(v) + (v == 0 ? "" : " is 0 in float32") +
+         ": as sglang's kernel, QTL multiplies by 1/0 = inf, so every element quantizes to +-448 and zeros "
+         "(0 x inf = NaN) to +448");
+  }
+  return s;
+}
+
 op_spec scaled_fp8_quant_op() {
   return {"scaled-fp8-quant",
           "FP8 E4M3 quantization of input [M,N]: dynamic per tensor (default), --per-token, or "
@@ -30,13 +50,15 @@ op_spec scaled_fp8_quant_op() {
             auto per_token = std::make_shared<bool>(false);
             auto scale = std::make_shared<std::optional<double>>();
             auto* pt = cmd.add_flag("--per-token", *per_token, "one dynamic scale per row");
-            cmd.add_option("--scale", *scale, "static per-tensor dequantization scale")
+            cmd.add_option("--scale", *scale,
+                           "static per-tensor dequantization scale: a finite positive float32; 0 quantizes as "
+                           "sglang's kernel does (times 1/0 = inf: every element to +-448, zeros to +448)")
                 ->excludes(pt);
             return [per_token, scale](op_io& io) {
+              float const s = scale->has_value() ? static_scale(**scale) : 0.0f;
               auto const& t = io.tensor("input", float_types, {2});
               with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
                 typed_tensor<T> const in(t);
-                float const s = scale->has_value() ? static_cast<float>(**scale) : 0.0f;
                 auto r = qtl::scaled_fp8_quant<float8_e4m3fn_t>(
                     in.view2(), scale->has_value() ? &s : nullptr, 0, *per_token);
                 auto const m = r.output.extent(0);
@@ -85,14 +107,21 @@ op_spec requantize_op() {
           "of its per-shard scales",
           [](CLI::App& cmd) -> op_runner {
             auto widths = std::make_shared<std::string>();
-            cmd.add_option("--logical-widths", *widths, "rows of each shard, e.g. 16,16,9")
+            cmd.add_option("--logical-widths", *widths, "rows of each shard, e.g. 16,16,9 (the weight's rows at most)")
                 ->required();
             return [widths](op_io& io) {
               auto const lw = parse_int_list("--logical-widths", *widths);
               auto const& w = io.tensor("weight", {dtype::F8_E4M3}, {2});
               auto const& s = io.tensor("weight_scale", {dtype::F32}, {0, 1});
+              check_logical_widths(lw, *widths, w.shape[0],
+                                   io.where("weight") + " has " + std::to_string(w.shape[0]) + " rows");
               std::vector<float8_e4m3fn_t> weight = qtl::io::tensor_values<float8_e4m3fn_t>(w);
               std::vector<float> const scales = qtl::io::tensor_values<float>(s);
+              if (!s.shape.empty() && scales.size() > lw.size()) {
+                warn(io.where("weight_scale") + " holds " + std::to_string(scales.size()) + " scales for " +
+                     std::to_string(lw.size()) + " shards: as in vLLM's requantize_with_max_scale, the extra ones "
+                     "count in the max scale, and the last one decides whether the weight is requantized");
+              }
               float const max_scale = qtl::requantize_with_max_scale<float8_e4m3fn_t>(
                   make_view(weight.data(), w.shape[0], w.shape[1]),
                   qtl::weight_scales{scales, s.shape.empty()}, lw);

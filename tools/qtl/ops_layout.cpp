@@ -14,6 +14,8 @@
 // The halves swaps move whole elements, so they run on bytes: a tensor split along dimension d
 // is seen as [outer, size(d), inner * element bytes], and its halves are swapped along the middle.
 
+#include <limits>
+
 #include <qtl/blockscale.hpp>
 #include <qtl/moe.hpp>
 
@@ -66,12 +68,10 @@ op_spec unswizzle_op() {
           [](CLI::App& cmd) -> op_runner {
             auto rows = std::make_shared<index_t>(0);
             auto cols = std::make_shared<index_t>(0);
-            cmd.add_option("--rows", *rows, "M, the rows of the unswizzled scales")
-                ->required()
-                ->check(CLI::NonNegativeNumber);
+            cmd.add_option("--rows", *rows, "M, the rows of the unswizzled scales")->required()->check(integer_in(0));
             cmd.add_option("--cols", *cols, "K, the columns (K-blocks) of the unswizzled scales")
                 ->required()
-                ->check(CLI::NonNegativeNumber);
+                ->check(integer_in(0));
             return [rows, cols](op_io& io) {
               auto const& t = io.tensor("scale", {dtype::U8, dtype::F8_E4M3}, {2, 3});
               typed_tensor<std::uint8_t> const in(t);
@@ -135,17 +135,19 @@ op_spec prepare_trtllm_op() {
           [](CLI::App& cmd) -> op_runner {
             auto shape = std::make_shared<qtl::trtllm_fp4_moe_shape>();
             auto no_gated = std::make_shared<bool>(false);
-            cmd.add_option("--hidden-size", shape->hidden_size, "H")->required()->check(CLI::PositiveNumber);
-            cmd.add_option("--intermediate-size", shape->intermediate_size, "I")
-                ->required()
-                ->check(CLI::PositiveNumber);
-            cmd.add_option("--num-experts", shape->num_experts, "E")->required()->check(CLI::PositiveNumber);
+            cmd.add_option("--hidden-size", shape->hidden_size, "H")->required()->check(integer_in(1));
+            cmd.add_option("--intermediate-size", shape->intermediate_size, "I")->required()->check(integer_in(1));
+            cmd.add_option("--num-experts", shape->num_experts, "E")->required()->check(integer_in(1));
             cmd.add_flag("--no-gated", *no_gated, "GEMM1 is one projection of I rows, not [up; gate]");
             return [shape, no_gated](op_io& io) {
               shape->gated = !*no_gated;
               index_t const e = shape->num_experts;
               index_t const h = shape->hidden_size;
               index_t const i = shape->intermediate_size;
+              if (shape->gated && i > std::numeric_limits<index_t>::max() / 2) {
+                throw usage_error("--intermediate-size " + std::to_string(i) +
+                                  ": too large (GEMM1's 2 x I rows do not fit in 64 bits)");
+              }
               index_t const r1 = shape->gemm1_rows();
               struct want {
                 char const* name;

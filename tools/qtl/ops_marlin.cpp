@@ -14,10 +14,10 @@
 //                                           (a STABLE sort: rows of a group in increasing order)
 //   marlin-fp8-prepare   --dtype f16|bf16 [--size-k-first] [--block-size BN,BK]
 //                        [--fold none|vllm|sglang-fp16] [--a8]
-//       weight F8_E4M3 [N,K] ([K,N]), weight_scale F32 0-dim/[1] (tensor), [N] (channel) or
+//       weight F8_E4M3 [N,K] ([K,N]), weight_scale F32 (finite) 0-dim/[1] (tensor), [N] (channel) or
 //       [ceil(N/BN),K/BK] ([K/BK,ceil(N/BN)]) -> weight I32 (8-bit Marlin), weight_scale F16|BF16 [G,N]
 //   marlin-nvfp4-prepare --dtype f16|bf16 [--no-rescale]
-//       weight U8 [N,K/2], weight_scale F8_E4M3 [N,K/16], weight_global_scale F32 0-dim/[1]
+//       weight U8 [N,K/2], weight_scale F8_E4M3 [N,K/16], weight_global_scale F32 0-dim/[1] (> 0, finite)
 //       -> weight I32 (4-bit Marlin of N padded to 64), weight_scale F8_E4M3 [K/16,Np] (S0E5M3
 //          bytes), weight_global_scale F32, scale_factor F32 0-dim
 //   marlin-mxfp4-prepare --dtype f16|bf16 [--a8]
@@ -25,6 +25,9 @@
 //
 // The contract is test/data/golden/README.md; shapes the layout cannot take are the library's
 // shape_error (exit 2).
+
+#include <cmath>
+#include <tuple>
 
 #include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
@@ -198,24 +201,30 @@ op_spec fp8_prepare_spec() {
                 ->capture_default_str()
                 ->check(CLI::IsMember({"none", "vllm", "sglang-fp16"}));
             return [f, k_first, block, fold](op_io& io) {
+              index_t group = -1, bn = 0;
+              if (!block->empty()) {
+                std::tie(bn, group) = parse_block_size(*block);
+              }
               auto const& w = io.tensor("weight", {dtype::F8_E4M3}, {2});
               auto const& st = io.tensor("weight_scale", {dtype::F32}, {0, 1, 2});
               typed_tensor<std::uint8_t> const wt(w);
               typed_tensor<float> const sv(st);
+              for (index_t j = 0; j < sv.size(); ++j) {
+                if (!std::isfinite(sv.data()[j])) {
+                  throw data_error(io.where("weight_scale") + " element " + std::to_string(j) + " is " +
+                                   float_text(sv.data()[j]) + ": a weight scale is finite (the GEMM's scales would be " +
+                                   float_text(sv.data()[j]) + ")");
+                }
+              }
               index_t const K = *k_first ? w.shape[0] : w.shape[1];
               index_t const N = *k_first ? w.shape[1] : w.shape[0];
               auto const packed = qtl::marlin::pack_fp8_k(wt.view2(), *k_first);
               auto marlin = f->a8 ? qtl::marlin::repack_gptq<8, act_width::a8>(packed.view())
                                   : qtl::marlin::repack_gptq<8, act_width::a16>(packed.view());
               // The scales as [G, N] floats.
-              index_t group = -1, bn = 0;
               if (!block->empty()) {
-                auto const bs = parse_int_list("--block-size", *block);
-                if (bs.size() != 2 || bs[0] <= 0 || bs[1] <= 0) throw usage_error("--block-size: two positive integers BN,BK");
-                bn = bs[0];
-                group = bs[1];
                 if (K % group != 0) throw data_error("K = " + std::to_string(K) + " is not a multiple of BK = " + std::to_string(group));
-                index_t const G = K / group, nb = (N + bn - 1) / bn;
+                index_t const G = K / group, nb = N / bn + (N % bn != 0 ? 1 : 0);
                 check_scale_shape(io, "weight_scale", st, *k_first ? shape_of(G, nb) : shape_of(nb, G));
               } else if (sv.size() != 1) {
                 check_scale_shape(io, "weight_scale", st, shape_of(N));
@@ -258,12 +267,17 @@ op_spec nvfp4_prepare_spec() {
               check_scale_shape(io, "weight_scale", st, shape_of(N, K / 16));
               auto const& gt = io.tensor("weight_global_scale", {dtype::F32}, {0, 1});
               if (typed_tensor<float>(gt).size() != 1) throw data_error(io.where("weight_global_scale") + " must hold one value");
+              float const global = scalar_value(gt);
+              if (!(global > 0) || !std::isfinite(global)) {
+                throw data_error(io.where("weight_global_scale") + " is " + float_text(global) +
+                                 ": a global scale is finite and positive (with 0 every weight dequantizes to 0)");
+              }
               typed_tensor<std::uint8_t> const sv(st);
               auto const permuted = qtl::marlin::fp4_scale_groups(sv.view2(), n_pad, qtl::marlin::scale_kind(K, 16, act_width::a16));
               float const sf = *no_rescale ? 1.0f : qtl::marlin::nvfp4_scale_factor(permuted.view(), a);
               host_tensor<std::uint8_t, 2> out({K / 16, n_pad});
               qtl::marlin::nvfp4_process_scales(permuted.view(), sf, out.view());
-              std::vector<float> gs{qtl::marlin::nvfp4_process_global_scale(scalar_value(gt), a, sf)};
+              std::vector<float> gs{qtl::marlin::nvfp4_process_global_scale(global, a, sf)};
               emit(io, "weight", dtype::I32, std::move(marlin));
               emit(io, "weight_scale", dtype::F8_E4M3, std::move(out));
               io.emit("weight_global_scale", dtype::F32, gt.shape, std::move(gs));

@@ -10,7 +10,8 @@
 //       -> w_ref, q_w, g_idx I32 [K], rand_perm I64 [K]
 //   sort-weights   q_w I32 [K,N], g_idx I32 [K] -> q_w, g_idx, sort_indices I32 [K] (stable)
 //   convert-to-channelwise --logical-widths a,b,c   weight_scale F32 [S] or []
-//       -> weight_scale F32 [a+b+c, 1]
+//       -> weight_scale F32 [a+b+c, 1]   (a+b+c <= 2^24; scales past the shards: ignored, as the
+//       reference, with a warning)
 
 #include <charconv>
 #include <utility>
@@ -59,6 +60,10 @@ std::string check_group_size(std::string const& s) {
     return e.what();
   }
 }
+
+/// The rows `convert-to-channelwise` writes at most (a 64 MiB output): more than any weight's, and
+/// the op has no weight to measure the widths against.
+constexpr std::int64_t max_channelwise_rows = std::int64_t{1} << 24;
 
 /// Rows of the scale tensors: K / effective group size (-1 or >= K: one group).
 index_t group_rows(index_t k, index_t g) { return qtl::is_channelwise_group_size(g, k) ? 1 : k / g; }
@@ -275,13 +280,23 @@ op_spec convert_to_channelwise_op() {
           "--logical-widths, 1]",
           [](CLI::App& cmd) -> op_runner {
             auto widths = std::make_shared<std::string>();
-            cmd.add_option("--logical-widths", *widths, "rows of each shard, e.g. 16,16,9")->required();
+            cmd.add_option("--logical-widths", *widths,
+                           "rows of each shard, e.g. 16,16,9; at most " + std::to_string(max_channelwise_rows) +
+                               " (2^24) in all")
+                ->required();
             return [widths](op_io& io) {
               auto const lw = parse_int_list("--logical-widths", *widths);
+              check_logical_widths(lw, *widths, max_channelwise_rows, "no weight has more rows; the output is a float a row");
               auto const& s = io.tensor("weight_scale", {dtype::F32}, {0, 1});
               index_t total = 0;
               for (auto w : lw) {
                 total += w;
+              }
+              if (s.shape.size() == 1 && s.shape[0] > static_cast<std::int64_t>(lw.size())) {
+                warn(io.where("weight_scale") + " holds " + std::to_string(s.shape[0]) + " scales for " +
+                     std::to_string(lw.size()) + " shards: the last " +
+                     std::to_string(s.shape[0] - static_cast<std::int64_t>(lw.size())) +
+                     " are ignored, as in the reference's convert_to_channelwise");
               }
               std::vector<float> out(static_cast<std::size_t>(total));
               auto const ov = make_view(out.data(), total, index_t{1});

@@ -16,6 +16,7 @@
 
 #include "commands.hpp"
 #include "common.hpp"
+#include "int_flags.hpp"
 #include "lib/checkpoint.hpp"
 #include "lib/quantize_plan.hpp"
 
@@ -134,7 +135,7 @@ command define_quantize(CLI::App& app) {
                   "quantization config whose skip lists and dynamic rules decide the layers "
                   "(as `qtl explain --consumer sglang` shows); its bits, group size and symmetry apply "
                   "where no flag gives them (a flag that contradicts it is refused)");
-  cmd->add_option("--threads", a->o.threads, "worker threads (default: every core)")->check(CLI::Range(0, max_quantize_threads));
+  cmd->add_option("--threads", a->o.threads, "worker threads (default: every core)")->check(integer_in(0, max_quantize_threads));
   cmd->add_flag("--allow-nonfinite", a->o.allow_nonfinite,
                 "quantize weights holding NaN or Inf (refused by default: their scales are not finite)");
   cmd->add_flag("--force", a->o.force, "replace OUT_DIR even when it holds files that are not a checkpoint's");

@@ -192,13 +192,14 @@ namespace detail {
 
 inline std::string errno_text(int err) { return std::strerror(err); }
 
-/// A (possibly hostile) string made fit for a message: printable ASCII kept, other bytes (and
-/// `'`, `\\` unless `escape_quotes` is false) escaped as \\xNN, cut after `limit` bytes.
+/// A (possibly hostile) string made fit for a message: printable ASCII kept, other bytes (and,
+/// with `escape_quotes`, `'` and `\\`: for a text put between quotes) escaped as \\xNN, cut
+/// after `limit` bytes.
 inline std::string printable(std::string_view s, std::size_t limit = 200, bool escape_quotes = true) {
   std::string out;
   for (std::size_t i = 0; i < s.size() && i < limit; ++i) {
     auto c = static_cast<unsigned char>(s[i]);
-    if (c >= 0x20 && c < 0x7f && !(escape_quotes && (c == '\'' || c == '\\'))) {
+    if (c >= 0x20 && c < 0x7f && ((c != '\'' && c != '\\') || !escape_quotes)) {
       out += static_cast<char>(c);
     } else {
       char buf[8];
@@ -231,7 +232,7 @@ inline json parse_json_strict(std::string_view text, std::filesystem::path const
     case json_parse_status::kind::too_deep:
       fail(path, std::string(what) + " nests deeper than " + std::to_string(max_header_depth) + " levels");
     case json_parse_status::kind::syntax:
-      fail(path, std::string(what) + " is not valid JSON: " + printable(s.message, 400));
+      fail(path, std::string(what) + " is not valid JSON: " + printable(s.message, 400, false));
   }
   return out;
 }

@@ -4,7 +4,7 @@
 /// and at run time, on one engine.
 ///
 ///   static_assert(qtl::re_match(R"(model\.layers\.\d+\.mlp)", "model.layers.3.mlp.down_proj"));
-///   qtl::regex const r(pattern_from_config);          // throws qtl::regex_error
+///   qtl::regex const r(pattern_from_config);          // throws qtl::regex_error (or _unsupported_)
 ///   bool const skip = r.match(module_name);            // Python: re.match(pattern, name)
 ///   using not_first = qtl::static_regex<R"(^model\.layers\.(?!0\.)\d+\.)">;  // checked at compile time
 ///   qtl::regex_set const dynamic(keys);                 // <qtl/match/regex_set.hpp>: first match wins
@@ -20,10 +20,15 @@
 /// [...] and [^...] with ranges and class escapes; groups ( ), (?:...), (?P<name>...);
 /// alternation |; * + ? {m} {m,} {,n} {m,n} {,} and their lazy forms; a '{' that does not start a
 /// valid repeat is a literal, as in Python; ^ and \A (start), $ (end or before a final '\n'),
-/// \Z (end), \b \B; lookahead (?=...) and (?!...).
-/// Anything else — backreferences, lookbehind, atomic groups, possessive quantifiers, inline
-/// flags, conditionals, comments, non-ASCII pattern characters — is rejected: `qtl::regex_error`
-/// (with the position and the construct) at run time, a compile error in constant evaluation.
+/// \Z (end), \b \B; lookahead (?=...) and (?!...); lookbehind (?<=...) and (?<!...) of a fixed
+/// width; comments (?#...).
+/// A pattern Python rejects throws `qtl::regex_error` (Python's `re.error`: the position and the
+/// construct), a variable-width lookbehind included. Constructs Python accepts but this engine
+/// does not run — backreferences \1 and (?P=name), conditionals (?(1)...), atomic groups (?>...),
+/// possessive quantifiers, inline flags (?i), non-ASCII pattern characters and escapes — and
+/// patterns beyond its capacities throw `qtl::regex_unsupported_error` (an `unsupported_error`,
+/// not a `regex_error`), unless Python would reject the pattern anyway. Both are compile errors
+/// in constant evaluation, naming the problem.
 ///
 /// Characters: the engine works on bytes with ASCII semantics. On ASCII text the results equal
 /// Python's default (Unicode) mode, including \s matching \x1c-\x1f (str.isspace(); re.ASCII
@@ -32,10 +37,10 @@
 /// consumes one byte. Module names are ASCII, so this never differs on them.
 ///
 /// Complexity: O(n * m) time for a text of n bytes and a program of m instructions (m grows
-/// linearly with the pattern, times the counts of {m,n} repeats); with lookahead
-/// O(n * m * (1 + d)), d the lookahead nesting depth. Never exponential, no recursion on the
+/// linearly with the pattern, times the counts of {m,n} repeats); with lookarounds
+/// O(n * m * (1 + d)), d their nesting depth. Never exponential, no recursion on the
 /// system stack (`(a*)*b` on 30,000 'a's takes milliseconds). `qtl::regex` additionally builds a
-/// DFA (at most 4096 states per verb) for patterns without lookahead and \b, making a run O(n);
+/// DFA (at most 4096 states per verb) for patterns without lookarounds and \b, making a run O(n);
 /// `qtl::regex_set` runs all such patterns of a list on a few combined DFAs (groups of
 /// consecutive patterns, each within a state limit), O(n) per group; at run time the re_*
 /// functions keep a `qtl::regex` for a pattern they see a second time (per thread).
@@ -72,7 +77,7 @@ struct regex_limits {
   static constexpr std::size_t constexpr_instructions = 1024;
   /// Distinct character sets of a pattern parsed in constant evaluation.
   static constexpr std::size_t constexpr_sets = 64;
-  /// Bits of lookahead results in constant evaluation: lookaheads x (text length + 1).
+  /// Bits of lookaround results in constant evaluation: lookarounds x (text length + 1).
   static constexpr std::size_t constexpr_look_bits = 16 * 1024;
   /// Instructions of a run-time pattern (`qtl::regex`, or re_match & co. at run time).
   static constexpr std::size_t runtime_instructions = 32768;
@@ -91,9 +96,13 @@ namespace detail::re {
 using constexpr_program = program<regex_limits::constexpr_instructions, regex_limits::constexpr_sets>;
 using runtime_program = program<regex_limits::runtime_instructions, regex_limits::runtime_sets>;
 
+/// Throws `regex_error` (a pattern Python rejects too) or `regex_unsupported_error` for `e`.
 [[noreturn]] inline void throw_regex_error(errc e, std::size_t pos, std::string_view pattern) {
-  throw regex_error("qtl::regex: " + std::string(errc_message(e)) + " in pattern \"" + std::string(pattern) + "\"",
-                    pos);
+  std::string what = "qtl::regex: " + std::string(errc_message(e)) + " in pattern \"" + std::string(pattern) + "\"";
+  if (errc_unsupported(e)) {
+    throw regex_unsupported_error(what, pos);
+  }
+  throw regex_error(what, pos);
 }
 
 /// Run-time scratch, reused by each thread.
@@ -262,7 +271,7 @@ inline int byte_classes(std::vector<inst> const& code, std::vector<charset> cons
 }
 
 // ---------------------------------------------------------------------------------------------
-// DFAs for run-time patterns without lookahead and \b/\B (subset construction, built eagerly at
+// DFAs for run-time patterns without lookarounds and \b/\B (subset construction, built eagerly at
 // construction so that a const qtl::regex or qtl::regex_set is safe to share between threads).
 //
 // A DFA state is the sorted set of NFA instructions a thread can be parked at: consuming
@@ -472,7 +481,7 @@ struct set_dfa {
   }
 };
 
-/// Builds the combined DFA of `progs` (lookahead-free, in order), or `ok == false` when it would
+/// Builds the combined DFA of `progs` (lookaround-free, in order), or `ok == false` when it would
 /// need more than `max_states` states. `budget` (states left to all of a set's builds) is
 /// charged for every state built, kept or not.
 struct program_ref {
@@ -584,8 +593,9 @@ inline set_dfa build_set_dfa(std::vector<program_ref> const& progs, std::size_t 
 }  // namespace detail::re
 
 /// re.match(pattern, text): whether `pattern` matches at the start of `text`.
-/// @throws qtl::regex_error at run time for a pattern outside the supported syntax; in constant
-/// evaluation such a pattern is a compile error naming the problem.
+/// @throws qtl::regex_error at run time for a pattern Python rejects, qtl::regex_unsupported_error
+/// for one this engine does not run; in constant evaluation such a pattern is a compile error
+/// naming the problem.
 constexpr bool re_match(std::string_view pattern, std::string_view text) {
   return detail::re::run_pattern<detail::re::verb::match>(pattern, text);
 }
@@ -613,10 +623,10 @@ class regex {
   friend class regex_set;
 
  public:
-  /// Compiles `pattern`, with a DFA for each of `dfa_verbs` (patterns without lookahead and \b;
+  /// Compiles `pattern`, with a DFA for each of `dfa_verbs` (patterns without lookarounds and \b;
   /// a DFA costs construction time and memory, so a regex used with one verb asks for that one).
-  /// @throws qtl::regex_error naming the construct and its position when the pattern is outside
-  /// the supported syntax (see the file comment) or too large.
+  /// @throws qtl::regex_error naming the construct and its position for a pattern Python rejects;
+  /// qtl::regex_unsupported_error for one this engine does not run or too large (file comment).
   explicit regex(std::string_view pattern, regex_verbs dfa_verbs = regex_verbs::all) : pattern_(pattern) {
     // default-initialised (not zero-filled): only the written prefix is read
     std::unique_ptr<detail::re::runtime_program> const prog(new detail::re::runtime_program);
@@ -651,7 +661,7 @@ class regex {
   std::string const& pattern() const noexcept { return pattern_; }
   /// Number of NFA instructions (the m of the complexity bound).
   std::size_t program_size() const noexcept { return code_.size(); }
-  /// Whether a DFA serves every verb (`regex_verbs::all`, a pattern without lookahead and \b,
+  /// Whether a DFA serves every verb (`regex_verbs::all`, a pattern without lookarounds and \b,
   /// within the state limit).
   bool uses_dfa() const noexcept { return dfa_[0].ok && dfa_[1].ok && dfa_[2].ok; }
 
@@ -730,7 +740,7 @@ class regex {
 namespace detail::re {
 
 /// `f(program)` of `pattern` parsed into a small program on the stack, or into a large one on
-/// the heap when it outgrows that. @throws regex_error for a bad pattern
+/// the heap when it outgrows that. @throws regex_error, regex_unsupported_error for a bad pattern
 template <class F>
 auto with_program(std::string_view pattern, F const& f) {
   constexpr_program small;
@@ -738,7 +748,7 @@ auto with_program(std::string_view pattern, F const& f) {
   if (small.error == errc::none) {
     return f(small);
   }
-  if (small.error != errc::too_large && small.error != errc::too_many_sets) {
+  if (!small.capacity_exceeded) {
     throw_regex_error(small.error, small.error_pos, pattern);
   }
   std::unique_ptr<runtime_program> const big(new runtime_program);  // not zero-filled
@@ -793,8 +803,9 @@ inline bool run_once(std::string_view pattern, std::string_view text, verb v) {
 
 }  // namespace detail::re
 
-/// Throws the `qtl::regex_error` that `qtl::regex(pattern)` (and re_match & co.) would throw
-/// for `pattern`, and builds nothing else: a validity check, O(pattern length).
+/// Throws the `qtl::regex_error` or `qtl::regex_unsupported_error` that `qtl::regex(pattern)` (and
+/// re_match & co.) would throw for `pattern`, and builds nothing else: a validity check,
+/// O(pattern length).
 inline void check_regex(std::string_view pattern) {
   detail::re::with_program(pattern, [](auto const&) {});
 }

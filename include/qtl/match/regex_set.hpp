@@ -20,10 +20,10 @@ namespace qtl {
 /// An ordered list of patterns that answers "which is the first to match" — the question of a
 /// GPTQ `dynamic` config (rules in the config's order, `re.match`, first match wins).
 ///
-/// `first_match` runs the lookahead-free patterns on combined DFAs, one pass over the text per
+/// `first_match` runs the lookaround-free patterns on combined DFAs, one pass over the text per
 /// DFA: consecutive patterns are grouped so that each group's DFA stays within
 /// `regex_limits::set_dfa_states` (a group that would not fit is halved, down to single
-/// patterns), the groups are run in order until one matches; the other patterns (lookahead,
+/// patterns), the groups are run in order until one matches; the other patterns (lookarounds,
 /// \b, or too large even alone) run one by one on their own engine, only while they could still
 /// win. A set's builds together construct at most `regex_limits::set_build_states` states;
 /// patterns left when that is spent also run one by one. The result always equals the loop
@@ -33,7 +33,8 @@ namespace qtl {
 /// (same answer, O(n * m)). Immutable after construction; safe to share between threads.
 class regex_set {
  public:
-  /// Compiles every pattern. @throws qtl::regex_error for the first invalid one.
+  /// Compiles every pattern. @throws qtl::regex_error or qtl::regex_unsupported_error for the
+  /// first that does not compile.
   template <class Range>
   explicit regex_set(Range const& patterns) {
     for (auto const& p : patterns) {
@@ -114,7 +115,7 @@ class regex_set {
 
   void build() {
     using namespace detail::re;
-    std::vector<int> candidates;  // lookahead- and \b-free
+    std::vector<int> candidates;  // lookaround- and \b-free
     for (std::size_t r = 0; r != regexes_.size(); ++r) {
       regex const& x = regexes_[r];
       (x.n_looks_ == 0 && !x.has_word_boundary_ ? candidates : on_own_).push_back(static_cast<int>(r));

@@ -8,13 +8,15 @@
 /// Same answer as `find_dynamic_rule(rules, name)`, including its errors: the reference loops
 ///
 ///     for i, key in enumerate(rules):          rules  0 .. bad-1   valid  -> one regex_set
-///         if re.match(pattern(key), name):     rule   bad          invalid -> its regex_error
+///         if re.match(pattern(key), name):     rule   bad          invalid -> its error
 ///             return i                         rules  bad+1 ..     never reached
 ///
 /// so a name that some rule before the first invalid pattern matches gets that rule, and any
-/// other name raises the invalid pattern's `re.error`.
+/// other name raises the invalid pattern's `re.error` (`qtl::regex_error`) — or, for a pattern
+/// QTL's engine does not run (`qtl::regex_unsupported_error`), gets that: QTL cannot tell.
 
 #include <cstddef>
+#include <exception>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -39,29 +41,25 @@ class compiled_dynamic_rules {
       patterns.push_back(k.pattern);
       negative_.push_back(k.negative);
     }
-    // The rules before the first invalid pattern (all of them when every pattern is valid).
+    // The rules before the first pattern that does not compile (all of them when every one does).
     std::size_t valid = patterns.size();
-    try {
-      set_.emplace(patterns);
-    } catch (regex_error const&) {
-      for (std::size_t i = 0; i != patterns.size(); ++i) {
-        try {
-          regex const probe(patterns[i]);
-        } catch (regex_error const& e) {
-          valid = i;
-          error_.emplace(e);
-          break;
-        }
+    for (std::size_t i = 0; i != patterns.size() && !error_; ++i) {
+      try {
+        check_regex(patterns[i]);
+      } catch (regex_error const&) {
+        error_ = std::current_exception();
+        valid = i;
+      } catch (regex_unsupported_error const&) {
+        error_ = std::current_exception();
+        valid = i;
       }
-      if (!error_) {
-        throw;  // every pattern compiles alone: a limit of the combined set, not of a rule
-      }
-      set_.emplace(std::vector<std::string_view>(patterns.begin(), patterns.begin() + static_cast<std::ptrdiff_t>(valid)));
     }
+    set_.emplace(std::vector<std::string_view>(patterns.begin(), patterns.begin() + static_cast<std::ptrdiff_t>(valid)));
   }
 
   /// `find_dynamic_rule(rules, layer_name)`: the first rule whose pattern `re.match`es the
-  /// name. @throws qtl::regex_error (the first invalid pattern's) when no rule before it matches.
+  /// name. @throws qtl::regex_error or qtl::regex_unsupported_error (the first invalid pattern's)
+  /// when no rule before it matches.
   dynamic_match find(std::string_view layer_name) const {
     int const i = set_->first_match(layer_name);
     if (i >= 0) {
@@ -69,7 +67,7 @@ class compiled_dynamic_rules {
       return {negative_[r] ? dynamic_match::kind::negative : dynamic_match::kind::positive, r};
     }
     if (error_) {
-      throw *error_;
+      std::rethrow_exception(error_);
     }
     return {};
   }
@@ -80,7 +78,7 @@ class compiled_dynamic_rules {
  private:
   std::optional<regex_set> set_;
   std::vector<bool> negative_;
-  std::optional<regex_error> error_;
+  std::exception_ptr error_;  // the first pattern's that does not compile
 };
 
 }  // namespace qtl

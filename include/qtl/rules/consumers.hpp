@@ -37,7 +37,8 @@
 ///
 /// A consumer reads the config's skip list whatever family declared it (the question "what
 /// would vLLM's FP8 loader do with this list" is legitimate for any list).
-/// Python exceptions become the decision's `error` (`ValueError: ...`, `re.error: ...`).
+/// Python exceptions become the decision's `error` (`ValueError: ...`, `re.error: ...`); so do
+/// QTL's own limits, prefixed `qtl::` (`qtl::regex_unsupported_error: ...`).
 
 #include <array>
 #include <cctype>
@@ -388,7 +389,8 @@ constexpr bool auto_round_regex_key(std::string_view key) {
 }
 
 /// Whether the regex key hits `name`: re.search (vLLM) or re.fullmatch (sglang); an invalid key
-/// never hits (vLLM: `except re.error: continue`).
+/// never hits (vLLM: `except re.error: continue`). @throws qtl::regex_unsupported_error for a key
+/// QTL's engine does not run (Python would: QTL cannot tell whether it hits).
 inline bool auto_round_regex_hit(std::string_view key, std::string_view name, bool search) {
   try {
     return search ? re_search(key, name) : re_fullmatch(key, name);
@@ -786,6 +788,8 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
     }
   } catch (regex_error const& e) {
     d.error = detail::regex_error_text(e);
+  } catch (regex_unsupported_error const& e) {  // Python would run the pattern: QTL cannot tell
+    d.error = std::string("qtl::regex_unsupported_error: ") + e.what();
   } catch (value_error const& e) {  // a module name that outgrows max_module_name
     d.error = std::string("qtl::value_error: ") + e.what();
   }
@@ -794,7 +798,9 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
 
 /// The decision of consumer `c` for `module`, a layer of the stated kind. Never throws for a
 /// config the loader accepted: the consumer's exceptions are recorded in `error`, and so are
-/// QTL's own limits (a shard name longer than `max_module_name`: `qtl::value_error: ...`).
+/// QTL's own limits (a shard name longer than `max_module_name`: `qtl::value_error: ...`; a
+/// pattern Python's `re` accepts that QTL's engine does not run: `qtl::regex_unsupported_error:
+/// ...`: the engine's answer is then not known, `decision::error_from_qtl`).
 /// Each call scans the config's lists (the reference's loops); `decide(compiled_config, ...)`
 /// (`qtl/rules/compiled_config.hpp`) gives the same decision from indexes built once.
 inline decision decide(quant_config const& cfg, consumer c, std::string_view module, layer_kind kind,

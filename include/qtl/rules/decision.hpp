@@ -10,8 +10,10 @@
 /// `skipped` is true when the layer stays unquantized (a skip list or `-:` rule matched, or the
 /// consumer's quantization method does not handle the layer); the weight fields are then null.
 /// `rule` is the config entry that decided (text as in the file) or null; `error` is the
-/// exception the consumer would raise for this layer (`Type: message`) or null. When `error` is
-/// set the other fields show how far the consumer got.
+/// exception the consumer would raise for this layer (`Type: message`) or null — or a limit of
+/// QTL itself, `qtl::Type: message` (`error_from_qtl`: a module name too long for it, a pattern
+/// Python's `re` accepts that QTL's regex engine does not run), when the consumer's answer is not
+/// known. When `error` is set the other fields show how far the consumer got.
 
 #include <cstdint>
 #include <optional>
@@ -34,6 +36,9 @@ struct decision {
   std::optional<scalar_type> quant_type;
   std::optional<std::string> rule;
   std::optional<std::string> error;
+
+  /// Whether `error` is a limit of QTL (`qtl::...`) rather than what the consumer raises.
+  bool error_from_qtl() const { return error.has_value() && error->starts_with("qtl::"); }
 
   /// Same outcome (everything but the module and consumer names).
   bool same_outcome(decision const& o) const {

@@ -35,6 +35,7 @@
 #include <algorithm>
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <iterator>
 #include <memory>
 #include <mutex>
@@ -84,6 +85,23 @@ inline std::size_t first_suffix(std::unordered_map<std::string_view, std::size_t
   return best;
 }
 
+/// What QTL's engine makes of a regex alone: it compiles, Python rejects it too (`re.error`), or
+/// Python accepts it but the engine does not run it.
+enum class regex_status : std::uint8_t { compiles, invalid, unsupported };
+inline regex_status regex_status_of(std::string_view pattern) {
+  try {
+    check_regex(pattern);
+    return regex_status::compiles;
+  } catch (regex_error const&) {
+    return regex_status::invalid;
+  } catch (regex_unsupported_error const&) {
+    return regex_status::unsupported;
+  }
+}
+
+/// Whether `pattern` compiles as a regex alone.
+inline bool compiles(std::string_view pattern) { return regex_status_of(pattern) == regex_status::compiles; }
+
 /// A regex for `ordered_regex_index` that runs alone behind a literal prefilter (`literal`: a
 /// string every match contains, `regex_required_literal`).
 struct filtered_pattern {
@@ -117,8 +135,7 @@ inline std::optional<filtered_pattern> prefilter(std::size_t entry, std::string 
 /// more per entry, `re.match` semantics) run together on one `regex_set`, or one by one behind
 /// an Aho-Corasick prefilter of their required literals (`filtered`: only the patterns whose
 /// literal occurs in the text run, in order); the entries on their own are tested by the
-/// caller's reference test. A pattern that does not compile puts its entry on its own (so does a
-/// set that outgrows the regex limits: then every entry of the set is).
+/// caller's reference test. A pattern that does not compile puts its entry on its own.
 class ordered_regex_index {
  public:
   ordered_regex_index() = default;
@@ -132,12 +149,11 @@ class ordered_regex_index {
     std::unordered_map<std::string_view, std::size_t> literal_id;
     std::vector<std::string_view> literals;
     for (filtered_pattern const& f : filtered) {
-      try {
-        alone_.emplace_back(f.pattern, regex_verbs::match);  // run with match() alone
-      } catch (regex_error const&) {
+      if (!compiles(f.pattern)) {
         own_.push_back(f.entry);
         continue;
       }
+      alone_.emplace_back(f.pattern, regex_verbs::match);  // run with match() alone
       alone_entry_.push_back(f.entry);
       auto const [it, fresh] = literal_id.emplace(f.literal, literals.size());
       if (fresh) {
@@ -149,28 +165,15 @@ class ordered_regex_index {
     literals_owned_.assign(literals.begin(), literals.end());
     literal_set_ = substring_set(literals_owned_);
     std::stable_sort(patterns.begin(), patterns.end(), [](auto const& a, auto const& b) { return a.first < b.first; });
-    for (int attempt = 0; attempt != 2 && !patterns.empty(); ++attempt) {
-      try {
-        build(patterns);
-        break;
-      } catch (regex_error const&) {
-        std::vector<std::size_t> bad;
-        for (auto const& [entry, pattern] : patterns) {
-          try {
-            check_regex(pattern);
-          } catch (regex_error const&) {
-            bad.push_back(entry);
-          }
-        }
-        if (attempt == 1 || bad.empty()) {  // every pattern compiles alone: a limit of the set
-          for (auto const& pe : patterns) {
-            bad.push_back(pe.first);
-          }
-        }
-        std::sort(bad.begin(), bad.end());
-        std::erase_if(patterns, [&](auto const& pe) { return std::binary_search(bad.begin(), bad.end(), pe.first); });
-        own_.insert(own_.end(), bad.begin(), bad.end());
+    std::erase_if(patterns, [&](auto const& pe) {
+      bool const bad = !compiles(pe.second);
+      if (bad) {
+        own_.push_back(pe.first);
       }
+      return bad;
+    });
+    if (!patterns.empty()) {
+      build(patterns);
     }
     std::sort(own_.begin(), own_.end());
     own_.erase(std::unique(own_.begin(), own_.end()), own_.end());
@@ -260,16 +263,6 @@ class built_once {
   mutable std::once_flag once_;
   mutable std::unique_ptr<T const> value_;
 };
-
-/// Whether `pattern` compiles as a regex alone.
-inline bool compiles(std::string_view pattern) {
-  try {
-    check_regex(pattern);
-    return true;
-  } catch (regex_error const&) {
-    return false;
-  }
-}
 
 }  // namespace detail
 
@@ -591,9 +584,16 @@ class auto_round_index {
     detail::ordered_regex_index const& set = regexes_[search ? 1 : 0].get([&] {
       std::vector<std::pair<std::size_t, std::string>> patterns;
       std::vector<detail::filtered_pattern> filtered;
+      std::vector<std::size_t> own;  // keys QTL's engine does not run: asked (and raising) in order
       for (std::size_t i = 0; i != cfg_->extra_config.size(); ++i) {
         std::string const& key = cfg_->extra_config[i].key;
-        if (detail::auto_round_regex_key(key) && detail::compiles(key)) {  // an invalid key never hits
+        if (!detail::auto_round_regex_key(key)) {
+          continue;
+        }
+        detail::regex_status const st = detail::regex_status_of(key);
+        if (st == detail::regex_status::unsupported) {
+          own.push_back(i);
+        } else if (st == detail::regex_status::compiles) {  // an invalid key never hits
           std::string wrapped = search ? "(?:.|\\n)*(?:" + key + ")" : "(?:" + key + ")\\Z";
           if (auto f = detail::prefilter(i, wrapped, key, search)) {
             filtered.push_back(std::move(*f));
@@ -602,7 +602,7 @@ class auto_round_index {
           }
         }
       }
-      return std::make_unique<detail::ordered_regex_index const>(std::move(patterns), std::vector<std::size_t>{},
+      return std::make_unique<detail::ordered_regex_index const>(std::move(patterns), std::move(own),
                                                                  std::move(filtered));
     });
     return set.own_before(set.compiled_first(name), [&](std::size_t j) {

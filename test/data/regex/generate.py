@@ -2,9 +2,12 @@
 """Differential corpus for qtl's regex engine: random patterns in the supported subset of
 Python's `re`, random module names and short strings, and CPython's verdicts for re.match,
 re.fullmatch and re.search. Patterns CPython rejects are recorded as errors (qtl must reject
-them too).
+them too, with qtl::regex_error). After the globs come the extended patterns (their own random
+stream): lookbehinds, fixed-width or not, and constructs CPython accepts that qtl does not run
+(qtl must throw qtl::regex_unsupported_error for them, never qtl::regex_error).
 
-usage: generate.py [--seed N] [--patterns N] [--per-pattern N] [--texts N] > corpus.txt
+usage: generate.py [--seed N] [--patterns N] [--per-pattern N] [--texts N] [--globs N]
+                   [--extended N] > corpus.txt
 
 Format (one record per line; strings are %-encoded: bytes 0x21-0x7e except '%' as themselves,
 everything else %XX):
@@ -12,6 +15,7 @@ everything else %XX):
   pattern <s> <i>=<mfs> ...     a pattern and, for pool texts i, three digits: match,
                                 fullmatch, search (1 = CPython finds a match)
   error <s>                     CPython raises re.error for this pattern
+  lacking <s>                   CPython accepts this pattern; it holds a construct qtl does not run
   glob <s> <i>=<b> ...          a glob and fnmatch.fnmatchcase(text i, glob) for pool texts i
 """
 import fnmatch
@@ -31,10 +35,9 @@ PUNCT = ".-_"
 
 def enc(s: str) -> str:
     out = []
-    for ch in s:
-        o = ord(ch)
-        if 0x21 <= o <= 0x7E and ch != "%":
-            out.append(ch)
+    for o in s.encode("utf-8"):
+        if 0x21 <= o <= 0x7E and o != ord("%"):
+            out.append(chr(o))
         else:
             out.append("%%%02X" % o)
     return "".join(out)
@@ -130,8 +133,7 @@ REAL = [
 
 
 def gen_pattern(r: random.Random):
-    """(pattern, mutated): a mutated pattern is kept only when CPython rejects it, since a
-    mutation may produce valid syntax outside the subset (possessive repeats, backreferences)."""
+    """(pattern, mutated): a mutated pattern is kept only when CPython rejects it."""
     if r.random() < 0.03:
         return r.choice(REAL), False
     p = gen_alt(r, 0)
@@ -161,6 +163,123 @@ def gen_text(r: random.Random) -> str:
     if r.random() < 0.02:
         t = t[:len(t) // 2] + "\x1c" + t[len(t) // 2:]
     return t
+
+
+# Extended patterns -------------------------------------------------------------------------
+
+FIXED_ATOMS = ["a", "b", "e", "l", "m", "o", "p", "r", "_", ".", "0", "1", "2", "9", r"\.", r"\d", r"\w", r"\D",
+               "[a-e]", "[^.]", r"\_", "[0-9]", r"\x2e", "(?:ab)"]
+ZERO_WIDTH = ["^", "$", r"\b", r"\B", r"\A", r"\Z", "(?#c)"]
+# CPython accepts each of these where a backreference's group exists (group 1, named g1, when
+# the pattern opens it first); qtl does not run any of them.
+LACKING = [r"\1", "(?P=g1)", "(?>a|ab)", "a*+", "b?+", "[0-9]{1,2}+", "(?i:ab)", "(?-i:a)", "(?s:.)",
+           "\u00e9", r"\u00e9", r"\xe9", r"\N{EM DASH}", "[\u00e0-\u00e9]", r"[a-\xff]", r"\351"]
+
+
+def gen_fixed(r: random.Random, depth: int) -> str:
+    """A subpattern of fixed width (CPython's getwidth lo == hi)."""
+    parts = []
+    for _ in range(r.randint(0, 3)):
+        k = r.random()
+        if k < 0.55:
+            a = r.choice(FIXED_ATOMS)
+            if r.random() < 0.15:
+                a = "(?:%s){%d}" % (a, r.randint(0, 3))
+            parts.append(a)
+        elif k < 0.7:
+            parts.append(r.choice(ZERO_WIDTH))
+        elif k < 0.8 and depth < 3:
+            parts.append(r.choice(["(?=", "(?!"]) + gen_alt(r, 2) + ")")
+        elif k < 0.9 and depth < 3:
+            w = r.randint(1, 3)
+            alts = ["".join(r.choice(FIXED_ATOMS) for _ in range(w)) for _ in range(r.randint(2, 3))]
+            parts.append(r.choice(["(?:", "("]) + "|".join(alts) + ")")
+        elif depth < 3:
+            parts.append(gen_lookbehind(r, depth + 1))
+    return "".join(parts)
+
+
+def gen_lookbehind(r: random.Random, depth: int) -> str:
+    body = gen_fixed(r, depth) if r.random() < 0.85 else gen_alt(r, 2)  # the latter: often variable
+    return r.choice(["(?<=", "(?<!"]) + body + ")"
+
+
+def gen_extended(r: random.Random):
+    """(pattern, mutated, lacking): `lacking` when a construct qtl does not run was put in."""
+    parts = []
+    lacking = False
+    if r.random() < 0.08:
+        parts.append(r.choice(["(?i)", "(?m)", "(?a)", "(?s)", "(?u)"]))
+        lacking = True
+    if r.random() < 0.3:
+        parts.append(r.choice(["(", "(?P<g1>"]) + gen_alt(r, 2) + ")")
+    for _ in range(r.randint(1, 4)):
+        k = r.random()
+        if k < 0.5:
+            a = gen_lookbehind(r, 0)
+            if r.random() < 0.1:
+                a = r.choice(["(?=", "(?!", "(?:"]) + a + ")" + r.choice(["", "*", "?"])
+            parts.append(a)
+        elif k < 0.62:
+            parts.append(r.choice(LACKING))
+            lacking = True
+        else:
+            parts.append(gen_seq(r, 1))
+    p = "".join(parts)
+    if r.random() < 0.1 and "\\N{" not in p:  # a name's validity is Unicode's: not qtl's to judge
+        i = r.randint(0, len(p))
+        return p[:i] + r.choice("()[]{}*+?|\\") + p[i:], True, lacking
+    return p, False, lacking
+
+
+def verdicts(r: random.Random, c, texts, per_pattern: int):
+    """CPython's match / fullmatch / search on `per_pattern` pool texts, or None (too slow)."""
+    idx = sorted(r.sample(range(len(texts)), per_pattern))
+    res = []
+    # CPython backtracks: a pattern that takes it too long is dropped (qtl does not care).
+    signal.setitimer(signal.ITIMER_REAL, 0.5)
+    try:
+        for i in idx:
+            t = texts[i]
+            res.append("%d=%d%d%d" % (i, c.match(t) is not None, c.fullmatch(t) is not None,
+                                      c.search(t) is not None))
+    except Timeout:
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return res
+
+
+def write_patterns(out, r: random.Random, gen, count: int, texts, per_pattern: int, seen: set):
+    """Writes `count` records of the patterns of `gen(r)`, (pattern, mutated, lacking) each, not in
+    `seen`: an error, a lacking pattern, or a pattern with CPython's verdicts. A mutated pattern
+    is kept only when CPython rejects it, since a mutation may produce valid syntax outside the
+    subset (possessive repeats, backreferences)."""
+    made = 0
+    while made < count:
+        p, mutated, lacking = gen(r)
+        if p in seen:
+            continue
+        seen.add(p)
+        try:
+            c = re.compile(p)
+        except re.error:
+            out.write("error %s\n" % enc(p))
+            made += 1
+            continue
+        except (OverflowError, RecursionError):
+            continue
+        if mutated:
+            continue
+        if lacking:
+            out.write("lacking %s\n" % enc(p))
+            made += 1
+            continue
+        res = verdicts(r, c, texts, per_pattern)
+        if res is None:
+            continue
+        out.write("pattern %s %s\n" % (enc(p), " ".join(res)))
+        made += 1
 
 
 class Timeout(Exception):
@@ -221,47 +340,19 @@ def main() -> int:
     ap.add_argument("--per-pattern", type=int, default=24)
     ap.add_argument("--texts", type=int, default=400)
     ap.add_argument("--globs", type=int, default=1000)
+    ap.add_argument("--extended", type=int, default=1500)
     a = ap.parse_args()
     signal.signal(signal.SIGALRM, on_alarm)
     r = random.Random(a.seed)
     texts = [gen_text(r) for _ in range(a.texts)]
     out = sys.stdout
     out.write("# generated by test/data/regex/generate.py --seed %d --patterns %d --per-pattern %d --texts %d --globs %d"
-              " (CPython %s)\n" % (a.seed, a.patterns, a.per_pattern, a.texts, a.globs, sys.version.split()[0]))
+              " --extended %d (CPython %s)\n" % (a.seed, a.patterns, a.per_pattern, a.texts, a.globs, a.extended,
+                                                 sys.version.split()[0]))
     for t in texts:
         out.write("text %s\n" % enc(t))
-    made = 0
     seen = set()
-    while made < a.patterns:
-        p, mutated = gen_pattern(r)
-        if p in seen:
-            continue
-        seen.add(p)
-        try:
-            c = re.compile(p)
-        except re.error:
-            out.write("error %s\n" % enc(p))
-            made += 1
-            continue
-        except (OverflowError, RecursionError):
-            continue
-        if mutated or any(ord(ch) > 0x7E for ch in p):
-            continue
-        idx = sorted(r.sample(range(len(texts)), a.per_pattern))
-        res = []
-        # CPython backtracks: a pattern that takes it too long is dropped (qtl does not care).
-        signal.setitimer(signal.ITIMER_REAL, 0.5)
-        try:
-            for i in idx:
-                t = texts[i]
-                res.append("%d=%d%d%d" % (i, c.match(t) is not None, c.fullmatch(t) is not None,
-                                          c.search(t) is not None))
-        except Timeout:
-            continue
-        finally:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        out.write("pattern %s %s\n" % (enc(p), " ".join(res)))
-        made += 1
+    write_patterns(out, r, lambda r: (*gen_pattern(r), False), a.patterns, texts, a.per_pattern, seen)
     for _ in range(a.globs):
         g, src = gen_glob(r, texts)
         idx = r.sample(range(len(texts)), a.per_pattern)
@@ -270,6 +361,7 @@ def main() -> int:
         idx = sorted(idx)
         res = ["%d=%d" % (i, fnmatch.fnmatchcase(texts[i], g)) for i in idx]
         out.write("glob %s %s\n" % (enc(g), " ".join(res)))
+    write_patterns(out, random.Random(a.seed + 1), gen_extended, a.extended, texts, a.per_pattern, seen)
     return 0
 
 

@@ -72,7 +72,7 @@ lint_result lint_config(lint_options const& o) {
       if (d.error) {
         bool const fused = fused_groups.count(m) != 0;
         problems.push_back(std::string(fused ? "fused" : "error") + ": " + m + ": " + d.consumer +
-                           " raises " + *d.error);
+                           (d.error_from_qtl() ? ": QTL cannot tell what it does: " : " raises ") + *d.error);
       }
     }
     auto const groups = disagreements(ds);

@@ -475,7 +475,8 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
         std::string const engine_name = fused_name(cc, module).value_or(module);
         decision const d = decide(cc, sg, engine_name, kind);
         if (d.error) {
-          throw data_error(module + ": " + d.consumer + " would raise " + *d.error + " for " + engine_name);
+          throw data_error(module + ": " + d.consumer + (d.error_from_qtl() ? ": QTL cannot tell what it does: " : " would raise ") +
+                           *d.error + " for " + engine_name);
         }
         if (d.skipped) {
           skipped[module] = d.rule ? "rule '" + *d.rule + "'" : (kind == layer_kind::lm_head ? "lm_head" : "not quantized by the config");

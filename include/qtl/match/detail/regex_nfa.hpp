@@ -1,7 +1,7 @@
 #pragma once
 /// \file
 /// The regex engine's matcher (internal): a Thompson-NFA set simulation over a `program_view`,
-/// with lookaheads answered from per-position tables computed by backward passes.
+/// with lookarounds answered from per-position tables computed by backward passes.
 ///
 /// Cost, for a text of n bytes and a program of m instructions:
 ///   * forward simulation: each position visits each instruction at most once -> O(n * m);
@@ -12,6 +12,10 @@
 ///     backward pass over the text simulating X's reversed NFA -> O(n * |X|), innermost first.
 ///     Total O(n * m * (1 + d)), d = the lookahead nesting depth (d = 1 for every pattern seen
 ///     in real configs, so O(n * m)).
+///   * a lookbehind `(?<=X)`/`(?<!X)` of width w (X has a fixed width, as Python requires) is the
+///     same question asked w bytes back: X run forward from pos - w reaches its end, which can
+///     only be at pos (none at all before position w). The lazy run starts there; the backward
+///     pass's answer for a start q is the lookbehind's at q + w.
 /// No recursion on the system stack (an explicit stack of at most m entries), and no heap: the
 /// caller passes the scratch memory (fixed arrays in constant evaluation, vectors at run time).
 
@@ -180,8 +184,12 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
     std::size_t const bit = bit_of(in, pos);
     return ((s.look_bits[bit >> 6] >> (bit & 63)) & 1u) != 0;
   };
+  // A lookbehind's result at pos is its sub-program's from pos - w (a lookahead's: from pos).
+  auto look_shift = [&](std::int32_t L) -> std::size_t {
+    return look_behind(p.code[L]) ? static_cast<std::size_t>(lookbehind_width(p.code, L)) : 0;
+  };
 
-  // All lookaheads at all positions: backward passes, innermost first (a nested lookahead has a
+  // All lookarounds at all positions: backward passes, innermost first (a nested lookaround has a
   // larger pc than its parent).
   auto solve_all = [&]() {
     for (std::int32_t L = p.size - 1; L >= 0; --L) {
@@ -190,6 +198,7 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
         continue;
       }
       std::int32_t const end = look.x - 1;  // its look_end
+      std::size_t const shift = look_shift(L);
       // R_pos = { pc in (L, end] : from pc at pos the sub-program reaches look_end }.
       // R_pos members carry mark == sub_gen; R_{pos+1}'s carried gen - 1.
       for (std::size_t pos = n + 1; pos-- > 0;) {
@@ -223,7 +232,7 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
             if (in.code == op::assert_at) {
               ok = anchor_holds(in.arg, text, pos);
             } else if (in.code == op::look) {
-              ok = look_value(in, pos) != (in.arg != 0);
+              ok = look_value(in, pos) != look_negated(in);
             }
             if (ok) {
               s.sub_mark[q] = sub_gen;
@@ -231,8 +240,8 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
             }
           }
         }
-        if (s.sub_mark[L + 1] == sub_gen) {
-          std::size_t const bit = bit_of(look, pos);
+        if (s.sub_mark[L + 1] == sub_gen && pos + shift <= n) {
+          std::size_t const bit = bit_of(look, pos + shift);
           s.look_bits[bit >> 6] |= std::uint64_t{1} << (bit & 63);
         }
       }
@@ -240,9 +249,14 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
     all_known = true;
   };
 
-  // One lookahead (not nested) at one position: a forward run of its sub-program, which
-  // succeeds when it reaches its look_end.
-  auto solve_one = [&](std::int32_t L, std::size_t pos) {
+  // One lookaround (not nested) at one position: a forward run of its sub-program (from w bytes
+  // back for a lookbehind), which succeeds when it reaches its look_end.
+  auto solve_one = [&](std::int32_t L, std::size_t at_pos) {
+    std::size_t const shift = look_shift(L);
+    if (at_pos < shift) {
+      return false;
+    }
+    std::size_t const pos = at_pos - shift;
     std::int32_t* cur = s.sub_list_a;
     std::int32_t* nxt = s.sub_list_b;
     std::int32_t n_cur = 0;
@@ -293,7 +307,7 @@ constexpr bool run_nfa(program_view const& p, std::string_view text, verb v, scr
         }
       }
     }
-    return look_value(in, pos) != (in.arg != 0);
+    return look_value(in, pos) != look_negated(in);
   };
 
   // 2. Forward simulation. A closure adds the consuming instructions reachable from `start` at

@@ -13,14 +13,25 @@
 ///   split x y     epsilon to x and to y                       (alternation, repetition)
 ///   jmp  x        epsilon to x
 ///   assert_at k   epsilon to pc+1 when anchor k holds here    (^ $ \A \Z \b \B)
-///   look  x y     epsilon to x (the continuation) when the sub-program pc+1 .. (x-2) matches a
-///                 prefix of the rest of the text (arg 0: `(?=`), or does not (arg 1: `(?!`);
-///                 y is the lookahead's index in the per-text result table
-///   look_end      end of a lookahead sub-program
+///   look  x y     epsilon to x (the continuation) when the sub-program pc+1 .. (x-2) matches
+///                 here (arg bit 0 clear: `(?=` `(?<=`) or does not (bit 0 set: `(?!` `(?<!`); a
+///                 lookahead (bit 1 clear) matches a prefix of the rest of the text, a lookbehind
+///                 (bit 1 set) the w bytes that end here; y is its index in the per-text result
+///                 table
+///   look_end w    end of a lookaround's sub-program; w (in x) is a lookbehind's width
 ///   match         the whole pattern matched
 ///
 /// Only whether a match exists is computed, so greedy and lazy repetition compile alike and
-/// capturing groups compile like `(?:...)`.
+/// capturing groups compile like `(?:...)`. A lookbehind must have a fixed width, as in Python
+/// (the parser computes every group's width range as `sre_parse`'s `getwidth` does): its
+/// sub-program is then run from w bytes back, and every way through it ends here.
+///
+/// Two kinds of rejection, as `errc_unsupported` tells them apart: a pattern Python's `re` rejects
+/// too (`re.error`), and a construct Python accepts but this engine does not run (backreferences,
+/// conditionals, atomic groups, possessive repeats, inline flags, non-ASCII characters) or a
+/// pattern beyond its capacities. After such a construct the parser goes on checking the rest of
+/// the pattern (a later `re.error` is reported as such), except after a conditional and the
+/// verbose flag, which change how the rest would be read.
 ///
 /// Emission works on the tail of the program: an atom is emitted, and a following quantifier or
 /// `|` inserts a `split` in front of it and relocates jump targets (`insert`), or copies it for
@@ -111,7 +122,9 @@ constexpr bool is_word_byte(unsigned char c) {
 }
 
 /// Why a pattern was rejected. Each has a message (`errc_message`) and, for constant evaluation,
-/// a non-constexpr function named after it (`report_in_constant_evaluation`).
+/// a non-constexpr function named after it (`report_in_constant_evaluation`). Up to
+/// `variable_lookbehind` Python's `re` rejects the pattern too; from `backreference` on the
+/// pattern is one this engine does not run (`errc_unsupported`).
 enum class errc : std::uint8_t {
   none,
   unbalanced_parenthesis,
@@ -126,21 +139,42 @@ enum class errc : std::uint8_t {
   incomplete_escape,
   trailing_backslash,
   octal_out_of_range,
-  backreference,
-  lookbehind,
-  unsupported_group,
+  unknown_extension,
   bad_group_name,
   duplicate_group_name,
-  too_many_names,
-  possessive,
-  non_ascii,
   unexpected_end,
+  unterminated_comment,
+  invalid_group_reference,
+  open_group_reference,
+  unknown_group_name,
+  lookbehind_group_reference,
+  bad_inline_flags,
+  global_flags_not_at_start,
+  variable_lookbehind,
+  // constructs Python accepts that this engine does not run, and its capacities
+  backreference,
+  conditional,
+  atomic_group,
+  possessive,
+  inline_flags,
+  non_ascii,
+  named_unicode_escape,
   too_large,
   too_many_sets,
   too_deep,
+  too_many_groups,
 };
 
-/// The construct and the problem, as `qtl::regex_error` reports them.
+/// Whether `e` is a construct Python's `re` accepts but this engine does not run, or a capacity
+/// of the engine (`qtl::regex_unsupported_error`), rather than a pattern Python rejects too
+/// (`qtl::regex_error`).
+constexpr bool errc_unsupported(errc e) { return e >= errc::backreference; }
+
+/// Whether `e` is a capacity of a program that a larger program might not reach.
+constexpr bool errc_capacity(errc e) { return e == errc::too_large || e == errc::too_many_sets; }
+
+/// The construct and the problem, as `qtl::regex_error` and `qtl::regex_unsupported_error`
+/// report them (Python's wording for the errors Python raises too).
 constexpr char const* errc_message(errc e) {
   switch (e) {
     case errc::none: return "no error";
@@ -156,19 +190,40 @@ constexpr char const* errc_message(errc e) {
     case errc::incomplete_escape: return "'\\x', '\\u' or '\\U': incomplete escape";
     case errc::trailing_backslash: return "'\\': bad escape (end of pattern)";
     case errc::octal_out_of_range: return "'\\ooo': octal escape value outside of range 0-0o377";
-    case errc::backreference: return "'\\N' / '(?P=name)': backreferences are not supported";
-    case errc::lookbehind: return "'(?<=' / '(?<!': lookbehind is not supported";
-    case errc::unsupported_group:
-      return "'(?...)': group extension not supported (only (?:...), (?P<name>...), (?=...), (?!...))";
-    case errc::bad_group_name: return "'(?P<name>': bad or unterminated group name";
+    case errc::unknown_extension: return "'(?': unknown extension";
+    case errc::bad_group_name: return "'(?P<name>' / '(?P=name)': bad character in group name, or a missing name";
     case errc::duplicate_group_name: return "'(?P<name>': redefinition of group name";
-    case errc::too_many_names: return "'(?P<name>': more than 128 named groups";
-    case errc::possessive: return "'*+' / '++' / '?+' / '{m,n}+': possessive quantifiers are not supported";
-    case errc::non_ascii: return "non-ASCII character or escape: only ASCII patterns are supported";
     case errc::unexpected_end: return "'(?': unexpected end of pattern";
-    case errc::too_large: return "pattern: compiled program exceeds the instruction capacity";
-    case errc::too_many_sets: return "'[...]': too many distinct character sets";
-    case errc::too_deep: return "'(': groups nest too deeply";
+    case errc::unterminated_comment: return "'(?#': missing ), unterminated comment";
+    case errc::invalid_group_reference: return "'\\<number>': invalid group reference (no such group)";
+    case errc::open_group_reference: return "'\\<number>' / '(?P=name)': cannot refer to an open group";
+    case errc::unknown_group_name: return "'(?P=name)': unknown group name";
+    case errc::lookbehind_group_reference:
+      return "'\\<number>' / '(?P=name)': cannot refer to group defined in the same lookbehind subpattern";
+    case errc::bad_inline_flags: return "'(?flags)': bad inline flags";
+    case errc::global_flags_not_at_start: return "'(?flags)': global flags not at the start of the expression";
+    case errc::variable_lookbehind: return "'(?<=' / '(?<!': look-behind requires fixed-width pattern";
+    case errc::backreference:
+      return "'\\<number>' / '(?P=name)': backreferences are valid in Python's re but not supported by QTL's regex engine";
+    case errc::conditional:
+      return "'(?(group)yes|no)': conditional groups are valid in Python's re but not supported by QTL's regex "
+             "engine (the rest of the pattern was not checked)";
+    case errc::atomic_group:
+      return "'(?>...)': atomic groups are valid in Python's re but not supported by QTL's regex engine";
+    case errc::possessive:
+      return "'*+' / '++' / '?+' / '{m,n}+': possessive quantifiers are valid in Python's re but not supported by "
+             "QTL's regex engine";
+    case errc::inline_flags:
+      return "'(?aiLmsux)' / '(?aiLmsux-imsx:...)': inline flags are valid in Python's re but not supported by "
+             "QTL's regex engine (after the verbose flag the rest of the pattern was not checked)";
+    case errc::non_ascii:
+      return "non-ASCII character or escape: valid in Python's re, but QTL's regex engine supports ASCII patterns only";
+    case errc::named_unicode_escape:
+      return "'\\N{name}': named Unicode escapes are not supported by QTL's regex engine";
+    case errc::too_large: return "pattern: compiled program exceeds the instruction capacity of QTL's regex engine";
+    case errc::too_many_sets: return "'[...]': too many distinct character sets for QTL's regex engine";
+    case errc::too_deep: return "'(': groups nest too deeply for QTL's regex engine";
+    case errc::too_many_groups: return "'(': more than 256 capturing groups for QTL's regex engine";
   }
   return "unknown error";
 }
@@ -187,18 +242,29 @@ inline void regex_has_bad_escape() {}
 inline void regex_has_incomplete_hex_escape() {}
 inline void regex_ends_with_a_backslash() {}
 inline void regex_octal_escape_is_out_of_range() {}
-inline void regex_backreferences_are_not_supported() {}
-inline void regex_lookbehind_is_not_supported() {}
-inline void regex_group_extension_is_not_supported() {}
+inline void regex_has_unknown_extension() {}
 inline void regex_has_bad_group_name() {}
 inline void regex_redefines_a_group_name() {}
-inline void regex_has_too_many_named_groups() {}
-inline void regex_possessive_quantifiers_are_not_supported() {}
-inline void regex_non_ascii_is_not_supported() {}
 inline void regex_ends_unexpectedly() {}
+inline void regex_has_unterminated_comment() {}
+inline void regex_has_invalid_group_reference() {}
+inline void regex_refers_to_an_open_group() {}
+inline void regex_has_unknown_group_name() {}
+inline void regex_refers_to_a_group_of_the_same_lookbehind() {}
+inline void regex_has_bad_inline_flags() {}
+inline void regex_global_flags_not_at_the_start() {}
+inline void regex_lookbehind_requires_fixed_width_pattern() {}
+inline void regex_backreferences_are_not_supported() {}
+inline void regex_conditionals_are_not_supported() {}
+inline void regex_atomic_groups_are_not_supported() {}
+inline void regex_possessive_quantifiers_are_not_supported() {}
+inline void regex_inline_flags_are_not_supported() {}
+inline void regex_non_ascii_is_not_supported() {}
+inline void regex_named_unicode_escapes_are_not_supported() {}
 inline void regex_program_exceeds_capacity() {}
 inline void regex_has_too_many_character_sets() {}
 inline void regex_groups_nest_too_deeply() {}
+inline void regex_has_too_many_groups() {}
 inline void regex_text_too_long_for_constant_evaluation() {}
 
 constexpr void report_in_constant_evaluation(errc e) {
@@ -216,18 +282,29 @@ constexpr void report_in_constant_evaluation(errc e) {
     case errc::incomplete_escape: regex_has_incomplete_hex_escape(); return;
     case errc::trailing_backslash: regex_ends_with_a_backslash(); return;
     case errc::octal_out_of_range: regex_octal_escape_is_out_of_range(); return;
-    case errc::backreference: regex_backreferences_are_not_supported(); return;
-    case errc::lookbehind: regex_lookbehind_is_not_supported(); return;
-    case errc::unsupported_group: regex_group_extension_is_not_supported(); return;
+    case errc::unknown_extension: regex_has_unknown_extension(); return;
     case errc::bad_group_name: regex_has_bad_group_name(); return;
     case errc::duplicate_group_name: regex_redefines_a_group_name(); return;
-    case errc::too_many_names: regex_has_too_many_named_groups(); return;
-    case errc::possessive: regex_possessive_quantifiers_are_not_supported(); return;
-    case errc::non_ascii: regex_non_ascii_is_not_supported(); return;
     case errc::unexpected_end: regex_ends_unexpectedly(); return;
+    case errc::unterminated_comment: regex_has_unterminated_comment(); return;
+    case errc::invalid_group_reference: regex_has_invalid_group_reference(); return;
+    case errc::open_group_reference: regex_refers_to_an_open_group(); return;
+    case errc::unknown_group_name: regex_has_unknown_group_name(); return;
+    case errc::lookbehind_group_reference: regex_refers_to_a_group_of_the_same_lookbehind(); return;
+    case errc::bad_inline_flags: regex_has_bad_inline_flags(); return;
+    case errc::global_flags_not_at_start: regex_global_flags_not_at_the_start(); return;
+    case errc::variable_lookbehind: regex_lookbehind_requires_fixed_width_pattern(); return;
+    case errc::backreference: regex_backreferences_are_not_supported(); return;
+    case errc::conditional: regex_conditionals_are_not_supported(); return;
+    case errc::atomic_group: regex_atomic_groups_are_not_supported(); return;
+    case errc::possessive: regex_possessive_quantifiers_are_not_supported(); return;
+    case errc::inline_flags: regex_inline_flags_are_not_supported(); return;
+    case errc::non_ascii: regex_non_ascii_is_not_supported(); return;
+    case errc::named_unicode_escape: regex_named_unicode_escapes_are_not_supported(); return;
     case errc::too_large: regex_program_exceeds_capacity(); return;
     case errc::too_many_sets: regex_has_too_many_character_sets(); return;
     case errc::too_deep: regex_groups_nest_too_deeply(); return;
+    case errc::too_many_groups: regex_has_too_many_groups(); return;
   }
 }
 
@@ -263,11 +340,18 @@ struct program {
   bool has_end_newline = false;
   errc error = errc::none;
   std::size_t error_pos = 0;
+  bool capacity_exceeded = false;  // parsing stopped at `too_large` or `too_many_sets`
 
   constexpr program_view view() const {
     return {code.data(), size, sets.data(), pred_begin.data(), preds.data(), n_looks, anchored, nested_looks, look_cost};
   }
 };
+
+/// Whether a `look` instruction is negative (`(?!` `(?<!`) and whether it looks behind.
+constexpr bool look_negated(inst const& look) { return (look.arg & 1u) != 0; }
+constexpr bool look_behind(inst const& look) { return (look.arg & 2u) != 0; }
+/// The width of the lookbehind at `pc` (held by its `look_end`).
+constexpr std::int32_t lookbehind_width(inst const* code, std::int32_t pc) { return code[code[pc].x - 1].x; }
 
 /// Calls f(target) for every epsilon successor of instruction pc (the edges the closure follows).
 template <class F>
@@ -291,34 +375,68 @@ class parser {
     p_.size = 0;
     p_.n_sets = 0;
     p_.error = errc::none;
-    stack_[0] = frame{group_kind::root, 0, 0, none, none, 0};
+    p_.capacity_exceeded = false;
+    stack_[0] = frame{};
     depth_ = 1;
     while (i_ < s_.size() && !failed_) {
       step();
     }
-    if (failed_) {
-      return;
+    if (!failed_) {
+      if (depth_ > 1) {
+        fail(errc::missing_parenthesis, stack_[depth_ - 1].open_pos);
+      } else {
+        finish_alternation(stack_[0]);
+        if (emit(inst{op::match, 0, none, none})) {
+          finalize();
+        }
+      }
     }
-    if (depth_ > 1) {
-      fail(errc::missing_parenthesis, stack_[depth_ - 1].open_pos);
-      return;
-    }
-    finish_alternation(stack_[0]);
-    if (emit(inst{op::match, 0, none, none})) {
-      finalize();
-    }
+    conclude();
   }
 
  private:
   static constexpr std::size_t max_depth = 256;
+  static constexpr std::size_t max_groups = 256;
+  /// Python's MAXREPEAT: the upper bound of `*` and `+` in a width.
+  static constexpr std::uint64_t max_repeat = 0xffffffffull;
+  static constexpr std::uint64_t width_cap = std::uint64_t{1} << 62;  // widths saturate here
+
+  /// The range of text lengths a subpattern matches, as Python's `getwidth` computes it (a
+  /// lookaround counts 0, a backreference its group's width, `*` and `+` MAXREPEAT times).
+  struct width {
+    std::uint64_t lo = 0;
+    std::uint64_t hi = 0;
+  };
+  static constexpr std::uint64_t add_w(std::uint64_t a, std::uint64_t b) {
+    return a + b >= width_cap ? width_cap : a + b;  // a, b <= width_cap: no overflow
+  }
+  static constexpr std::uint64_t mul_w(std::uint64_t a, std::uint64_t b) {
+    if (a == 0 || b == 0) {
+      return 0;
+    }
+    return a > width_cap / b ? width_cap : a * b;
+  }
+
   enum class group_kind : std::uint8_t { root, capture, plain, look };
   struct frame {
-    group_kind kind;
-    std::int32_t start;      // first instruction of the group's body
-    std::int32_t alt_start;  // first instruction of the current alternative
-    std::int32_t chain;      // pending `jmp`s to the group's end, linked through their y
-    std::int32_t look_pc;    // the `look` instruction of a lookahead group
-    std::size_t open_pos;
+    group_kind kind = group_kind::root;
+    std::int32_t start = 0;      // first instruction of the group's body
+    std::int32_t alt_start = 0;  // first instruction of the current alternative
+    std::int32_t chain = none;   // pending `jmp`s to the group's end, linked through their y
+    std::int32_t look_pc = none;  // the `look` instruction of a lookaround group
+    std::size_t open_pos = 0;
+    std::size_t group = 0;          // a capture group's number
+    bool look_negative = false;
+    bool look_behind = false;
+    bool first_lookbehind = false;  // the outermost lookbehind (it set `lookbehind_groups_`)
+    width alt{};                    // the current alternative so far
+    width alt_before_last{};        // ... before its last item (a quantifier replaces that item)
+    width done{~std::uint64_t{0}, 0};  // the finished alternatives: least lo, greatest hi
+  };
+  struct group_info {
+    std::string_view name;  // empty for an unnamed group
+    width w;
+    bool closed;
   };
   enum class last : std::uint8_t { nothing, anchor, atom, repeat };
 
@@ -329,20 +447,69 @@ class parser {
   std::size_t depth_ = 0;
   last last_ = last::nothing;
   std::int32_t last_start_ = 0;
+  width last_width_{};
+  bool top_item_ = false;  // the top level has an item or a '|' (global flags come before any)
+  std::array<group_info, max_groups + 1> groups_{};  // by number, from 1
+  std::size_t n_groups_ = 0;
+  std::size_t lookbehind_groups_ = 0;  // inside a lookbehind: the number of its first group, else 0
+
+  // The verdict, by precedence: an error Python's parser raises (parsing stops), then one its
+  // compiler raises (a variable-width lookbehind: parsing goes on), then the first construct
+  // this engine lacks (parsing goes on, or stops where the rest cannot be read), then a
+  // capacity (parsing stops).
   bool failed_ = false;
-  static constexpr std::size_t max_names = 128;
-  std::array<std::string_view, max_names> names_{};  // (?P<name>...) seen so far
-  std::size_t n_names_ = 0;
+  errc stop_ = errc::none;
+  std::size_t stop_pos_ = 0;
+  errc deferred_ = errc::none;
+  std::size_t deferred_pos_ = 0;
+  errc lacking_ = errc::none;
+  std::size_t lacking_pos_ = 0;
 
   constexpr std::int32_t capacity() const { return static_cast<std::int32_t>(p_.code.size()); }
 
+  // Stops parsing at an error (or a capacity).
   constexpr bool fail(errc e, std::size_t pos) {
     if (!failed_) {
       failed_ = true;
-      p_.error = e;
-      p_.error_pos = pos;
+      stop_ = e;
+      stop_pos_ = pos;
     }
     return false;
+  }
+  // Records an error of Python's compiler, found while parsing goes on.
+  constexpr void defer(errc e, std::size_t pos) {
+    if (deferred_ == errc::none) {
+      deferred_ = e;
+      deferred_pos_ = pos;
+    }
+  }
+  // Records a construct this engine lacks; parsing goes on (the program is never run).
+  constexpr void lack(errc e, std::size_t pos) {
+    if (lacking_ == errc::none) {
+      lacking_ = e;
+      lacking_pos_ = pos;
+    }
+  }
+  // ... and stops: the rest of the pattern cannot be read without the construct.
+  constexpr bool lack_and_stop(errc e, std::size_t pos) {
+    lack(e, pos);
+    failed_ = true;
+    return false;
+  }
+
+  constexpr void conclude() {
+    bool const python_error = stop_ != errc::none && !errc_unsupported(stop_);
+    if (!python_error && deferred_ != errc::none) {
+      p_.error = deferred_;
+      p_.error_pos = deferred_pos_;
+    } else if (!python_error && lacking_ != errc::none) {
+      p_.error = lacking_;
+      p_.error_pos = lacking_pos_;
+    } else {
+      p_.error = stop_;
+      p_.error_pos = stop_pos_;
+    }
+    p_.capacity_exceeded = errc_capacity(stop_);
   }
 
   constexpr bool emit(inst in) {
@@ -480,6 +647,7 @@ class parser {
     return true;
   }
 
+
   constexpr bool quantify(std::size_t at, std::uint64_t lo, std::uint64_t hi) {
     if (last_ == last::nothing || last_ == last::anchor) {
       return fail(errc::nothing_to_repeat, at);
@@ -490,24 +658,41 @@ class parser {
     if (i_ < s_.size() && s_[i_] == '?') {
       ++i_;  // lazy: the same language, so the same program
     } else if (i_ < s_.size() && s_[i_] == '+') {
-      return fail(errc::possessive, i_);
+      lack(errc::possessive, i_++);
     }
     if (!repeat(last_start_, lo, hi)) {
       return false;
     }
+    frame& f = stack_[depth_ - 1];
+    f.alt = {add_w(f.alt_before_last.lo, mul_w(last_width_.lo, lo)),
+             add_w(f.alt_before_last.hi, mul_w(last_width_.hi, hi == unbounded ? max_repeat : hi))};
     last_ = last::repeat;
     return true;
   }
 
+  // An item of width `w` was added to the current alternative (its instructions from `start`).
+  constexpr void item(std::int32_t start, width w, last kind) {
+    frame& f = stack_[depth_ - 1];
+    f.alt_before_last = f.alt;
+    f.alt = {add_w(f.alt.lo, w.lo), add_w(f.alt.hi, w.hi)};
+    last_start_ = start;
+    last_width_ = w;
+    last_ = kind;
+    top_item_ = top_item_ || depth_ == 1;
+  }
   constexpr bool atom(inst in) {
-    last_start_ = p_.size;
-    last_ = last::atom;
+    item(p_.size, {1, 1}, last::atom);
     return emit(in);
   }
   constexpr bool anchor_atom(anchor a) {
-    last_start_ = p_.size;
-    last_ = last::anchor;
+    item(p_.size, {0, 0}, last::anchor);
     return emit(inst{op::assert_at, static_cast<std::uint8_t>(a), none, none});
+  }
+  // Stands for a construct this engine lacks (after `lack`): parsing goes on with an item of the
+  // construct's width; the program is never run.
+  constexpr bool placeholder(width w) {
+    item(p_.size, w, last::atom);
+    return emit(inst{op::any, 0, none, none});
   }
   constexpr bool set_atom(charset const& cs) {
     std::int32_t idx = 0;
@@ -535,6 +720,11 @@ class parser {
     f.chain = none;
   }
 
+  // The width of a finished group: over its alternatives.
+  static constexpr width group_width(frame const& f) {
+    return {f.done.lo < f.alt.lo ? f.done.lo : f.alt.lo, f.done.hi > f.alt.hi ? f.done.hi : f.alt.hi};
+  }
+
   constexpr bool alternate() {
     frame& f = stack_[depth_ - 1];
     std::int32_t const a = f.alt_start;
@@ -544,7 +734,10 @@ class parser {
     f.chain = p_.size - 1;
     p_.code[static_cast<std::size_t>(a)] = inst{op::split, 0, a + 1, p_.size};
     f.alt_start = p_.size;
+    f.done = group_width(f);
+    f.alt = f.alt_before_last = {};
     last_ = last::nothing;
+    top_item_ = top_item_ || depth_ == 1;
     return true;
   }
 
@@ -563,8 +756,26 @@ class parser {
     return -1;
   }
   static constexpr bool is_ascii_letter(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
+  static constexpr bool is_ascii(unsigned v) { return v < 0x80; }
+  /// A class endpoint whose code point is not known (`\N{name}`).
+  static constexpr unsigned unknown_code_point = 0x110000;
 
-  // \xhh, \uhhhh, \Uhhhhhhhh after the letter; value in `out`.
+  // The code point of the UTF-8 sequence whose first byte `lead` (>= 0x80) was just read; its
+  // continuation bytes are consumed (a malformed sequence counts byte by byte, as Latin-1).
+  constexpr unsigned utf8_code_point(unsigned char lead) {
+    std::size_t const extra = lead >= 0xf0 ? 3 : lead >= 0xe0 ? 2 : lead >= 0xc0 ? 1 : 0;
+    unsigned v = extra == 3 ? lead & 7u : extra == 2 ? lead & 15u : lead & 31u;
+    for (std::size_t k = 0; k != extra; ++k) {
+      if (i_ + k >= s_.size() || (static_cast<unsigned char>(s_[i_ + k]) & 0xc0u) != 0x80u) {
+        return lead;
+      }
+      v = (v << 6) | (static_cast<unsigned char>(s_[i_ + k]) & 0x3fu);
+    }
+    i_ += extra;
+    return extra == 0 ? lead : v;
+  }
+
+  // \xhh, \uhhhh, \Uhhhhhhhh after the letter; value in `out` (non-ASCII: lacking).
   constexpr bool hex_escape(std::size_t at, int digits, unsigned& out) {
     std::uint64_t v = 0;
     for (int k = 0; k != digits; ++k) {
@@ -573,14 +784,52 @@ class parser {
       }
       v = v * 16 + static_cast<std::uint64_t>(hex_value(s_[i_++]));
     }
-    if (v > 0x7f) {
-      return fail(errc::non_ascii, at);
+    if (v > 0x10ffff) {
+      return fail(errc::bad_escape, at);  // Python: chr() of it raises, reported as a bad escape
     }
     out = static_cast<unsigned>(v);
+    if (!is_ascii(out)) {
+      lack(errc::non_ascii, at);
+    }
     return true;
   }
 
-  // After '\\' inside [...]: either a single byte (`value`) or a class (`is_set`, `cs`).
+  // \N{name} after the 'N': Python looks the name up in the Unicode database, which this engine
+  // does not have.
+  constexpr bool named_escape(std::size_t at) {
+    if (i_ >= s_.size() || s_[i_] != '{') {
+      return fail(errc::bad_escape, at);  // "missing {"
+    }
+    std::size_t const name_begin = ++i_;
+    while (i_ < s_.size() && s_[i_] != '}') {
+      ++i_;
+    }
+    if (i_ >= s_.size() || i_ == name_begin) {
+      return fail(errc::bad_escape, at);  // "missing character name" / "unterminated name"
+    }
+    for (std::size_t k = name_begin; k != i_; ++k) {  // Unicode names: letters, digits, ' ', '-'
+      char const c = s_[k];
+      if (!(is_ascii_letter(c) || is_digit(c) || c == ' ' || c == '-')) {
+        return fail(errc::bad_escape, at);  // "undefined character name"
+      }
+    }
+    ++i_;
+    lack(errc::named_unicode_escape, at);
+    return true;
+  }
+
+  // The character `e` just read after a '\\': a non-ASCII one as its code point.
+  constexpr unsigned escaped_char(std::size_t at, char e) {
+    auto const c = static_cast<unsigned char>(e);
+    if (c < 0x80) {
+      return c;
+    }
+    lack(errc::non_ascii, at);
+    return utf8_code_point(c);
+  }
+
+  // After '\\' inside [...]: either a single character (`value`, a code point) or a class
+  // (`is_set`, `cs`).
   constexpr bool class_escape(std::size_t at, unsigned& value, bool& is_set, charset& cs) {
     if (i_ >= s_.size()) {
       return fail(errc::trailing_backslash, at);
@@ -604,6 +853,7 @@ class parser {
       case 'x': return hex_escape(at, 2, value);
       case 'u': return hex_escape(at, 4, value);
       case 'U': return hex_escape(at, 8, value);
+      case 'N': value = unknown_code_point; return named_escape(at);
       default: break;
     }
     if (is_octal(e)) {
@@ -614,8 +864,8 @@ class parser {
       if (v > 0377) {
         return fail(errc::octal_out_of_range, at);
       }
-      if (v > 0x7f) {
-        return fail(errc::non_ascii, at);
+      if (!is_ascii(v)) {
+        lack(errc::non_ascii, at);
       }
       value = v;
       return true;
@@ -623,11 +873,32 @@ class parser {
     if (is_digit(e) || is_ascii_letter(e)) {
       return fail(errc::bad_escape, at);
     }
-    if (static_cast<unsigned char>(e) >= 0x80) {
-      return fail(errc::non_ascii, at);
-    }
-    value = static_cast<unsigned char>(e);
+    value = escaped_char(at, e);
     return true;
+  }
+
+  // One endpoint of a class item at the current position (not the end of the pattern).
+  constexpr bool class_char(std::size_t item_pos, unsigned& value, bool& is_set, charset& cs) {
+    auto const c = static_cast<unsigned char>(s_[i_++]);
+    is_set = false;
+    if (c == '\\') {
+      return class_escape(item_pos, value, is_set, cs);
+    }
+    value = c;
+    if (c >= 0x80) {
+      lack(errc::non_ascii, item_pos);
+      value = utf8_code_point(c);
+    }
+    return true;
+  }
+
+  // Adds one item of a class: the ASCII part of it (a class with a non-ASCII member is lacking).
+  static constexpr void add_item(charset& cs, unsigned value, bool is_set, charset const& set) {
+    if (is_set) {
+      cs.add_set(set);
+    } else if (is_ascii(value)) {
+      cs.add(value);
+    }
   }
 
   constexpr bool parse_set(std::size_t at) {
@@ -643,59 +914,46 @@ class parser {
         return fail(errc::unterminated_set, at);
       }
       std::size_t const item_pos = i_;
-      char const c = s_[i_++];
-      if (c == ']' && !first) {
+      if (s_[i_] == ']' && !first) {
+        ++i_;
         break;
       }
       first = false;
       unsigned lo = 0;
       bool lo_set = false;
       charset lo_cs = empty_set();
-      if (c == '\\') {
-        if (!class_escape(item_pos, lo, lo_set, lo_cs)) {
-          return false;
-        }
-      } else if (static_cast<unsigned char>(c) >= 0x80) {
-        return fail(errc::non_ascii, item_pos);
-      } else {
-        lo = static_cast<unsigned char>(c);
+      if (!class_char(item_pos, lo, lo_set, lo_cs)) {
+        return false;
       }
       if (i_ < s_.size() && s_[i_] == '-') {
         ++i_;
         if (i_ >= s_.size()) {
           return fail(errc::unterminated_set, at);
         }
-        std::size_t const hi_pos = i_;
-        char const d = s_[i_++];
-        if (d == ']') {  // "a-]": 'a' and a literal '-'
-          if (lo_set) {
-            cs.add_set(lo_cs);
-          } else {
-            cs.add(lo);
-          }
+        if (s_[i_] == ']') {  // "a-]": 'a' and a literal '-'
+          ++i_;
+          add_item(cs, lo, lo_set, lo_cs);
           cs.add('-');
           break;
         }
         unsigned hi = 0;
         bool hi_set = false;
         charset hi_cs = empty_set();
-        if (d == '\\') {
-          if (!class_escape(hi_pos, hi, hi_set, hi_cs)) {
-            return false;
-          }
-        } else if (static_cast<unsigned char>(d) >= 0x80) {
-          return fail(errc::non_ascii, hi_pos);
-        } else {
-          hi = static_cast<unsigned char>(d);
+        if (!class_char(i_, hi, hi_set, hi_cs)) {
+          return false;
         }
-        if (lo_set || hi_set || hi < lo) {
+        bool const known = lo != unknown_code_point && hi != unknown_code_point;
+        if (lo_set || hi_set || (known && hi < lo)) {
           return fail(errc::bad_range, item_pos);
         }
-        cs.add_range(lo, hi);
-      } else if (lo_set) {
-        cs.add_set(lo_cs);
+        if (is_ascii(lo)) {
+          cs.add_range(lo, is_ascii(hi) ? hi : 0x7f);
+        }
+        if (!is_ascii(hi)) {
+          lack(errc::non_ascii, item_pos);  // a range reaching past ASCII
+        }
       } else {
-        cs.add(lo);
+        add_item(cs, lo, lo_set, lo_cs);
       }
     }
     if (negate) {
@@ -704,13 +962,33 @@ class parser {
     return set_atom(cs);
   }
 
+  // A literal character (a code point); a non-ASCII one was reported lacking where it was read.
+  constexpr bool char_atom(unsigned v) {
+    return is_ascii(v) ? atom(inst{op::byte, static_cast<std::uint8_t>(v), none, none}) : placeholder({1, 1});
+  }
+
+  // \1 .. \99 and (?P=name) of group `g`: Python's checks, then a construct this engine lacks.
+  constexpr bool group_reference(std::size_t at, std::size_t g) {
+    if (g > n_groups_) {
+      return fail(errc::invalid_group_reference, at);
+    }
+    group_info const& info = groups_[g];
+    if (!info.closed) {
+      return fail(errc::open_group_reference, at);
+    }
+    if (lookbehind_groups_ != 0 && g >= lookbehind_groups_) {
+      return fail(errc::lookbehind_group_reference, at);
+    }
+    lack(errc::backreference, at);
+    return placeholder(info.w);
+  }
+
   // After '\\' outside a class.
   constexpr bool parse_escape(std::size_t at) {
     if (i_ >= s_.size()) {
       return fail(errc::trailing_backslash, at);
     }
     char const e = s_[i_++];
-    auto byte_atom = [&](unsigned v) { return atom(inst{op::byte, static_cast<std::uint8_t>(v), none, none}); };
     switch (e) {
       case 'A': return anchor_atom(anchor::begin);
       case 'Z': return anchor_atom(anchor::end);
@@ -722,16 +1000,17 @@ class parser {
       case 'D': { charset cs = digit_set(); cs.invert(); return set_atom(cs); }
       case 'W': { charset cs = word_set(); cs.invert(); return set_atom(cs); }
       case 'S': { charset cs = space_set(); cs.invert(); return set_atom(cs); }
-      case 'a': return byte_atom(7);
-      case 'f': return byte_atom(12);
-      case 'n': return byte_atom(10);
-      case 'r': return byte_atom(13);
-      case 't': return byte_atom(9);
-      case 'v': return byte_atom(11);
+      case 'a': return char_atom(7);
+      case 'f': return char_atom(12);
+      case 'n': return char_atom(10);
+      case 'r': return char_atom(13);
+      case 't': return char_atom(9);
+      case 'v': return char_atom(11);
       case 'x': case 'u': case 'U': {
         unsigned v = 0;
-        return hex_escape(at, e == 'x' ? 2 : e == 'u' ? 4 : 8, v) && byte_atom(v);
+        return hex_escape(at, e == 'x' ? 2 : e == 'u' ? 4 : 8, v) && char_atom(v);
       }
+      case 'N': return named_escape(at) && placeholder({1, 1});
       default: break;
     }
     if (e == '0') {  // \0, \0o, \0oo
@@ -739,7 +1018,7 @@ class parser {
       for (int k = 0; k != 2 && i_ < s_.size() && is_octal(s_[i_]); ++k) {
         v = v * 8 + static_cast<unsigned>(s_[i_++] - '0');
       }
-      return byte_atom(v);
+      return char_atom(v);
     }
     if (is_digit(e)) {
       // Python: three octal digits make an octal escape, anything else is a group reference.
@@ -750,83 +1029,211 @@ class parser {
         if (v > 0377) {
           return fail(errc::octal_out_of_range, at);
         }
-        if (v > 0x7f) {
-          return fail(errc::non_ascii, at);
+        if (!is_ascii(v)) {
+          lack(errc::non_ascii, at);
         }
-        return byte_atom(v);
+        return char_atom(v);
       }
-      return fail(errc::backreference, at);
+      std::size_t g = static_cast<std::size_t>(e - '0');
+      if (i_ < s_.size() && is_digit(s_[i_])) {
+        g = g * 10 + static_cast<std::size_t>(s_[i_++] - '0');
+      }
+      return group_reference(at, g);
     }
     if (is_ascii_letter(e)) {
       return fail(errc::bad_escape, at);
     }
-    if (static_cast<unsigned char>(e) >= 0x80) {
-      return fail(errc::non_ascii, at);
-    }
-    return byte_atom(static_cast<unsigned char>(e));
+    return char_atom(escaped_char(at, e));
   }
 
-  constexpr bool open_group(std::size_t at) {
+  // A group name at i_, up to `end` (exclusive of it): Python's str.isidentifier on ASCII; a
+  // non-ASCII name is taken as valid and reported lacking. Consumes the name and `end`.
+  constexpr bool group_name(char end, std::string_view& name) {
+    std::size_t const begin = i_;
+    while (i_ < s_.size() && s_[i_] != end) {
+      ++i_;
+    }
+    if (i_ >= s_.size() || i_ == begin) {
+      return fail(errc::bad_group_name, begin);  // "missing group name" / "unterminated name"
+    }
+    name = s_.substr(begin, i_ - begin);
+    ++i_;
+    for (std::size_t k = 0; k != name.size(); ++k) {
+      char const c = name[k];
+      if (static_cast<unsigned char>(c) >= 0x80) {
+        lack(errc::non_ascii, begin);
+      } else if (!(c == '_' || is_ascii_letter(c) || (is_digit(c) && k != 0))) {
+        return fail(errc::bad_group_name, begin);
+      }
+    }
+    return true;
+  }
+
+  // After "(?" and a first character in "aiLmstux-": Python's inline flags, `(?flags)` for the
+  // whole pattern (only at its start) or `(?flags-flags:...)` for a group. Opens that group.
+  constexpr bool inline_flags(std::size_t at, char c) {
+    constexpr std::string_view letters = "iLmsxatu";  // Python's FLAGS
+    auto const bit = [&](char f) { return 1u << letters.find(f); };
+    auto const is_flag = [&](char f) { return letters.find(f) != std::string_view::npos; };
+    unsigned const type_flags = bit('a') | bit('L') | bit('u');
+    unsigned add = 0;
+    unsigned del = 0;
+    auto const next = [&](char& f) {
+      if (i_ >= s_.size()) {
+        return false;
+      }
+      f = s_[i_++];
+      return true;
+    };
+    if (c != '-') {
+      while (true) {
+        if (c == 'L') {
+          return fail(errc::bad_inline_flags, at);  // "cannot use 'L' flag with a str pattern"
+        }
+        add |= bit(c);
+        if ((bit(c) & type_flags) != 0 && (add & type_flags) != bit(c)) {
+          return fail(errc::bad_inline_flags, at);  // "flags 'a', 'u' and 'L' are incompatible"
+        }
+        if (!next(c)) {
+          return fail(errc::bad_inline_flags, at);  // "missing -, : or )"
+        }
+        if (c == ')' || c == '-' || c == ':') {
+          break;
+        }
+        if (!is_flag(c)) {
+          return fail(errc::bad_inline_flags, at);  // "unknown flag"
+        }
+      }
+    }
+    // The verbose flag changes how the rest reads, and the template flag what compiles.
+    bool const rest_unreadable = (add & (bit('x') | bit('t'))) != 0;
+    if (c == ')') {
+      if (top_item_ || depth_ != 1) {
+        return fail(errc::global_flags_not_at_start, at);
+      }
+      lack(errc::inline_flags, at);
+      return rest_unreadable ? lack_and_stop(errc::inline_flags, at) : true;
+    }
+    if ((add & bit('t')) != 0) {
+      return fail(errc::bad_inline_flags, at);  // "cannot turn on global flag"
+    }
+    if (c == '-') {
+      if (!next(c) || !is_flag(c)) {
+        return fail(errc::bad_inline_flags, at);  // "missing flag" / "unknown flag"
+      }
+      while (true) {
+        if ((bit(c) & type_flags) != 0) {
+          return fail(errc::bad_inline_flags, at);  // "cannot turn off flags 'a', 'u' and 'L'"
+        }
+        del |= bit(c);
+        if (!next(c)) {
+          return fail(errc::bad_inline_flags, at);  // "missing :"
+        }
+        if (c == ':') {
+          break;
+        }
+        if (!is_flag(c)) {
+          return fail(errc::bad_inline_flags, at);  // "unknown flag" / "missing :"
+        }
+      }
+    }
+    if ((del & bit('t')) != 0 || (add & del) != 0) {
+      return fail(errc::bad_inline_flags, at);  // "cannot turn off global flag" / "turned on and off"
+    }
+    lack(errc::inline_flags, at);
+    if (rest_unreadable) {
+      return lack_and_stop(errc::inline_flags, at);
+    }
+    return push_group(frame{group_kind::plain}, at);
+  }
+
+  // A comment (?#...) after its '#': nothing, as in Python (a quantifier after it repeats the
+  // item before it).
+  constexpr bool comment(std::size_t at) {
+    while (true) {
+      if (i_ >= s_.size()) {
+        return fail(errc::unterminated_comment, at);
+      }
+      char const c = s_[i_++];
+      if (c == '\\') {
+        if (i_ >= s_.size()) {
+          return fail(errc::trailing_backslash, i_ - 1);
+        }
+        ++i_;  // an escaped ')' does not end it
+      } else if (c == ')') {
+        return true;
+      }
+    }
+  }
+
+  // Whether Python's int() might read `t` (digits, '_', signs, spaces; non-ASCII digits).
+  static constexpr bool int_like(std::string_view t) {
+    for (char const c : t) {
+      if (!(is_digit(c) || c == '_' || c == '+' || c == '-' || c == ' ' || (c >= '\t' && c <= '\r') ||
+            static_cast<unsigned char>(c) >= 0x80)) {
+        return false;
+      }
+    }
+    return true;
+  }
+
+  // A conditional (?(group)yes|no) after its "(?(": the group is checked as Python does where
+  // that is decided here (a number may also name a group opened later), then parsing stops.
+  constexpr bool conditional(std::size_t at) {
+    std::size_t const begin = i_;
+    while (i_ < s_.size() && s_[i_] != ')') {
+      ++i_;
+    }
+    if (i_ >= s_.size() || i_ == begin) {
+      return fail(errc::bad_group_name, begin);  // "missing group name" / "unterminated name"
+    }
+    std::string_view const name = s_.substr(begin, i_ - begin);
+    bool digits = true;
+    bool identifier = !is_digit(name[0]);
+    std::size_t number = 0;
+    for (char const c : name) {
+      digits = digits && is_digit(c);
+      identifier = identifier && (c == '_' || is_ascii_letter(c) || is_digit(c));
+      number = digits && number < max_groups + 1 ? number * 10 + static_cast<std::size_t>(c - '0') : number;
+    }
+    std::size_t g = max_groups + 1;  // not a group of the table: opened later, if at all
+    if (identifier) {
+      for (std::size_t k = 1; k <= n_groups_; ++k) {
+        if (groups_[k].name == name) {
+          g = k;
+        }
+      }
+      if (g > n_groups_) {
+        return fail(errc::unknown_group_name, begin);
+      }
+    } else if (digits) {
+      if (number == 0) {
+        return fail(errc::invalid_group_reference, begin);  // "bad group number"
+      }
+      g = number;
+    } else if (!int_like(name)) {
+      return fail(errc::bad_group_name, begin);  // neither a name nor what Python's int() reads
+    } else {
+      return lack_and_stop(errc::conditional, at);  // " 1", "+1", "1_0": int() reads some of these
+    }
+    if (lookbehind_groups_ != 0 && (g > n_groups_ || !groups_[g].closed)) {
+      return fail(errc::open_group_reference, begin);
+    }
+    if (lookbehind_groups_ != 0 && g >= lookbehind_groups_) {
+      return fail(errc::lookbehind_group_reference, begin);
+    }
+    return lack_and_stop(errc::conditional, at);
+  }
+
+  constexpr bool push_group(frame f, std::size_t at) {
     if (depth_ == max_depth) {
       return fail(errc::too_deep, at);
     }
-    group_kind kind = group_kind::capture;
-    bool negative = false;
-    if (i_ < s_.size() && s_[i_] == '?') {
-      ++i_;
-      if (i_ >= s_.size()) {
-        return fail(errc::unexpected_end, at);
-      }
-      char const e = s_[i_++];
-      if (e == ':') {
-        kind = group_kind::plain;
-      } else if (e == '=' || e == '!') {
-        kind = group_kind::look;
-        negative = e == '!';
-      } else if (e == '<') {
-        if (i_ < s_.size() && (s_[i_] == '=' || s_[i_] == '!')) {
-          return fail(errc::lookbehind, at);
-        }
-        return fail(errc::unsupported_group, at);
-      } else if (e == 'P') {
-        if (i_ < s_.size() && s_[i_] == '<') {
-          ++i_;
-          std::size_t const name_begin = i_;
-          while (i_ < s_.size() && s_[i_] != '>') {
-            char const c = s_[i_];
-            bool const ok = c == '_' || is_ascii_letter(c) || (is_digit(c) && i_ != name_begin);
-            if (!ok) {
-              return fail(errc::bad_group_name, name_begin);
-            }
-            ++i_;
-          }
-          if (i_ >= s_.size() || i_ == name_begin) {
-            return fail(errc::bad_group_name, name_begin);
-          }
-          std::string_view const name = s_.substr(name_begin, i_ - name_begin);
-          for (std::size_t k = 0; k != n_names_; ++k) {
-            if (names_[k] == name) {
-              return fail(errc::duplicate_group_name, name_begin);
-            }
-          }
-          if (n_names_ == max_names) {
-            return fail(errc::too_many_names, name_begin);
-          }
-          names_[n_names_++] = name;
-          ++i_;  // '>'
-        } else if (i_ < s_.size() && s_[i_] == '=') {
-          return fail(errc::backreference, at);
-        } else {
-          return fail(errc::unsupported_group, at);
-        }
-      } else {
-        return fail(errc::unsupported_group, at);
-      }
-    }
-    frame f{kind, 0, 0, none, none, at};
-    if (kind == group_kind::look) {
+    f.open_pos = at;
+    if (f.kind == group_kind::look) {
       f.look_pc = p_.size;
-      if (!emit(inst{op::look, static_cast<std::uint8_t>(negative ? 1 : 0), none, none})) {
+      if (!emit(inst{op::look, static_cast<std::uint8_t>((f.look_behind ? 2 : 0) | (f.look_negative ? 1 : 0)),
+                     none, none})) {
         return false;
       }
     }
@@ -836,6 +1243,92 @@ class parser {
     return true;
   }
 
+  constexpr bool open_group(std::size_t at) {
+    frame f{group_kind::capture};
+    if (i_ < s_.size() && s_[i_] == '?') {
+      ++i_;
+      if (i_ >= s_.size()) {
+        return fail(errc::unexpected_end, at);
+      }
+      char const e = s_[i_++];
+      if (e == ':') {
+        f.kind = group_kind::plain;
+      } else if (e == '=' || e == '!') {
+        f.kind = group_kind::look;
+        f.look_negative = e == '!';
+      } else if (e == '<') {
+        if (i_ >= s_.size()) {
+          return fail(errc::unexpected_end, at);
+        }
+        char const d = s_[i_++];
+        if (d != '=' && d != '!') {
+          return fail(errc::unknown_extension, at);
+        }
+        f.kind = group_kind::look;
+        f.look_negative = d == '!';
+        f.look_behind = true;
+        if (lookbehind_groups_ == 0) {
+          lookbehind_groups_ = n_groups_ + 1;
+          f.first_lookbehind = true;
+        }
+      } else if (e == 'P') {
+        if (i_ >= s_.size()) {
+          return fail(errc::unexpected_end, at);
+        }
+        char const d = s_[i_++];
+        std::string_view name;
+        if (d == '<') {
+          if (!group_name('>', name)) {
+            return false;
+          }
+          for (std::size_t g = 1; g <= n_groups_; ++g) {
+            if (groups_[g].name == name) {
+              return fail(errc::duplicate_group_name, at + 4);
+            }
+          }
+          f.kind = group_kind::capture;
+          return open_capture(f, name, at);
+        }
+        if (d != '=') {
+          return fail(errc::unknown_extension, at);
+        }
+        if (!group_name(')', name)) {
+          return false;
+        }
+        for (std::size_t g = 1; g <= n_groups_; ++g) {
+          if (groups_[g].name == name) {
+            return group_reference(at, g);
+          }
+        }
+        return fail(errc::unknown_group_name, at);
+      } else if (e == '#') {
+        return comment(at);
+      } else if (e == '>') {
+        lack(errc::atomic_group, at);
+        f.kind = group_kind::plain;
+      } else if (e == '(') {
+        return conditional(at);
+      } else if (e == '-' || std::string_view("iLmsxatu").find(e) != std::string_view::npos) {
+        return inline_flags(at, e);
+      } else {
+        return fail(errc::unknown_extension, at);
+      }
+    }
+    if (f.kind == group_kind::capture) {
+      return open_capture(f, {}, at);
+    }
+    return push_group(f, at);
+  }
+
+  constexpr bool open_capture(frame f, std::string_view name, std::size_t at) {
+    if (n_groups_ == max_groups) {
+      return fail(errc::too_many_groups, at);
+    }
+    f.group = ++n_groups_;
+    groups_[f.group] = group_info{name, {}, false};
+    return push_group(f, at);
+  }
+
   constexpr bool close_group(std::size_t at) {
     if (depth_ == 1) {
       return fail(errc::unbalanced_parenthesis, at);
@@ -843,15 +1336,31 @@ class parser {
     frame f = stack_[--depth_];
     finish_alternation(f);
     std::int32_t atom_start = f.start;
+    width w = group_width(f);
     if (f.kind == group_kind::look) {
-      if (!emit(inst{op::look_end, 0, none, none})) {
+      // Python caps a width at MAXREPEAT - 1 (lo) and MAXREPEAT (hi) before comparing.
+      std::uint64_t const lo = w.lo < max_repeat - 1 ? w.lo : max_repeat - 1;
+      std::uint64_t const hi = w.hi < max_repeat ? w.hi : max_repeat;
+      if (f.look_behind && lo != hi) {
+        defer(errc::variable_lookbehind, f.open_pos);
+      }
+      // (a width beyond the capacity only comes with a backreference: such a program never runs)
+      std::int32_t const behind = f.look_behind && lo == hi && lo <= 0x7fffffff ? static_cast<std::int32_t>(lo) : 0;
+      if (!emit(inst{op::look_end, 0, behind, none})) {
         return false;
       }
       p_.code[static_cast<std::size_t>(f.look_pc)].x = p_.size;
       atom_start = f.look_pc;
+      if (f.first_lookbehind) {
+        lookbehind_groups_ = 0;
+      }
+      w = {};
     }
-    last_start_ = atom_start;
-    last_ = last::atom;
+    if (f.group != 0) {
+      groups_[f.group].w = w;
+      groups_[f.group].closed = true;
+    }
+    item(atom_start, w, last::atom);
     return true;
   }
 
@@ -900,11 +1409,14 @@ class parser {
     return quantify(at, min, max);
   }
 
+
   constexpr void step() {
     std::size_t const at = i_;
     char const c = s_[i_++];
     if (static_cast<unsigned char>(c) >= 0x80) {
-      fail(errc::non_ascii, at);
+      lack(errc::non_ascii, at);
+      utf8_code_point(static_cast<unsigned char>(c));
+      placeholder({1, 1});
       return;
     }
     switch (c) {
@@ -965,6 +1477,7 @@ class parser {
     p_.pred_begin[0] = 0;
   }
 };
+
 
 /// Parses `pattern` into `prog`; on failure prog.error and prog.error_pos say why and where.
 template <class Prog>
