@@ -18,6 +18,24 @@ namespace {
 
 using strings = std::vector<std::string>;
 
+/// A word of at most `max` letters of `alphabet`.
+std::string random_word(std::mt19937_64& rng, std::size_t max, std::string_view alphabet) {
+  std::string w;
+  for (std::size_t i = 0, n = rng() % (max + 1); i != n; ++i) {
+    w += alphabet[rng() % alphabet.size()];
+  }
+  return w;
+}
+
+/// Up to `max_count` words of at most 3 letters of "ab.", repeats and empty words included.
+strings random_entries(std::mt19937_64& rng, std::size_t max_count) {
+  strings entries;
+  for (std::size_t i = 0, n = rng() % max_count; i != n; ++i) {
+    entries.push_back(random_word(rng, 3, "ab."));
+  }
+  return entries;
+}
+
 TEST_CASE("substring_set::first_in equals the first-entry loop (case-folded too)", "[match]") {
   // hand-worked: entries ending inside others, a repeated entry, the empty entry
   qtl::substring_set const s(strings{"gate_up", "up", "mlp.gate", "up", "lm_head"});
@@ -30,13 +48,7 @@ TEST_CASE("substring_set::first_in equals the first-entry loop (case-folded too)
   CHECK(qtl::substring_set(strings{"GATE"}, true).first_in("mlp.gate_proj") == 0);
   CHECK(qtl::substring_set(strings{"GATE"}, false).first_in("mlp.gate_proj") == -1);
   std::mt19937_64 rng(11);
-  auto word = [&](std::size_t max) {
-    std::string w;
-    for (std::size_t i = 0, n = rng() % (max + 1); i != n; ++i) {
-      w += "abAB."[rng() % 5];
-    }
-    return w;
-  };
+  auto word = [&](std::size_t max) { return random_word(rng, max, "abAB."); };
   for (int round = 0; round != 500; ++round) {
     strings entries;
     for (std::size_t i = 0, n = rng() % 12; i != n; ++i) {
@@ -72,20 +84,10 @@ TEST_CASE("substring_set::first_proper_in skips only the entry equal to the text
   CHECK(qtl::substring_set(strings{"ab"}).first_proper_in("ab") == -1);
   std::mt19937_64 rng(19);
   for (int round = 0; round != 400; ++round) {
-    strings entries;
-    for (std::size_t i = 0, n = rng() % 10; i != n; ++i) {
-      std::string w;
-      for (std::size_t k = 0, m = rng() % 4; k != m; ++k) {
-        w += "ab."[rng() % 3];
-      }
-      entries.push_back(w);
-    }
+    strings const entries = random_entries(rng, 10);
     qtl::substring_set const set(entries);
     for (int t = 0; t != 20; ++t) {
-      std::string text;
-      for (std::size_t k = 0, m = rng() % 5; k != m; ++k) {
-        text += "ab."[rng() % 3];
-      }
+      std::string const text = random_word(rng, 4, "ab.");
       int expect = -1;
       for (std::size_t i = 0; i != entries.size() && expect < 0; ++i) {
         expect = entries[i] != text && text.find(entries[i]) != std::string::npos ? static_cast<int>(i) : -1;
@@ -99,19 +101,9 @@ TEST_CASE("substring_set::first_proper_in skips only the entry equal to the text
 TEST_CASE("substring_set::each_in reports every occurring entry", "[match]") {
   std::mt19937_64 rng(31);
   for (int round = 0; round != 400; ++round) {
-    strings entries;
-    for (std::size_t i = 0, n = rng() % 10; i != n; ++i) {
-      std::string w;
-      for (std::size_t k = 0, m = rng() % 4; k != m; ++k) {
-        w += "ab."[rng() % 3];
-      }
-      entries.push_back(w);
-    }
+    strings const entries = random_entries(rng, 10);
     qtl::substring_set const set(entries);
-    std::string text;
-    for (std::size_t k = 0, m = rng() % 8; k != m; ++k) {
-      text += "ab."[rng() % 3];
-    }
+    std::string const text = random_word(rng, 7, "ab.");
     std::vector<int> seen;
     set.each_in(text, [&](int i) { seen.push_back(i); });
     std::sort(seen.begin(), seen.end());
