@@ -16,15 +16,13 @@ Usage: test_qtl_explain.py QTL
 import json
 import os
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
-from checks import check, finish  # noqa: E402
+from checks import check, run_in_temp_dir  # noqa: E402
 
 QTL = sys.argv[1]
 
@@ -294,15 +292,12 @@ def test_config_and_consumers(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="qtl-explain-test-")
-    try:
+    def tests(tmp):
         test_agreement(tmp)
         test_default_mapping(tmp)
         test_escaping(tmp)
         test_config_and_consumers(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+    run_in_temp_dir("qtl-explain-test-", tests)
 
 
 if __name__ == "__main__":

@@ -27,11 +27,10 @@ import socket
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
-from checks import check, finish  # noqa: E402
+from checks import check, run_in_temp_dir  # noqa: E402
 
 QTL = sys.argv[1]
 
@@ -275,17 +274,14 @@ def test_no_device(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="qtl-job-inputs-")
-    try:
+    def tests(tmp):
         test_duplicates(tmp)
         test_empty_runs(tmp)
         test_single_file_and_index(tmp)
         test_side_files(tmp)
         test_config_merge(tmp)
         test_no_device(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+    run_in_temp_dir("qtl-job-inputs-", tests)
 
 
 if __name__ == "__main__":

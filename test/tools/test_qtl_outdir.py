@@ -23,10 +23,9 @@ import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from checks import check, finish  # noqa: E402
+from checks import check, run_in_temp_dir  # noqa: E402
 from test_qtl_commit import ARGS_A, ARGS_B, make_input, run, snapshot  # noqa: E402
 
 QTL = sys.argv[1]
@@ -399,8 +398,7 @@ def test_messages(tmp, e):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="qtl-outdir-test-")
-    try:
+    def tests(tmp):
         e = setup(tmp)
         for test in (test_foreign_files, test_symlinked_inputs, test_demo, test_signals, test_long_names,
                      test_other_debris, test_messages):
@@ -408,9 +406,7 @@ def main():
                 test(tmp, e)
             except Exception as x:  # an expectation the script could not even evaluate
                 check(False, "%s: %s: %s" % (test.__name__, type(x).__name__, x))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+    run_in_temp_dir("qtl-outdir-test-", tests)
 
 
 if __name__ == "__main__":

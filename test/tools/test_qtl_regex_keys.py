@@ -12,15 +12,13 @@ import json
 import os
 import random
 import re
-import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
-from checks import check, finish  # noqa: E402
+from checks import check, run_in_temp_dir  # noqa: E402
 
 QTL = sys.argv[1]
 H, I, V, L = 64, 128, 64, 2
@@ -152,16 +150,13 @@ def test_variable_lookbehind(tmp, src):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="qtl-regex-keys-")
-    try:
+    def tests(tmp):
         src = os.path.join(tmp, "in")
         make_checkpoint(src)
         test_lookbehind(tmp, src)
         test_backreference(tmp, src)
         test_variable_lookbehind(tmp, src)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+    run_in_temp_dir("qtl-regex-keys-", tests)
 
 
 if __name__ == "__main__":
