@@ -194,6 +194,29 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
   write_gptq_tensors(j, s, qweight, scales);
 }
 
+/// The codes of W [N, K] (groups of `gs` columns along K) 256 rows at a time, and those rows packed
+/// along K (pack_cols: element j of a word in bits [b*j, b*j+b)): the buffers and the packing step
+/// of the row-sliced integer writers (GPTQ --asym, compressed-tensors pack-quantized).
+struct code_slices {
+  index_t n, k, gs, groups;
+  int bits, pf;
+  index_t slice;
+  host_tensor<std::int32_t, 2> codes;   // [slice, K]
+  host_tensor<std::int32_t, 2> packed;  // [slice, K/pf]
+
+  code_slices(job const& j, index_t rows, index_t cols)
+      : n(rows), k(cols), gs(j.group_rows), groups(cols / j.group_rows), bits(j.bits), pf(32 / j.bits),
+        slice(std::min<index_t>(256, rows)), codes({slice, cols}), packed({slice, cols / pf}) {}
+
+  /// Packs the first `c` rows of `codes`; returns them as a [c, K/pf] view of `packed`.
+  view2d<std::int32_t> pack(index_t c) {
+    view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
+    view2d<std::int32_t const> cv = make_view(static_cast<std::int32_t const*>(codes.view().data), c, k);
+    dispatch_bits<4, 8>(bits, [&]<int B>() { pack_cols<B>(cv, pv); });
+    return pv;
+  }
+};
+
 /// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params), on W [N, K] in slices of 256
 /// rows: each group's scale rounded to F16 (gptq_f16_scale) and its codes taken with that F16
 /// scale; the codes of a row packed along K (pack_cols of the [c, K] codes, element j of a word in
@@ -201,18 +224,11 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
 /// kept in the job for `write_gptq_zero_points`.
 template <class T>
 void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
-  index_t const n = w.extent[0];
-  index_t const k = w.extent[1];
-  index_t const gs = j.group_rows;
-  index_t const groups = k / gs;
-  int const bits = j.bits;
-  int const pf = 32 / bits;
+  code_slices sl(j, w.extent[0], w.extent[1]);
+  auto& [n, k, gs, groups, bits, pf, slice, codes, packed] = sl;
   std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
   std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
   j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
-  index_t const slice = std::min<index_t>(256, n);
-  host_tensor<std::int32_t, 2> codes({slice, k});
-  host_tensor<std::int32_t, 2> packed({slice, k / pf});
   for (index_t n0 = 0; n0 < n; n0 += slice) {
     index_t const c = std::min(slice, n - n0);
     for (index_t r = 0; r < c; ++r) {
@@ -240,9 +256,7 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
       }
     }
     release_rows(j, w, n0, c);
-    view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
-    view2d<std::int32_t const> cv = make_view(static_cast<std::int32_t const*>(codes.view().data), c, k);
-    dispatch_bits<4, 8>(bits, [&]<int B>() { pack_cols<B>(cv, pv); });
+    view2d<std::int32_t> const pv = sl.pack(c);
     view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
     qw.stride[0] = n;
     transpose(view2d<std::int32_t const>(pv), qw);
@@ -261,17 +275,10 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
 ///     weight_shape      I64 [2]    [N, K]
 template <class T>
 void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
-  index_t const n = w.extent[0];
-  index_t const k = w.extent[1];
-  index_t const gs = j.group_rows;
-  index_t const groups = k / gs;
-  int const bits = j.bits;
-  int const pf = 32 / bits;
+  code_slices sl(j, w.extent[0], w.extent[1]);  // slice: a multiple of pf whenever N is (asymmetric)
+  auto& [n, k, gs, groups, bits, pf, slice, codes, packed] = sl;
   std::int32_t const offset = 1 << (bits - 1);
   bool const sym = j.sym;
-  index_t const slice = std::min<index_t>(256, n);  // a multiple of pf whenever N is (asymmetric)
-  host_tensor<std::int32_t, 2> codes({slice, k});
-  host_tensor<std::int32_t, 2> packed({slice, k / pf});
   host_tensor<T, 2> scales({slice, groups});
   host_tensor<std::int32_t, 2> zeros({slice, groups});
   host_tensor<std::int32_t, 2> zeros_packed({std::max<index_t>(1, slice / pf), groups});
@@ -293,9 +300,7 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
       }
     }
     release_rows(j, w, n0, c);
-    view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
-    view2d<std::int32_t const> cv = make_view(static_cast<std::int32_t const*>(codes.view().data), c, k);
-    dispatch_bits<4, 8>(bits, [&]<int B>() { pack_cols<B>(cv, pv); });
+    view2d<std::int32_t> const pv = sl.pack(c);
     s.file->pwrite_all(pv.data, static_cast<std::size_t>(c * (k / pf)) * 4,
                        s.tensors[j.outs[0]].offset + static_cast<std::uint64_t>(n0 * (k / pf)) * 4);
     s.file->pwrite_all(scales.view().data, static_cast<std::size_t>(c * groups) * sizeof(T),
