@@ -194,6 +194,17 @@ float cast_block(float const* x, std::int64_t xs, std::uint8_t* q, std::int64_t 
   return sf;
 }
 
+/// mxfp4_exponent_of for every non-negative bf16 d (its bits, 0 to 0x7FFF). A plain function, not
+/// a lambda: g++ tries to evaluate an (implicitly constexpr) lambda's table at compile time in every
+/// translation unit, for seconds, before giving up on the vector.
+inline std::vector<std::int16_t> mxfp4_exponent_table() {
+  std::vector<std::int16_t> t(0x8000);
+  for (std::uint32_t b = 0; b < 0x8000u; ++b) {
+    t[b] = static_cast<std::int16_t>(mxfp4_exponent_of(static_cast<std::uint16_t>(b)));
+  }
+  return t;
+}
+
 }  // namespace detail
 
 /// The output element types of `block_quant_dequant`.
@@ -509,14 +520,7 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
-  // mxfp4_exponent_of for every non-negative bf16 d, computed once (d is a bf16 value)
-  static std::vector<std::int16_t> const exponents = [] {
-    std::vector<std::int16_t> t(0x8000);
-    for (std::uint32_t b = 0; b < 0x8000u; ++b) {
-      t[b] = static_cast<std::int16_t>(mxfp4_exponent_of(static_cast<std::uint16_t>(b)));
-    }
-    return t;
-  }();
+  static std::vector<std::int16_t> const exponents = detail::mxfp4_exponent_table();
   float x[mxfp4_block];
   // the 256 bf16 dequant values of each block of the current block row, computed once per block
   std::vector<float> table(static_cast<std::size_t>(kb) * 256);
