@@ -70,6 +70,18 @@ std::string ascii_json(std::string_view json_text) {
   return out;
 }
 
+std::int64_t parse_group_size(std::string const& text) {
+  std::int64_t v = 0;
+  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  if (ec == std::errc::result_out_of_range) {
+    throw usage_error("--group-size " + text + ": too large (a group size is -1 or a positive integer below 2^63)");
+  }
+  if (ec != std::errc() || end != text.data() + text.size() || (v != -1 && v <= 0)) {
+    throw usage_error("--group-size " + text + ": expected -1 (one group per column) or a positive integer");
+  }
+  return v;
+}
+
 std::string dtype_list(std::initializer_list<dtype> types) {
   std::string s;
   std::size_t i = 0;

@@ -58,6 +58,13 @@ std::string shown(std::string_view s, std::size_t limit = shown_limit);
 /// text only in strings, where these escapes are valid.
 std::string ascii_json(std::string_view json_text);
 
+/// The floating-point inputs most ops take.
+inline constexpr std::initializer_list<dtype> float_types = {dtype::F32, dtype::F16, dtype::BF16};
+
+/// A `--group-size` value: -1 (one group per column) or a positive integer that fits 64 bits.
+/// @throws usage_error naming the flag and the text
+std::int64_t parse_group_size(std::string const& text);
+
 /// "F32, F16 or BF16"
 std::string dtype_list(std::initializer_list<dtype> types);
 

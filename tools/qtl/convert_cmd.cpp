@@ -132,13 +132,9 @@ struct convert_job {
   std::uint64_t in_bytes = 0;
 };
 
-bool ends_with(std::string const& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
-
 /// The module of `name` without `suffix`, or empty.
 std::string strip(std::string const& name, std::string_view suffix) {
-  return ends_with(name, suffix) && name.size() > suffix.size() ? name.substr(0, name.size() - suffix.size())
+  return name.ends_with(suffix) && name.size() > suffix.size() ? name.substr(0, name.size() - suffix.size())
                                                                 : std::string();
 }
 

@@ -286,7 +286,7 @@ op_spec cast_op() {
             cmd.add_option("--ue8m0", *rule, "bits or log2: the power-of-two rule (absent: scales not rounded)")
                 ->check(CLI::IsMember({"bits", "log2"}));
             return [block, rule](op_io& io) {
-              auto const& t = io.tensor("weight", {dtype::F32, dtype::F16, dtype::BF16}, {2, 3});
+              auto const& t = io.tensor("weight", float_types, {2, 3});
               cv::block_grid const g = grid_of(t, parse_block(*block));
               std::vector<float> x(static_cast<std::size_t>(g.elements()));
               with_float_type(t.type, [&]<class T>(std::type_identity<T>) {

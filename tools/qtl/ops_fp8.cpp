@@ -25,7 +25,6 @@
 namespace qtl::tool {
 namespace {
 
-constexpr auto float_types = {dtype::F32, dtype::F16, dtype::BF16};
 
 /// `--scale S` as float32: finite and not negative (@throws usage_error); 0 (or a value that is 0
 /// in float32) is sglang's kernel's case, taken with a warning.

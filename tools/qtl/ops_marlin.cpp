@@ -98,7 +98,7 @@ op_spec scales_spec(char const* name, char const* help, bool inverse) {
             cmd.add_option("--group-size", *group, "G, or -1 (channelwise)")->required();
             cmd.add_flag("--a8", *a8, "8-bit activations: always the 32-wide scale_perm_single");
             return [inverse, group, a8](op_io& io) {
-              auto const& t = io.tensor("scales", {dtype::F32, dtype::F16, dtype::BF16}, {2});
+              auto const& t = io.tensor("scales", float_types, {2});
               if (*group != -1 && *group <= 0) {
                 throw usage_error("--group-size " + std::to_string(*group) + ": a positive group size or -1");
               }

@@ -26,7 +26,6 @@
 namespace qtl::tool {
 namespace {
 
-constexpr auto float_types = {dtype::F32, dtype::F16, dtype::BF16};
 
 /// `--type` names of the integer quantization types (CLI11 checks membership), and the dispatch to
 /// `scalar_constant` through qtl/dispatch.hpp over the same set.
@@ -40,21 +39,16 @@ void with_quant_type(std::string const& name, F&& f) {
 }
 
 /// `--group-size N|-1|none`: nullopt for none. CLI11 checks the syntax (exit code 1).
-std::optional<index_t> parse_group_size(std::string const& s) {
+std::optional<index_t> parse_op_group_size(std::string const& s) {
   if (s == "none") {
     return std::nullopt;
   }
-  index_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size() || (v < 1 && v != -1)) {
-    throw usage_error("--group-size " + s + ": expected a positive integer, -1 or none");
-  }
-  return v;
+  return parse_group_size(s);
 }
 
 std::string check_group_size(std::string const& s) {
   try {
-    parse_group_size(s);
+    parse_op_group_size(s);
     return "";
   } catch (usage_error const& e) {
     return e.what();
@@ -89,7 +83,7 @@ op_spec quantize_weights_op() {
                          "w_ref = q*s - zp*s (Machete's order) instead of (q - zp)*s");
             return [f](op_io& io) {
               auto const& t = io.tensor("w", float_types, {2});
-              auto const group = parse_group_size(f->group_size);
+              auto const group = parse_op_group_size(f->group_size);
               qtl::quantize_options const opt{f->zero_points, f->zp_after};
               with_quant_type(f->type, [&]<scalar_type Q>(scalar_constant<Q>) {
                 with_float_type(t.type, [&]<class T>(std::type_identity<T>) {

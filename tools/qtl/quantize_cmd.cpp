@@ -37,19 +37,6 @@ struct quantize_args {
   CLI::Option* scheme_opt = nullptr;
 };
 
-/// `--group-size`: -1 or a positive integer that fits 64 bits. @throws usage_error
-std::int64_t parse_group_size(std::string const& text) {
-  std::int64_t v = 0;
-  auto const [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
-  if (ec == std::errc::result_out_of_range) {
-    throw usage_error("--group-size " + text + ": too large (a group size is -1 or a positive integer below 2^63)");
-  }
-  if (ec != std::errc() || end != text.data() + text.size() || (v != -1 && v <= 0)) {
-    throw usage_error("--group-size " + text + ": expected -1 (one group per column) or a positive integer");
-  }
-  return v;
-}
-
 /// Notes to standard error; a bar of the bytes done when standard error is a terminal.
 class terminal_progress final : public progress_sink {
  public:

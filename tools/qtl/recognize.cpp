@@ -12,10 +12,6 @@ using qtl::io::dtype;
 using qtl::io::tensor_info;
 using module_map = std::map<std::string, std::map<std::string, tensor_info const*>>;
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 std::int64_t dim(tensor_info const* t, int d) {
   int const r = static_cast<int>(t->shape.size());
   int const i = d < 0 ? r + d : d;
@@ -222,9 +218,9 @@ std::vector<quantized_module> recognize(std::vector<tensor_info const*> const& t
   std::map<std::string, std::pair<tensor_info const*, tensor_info const*>> gpt_oss;  // blocks, scales
   for (tensor_info const* t : tensors) {
     std::string_view const name = t->name;
-    if (ends_with(name, "_blocks")) {
+    if (name.ends_with("_blocks")) {
       gpt_oss[std::string(name.substr(0, name.size() - 7))].first = t;
-    } else if (ends_with(name, "_scales")) {
+    } else if (name.ends_with("_scales")) {
       gpt_oss[std::string(name.substr(0, name.size() - 7))].second = t;
     }
     auto const dot = name.rfind('.');

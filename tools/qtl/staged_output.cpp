@@ -111,10 +111,6 @@ void fsync_dir(fs::path const& dir) {
   }
 }
 
-bool ends_with(std::string_view s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
-}
-
 /// Whether `file` is a marker of an earlier qtl output holding `content`.
 bool is_marker_of(fs::path const& file, std::string_view content) {
   std::string why;
@@ -280,7 +276,7 @@ bool is_checkpoint_file(std::string_view name) {
       "tokenizer.json", "tokenizer_config.json", "tokenizer.model", "special_tokens_map.json", "added_tokens.json",
       "vocab.json", "vocab.txt", "merges.txt", "chat_template.jinja", "chat_template.json",
       "preprocessor_config.json", "processor_config.json"};
-  return side_files.count(name) != 0 || ends_with(name, ".safetensors") || ends_with(name, ".safetensors.index.json");
+  return side_files.count(name) != 0 || name.ends_with(".safetensors") || name.ends_with(".safetensors.index.json");
 }
 
 std::string foreign_entries(fs::path const& dir, std::string_view content) {
