@@ -18,6 +18,7 @@
 #include <qtl/rules/consumers.hpp>
 
 #include "rule_generator.hpp"
+#include "thin.hpp"
 
 namespace {
 
@@ -149,7 +150,7 @@ TEST_CASE("dialect indexes on long lists (several combined DFAs) equal the refer
   for (int i = 0; i != 25; ++i) {
     names.push_back(g.name());
   }
-  for (int round = 0; round != 3; ++round) {
+  for (int round = 0; round != qtl_test::rounds(3); ++round) {
     qtl::quant_config cfg = g.config(names);
     for (int i = 0; i != 300; ++i) {
       cfg.skip_list.push_back(g.chance(50) ? g.pattern_entry(names) : g.entry(names));

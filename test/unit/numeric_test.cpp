@@ -21,6 +21,7 @@
 #include <string>
 #include <tuple>
 #include <vector>
+#include "thin.hpp"
 
 #if defined(QTL_HAVE_CUDA_HOST_HEADERS)
 #  include <cuda_bf16.h>
@@ -195,7 +196,7 @@ TEST_CASE("every non-NaN code survives decode then encode, in every mode", "[num
 
 TEST_CASE("encoders equal the nearest-value oracle on a dense sweep", "[numeric][sweep]") {
   using qtl_test::table_encoder;
-  std::uint64_t const stride = std::uint64_t{1} << oracle_sweep_shift;
+  std::uint64_t const stride = std::uint64_t{1} << (oracle_sweep_shift + qtl_test::thin_shift());
 
   SECTION("fp16 and bf16") {
     for (auto const* f : {&qtl_test::fp16, &qtl_test::bf16}) {
@@ -314,7 +315,7 @@ TEST_CASE("the branch-free fp16/bf16 conversions equal the generic codec", "[num
       }
     }
   }
-  for (std::uint64_t u = 12345; u < (std::uint64_t{1} << 32); u += std::uint64_t{1} << oracle_sweep_shift) {
+  for (std::uint64_t u = 12345; u < (std::uint64_t{1} << 32); u += std::uint64_t{1} << (oracle_sweep_shift + qtl_test::thin_shift())) {
     probes.push_back(static_cast<std::uint32_t>(u));
   }
   for (std::uint32_t u : probes) {
@@ -336,7 +337,7 @@ TEST_CASE("round_half_even equals std::nearbyint in round-to-nearest mode", "[nu
       first = u;
     }
   };
-  for (std::uint64_t u = 777; u < (std::uint64_t{1} << 32); u += std::uint64_t{1} << sweep_shift) {
+  for (std::uint64_t u = 777; u < (std::uint64_t{1} << 32); u += std::uint64_t{1} << (sweep_shift + qtl_test::thin_shift())) {
     check(static_cast<std::uint32_t>(u));
   }
   // Every half-integer and its neighbours up to 2^24, and the region around 2^23.
@@ -387,7 +388,7 @@ TEST_CASE("decoders equal the CUDA Toolkit's on every code", "[numeric][cuda-hos
 }
 
 TEST_CASE("encoders equal the CUDA Toolkit's host conversions on a dense sweep", "[numeric][sweep][cuda-host]") {
-  std::uint64_t const stride = std::uint64_t{1} << sweep_shift;
+  std::uint64_t const stride = std::uint64_t{1} << (sweep_shift + qtl_test::thin_shift());
   using qtl_test::table_encoder;
 
   SECTION("fp16: __float2half_rn") {

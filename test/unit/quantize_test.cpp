@@ -13,6 +13,7 @@
 #include <random>
 #include <set>
 #include <vector>
+#include "thin.hpp"
 
 namespace {
 
@@ -63,7 +64,7 @@ TEST_CASE("round_precision_for_code then torch.round equals round_to then torch.
       probes.push_back(0x80000000u | (e << 23) | m);
     }
   }
-  for (int i = 0; i < 2000000; ++i) {
+  for (int i = 0; i < qtl_test::rounds(2000000); ++i) {
     probes.push_back(static_cast<std::uint32_t>(rng()));
   }
   for (std::uint32_t u : probes) {

@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <vector>
+#include "thin.hpp"
 
 #if QTL_X86
 
@@ -96,7 +97,7 @@ void compare_all(std::mt19937& rng) {
   qtl::quant_range const u4b8 = qtl::quant_range_of(qtl::uint4b8);
   qtl::quant_range const u8 = qtl::quant_range_of(qtl::uint8);
   qtl::quant_range const wide{0.0f, 65535.0f, 0};  // 16-bit codes: q - zp is not exact in T
-  for (int rep = 0; rep < 300; ++rep) {
+  for (int rep = 0; rep < qtl_test::rounds(300); ++rep) {
     compare_rows<T, true, false>(u4b8, false, rng);
     compare_rows<T, true, false>(u4, true, rng);
     compare_rows<T, true, true>(u4, true, rng);
@@ -113,7 +114,7 @@ template <class T>
 void compare_minmax(std::mt19937& rng) {
   qtl::quant_range const u4 = qtl::quant_range_of(qtl::uint4);
   qtl::quant_range const u4b8 = qtl::quant_range_of(qtl::uint4b8);
-  for (int rep = 0; rep < 200; ++rep) {
+  for (int rep = 0; rep < qtl_test::rounds(200); ++rep) {
     // Mostly short tiles (64-column register blocks, then 16-column steps, then single columns);
     // some taller than 512 rows (the row walk).
     index_t const rows = rep % 20 == 0 ? 513 + static_cast<index_t>(rng() % 40) : 1 + static_cast<index_t>(rng() % 40);
@@ -168,7 +169,7 @@ void compare_scales(std::mt19937& rng) {
   qtl::quant_range const ranges[] = {qtl::quant_range_of(qtl::uint4b8), qtl::quant_range_of(qtl::uint4),
                                      qtl::quant_range_of(qtl::uint8),   qtl::quant_range_of(qtl::int4),
                                      qtl::quant_range_of(qtl::int8),    qtl::quant_range{-1.0f, 0.0f, 1}};
-  for (int rep = 0; rep < 400; ++rep) {
+  for (int rep = 0; rep < qtl_test::rounds(400); ++rep) {
     index_t const cn = 1 + static_cast<index_t>(rng() % 40);
     std::vector<float> mx(static_cast<std::size_t>(cn)), mn(mx.size());
     for (std::size_t j = 0; j < mx.size(); ++j) {
@@ -289,7 +290,7 @@ void compare_clean_all(std::mt19937& rng) {
   qtl::quant_range const u4b8 = qtl::quant_range_of(qtl::uint4b8);
   qtl::quant_range const u8 = qtl::quant_range_of(qtl::uint8);
   qtl::quant_range const i8 = qtl::quant_range_of(qtl::int8);
-  for (int rep = 0; rep < 300; ++rep) {
+  for (int rep = 0; rep < qtl_test::rounds(300); ++rep) {
     compare_clean_rows<T, false>(u4b8, false, rng);
     compare_clean_rows<T, false>(i8, false, rng);
     compare_clean_rows<T, false>(u4, true, rng);

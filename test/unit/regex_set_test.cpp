@@ -14,6 +14,7 @@
 
 #include <qtl/match/regex.hpp>
 #include <qtl/match/regex_set.hpp>
+#include "thin.hpp"
 
 namespace {
 
@@ -39,7 +40,7 @@ TEST_CASE("regex_set split over several combined DFAs equals patterns compiled o
     one_by_one.emplace_back(p);
   }
   std::size_t matched = 0;
-  for (int t = 0; t != 3000; ++t) {
+  for (int t = 0; t != qtl_test::rounds(3000); ++t) {
     std::string text;
     for (std::size_t i = 0, n = rng() % 14; i != n; ++i) {
       text += "0123456789abcxmodel\n"[rng() % 20];
