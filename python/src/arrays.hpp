@@ -60,6 +60,14 @@ struct array_in {
   index_t ndim() const { return static_cast<index_t>(nd.ndim()); }
   index_t dim(index_t d) const { return static_cast<index_t>(nd.shape(static_cast<std::size_t>(d))); }
   std::string shape() const;
+  /// The extents, outermost first.
+  std::vector<index_t> extents() const {
+    std::vector<index_t> s;
+    for (index_t d = 0; d < ndim(); ++d) {
+      s.push_back(dim(d));
+    }
+    return s;
+  }
 
   /// A view of rank R (the array must have rank R) as `T`, with the array's strides.
   template <class T, int R>

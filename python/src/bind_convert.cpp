@@ -35,14 +35,6 @@ namespace {
 namespace cv = qtl::convert;
 using block_pair = std::tuple<index_t, index_t>;
 
-std::vector<index_t> shape_of(array_in const& a) {
-  std::vector<index_t> s;
-  for (index_t d = 0; d < a.ndim(); ++d) {
-    s.push_back(a.dim(d));
-  }
-  return s;
-}
-
 int threads_of(std::optional<int> threads) {
   if (!threads) {
     return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -96,7 +88,7 @@ fp8_block take_fp8_block(char const* op, nb::handle q_obj, char const* q_name, n
   in.grid = grid_of(in.q, b);
   in.s.check_contiguous();
   auto const want = scale_shape(in.grid, in.q.ndim() == 3);
-  if (shape_of(in.s) != want) {
+  if (in.s.extents() != want) {
     throw qtl::shape_error(std::string("qtl.") + op + ": " + s_name + " has shape " + in.s.shape() + "; " + q_name +
                            " " + in.q.shape() + " in " + std::to_string(b.n) + "x" + std::to_string(b.k) +
                            " blocks needs " + qtl::detail::shape_string(want.data(), static_cast<int>(want.size())));
@@ -119,7 +111,7 @@ nb::object block_quant_dequant(nb::handle q_obj, nb::handle s_obj, block_pair bl
   fp8_block const in = take_fp8_block(op, q_obj, "x_q_block", s_obj, "x_s", block_of(op, block));
   bool const bf16 = is_bf16(op, dtype);
   int const t = threads_of(threads);
-  array_out out(bf16 ? elem::bf16 : elem::f32, shape_of(in.q));
+  array_out out(bf16 ? elem::bf16 : elem::f32, in.q.extents());
   {
     nb::gil_scoped_release nogil;
     auto const n = static_cast<std::size_t>(out.size());
@@ -150,7 +142,7 @@ nb::object per_block_cast_to_fp8(nb::handle x_obj, block_pair block, bool use_ue
   cv::block_grid const g = grid_of(x, block_of(op, block));
   cv::pow2_rule const r = rule_of(use_ue8m0, rule);
   int const t = threads_of(threads);
-  array_out q(elem::fp8_e4m3, shape_of(x));
+  array_out q(elem::fp8_e4m3, x.extents());
   array_out sf(elem::f32, scale_shape(g, x.ndim() == 3));
   with_float(x, [&]<class T>(std::type_identity<T>) {
     auto const n = static_cast<std::size_t>(x.nd.size());
@@ -183,8 +175,8 @@ nb::object requant_weight_ue8m0(nb::handle w_obj, nb::handle s_obj, block_pair b
   }
   fp8_block const in = take_fp8_block(op, w_obj, "weight", s_obj, "weight_scale_inv", {128, 128});
   int const t = threads_of(threads);
-  array_out q(elem::fp8_e4m3, shape_of(in.q));
-  array_out sf(elem::f32, shape_of(in.s));
+  array_out q(elem::fp8_e4m3, in.q.extents());
+  array_out sf(elem::f32, in.s.extents());
   auto const run = [&]<class R>(std::type_identity<R>) {
     std::span<std::uint8_t> const qo(q.data<std::uint8_t>(), static_cast<std::size_t>(q.size()));
     std::span<float> const so(sf.data<float>(), static_cast<std::size_t>(sf.size()));
@@ -266,7 +258,7 @@ nb::object deepgemm_unpack_ue8m0(nb::handle p_obj, index_t k_blocks) {
 }
 
 std::vector<index_t> last_dim(array_in const& a, index_t last) {
-  auto s = shape_of(a);
+  auto s = a.extents();
   s.back() = last;
   return s;
 }

@@ -25,14 +25,6 @@ decltype(auto) with_storage(array_in const& a, F&& f) {
   }
 }
 
-std::vector<index_t> shape_of(array_in const& a) {
-  std::vector<index_t> s;
-  for (index_t d = 0; d < a.ndim(); ++d) {
-    s.push_back(a.dim(d));
-  }
-  return s;
-}
-
 /// Calls `f.template operator()<R>()` for the array's rank R in [lo, 3].
 template <int Lo, class F>
 decltype(auto) with_rank(array_in const& a, F&& f) {
@@ -68,7 +60,7 @@ nb::object swizzle_blockscale(nb::handle s_obj) {
   array_in s = take(s_obj, "scale");
   s.check_type({elem::u8, elem::fp8_e4m3});
   return with_rank<2>(s, [&]<int R>() -> nb::object {
-    auto shape = shape_of(s);
+    auto shape = s.extents();
     shape[R - 2] = qtl::layout_128x4::pad_rows(shape[R - 2]);
     shape[R - 1] = qtl::layout_128x4::pad_cols(shape[R - 1]);
     array_out out(s.type, shape);
@@ -85,7 +77,7 @@ nb::object unswizzle_blockscale(nb::handle s_obj, index_t rows, index_t cols) {
   array_in s = take(s_obj, "scale");
   s.check_type({elem::u8, elem::fp8_e4m3});
   return with_rank<2>(s, [&]<int R>() -> nb::object {
-    auto shape = shape_of(s);
+    auto shape = s.extents();
     shape[R - 2] = rows;
     shape[R - 1] = cols;
     array_out out(s.type, shape);
@@ -101,7 +93,7 @@ nb::object unswizzle_blockscale(nb::handle s_obj, index_t rows, index_t cols) {
 nb::object swap_w13_to_w31(nb::handle x_obj) {
   array_in x = take(x_obj, "x");
   return with_rank<2>(x, [&]<int R>() -> nb::object {
-    auto const shape = shape_of(x);
+    auto const shape = x.extents();
     array_out out(x.type, shape);
     with_storage(x, [&]<class U>(std::type_identity<U>) {
       auto const iv = x.as_view<U const, R>();
@@ -125,8 +117,8 @@ nb::object reorder_w1w3_to_w3w1(nb::handle w_obj, nb::handle s_obj, int dim) {
       throw qtl::shape_error("qtl.reorder_w1w3_to_w3w1: dim " + std::to_string(dim) + " is out of range for rank " +
                              std::to_string(R));
     }
-    auto const ws = shape_of(w);
-    auto const ss = shape_of(s);
+    auto const ws = w.extents();
+    auto const ss = s.extents();
     array_out w_out(w.type, ws);
     array_out s_out(s.type, ss);
     with_storage(w, [&]<class WU>(std::type_identity<WU>) {
