@@ -56,7 +56,7 @@ TEST_CASE("regex_set split over several combined DFAs equals patterns compiled o
     INFO("text '" << text << "'");
     CHECK(set.first_match(text) == expect);
   }
-  CHECK(matched > 100);
+  CHECK(matched > static_cast<std::size_t>(qtl_test::rounds(3000) / 30));  // a fair share of the texts match something
 }
 
 }  // namespace
