@@ -38,7 +38,7 @@
 #include <type_traits>
 
 #include <qtl/error.hpp>
-#include <qtl/match/detail/regex_program.hpp>
+#include <qtl/match/detail/regex_parser.hpp>
 
 namespace qtl {
 

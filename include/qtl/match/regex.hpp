@@ -64,7 +64,7 @@
 #include <qtl/error.hpp>
 #include <qtl/fixed_string.hpp>
 #include <qtl/match/detail/regex_nfa.hpp>
-#include <qtl/match/detail/regex_program.hpp>
+#include <qtl/match/detail/regex_parser.hpp>
 
 namespace qtl {
 
