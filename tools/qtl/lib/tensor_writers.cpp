@@ -208,6 +208,26 @@ struct code_slices {
       : n(rows), k(cols), gs(j.group_rows), groups(cols / j.group_rows), bits(j.bits), pf(32 / j.bits),
         slice(std::min<index_t>(256, rows)), codes({slice, cols}), packed({slice, cols / pf}) {}
 
+  /// Walks W [N, K] a slice of rows at a time: `group(r, n0, g, x, max, min)` for every group g of
+  /// every row n0 + r of the slice (x its gs elements; its codes belong in codes(r, g*gs ..)), then
+  /// `done(n0, c)` for the slice's c rows, once their pages are released (`pack` them there).
+  template <class T, class Group, class Done>
+  void walk(job& j, view2d<T const> w, Group&& group, Done&& done) {
+    for (index_t n0 = 0; n0 < n; n0 += slice) {
+      index_t const c = std::min(slice, n - n0);
+      for (index_t r = 0; r < c; ++r) {
+        T const* row = &w(n0 + r, 0);
+        for (index_t g = 0; g < groups; ++g) {
+          T const* x = row + g * gs;
+          auto const [mx, mn] = group_max_min(x, gs);
+          group(r, n0, g, x, mx, mn);
+        }
+      }
+      release_rows(j, w, n0, c);
+      done(n0, c);
+    }
+  }
+
   /// Packs the first `c` rows of `codes`; returns them as a [c, K/pf] view of `packed`.
   view2d<std::int32_t> pack(index_t c) {
     view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
@@ -229,13 +249,9 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
   std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
   j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
-  for (index_t n0 = 0; n0 < n; n0 += slice) {
-    index_t const c = std::min(slice, n - n0);
-    for (index_t r = 0; r < c; ++r) {
-      T const* row = &w(n0 + r, 0);
-      for (index_t g = 0; g < groups; ++g) {
-        T const* x = row + g * gs;
-        auto const [mx, mn] = group_max_min(x, gs);
+  sl.walk(
+      j, w,
+      [&](index_t r, index_t n0, index_t g, T const* x, float mx, float mn) {
         detail::qnt::group_params const p = gptq_asym_group_params(mx, mn, bits);
         auto const idx = static_cast<std::size_t>(g * n + n0 + r);
         scales[idx] = gptq_f16_scale(j, p.s, w, n0 + r, g);
@@ -253,14 +269,13 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
         for (; i < gs; ++i) {
           out[i] = gptq_asym_code(to_float(x[i]), stored, p.zp, bits);
         }
-      }
-    }
-    release_rows(j, w, n0, c);
-    view2d<std::int32_t> const pv = sl.pack(c);
-    view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
-    qw.stride[0] = n;
-    transpose(view2d<std::int32_t const>(pv), qw);
-  }
+      },
+      [&](index_t n0, index_t c) {
+        view2d<std::int32_t> const pv = sl.pack(c);
+        view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
+        qw.stride[0] = n;
+        transpose(view2d<std::int32_t const>(pv), qw);
+      });
   write_gptq_tensors(j, s, qweight, scales);
 }
 
@@ -283,23 +298,16 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
   host_tensor<std::int32_t, 2> zeros({slice, groups});
   host_tensor<std::int32_t, 2> zeros_packed({std::max<index_t>(1, slice / pf), groups});
   // outs: weight_packed, weight_scale, weight_shape, [weight_zero_point]
-  for (index_t n0 = 0; n0 < n; n0 += slice) {
-    index_t const c = std::min(slice, n - n0);
-    for (index_t r = 0; r < c; ++r) {
-      T const* row = &w(n0 + r, 0);
-      for (index_t g = 0; g < groups; ++g) {
-        T const* x = row + g * gs;
-        auto const [mx, mn] = group_max_min(x, gs);
-        detail::qnt::group_params const p = ct_int_group_params<T>(mx, mn, bits, sym);
-        scales.view()(r, g) = from_float<T>(p.s);  // exact: s is a T value
-        zeros.view()(r, g) = static_cast<std::int32_t>(p.zp) + offset;
-        std::int32_t* out = &codes.view()(r, g * gs);
-        for (index_t i = 0; i < gs; ++i) {
-          out[i] = static_cast<std::int32_t>(ct_int_code<T>(to_float(x[i]), p, bits)) + offset;
-        }
-      }
+  auto const quantize_group = [&](index_t r, index_t, index_t g, T const* x, float mx, float mn) {
+    detail::qnt::group_params const p = ct_int_group_params<T>(mx, mn, bits, sym);
+    scales.view()(r, g) = from_float<T>(p.s);  // exact: s is a T value
+    zeros.view()(r, g) = static_cast<std::int32_t>(p.zp) + offset;
+    std::int32_t* out = &codes.view()(r, g * gs);
+    for (index_t i = 0; i < gs; ++i) {
+      out[i] = static_cast<std::int32_t>(ct_int_code<T>(to_float(x[i]), p, bits)) + offset;
     }
-    release_rows(j, w, n0, c);
+  };
+  sl.walk(j, w, quantize_group, [&](index_t n0, index_t c) {
     view2d<std::int32_t> const pv = sl.pack(c);
     s.file->pwrite_all(pv.data, static_cast<std::size_t>(c * (k / pf)) * 4,
                        s.tensors[j.outs[0]].offset + static_cast<std::uint64_t>(n0 * (k / pf)) * 4);
@@ -312,7 +320,7 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
       s.file->pwrite_all(zp.data, static_cast<std::size_t>((c / pf) * groups) * 4,
                          s.tensors[j.outs[3]].offset + static_cast<std::uint64_t>((n0 / pf) * groups) * 4);
     }
-  }
+  });
   std::int64_t const shape[2] = {n, k};
   s.file->pwrite_all(shape, sizeof shape, s.tensors[j.outs[2]].offset);
 }
