@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <cstring>
 #include <random>
+#include <string>
 #include <vector>
 
 namespace {
@@ -69,9 +70,14 @@ void bm_block_quantize(benchmark::State& state) {
 
 BENCHMARK(bm_memcpy)->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(bm_block_quantize, qtl::nvfp4, qtl::layout_linear)->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(bm_block_quantize, qtl::nvfp4, qtl::layout_128x4)->Unit(benchmark::kMillisecond);
 BENCHMARK_TEMPLATE(bm_block_quantize, qtl::nvfp4, qtl::layout_128x4, true)->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(bm_block_quantize, qtl::mxfp4, qtl::layout_128x4)->Unit(benchmark::kMillisecond);
-BENCHMARK_TEMPLATE(bm_block_quantize, qtl::mxfp8, qtl::layout_128x4)->Unit(benchmark::kMillisecond);
+// every block format in the 128x4 layout
+[[maybe_unused]] int const each_format = [] {
+  qtl::for_each_type<qtl::block_formats>([]<class F>() {
+    std::string const name = "bm_block_quantize<qtl::" + std::string(qtl::name_of<F>) + ", qtl::layout_128x4>";
+    benchmark::RegisterBenchmark(name.c_str(), bm_block_quantize<F, qtl::layout_128x4>)->Unit(benchmark::kMillisecond);
+  });
+  return 0;
+}();
 
 BENCHMARK_MAIN();

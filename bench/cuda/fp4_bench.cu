@@ -12,6 +12,7 @@
 #include "support/device_bench.cuh"
 
 #include <cstdint>
+#include <string>
 
 namespace {
 
@@ -53,8 +54,13 @@ void bm_block_quantize(benchmark::State& state) {
 
 }  // namespace
 
-BENCHMARK_TEMPLATE(bm_block_quantize, qtl::nvfp4)->Apply(qtl_bench::cuda::device_benchmark);
-BENCHMARK_TEMPLATE(bm_block_quantize, qtl::mxfp4)->Apply(qtl_bench::cuda::device_benchmark);
-BENCHMARK_TEMPLATE(bm_block_quantize, qtl::mxfp8)->Apply(qtl_bench::cuda::device_benchmark);
+// every block format (qtl::block_formats)
+[[maybe_unused]] int const each_format = [] {
+  qtl::for_each_type<qtl::block_formats>([&]<class F>() {  // [&]: nvcc warns (445) on a captureless template lambda
+    std::string const name = "bm_block_quantize<qtl::" + std::string(qtl::name_of<F>) + ">";
+    benchmark::RegisterBenchmark(name.c_str(), bm_block_quantize<F>)->Apply(qtl_bench::cuda::device_benchmark);
+  });
+  return 0;
+}();
 
 BENCHMARK_MAIN();

@@ -12,6 +12,7 @@
 ///   qtl::dispatch_group_size<32, 64, 128>(g, K, [&](auto gs) {
 ///     // gs is std::integral_constant<int, G> for G in the set, or an int (the generic path)
 ///   });
+///   qtl::dispatch_name<qtl::convert::recipes>("--recipe", text, [&]<class R>() { run<R>(); });
 ///
 /// Only the listed values are instantiated, so the list is the compile-time budget. Every
 /// instantiation of `f` must return the same type; the dispatcher returns it. The message of the
@@ -27,6 +28,7 @@
 #include <qtl/error.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/scalar_type.hpp>
+#include <qtl/type_list.hpp>
 
 namespace qtl {
 
@@ -101,6 +103,24 @@ R group_size_rec(int group_size, F& f) {
     return f(group_size);
   }
 }
+
+template <class List>
+struct name_dispatch;
+template <class T, class... Rest>
+struct name_dispatch<type_list<T, Rest...>> {
+  template <class F>
+  static decltype(auto) run(std::string_view what, std::string_view name, F& f, std::string (*names)()) {
+    static_assert(!name_of<T>.empty(), "qtl::dispatch_name: a type of the list has no qtl::name_of specialisation");
+    if (names_match(name, name_of<T>)) {
+      return f.template operator()<T>();
+    }
+    if constexpr (sizeof...(Rest) > 0) {
+      return name_dispatch<type_list<Rest...>>::run(what, name, f, names);
+    } else {
+      throw value_error(std::string(what) + " = '" + std::string(name) + "' is not one of " + names());
+    }
+  }
+};
 
 }  // namespace detail
 
@@ -198,6 +218,18 @@ decltype(auto) dispatch_group_size(long long group_size, long long k, F&& f) {
     }
   }
   return detail::group_size_rec<R, GroupSizes...>(static_cast<int>(r.rows), f);
+}
+
+/// Calls `f.template operator()<T>()` for the `T` of `List` (a `type_list` of a family of
+/// variants) whose `qtl::name_of<T>` is `name` (`qtl::names_match`: '-' and '_' alike); `what`
+/// names the argument in the error. Unlike the
+/// dispatchers above, the list is the whole vocabulary, not a compile-time subset of it: a name
+/// outside it is a bad value.
+/// @throws value_error "<what> = '<name>' is not one of {a, b, c}"
+template <class List, class F>
+decltype(auto) dispatch_name(std::string_view what, std::string_view name, F&& f) {
+  static_assert(List::size > 0, "qtl::dispatch_name: the list is empty");
+  return detail::name_dispatch<List>::run(what, name, f, &names_of<List>);
 }
 
 }  // namespace qtl

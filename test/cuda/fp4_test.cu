@@ -160,20 +160,17 @@ void compare_padded(index_t m, index_t k) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("device block quantization equals the host (linear scales)", "[cuda][fp4]", qtl::nvfp4,
-                   qtl::mxfp4, qtl::mxfp8) {
+TEMPLATE_LIST_TEST_CASE("device block quantization equals the host (linear scales)", "[cuda][fp4]", qtl::block_formats) {
   compare<TestType, qtl::layout_linear, bfloat16_t>(37, 512);
   compare<TestType, qtl::layout_linear, float>(3, 96);
 }
 
-TEMPLATE_TEST_CASE("device block quantization equals the host (128x4 scales, padding zeroed)", "[cuda][fp4]",
-                   qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+TEMPLATE_LIST_TEST_CASE("device block quantization equals the host (128x4 scales, padding zeroed)", "[cuda][fp4]", qtl::block_formats) {
   compare<TestType, qtl::layout_128x4, bfloat16_t>(130, 6 * TestType::block_size);
   compare<TestType, qtl::layout_128x4, qtl::half_t>(300, 1024);
 }
 
-TEMPLATE_TEST_CASE("device block quantization of padded rows equals the host; padding untouched", "[cuda][fp4]",
-                   qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+TEMPLATE_LIST_TEST_CASE("device block quantization of padded rows equals the host; padding untouched", "[cuda][fp4]", qtl::block_formats) {
   compare_padded<TestType, qtl::layout_linear, bfloat16_t>(37, 4 * TestType::block_size);
   compare_padded<TestType, qtl::layout_128x4, qtl::half_t>(130, 6 * TestType::block_size);
   compare_padded<TestType, qtl::layout_linear, float>(5, 96);

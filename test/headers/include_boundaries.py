@@ -21,7 +21,7 @@ import tempfile
 import source_check
 
 CORE = {"qtl/macros.hpp", "qtl/error.hpp", "qtl/fixed_string.hpp", "qtl/view.hpp", "qtl/numeric.hpp",
-        "qtl/exact.hpp", "qtl/group_size.hpp", "qtl/scalar_type.hpp", "qtl/dispatch.hpp"}
+        "qtl/exact.hpp", "qtl/group_size.hpp", "qtl/scalar_type.hpp", "qtl/dispatch.hpp", "qtl/type_list.hpp"}
 MATCH_MAY = {"qtl/macros.hpp", "qtl/error.hpp", "qtl/fixed_string.hpp"}
 INCLUDE = re.compile(r'^\s*#\s*include\s*[<"]([^>"]+)[>"]')
 INTRINSIC = re.compile(r"\b(_mm\w*|__m(128|256|512)\w*)\b|<(imm|emm|xmm|pmm|tmm|smm|nmm|wmm|zmm)intrin\.h>|<cpuid\.h>")

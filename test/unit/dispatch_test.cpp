@@ -1,6 +1,8 @@
-// qtl/dispatch.hpp: each supported run-time value reaches its own instantiation; every other value
-// throws qtl::unsupported_error whose message names the value and the supported set.
+// qtl/dispatch.hpp and qtl/type_list.hpp: each supported run-time value reaches its own
+// instantiation; every other value throws qtl::unsupported_error (a name outside a family's list:
+// qtl::value_error) whose message names the value and the supported set.
 #include <qtl/dispatch.hpp>
+#include <qtl/type_list.hpp>
 
 #include <catch2/catch.hpp>
 
@@ -12,7 +14,22 @@ namespace {
 
 using Catch::Matchers::Contains;
 
+// a family of three, for the list's walks
+struct red {
+  static constexpr int value = 1;
+};
+struct green_blue {
+  static constexpr int value = 2;
+};
+struct unnamed {};
+using colours = qtl::type_list<red, green_blue>;
+
 }  // namespace
+
+template <>
+inline constexpr std::string_view qtl::name_of<red> = "red";
+template <>
+inline constexpr std::string_view qtl::name_of<green_blue> = "green-blue";
 
 TEST_CASE("dispatch_bits instantiates the listed widths only", "[dispatch]") {
   for (int const bits : {2, 4, 8}) {
@@ -126,4 +143,31 @@ TEST_CASE("dispatch_group_size with K beyond 32 bits", "[dispatch]") {
   CHECK(qtl::dispatch_group_size<128>(128, 1LL << 33, id) == 128);
   CHECK(qtl::dispatch_group_size<128>(256, 1LL << 33, id) == 256);
   CHECK_THROWS_WITH((qtl::dispatch_group_size<128>(-1, 1LL << 33, id)), Contains("below 2^31"));
+}
+
+TEST_CASE("type_list: walked in order; names, '-' and '_' alike", "[dispatch][type_list]") {
+  static_assert(colours::size == 2 && qtl::type_list<>::size == 0);
+  static_assert(qtl::name_of<unnamed>.empty());
+  std::string order;
+  qtl::for_each_type<colours>([&]<class T>() { order += std::to_string(T::value); });
+  CHECK(order == "12");
+  CHECK(qtl::names_of<colours>() == "{red, green-blue}");
+  static_assert(qtl::names_match("green_blue", "green-blue") && qtl::names_match("a-b", "a_b"));
+  static_assert(!qtl::names_match("green", "green-blue") && !qtl::names_match("Red", "red") &&
+                !qtl::names_match("green blue", "green-blue"));
+  static_assert(qtl::has_name<colours>("green_blue") && !qtl::has_name<colours>(""));
+}
+
+TEST_CASE("dispatch_name reaches the named type of the list, or names the list", "[dispatch][type_list]") {
+  for (auto const& [name, want] : {std::pair{"red", 1}, {"green-blue", 2}, {"green_blue", 2}}) {
+    CHECK(qtl::dispatch_name<colours>("--colour", name, []<class T>() { return T::value; }) == want);
+  }
+  int calls = 0;
+  qtl::dispatch_name<colours>("--colour", "red", [&]<class T>() { calls += T::value; });
+  CHECK(calls == 1);
+  for (char const* bad : {"", "blue", "RED", "red "}) {
+    CHECK_THROWS_AS(qtl::dispatch_name<colours>("--colour", bad, []<class T>() { return 0; }), qtl::value_error);
+  }
+  CHECK_THROWS_WITH(qtl::dispatch_name<colours>("--colour", "blue", []<class T>() {}),
+                    "--colour = 'blue' is not one of {red, green-blue}");
 }

@@ -112,8 +112,20 @@ TEST_CASE("MXFP4 example of docs/spec/blockscale.md §8.4: max 1.3 -> E8M0 125, 
   CHECK((q[0].bits & 0xF) == 0x1);  // 0.1 * 4 = 0.4 -> 0.5
 }
 
-TEMPLATE_TEST_CASE("each element is the nearest code of x * os; scales per the recipe", "[fp4]", qtl::nvfp4, qtl::mxfp4,
-                   qtl::mxfp8) {
+TEST_CASE("an MX block of scale code 0 is multiplied by 2^127, not by 1 as TransformerEngine does", "[fp4][mx]") {
+  // amax 2^-128 * 6: the scale is 2^-127 (code 0); x * 2^127 = 3 -> E2M1 code 5, and 2^-130 * 2^127
+  // = 0.125 -> 0; TransformerEngine's and torchao's x * 1 would make every code 0.
+  std::vector<float> x(32, 0x1p-130f);
+  x[0] = 6.0f * 0x1p-128f;
+  std::vector<float4_e2m1x2_t> q(16);
+  std::vector<float8_e8m0fnu_t> s(1);
+  qtl::block_quantize<qtl::mxfp4>(cview(x, 1, 32), qtl::make_view(q.data(), 1, 16), std::span(s));
+  CHECK(s[0].bits == 0);
+  CHECK(q[0].bits == 0x05);
+  CHECK(qtl::block_output_scale<qtl::mxfp4>(0, x[0], 1.0f) == 0x1p127f);
+}
+
+TEMPLATE_LIST_TEST_CASE("each element is the nearest code of x * os; scales per the recipe", "[fp4]", qtl::block_formats) {
   using F = TestType;
   index_t const m = 9;
   index_t const k = 256;
@@ -158,8 +170,7 @@ TEMPLATE_TEST_CASE("each element is the nearest code of x * os; scales per the r
   }
 }
 
-TEMPLATE_TEST_CASE("scales go straight into the 128x4 layout, padding zeroed", "[fp4][blockscale]", qtl::nvfp4,
-                   qtl::mxfp4, qtl::mxfp8) {
+TEMPLATE_LIST_TEST_CASE("scales go straight into the 128x4 layout, padding zeroed", "[fp4][blockscale]", qtl::block_formats) {
   using F = TestType;
   index_t const m = 130;
   index_t const kb = 6;
@@ -194,8 +205,7 @@ TEMPLATE_TEST_CASE("scales go straight into the 128x4 layout, padding zeroed", "
   CHECK(swz[1024] == lin[static_cast<std::size_t>(128 * kb)]);
 }
 
-TEMPLATE_TEST_CASE("dequantization: value times the block's scale, within half a step of the input", "[fp4]",
-                   qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+TEMPLATE_LIST_TEST_CASE("dequantization: value times the block's scale, within half a step of the input", "[fp4]", qtl::block_formats) {
   using F = TestType;
   index_t const m = 4;
   index_t const k = 128;
@@ -256,8 +266,7 @@ TEST_CASE("block quantization rejects bad shapes and global scales", "[fp4]") {
   CHECK_NOTHROW(qtl::block_quantize<qtl::nvfp4>(cview(x, 1, 48), v, std::span(s), 1.0f));
 }
 
-TEMPLATE_TEST_CASE("block element codes (SIMD where available) equal the element function on every bf16 code",
-                   "[fp4]", qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+TEMPLATE_LIST_TEST_CASE("block element codes (SIMD where available) equal the element function on every bf16 code", "[fp4]", qtl::block_formats) {
   using F = TestType;
   std::vector<bfloat16_t> x(65536);
   for (std::size_t c = 0; c < x.size(); ++c) {
@@ -325,8 +334,7 @@ void check_block_path_on_every_bf16_vmax(float gs) {
   }
 }
 
-TEMPLATE_TEST_CASE("4-block path (SIMD where available) equals the scalar recipe for every bf16 block max",
-                   "[fp4]", qtl::nvfp4, qtl::mxfp4, qtl::mxfp8) {
+TEMPLATE_LIST_TEST_CASE("4-block path (SIMD where available) equals the scalar recipe for every bf16 block max", "[fp4]", qtl::block_formats) {
   using F = TestType;
   for (float gs : {1.0f, 0.37f, 2688.0f, 1e30f}) {
     check_block_path_on_every_bf16_vmax<F, bfloat16_t>(gs);

@@ -18,6 +18,7 @@
 #include <qtl/exact.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
+#include <qtl/type_list.hpp>
 
 namespace qtl::convert {
 
@@ -73,6 +74,19 @@ using sglang_legacy = requant_recipe<dequant_precision::bf16, pow2_rule::log2>;
 /// vLLM `requant_weight_ue8m0_inplace` (007d500): float32 dequant, log2 rule.
 using vllm = requant_recipe<dequant_precision::f32, pow2_rule::log2>;
 }  // namespace recipe
+
+/// Every UE8M0 requant recipe, named as `--recipe` and Python's `recipe=` spell them.
+using recipes = type_list<recipe::sglang, recipe::sglang_legacy, recipe::vllm>;
+}  // namespace qtl::convert
+
+template <>
+inline constexpr std::string_view qtl::name_of<qtl::convert::recipe::sglang> = "sglang";
+template <>
+inline constexpr std::string_view qtl::name_of<qtl::convert::recipe::sglang_legacy> = "sglang-legacy";
+template <>
+inline constexpr std::string_view qtl::name_of<qtl::convert::recipe::vllm> = "vllm";
+
+namespace qtl::convert {
 
 template <class R>
 concept requant_recipe_type = requires {

@@ -18,6 +18,7 @@
 #include <qtl/exact.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
+#include <qtl/type_list.hpp>
 #include <qtl/view.hpp>
 
 namespace qtl {
@@ -65,6 +66,17 @@ using nvfp4 = block_format<float4_e2m1x2_t, float8_e4m3fn_t, 16>;
 using mxfp4 = block_format<float4_e2m1x2_t, float8_e8m0fnu_t, 32>;
 /// MXFP8 (OCP MX): E4M3, UE8M0 scale per 32.
 using mxfp8 = block_format<float8_e4m3fn_t, float8_e8m0fnu_t, 32>;
+
+/// Every block format, with its name: the one list that tests (`TEMPLATE_LIST_TEST_CASE`),
+/// benchmarks, the Python bindings and `qtl op` walk. A new format is an alias above, an entry
+/// here and its name below; the build then stops at each rule it lacks (`detail::no_block_rule`).
+using block_formats = type_list<nvfp4, mxfp4, mxfp8>;
+template <>
+inline constexpr std::string_view name_of<nvfp4> = "nvfp4";
+template <>
+inline constexpr std::string_view name_of<mxfp4> = "mxfp4";
+template <>
+inline constexpr std::string_view name_of<mxfp8> = "mxfp8";
 
 namespace detail {
 /// False, for the `static_assert` that ends each chain of rules over a block format's types.
@@ -202,7 +214,11 @@ QTL_HOST_DEVICE constexpr float e8m0_reciprocal(std::uint8_t code) {
   return bits_to_float(e > 0 ? static_cast<std::uint32_t>(e) << 23 : 0x00400000u);
 }
 
-/// The multiplier applied to each element of a block: `os` of the file comment.
+/// The multiplier applied to each element of a block: `os` of the file comment. An MX block of
+/// scale code 0 (amax below 2^-127 times the element max: float32 subnormals only) is multiplied by
+/// 2^127 exactly, so that code x 2^-127 stays within half a step of x; TransformerEngine's
+/// `exp2f_rcp` and torchao's RCEIL path multiply such a block by 1 instead (every code 0 or -0).
+/// Pinned in test/unit/fp4_test.cpp.
 template <block_format_type F>
 QTL_HOST_DEVICE constexpr float block_output_scale(std::uint8_t scale_code, float vmax, float global_scale) {
   if constexpr (F::has_global_scale) {
