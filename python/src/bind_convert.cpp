@@ -25,7 +25,7 @@
 #include <nanobind/stl/tuple.h>
 
 #include <qtl/convert.hpp>
-#include <thread>
+#include <qtl/dispatch.hpp>
 
 #include "bindings.hpp"
 
@@ -34,17 +34,6 @@ namespace {
 
 namespace cv = qtl::convert;
 using block_pair = std::tuple<index_t, index_t>;
-
-int threads_of(std::optional<int> threads) {
-  if (!threads) {
-    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-  }
-  if (*threads < 1) {
-    throw qtl::value_error("qtl: threads = " + std::to_string(*threads) +
-                           " must be at least 1 (or None: one per core)");
-  }
-  return *threads;
-}
 
 cv::block_size block_of(char const* op, block_pair b) {
   auto const [n, k] = b;
@@ -96,21 +85,12 @@ fp8_block take_fp8_block(char const* op, nb::handle q_obj, char const* q_name, n
   return in;
 }
 
-/// The output dtype of block_quant_dequant: float32 or bfloat16.
-bool is_bf16(char const* op, nb::handle dtype) {
-  std::string const s = dtype_arg(dtype);
-  if (s == "bfloat16" || s == "float32") {
-    return s == "bfloat16";
-  }
-  throw dtype_error(std::string("qtl.") + op + ": dtype '" + s + "': the output is float32 or bfloat16");
-}
-
 nb::object block_quant_dequant(nb::handle q_obj, nb::handle s_obj, block_pair block, nb::handle dtype,
                                std::optional<int> threads) {
   char const* op = "block_quant_dequant";
   fp8_block const in = take_fp8_block(op, q_obj, "x_q_block", s_obj, "x_s", block_of(op, block));
-  bool const bf16 = is_bf16(op, dtype);
-  int const t = threads_of(threads);
+  bool const bf16 = float_dtype_arg("qtl.block_quant_dequant", dtype, {elem::f32, elem::bf16}) == elem::bf16;
+  int const t = thread_count(threads);
   array_out out(bf16 ? elem::bf16 : elem::f32, in.q.extents());
   {
     nb::gil_scoped_release nogil;
@@ -141,7 +121,7 @@ nb::object per_block_cast_to_fp8(nb::handle x_obj, block_pair block, bool use_ue
   array_in x = take(x_obj, "x");
   cv::block_grid const g = grid_of(x, block_of(op, block));
   cv::pow2_rule const r = rule_of(use_ue8m0, rule);
-  int const t = threads_of(threads);
+  int const t = thread_count(threads);
   array_out q(elem::fp8_e4m3, x.extents());
   array_out sf(elem::f32, scale_shape(g, x.ndim() == 3));
   with_float(x, [&]<class T>(std::type_identity<T>) {
@@ -174,10 +154,12 @@ nb::object requant_weight_ue8m0(nb::handle w_obj, nb::handle s_obj, block_pair b
                                  ") is not supported; the engines requant 128x128 blocks only");
   }
   fp8_block const in = take_fp8_block(op, w_obj, "weight", s_obj, "weight_scale_inv", {128, 128});
-  int const t = threads_of(threads);
+  int const t = thread_count(threads);
   array_out q(elem::fp8_e4m3, in.q.extents());
   array_out sf(elem::f32, in.s.extents());
-  auto const run = [&]<class R>(std::type_identity<R>) {
+  // the recipes of qtl::convert::recipes: sglang (bf16 dequant, bits rule), sglang-legacy (bf16, log2
+  // rule: sglang up to 6082c49), vllm (f32 dequant, log2 rule)
+  qtl::dispatch_name<cv::recipes>("qtl.requant_weight_ue8m0: recipe", recipe, [&]<class R>() {
     std::span<std::uint8_t> const qo(q.data<std::uint8_t>(), static_cast<std::size_t>(q.size()));
     std::span<float> const so(sf.data<float>(), static_cast<std::size_t>(sf.size()));
     nb::gil_scoped_release nogil;
@@ -186,18 +168,7 @@ nb::object requant_weight_ue8m0(nb::handle w_obj, nb::handle s_obj, block_pair b
     } else {
       cv::requant_weight_ue8m0<R>(in.codes(), in.scales(), in.grid.groups, in.grid.n, in.grid.k, qo, so, t);
     }
-  };
-  if (recipe == "sglang") {
-    run(std::type_identity<cv::recipe::sglang>{});
-  } else if (recipe == "sglang-legacy" || recipe == "sglang_legacy") {
-    run(std::type_identity<cv::recipe::sglang_legacy>{});
-  } else if (recipe == "vllm") {
-    run(std::type_identity<cv::recipe::vllm>{});
-  } else {
-    throw qtl::value_error("qtl.requant_weight_ue8m0: recipe = '" + recipe +
-                           "': 'sglang' (bf16 dequant, bits rule), 'sglang-legacy' (bf16, log2 rule: sglang up to "
-                           "6082c49) or 'vllm' (f32 dequant, log2 rule)");
-  }
+  });
   return nb::make_tuple(q.release(in.q.from), sf.release(in.q.from));
 }
 
@@ -266,7 +237,7 @@ std::vector<index_t> last_dim(array_in const& a, index_t last) {
 nb::object fp8_block_to_mxfp4(nb::handle q_obj, nb::handle s_obj, block_pair block, std::optional<int> threads) {
   char const* op = "fp8_block_to_mxfp4";
   fp8_block const in = take_fp8_block(op, q_obj, "weight", s_obj, "weight_scale_inv", block_of(op, block));
-  int const t = threads_of(threads);
+  int const t = thread_count(threads);
   if (in.grid.k % cv::mxfp4_block != 0) {
     throw qtl::shape_error("qtl.fp8_block_to_mxfp4: weight has shape " + in.q.shape() +
                            ": K = " + std::to_string(in.grid.k) + " is not a multiple of the MXFP4 block of 32");
@@ -286,7 +257,7 @@ nb::object fp8_block_to_nvfp4(nb::handle q_obj, nb::handle s_obj, block_pair blo
                               std::optional<int> threads) {
   char const* op = "fp8_block_to_nvfp4";
   fp8_block const in = take_fp8_block(op, q_obj, "weight", s_obj, "weight_scale_inv", block_of(op, block));
-  int const t = threads_of(threads);
+  int const t = thread_count(threads);
   if (in.grid.k % 16 != 0) {
     throw qtl::shape_error("qtl.fp8_block_to_nvfp4: weight has shape " + in.q.shape() +
                            ": K = " + std::to_string(in.grid.k) + " is not a multiple of the NVFP4 block of 16");
@@ -309,18 +280,6 @@ nb::object fp8_block_to_nvfp4(nb::handle q_obj, nb::handle s_obj, block_pair blo
 }
 
 }  // namespace
-
-std::string dtype_arg(nb::handle obj) {
-  std::string s = PyType_Check(obj.ptr()) && nb::hasattr(obj, "__name__") ? nb::cast<std::string>(obj.attr("__name__"))
-                                                                          : nb::cast<std::string>(nb::str(obj));
-  if (s.rfind("torch.", 0) == 0) {
-    s = s.substr(6);
-  }
-  if (s == "f16" || s == "half") return "float16";
-  if (s == "bf16") return "bfloat16";
-  if (s == "f32" || s == "float") return "float32";
-  return s;
-}
 
 void bind_convert(nb::module_& m) {
   auto const threads = nb::arg("threads").none() = nb::none();

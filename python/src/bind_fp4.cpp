@@ -25,6 +25,7 @@
 
 #include <qtl/fp4.hpp>
 #include <qtl/moe.hpp>
+#include <qtl/parallel.hpp>
 
 #include "bindings.hpp"
 
@@ -62,7 +63,7 @@ nb::object block_quantize_op(nb::handle in_obj, std::optional<float> given_gs, s
     }
     using E = typename F::element;
     using S = typename F::scale;
-    parallel_slices(m, tile_rows, 256, nthreads, [&](index_t lo, index_t hi) {
+    qtl::for_each_slice(m, tile_rows, 256, nthreads, [&](index_t lo, index_t hi) {
       view2d<T const> sub = iv;
       sub.data = m == 0 ? iv.data : &iv(lo, 0);
       sub.extent[0] = hi - lo;
@@ -88,29 +89,6 @@ nb::object quantize(nb::handle in, std::optional<float> gs, bool swizzle, std::o
                  : block_quantize_op<F, layout_linear>(in, gs, threads);
 }
 
-/// "float32" (default), "float16", "bfloat16", or a numpy/torch dtype of these.
-elem out_dtype(nb::handle dt) {
-  if (dt.is_none()) {
-    return elem::f32;
-  }
-  // numpy scalar types (np.float16) by __name__; np.dtype, torch dtypes and names by str().
-  std::string s =
-      nb::cast<std::string>(nb::str(PyType_Check(dt.ptr()) && nb::hasattr(dt, "__name__") ? dt.attr("__name__") : dt));
-  if (s.starts_with("torch.")) {
-    s.erase(0, 6);
-  }
-  if (s == "float32" || s == "float") {
-    return elem::f32;
-  }
-  if (s == "float16" || s == "half") {
-    return elem::f16;
-  }
-  if (s == "bfloat16") {
-    return elem::bf16;
-  }
-  throw dtype_error("dtype: " + s + " is not an output type here; expected float32, float16 or bfloat16");
-}
-
 template <class F, class Layout>
 nb::object block_dequantize_op(nb::handle v_obj, nb::handle s_obj, float gs, nb::handle dt) {
   array_in v = take(v_obj, "values");
@@ -129,7 +107,7 @@ nb::object block_dequantize_op(nb::handle v_obj, nb::handle s_obj, float gs, nb:
   index_t const k = v.dim(1) * F::elements_per_value;
   using E = typename F::element;
   using S = typename F::scale;
-  elem const ot = out_dtype(dt);
+  elem const ot = float_dtype_arg("dtype", dt, {elem::f32, elem::f16, elem::bf16}, elem::f32);
   array_out out(ot, {m, k});
   auto const vv = make_view(static_cast<E const*>(v.nd.data()), m, v.dim(1));
   std::span<S const> const sv(static_cast<S const*>(s.nd.data()), s.nd.size());
@@ -199,41 +177,36 @@ nb::object prepare_trtllm(nb::handle g1w, nb::handle g2w, nb::handle g1s, nb::ha
 }  // namespace
 
 void bind_fp4(nb::module_& m) {
-  m.def("nvfp4_quantize", &quantize<qtl::nvfp4>, nb::arg("input"), nb::arg("global_scale").none() = nb::none(),
-        nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
-  m.def(
-      "mxfp4_quantize",
-      [](nb::handle in, bool swizzle, std::optional<int> threads) {
-        return quantize<qtl::mxfp4>(in, std::nullopt, swizzle, threads);
-      },
-      nb::arg("input"), nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
-  m.def(
-      "mxfp8_quantize",
-      [](nb::handle in, bool swizzle, std::optional<int> threads) {
-        return quantize<qtl::mxfp8>(in, std::nullopt, swizzle, threads);
-      },
-      nb::arg("input"), nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
-  m.def(
-      "nvfp4_dequantize",
-      [](nb::handle v, nb::handle s, nb::handle gs, bool swizzle, nb::handle dt) {
-        return dequantize<qtl::nvfp4>(v, s, scalar_float(gs, "global_scale"), swizzle, dt);
-      },
-      nb::arg("values"), nb::arg("scales"), nb::arg("global_scale"), nb::kw_only(), nb::arg("swizzle") = true,
-      nb::arg("dtype").none() = nb::none());
-  m.def(
-      "mxfp4_dequantize",
-      [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
-        return dequantize<qtl::mxfp4>(v, s, 1.0f, swizzle, dt);
-      },
-      nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
-      nb::arg("dtype").none() = nb::none());
-  m.def(
-      "mxfp8_dequantize",
-      [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
-        return dequantize<qtl::mxfp8>(v, s, 1.0f, swizzle, dt);
-      },
-      nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
-      nb::arg("dtype").none() = nb::none());
+  // <name>_quantize and <name>_dequantize for every block format; NVFP4's take its global scale
+  qtl::for_each_type<qtl::block_formats>([&]<class F>() {
+    std::string const name(qtl::name_of<F>);
+    if constexpr (F::has_global_scale) {
+      m.def((name + "_quantize").c_str(), &quantize<F>, nb::arg("input"),
+            nb::arg("global_scale").none() = nb::none(), nb::kw_only(), nb::arg("swizzle") = true,
+            nb::arg("threads").none() = nb::none());
+      m.def(
+          (name + "_dequantize").c_str(),
+          [](nb::handle v, nb::handle s, nb::handle gs, bool swizzle, nb::handle dt) {
+            return dequantize<F>(v, s, scalar_float(gs, "global_scale"), swizzle, dt);
+          },
+          nb::arg("values"), nb::arg("scales"), nb::arg("global_scale"), nb::kw_only(), nb::arg("swizzle") = true,
+          nb::arg("dtype").none() = nb::none());
+    } else {
+      m.def(
+          (name + "_quantize").c_str(),
+          [](nb::handle in, bool swizzle, std::optional<int> threads) {
+            return quantize<F>(in, std::nullopt, swizzle, threads);
+          },
+          nb::arg("input"), nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
+      m.def(
+          (name + "_dequantize").c_str(),
+          [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
+            return dequantize<F>(v, s, 1.0f, swizzle, dt);
+          },
+          nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
+          nb::arg("dtype").none() = nb::none());
+    }
+  });
   m.def("prepare_static_weights_for_trtllm_fp4_moe", &prepare_trtllm, nb::arg("gemm1_weights"),
         nb::arg("gemm2_weights"), nb::arg("gemm1_scales_linear_fp4_bytes"), nb::arg("gemm2_scales_linear_fp4_bytes"),
         nb::arg("hidden_size"), nb::arg("intermediate_size"), nb::arg("num_experts"), nb::arg("is_gated") = true);

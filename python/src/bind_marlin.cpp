@@ -273,13 +273,10 @@ nb::object marlin_sort_g_idx(nb::handle g_obj) {
 
 // ---- FP8 / FP4 weight-only Marlin: the tensor half of prepare_fp8/fp4_layer_for_marlin ----------
 
-/// The activation dtype: float16 or bfloat16 (dtype_arg's names).
+/// The activation dtype: float16 or bfloat16.
 qtl::marlin::act_dtype act_dtype_of(char const* op, nb::handle obj) {
-  std::string const s = dtype_arg(obj);
-  if (s == "bfloat16" || s == "float16") {
-    return s == "bfloat16" ? qtl::marlin::act_dtype::bf16 : qtl::marlin::act_dtype::f16;
-  }
-  throw dtype_error(std::string("qtl.") + op + ": dtype '" + s + "': the activation dtype is float16 or bfloat16");
+  elem const e = float_dtype_arg(std::string("qtl.") + op, obj, {elem::f16, elem::bf16});
+  return e == elem::bf16 ? qtl::marlin::act_dtype::bf16 : qtl::marlin::act_dtype::f16;
 }
 
 qtl::marlin::fp8_scale_fold fold_of(std::string const& f) {

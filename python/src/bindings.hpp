@@ -31,10 +31,6 @@ void bind_marlin(nb::module_& m);
 /// block_quant_dequant, per_block_cast_to_fp8, requant_weight_ue8m0, deepgemm_pack/unpack_ue8m0,
 /// fp8_block_to_mxfp4/nvfp4 (qtl/convert.hpp).
 void bind_convert(nb::module_& m);
-/// A dtype argument's name: a string ("float16", "bf16", "half", ...) or a dtype object (torch.float16,
-/// numpy.float16, np.dtype("float16"), ml_dtypes.bfloat16) -> "float16", "bfloat16", "float32", or the
-/// text as given (for the caller's error message).
-std::string dtype_arg(nb::handle obj);
 
 /// quantize_checkpoint (tools/qtl/lib/checkpoint.hpp); only where the build has the tool's command
 /// library (QTL_PY_COMMANDS).

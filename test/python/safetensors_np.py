@@ -1,6 +1,6 @@
 """A numpy-only safetensors reader for the tests (the golden files are plain safetensors: an 8-byte
-little-endian header length, a JSON header, raw little-endian data). BF16 and F8_E4M3 load as
-ml_dtypes' bfloat16 / float8_e4m3fn."""
+little-endian header length, a JSON header, raw little-endian data). BF16, F8_E4M3 and F8_E8M0
+load as ml_dtypes' bfloat16 / float8_e4m3fn / float8_e8m0fnu."""
 
 import json
 import struct
@@ -10,7 +10,7 @@ import numpy as np
 
 DTYPES = {
     "F32": np.dtype(np.float32), "F16": np.dtype(np.float16), "BF16": np.dtype(ml_dtypes.bfloat16),
-    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn), "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
+    "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn), "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu), "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
     "U8": np.dtype(np.uint8),
 }
 CODES = {v: k for k, v in DTYPES.items()}

@@ -5,6 +5,7 @@ op of cases.jsonl without a Python mapping here fails its cases (no op can silen
 import json
 import pathlib
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -66,6 +67,14 @@ def run_case(op, p, x):
         scale = np.array([p["scale"]], np.float32) if "scale" in p else None
         out, s = qtl.scaled_fp8_quant(x["input"], scale, None, p.get("per-token", False))
         return {"output": out, "scale": s}
+    if op.endswith("-quant") and hasattr(qtl, op[:-len("-quant")] + "_quantize"):  # each block format
+        f = getattr(qtl, op[:-len("-quant")] + "_quantize")
+        if "global_scale" in x or op == "nvfp4-quant":
+            values, scale, gs = f(x["input"], x.get("global_scale"), swizzle=p.get("swizzle", False))
+            return {"output": values, "scale": scale, "global_scale": gs}
+        values, scale = f(x["input"], swizzle=p.get("swizzle", False))
+        # E8M0 scales come back as uint8 (numpy has no such dtype of its own)
+        return {"output": values, "scale": np.asarray(scale).view(ml_dtypes.float8_e8m0fnu)}
     return run_marlin_convert_case(op, p, x)
 
 

@@ -10,6 +10,11 @@ import pytest
 import qtl
 
 rng = np.random.default_rng(1919)
+
+
+def u8(a):
+    a = np.asarray(a)
+    return (a.reshape(1) if a.ndim == 0 else a).view(np.uint8)
 AWQ_ORDER = {4: [0, 2, 4, 6, 1, 3, 5, 7], 8: [0, 2, 1, 3]}
 
 
@@ -283,3 +288,27 @@ def test_convert_errors():
         qtl.per_block_cast_to_fp8(np.ones((4, 4), np.float32), use_ue8m0=True, ue8m0_rule="ceil")
     with pytest.raises(qtl.DTypeError, match="x"):
         qtl.per_block_cast_to_fp8(np.ones((4, 4), np.int32))
+
+
+def test_one_spelling_of_names_and_dtypes():
+    """Every function takes the same names: a recipe with '-' or '_', a float dtype as a name, an
+    alias or a dtype object, and refuses the others naming the accepted ones."""
+    q = rng.integers(0, 0x7F, size=(128, 256), dtype=np.uint8).view(ml_dtypes.float8_e4m3fn)
+    s = rng.uniform(0.001, 1, size=(1, 2)).astype(np.float32)
+    legacy = qtl.requant_weight_ue8m0(q, s, recipe="sglang-legacy")
+    for a, b in zip(legacy, qtl.requant_weight_ue8m0(q, s, recipe="sglang_legacy")):
+        assert np.array_equal(u8(a), u8(b))
+    with pytest.raises(qtl.InvalidValueError, match=r"\{sglang, sglang-legacy, vllm\}"):
+        qtl.requant_weight_ue8m0(q, s, recipe="sglang legacy")
+    ref = u8(qtl.block_quant_dequant(q, s, (128, 128), "bfloat16"))
+    for dt in ("bf16", ml_dtypes.bfloat16, np.dtype(ml_dtypes.bfloat16)):
+        assert np.array_equal(u8(qtl.block_quant_dequant(q, s, (128, 128), dt)), ref)
+    with pytest.raises(qtl.DTypeError, match="float32, bfloat16"):
+        qtl.block_quant_dequant(q, s, (128, 128), "half")
+    x = rng.standard_normal((4, 32)).astype(np.float32)
+    v, sc = qtl.mxfp4_quantize(x, swizzle=False)
+    ref = u8(qtl.mxfp4_dequantize(v, sc, swizzle=False, dtype="bfloat16"))
+    for dt in ("bf16", ml_dtypes.bfloat16):
+        assert np.array_equal(u8(qtl.mxfp4_dequantize(v, sc, swizzle=False, dtype=dt)), ref)
+    with pytest.raises(qtl.DTypeError, match="float32, float16, bfloat16"):
+        qtl.mxfp4_dequantize(v, sc, swizzle=False, dtype="int8")

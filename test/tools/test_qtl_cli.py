@@ -188,6 +188,25 @@ def main():
         got = read(out)[0]
         check(got["scale"][:2] == ("F8_E4M3", [128, 4]) and got["scale"][2] == b"\x78" + bytes(511),
               "nvfp4-quant --swizzle scale %r" % (got["scale"][:2],))
+        # mxfp4-quant / mxfp8-quant: one block of 32 with amax 24. MXFP4: scale 2^ceil(log2(24/6)) = 4
+        # (E8M0 0x81), codes of x/4 = 0, .5, 1, 1.5, 2, 3, 4, 6 (0..7; negatives 8|code); MXFP8:
+        # scale 2^ceil(log2(24/448)) = 2^-4 (0x7b), E4M3 codes of 16x = 32 (0x60) ... 384 (0x7c).
+        mx = [0, 2, 4, 6, 8, 12, 16, 24, -2, -4, -6, -8, -12, -16, -24, 0] * 2
+        mx_in = os.path.join(tmp, "mx.safetensors")
+        with open(mx_in, "wb") as f:
+            f.write(build([("input", "F32", [1, 32], struct.pack("<32f", *mx))]))
+        for op, out_type, codes, scale in (
+                ("mxfp4-quant", ("U8", [1, 16]), "10325476a9cbed0f", b"\x81"),
+                ("mxfp8-quant", ("F8_E4M3", [1, 32]), "0060686c7074787ce0e8ecf0f4f8fc00", b"\x7b")):
+            expect(qtl, 0, ["op", op, mx_in, out])
+            got = read(out)[0]
+            check(got.get("output") == out_type + (bytes.fromhex(codes * 2),), "%s output %r" % (op, got.get("output")))
+            check(got.get("scale") == ("F8_E8M0", [1, 1], scale) and "global_scale" not in got,
+                  "%s scale %r" % (op, got.get("scale")))
+            expect(qtl, 0, ["op", op, "--swizzle", mx_in, out])
+            got = read(out)[0]
+            check(got["scale"] == ("F8_E8M0", [128, 4], scale + bytes(511)), "%s --swizzle scale" % op)
+            expect(qtl, 2, ["op", op, nv_in, out], "multiple of the %s block of 32" % op[:5])
         # per-tensor-dequantize: e4m3 1.0 (0x38), -2.0 (0xc0), 448 (0x7e) times 0.5; F16 for a
         # 0-dim scale, F32 for a [1] one.
         dq_in = os.path.join(tmp, "dq.safetensors")

@@ -1,7 +1,7 @@
 #pragma once
-// Integer flags of the qtl tool: a CLI11 check with a short message. CLI11's own Range says "not in
-// range" for a value that is not a number at all, and PositiveNumber prints its upper bound, the
-// largest double, with all its 309 digits.
+// Checked flags of the qtl tool: a CLI11 check with a short message. Integers: CLI11's own Range
+// says "not in range" for a value that is not a number at all, and PositiveNumber prints its upper
+// bound, the largest double, with all its 309 digits. Names: one of a family's list (qtl/type_list.hpp).
 
 #include <charconv>
 #include <cstdint>
@@ -10,6 +10,7 @@
 #include <system_error>
 
 #include <CLI/CLI.hpp>
+#include <qtl/type_list.hpp>
 
 namespace qtl::tool {
 
@@ -38,6 +39,17 @@ inline CLI::Validator integer_in(std::int64_t lo, std::int64_t hi = std::numeric
         return v < lo || v > hi ? s + " is not " + range : std::string();
       },
       help);
+}
+
+/// A check that a flag's value names a type of `List` ('-' and '_' alike, as qtl::dispatch_name
+/// takes it): "--recipe: 'x' is not one of {sglang, sglang-legacy, vllm}".
+template <class List>
+CLI::Validator one_of_names() {
+  return CLI::Validator(
+      [](std::string& s) -> std::string {
+        return qtl::has_name<List>(s) ? std::string() : "'" + s + "' is not one of " + qtl::names_of<List>();
+      },
+      qtl::names_of<List>());
 }
 
 }  // namespace qtl::tool

@@ -68,8 +68,8 @@ inline void check_logical_widths(std::vector<std::int64_t> const& lw, std::strin
 using op_runner = std::function<void(op_io&)>;
 
 struct op_spec {
-  char const* name;
-  char const* help;
+  std::string name;
+  std::string help;
   std::function<op_runner(CLI::App&)> define;
 };
 

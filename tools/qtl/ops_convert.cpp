@@ -22,6 +22,7 @@
 #include <algorithm>
 
 #include <qtl/convert.hpp>
+#include <qtl/dispatch.hpp>
 
 #include "ops.hpp"
 
@@ -128,7 +129,7 @@ op_spec requant_op() {
             cmd.add_option("--recipe", *recipe, "sglang (bf16 dequant, bits rule), sglang-legacy (bf16, log2 rule: "
                                                 "sglang up to 6082c49) or vllm (f32, log2 rule)")
                 ->required()
-                ->check(CLI::IsMember({"sglang", "sglang-legacy", "vllm"}));
+                ->check(one_of_names<cv::recipes>());
             cmd.add_flag("--canonical", *canonical,
                          "apply the requant twice: what the engine holds after its own load-time requant");
             return [recipe, canonical](op_io& io) {
@@ -138,20 +139,13 @@ op_spec requant_op() {
               warn_negative_scales(io, sv);
               std::vector<std::uint8_t> q(static_cast<std::size_t>(in.grid.elements()));
               std::vector<float> sf(static_cast<std::size_t>(in.grid.scales()));
-              auto const run = [&]<class R>(std::type_identity<R>) {
+              qtl::dispatch_name<cv::recipes>("--recipe", *recipe, [&]<class R>() {
                 if (*canonical) {
                   cv::requant_weight_ue8m0_canonical<R>(codes(*in.weight), sv, in.grid.groups, in.grid.n, in.grid.k, q, sf);
                 } else {
                   cv::requant_weight_ue8m0<R>(codes(*in.weight), sv, in.grid.groups, in.grid.n, in.grid.k, q, sf);
                 }
-              };
-              if (*recipe == "sglang") {
-                run(std::type_identity<cv::recipe::sglang>{});
-              } else if (*recipe == "sglang-legacy") {
-                run(std::type_identity<cv::recipe::sglang_legacy>{});
-              } else {
-                run(std::type_identity<cv::recipe::vllm>{});
-              }
+              });
               io.emit("weight", dtype::F8_E4M3, in.weight->shape, std::move(q));
               io.emit(scale_name, dtype::F32, in.scale->shape, std::move(sf));
             };

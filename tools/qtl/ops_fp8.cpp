@@ -1,4 +1,5 @@
-// qtl op scaled-fp8-quant | per-tensor-dequantize | requantize-with-max-scale | nvfp4-quant
+// qtl op scaled-fp8-quant | per-tensor-dequantize | requantize-with-max-scale | <format>-quant
+// for each block format of qtl::block_formats (nvfp4-quant, mxfp4-quant, mxfp8-quant)
 // (qtl/fp8.hpp, qtl/fp4.hpp)
 //
 //   scaled-fp8-quant [--per-token | --scale S]   input [M,N] F32|F16|BF16
@@ -12,6 +13,8 @@
 //   nvfp4-quant [--swizzle]   input [M,K] F32|F16|BF16, global_scale F32 [] (optional)
 //                      -> output U8 [M,K/2], scale F8_E4M3 [M,K/16] (linear) or
 //                         [pad128(M), pad4(K/16)] (128x4 layout), global_scale F32 []
+//   mxfp4-quant [--swizzle]   input [M,K] -> output U8 [M,K/2], scale F8_E8M0 [M,K/32] (or 128x4)
+//   mxfp8-quant [--swizzle]   input [M,K] -> output F8_E4M3 [M,K], scale F8_E8M0 [M,K/32] (or 128x4)
 
 #include <cmath>
 #include <limits>
@@ -130,46 +133,60 @@ op_spec requantize_op() {
           }};
 }
 
-op_spec nvfp4_quant_op() {
-  return {"nvfp4-quant",
-          "NVFP4 quantization of input [M,K]: E2M1 codes (two per byte), one E4M3 scale per 16 "
-          "elements (128x4 layout with --swizzle), global scale 448*6/amax unless given",
-          [](CLI::App& cmd) -> op_runner {
+/// `<name>-quant` of block format F (qtl::block_formats): its codes and its scales, linear or in
+/// the 128x4 layout; NVFP4 also takes and gives its global scale.
+template <block_format_type F>
+op_spec block_quant_op() {
+  constexpr index_t bs = F::block_size;
+  std::string const name(qtl::name_of<F>);
+  std::string const elements =
+      F::elements_per_value == 2 ? "E2M1 codes (two per byte)" : "E4M3 codes";
+  std::string const scales = F::has_global_scale ? "one E4M3 scale per " : "one UE8M0 scale per ";
+  return {name + "-quant",
+          name + " quantization of input [M,K]: " + elements + ", " + scales + std::to_string(bs) +
+              " elements (128x4 layout with --swizzle)" +
+              (F::has_global_scale ? ", global scale 448*6/amax unless given" : ""),
+          [name](CLI::App& cmd) -> op_runner {
             auto swizzle = std::make_shared<bool>(false);
             cmd.add_flag("--swizzle", *swizzle, "write the scales in the 128x4 (tcgen05) layout");
-            return [swizzle](op_io& io) {
+            return [swizzle, name](op_io& io) {
               auto const& t = io.tensor("input", float_types, {2});
-              auto const* g = io.optional_tensor("global_scale", {dtype::F32}, {0});
+              auto const* g = F::has_global_scale ? io.optional_tensor("global_scale", {dtype::F32}, {0}) : nullptr;
               with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
                 typed_tensor<T> const in(t);
                 index_t const m = in.dim(0);
                 index_t const k = in.dim(1);
-                float const gs = g != nullptr ? scalar_value(*g) : qtl::nvfp4_global_scale(in.view2());
-                if (k % 16 != 0) {
+                if (k % bs != 0) {
                   throw data_error(io.where("input") + " has K = " + std::to_string(k) +
-                                   " columns, not a multiple of the NVFP4 block of 16");
+                                   " columns, not a multiple of the " + name + " block of " + std::to_string(bs));
                 }
-                std::vector<float4_e2m1x2_t> values(static_cast<std::size_t>(m * (k / 2)));
-                auto const vview = make_view(values.data(), m, k / 2);
-                std::vector<float8_e4m3fn_t> scales;
+                float gs = 1.0f;
+                if constexpr (F::has_global_scale) {
+                  gs = g != nullptr ? scalar_value(*g) : qtl::nvfp4_global_scale(in.view2());
+                }
+                index_t const vk = k / F::elements_per_value;
+                std::vector<typename F::element> values(static_cast<std::size_t>(m * vk));
+                auto const vview = make_view(values.data(), m, vk);
+                std::vector<typename F::scale> scale;
                 std::vector<std::int64_t> scale_shape;
+                auto const run = [&]<class Layout>(Layout) {
+                  scale.resize(static_cast<std::size_t>(qtl::block_scale_bytes<F, Layout>(m, k)));
+                  qtl::block_quantize<F, Layout>(in.view2(), vview, std::span(scale), gs);
+                };
                 if (*swizzle) {
-                  scales.resize(static_cast<std::size_t>(
-                      qtl::block_scale_bytes<qtl::nvfp4, qtl::layout_128x4>(m, k)));
-                  qtl::block_quantize<qtl::nvfp4, qtl::layout_128x4>(in.view2(), vview,
-                                                                     std::span(scales), gs);
-                  scale_shape = shape_of(qtl::layout_128x4::pad_rows(m),
-                                         qtl::layout_128x4::pad_cols(k / 16));
+                  run(qtl::layout_128x4{});
+                  scale_shape = shape_of(qtl::layout_128x4::pad_rows(m), qtl::layout_128x4::pad_cols(k / bs));
                 } else {
-                  scales.resize(static_cast<std::size_t>(
-                      qtl::block_scale_bytes<qtl::nvfp4, qtl::layout_linear>(m, k)));
-                  qtl::block_quantize<qtl::nvfp4, qtl::layout_linear>(in.view2(), vview,
-                                                                      std::span(scales), gs);
-                  scale_shape = shape_of(m, k / 16);
+                  run(qtl::layout_linear{});
+                  scale_shape = shape_of(m, k / bs);
                 }
-                io.emit("output", dtype::U8, shape_of(m, k / 2), std::move(values));
-                io.emit("scale", dtype::F8_E4M3, std::move(scale_shape), std::move(scales));
-                io.emit("global_scale", dtype::F32, {}, std::vector<float>{gs});
+                io.emit("output", F::elements_per_value == 2 ? dtype::U8 : dtype::F8_E4M3, shape_of(m, vk),
+                        std::move(values));
+                io.emit("scale", F::has_global_scale ? dtype::F8_E4M3 : dtype::F8_E8M0, std::move(scale_shape),
+                        std::move(scale));
+                if constexpr (F::has_global_scale) {
+                  io.emit("global_scale", dtype::F32, {}, std::vector<float>{gs});
+                }
               });
             };
           }};
@@ -178,7 +195,9 @@ op_spec nvfp4_quant_op() {
 }  // namespace
 
 std::vector<op_spec> fp8_ops() {
-  return {scaled_fp8_quant_op(), per_tensor_dequantize_op(), requantize_op(), nvfp4_quant_op()};
+  std::vector<op_spec> ops{scaled_fp8_quant_op(), per_tensor_dequantize_op(), requantize_op()};
+  qtl::for_each_type<qtl::block_formats>([&]<class F>() { ops.push_back(block_quant_op<F>()); });
+  return ops;
 }
 
 }  // namespace qtl::tool
