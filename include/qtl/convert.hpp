@@ -24,11 +24,8 @@
 /// output bytes do not depend on it.
 
 #include <cstdint>
-#include <exception>
 #include <span>
 #include <string>
-#include <system_error>
-#include <thread>
 #include <type_traits>
 #include <vector>
 
@@ -37,6 +34,7 @@
 #include <qtl/error.hpp>
 #include <qtl/fp4.hpp>
 #include <qtl/numeric.hpp>
+#include <qtl/parallel.hpp>
 #include <qtl/x86/convert.hpp>
 
 namespace qtl::convert {
@@ -96,19 +94,18 @@ void for_each_block(block_grid const& g, F&& f) {
   }
 }
 
-/// Runs `f(sub, e0, s0)` over slices of whole block rows of `g` on up to `threads` threads (the
-/// calling thread included): `sub` a one-matrix grid of the slice's rows, `e0` the offset of its
-/// first element in the [G,N,K] tensor and `s0` of its first scale in [G,nb,kb]. Every converter
-/// whose blocks are independent runs its serial loop on each slice, so the bytes do not depend on
-/// the thread count. A thread the system will not create leaves its slices to the calling thread;
-/// the first exception of any slice is rethrown here after every thread has joined.
+/// Runs `f(sub, e0, s0)` over slices of whole block rows of `g` on up to `threads` threads
+/// (`qtl::run_parts`): `sub` a one-matrix grid of the slice's rows, `e0` the offset of its first
+/// element in the [G,N,K] tensor and `s0` of its first scale in [G,nb,kb]. Every converter whose
+/// blocks are independent runs its serial loop on each slice, so the bytes do not depend on the
+/// thread count.
 template <class F>
 void for_each_row_slice(block_grid const& g, int threads, F&& f) {
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
   std::int64_t const rows = g.groups * nb;  // (matrix, block row) pairs
   std::int64_t const parts = threads < 1 ? 1 : (threads < rows ? threads : (rows < 1 ? 1 : rows));
-  auto const run = [&](std::int64_t part) {
+  auto const run = [&](int part) {
     std::int64_t r = rows * part / parts;
     std::int64_t const r1 = rows * (part + 1) / parts;
     while (r < r1) {
@@ -126,34 +123,7 @@ void for_each_row_slice(block_grid const& g, int threads, F&& f) {
     f(g, std::size_t{0}, std::size_t{0});
     return;
   }
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(parts));
-  auto const guarded = [&](std::int64_t part) {
-    try {
-      run(part);
-    } catch (...) {
-      errors[static_cast<std::size_t>(part)] = std::current_exception();
-    }
-  };
-  std::vector<std::thread> pool;
-  std::vector<std::int64_t> inline_parts{0};
-  for (std::int64_t p = 1; p < parts; ++p) {
-    try {
-      pool.emplace_back(guarded, p);
-    } catch (std::system_error const&) {
-      inline_parts.push_back(p);
-    }
-  }
-  for (std::int64_t p : inline_parts) {
-    guarded(p);
-  }
-  for (auto& t : pool) {
-    t.join();
-  }
-  for (auto const& e : errors) {
-    if (e) {
-      std::rethrow_exception(e);
-    }
-  }
+  run_parts(static_cast<int>(parts), run);
 }
 
 /// The per-block cast of one rows x cols block of float values `x` (row stride `xs`), writing its

@@ -503,10 +503,38 @@ std::vector<index_t> int_list(nb::handle obj, char const* name) {
   return out;
 }
 
+elem float_dtype_arg(std::string_view what, nb::handle obj, std::initializer_list<elem> allowed,
+                     std::optional<elem> if_none) {
+  if (obj.is_none() && if_none) {
+    return *if_none;
+  }
+  // numpy scalar types (np.float16) by __name__; np.dtype, torch dtypes and names by str()
+  std::string s = PyType_Check(obj.ptr()) && nb::hasattr(obj, "__name__") ? nb::cast<std::string>(obj.attr("__name__"))
+                                                                          : nb::cast<std::string>(nb::str(obj));
+  if (s.starts_with("torch.")) {
+    s.erase(0, 6);
+  }
+  elem e = elem::other;
+  if (s == "float32" || s == "float" || s == "f32") {
+    e = elem::f32;
+  } else if (s == "float16" || s == "half" || s == "f16") {
+    e = elem::f16;
+  } else if (s == "bfloat16" || s == "bf16") {
+    e = elem::bf16;
+  }
+  std::string names;
+  for (elem const a : allowed) {
+    if (a == e) {
+      return e;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(elem_name(a));
+  }
+  throw dtype_error(std::string(what) + ": dtype '" + s + "' is not one of " + names);
+}
+
 int thread_count(std::optional<int> threads) {
   if (!threads) {
-    unsigned const n = std::thread::hardware_concurrency();
-    return n == 0 ? 1 : static_cast<int>(n);
+    return qtl::resolve_threads(0);
   }
   if (*threads < 1) {
     throw qtl::value_error("threads: must be at least 1 (or None: one per core), got " + std::to_string(*threads));

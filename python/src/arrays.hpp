@@ -23,11 +23,11 @@
 #include <new>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include <qtl/error.hpp>
 #include <qtl/numeric.hpp>
+#include <qtl/parallel.hpp>
 #include <qtl/view.hpp>
 
 namespace qtl::py {
@@ -183,49 +183,12 @@ std::vector<index_t> int_list(nb::handle obj, char const* name);
 /// The `threads=` keyword: None -> one per core (std::thread::hardware_concurrency); else >= 1.
 int thread_count(std::optional<int> threads);
 
-/// Runs `f(lo, hi)` over the items [0, n) cut into at most `threads` slices, each starting on a
-/// multiple of `align` and (but the last) at least `min_items` long, the first on the calling thread
-/// and the rest on new threads; rethrows the exception of the first slice that threw. Callers only
-/// cut where the output bytes do not depend on the cut (tested for each op: threads 1, 2, 3, 7 give
-/// the same bytes).
-template <class F>
-void parallel_slices(index_t n, index_t align, index_t min_items, int threads, F&& f) {
-  index_t const per_slice_min = min_items < align ? align : min_items;
-  index_t parts = per_slice_min > 0 ? n / per_slice_min : n;
-  parts = parts < 1 ? 1 : (parts > threads ? threads : parts);
-  if (parts <= 1) {
-    f(index_t{0}, n);
-    return;
-  }
-  index_t step = (n + parts - 1) / parts;
-  step = (step + align - 1) / align * align;
-  std::vector<std::exception_ptr> errors(static_cast<std::size_t>(parts));
-  std::vector<std::thread> pool;
-  auto const run = [&](index_t p) {
-    index_t const lo = p * step;
-    index_t const hi = lo + step < n ? lo + step : n;
-    if (lo >= hi) {
-      return;
-    }
-    try {
-      f(lo, hi);
-    } catch (...) {
-      errors[static_cast<std::size_t>(p)] = std::current_exception();
-    }
-  };
-  for (index_t p = 1; p < parts; ++p) {
-    pool.emplace_back(run, p);
-  }
-  run(0);
-  for (auto& t : pool) {
-    t.join();
-  }
-  for (auto const& e : errors) {
-    if (e) {
-      std::rethrow_exception(e);
-    }
-  }
-}
+/// A float `dtype=` argument as one of `allowed`: a name ("float32", "float", "f32", "float16",
+/// "half", "f16", "bfloat16", "bf16"), a dtype object (torch.float16, np.float16,
+/// np.dtype("float16"), ml_dtypes.bfloat16) or None, which is `if_none` when given.
+/// @throws dtype_error "<what>: dtype 'x' is not one of float32, bfloat16"
+elem float_dtype_arg(std::string_view what, nb::handle obj, std::initializer_list<elem> allowed,
+                     std::optional<elem> if_none = std::nullopt);
 
 /// Registers the qtl.Error hierarchy on `m` and its exception translator.
 void register_errors(nb::module_& m);

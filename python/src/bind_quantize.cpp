@@ -19,6 +19,7 @@
 
 #include <qtl/dispatch.hpp>
 #include <qtl/group_size.hpp>
+#include <qtl/parallel.hpp>
 #include <qtl/quantize.hpp>
 
 #include "bindings.hpp"
@@ -84,7 +85,7 @@ nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::option
       array_out w_ref(elem::f32, {k, n});
       with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
         nb::gil_scoped_release nogil;
-        parallel_slices(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+        qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
           qtl::quantize_weights<Q>(column_slice(wv, lo, hi), std::nullopt,
                                    qtl::quantize_outputs<float>{column_slice(w_ref.v2<float>(), lo, hi),
                                                                 column_slice(w_q.v2<std::int32_t>(), lo, hi), {}, {}},
@@ -99,7 +100,7 @@ nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::option
     array_out w_zp(elem::i32, {zero_points ? g : 0, n});
     with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
       nb::gil_scoped_release nogil;
-      parallel_slices(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+      qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
         qtl::quantize_weights<Q>(column_slice(wv, lo, hi), *group_size,
                                  qtl::quantize_outputs<T>{column_slice(w_ref.v2<T>(), lo, hi),
                                                           column_slice(w_q.v2<std::int32_t>(), lo, hi),

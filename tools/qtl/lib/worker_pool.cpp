@@ -1,17 +1,15 @@
 #include "worker_pool.hpp"
 
-#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
-#include <system_error>
-#include <thread>
-#include <vector>
+
+#include <qtl/parallel.hpp>
 
 namespace qtl::tool {
 
 worker_pool_result run_worker_pool(unsigned threads, worker_pool_jobs const& jobs) {
-  unsigned const asked = threads > 0 ? threads : std::max(1u, std::thread::hardware_concurrency());
+  auto const asked = static_cast<unsigned>(qtl::resolve_threads(static_cast<int>(threads)));
   std::uint64_t total = 0;
   for (std::size_t i = 0; i < jobs.count; ++i) {
     total += jobs.bytes ? jobs.bytes(i) : 0;
@@ -45,29 +43,14 @@ worker_pool_result run_worker_pool(unsigned threads, worker_pool_jobs const& job
       }
     }
   };
-  {
-    // The calling thread is the first worker; a thread the system will not create leaves fewer
-    // workers, not an abort.
-    std::vector<std::thread> pool;
-    pool.reserve(asked - 1);
-    std::string problem;
-    for (unsigned t = 1; t < asked; ++t) {
-      try {
-        pool.emplace_back(worker);
-      } catch (std::system_error const& e) {
-        problem = e.what();
-        break;
-      }
-    }
-    result.threads = static_cast<unsigned>(pool.size()) + 1;
-    if (!problem.empty() && jobs.fewer_threads) {
-      jobs.fewer_threads(result.threads, asked, problem);
-    }
-    worker();
-    for (auto& t : pool) {
-      t.join();
-    }
-  }
+  // The calling thread is the first worker; a thread the system will not create leaves fewer
+  // workers, not an abort.
+  result.threads = static_cast<unsigned>(qtl::run_parts(static_cast<int>(asked), [&](int) { worker(); },
+                                                        [&](int started, char const* why) {
+                                                          if (jobs.fewer_threads) {
+                                                            jobs.fewer_threads(static_cast<unsigned>(started), asked, why);
+                                                          }
+                                                        }));
   result.failed = failed.load();
   return result;
 }
