@@ -41,22 +41,14 @@
 // folder is swapped in whole when every file is complete (staged_output.hpp): OUT_DIR holds at every
 // instant one complete checkpoint, and a failure or a signal leaves the old one.
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <system_error>
 
 #include <qtl/convert.hpp>
-#include <qtl/io/regular_file.hpp>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -65,7 +57,6 @@
 #include "lib/checkpoint_job.hpp"
 #include "lib/quantize_plan.hpp"
 #include "lib/worker_pool.hpp"
-#include "staged_output.hpp"
 
 namespace qtl::tool {
 

@@ -103,8 +103,6 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
-#include <system_error>
 
 #include <qtl/group_size.hpp>
 
@@ -114,7 +112,6 @@
 #include "checkpoint_job.hpp"
 #include "quant_config_writer.hpp"
 #include "quantize_plan.hpp"
-#include "../staged_output.hpp"
 #include "tensor_writers.hpp"
 #include "worker_pool.hpp"
 
