@@ -28,7 +28,8 @@
 
 namespace qtl::tool {
 
-/// Where a job's notes go: lines for the user that are not errors, each ending in a newline.
+/// Where a job's notes go: lines for the user that are not errors, each ending in a newline
+/// (never called with an empty text).
 using note_fn = std::function<void(std::string const& line)>;
 
 /// The phases of one quantize or convert run, in the order the members are called.

@@ -755,9 +755,6 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   quantize_report report;
   report.format = a.format;
   note_fn const note = [&](std::string const& text) {
-    if (text.empty()) {
-      return;
-    }
     report.notes.push_back(text);
     if (sink != nullptr) {
       sink->note(text);
