@@ -41,30 +41,22 @@
 // folder is swapped in whole when every file is complete (staged_output.hpp): OUT_DIR holds at every
 // instant one complete checkpoint, and a failure or a signal leaves the old one.
 
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
-#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <sstream>
-#include <system_error>
 
 #include <qtl/convert.hpp>
-#include <qtl/io/regular_file.hpp>
 
 #include "commands.hpp"
 #include "common.hpp"
 #include "config_tools.hpp"
 #include "int_flags.hpp"
+#include "lib/checkpoint_job.hpp"
 #include "lib/quantize_plan.hpp"
 #include "lib/worker_pool.hpp"
-#include "staged_output.hpp"
 
 namespace qtl::tool {
 
@@ -90,18 +82,6 @@ struct convert_args {
   int threads = 0;
   CLI::Option* recipe_opt = nullptr;
 };
-
-/// Lets the kernel drop the (clean, file-backed) pages of an input range already read.
-void release(std::span<std::byte const> bytes) {
-  auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  auto b = reinterpret_cast<std::uintptr_t>(bytes.data());
-  auto e = b + bytes.size();
-  b = (b + page - 1) / page * page;
-  e = e / page * page;
-  if (e > b) {
-    ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
-  }
-}
 
 // ------------------------------------------------------------------------------------------------
 // The plan
@@ -262,14 +242,8 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
 
 void run_job(worker_context const& c, convert_job& j) {
   if (j.copy != nullptr) {
-    // in slices, releasing the input pages behind: a large tensor is never resident whole
-    std::size_t const slice = std::size_t{64} << 20;
-    auto const& bytes = j.copy->bytes;
-    for (std::size_t off = 0; off < bytes.size(); off += slice) {
-      std::size_t const len = std::min(slice, bytes.size() - off);
-      write_out(c, j.copy_out, bytes.data() + off, len, off);
-      release(bytes.subspan(off, len));
-    }
+    shard_plan const& s = c.shards[j.copy_out.shard];
+    copy_released(j.copy->bytes, *s.file, s.tensors[j.copy_out.index].offset);
     return;
   }
   if ((c.to == target::bf16 || c.to == target::fp8_ue8m0) && !c.allow_nonfinite) {
@@ -345,10 +319,17 @@ ojson ct_fp4_config(target to, std::vector<std::string> const& ignore) {
           {"config_groups", {{"group_0", group}}}};
 }
 
-int run_convert(convert_args const& a) {
-  auto const t0 = std::chrono::steady_clock::now();
-  target const to = parse_target(a.to);
-  recipe_name const recipe = parse_recipe(a.recipe);
+/// The FP8 block config of --to fp8-ue8m0 for an input without one.
+ojson default_ue8m0_config() {
+  return {{"quant_method", "fp8"},
+          {"fmt", "e4m3"},
+          {"activation_scheme", "dynamic"},
+          {"weight_block_size", {128, 128}},
+          {"scale_fmt", "ue8m0"}};
+}
+
+/// Refuses the flags that do not apply to --to. @throws usage_error
+void check_flags(convert_args const& a, target to) {
   if (to != target::fp8_ue8m0 && a.recipe_opt->count() > 0) {
     throw usage_error("--recipe applies to --to fp8-ue8m0 (the other targets have one recipe each)");
   }
@@ -359,330 +340,286 @@ int run_convert(convert_args const& a) {
     throw usage_error(
         "--allow-nonfinite applies to --to bf16 and fp8-ue8m0 (MXFP4 and NVFP4 cannot encode NaN or Inf)");
   }
+}
 
-  // --- input ----------------------------------------------------------------------------------
-  fs::path const in_path(a.in);
-  fs::path const out_dir(a.out_dir);
-  std::cerr << clean_stale_outputs(out_dir, "convert");
-  guard_opening_inputs();
-  auto const ckpt = qtl::io::safetensors_checkpoint::open(a.in);
-  fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
-  std::error_code ec;
-  if (fs::equivalent(in_dir.empty() ? fs::path(".") : in_dir, out_dir, ec)) {
-    throw usage_error("OUT_DIR must differ from the input's folder (the input is read while the output is written)");
+/// The input's quantization config: config.json's `quantization_config`, which must be an FP8
+/// block one; without it, 128x128 blocks and no skip rules.
+struct block_config {
+  ojson qobj;                      ///< the quantization_config (null: none)
+  cv::block_size block{128, 128};  ///< its weight_block_size
+  std::optional<quant_config> cfg; ///< its skip rules (sglang's reading), when there is one
+};
+
+/// The block config of the job's input (see `block_config`). @throws data_error for a config of
+/// another method, a weight_block_size that is missing or not two positive integers, or (--to
+/// fp8-ue8m0) one other than 128x128
+block_config read_block_config(checkpoint_job const& task, target to) {
+  block_config bc;
+  std::string const in_config = task.in_config.string();
+  if (task.has_config && task.model_config.contains("quantization_config")) {
+    bc.qobj = task.model_config["quantization_config"];
   }
-  ojson model_config = ojson::object();
-  fs::path const in_config = in_dir / "config.json";
-  bool const has_config = fs::exists(fs::symlink_status(in_config, ec));
-  ojson qobj;
-  if (has_config) {
-    model_config = read_json_document(in_config, "the input's config");
-    if (!model_config.is_object()) {
-      throw data_error(in_config.string() + ": the model config is a JSON " + std::string(model_config.type_name()) +
-                       ", not an object");
-    }
-    if (model_config.contains("quantization_config")) {
-      qobj = model_config["quantization_config"];
-    }
-  }
-  cv::block_size block{128, 128};
-  std::optional<quant_config> cfg;
+  ojson const& qobj = bc.qobj;
   if (!qobj.is_null()) {
-    std::string const method =
-        qobj.is_object() && qobj.contains("quant_method") && qobj["quant_method"].is_string()
-            ? qobj["quant_method"].get<std::string>()
-            : std::string("(none)");
+    std::string const method = qobj.is_object() && qobj.contains("quant_method") && qobj["quant_method"].is_string()
+                                   ? qobj["quant_method"].get<std::string>()
+                                   : std::string("(none)");
     if (method != "fp8") {
-      throw data_error(in_config.string() + ": quantization_config.quant_method is '" +
-                       qtl::io::detail::printable(method) + "'; qtl convert takes an FP8 block checkpoint ('fp8' with "
-                       "weight_block_size)");
+      throw data_error(in_config + ": quantization_config.quant_method is '" + qtl::io::detail::printable(method) +
+                       "'; qtl convert takes an FP8 block checkpoint ('fp8' with weight_block_size)");
     }
     auto const it = qobj.find("weight_block_size");
     if (it == qobj.end() || !it->is_array() || it->size() != 2 || !(*it)[0].is_number_integer() ||
         !(*it)[1].is_number_integer() || (*it)[0].get<std::int64_t>() <= 0 || (*it)[1].get<std::int64_t>() <= 0 ||
         (*it)[0].get<std::int64_t>() > (1 << 20) || (*it)[1].get<std::int64_t>() > (1 << 20)) {
-      throw data_error(in_config.string() + ": quantization_config.weight_block_size " +
+      throw data_error(in_config + ": quantization_config.weight_block_size " +
                        (it == qobj.end() ? std::string("is missing") : it->dump()) +
                        ": qtl convert takes FP8 block checkpoints ([BN, BK], two positive integers)");
     }
-    block = {static_cast<int>((*it)[0].get<std::int64_t>()), static_cast<int>((*it)[1].get<std::int64_t>())};
-    cfg = read_config_file(in_config).config;
+    bc.block = {static_cast<int>((*it)[0].get<std::int64_t>()), static_cast<int>((*it)[1].get<std::int64_t>())};
+    bc.cfg = read_config_file(task.in_config).config;
   }
-  if (to == target::fp8_ue8m0 && (block.n != 128 || block.k != 128)) {
-    throw data_error(in_config.string() + ": weight_block_size [" + std::to_string(block.n) + ", " +
-                     std::to_string(block.k) + "]: both engines requantize 128x128 blocks only (--to fp8-ue8m0)");
+  if (to == target::fp8_ue8m0 && (bc.block.n != 128 || bc.block.k != 128)) {
+    throw data_error(in_config + ": weight_block_size [" + std::to_string(bc.block.n) + ", " +
+                     std::to_string(bc.block.k) + "]: both engines requantize 128x128 blocks only (--to fp8-ue8m0)");
   }
-  bool const sharded = sharded_output(ckpt, in_path);
+  return bc;
+}
+
+/// The FP8 block layer of the F8_E4M3 weight `t` of `module`, checked: its scales exist with the
+/// grid's shape, the target can write its shape, and the config's skip rules (as sglang reads
+/// them) quantize it. @throws data_error naming the tensor and the problem
+fp8_layer fp8_layer_of(tensor_info const& t, std::string const& module, qtl::io::safetensors_checkpoint const& ckpt,
+                       block_config const& bc, std::optional<consumer> const& sg, target to) {
+  using qtl::io::detail::printable;
+  using qtl::io::shape_string;
+  std::string const& name = t.name;
+  tensor_info const* s = ckpt.find(module + ".weight_scale_inv");
+  if (s == nullptr) {
+    throw data_error(printable(name) + ": an F8_E4M3 weight without '" + printable(module) +
+                     ".weight_scale_inv' (qtl convert takes FP8 block checkpoints; per-tensor or "
+                     "per-channel FP8 is not converted)");
+  }
+  if (t.shape.size() != 2 && t.shape.size() != 3) {
+    throw data_error(printable(name) + ": shape " + shape_string(t.shape) + ": an FP8 block weight is [N, K] or [E, N, K]");
+  }
+  bool const experts = t.shape.size() == 3;
+  cv::block_grid const g{experts ? t.shape[0] : 1, t.shape[experts ? 1 : 0], t.shape[experts ? 2 : 1], bc.block};
+  std::vector<std::int64_t> const want = experts ? std::vector<std::int64_t>{g.groups, g.n_blocks(), g.k_blocks()}
+                                                 : std::vector<std::int64_t>{g.n_blocks(), g.k_blocks()};
+  if (s->type != dtype::F32 || s->shape != want) {
+    throw data_error(printable(module) + ".weight_scale_inv: " + std::string(qtl::io::dtype_name(s->type)) + " " +
+                     shape_string(s->shape) + "; weight " + shape_string(t.shape) + " in " +
+                     std::to_string(bc.block.n) + "x" + std::to_string(bc.block.k) + " blocks needs F32 " +
+                     shape_string(want));
+  }
+  if (g.n == 0 || g.k == 0 || g.groups == 0) {
+    throw data_error(printable(name) + ": shape " + shape_string(t.shape) + " is empty");
+  }
+  if (to == target::mxfp4 && g.k % cv::mxfp4_block != 0) {
+    throw data_error(printable(name) + ": K = " + std::to_string(g.k) + " is not a multiple of 32 (MXFP4 blocks)");
+  }
+  if (to == target::nvfp4 && (g.k % 16 != 0 || experts)) {
+    throw data_error(printable(name) + ": shape " + shape_string(t.shape) +
+                     (experts ? ": NVFP4 is written per matrix [N, K] (one global scale each), not stacked"
+                              : ": K is not a multiple of 16 (NVFP4 blocks)"));
+  }
+  if (bc.cfg) {
+    layer_kind const kind = infer_layer_kind(module);
+    std::string const engine_name = fused_name(*bc.cfg, module).value_or(module);
+    decision const d = decide(*bc.cfg, *sg, engine_name, kind == layer_kind::other ? layer_kind::linear : kind);
+    if (d.skipped) {
+      throw data_error(printable(module) + ": the config's skip rules" +
+                       (d.rule ? " ('" + printable(*d.rule) + "')" : std::string()) +
+                       " leave it unquantized, but its weight is F8_E4M3 (an inconsistent checkpoint)");
+    }
+  }
+  fp8_layer l;
+  l.module = module;
+  l.weight = &t;
+  l.scale = s;
+  l.grid = g;
+  return l;
+}
+
+/// Adds the output tensor (name, type, shape), written for the input tensor `source`, to shard
+/// `shard`.
+out_ref add_output(std::vector<shard_plan>& shards, std::size_t shard, std::string const& source, std::string name,
+                   dtype type, std::vector<std::int64_t> shape) {
+  shards[shard].tensors.push_back({std::move(name), type, std::move(shape), 0, 0, source});
+  return out_ref{shard, shards[shard].tensors.size() - 1};
+}
+
+/// The outputs of layer `l` by target (see the file's comment): in the weight's shard `ws`, and
+/// fp8-ue8m0's scales in the input scales' shard `ss`.
+void add_layer_outputs(std::vector<shard_plan>& shards, fp8_layer& l, std::size_t ws, std::size_t ss, target to) {
+  tensor_info const& t = *l.weight;
+  cv::block_grid const& g = l.grid;
+  bool const experts = t.shape.size() == 3;
+  auto rows_k = [&](std::int64_t div) { return experts ? shape_of(g.groups, g.n, g.k / div) : shape_of(g.n, g.k / div); };
+  auto out = [&](std::size_t shard, std::string name, dtype type, std::vector<std::int64_t> shape) {
+    return add_output(shards, shard, t.name, std::move(name), type, std::move(shape));
+  };
+  switch (to) {
+    case target::fp8_ue8m0:
+      l.outs = {out(ws, t.name, dtype::F8_E4M3, t.shape), out(ss, l.scale->name, dtype::F32, l.scale->shape)};
+      break;
+    case target::bf16:
+      l.outs = {out(ws, t.name, dtype::BF16, t.shape)};
+      break;
+    case target::mxfp4:
+      l.outs = {out(ws, l.module + ".weight_packed", dtype::U8, rows_k(2)),
+                out(ws, l.module + ".weight_scale", dtype::U8, rows_k(cv::mxfp4_block))};
+      break;
+    case target::nvfp4:
+      l.outs = {out(ws, l.module + ".weight_packed", dtype::U8, rows_k(2)),
+                out(ws, l.module + ".weight_scale", dtype::F8_E4M3, rows_k(16)),
+                out(ws, l.module + ".weight_global_scale", dtype::F32, {1})};
+      break;
+  }
+}
+
+/// The plan: one job per copied tensor and per FP8 layer (per fused layer for NVFP4), with the
+/// float linear layers (compressed-tensors `ignore`) and the static input scales dropped.
+struct convert_plan {
+  std::vector<convert_job> jobs;
+  std::vector<std::string> kept_linear;
+  std::size_t dropped = 0;
+  std::size_t layers = 0;  ///< FP8 layers converted
+};
+
+/// Every input tensor's job and outputs, added to `task.shards`. @throws data_error for a
+/// tensor that is not part of an FP8 block checkpoint, and when there is no FP8 layer in `in`
+convert_plan plan_convert(checkpoint_job& task, block_config const& bc, target to, std::string const& in) {
+  using qtl::io::detail::printable;
   // The fused layers of --to nvfp4: the config's packed_modules_mapping, else the engines' default.
-  quant_config fused_cfg = cfg.value_or(quant_config{});
+  quant_config fused_cfg = bc.cfg.value_or(quant_config{});
   if (fused_cfg.packed_modules_mapping.empty()) {
     fused_cfg.packed_modules_mapping = default_packed_modules_mapping();
   }
   compiled_config const fused_cc(fused_cfg);
-
-  // --- plan ------------------------------------------------------------------------------------
-  std::vector<shard_plan> shards = plan_shards(ckpt, sharded);
-  std::string const* source = nullptr;  // the input tensor of the outputs being added
-  auto const add_out = [&](std::size_t shard, std::string name, dtype type, std::vector<std::int64_t> shape) {
-    shards[shard].tensors.push_back({std::move(name), type, std::move(shape), 0, 0, *source});
-    return out_ref{shard, shards[shard].tensors.size() - 1};
-  };
   std::map<std::string, std::size_t> shard_of;  // tensor name -> input shard
-  for (auto const& e : ckpt.tensors()) {
+  for (auto const& e : task.ckpt.tensors()) {
     shard_of[e.tensor->name] = e.shard;
   }
   std::optional<consumer> sg;
-  if (cfg) {
-    sg = engine_consumer(*cfg, true);
+  if (bc.cfg) {
+    sg = engine_consumer(*bc.cfg, true);
   }
-  std::vector<convert_job> jobs;
+  convert_plan p;
   std::map<std::string, std::size_t> layer_job;  // fused layer -> job (nvfp4: one global scale per fused layer)
-  std::vector<std::string> kept_linear;           // float linear layers (compressed-tensors `ignore`)
-  std::size_t dropped = 0;
-  for (auto const& e : ckpt.tensors()) {
+  for (auto const& e : task.ckpt.tensors()) {
     tensor_info const& t = *e.tensor;
     std::string const& name = t.name;
-    std::string const scale_module = strip(name, ".weight_scale_inv");
-    if (!scale_module.empty()) {
-      tensor_info const* w = ckpt.find(scale_module + ".weight");
+    if (std::string const scale_module = strip(name, ".weight_scale_inv"); !scale_module.empty()) {
+      tensor_info const* w = task.ckpt.find(scale_module + ".weight");
       if (w == nullptr || w->type != dtype::F8_E4M3) {
-        throw data_error(qtl::io::detail::printable(name) + ": block scales without an F8_E4M3 weight '" +
-                         qtl::io::detail::printable(scale_module) + ".weight'");
+        throw data_error(printable(name) + ": block scales without an F8_E4M3 weight '" + printable(scale_module) +
+                         ".weight'");
       }
       continue;  // converted with its weight
     }
     std::string const module = strip(name, ".weight");
-    source = &name;
     if (!module.empty() && t.type == dtype::F8_E4M3) {
-      tensor_info const* s = ckpt.find(module + ".weight_scale_inv");
-      if (s == nullptr) {
-        throw data_error(qtl::io::detail::printable(name) + ": an F8_E4M3 weight without '" +
-                         qtl::io::detail::printable(module) +
-                         ".weight_scale_inv' (qtl convert takes FP8 block checkpoints; per-tensor or "
-                         "per-channel FP8 is not converted)");
-      }
-      if (t.shape.size() != 2 && t.shape.size() != 3) {
-        throw data_error(qtl::io::detail::printable(name) + ": shape " + qtl::io::shape_string(t.shape) +
-                         ": an FP8 block weight is [N, K] or [E, N, K]");
-      }
-      bool const experts = t.shape.size() == 3;
-      cv::block_grid const g{experts ? t.shape[0] : 1, t.shape[experts ? 1 : 0], t.shape[experts ? 2 : 1], block};
-      std::vector<std::int64_t> const want =
-          experts ? std::vector<std::int64_t>{g.groups, g.n_blocks(), g.k_blocks()}
-                  : std::vector<std::int64_t>{g.n_blocks(), g.k_blocks()};
-      if (s->type != dtype::F32 || s->shape != want) {
-        throw data_error(qtl::io::detail::printable(module) + ".weight_scale_inv: " +
-                         std::string(qtl::io::dtype_name(s->type)) + " " + qtl::io::shape_string(s->shape) +
-                         "; weight " + qtl::io::shape_string(t.shape) + " in " + std::to_string(block.n) + "x" +
-                         std::to_string(block.k) + " blocks needs F32 " + qtl::io::shape_string(want));
-      }
-      if (g.n == 0 || g.k == 0 || g.groups == 0) {
-        throw data_error(qtl::io::detail::printable(name) + ": shape " + qtl::io::shape_string(t.shape) +
-                         " is empty");
-      }
-      if (to == target::mxfp4 && g.k % cv::mxfp4_block != 0) {
-        throw data_error(qtl::io::detail::printable(name) + ": K = " + std::to_string(g.k) +
-                         " is not a multiple of 32 (MXFP4 blocks)");
-      }
-      if (to == target::nvfp4 && (g.k % 16 != 0 || experts)) {
-        throw data_error(qtl::io::detail::printable(name) + ": shape " + qtl::io::shape_string(t.shape) +
-                         (experts ? ": NVFP4 is written per matrix [N, K] (one global scale each), not stacked"
-                                  : ": K is not a multiple of 16 (NVFP4 blocks)"));
-      }
-      if (cfg) {
-        layer_kind const kind = infer_layer_kind(module);
-        std::string const engine_name = fused_name(*cfg, module).value_or(module);
-        decision const d = decide(*cfg, *sg, engine_name, kind == layer_kind::other ? layer_kind::linear : kind);
-        if (d.skipped) {
-          throw data_error(qtl::io::detail::printable(module) + ": the config's skip rules" +
-                           (d.rule ? " ('" + qtl::io::detail::printable(*d.rule) + "')" : std::string()) +
-                           " leave it unquantized, but its weight is F8_E4M3 (an inconsistent checkpoint)");
-        }
-      }
-      fp8_layer l;
-      l.module = module;
-      l.weight = &t;
-      l.scale = s;
-      l.grid = g;
-      std::size_t const ws = e.shard;
-      std::size_t const ss = shard_of[s->name];
-      auto rows_k = [&](std::int64_t div) {
-        return experts ? shape_of(g.groups, g.n, g.k / div) : shape_of(g.n, g.k / div);
-      };
-      switch (to) {
-        case target::fp8_ue8m0:
-          l.outs = {add_out(ws, name, dtype::F8_E4M3, t.shape), add_out(ss, s->name, dtype::F32, s->shape)};
-          break;
-        case target::bf16:
-          l.outs = {add_out(ws, name, dtype::BF16, t.shape)};
-          break;
-        case target::mxfp4:
-          l.outs = {add_out(ws, module + ".weight_packed", dtype::U8, rows_k(2)),
-                    add_out(ws, module + ".weight_scale", dtype::U8, rows_k(cv::mxfp4_block))};
-          break;
-        case target::nvfp4:
-          l.outs = {add_out(ws, module + ".weight_packed", dtype::U8, rows_k(2)),
-                    add_out(ws, module + ".weight_scale", dtype::F8_E4M3, rows_k(16)),
-                    add_out(ws, module + ".weight_global_scale", dtype::F32, {1})};
-          break;
-      }
-      std::uint64_t const bytes = t.bytes.size() + s->bytes.size();
+      fp8_layer l = fp8_layer_of(t, module, task.ckpt, bc, sg, to);
+      add_layer_outputs(task.shards, l, e.shard, shard_of[l.scale->name], to);
+      std::uint64_t const bytes = t.bytes.size() + l.scale->bytes.size();
+      ++p.layers;
       if (to == target::nvfp4) {
         // The shards of a fused layer share one global scale, as qtl quantize writes them
         // (scale_group_name: q/k/v, gate/up, each expert's gate/up, w1/w3, q_a/kv_a).
         std::string const group = scale_group_name(fused_cc, module);
         auto const it = group.empty() ? layer_job.end() : layer_job.find(group);
         if (it != layer_job.end()) {
-          jobs[it->second].layers.push_back(std::move(l));
-          jobs[it->second].in_bytes += bytes;
+          p.jobs[it->second].layers.push_back(std::move(l));
+          p.jobs[it->second].in_bytes += bytes;
           continue;
         }
         if (!group.empty()) {
-          layer_job[group] = jobs.size();
+          layer_job[group] = p.jobs.size();
         }
       }
       convert_job j;
       j.layers.push_back(std::move(l));
       j.in_bytes = bytes;
-      jobs.push_back(std::move(j));
+      p.jobs.push_back(std::move(j));
       continue;
     }
     if (t.type == dtype::F8_E4M3 || t.type == dtype::F8_E5M2) {
-      throw data_error(qtl::io::detail::printable(name) + ": an " + std::string(qtl::io::dtype_name(t.type)) +
+      throw data_error(printable(name) + ": an " + std::string(qtl::io::dtype_name(t.type)) +
                        " tensor that is not an FP8 block weight (L.weight with L.weight_scale_inv)");
     }
     if (to != target::fp8_ue8m0 && !strip(name, ".input_scale").empty()) {
-      ++dropped;  // static activation scales: the converted layers' activations are not quantized
+      ++p.dropped;  // static activation scales: the converted layers' activations are not quantized
       continue;
     }
     if (!module.empty() && t.shape.size() == 2) {
       layer_kind const kind = infer_layer_kind(module);
       if (kind == layer_kind::linear || kind == layer_kind::lm_head) {
-        kept_linear.push_back(module);
+        p.kept_linear.push_back(module);
       }
     }
     convert_job j;
     j.copy = &t;
-    j.copy_out = add_out(e.shard, name, t.type, t.shape);
+    j.copy_out = add_output(task.shards, e.shard, name, name, t.type, t.shape);
     j.in_bytes = t.bytes.size();
-    jobs.push_back(std::move(j));
+    p.jobs.push_back(std::move(j));
   }
-  std::size_t layers = 0;
-  for (auto const& j : jobs) {
-    layers += j.layers.size();
-  }
-  if (layers == 0) {
-    throw data_error(a.in + ": no FP8 block weights (L.weight F8_E4M3 with L.weight_scale_inv F32): "
+  if (p.layers == 0) {
+    throw data_error(in + ": no FP8 block weights (L.weight F8_E4M3 with L.weight_scale_inv F32): "
                      "qtl convert takes an FP8 block checkpoint");
   }
+  return p;
+}
 
-  // --- output files: headers now, data by the workers -----------------------------------------
-  staged_output staged(out_dir, {"convert", checkpoint_inputs(in_path, ckpt), a.force});
-  open_shards(staged, shards);
-  std::vector<std::size_t> written;  // shards with tensors (an emptied shard of a sharded input is dropped)
-  for (std::size_t i = 0; i < shards.size(); ++i) {
-    if (shards[i].file) {
-      written.push_back(i);
-    }
-  }
-
-  std::uint64_t total_in = 0;
-  for (auto const& j : jobs) {
-    total_in += j.in_bytes;
-  }
-  worker_context const ctx{shards, to, recipe, a.canonical, a.allow_nonfinite};
-  bool const progress = ::isatty(2) != 0;
-  worker_pool_jobs pool_jobs;
-  pool_jobs.count = jobs.size();
-  pool_jobs.run = [&](std::size_t i) { run_job(ctx, jobs[i]); };
-  pool_jobs.bytes = [&](std::size_t i) { return jobs[i].in_bytes; };
-  pool_jobs.describe = [&](std::size_t i) {
+/// The pool's jobs: each plan job run by `run_job`.
+worker_pool_jobs converter_jobs(std::vector<convert_job>& jobs, worker_context const& ctx) {
+  worker_pool_jobs pool;
+  pool.count = jobs.size();
+  pool.run = [&jobs, &ctx](std::size_t i) { run_job(ctx, jobs[i]); };
+  pool.bytes = [&jobs](std::size_t i) { return jobs[i].in_bytes; };
+  pool.describe = [&jobs](std::size_t i) {
     convert_job const& j = jobs[i];
     return qtl::io::detail::printable(j.copy != nullptr ? j.copy->name : j.layers.front().weight->name);
   };
-  if (progress) {
-    pool_jobs.progress = [](std::uint64_t d, std::uint64_t total) {
-      int const width = 40;
-      int const fill = total == 0 ? width : static_cast<int>(width * d / total);
-      std::fprintf(stderr, "\r[%s%s] %3d%% %s", std::string(static_cast<std::size_t>(fill), '#').c_str(),
-                   std::string(static_cast<std::size_t>(width - fill), ' ').c_str(),
-                   total == 0 ? 100 : static_cast<int>(100 * d / total), human_bytes(d).c_str());
-      std::fflush(stderr);
-    };
-  }
-  pool_jobs.fewer_threads = [](unsigned started, unsigned asked, std::string const& why) {
-    std::fprintf(stderr, "qtl convert: warning: could start only %u of %u threads (%s); going on with %u\n", started,
-                 asked, why.c_str(), started);
-  };
-  guard_checkpoint_mappings(ckpt);
-  test_stop_point("reading");
-  worker_pool_result const pool = run_worker_pool(static_cast<unsigned>(a.threads), pool_jobs);
-  unsigned const used_threads = pool.threads;
-  if (progress) {
-    std::fprintf(stderr, "\n");
-  }
-  if (pool.failed) {
-    throw data_error(pool.first_error);
-  }
+  return pool;
+}
 
-  // --- config files -----------------------------------------------------------------------------
-  if (has_config) {
-    switch (to) {
-      case target::fp8_ue8m0:
-        if (qobj.is_object()) {
-          qobj["scale_fmt"] = "ue8m0";
-          model_config["quantization_config"] = qobj;
-        } else {
-          model_config["quantization_config"] = {{"quant_method", "fp8"},        {"fmt", "e4m3"},
-                                                 {"activation_scheme", "dynamic"}, {"weight_block_size", {128, 128}},
-                                                 {"scale_fmt", "ue8m0"}};
-        }
-        break;
-      case target::bf16:
-        model_config.erase("quantization_config");
-        break;
-      case target::mxfp4:
-      case target::nvfp4:
-        model_config["quantization_config"] = ct_fp4_config(to, kept_linear);
-        break;
-    }
-  } else if (to != target::bf16) {
-    // a bare file: the config the output needs still goes beside it
-    model_config["quantization_config"] =
-        to == target::fp8_ue8m0
-            ? ojson{{"quant_method", "fp8"}, {"fmt", "e4m3"}, {"activation_scheme", "dynamic"},
-                    {"weight_block_size", {128, 128}}, {"scale_fmt", "ue8m0"}}
-            : ct_fp4_config(to, kept_linear);
+/// The output's quantization_config, set in `model_config`: fp8-ue8m0 the input's (else the
+/// default block config) with `scale_fmt: "ue8m0"`, bf16 none, mxfp4 and nvfp4 compressed-tensors
+/// with `kept_linear` ignored.
+void set_output_config(ojson& model_config, ojson qobj, target to, std::vector<std::string> const& kept_linear) {
+  switch (to) {
+    case target::fp8_ue8m0:
+      if (qobj.is_object()) {
+        qobj["scale_fmt"] = "ue8m0";
+        model_config["quantization_config"] = qobj;
+      } else {
+        model_config["quantization_config"] = default_ue8m0_config();  // a bare file's config still goes beside it
+      }
+      break;
+    case target::bf16:
+      model_config.erase("quantization_config");
+      break;
+    case target::mxfp4:
+    case target::nvfp4:
+      model_config["quantization_config"] = ct_fp4_config(to, kept_linear);
+      break;
   }
-  if (!model_config.empty()) {
-    small_file(staged, "config.json", model_config.dump(2) + "\n");
-  }
-  std::uint64_t total_out = 0;
-  for (std::size_t i : written) {
-    total_out += shards[i].total;
-  }
-  if (sharded) {
-    write_shard_index(staged, shards);
-  }
-  std::cerr << copy_input_extras(in_path, staged, "convert");
+}
 
-  // --- commit -----------------------------------------------------------------------------------
-  for (std::size_t i : written) {
-    shards[i].file->flush();
-  }
-  std::cerr << staged.commit();
-  double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-
-  // --- summary ----------------------------------------------------------------------------------
+/// The summary on standard output: each layer converted, the counts, sizes and speed.
+void print_summary(convert_args const& a, target to, convert_plan const& p, unsigned threads, std::uint64_t total_in,
+                   std::uint64_t total_out, double secs) {
   std::ostringstream out;
   out << "qtl convert: " << a.in << " -> " << a.out_dir << " (--to " << a.to;
   if (to == target::fp8_ue8m0) {
     out << ", recipe " << a.recipe << (a.canonical ? ", canonical" : "");
   }
-  out << ", " << used_threads << " thread" << (used_threads == 1 ? "" : "s") << ")\n";
+  out << ", " << threads << " thread" << (threads == 1 ? "" : "s") << ")\n";
   out << "  " << std::left << std::setw(48) << "layer" << "done\n";
   std::size_t copied = 0;
-  for (auto const& j : jobs) {
+  for (auto const& j : p.jobs) {
     if (j.copy != nullptr) {
       ++copied;
       continue;
@@ -691,20 +628,51 @@ int run_convert(convert_args const& a) {
       out << "  " << std::setw(48) << shown(l.module) << "fp8 block " << l.grid.block.n << "x" << l.grid.block.k << " -> "
           << a.to;
       if (to == target::nvfp4) {
-        out << " (global scale " << std::setprecision(9) << j.global_scale
-            << (j.layers.size() > 1 ? ", shared" : "") << ")";
+        out << " (global scale " << std::setprecision(9) << j.global_scale << (j.layers.size() > 1 ? ", shared" : "")
+            << ")";
       }
       out << "\n";
     }
   }
-  out << "  " << layers << " layers converted, " << copied << " tensors copied";
-  if (dropped > 0) {
-    out << ", " << dropped << " input scales dropped";
+  out << "  " << p.layers << " layers converted, " << copied << " tensors copied";
+  if (p.dropped > 0) {
+    out << ", " << p.dropped << " input scales dropped";
   }
   out << "\n  in " << human_bytes(total_in) << ", out " << human_bytes(total_out) << ", " << std::fixed
       << std::setprecision(2) << secs << " s, " << std::setprecision(3)
       << (secs > 0 ? static_cast<double>(total_in) / secs / 1e9 : 0.0) << " GB/s of input\n";
   std::cout << out.str();
+}
+
+int run_convert(convert_args const& a) {
+  auto const t0 = std::chrono::steady_clock::now();
+  target const to = parse_target(a.to);
+  recipe_name const recipe = parse_recipe(a.recipe);
+  check_flags(a, to);
+
+  // --- input and plan ---------------------------------------------------------------------------
+  terminal_progress bar;
+  checkpoint_job task("convert", a.in, a.out_dir, &bar, [&bar](std::string const& line) { bar.note(line); });
+  block_config const bc = read_block_config(task, to);
+  convert_plan p = plan_convert(task, bc, to, a.in);
+
+  // --- output files (headers now, data by the workers), workers --------------------------------
+  task.open_outputs(a.force);
+  std::uint64_t total_in = 0;
+  for (auto const& j : p.jobs) {
+    total_in += j.in_bytes;
+  }
+  worker_context const ctx{task.shards, to, recipe, a.canonical, a.allow_nonfinite};
+  unsigned const threads = task.run_workers(a.threads, converter_jobs(p.jobs, ctx));
+
+  // --- config files, commit ---------------------------------------------------------------------
+  set_output_config(task.model_config, bc.qobj, to, p.kept_linear);
+  if (!task.model_config.empty()) {
+    task.write_json("config.json", task.model_config);
+  }
+  task.commit();
+  double const secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  print_summary(a, to, p, threads, total_in, task.bytes_out(), secs);
   return exit_ok;
 }
 

@@ -6,10 +6,7 @@
 //                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json] [--threads N]
 //                [--allow-nonfinite] [--allow-empty]
 
-#include <unistd.h>
-
 #include <charconv>
-#include <cstdio>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -18,6 +15,7 @@
 #include "common.hpp"
 #include "int_flags.hpp"
 #include "lib/checkpoint.hpp"
+#include "lib/checkpoint_job.hpp"
 #include "lib/quantize_plan.hpp"
 
 namespace qtl::tool {
@@ -35,31 +33,6 @@ struct quantize_args {
   CLI::Option* bits_opt = nullptr;
   CLI::Option* group_opt = nullptr;
   CLI::Option* scheme_opt = nullptr;
-};
-
-/// Notes to standard error; a bar of the bytes done when standard error is a terminal.
-class terminal_progress final : public progress_sink {
- public:
-  void progress(std::uint64_t d, std::uint64_t total) override {
-    if (!tty_) {
-      return;
-    }
-    int const width = 40;
-    int const fill = total == 0 ? width : static_cast<int>(width * d / total);
-    std::fprintf(stderr, "\r[%s%s] %3d%% %s", std::string(static_cast<std::size_t>(fill), '#').c_str(),
-                 std::string(static_cast<std::size_t>(width - fill), ' ').c_str(),
-                 total == 0 ? 100 : static_cast<int>(100 * d / total), human_bytes(d).c_str());
-    std::fflush(stderr);
-  }
-  void note(std::string const& line) override { std::cerr << line << std::flush; }
-  void finished() override {
-    if (tty_) {
-      std::fprintf(stderr, "\n");
-    }
-  }
-
- private:
-  bool tty_ = ::isatty(2) != 0;
 };
 
 int run_quantize(quantize_args& a) {

@@ -103,17 +103,15 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
-#include <set>
-#include <system_error>
 
 #include <qtl/group_size.hpp>
 
 #include "../common.hpp"
 #include "../config_tools.hpp"
 #include "checkpoint.hpp"
+#include "checkpoint_job.hpp"
 #include "quant_config_writer.hpp"
 #include "quantize_plan.hpp"
-#include "../staged_output.hpp"
 #include "tensor_writers.hpp"
 #include "worker_pool.hpp"
 
@@ -229,22 +227,27 @@ std::optional<std::int64_t> ct_config_group_size(quant_config const& cfg, ojson 
   return std::nullopt;
 }
 
-}  // namespace
 
-quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, quantize_options const& a,
-                                    progress_sink* sink) {
-  auto const t0 = std::chrono::steady_clock::now();
-  quantize_report report;
-  report.format = a.format;
-  auto note = [&](std::string const& text) {
-    if (text.empty()) {
-      return;
-    }
-    report.notes.push_back(text);
-    if (sink != nullptr) {
-      sink->note(text);
-    }
-  };
+/// The run's settings: the format, the FP8 scheme, the config (read, or made from the flags) and
+/// the integer formats' parameters (a flag, else the config's value, else the default).
+struct settings {
+  out_format fmt{};
+  bool gptq = false;
+  fp8_scheme scheme = fp8_scheme::channel;
+  std::string scheme_name;
+  bool ct_block = false;  // FP8_BLOCK as compressed-tensors writes it
+  std::string config_path;
+  quant_config cfg;
+  ojson qobj;
+  ojson config_document;
+  std::int64_t int_bits = 4;
+  std::int64_t int_group_size = 128;
+  bool int_sym = true;
+};
+
+/// The format of --format, after refusing flags that do not fit it or each other.
+/// @throws usage_error naming the flag
+out_format checked_format(quantize_options const& a) {
   out_format fmt{};
   if (a.format == "gptq") {
     fmt = out_format::gptq;
@@ -292,323 +295,373 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     throw usage_error("--threads " + std::to_string(a.threads) + ": expected 0 (every core) to " +
                       std::to_string(max_quantize_threads));
   }
-  std::string const scheme_name = a.fp8_scheme.value_or("channel");
-  if (scheme_name != "tensor" && scheme_name != "channel" && scheme_name != "block" && scheme_name != "ct-block") {
-    throw usage_error("--fp8-scheme " + scheme_name + ": expected tensor, channel, block or ct-block");
-  }
-  fp8_scheme const scheme = scheme_name == "tensor"    ? fp8_scheme::tensor
-                            : scheme_name == "channel" ? fp8_scheme::channel
-                                                       : fp8_scheme::block;
-  bool const ct_block = scheme_name == "ct-block";  // FP8_BLOCK as compressed-tensors writes it
-  std::string const config_path = a.config.string();
-  // --- the config: read, or made from the flags ---------------------------------------------
-  quant_config cfg;
-  ojson qobj;
-  ojson config_document;
+  return fmt;
+}
+
+/// The --config read and checked against the format, or, without one, the config the flags make.
+/// @throws usage_error for a config of another family than the format writes
+void read_or_make_config(settings& st, quantize_options const& a) {
+  out_format const fmt = st.fmt;
   if (!a.config.empty()) {
     config_file file = read_config_file(a.config);
-    cfg = std::move(file.config);
-    qobj = std::move(file.quant_object);
-    config_document = std::move(file.document);
-    if (gptq && cfg.family != quant_family::gptq) {
+    st.cfg = std::move(file.config);
+    st.qobj = std::move(file.quant_object);
+    st.config_document = std::move(file.document);
+    quant_config const& cfg = st.cfg;
+    std::string const& config_path = st.config_path;
+    if (st.gptq && cfg.family != quant_family::gptq) {
       throw usage_error("--config " + config_path + " is a '" + cfg.quant_method + "' config, not GPTQ");
     }
     if (fmt == out_format::fp8 && cfg.family != quant_family::fp8 && cfg.family != quant_family::compressed_tensors) {
       throw usage_error("--config " + config_path + " is a '" + cfg.quant_method +
                         "' config, not fp8 or compressed-tensors");
     }
-    if (!gptq && fmt != out_format::fp8 && cfg.family != quant_family::compressed_tensors) {
+    if (!st.gptq && fmt != out_format::fp8 && cfg.family != quant_family::compressed_tensors) {
       throw usage_error("--config " + config_path + " is a '" + cfg.quant_method + "' config; --format " +
                         a.format + " is written as compressed-tensors and takes a compressed-tensors config");
     }
-    if (fmt == out_format::fp8 && cfg.family == quant_family::fp8 && scheme == fp8_scheme::channel) {
+    if (fmt == out_format::fp8 && cfg.family == quant_family::fp8 && st.scheme == fp8_scheme::channel) {
       throw usage_error("--fp8-scheme channel is written as compressed-tensors; an HF 'fp8' config "
                         "describes block (weight_block_size) or per-tensor scales");
     }
-    if (ct_block && cfg.family != quant_family::compressed_tensors) {
+    if (st.ct_block && cfg.family != quant_family::compressed_tensors) {
       throw usage_error("--fp8-scheme ct-block is written as compressed-tensors; --config " + config_path +
                         " is a '" + cfg.quant_method + "' config");
     }
-  } else if (gptq) {
-    cfg.family = quant_family::gptq;
-    cfg.quant_method = "gptq";
-    qobj = ojson::object();
+  } else if (st.gptq) {
+    st.cfg.family = quant_family::gptq;
+    st.cfg.quant_method = "gptq";
+    st.qobj = ojson::object();
   } else {
-    bool const hf_fp8 = fmt == out_format::fp8 && scheme == fp8_scheme::block && !ct_block;
-    cfg.family = hf_fp8 ? quant_family::fp8 : quant_family::compressed_tensors;
-    cfg.quant_method = hf_fp8 ? "fp8" : "compressed-tensors";
-    cfg.skip_list = {"lm_head"};
-    cfg.skip_list_field = hf_fp8 ? "modules_to_not_convert" : "ignore";
-    qobj = ojson::object();
+    bool const hf_fp8 = fmt == out_format::fp8 && st.scheme == fp8_scheme::block && !st.ct_block;
+    st.cfg.family = hf_fp8 ? quant_family::fp8 : quant_family::compressed_tensors;
+    st.cfg.quant_method = hf_fp8 ? "fp8" : "compressed-tensors";
+    st.cfg.skip_list = {"lm_head"};
+    st.cfg.skip_list_field = hf_fp8 ? "modules_to_not_convert" : "ignore";
+    st.qobj = ojson::object();
   }
-  // The integer formats' parameters: a flag given, else the config's value, else the default.
-  std::int64_t int_bits = a.format == "w8a16" ? 8 : 4;
-  std::int64_t int_group_size = a.group_size.value_or(128);
-  bool int_sym = !a.asym;
-  if (integer) {
-    bool const from_file = !a.config.empty();
-    std::string const config_text = "--config " + config_path;
-    std::optional<bool> const sym_flag = a.sym    ? std::optional<bool>(true)
-                                         : a.asym ? std::optional<bool>(false)
-                                                  : std::nullopt;
-    std::string const sym_text = a.asym ? "--asym" : "--sym";
-    std::string const group_text = "--group-size " + std::to_string(a.group_size.value_or(0));
-    param_sources sources;
-    if (gptq) {
-      std::optional<std::int64_t> bits_flag;
-      if (a.bits) {
-        bits_flag = *a.bits;
-      }
-      cfg.bits = merge_param<std::int64_t>(sources, "bits", bits_flag, "--bits " + std::to_string(a.bits.value_or(0)),
-                                           from_file ? cfg.bits : std::nullopt, config_text, 4);
-      cfg.group_size = merge_param<std::int64_t>(sources, "group_size", a.group_size, group_text,
-                                                 from_file ? cfg.group_size : std::nullopt, config_text, 128);
-      cfg.sym =
-          merge_param<bool>(sources, "sym", sym_flag, sym_text, from_file ? cfg.sym : std::nullopt, config_text, true);
-    } else {
-      if (from_file && cfg.weight_type && *cfg.weight_type != "int") {
-        throw usage_error("--format " + a.format + " writes int weights; " + config_text + " describes '" +
-                          *cfg.weight_type + "' weights");
-      }
-      int_bits = merge_param<std::int64_t>(sources, "num_bits", int_bits, "--format " + a.format,
-                                           from_file ? cfg.bits : std::nullopt, config_text, int_bits);
-      int_group_size =
-          merge_param<std::int64_t>(sources, "group_size", a.group_size, group_text,
-                                    from_file ? ct_config_group_size(cfg, qobj) : std::nullopt, config_text, 128);
-      int_sym = merge_param<bool>(sources, "symmetric", sym_flag, sym_text, from_file ? cfg.sym : std::nullopt,
-                                  config_text, true);
+}
+
+/// The integer formats' bits, group size and symmetry: a flag given, else the config's value,
+/// else the default; when a --config is given and some value came from elsewhere, each value's
+/// source is noted. GPTQ's land in the config (it is written back), the others' in `st.int_*`.
+void merge_integer_params(settings& st, quantize_options const& a, note_fn const& note) {
+  quant_config& cfg = st.cfg;
+  bool const from_file = !a.config.empty();
+  std::string const config_text = "--config " + st.config_path;
+  std::optional<bool> const sym_flag = a.sym    ? std::optional<bool>(true)
+                                       : a.asym ? std::optional<bool>(false)
+                                                : std::nullopt;
+  std::string const sym_text = a.asym ? "--asym" : "--sym";
+  std::string const group_text = "--group-size " + std::to_string(a.group_size.value_or(0));
+  param_sources sources;
+  if (st.gptq) {
+    std::optional<std::int64_t> bits_flag;
+    if (a.bits) {
+      bits_flag = *a.bits;
     }
-    if (from_file && !sources.all_from_config) {
-      std::string line = "qtl quantize:";
-      for (std::size_t i = 0; i < sources.shown.size(); ++i) {
-        line += (i == 0 ? " " : ", ") + sources.shown[i];
-      }
-      note(line + "\n");
+    cfg.bits = merge_param<std::int64_t>(sources, "bits", bits_flag, "--bits " + std::to_string(a.bits.value_or(0)),
+                                         from_file ? cfg.bits : std::nullopt, config_text, 4);
+    cfg.group_size = merge_param<std::int64_t>(sources, "group_size", a.group_size, group_text,
+                                               from_file ? cfg.group_size : std::nullopt, config_text, 128);
+    cfg.sym =
+        merge_param<bool>(sources, "sym", sym_flag, sym_text, from_file ? cfg.sym : std::nullopt, config_text, true);
+  } else {
+    if (from_file && cfg.weight_type && *cfg.weight_type != "int") {
+      throw usage_error("--format " + a.format + " writes int weights; " + config_text + " describes '" +
+                        *cfg.weight_type + "' weights");
     }
+    st.int_bits = merge_param<std::int64_t>(sources, "num_bits", st.int_bits, "--format " + a.format,
+                                            from_file ? cfg.bits : std::nullopt, config_text, st.int_bits);
+    st.int_group_size =
+        merge_param<std::int64_t>(sources, "group_size", a.group_size, group_text,
+                                  from_file ? ct_config_group_size(cfg, st.qobj) : std::nullopt, config_text, 128);
+    st.int_sym = merge_param<bool>(sources, "symmetric", sym_flag, sym_text, from_file ? cfg.sym : std::nullopt,
+                                   config_text, true);
   }
-  validate_config_values(cfg, qobj, a.config.empty() ? std::string("the command line") : "--config " + config_path,
+  if (from_file && !sources.all_from_config) {
+    std::string line = "qtl quantize:";
+    for (std::size_t i = 0; i < sources.shown.size(); ++i) {
+      line += (i == 0 ? " " : ", ") + sources.shown[i];
+    }
+    note(line + "\n");
+  }
+}
+
+/// The run's settings from the flags and the --config. @throws usage_error, config_error
+settings settings_of(quantize_options const& a, note_fn const& note) {
+  settings st;
+  st.fmt = checked_format(a);
+  st.gptq = st.fmt == out_format::gptq;
+  st.scheme_name = a.fp8_scheme.value_or("channel");
+  std::string const& scheme_name = st.scheme_name;
+  if (scheme_name != "tensor" && scheme_name != "channel" && scheme_name != "block" && scheme_name != "ct-block") {
+    throw usage_error("--fp8-scheme " + scheme_name + ": expected tensor, channel, block or ct-block");
+  }
+  st.scheme = scheme_name == "tensor"    ? fp8_scheme::tensor
+              : scheme_name == "channel" ? fp8_scheme::channel
+                                         : fp8_scheme::block;
+  st.ct_block = scheme_name == "ct-block";
+  st.config_path = a.config.string();
+  read_or_make_config(st, a);
+  st.int_bits = a.format == "w8a16" ? 8 : 4;
+  st.int_group_size = a.group_size.value_or(128);
+  st.int_sym = !a.asym;
+  if (st.gptq || st.fmt == out_format::ct_int) {
+    merge_integer_params(st, a, note);
+  }
+  validate_config_values(st.cfg, st.qobj,
+                         a.config.empty() ? std::string("the command line") : "--config " + st.config_path,
                          value_rules::written);
-  if (gptq) {
-    cfg.desc_act = false;
-  } else if (auto const it = qobj.find("weight_block_size");
-             scheme == fp8_scheme::block && it != qobj.end() && !it->is_null() && *it != ojson::array({128, 128})) {
-    throw config_error("--config " + config_path + ": weight_block_size " + it->dump() +
+  if (st.gptq) {
+    st.cfg.desc_act = false;
+  } else if (auto const it = st.qobj.find("weight_block_size");
+             st.scheme == fp8_scheme::block && it != st.qobj.end() && !it->is_null() &&
+             *it != ojson::array({128, 128})) {
+    throw config_error("--config " + st.config_path + ": weight_block_size " + it->dump() +
                        ": qtl quantize writes 128x128 blocks");
   }
-  consumer const sg = engine_consumer(cfg, true);
+  return st;
+}
 
-  // --- input (after removing what killed runs left, so that a bad input cannot keep it) --------
-  fs::path const& in_path = src;
-  fs::path const& out_dir = dst;
-  note(clean_stale_outputs(out_dir, "quantize"));
-  guard_opening_inputs();
-  auto const ckpt = qtl::io::safetensors_checkpoint::open(src);
-  fs::path const in_dir = fs::is_directory(in_path) ? in_path : in_path.parent_path();
-  std::error_code ec;
-  if (fs::equivalent(in_dir.empty() ? fs::path(".") : in_dir, out_dir, ec)) {
-    throw usage_error("OUT_DIR must differ from the input's folder (the input is read while the output is written)");
-  }
-  // The model config the output's config.json extends: the input folder's, else a full
-  // config.json given as --config; an input that is quantized already is refused.
-  ojson model_config = ojson::object();
-  fs::path const in_config = in_dir / "config.json";
-  if (fs::exists(fs::symlink_status(in_config, ec))) {
-    model_config = read_json_document(in_config, "the input's config");
-    if (!model_config.is_object()) {
-      throw data_error(in_config.string() + ": the model config is a JSON " + model_config.type_name() +
-                       ", not an object");
-    }
-  } else if (!a.config.empty()) {
-    ojson const& doc = config_document;
+/// The input's model config (else a full config.json given as --config) into `task.model_config`,
+/// an input that is quantized already refused, and the fused layers: the config's
+/// packed_modules_mapping, else the input config.json's (the output's config.json keeps it, so
+/// that `qtl explain` on the output reads the same one). Returns the config compiled.
+compiled_config adopt_input_config(checkpoint_job& task, settings& st, quantize_options const& a) {
+  if (!task.has_config && !a.config.empty()) {
+    ojson const& doc = st.config_document;
     if (doc.is_object() && doc.contains("quantization_config") && doc.contains("model_type")) {
-      model_config = doc;
-      model_config.erase("quantization_config");
+      task.model_config = doc;
+      task.model_config.erase("quantization_config");
     }
   }
-  refuse_quantized_input(ckpt, model_config, in_config);
-  // The fused layers: the config's packed_modules_mapping, else the input config.json's (the
-  // output's config.json keeps it, so that `qtl explain` on the output reads the same one).
-  if (auto const it = model_config.find("packed_modules_mapping");
-      cfg.packed_modules_mapping.empty() && it != model_config.end()) {
+  refuse_quantized_input(task.ckpt, task.model_config, task.in_config);
+  if (auto const it = task.model_config.find("packed_modules_mapping");
+      st.cfg.packed_modules_mapping.empty() && it != task.model_config.end()) {
     try {
-      cfg.packed_modules_mapping = qtl::io::detail::mapping_of(*it, "packed_modules_mapping");
+      st.cfg.packed_modules_mapping = qtl::io::detail::mapping_of(*it, "packed_modules_mapping");
     } catch (config_error const& e) {
-      throw config_error(in_config.string() + ": " + e.what());
+      throw config_error(task.in_config.string() + ": " + e.what());
     }
   }
-  compiled_config const cc(cfg);  // rules and lists indexed once: deciding every tensor stays linear
-  bool const sharded = sharded_output(ckpt, in_path);
+  return compiled_config(st.cfg);  // rules and lists indexed once: deciding every tensor stays linear
+}
 
-  // --- plan ------------------------------------------------------------------------------------
-  std::vector<shard_plan> shards = plan_shards(ckpt, sharded);
+/// Adds the output tensor `t` to shard `s` as the job's next output.
+void add_out(job& j, shard_plan& s, out_tensor t) {
+  j.outs.push_back(s.tensors.size());
+  s.tensors.push_back(std::move(t));
+}
+
+/// The job of a layer GPTQ quantizes: its parameters (the decision's, else the config's) and its
+/// outputs qweight, qzeros, scales, g_idx. @throws data_error for a shape or width not written
+void plan_gptq(job& j, shard_plan& s, decision const& d, quant_config const& cfg) {
+  tensor_info const& t = *j.in;
+  std::int64_t const n = t.shape[0];
+  std::int64_t const k = t.shape[1];
+  j.kind = job_kind::gptq;
+  j.bits = static_cast<int>(d.bits.value_or(*cfg.bits));
+  j.sym = d.sym.value_or(*cfg.sym);
+  j.config_group_size = d.group_size.value_or(*cfg.group_size);
+  if (j.bits != 4 && j.bits != 8) {
+    throw data_error(j.module + ": " + std::to_string(j.bits) + "-bit GPTQ is not written (4 or 8)");
+  }
+  j.weight_type = *integer_weight_type(j.bits, j.sym);
+  j.group_rows = group_rows(t.name, j.config_group_size, k);
+  int const pf = 32 / j.bits;
+  if (k % pf != 0 || n % pf != 0) {
+    throw data_error(t.name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) +
+                     "]: N and K must be multiples of " + std::to_string(pf) + " for " + std::to_string(j.bits) +
+                     "-bit packing");
+  }
+  std::int64_t const g = k / j.group_rows;
+  add_out(j, s, {j.module + ".qweight", dtype::I32, {k / pf, n}});
+  add_out(j, s, {j.module + ".qzeros", dtype::I32, {g, n / pf}});
+  add_out(j, s, {j.module + ".scales", dtype::F16, {g, n}});
+  add_out(j, s, {j.module + ".g_idx", dtype::I32, {k}});
+}
+
+/// The job of a layer written compressed-tensors pack-quantized (w4a16, w8a16): weight_packed,
+/// weight_scale, weight_shape and, asymmetric, weight_zero_point. @throws data_error for a shape
+void plan_ct_pack(job& j, shard_plan& s, settings const& st) {
+  tensor_info const& t = *j.in;
+  std::int64_t const n = t.shape[0];
+  std::int64_t const k = t.shape[1];
+  j.kind = job_kind::ct_pack;
+  j.bits = static_cast<int>(st.int_bits);
+  j.sym = st.int_sym;
+  j.config_group_size = st.int_group_size;
+  j.weight_type = *integer_weight_type(j.bits, j.sym);
+  j.group_rows = group_rows(t.name, j.config_group_size, k);
+  int const pf = 32 / j.bits;
+  if (k % pf != 0 || (!j.sym && n % pf != 0)) {
+    throw data_error(t.name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) + "]: K" +
+                     (j.sym ? "" : " and N") + " must be multiples of " + std::to_string(pf) + " for " +
+                     std::to_string(j.bits) + "-bit packing");
+  }
+  std::int64_t const g = k / j.group_rows;
+  add_out(j, s, {j.module + ".weight_packed", dtype::I32, {n, k / pf}});
+  add_out(j, s, {j.module + ".weight_scale", t.type, {n, g}});
+  add_out(j, s, {j.module + ".weight_shape", dtype::I64, {2}});
+  if (!j.sym) {
+    add_out(j, s, {j.module + ".weight_zero_point", dtype::I32, {n / pf, g}});
+  }
+}
+
+/// The job of a layer written NVFP4 or MXFP4: weight_packed, weight_scale and, NVFP4,
+/// weight_global_scale (shared by the layer's fused group). @throws data_error for K
+void plan_fp4(job& j, shard_plan& s, settings const& st, compiled_config const& cc, std::string const& format) {
+  tensor_info const& t = *j.in;
+  std::int64_t const n = t.shape[0];
+  std::int64_t const k = t.shape[1];
+  bool const nv = st.fmt == out_format::nvfp4;
+  j.kind = nv ? job_kind::nvfp4 : job_kind::mxfp4;
+  std::int64_t const bs = nv ? 16 : 32;
+  if (k % bs != 0) {
+    throw data_error(t.name + ": K = " + std::to_string(k) + " is not a multiple of " + std::to_string(bs) + " (" +
+                     format + " scales blocks of " + std::to_string(bs) + " elements of a row)");
+  }
+  j.scale_group = nv ? scale_group_name(cc, j.module) : std::string();
+  add_out(j, s, {j.module + ".weight_packed", dtype::U8, {n, k / 2}});
+  add_out(j, s, {j.module + ".weight_scale", nv ? dtype::F8_E4M3 : dtype::U8, {n, k / bs}});
+  if (nv) {
+    add_out(j, s, {j.module + ".weight_global_scale", dtype::F32, {1}});
+  }
+}
+
+/// The job of a layer written FP8: the weight and its scales by the scheme and the config's
+/// family (an HF "fp8" config: a [] per-tensor scale, block scales as weight_scale_inv).
+void plan_fp8(job& j, shard_plan& s, settings const& st, compiled_config const& cc) {
+  tensor_info const& t = *j.in;
+  std::int64_t const n = t.shape[0];
+  std::int64_t const k = t.shape[1];
+  j.kind = job_kind::fp8;
+  j.ct_rules = st.ct_block;
+  add_out(j, s, {t.name, dtype::F8_E4M3, {n, k}});
+  bool const hf = st.cfg.family == quant_family::fp8;
+  if (st.scheme == fp8_scheme::tensor) {
+    j.scale_group = scale_group_name(cc, j.module);
+    add_out(j, s, {j.module + ".weight_scale", dtype::F32, hf ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1}});
+  } else if (st.scheme == fp8_scheme::channel) {
+    add_out(j, s, {j.module + ".weight_scale", dtype::F32, {n, 1}});
+  } else {
+    add_out(j, s, {j.module + (hf ? ".weight_scale_inv" : ".weight_scale"), dtype::F32,
+                   {(n + 127) / 128, (k + 127) / 128}});
+  }
+}
+
+/// The plan: one job per input tensor, the linear layers kept (module -> why), the 3-D expert
+/// stacks (copied).
+struct run_plan {
   std::vector<job> jobs;
-  std::map<std::string, std::string> skipped;  // module -> why
-  // Which modules are linear layers: weight_role (config_tools.hpp), the rule explain and lint
-  // apply. MoE routers stay in the input's dtype whatever the config says (`ignore` lists them).
-  std::string const not_linear = kept_reason(module_role::not_linear);
-  std::string const moe_router = kept_reason(module_role::moe_router);
-  std::vector<std::string> expert_stacks;  // 3-D expert tensors, copied
-  std::set<int> bits_used;
-  for (auto const& e : ckpt.tensors()) {
+  std::map<std::string, std::string> skipped;
+  std::vector<std::string> expert_stacks;
+};
+
+/// Why the 2-D `.weight` of `module` is kept, or nothing when the config quantizes it. Which
+/// modules are linear layers: weight_role (config_tools.hpp), the rule explain and lint apply;
+/// MoE routers stay in the input's dtype whatever the config says (`ignore` lists them).
+/// @throws data_error when the engine would raise, or QTL cannot tell what it does
+std::optional<std::string> kept_why(std::string const& module, tensor_info const& t, compiled_config const& cc,
+                                    consumer const& sg, decision& d) {
+  module_role const role = weight_role(module, t);
+  if (role != module_role::linear) {
+    return kept_reason(role);
+  }
+  layer_kind const kind = infer_layer_kind(module);
+  std::string const engine_name = fused_name(cc, module).value_or(module);
+  d = decide(cc, sg, engine_name, kind);
+  if (d.error) {
+    throw data_error(module + ": " + d.consumer + (d.error_from_qtl() ? ": QTL cannot tell what it does: " : " would raise ") +
+                     *d.error + " for " + engine_name);
+  }
+  if (d.skipped) {
+    return d.rule ? "rule '" + *d.rule + "'" : (kind == layer_kind::lm_head ? "lm_head" : "not quantized by the config");
+  }
+  return std::nullopt;
+}
+
+/// Every input tensor's job and outputs, added to `task.shards`.
+run_plan plan_jobs(checkpoint_job& task, settings const& st, compiled_config const& cc, consumer const& sg,
+                   quantize_options const& a) {
+  run_plan p;
+  for (auto const& e : task.ckpt.tensors()) {
     tensor_info const& t = *e.tensor;
     job j;
     j.in = &t;
     j.allow_nonfinite = a.allow_nonfinite;
     j.shard = e.shard;
-    auto& s = shards[e.shard];
+    shard_plan& s = task.shards[e.shard];
     std::string const& name = t.name;
     bool const weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
     std::string const module = weight ? name.substr(0, name.size() - 7) : std::string();
     if (is_expert_stack(t)) {
-      expert_stacks.push_back(name);
+      p.expert_stacks.push_back(name);
     }
     if (weight && t.shape.size() == 2 && !is_float(t.type)) {
       if (name_role(module) == module_role::linear) {  // named in the error of a run that quantizes nothing
-        skipped[module] = std::string(qtl::io::dtype_name(t.type)) + " weights (qtl quantizes F16, BF16 and F32)";
+        p.skipped[module] = std::string(qtl::io::dtype_name(t.type)) + " weights (qtl quantizes F16, BF16 and F32)";
       }
     } else if (weight && t.shape.size() == 2 && t.shape[0] > 0 && t.shape[1] > 0) {
-      module_role const role = weight_role(module, t);
-      layer_kind const kind = infer_layer_kind(module);
-      if (role != module_role::linear) {
-        skipped[module] = kept_reason(role);
+      decision d;
+      if (auto why = kept_why(module, t, cc, sg, d)) {
+        p.skipped[module] = *std::move(why);
       } else {
-        std::string const engine_name = fused_name(cc, module).value_or(module);
-        decision const d = decide(cc, sg, engine_name, kind);
-        if (d.error) {
-          throw data_error(module + ": " + d.consumer + (d.error_from_qtl() ? ": QTL cannot tell what it does: " : " would raise ") +
-                           *d.error + " for " + engine_name);
-        }
-        if (d.skipped) {
-          skipped[module] = d.rule ? "rule '" + *d.rule + "'" : (kind == layer_kind::lm_head ? "lm_head" : "not quantized by the config");
+        j.module = module;
+        if (st.gptq) {
+          plan_gptq(j, s, d, st.cfg);
+        } else if (st.fmt == out_format::ct_int) {
+          plan_ct_pack(j, s, st);
+        } else if (st.fmt == out_format::nvfp4 || st.fmt == out_format::mxfp4) {
+          plan_fp4(j, s, st, cc, a.format);
         } else {
-          j.module = module;
-          std::string const base = module;
-          std::int64_t const n = t.shape[0];
-          std::int64_t const k = t.shape[1];
-          if (gptq) {
-            j.kind = job_kind::gptq;
-            j.bits = static_cast<int>(d.bits.value_or(*cfg.bits));
-            j.sym = d.sym.value_or(*cfg.sym);
-            j.config_group_size = d.group_size.value_or(*cfg.group_size);
-            if (j.bits != 4 && j.bits != 8) {
-              throw data_error(module + ": " + std::to_string(j.bits) + "-bit GPTQ is not written (4 or 8)");
-            }
-            bits_used.insert(j.bits);
-            j.weight_type = *integer_weight_type(j.bits, j.sym);
-            j.group_rows = group_rows(name, j.config_group_size, k);
-            int const pf = 32 / j.bits;
-            if (k % pf != 0 || n % pf != 0) {
-              throw data_error(name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) +
-                               "]: N and K must be multiples of " + std::to_string(pf) + " for " +
-                               std::to_string(j.bits) + "-bit packing");
-            }
-            std::int64_t const g = k / j.group_rows;
-            j.outs = {s.tensors.size(), s.tensors.size() + 1, s.tensors.size() + 2, s.tensors.size() + 3};
-            s.tensors.push_back({base + ".qweight", dtype::I32, {k / pf, n}});
-            s.tensors.push_back({base + ".qzeros", dtype::I32, {g, n / pf}});
-            s.tensors.push_back({base + ".scales", dtype::F16, {g, n}});
-            s.tensors.push_back({base + ".g_idx", dtype::I32, {k}});
-          } else if (fmt == out_format::ct_int) {
-            j.kind = job_kind::ct_pack;
-            j.bits = static_cast<int>(int_bits);
-            j.sym = int_sym;
-            j.config_group_size = int_group_size;
-            j.weight_type = *integer_weight_type(j.bits, j.sym);
-            j.group_rows = group_rows(name, j.config_group_size, k);
-            int const pf = 32 / j.bits;
-            if (k % pf != 0 || (!j.sym && n % pf != 0)) {
-              throw data_error(name + ": shape [" + std::to_string(n) + ", " + std::to_string(k) + "]: K" +
-                               (j.sym ? "" : " and N") + " must be multiples of " + std::to_string(pf) + " for " +
-                               std::to_string(j.bits) + "-bit packing");
-            }
-            std::int64_t const g = k / j.group_rows;
-            j.outs = {s.tensors.size(), s.tensors.size() + 1, s.tensors.size() + 2};
-            s.tensors.push_back({base + ".weight_packed", dtype::I32, {n, k / pf}});
-            s.tensors.push_back({base + ".weight_scale", t.type, {n, g}});
-            s.tensors.push_back({base + ".weight_shape", dtype::I64, {2}});
-            if (!j.sym) {
-              j.outs.push_back(s.tensors.size());
-              s.tensors.push_back({base + ".weight_zero_point", dtype::I32, {n / pf, g}});
-            }
-          } else if (fmt == out_format::nvfp4 || fmt == out_format::mxfp4) {
-            bool const nv = fmt == out_format::nvfp4;
-            j.kind = nv ? job_kind::nvfp4 : job_kind::mxfp4;
-            std::int64_t const bs = nv ? 16 : 32;
-            if (k % bs != 0) {
-              throw data_error(name + ": K = " + std::to_string(k) + " is not a multiple of " + std::to_string(bs) +
-                               " (" + a.format + " scales blocks of " + std::to_string(bs) + " elements of a row)");
-            }
-            j.scale_group = nv ? scale_group_name(cc, module) : std::string();
-            j.outs = {s.tensors.size(), s.tensors.size() + 1};
-            s.tensors.push_back({base + ".weight_packed", dtype::U8, {n, k / 2}});
-            s.tensors.push_back({base + ".weight_scale", nv ? dtype::F8_E4M3 : dtype::U8, {n, k / bs}});
-            if (nv) {
-              j.outs.push_back(s.tensors.size());
-              s.tensors.push_back({base + ".weight_global_scale", dtype::F32, {1}});
-            }
-          } else {
-            j.kind = job_kind::fp8;
-            j.ct_rules = ct_block;
-            j.outs = {s.tensors.size(), s.tensors.size() + 1};
-            s.tensors.push_back({name, dtype::F8_E4M3, {n, k}});
-            bool const hf = cfg.family == quant_family::fp8;
-            if (scheme == fp8_scheme::tensor) {
-              j.scale_group = scale_group_name(cc, module);
-              s.tensors.push_back({base + ".weight_scale", dtype::F32,
-                                   hf ? std::vector<std::int64_t>{} : std::vector<std::int64_t>{1}});
-            } else if (scheme == fp8_scheme::channel) {
-              s.tensors.push_back({base + ".weight_scale", dtype::F32, {n, 1}});
-            } else {
-              s.tensors.push_back({base + (hf ? ".weight_scale_inv" : ".weight_scale"), dtype::F32,
-                                   {(n + 127) / 128, (k + 127) / 128}});
-            }
-          }
-          jobs.push_back(std::move(j));
-          continue;
+          plan_fp8(j, s, st, cc);
         }
+        p.jobs.push_back(std::move(j));
+        continue;
       }
     }
     j.kind = job_kind::copy;
-    j.outs = {s.tensors.size()};
-    s.tensors.push_back({name, t.type, t.shape});
-    jobs.push_back(std::move(j));
+    add_out(j, s, {name, t.type, t.shape});
+    p.jobs.push_back(std::move(j));
   }
-  std::size_t quantized = 0;
-  for (auto const& j : jobs) {
-    quantized += j.kind == job_kind::copy ? 0 : 1;
+  for (auto const& j : p.jobs) {
     for (std::size_t o : j.outs) {
-      shards[j.shard].tensors[o].source = j.in->name;
+      task.shards[j.shard].tensors[o].source = j.in->name;
     }
   }
-  std::string const stacks_why =
-      expert_stacks.empty()
-          ? std::string()
-          : std::to_string(expert_stacks.size()) + " tensor" + (expert_stacks.size() == 1 ? " is a" : "s are") +
-                " 3-D expert stack" + (expert_stacks.size() == 1 ? "" : "s") + " (" +
-                qtl::io::detail::printable(expert_stacks.front()) + (expert_stacks.size() == 1 ? "" : ", ...") +
-                "), which qtl does not quantize yet";
-  if (quantized == 0 && !a.allow_empty) {
-    throw data_error("no linear layer to quantize in " + src.string() + ": " +
-                     empty_run_reasons(ckpt, skipped, stacks_why) + "; --allow-empty writes the output anyway");
+  return p;
+}
+
+/// Refuses a plan that quantizes no layer (naming why) unless --allow-empty; warns that 3-D
+/// expert stacks are copied unquantized.
+void check_quantized_layers(run_plan const& p, checkpoint_job const& task, quantize_options const& a,
+                            note_fn const& note) {
+  std::size_t quantized = 0;
+  for (auto const& j : p.jobs) {
+    quantized += j.kind == job_kind::copy ? 0 : 1;
   }
-  if (quantized > 0 && !expert_stacks.empty()) {
+  std::size_t const stacks = p.expert_stacks.size();
+  std::string const stacks_why =
+      stacks == 0 ? std::string()
+                  : std::to_string(stacks) + " tensor" + (stacks == 1 ? " is a" : "s are") + " 3-D expert stack" +
+                        (stacks == 1 ? "" : "s") + " (" + qtl::io::detail::printable(p.expert_stacks.front()) +
+                        (stacks == 1 ? "" : ", ...") + "), which qtl does not quantize yet";
+  if (quantized == 0 && !a.allow_empty) {
+    throw data_error("no linear layer to quantize in " + task.in_path.string() + ": " +
+                     empty_run_reasons(task.ckpt, p.skipped, stacks_why) + "; --allow-empty writes the output anyway");
+  }
+  if (quantized > 0 && stacks > 0) {
     note("qtl quantize: warning: " + stacks_why + ": copied unquantized\n");
   }
+}
 
-  // --- output files: headers now, data by the workers ---------------------------------------
-  staged_output staged(out_dir, {"quantize", checkpoint_inputs(in_path, ckpt), a.force});
-  open_shards(staged, shards);
-
-  std::uint64_t total_in = 0;
-  for (auto const& j : jobs) {
-    total_in += j.in->bytes.size();
-  }
-  guard_checkpoint_mappings(ckpt);
-  test_stop_point("reading");
-  share_group_amax(jobs, static_cast<unsigned>(a.threads));  // one per-tensor scale per fused layer
-  worker_pool_jobs pool_jobs;
-  pool_jobs.count = jobs.size();
-  pool_jobs.run = [&](std::size_t i) {
+/// The pool's jobs: each plan job by its kind's writer, its input pages released after.
+worker_pool_jobs writer_jobs(std::vector<job>& jobs, std::vector<shard_plan> const& shards, fp8_scheme scheme) {
+  worker_pool_jobs pool;
+  pool.count = jobs.size();
+  pool.run = [&jobs, &shards, scheme](std::size_t i) {
     job& j = jobs[i];
     shard_plan const& s = shards[j.shard];
     if (j.kind == job_kind::copy) {
@@ -622,119 +675,130 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     } else {
       write_fp8(j, s, scheme);
     }
-    release(*j.in);
+    release(j.in->bytes);
   };
-  pool_jobs.bytes = [&](std::size_t i) { return static_cast<std::uint64_t>(jobs[i].in->bytes.size()); };
-  pool_jobs.describe = [&](std::size_t i) { return jobs[i].in->name; };
-  if (sink != nullptr) {
-    pool_jobs.progress = [&](std::uint64_t done, std::uint64_t total) { sink->progress(done, total); };
-  }
-  pool_jobs.fewer_threads = [&](unsigned started, unsigned asked, std::string const& why) {
-    note("qtl quantize: warning: could start only " + std::to_string(started) + " of " + std::to_string(asked) +
-         " threads (" + why + "); going on with " + std::to_string(started) + "\n");
-  };
-  worker_pool_result const pool = run_worker_pool(static_cast<unsigned>(a.threads), pool_jobs);
-  unsigned const used_threads = pool.threads;
-  if (sink != nullptr) {
-    sink->finished();
-  }
-  if (pool.failed) {
-    throw data_error(pool.first_error);
-  }
+  pool.bytes = [&jobs](std::size_t i) { return static_cast<std::uint64_t>(jobs[i].in->bytes.size()); };
+  pool.describe = [&jobs](std::size_t i) { return jobs[i].in->name; };
+  return pool;
+}
 
-  // --- GPTQ zero points: v1 when every zero point is >= 1, else v2 ----------------------------
-  bool any_zero = false;
-  for (auto const& j : jobs) {
-    any_zero = any_zero || (j.kind == job_kind::gptq && j.zero_has_zero);
-  }
-  std::string const checkpoint_format = any_zero ? "gptq_v2" : "gptq";
-  write_gptq_zero_points(jobs, shards, !any_zero);
-
-  // --- config files -------------------------------------------------------------------------
+/// What the quantization_config describes: the format's kind and parameters, and what
+/// compressed-tensors must not target (it targets every Linear not ignored): each linear layer
+/// kept, and lm_head whenever it is not quantized (also when the checkpoint ties it to the
+/// embeddings); MoE routers listed as such.
+written_format written_format_of(settings const& st, run_plan const& p, std::string const& checkpoint_format) {
   written_format wf;
   using wkind = written_format::kind;
-  wf.what = gptq                          ? wkind::gptq
-            : fmt == out_format::fp8      ? wkind::fp8
-            : fmt == out_format::ct_int   ? wkind::pack_quantized
-            : fmt == out_format::nvfp4    ? wkind::nvfp4
-                                          : wkind::mxfp4;
-  wf.scheme = scheme;
+  wf.what = st.gptq                          ? wkind::gptq
+            : st.fmt == out_format::fp8      ? wkind::fp8
+            : st.fmt == out_format::ct_int   ? wkind::pack_quantized
+            : st.fmt == out_format::nvfp4    ? wkind::nvfp4
+                                             : wkind::mxfp4;
+  wf.scheme = st.scheme;
   wf.checkpoint_format = checkpoint_format;
-  wf.bits = static_cast<int>(int_bits);
-  wf.group_size = int_group_size;
-  wf.sym = int_sym;
-  // compressed-tensors targets every Linear not ignored: list each linear layer kept, and
-  // lm_head whenever it is not quantized (also when the checkpoint ties it to the embeddings).
+  wf.bits = static_cast<int>(st.int_bits);
+  wf.group_size = st.int_group_size;
+  wf.sym = st.int_sym;
   bool lm_head_quantized = false;
-  for (auto const& j : jobs) {
+  for (auto const& j : p.jobs) {
     lm_head_quantized = lm_head_quantized || (j.kind != job_kind::copy && j.module == "lm_head");
   }
-  if (!lm_head_quantized && skipped.count("lm_head") == 0) {
+  if (!lm_head_quantized && p.skipped.count("lm_head") == 0) {
     wf.ignore.push_back("lm_head");
   }
-  for (auto const& [m, why] : skipped) {
-    if (why != not_linear) {
+  for (auto const& [m, why] : p.skipped) {
+    if (why != kept_reason(module_role::not_linear)) {
       wf.ignore.push_back(m);
     }
-    if (why == moe_router) {
+    if (why == kept_reason(module_role::moe_router)) {
       wf.routers.push_back(m);
     }
   }
-  ojson const q = written_quantization_config(qobj, cfg, wf);
-  model_config["quantization_config"] = q;
+  return wf;
+}
 
-  small_file(staged, "config.json", model_config.dump(2) + "\n");
-  if (gptq) {
-    small_file(staged, "quantize_config.json", q.dump(2) + "\n");
-  }
-  std::uint64_t total_out = 0;
-  for (auto const& s : shards) {
-    total_out += s.total;
-  }
-  if (sharded) {
-    write_shard_index(staged, shards);
-  }
-  // The input folder's side files (tokenizer, generation_config.json, ...), copied; what a
-  // checkpoint does not need is skipped with a warning. Each is read to its end or the run fails
-  // naming it (never a short copy).
-  note(copy_input_extras(in_path, staged, "quantize"));
-
-  // --- commit: flush every shard, then swap the finished folder in ----------------------------
-  for (auto& s : shards) {
-    if (s.file) {
-      s.file->flush();
-    }
-  }
-  note(staged.commit());
-  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  std::string const int_desc = "group " + std::to_string(int_group_size) + (int_sym ? " sym" : " asym");
-  report.variant = gptq                        ? "checkpoint_format " + checkpoint_format
-                   : fmt == out_format::fp8    ? scheme_name + " scales"
-                   : fmt == out_format::ct_int ? "compressed-tensors pack-quantized, " + int_desc
-                   : fmt == out_format::nvfp4  ? std::string("compressed-tensors nvfp4-pack-quantized")
-                                               : std::string("compressed-tensors mxfp4-pack-quantized");
-  report.threads = used_threads;
-  for (auto const& j : jobs) {
+/// The report's variant, layers (each with how it was written), kept modules and copies.
+void describe_run(quantize_report& report, settings const& st, run_plan const& p, std::string const& checkpoint_format,
+                  std::string const& format) {
+  std::string const int_desc = "group " + std::to_string(st.int_group_size) + (st.int_sym ? " sym" : " asym");
+  report.variant = st.gptq                        ? "checkpoint_format " + checkpoint_format
+                   : st.fmt == out_format::fp8    ? st.scheme_name + " scales"
+                   : st.fmt == out_format::ct_int ? "compressed-tensors pack-quantized, " + int_desc
+                   : st.fmt == out_format::nvfp4  ? std::string("compressed-tensors nvfp4-pack-quantized")
+                                                  : std::string("compressed-tensors mxfp4-pack-quantized");
+  for (auto const& j : p.jobs) {
     if (j.kind == job_kind::copy) {
       ++report.tensors_copied;
     } else if (j.kind == job_kind::gptq) {
       report.layers.push_back({j.module, "gptq " + std::to_string(j.bits) + "-bit group " +
                                              std::to_string(j.config_group_size) + (j.sym ? " sym" : " asym")});
     } else if (j.kind == job_kind::ct_pack) {
-      report.layers.push_back({j.module, a.format + " int" + std::to_string(j.bits) + " " + int_desc});
+      report.layers.push_back({j.module, format + " int" + std::to_string(j.bits) + " " + int_desc});
     } else if (j.kind == job_kind::nvfp4) {
       report.layers.push_back({j.module, "nvfp4 e2m1, e4m3 scale per 16, global scale"});
     } else if (j.kind == job_kind::mxfp4) {
       report.layers.push_back({j.module, "mxfp4 e2m1, e8m0 scale per 32"});
     } else {
-      report.layers.push_back({j.module, "fp8 e4m3 " + scheme_name});
+      report.layers.push_back({j.module, "fp8 e4m3 " + st.scheme_name});
     }
   }
-  for (auto const& [m, why] : skipped) {
+  for (auto const& [m, why] : p.skipped) {
     report.kept.push_back({m, why});
   }
+}
+
+}  // namespace
+
+quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, quantize_options const& a,
+                                    progress_sink* sink) {
+  auto const t0 = std::chrono::steady_clock::now();
+  quantize_report report;
+  report.format = a.format;
+  note_fn const note = [&](std::string const& text) {
+    report.notes.push_back(text);
+    if (sink != nullptr) {
+      sink->note(text);
+    }
+  };
+  settings st = settings_of(a, note);
+  consumer const sg = engine_consumer(st.cfg, true);
+
+  // --- input and plan ---------------------------------------------------------------------------
+  checkpoint_job task("quantize", src, dst, sink, note);
+  compiled_config const cc = adopt_input_config(task, st, a);
+  run_plan p = plan_jobs(task, st, cc, sg, a);
+  check_quantized_layers(p, task, a, note);
+
+  // --- output files (headers now, data by the workers), workers --------------------------------
+  task.open_outputs(a.force);
+  std::uint64_t total_in = 0;
+  for (auto const& j : p.jobs) {
+    total_in += j.in->bytes.size();
+  }
+  unsigned const threads = static_cast<unsigned>(a.threads);
+  report.threads = task.run_workers(a.threads, writer_jobs(p.jobs, task.shards, st.scheme),
+                                    [&] { share_group_amax(p.jobs, threads); });  // one per-tensor scale per fused layer
+
+  // --- GPTQ zero points: v1 when every zero point is >= 1, else v2 ------------------------------
+  bool any_zero = false;
+  for (auto const& j : p.jobs) {
+    any_zero = any_zero || (j.kind == job_kind::gptq && j.zero_has_zero);
+  }
+  std::string const checkpoint_format = any_zero ? "gptq_v2" : "gptq";
+  write_gptq_zero_points(p.jobs, task.shards, !any_zero);
+
+  // --- config files, commit ---------------------------------------------------------------------
+  ojson const q = written_quantization_config(st.qobj, st.cfg, written_format_of(st, p, checkpoint_format));
+  task.model_config["quantization_config"] = q;
+  task.write_json("config.json", task.model_config);
+  if (st.gptq) {
+    task.write_json("quantize_config.json", q);  // GPTQ's own copy
+  }
+  task.commit();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  describe_run(report, st, p, checkpoint_format, a.format);
   report.bytes_in = total_in;
-  report.bytes_out = total_out;
+  report.bytes_out = task.bytes_out();
   return report;
 }
 

@@ -314,15 +314,23 @@ void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, ojson c
   }
 }
 
-/// Lets the kernel drop the (clean, file-backed) pages of an input range this process touched.
-void release(tensor_info const& t) {
+void release(std::span<std::byte const> bytes) {
   auto const page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
-  auto b = reinterpret_cast<std::uintptr_t>(t.bytes.data());
-  auto e = b + t.bytes.size();
+  auto b = reinterpret_cast<std::uintptr_t>(bytes.data());
+  auto e = b + bytes.size();
   b = (b + page - 1) / page * page;
   e = e / page * page;
   if (e > b) {
     ::madvise(reinterpret_cast<void*>(b), e - b, MADV_DONTNEED);
+  }
+}
+
+void copy_released(std::span<std::byte const> bytes, output_file& file, std::uint64_t offset) {
+  std::size_t const slice = std::size_t{64} << 20;
+  for (std::size_t off = 0; off < bytes.size(); off += slice) {
+    std::size_t const len = std::min(slice, bytes.size() - off);
+    file.pwrite_all(bytes.data() + off, len, offset + off);
+    release(bytes.subspan(off, len));
   }
 }
 

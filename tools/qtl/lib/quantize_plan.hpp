@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -115,8 +116,13 @@ void open_shards(staged_output& out, std::vector<shard_plan>& shards);
 void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, nlohmann::ordered_json const& model_config,
                             std::filesystem::path const& config_path);
 
-/// Lets the kernel drop the (clean, file-backed) pages of the range `t` covers.
-void release(tensor_info const& t);
+/// Lets the kernel drop the (clean, file-backed) pages of the input range `bytes` (the pages it
+/// covers whole).
+void release(std::span<std::byte const> bytes);
+
+/// Writes the input bytes `bytes` unchanged at `offset` of `file`, in 64 MiB slices with the input
+/// pages released behind, so that a large tensor is never resident whole.
+void copy_released(std::span<std::byte const> bytes, output_file& file, std::uint64_t offset);
 
 /// A small file of the staged output, written whole and flushed.
 void small_file(staged_output& out, std::string const& name, std::string const& text);

@@ -57,9 +57,7 @@ template <class T>
 void release_rows(job const& j, view2d<T const> w, index_t n0, index_t c) {
   if (j.in->bytes.data() == reinterpret_cast<std::byte const*>(w.data)) {
     auto const row = static_cast<std::size_t>(w.extent[1]) * sizeof(T);
-    tensor_info rows;
-    rows.bytes = j.in->bytes.subspan(static_cast<std::size_t>(n0) * row, static_cast<std::size_t>(c) * row);
-    release(rows);
+    release(j.in->bytes.subspan(static_cast<std::size_t>(n0) * row, static_cast<std::size_t>(c) * row));
   }
 }
 
@@ -514,7 +512,7 @@ void share_group_amax(std::vector<job>& jobs, unsigned threads) {
         check_finite(w.v, j.allow_nonfinite);
       }
     });
-    release(*j.in);
+    release(j.in->bytes);
   };
   pool.bytes = [&](std::size_t i) { return static_cast<std::uint64_t>(jobs[todo[i]].in->bytes.size()); };
   pool.describe = [&](std::size_t i) { return jobs[todo[i]].in->name; };
@@ -533,16 +531,7 @@ void share_group_amax(std::vector<job>& jobs, unsigned threads) {
 }
 
 void write_copy(job const& j, shard_plan const& s) {
-  // In slices, releasing the input pages behind, so that a large tensor is never resident whole.
-  std::size_t const slice = std::size_t{64} << 20;
-  auto const& bytes = j.in->bytes;
-  for (std::size_t off = 0; off < bytes.size(); off += slice) {
-    std::size_t const len = std::min(slice, bytes.size() - off);
-    s.file->pwrite_all(bytes.data() + off, len, s.tensors[j.outs[0]].offset + off);
-    tensor_info part;
-    part.bytes = bytes.subspan(off, len);
-    release(part);
-  }
+  copy_released(j.in->bytes, *s.file, s.tensors[j.outs[0]].offset);
 }
 
 void write_gptq(job& j, shard_plan const& s) {
