@@ -183,8 +183,9 @@ def test_bf16(tmp, src, layers, inp):
 
 
 def test_ue8m0(tmp, src, layers, inp):
+    # sglang_legacy: every front end takes '-' and '_' alike (qtl::dispatch_name)
     for recipe, canonical in (("sglang", False), ("sglang", True), ("sglang-legacy", False), ("vllm", False),
-                              ("vllm", True)):
+                              ("vllm", True), ("sglang_legacy", False)):
         if True:
             what = "--to fp8-ue8m0 --recipe %s%s" % (recipe, " --canonical" if canonical else "")
             out_dir = os.path.join(tmp, "ue8m0-%s-%d" % (recipe, canonical))
@@ -335,6 +336,8 @@ def test_refusals(tmp, inp):
     refused([inp, "--to", "bf16", "--recipe", "vllm"], 1, ["--recipe"], "--recipe with --to bf16")
     refused([inp, "--to", "mxfp4", "--canonical"], 1, ["--canonical"], "--canonical with --to mxfp4")
     refused([inp, "--to", "fp4"], 1, ["--to"], "an unknown --to")
+    refused([inp, "--to", "fp8-ue8m0", "--recipe", "deepgemm"], 1, ["--recipe", "{sglang, sglang-legacy, vllm}"],
+            "an unknown --recipe")
     # not an FP8 block checkpoint
     bad = os.path.join(tmp, "bad-config")
     os.makedirs(bad)

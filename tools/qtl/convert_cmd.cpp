@@ -49,6 +49,7 @@
 #include <sstream>
 
 #include <qtl/convert.hpp>
+#include <qtl/dispatch.hpp>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -67,7 +68,6 @@ namespace cv = qtl::convert;
 namespace {
 
 enum class target { fp8_ue8m0, bf16, mxfp4, nvfp4 };
-enum class recipe_name { sglang, sglang_legacy, vllm };
 
 constexpr int max_threads = 4096;
 
@@ -147,7 +147,7 @@ std::span<std::uint8_t const> codes_of(tensor_info const& t) {
 struct worker_context {
   std::vector<shard_plan>& shards;
   target to;
-  recipe_name recipe;
+  std::string_view recipe;  // a name of cv::recipes
   bool canonical;
   bool allow_nonfinite;
 };
@@ -194,17 +194,9 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
       case target::fp8_ue8m0: {
         q8.resize(count);
         s32.resize(scount);
-        switch (c.recipe) {
-          case recipe_name::sglang:
-            requant_slice<cv::recipe::sglang>(c.canonical, q, s, rows, g.k, q8, s32);
-            break;
-          case recipe_name::sglang_legacy:
-            requant_slice<cv::recipe::sglang_legacy>(c.canonical, q, s, rows, g.k, q8, s32);
-            break;
-          case recipe_name::vllm:
-            requant_slice<cv::recipe::vllm>(c.canonical, q, s, rows, g.k, q8, s32);
-            break;
-        }
+        qtl::dispatch_name<cv::recipes>("--recipe", c.recipe, [&]<class R>() {
+          requant_slice<R>(c.canonical, q, s, rows, g.k, q8, s32);
+        });
         write_out(c, l.outs[0], q8.data(), count, e0);
         write_out(c, l.outs[1], s32.data(), scount * 4, s0 * 4);
         break;
@@ -286,12 +278,6 @@ target parse_target(std::string const& s) {
   throw usage_error("--to " + s + ": expected fp8-ue8m0, bf16, mxfp4 or nvfp4");
 }
 
-recipe_name parse_recipe(std::string const& s) {
-  if (s == "sglang") return recipe_name::sglang;
-  if (s == "sglang-legacy") return recipe_name::sglang_legacy;
-  if (s == "vllm") return recipe_name::vllm;
-  throw usage_error("--recipe " + s + ": expected sglang, sglang-legacy or vllm");
-}
 
 /// The compressed-tensors quantization_config of an FP4 target (docs/spec/interop.md §3.2).
 ojson ct_fp4_config(target to, std::vector<std::string> const& ignore) {
@@ -647,7 +633,6 @@ void print_summary(convert_args const& a, target to, convert_plan const& p, unsi
 int run_convert(convert_args const& a) {
   auto const t0 = std::chrono::steady_clock::now();
   target const to = parse_target(a.to);
-  recipe_name const recipe = parse_recipe(a.recipe);
   check_flags(a, to);
 
   // --- input and plan ---------------------------------------------------------------------------
@@ -662,7 +647,7 @@ int run_convert(convert_args const& a) {
   for (auto const& j : p.jobs) {
     total_in += j.in_bytes;
   }
-  worker_context const ctx{task.shards, to, recipe, a.canonical, a.allow_nonfinite};
+  worker_context const ctx{task.shards, to, a.recipe, a.canonical, a.allow_nonfinite};
   unsigned const threads = task.run_workers(a.threads, converter_jobs(p.jobs, ctx));
 
   // --- config files, commit ---------------------------------------------------------------------
@@ -693,7 +678,7 @@ command define_convert(CLI::App& app) {
   a->recipe_opt = cmd->add_option("--recipe", a->recipe,
                                   "--to fp8-ue8m0: whose requant: sglang (default: bf16 dequant, bits rule), "
                                   "sglang-legacy (bf16, log2 rule) or vllm (f32, log2 rule)")
-                      ->check(CLI::IsMember({"sglang", "sglang-legacy", "vllm"}));
+                      ->check(one_of_names<cv::recipes>());
   cmd->add_flag("--canonical", a->canonical,
                 "--to fp8-ue8m0: the requant's fixed point (applied twice), what the engine of --recipe holds "
                 "after its own load-time requant of the output");
