@@ -250,9 +250,9 @@ void unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
   // The roles are mirrored: the swizzled side (here the input) is checked against `want`.
   for (int d = 0; d < Rank; ++d) {
     if (in.extent[d] != want[d]) {
-      throw shape_error("qtl::unswizzle_blockscale: input has shape " + detail::shape_string(in.extent, Rank) +
-                        ", expected " + detail::shape_string(want, Rank) + " for an output of shape " +
-                        detail::shape_string(out.extent, Rank) + " (rows and K-blocks padded to whole tiles)");
+      throw shape_error("qtl::unswizzle_blockscale: input has shape " + shape_string(in.extent, Rank) +
+                        ", expected " + shape_string(want, Rank) + " for an output of shape " +
+                        shape_string(out.extent, Rank) + " (rows and K-blocks padded to whole tiles)");
     }
   }
   if (!in.is_contiguous()) {

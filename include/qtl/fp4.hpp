@@ -153,8 +153,8 @@ void block_dequantize(view2d<typename F::element const> values, std::span<typena
   index_t const m = out.extent[0];
   index_t const k = out.extent[1];
   if (k % F::block_size != 0 || values.extent[0] != m || values.extent[1] != k / F::elements_per_value) {
-    throw shape_error("qtl::block_dequantize: values " + detail::shape_string(values.extent[0], values.extent[1]) +
-                      " do not match the output " + detail::shape_string(m, k) + " (block size " +
+    throw shape_error("qtl::block_dequantize: values " + shape_string(values.extent[0], values.extent[1]) +
+                      " do not match the output " + shape_string(m, k) + " (block size " +
                       std::to_string(F::block_size) + ")");
   }
   if (scales.size() != static_cast<std::size_t>(block_scale_bytes<F, Layout>(m, k))) {

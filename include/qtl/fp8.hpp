@@ -382,8 +382,8 @@ void per_tensor_dequantize(view2d<Fp8 const> q, float scale, view2d<Out> out) {
   static_assert(std::is_same_v<Out, half_t> || std::is_same_v<Out, float>,
                 "qtl::per_tensor_dequantize: Out is half_t (0-dim scale) or float ([1] scale)");
   if (out.extent[0] != q.extent[0] || out.extent[1] != q.extent[1]) {
-    throw shape_error("qtl::per_tensor_dequantize: output " + detail::shape_string(out.extent[0], out.extent[1]) +
-                      " differs from the input " + detail::shape_string(q.extent[0], q.extent[1]));
+    throw shape_error("qtl::per_tensor_dequantize: output " + shape_string(out.extent[0], out.extent[1]) +
+                      " differs from the input " + shape_string(q.extent[0], q.extent[1]));
   }
   Out table[256];  // the element function for each of the 256 codes
   for (int c = 0; c < 256; ++c) {
@@ -576,8 +576,8 @@ inline bool fp8_all_close_verdict(fp8_compare_report const& r) {
 template <fp8_storage Fp8 = float8_e4m3fn_t>
 fp8_compare_report fp8_all_close(view2d<Fp8 const> a, view2d<Fp8 const> b) {
   if (a.extent[0] != b.extent[0] || a.extent[1] != b.extent[1]) {
-    throw shape_error("qtl::fp8_all_close: shapes differ, " + detail::shape_string(a.extent[0], a.extent[1]) +
-                      " vs " + detail::shape_string(b.extent[0], b.extent[1]));
+    throw shape_error("qtl::fp8_all_close: shapes differ, " + shape_string(a.extent[0], a.extent[1]) +
+                      " vs " + shape_string(b.extent[0], b.extent[1]));
   }
   fp8_compare_report r;
   r.numel = a.extent[0] * a.extent[1];

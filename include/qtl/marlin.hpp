@@ -119,25 +119,31 @@ QTL_HOST_DEVICE constexpr std::uint32_t zero_point_word(Row const& zp, index_t w
 }
 
 namespace detail {
+[[noreturn]] inline void fail_shape(std::string const& op, std::string const& what) {
+  throw shape_error(op + ": " + what);
+}
+}  // namespace detail
 
+/// The name of a repack in errors: "qtl::marlin::repack_gptq<4>", "…<8, a8>".
 inline std::string op_name(char const* op, int bits, act_width a) {
   return std::string("qtl::marlin::") + op + "<" + std::to_string(bits) + (a == act_width::a8 ? ", a8>" : ">");
 }
 
-[[noreturn]] inline void fail_shape(std::string const& op, std::string const& what) {
-  throw shape_error(op + ": " + what);
-}
-
+/// Checks that a [K, N] weight fits the tiles of layout `L` (K a multiple of `L::k_multiple`, N of
+/// 64) before the caller sizes its outputs; `op` names the call in the error.
+/// @throws shape_error naming K or N and the multiple
 template <class L>
 void check_kn(std::string const& op, index_t K, index_t N) {
   if (K < 0 || K % L::k_multiple != 0) {
-    fail_shape(op, "K = " + std::to_string(K) + " is not a multiple of " + std::to_string(L::k_multiple) +
-                       (L::a8 ? " (the 8-bit-activation layout has 32-row tiles)" : " (the tile height)"));
+    detail::fail_shape(op, "K = " + std::to_string(K) + " is not a multiple of " + std::to_string(L::k_multiple) +
+                               (L::a8 ? " (the 8-bit-activation layout has 32-row tiles)" : " (the tile height)"));
   }
   if (N < 0 || N % L::n_multiple != 0) {
-    fail_shape(op, "N = " + std::to_string(N) + " is not a multiple of 64 (the repack's tile width)");
+    detail::fail_shape(op, "N = " + std::to_string(N) + " is not a multiple of 64 (the repack's tile width)");
   }
 }
+
+namespace detail {
 
 template <class T, int R>
 void check_extents(std::string const& op, char const* what, view<T, R> v, index_t rows, index_t cols) {
@@ -465,9 +471,9 @@ inline void repack4_a16_awq(view2d<std::int32_t const> q, index_t K, index_t N, 
 template <int Bits, act_width A = act_width::a16>
 void repack_gptq(view2d<std::int32_t const> qweight, view1d<std::int32_t const> sort_indices, view2d<std::int32_t> out) {
   using L = layout<Bits, A>;
-  std::string const op = detail::op_name("repack_gptq", Bits, A);
+  std::string const op = op_name("repack_gptq", Bits, A);
   index_t const K = qweight.extent[0] * L::pack, N = qweight.extent[1];
-  detail::check_kn<L>(op, K, N);
+  check_kn<L>(op, K, N);
   detail::check_extents(op, "out", out, L::marlin_rows(K), L::marlin_cols(N));
   detail::check_contiguous(op, "out", out);
   std::vector<std::int32_t> const inv = detail::check_sort_indices<L>(op, sort_indices, K);
@@ -505,7 +511,7 @@ host_tensor<std::int32_t, 2> repack_gptq(view2d<std::int32_t const> qweight,
                                          view1d<std::int32_t const> sort_indices = {}) {
   using L = layout<Bits, A>;
   index_t const K = qweight.extent[0] * L::pack, N = qweight.extent[1];
-  detail::check_kn<L>(detail::op_name("repack_gptq", Bits, A), K, N);
+  check_kn<L>(op_name("repack_gptq", Bits, A), K, N);
   host_tensor<std::int32_t, 2> out({L::marlin_rows(K), L::marlin_cols(N)});
   repack_gptq<Bits, A>(qweight, sort_indices, out.view());
   return out;
@@ -516,7 +522,7 @@ host_tensor<std::int32_t, 2> repack_gptq(view2d<std::int32_t const> qweight,
 template <int Bits, act_width A = act_width::a16>
 void unrepack_gptq(view2d<std::int32_t const> m, view1d<std::int32_t const> sort_indices, view2d<std::int32_t> qweight) {
   using L = layout<Bits, A>;
-  std::string const op = detail::op_name("unrepack_gptq", Bits, A);
+  std::string const op = op_name("unrepack_gptq", Bits, A);
   index_t K = 0, N = 0;
   detail::marlin_kn<L>(op, m, K, N);
   detail::check_extents(op, "qweight", qweight, K / L::pack, N);
@@ -542,9 +548,9 @@ host_tensor<std::int32_t, 2> unrepack_gptq(view2d<std::int32_t const> m, view1d<
 template <int Bits, act_width A = act_width::a16>
 void repack_awq(view2d<std::int32_t const> qweight, view2d<std::int32_t> out) {
   using L = layout<Bits, A>;
-  std::string const op = detail::op_name("repack_awq", Bits, A);
+  std::string const op = op_name("repack_awq", Bits, A);
   index_t const K = qweight.extent[0], N = qweight.extent[1] * L::pack;
-  detail::check_kn<L>(op, K, N);
+  check_kn<L>(op, K, N);
   detail::check_extents(op, "out", out, L::marlin_rows(K), L::marlin_cols(N));
   detail::check_contiguous(op, "out", out);
   if constexpr (Bits == 4 && !L::a8) {
@@ -561,7 +567,7 @@ template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> repack_awq(view2d<std::int32_t const> qweight) {
   using L = layout<Bits, A>;
   index_t const K = qweight.extent[0], N = qweight.extent[1] * L::pack;
-  detail::check_kn<L>(detail::op_name("repack_awq", Bits, A), K, N);
+  check_kn<L>(op_name("repack_awq", Bits, A), K, N);
   host_tensor<std::int32_t, 2> out({L::marlin_rows(K), L::marlin_cols(N)});
   repack_awq<Bits, A>(qweight, out.view());
   return out;
@@ -571,7 +577,7 @@ host_tensor<std::int32_t, 2> repack_awq(view2d<std::int32_t const> qweight) {
 template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> unrepack_awq(view2d<std::int32_t const> m) {
   using L = layout<Bits, A>;
-  std::string const op = detail::op_name("unrepack_awq", Bits, A);
+  std::string const op = op_name("unrepack_awq", Bits, A);
   index_t K = 0, N = 0;
   detail::marlin_kn<L>(op, m, K, N);
   host_tensor<std::int32_t, 2> out({K, N / L::pack});
@@ -590,9 +596,9 @@ host_tensor<std::int32_t, 2> unrepack_awq(view2d<std::int32_t const> m) {
 template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> repack_codes(view2d<std::int32_t const> q) {
   using L = layout<Bits, A>;
-  std::string const op = detail::op_name("repack_codes", Bits, A);
+  std::string const op = op_name("repack_codes", Bits, A);
   index_t const K = q.extent[0], N = q.extent[1];
-  detail::check_kn<L>(op, K, N);
+  check_kn<L>(op, K, N);
   detail::check_codes<Bits>(op, "q", q);
   host_tensor<std::int32_t, 2> out({L::marlin_rows(K), L::marlin_cols(N)});
   detail::write_marlin<L>(
@@ -604,7 +610,7 @@ host_tensor<std::int32_t, 2> repack_codes(view2d<std::int32_t const> q) {
 template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> unrepack_codes(view2d<std::int32_t const> m) {
   using L = layout<Bits, A>;
-  std::string const op = detail::op_name("unrepack_codes", Bits, A);
+  std::string const op = op_name("unrepack_codes", Bits, A);
   index_t K = 0, N = 0;
   detail::marlin_kn<L>(op, m, K, N);
   host_tensor<std::int32_t, 2> out({K, N});
@@ -653,9 +659,9 @@ constexpr std::array<std::int32_t, S::gptq_words> unrepack_gptq(std::array<std::
 template <int Bits, act_width A = act_width::a16>
 void repack_gptq(view3d<std::int32_t const> qweight, view2d<std::int32_t const> sort_indices, view3d<std::int32_t> out) {
   using L = layout<Bits, A>;
-  std::string const op = detail::op_name("repack_gptq (MoE)", Bits, A);
+  std::string const op = op_name("repack_gptq (MoE)", Bits, A);
   index_t const E = qweight.extent[0], K = qweight.extent[1] * L::pack, N = qweight.extent[2];
-  detail::check_kn<L>(op, K, N);
+  check_kn<L>(op, K, N);
   bool const act_order = sort_indices.size() != 0;
   if (act_order) {
     detail::check_extents(op, "sort_indices", sort_indices, E, K);
@@ -681,7 +687,7 @@ template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 3> repack_gptq(view3d<std::int32_t const> qweight, view2d<std::int32_t const> sort_indices) {
   using L = layout<Bits, A>;
   index_t const K = qweight.extent[1] * L::pack, N = qweight.extent[2];
-  detail::check_kn<L>(detail::op_name("repack_gptq (MoE)", Bits, A), K, N);
+  check_kn<L>(op_name("repack_gptq (MoE)", Bits, A), K, N);
   host_tensor<std::int32_t, 3> out({qweight.extent[0], L::marlin_rows(K), L::marlin_cols(N)});
   repack_gptq<Bits, A>(qweight, sort_indices, out.view());
   return out;
@@ -751,7 +757,7 @@ void permute_bias(view1d<T const> b, view1d<T> out) {
 /// (`marlin_zero_points`: scale_perm always, then the in-word interleave unless A8).
 template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> zero_points(view2d<std::int32_t const> zp) {
-  std::string const op = detail::op_name("zero_points", Bits, A);
+  std::string const op = op_name("zero_points", Bits, A);
   index_t const G = zp.extent[0], N = zp.extent[1];
   if (N % 64 != 0) {
     detail::fail_shape(op, "N = " + std::to_string(N) + " is not a multiple of 64 (scale_perm)");
@@ -764,7 +770,7 @@ host_tensor<std::int32_t, 2> zero_points(view2d<std::int32_t const> zp) {
 /// (`awq_to_marlin_zero_points`: equal to zero_points of the same codes).
 template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> awq_zero_points(view2d<std::int32_t const> qzeros) {
-  std::string const op = detail::op_name("awq_zero_points", Bits, A);
+  std::string const op = op_name("awq_zero_points", Bits, A);
   constexpr int pf = 32 / Bits;
   index_t const G = qzeros.extent[0], N = qzeros.extent[1] * pf;
   if (N % 64 != 0) {
@@ -779,7 +785,7 @@ host_tensor<std::int32_t, 2> awq_zero_points(view2d<std::int32_t const> qzeros) 
 /// Marlin zero points [G, N/pf] -> codes [G, N] (the exact inverse of zero_points).
 template <int Bits, act_width A = act_width::a16>
 host_tensor<std::int32_t, 2> unzero_points(view2d<std::int32_t const> m) {
-  std::string const op = detail::op_name("unzero_points", Bits, A);
+  std::string const op = op_name("unzero_points", Bits, A);
   constexpr int pf = 32 / Bits;
   index_t const G = m.extent[0], N = m.extent[1] * pf;
   if (N % 64 != 0) {

@@ -317,12 +317,12 @@ class trtllm_fp4_moe_plan {
     std::string const fn = "qtl::trtllm_fp4_moe_plan::apply: ";
     for (int d = 0; d < 3; ++d) {
       if (in.extent[d] != want[d]) {
-        throw shape_error(fn + "input " + name + " has shape " + detail::shape_string(in.extent, 3) + ", expected " +
-                          detail::shape_string(want, 3));
+        throw shape_error(fn + "input " + name + " has shape " + shape_string(in.extent, 3) + ", expected " +
+                          shape_string(want, 3));
       }
       if (out.extent[d] != want[d]) {
-        throw shape_error(fn + "output " + name + " has shape " + detail::shape_string(out.extent, 3) + ", expected " +
-                          detail::shape_string(want, 3));
+        throw shape_error(fn + "output " + name + " has shape " + shape_string(out.extent, 3) + ", expected " +
+                          shape_string(want, 3));
       }
     }
     if ((in.stride[2] != 1 && want[2] > 1) || (out.stride[2] != 1 && want[2] > 1)) {

@@ -57,8 +57,8 @@ void transpose(view2d<W> in_, view2d<T> out) {
   index_t const rows = in.extent[0];
   index_t const cols = in.extent[1];
   if (out.extent[0] != cols || out.extent[1] != rows) {
-    throw shape_error("qtl::transpose: out has shape " + detail::shape_string(out.extent[0], out.extent[1]) +
-                      ", expected " + detail::shape_string(cols, rows));
+    throw shape_error("qtl::transpose: out has shape " + shape_string(out.extent[0], out.extent[1]) +
+                      ", expected " + shape_string(cols, rows));
   }
   if ((cols > 1 && in.stride[1] != 1) || (rows > 1 && out.stride[1] != 1)) {
     throw shape_error("qtl::transpose: in and out need unit stride along their last dimension");

@@ -144,8 +144,6 @@ QTL_HOST_DEVICE constexpr view3d<T> make_view(T* data, index_t batch, index_t ro
   return v;
 }
 
-namespace detail {
-
 /// "[e0, e1, ...]": the extents of a view, for error messages (torch prints shapes alike).
 inline std::string shape_string(index_t const* extents, int rank) {
   // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on `"[" + std::string`.
@@ -164,8 +162,6 @@ inline std::string shape_string(index_t rows, index_t cols) {
   index_t const e[2] = {rows, cols};
   return shape_string(e, 2);
 }
-
-}  // namespace detail
 
 /// Alignment of `aligned_vector` buffers: a cache line. PyTorch's CPU allocator aligns to 64 bytes
 /// as well; the host executors stream whole lines from there (a `std::vector` buffer of more than

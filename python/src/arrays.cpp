@@ -200,7 +200,7 @@ std::string array_in::shape() const {
   for (std::size_t d = 0; d < nd.ndim(); ++d) {
     e[d] = static_cast<index_t>(nd.shape(d));
   }
-  return qtl::detail::shape_string(e.data(), static_cast<int>(e.size()));
+  return qtl::shape_string(e.data(), static_cast<int>(e.size()));
 }
 
 void array_in::check_rank(index_t r) const {

@@ -80,7 +80,7 @@ fp8_block take_fp8_block(char const* op, nb::handle q_obj, char const* q_name, n
   if (in.s.extents() != want) {
     throw qtl::shape_error(std::string("qtl.") + op + ": " + s_name + " has shape " + in.s.shape() + "; " + q_name +
                            " " + in.q.shape() + " in " + std::to_string(b.n) + "x" + std::to_string(b.k) +
-                           " blocks needs " + qtl::detail::shape_string(want.data(), static_cast<int>(want.size())));
+                           " blocks needs " + qtl::shape_string(want.data(), static_cast<int>(want.size())));
   }
   return in;
 }

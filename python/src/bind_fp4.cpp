@@ -143,7 +143,7 @@ view3d<std::uint8_t const> moe_input(array_in const& a, index_t e, index_t rows,
   a.check_contiguous();
   if (static_cast<index_t>(a.nd.size()) != e * rows * cols) {
     throw qtl::shape_error(std::string(a.name) + ": shape " + a.shape() + " cannot be viewed as " +
-                           qtl::detail::shape_string(std::vector<index_t>{e, rows, cols}.data(), 3));
+                           qtl::shape_string(std::vector<index_t>{e, rows, cols}.data(), 3));
   }
   return make_view(static_cast<std::uint8_t const*>(a.nd.data()), e, rows, cols);
 }

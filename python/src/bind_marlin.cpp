@@ -52,7 +52,7 @@ decltype(auto) with_layout(char const* op, int num_bits, bool a8, F&& f) {
 void check_shape(char const* op, array_in const& a, index_t rows, index_t cols, std::string const& why) {
   a.check_rank(2);
   if (a.dim(0) != rows || a.dim(1) != cols) {
-    fail_shape(op, a, why + " need " + qtl::detail::shape_string(rows, cols));
+    fail_shape(op, a, why + " need " + qtl::shape_string(rows, cols));
   }
 }
 
@@ -106,7 +106,7 @@ nb::object gptq_marlin_repack(nb::handle w_obj, nb::handle perm_obj, index_t siz
     }
     check_shape(op, w, size_k / L::pack, size_n, sizes(size_k, size_n));
     perm_in const perm = take_perm(op, perm_obj, size_k);
-    qtl::marlin::detail::check_kn<L>(qtl::marlin::detail::op_name("repack_gptq", Bits, A), size_k, size_n);
+    qtl::marlin::check_kn<L>(qtl::marlin::op_name("repack_gptq", Bits, A), size_k, size_n);
     array_out out(elem::i32, {L::marlin_rows(size_k), L::marlin_cols(size_n)});
     auto const wv = w.v2<std::int32_t const>();
     auto const ov = out.v2<std::int32_t>();
@@ -124,7 +124,7 @@ nb::object unmarlin_gptq(nb::handle m_obj, nb::handle perm_obj, index_t size_k, 
   m.check_type({elem::i32});
   return with_layout(op, num_bits, a8, [&]<int Bits, act_width A>() {
     using L = qtl::marlin::layout<Bits, A>;
-    qtl::marlin::detail::check_kn<L>(qtl::marlin::detail::op_name("unrepack_gptq", Bits, A), size_k, size_n);
+    qtl::marlin::check_kn<L>(qtl::marlin::op_name("unrepack_gptq", Bits, A), size_k, size_n);
     check_shape(op, m, L::marlin_rows(size_k), L::marlin_cols(size_n), sizes(size_k, size_n));
     m.check_contiguous();
     perm_in const perm = take_perm(op, perm_obj, size_k);
@@ -150,7 +150,7 @@ nb::object awq_marlin_repack(nb::handle w_obj, index_t size_k, index_t size_n, i
                  sizes(size_k, size_n) + ": size_n is not a multiple of the pack factor " + std::to_string(L::pack));
     }
     check_shape(op, w, size_k, size_n / L::pack, sizes(size_k, size_n));
-    qtl::marlin::detail::check_kn<L>(qtl::marlin::detail::op_name("repack_awq", Bits, A), size_k, size_n);
+    qtl::marlin::check_kn<L>(qtl::marlin::op_name("repack_awq", Bits, A), size_k, size_n);
     array_out out(elem::i32, {L::marlin_rows(size_k), L::marlin_cols(size_n)});
     auto const wv = w.v2<std::int32_t const>();
     auto const ov = out.v2<std::int32_t>();
@@ -168,7 +168,7 @@ nb::object unmarlin_awq(nb::handle m_obj, index_t size_k, index_t size_n, int nu
   m.check_type({elem::i32});
   return with_layout(op, num_bits, a8, [&]<int Bits, act_width A>() {
     using L = qtl::marlin::layout<Bits, A>;
-    qtl::marlin::detail::check_kn<L>(qtl::marlin::detail::op_name("unrepack_awq", Bits, A), size_k, size_n);
+    qtl::marlin::check_kn<L>(qtl::marlin::op_name("unrepack_awq", Bits, A), size_k, size_n);
     check_shape(op, m, L::marlin_rows(size_k), L::marlin_cols(size_n), sizes(size_k, size_n));
     m.check_contiguous();
     auto const mv = m.v2<std::int32_t const>();
@@ -313,7 +313,7 @@ nb::object marlin_fp8_prepare(nb::handle w_obj, nb::handle s_obj, nb::handle dty
     if (s.ndim() != 2 || s.dim(0) != (size_k_first ? G : nb) || s.dim(1) != (size_k_first ? nb : G)) {
       fail_shape(op, s,
                  "weight " + w.shape() + " in blocks of (" + std::to_string(bn) + ", " + std::to_string(bk) +
-                     ") needs " + (size_k_first ? qtl::detail::shape_string(G, nb) : qtl::detail::shape_string(nb, G)));
+                     ") needs " + (size_k_first ? qtl::shape_string(G, nb) : qtl::shape_string(nb, G)));
     }
   } else if (s.nd.size() != 1 && !(s.ndim() == 1 && s.dim(0) == N)) {
     fail_shape(op, s,
@@ -323,9 +323,9 @@ nb::object marlin_fp8_prepare(nb::handle w_obj, nb::handle s_obj, nb::handle dty
   std::span<float const> const sv(static_cast<float const*>(s.nd.data()), s.nd.size());
   act_width const width = a8 ? act_width::a8 : act_width::a16;
   using L8 = qtl::marlin::layout<8>;
-  qtl::marlin::detail::check_kn<L8>("qtl.marlin_fp8_prepare", K, N);
+  qtl::marlin::check_kn<L8>("qtl.marlin_fp8_prepare", K, N);
   if (a8) {
-    qtl::marlin::detail::check_kn<qtl::marlin::layout<8, act_width::a8>>("qtl.marlin_fp8_prepare", K, N);
+    qtl::marlin::check_kn<qtl::marlin::layout<8, act_width::a8>>("qtl.marlin_fp8_prepare", K, N);
   }
   array_out weight(elem::i32, {L8::marlin_rows(K), L8::marlin_cols(N)});
   auto const ov = weight.v2<std::int32_t>();

@@ -41,7 +41,7 @@ nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t 
     throw qtl::shape_error(std::string("qtl.") + op_name(k) + ": " + in.name + " has shape " + in.shape() +
                            "; size_k = " + std::to_string(size_k) + ", size_n = " + std::to_string(size_n) +
                            " with pack factor " + std::to_string(pf) + " need " +
-                           qtl::detail::shape_string(want_r, want_c) + " and " +
+                           qtl::shape_string(want_r, want_c) + " and " +
                            (k == pack_kind::pack_cols || k == pack_kind::unpack_cols ? "size_n" : "size_k") +
                            " a multiple of the pack factor");
   }

@@ -200,7 +200,7 @@ TEST_CASE("every consumer agrees with its Python re-statement on random lists", 
     qtl::quant_config cfg;
     cfg.family = qtl::quant_family::modelopt;
     cfg.skip_list = doc.at("list").get<std::vector<std::string>>();
-    cfg.packed_modules_mapping = qtl::io::detail::mapping_of(doc.at("packed_modules_mapping"), "mapping");
+    cfg.packed_modules_mapping = qtl::io::packed_modules_mapping_of(doc.at("packed_modules_mapping"), "mapping");
     for (ojson const& c : doc.at("cases")) {
       std::string const module = c[0].get<std::string>();
       std::string const kind_name = c[1].get<std::string>();

@@ -672,7 +672,7 @@ TEST_CASE("every reference case replays identically", "[rules][reference]") {
       auto const ignored = c["ignored"].get<strings>();
       qtl::packed_mapping mapping;
       if (!c["mapping"].is_null()) {
-        mapping = qtl::io::detail::mapping_of(c["mapping"], "mapping");
+        mapping = qtl::io::packed_modules_mapping_of(c["mapping"], "mapping");
       }
       auto const out = qtl::sglang_skip_outcome(prefix, ignored, mapping);
       if (expected == "error") {

@@ -10,7 +10,7 @@
 namespace qtl::tool {
 
 std::string shown(std::string_view s, std::size_t limit) {
-  std::string out = qtl::io::detail::printable(s.substr(0, limit), limit, false);
+  std::string out = qtl::io::printable(s.substr(0, limit), limit, false);
   if (s.size() > limit) {
     out += "...[" + std::to_string(s.size() - limit) + " more bytes]";
   }

@@ -45,7 +45,7 @@ inline constexpr std::size_t shown_limit = 256;
 inline constexpr std::size_t shown_line_limit = 4096;
 
 /// Text from a file (a tensor or module name, a config entry, a path) as the tool prints it for a
-/// terminal, by qtl::io::detail::printable: printable ASCII as it is; every other byte as \xNN:
+/// terminal, by qtl::io::printable: printable ASCII as it is; every other byte as \xNN:
 /// control bytes (ESC, BEL, CR, LF, ...), DEL, and each byte of a non-ASCII character, so that no
 /// escape sequence, bidi override (U+202E) or other invisible character reaches the terminal.
 /// Text over `limit` bytes is cut there and marked "...[N more bytes]". Backslashes and quotes

@@ -99,7 +99,7 @@ config_file read_config_file(std::filesystem::path const& path, std::filesystem:
       doc = nlohmann::ordered_json(doc["packed_modules_mapping"]);
     }
     try {
-      cfg.packed_modules_mapping = qtl::io::detail::mapping_of(doc, "packed_modules_mapping");
+      cfg.packed_modules_mapping = qtl::io::packed_modules_mapping_of(doc, "packed_modules_mapping");
     } catch (config_error const& e) {
       throw config_error(mapping_path.string() + ": " + e.what());
     }

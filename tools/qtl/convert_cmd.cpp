@@ -351,7 +351,7 @@ block_config read_block_config(checkpoint_job const& task, target to) {
                                    ? qobj["quant_method"].get<std::string>()
                                    : std::string("(none)");
     if (method != "fp8") {
-      throw data_error(in_config + ": quantization_config.quant_method is '" + qtl::io::detail::printable(method) +
+      throw data_error(in_config + ": quantization_config.quant_method is '" + qtl::io::printable(method) +
                        "'; qtl convert takes an FP8 block checkpoint ('fp8' with weight_block_size)");
     }
     auto const it = qobj.find("weight_block_size");
@@ -377,7 +377,7 @@ block_config read_block_config(checkpoint_job const& task, target to) {
 /// them) quantize it. @throws data_error naming the tensor and the problem
 fp8_layer fp8_layer_of(tensor_info const& t, std::string const& module, qtl::io::safetensors_checkpoint const& ckpt,
                        block_config const& bc, std::optional<consumer> const& sg, target to) {
-  using qtl::io::detail::printable;
+  using qtl::io::printable;
   using qtl::io::shape_string;
   std::string const& name = t.name;
   tensor_info const* s = ckpt.find(module + ".weight_scale_inv");
@@ -477,7 +477,7 @@ struct convert_plan {
 /// Every input tensor's job and outputs, added to `task.shards`. @throws data_error for a
 /// tensor that is not part of an FP8 block checkpoint, and when there is no FP8 layer in `in`
 convert_plan plan_convert(checkpoint_job& task, block_config const& bc, target to, std::string const& in) {
-  using qtl::io::detail::printable;
+  using qtl::io::printable;
   // The fused layers of --to nvfp4: the config's packed_modules_mapping, else the engines' default.
   quant_config fused_cfg = bc.cfg.value_or(quant_config{});
   if (fused_cfg.packed_modules_mapping.empty()) {
@@ -566,7 +566,7 @@ worker_pool_jobs converter_jobs(std::vector<convert_job>& jobs, worker_context c
   pool.bytes = [&jobs](std::size_t i) { return jobs[i].in_bytes; };
   pool.describe = [&jobs](std::size_t i) {
     convert_job const& j = jobs[i];
-    return qtl::io::detail::printable(j.copy != nullptr ? j.copy->name : j.layers.front().weight->name);
+    return qtl::io::printable(j.copy != nullptr ? j.copy->name : j.layers.front().weight->name);
   };
   return pool;
 }

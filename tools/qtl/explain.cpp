@@ -33,10 +33,10 @@ std::string json_line(explain_row const& row) {
   std::string j = to_json(row.decision);
   j.pop_back();  // the closing brace
   if (!row.decided_as.empty()) {
-    j += ", \"decided_as\": " + qtl::detail::json_quote(row.decided_as);
+    j += ", \"decided_as\": " + qtl::json_quote(row.decided_as);
   }
   if (!row.kept.empty()) {
-    j += ", \"kept\": " + qtl::detail::json_quote(row.kept);
+    j += ", \"kept\": " + qtl::json_quote(row.kept);
   }
   return ascii_json(j + "}");
 }

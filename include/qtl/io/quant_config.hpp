@@ -194,19 +194,26 @@ inline dynamic_rule_body rule_body(ojson const& v, std::string const& field) {
   return b;
 }
 
-inline packed_mapping mapping_of(ojson const& v, std::string const& field) {
+}  // namespace detail
+
+/// The `packed_modules_mapping` object `v` ({"qkv_proj": ["q_proj", "k_proj", "v_proj"], ...}; null:
+/// none), in its order; `field` names it in errors.
+/// @throws config_error for anything but an object of lists of strings
+inline packed_mapping packed_modules_mapping_of(nlohmann::ordered_json const& v, std::string const& field) {
   packed_mapping out;
   if (v.is_null()) {
     return out;
   }
   if (!v.is_object()) {
-    bad_field(field, "expected an object of lists of strings, got " + type_of(v));
+    detail::bad_field(field, "expected an object of lists of strings, got " + detail::type_of(v));
   }
   for (auto const& [k, shards] : v.items()) {
-    out.emplace_back(k, string_list(shards, key_path(field, k)));
+    out.emplace_back(k, detail::string_list(shards, detail::key_path(field, k)));
   }
   return out;
 }
+
+namespace detail {
 
 /// Reads a `quantization_config`-shaped object (`base` names it in errors).
 inline quant_config parse_quantization_object(ojson const& q, std::string const& base,
@@ -298,7 +305,7 @@ inline quant_config parse_quantization_object(ojson const& q, std::string const&
     }
   }
   if (auto const it = q.find("packed_modules_mapping"); it != q.end()) {
-    cfg.packed_modules_mapping = mapping_of(*it, dot(base) + "packed_modules_mapping");
+    cfg.packed_modules_mapping = packed_modules_mapping_of(*it, dot(base) + "packed_modules_mapping");
   }
   // compressed-tensors: the weights of the first config group give the base parameters.
   if (auto const it = q.find("config_groups"); it != q.end() && !it->is_null()) {
@@ -380,7 +387,7 @@ inline quant_config quant_config_from_json(nlohmann::ordered_json const& doc) {
     cfg = detail::parse_quantization_object(doc, "", true);
   }
   if (auto const it = doc.find("packed_modules_mapping"); it != doc.end()) {
-    cfg.packed_modules_mapping = detail::mapping_of(*it, "packed_modules_mapping");
+    cfg.packed_modules_mapping = packed_modules_mapping_of(*it, "packed_modules_mapping");
   }
   return cfg;
 }

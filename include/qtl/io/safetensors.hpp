@@ -183,15 +183,6 @@ struct tensor_info : tensor_entry {
   std::uint64_t end = 0;
 };
 
-namespace detail {
-
-/// "<path>: <problem>" as a format_error.
-[[noreturn]] inline void fail(std::filesystem::path const& path, std::string const& problem) {
-  throw format_error(path.string() + ": " + problem);
-}
-
-inline std::string errno_text(int err) { return std::strerror(err); }
-
 /// A (possibly hostile) string made fit for a message: printable ASCII kept, other bytes (and,
 /// with `escape_quotes`, `'` and `\\`: for a text put between quotes) escaped as \\xNN, cut
 /// after `limit` bytes.
@@ -215,6 +206,15 @@ inline std::string printable(std::string_view s, std::size_t limit = 200, bool e
 
 /// A name quoted for a message: 'name', made printable.
 inline std::string quote_name(std::string_view s) { return "'" + printable(s) + "'"; }
+
+namespace detail {
+
+/// "<path>: <problem>" as a format_error.
+[[noreturn]] inline void fail(std::filesystem::path const& path, std::string const& problem) {
+  throw format_error(path.string() + ": " + problem);
+}
+
+inline std::string errno_text(int err) { return std::strerror(err); }
 
 /// Parses `text` as JSON, rejecting duplicate keys in any object and nesting deeper than
 /// `max_header_depth` (both checked while parsing), in time linear in the text
@@ -455,7 +455,7 @@ class safetensors_file {
     if (auto const* t = find(name)) {
       return *t;
     }
-    detail::fail(path_, "has no tensor " + detail::quote_name(name));
+    detail::fail(path_, "has no tensor " + quote_name(name));
   }
   /// The `__metadata__` object (string values only; an empty object when absent).
   json const& metadata() const { return metadata_; }
@@ -613,13 +613,13 @@ class safetensors_checkpoint {
     std::vector<std::pair<std::string, std::size_t>> listed;  // (tensor, shard)
     for (auto const& [tensor, file] : index["weight_map"].items()) {
       if (!file.is_string()) {
-        detail::fail(p, "weight_map entry of tensor " + detail::quote_name(tensor) + " is not a string");
+        detail::fail(p, "weight_map entry of tensor " + quote_name(tensor) + " is not a string");
       }
       auto const& f = file.get_ref<json::string_t const&>();
       if (f.empty() || f == "." || f == ".." || f.find('/') != std::string::npos ||
           f.find('\0') != std::string::npos) {
-        detail::fail(p, "weight_map names shard " + detail::quote_name(f) + " for tensor " +
-                            detail::quote_name(tensor) + ", which is not a plain file name");
+        detail::fail(p, "weight_map names shard " + quote_name(f) + " for tensor " +
+                            quote_name(tensor) + ", which is not a plain file name");
       }
       auto [it, fresh] = shard_of.emplace(f, shard_names.size());
       if (fresh) {
@@ -634,8 +634,8 @@ class safetensors_checkpoint {
     std::vector<std::size_t> listed_count(shards_.size(), 0);
     for (auto const& [tensor, s] : listed) {
       if (shards_[s].find(tensor) == nullptr) {
-        detail::fail(p, "weight_map puts tensor " + detail::quote_name(tensor) + " in " +
-                            detail::quote_name(shard_names[s]) + ", which does not hold it");
+        detail::fail(p, "weight_map puts tensor " + quote_name(tensor) + " in " +
+                            quote_name(shard_names[s]) + ", which does not hold it");
       }
       ++listed_count[s];
     }
@@ -648,8 +648,8 @@ class safetensors_checkpoint {
         for (auto const& t : shards_[s].tensors()) {
           auto it = where.find(t.name);
           if (it == where.end() || it->second != s) {
-            detail::fail(p, "shard " + detail::quote_name(shard_names[s]) + " holds tensor " +
-                                detail::quote_name(t.name) + ", which weight_map does not put there");
+            detail::fail(p, "shard " + quote_name(shard_names[s]) + " holds tensor " +
+                                quote_name(t.name) + ", which weight_map does not put there");
           }
         }
       }
@@ -707,7 +707,7 @@ inline std::string safetensors_header(std::span<tensor_entry const> tensors,
     }
     for (auto const& [k, v] : metadata.items()) {
       if (!v.is_string()) {
-        throw value_error("safetensors metadata value of " + detail::quote_name(k) +
+        throw value_error("safetensors metadata value of " + quote_name(k) +
                           " is not a string");
       }
     }
@@ -716,9 +716,9 @@ inline std::string safetensors_header(std::span<tensor_entry const> tensors,
   std::unordered_set<std::string_view> names;
   std::uint64_t offset = 0;
   for (auto const& t : tensors) {
-    std::string const who = "tensor " + detail::quote_name(t.name);
+    std::string const who = "tensor " + quote_name(t.name);
     if (t.name == "__metadata__") {
-      throw value_error("cannot write a tensor named " + detail::quote_name(t.name));
+      throw value_error("cannot write a tensor named " + quote_name(t.name));
     }
     if (!names.insert(t.name).second) {
       throw value_error("cannot write " + who + " twice");
@@ -830,7 +830,7 @@ std::vector<T> tensor_values(tensor_info const& t, std::optional<dtype> as = std
   static_assert(std::is_trivially_copyable_v<T>, "tensor_values<T>: T must be trivially copyable");
   auto const want = as ? as : dtype_of<T>;
   if (!want || *want != t.type || sizeof(T) != dtype_size(t.type)) {
-    throw format_error("tensor " + detail::quote_name(t.name) + " has dtype " +
+    throw format_error("tensor " + quote_name(t.name) + " has dtype " +
                        std::string(dtype_name(t.type)) + ", not " +
                        (want ? std::string(dtype_name(*want)) : "the requested element type") +
                        " of " + std::to_string(sizeof(T)) + " bytes");

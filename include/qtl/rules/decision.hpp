@@ -47,7 +47,6 @@ struct decision {
   }
 };
 
-namespace detail {
 /// A JSON string literal (RFC 8259 escapes; bytes >= 0x80 are passed through).
 inline std::string json_quote(std::string_view s) {
   std::string out = "\"";
@@ -90,7 +89,6 @@ inline std::string json_quote(std::string_view s) {
   out += '"';
   return out;
 }
-}  // namespace detail
 
 /// The decision as one JSON object, keys in the order module, consumer, skipped, bits,
 /// group_size, desc_act, sym, quant_type, rule, error.
@@ -102,16 +100,16 @@ inline std::string to_json(decision const& d) {
     return v ? std::string(*v ? "true" : "false") : std::string("null");
   };
   auto const opt_str = [](std::optional<std::string> const& v) {
-    return v ? detail::json_quote(*v) : std::string("null");
+    return v ? json_quote(*v) : std::string("null");
   };
-  std::string out = "{\"module\": " + detail::json_quote(d.module);
-  out += ", \"consumer\": " + detail::json_quote(d.consumer);
+  std::string out = "{\"module\": " + json_quote(d.module);
+  out += ", \"consumer\": " + json_quote(d.consumer);
   out += ", \"skipped\": " + std::string(d.skipped ? "true" : "false");
   out += ", \"bits\": " + opt_int(d.bits);
   out += ", \"group_size\": " + opt_int(d.group_size);
   out += ", \"desc_act\": " + opt_bool(d.desc_act);
   out += ", \"sym\": " + opt_bool(d.sym);
-  out += ", \"quant_type\": " + (d.quant_type ? detail::json_quote(d.quant_type->name().view()) : std::string("null"));
+  out += ", \"quant_type\": " + (d.quant_type ? json_quote(d.quant_type->name().view()) : std::string("null"));
   out += ", \"rule\": " + opt_str(d.rule);
   out += ", \"error\": " + opt_str(d.error);
   out += "}";

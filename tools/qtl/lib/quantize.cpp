@@ -164,7 +164,7 @@ std::string empty_run_reasons(qtl::io::safetensors_checkpoint const& ckpt,
   for (auto const& [why, modules] : by_why) {
     std::size_t const n = modules.size();
     parts.push_back(std::to_string(n) + (n == 1 ? " weight is kept: " : " weights are kept: ") + why + " (" +
-                    qtl::io::detail::printable(modules.front()) + (n == 1 ? "" : ", ...") + ")");
+                    qtl::io::printable(modules.front()) + (n == 1 ? "" : ", ...") + ")");
   }
   if (parts.empty()) {
     parts.push_back("none of its " + std::to_string(ckpt.tensors().size()) +
@@ -440,7 +440,7 @@ compiled_config adopt_input_config(checkpoint_job& task, settings& st, quantize_
   if (auto const it = task.model_config.find("packed_modules_mapping");
       st.cfg.packed_modules_mapping.empty() && it != task.model_config.end()) {
     try {
-      st.cfg.packed_modules_mapping = qtl::io::detail::mapping_of(*it, "packed_modules_mapping");
+      st.cfg.packed_modules_mapping = qtl::io::packed_modules_mapping_of(*it, "packed_modules_mapping");
     } catch (config_error const& e) {
       throw config_error(task.in_config.string() + ": " + e.what());
     }
@@ -646,7 +646,7 @@ void check_quantized_layers(run_plan const& p, checkpoint_job const& task, quant
   std::string const stacks_why =
       stacks == 0 ? std::string()
                   : std::to_string(stacks) + " tensor" + (stacks == 1 ? " is a" : "s are") + " 3-D expert stack" +
-                        (stacks == 1 ? "" : "s") + " (" + qtl::io::detail::printable(p.expert_stacks.front()) +
+                        (stacks == 1 ? "" : "s") + " (" + qtl::io::printable(p.expert_stacks.front()) +
                         (stacks == 1 ? "" : ", ...") + "), which qtl does not quantize yet";
   if (quantized == 0 && !a.allow_empty) {
     throw data_error("no linear layer to quantize in " + task.in_path.string() + ": " +

@@ -144,7 +144,7 @@ std::string copy_input_extras(fs::path const& in_path, staged_output& out, std::
     if (why.empty()) {
       copy_extra_file(entry.path(), out, entry.path().filename().string());
     } else if (!quiet) {
-      warnings += "qtl " + std::string(command) + ": warning: " + qtl::io::detail::printable(entry.path().string()) +
+      warnings += "qtl " + std::string(command) + ": warning: " + qtl::io::printable(entry.path().string()) +
                   " not copied: " + why + "\n";
     }
   }
@@ -225,7 +225,7 @@ void refuse_duplicate_names(std::vector<shard_plan> const& shards) {
     for (out_tensor const& t : s.tensors) {
       auto const [it, fresh] = seen.emplace(t.name, &t);
       if (!fresh) {
-        using qtl::io::detail::printable;
+        using qtl::io::printable;
         throw data_error("two output tensors are named '" + printable(t.name) + "': one written for input tensor '" +
                          printable(it->second->source) + "', one for input tensor '" + printable(t.source) +
                          "' (an input tensor has the name of another's output; rename or remove it)");
@@ -296,7 +296,7 @@ void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, ojson c
   if (!found.empty()) {
     std::string list;
     for (std::size_t i = 0; i < found.size() && i < 4; ++i) {
-      list += (i == 0 ? "" : ", ") + qtl::io::detail::printable(found[i]);
+      list += (i == 0 ? "" : ", ") + qtl::io::printable(found[i]);
     }
     if (found.size() > 4) {
       list += " and " + std::to_string(found.size() - 4) + " more";
@@ -310,7 +310,7 @@ void refuse_quantized_input(qtl::io::safetensors_checkpoint const& ckpt, ojson c
                                    ? q["quant_method"].get<std::string>()
                                    : std::string("unknown");
     throw data_error(config_path.string() + ": the input is quantized already (its quantization_config says '" +
-                     qtl::io::detail::printable(method) + "'); qtl quantize takes a float checkpoint");
+                     qtl::io::printable(method) + "'); qtl quantize takes a float checkpoint");
   }
 }
 
