@@ -11,9 +11,14 @@
 // `qtl explain --consumer sglang` shows them, on the name the engine sees (q/k/v_proj -> qkv_proj,
 // gate/up_proj -> gate_up_proj: shards of a fused layer always share one decision). Without
 // --config: every linear layer but lm_head. MoE experts stored per expert
-// (`mlp.experts.E.gate_proj.weight`) are linear layers; routers (`mlp.gate`, `router`, ...) are kept;
-// 3-D expert stacks (`mlp.experts.gate_up_proj` [E, 2I, H]) are copied with a warning. A run that
-// would quantize no layer is refused, naming why, unless --allow-empty.
+// (`mlp.experts.E.gate_proj.weight`) are linear layers; routers (`mlp.gate`, `router`, ...) are kept.
+// Fused 3-D expert stacks (Llama 4 and gpt-oss `experts.gate_up_proj` [E, H, 2I], transformers v5
+// [E, 2I, H], and `down_proj`) are cut into per-expert 2-D weights `experts.E.{gate,up,down}_proj`
+// [out, in] by the layout of the input's config.json (expert_stacks.hpp), each then decided and
+// written as a per-expert weight would be (gpt-oss' bias stacks cut alike and copied); a stack of a
+// layout qtl does not know is refused, naming it, unless --keep-expert-stacks copies it (its experts
+// module then in `ignore`). A run that would quantize no layer is refused, naming why, unless
+// --allow-empty.
 //
 // The integer formats' bits, group size and symmetry: a flag given, else the --config's value
 // (GPTQ bits/group_size/sym; compressed-tensors num_bits/group_size or strategy channel/symmetric),
