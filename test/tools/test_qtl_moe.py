@@ -26,11 +26,10 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
-from checks import check, finish  # noqa: E402
+from checks import check, run_in_temp_dir  # noqa: E402
 
 QTL = sys.argv[1]
 E, H, I = 3, 64, 32
@@ -259,14 +258,12 @@ def test_refused(tmp, rng):
 
 def main():
     rng = random.Random(7)
-    tmp = tempfile.mkdtemp(prefix="qtl-moe-test-")
-    try:
+
+    def body(tmp):
         for layout in ("llama4", "gpt_oss", "v5"):
             test_same_as_per_expert(tmp, layout, rng)
         test_refused(tmp, rng)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+    run_in_temp_dir("qtl-moe-test-", body)
 
 
 if __name__ == "__main__":
