@@ -6,9 +6,11 @@ Standard library only (safetensors_py). Each case is a small checkpoint built he
   1. An input tensor named as an output of another (`L.weight_scale` beside `L.weight` for fp8,
      w4a16 and nvfp4; `L.scales` for gptq; in the same shard or in another): exit 2 naming both
      tensors, no output.
-  2. A run that quantizes nothing (an index with an empty weight_map, only 3-D expert stacks, F64
-     weights): exit 2 naming why; --allow-empty writes it. 3-D stacks beside quantized layers are
-     copied with a warning; an F64 linear weight beside them is kept and listed in `ignore`.
+  2. A run that quantizes nothing (an index with an empty weight_map, only 3-D expert stacks of an
+     unknown layout kept by --keep-expert-stacks, F64 weights): exit 2 naming why; --allow-empty
+     writes it. Such stacks beside quantized layers are copied with a warning, their experts module
+     listed in `ignore` (test_qtl_moe.py: the stacks qtl cuts and quantizes, the refusals); an F64
+     linear weight beside them is kept and listed in `ignore`.
      MoE: per-expert 2-D weights quantized, routers (`mlp.gate`, `mlp.router`) kept.
   3. A single-file input (`weights.safetensors`) is written as model.safetensors; a single-file or
      index input gets the side files of its folder, as a folder input does.
@@ -97,14 +99,15 @@ def test_empty_runs(tmp):
     st.write_checkpoint(f64, [weight("model.layers.0.mlp.up_proj.weight", dtype="F64")], 1)
     for src, words in ((empty, ["no tensors"]), (stacks, ["3-D expert stack", "experts.gate_up_proj", "MoE router"]),
                        (f64, ["F64", "up_proj"])):
+        keep = ["--keep-expert-stacks"] if src == stacks else []
         for fmt in ("gptq", "fp8", "w4a16"):
             out = os.path.join(tmp, "empty-out")
-            rc, _, se = run("quantize", src, out, "--format", fmt)
+            rc, _, se = run("quantize", src, out, "--format", fmt, *keep)
             what = "%s, %s" % (os.path.basename(src), fmt)
             check(rc == 2 and "no linear layer to quantize" in se and all(w in se for w in words) and
                   "--allow-empty" in se, "%s: exit 2 naming why (%d %s)" % (what, rc, se.strip()))
             check(not os.path.exists(out), what + ": no output")
-            rc, _, se = run("quantize", src, out, "--format", fmt, "--allow-empty")
+            rc, _, se = run("quantize", src, out, "--format", fmt, "--allow-empty", *keep)
             check(rc == 0, "%s --allow-empty: written (%d %s)" % (what, rc, se.strip()))
             shutil.rmtree(out, ignore_errors=True)
     # beside a quantized layer: 3-D stacks copied with a warning, F64 kept and ignored, routers kept
@@ -117,7 +120,7 @@ def test_empty_runs(tmp):
                                 weight("model.layers.0.self_attn.o_proj.weight", dtype="F64")], 1)
     for fmt in ("w4a16", "fp8", "gptq"):
         out = os.path.join(tmp, "mixed-out-" + fmt)
-        rc, so, se = run("quantize", mixed, out, "--format", fmt)
+        rc, so, se = run("quantize", mixed, out, "--format", fmt, "--keep-expert-stacks")
         check(rc == 0 and "warning" in se and "experts.gate_up_proj" in se and "copied unquantized" in se,
               "%s: 3-D stacks copied with a warning (%d %s)" % (fmt, rc, se.strip()))
         if rc != 0:
@@ -133,7 +136,8 @@ def test_empty_runs(tmp):
         if fmt == "w4a16":
             with open(os.path.join(out, "config.json")) as f:
                 ignore = json.load(f)["quantization_config"]["ignore"]
-            for m in ("model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate", "model.layers.0.mlp.router"):
+            for m in ("model.layers.0.self_attn.o_proj", "model.layers.0.mlp.gate", "model.layers.0.mlp.router",
+                      "model.layers.0.mlp.experts"):
                 check(m in ignore, "w4a16: %s in ignore (%s)" % (m, ignore))
 
 

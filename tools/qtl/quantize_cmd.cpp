@@ -4,7 +4,7 @@
 //
 //   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
 //                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json] [--threads N]
-//                [--allow-nonfinite] [--allow-empty]
+//                [--allow-nonfinite] [--allow-empty] [--keep-expert-stacks]
 
 #include <charconv>
 #include <iomanip>
@@ -101,6 +101,10 @@ command define_quantize(CLI::App& app) {
   cmd->add_flag("--force", a->o.force, "replace OUT_DIR even when it holds files that are not a checkpoint's");
   cmd->add_flag("--allow-empty", a->o.allow_empty,
                 "write the output even when no layer is quantized (refused by default, naming why)");
+  cmd->add_flag("--keep-expert-stacks", a->o.keep_expert_stacks,
+                "copy unquantized (with a warning, listed in the config's ignore) a 3-D MoE expert stack whose "
+                "layout qtl does not know; refused by default. Known stacks (llama4, gpt_oss, the transformers v5 "
+                "fused families) are always cut into per-expert weights and quantized");
   return {cmd, [a]() { return run_quantize(*a); }};
 }
 

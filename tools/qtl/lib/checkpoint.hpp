@@ -45,6 +45,8 @@ struct quantize_options {
   bool allow_nonfinite = false;           ///< --allow-nonfinite: quantize weights holding NaN or Inf
   bool force = false;                     ///< --force: replace an output folder of other files too
   bool allow_empty = false;               ///< --allow-empty: write the output when no layer is quantized
+  bool keep_expert_stacks = false;        ///< --keep-expert-stacks: copy, unquantized and listed in `ignore`,
+                                          ///< a 3-D expert stack whose layout qtl does not know (refused by default)
 };
 
 /// The most worker threads `quantize_options::threads` takes.

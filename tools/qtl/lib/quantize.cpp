@@ -11,9 +11,14 @@
 // `qtl explain --consumer sglang` shows them, on the name the engine sees (q/k/v_proj -> qkv_proj,
 // gate/up_proj -> gate_up_proj: shards of a fused layer always share one decision). Without
 // --config: every linear layer but lm_head. MoE experts stored per expert
-// (`mlp.experts.E.gate_proj.weight`) are linear layers; routers (`mlp.gate`, `router`, ...) are kept;
-// 3-D expert stacks (`mlp.experts.gate_up_proj` [E, 2I, H]) are copied with a warning. A run that
-// would quantize no layer is refused, naming why, unless --allow-empty.
+// (`mlp.experts.E.gate_proj.weight`) are linear layers; routers (`mlp.gate`, `router`, ...) are kept.
+// Fused 3-D expert stacks (Llama 4 and gpt-oss `experts.gate_up_proj` [E, H, 2I], transformers v5
+// [E, 2I, H], and `down_proj`) are cut into per-expert 2-D weights `experts.E.{gate,up,down}_proj`
+// [out, in] by the layout of the input's config.json (expert_stacks.hpp), each then decided and
+// written as a per-expert weight would be (gpt-oss' bias stacks cut alike and copied); a stack of a
+// layout qtl does not know is refused, naming it, unless --keep-expert-stacks copies it (its experts
+// module then in `ignore`). A run that would quantize no layer is refused, naming why, unless
+// --allow-empty.
 //
 // The integer formats' bits, group size and symmetry: a flag given, else the --config's value
 // (GPTQ bits/group_size/sym; compressed-tensors num_bits/group_size or strategy channel/symmetric),
@@ -103,6 +108,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 
 #include <qtl/group_size.hpp>
 
@@ -141,12 +147,6 @@ std::int64_t group_rows(std::string const& name, std::int64_t group_size, std::i
 /// A float type for a dtype the quantizers take.
 bool is_float(dtype t) { return t == dtype::F16 || t == dtype::BF16 || t == dtype::F32; }
 
-/// A fused 3-D expert stack: a float [E, N, K] tensor under an `experts` module (gpt-oss, Llama 4 and
-/// transformers v5 `mlp.experts.gate_up_proj`, `down_proj`), which this tool does not quantize yet.
-bool is_expert_stack(tensor_info const& t) {
-  return t.shape.size() == 3 && is_float(t.type) && t.name.find("experts") != std::string::npos;
-}
-
 /// Why a run quantizes no layer: what kept each candidate, grouped (for the error).
 std::string empty_run_reasons(qtl::io::safetensors_checkpoint const& ckpt,
                               std::map<std::string, std::string> const& skipped, std::string const& stacks_why) {
@@ -168,7 +168,7 @@ std::string empty_run_reasons(qtl::io::safetensors_checkpoint const& ckpt,
   }
   if (parts.empty()) {
     parts.push_back("none of its " + std::to_string(ckpt.tensors().size()) +
-                    " tensors is the 2-D `.weight` of a linear layer");
+                    " tensors is the 2-D `.weight` of a linear layer or a 3-D expert stack");
   }
   std::string text;
   for (std::size_t i = 0; i < parts.size(); ++i) {
@@ -538,7 +538,7 @@ void plan_fp8(job& j, shard_plan& s, settings const& st, compiled_config const& 
   std::int64_t const k = t.shape[1];
   j.kind = job_kind::fp8;
   j.ct_rules = st.ct_block;
-  add_out(j, s, {t.name, dtype::F8_E4M3, {n, k}});
+  add_out(j, s, {j.module + ".weight", dtype::F8_E4M3, {n, k}});
   bool const hf = st.cfg.family == quant_family::fp8;
   if (st.scheme == fp8_scheme::tensor) {
     j.scale_group = scale_group_name(cc, j.module);
@@ -551,12 +551,14 @@ void plan_fp8(job& j, shard_plan& s, settings const& st, compiled_config const& 
   }
 }
 
-/// The plan: one job per input tensor, the linear layers kept (module -> why), the 3-D expert
-/// stacks (copied).
+/// The plan: the jobs (one per input tensor, or per expert tensor cut out of a stack), the linear
+/// layers kept (module -> why), the 3-D expert stacks copied whole (--keep-expert-stacks: their
+/// names, and the experts modules holding them).
 struct run_plan {
   std::vector<job> jobs;
   std::map<std::string, std::string> skipped;
   std::vector<std::string> expert_stacks;
+  std::set<std::string> stack_modules;
 };
 
 /// Why the 2-D `.weight` of `module` is kept, or nothing when the config quantizes it. Which
@@ -582,23 +584,57 @@ std::optional<std::string> kept_why(std::string const& module, tensor_info const
   return std::nullopt;
 }
 
-/// Every input tensor's job and outputs, added to `task.shards`.
+/// The splits of the checkpoint's expert stacks by name (expert_stacks.hpp): weight stacks by the
+/// input's layout; a bias stack like its weight stack when that one is cut, else not at all (it
+/// travels as its weights do). @throws data_error naming a stack whose layout is not understood,
+/// unless --keep-expert-stacks (then it is copied)
+std::map<std::string, stack_split> split_stacks(checkpoint_job const& task, quantize_options const& a) {
+  std::map<std::string, stack_split> splits;
+  std::map<std::string, tensor_info const*> biases;
+  for (auto const& e : task.ckpt.tensors()) {
+    tensor_info const& t = *e.tensor;
+    if (!is_expert_stack(t)) {
+      continue;
+    }
+    if (!bias_stack_weight(t.name).empty()) {
+      biases[t.name] = &t;
+      continue;
+    }
+    stack_split sp = split_expert_stack(t, task.model_config);
+    if (!sp.why_not.empty() && !a.keep_expert_stacks) {
+      throw data_error(qtl::io::detail::printable(t.name) + " " + qtl::io::shape_string(t.shape) + ": a 3-D expert stack: " +
+                       sp.why_not + "; --keep-expert-stacks copies it unquantized");
+    }
+    splits[t.name] = std::move(sp);
+  }
+  for (auto const& [name, t] : biases) {
+    std::string const w = bias_stack_weight(name);
+    auto it = splits.find(w);
+    it = it != splits.end() ? it : splits.find(w + ".weight");
+    if (it != splits.end() && !it->second.parts.empty()) {
+      stack_split sp = split_expert_stack(*t, task.model_config);
+      if (!sp.why_not.empty()) {
+        throw data_error(qtl::io::detail::printable(name) + " " + qtl::io::shape_string(t->shape) +
+                         ": the biases of a cut expert stack: " + sp.why_not);
+      }
+      splits[name] = std::move(sp);
+    }
+  }
+  return splits;
+}
+
+/// Every input tensor's jobs and outputs, added to `task.shards`: a 2-D linear weight quantized or
+/// kept by the config, an expert stack cut into per-expert tensors planned alike (its biases
+/// copied per expert), everything else copied.
 run_plan plan_jobs(checkpoint_job& task, settings const& st, compiled_config const& cc, consumer const& sg,
                    quantize_options const& a) {
   run_plan p;
-  for (auto const& e : task.ckpt.tensors()) {
-    tensor_info const& t = *e.tensor;
-    job j;
-    j.in = &t;
-    j.allow_nonfinite = a.allow_nonfinite;
-    j.shard = e.shard;
-    shard_plan& s = task.shards[e.shard];
-    std::string const& name = t.name;
-    bool const weight = name.size() > 7 && name.compare(name.size() - 7, 7, ".weight") == 0;
-    std::string const module = weight ? name.substr(0, name.size() - 7) : std::string();
-    if (is_expert_stack(t)) {
-      p.expert_stacks.push_back(name);
-    }
+  std::map<std::string, stack_split> const splits = split_stacks(task, a);
+  // one job: `t` written as `out_name` (a 2-D `.weight` of a linear layer by the config, else copied)
+  auto const plan_tensor = [&](job j, tensor_info const& t, std::string const& out_name) {
+    shard_plan& s = task.shards[j.shard];
+    bool const weight = out_name.size() > 7 && out_name.compare(out_name.size() - 7, 7, ".weight") == 0;
+    std::string const module = weight ? out_name.substr(0, out_name.size() - 7) : std::string();
     if (weight && t.shape.size() == 2 && !is_float(t.type)) {
       if (name_role(module) == module_role::linear) {  // named in the error of a run that quantizes nothing
         p.skipped[module] = std::string(qtl::io::dtype_name(t.type)) + " weights (qtl quantizes F16, BF16 and F32)";
@@ -619,12 +655,48 @@ run_plan plan_jobs(checkpoint_job& task, settings const& st, compiled_config con
           plan_fp8(j, s, st, cc);
         }
         p.jobs.push_back(std::move(j));
-        continue;
+        return;
       }
     }
     j.kind = job_kind::copy;
-    add_out(j, s, {name, t.type, t.shape});
+    add_out(j, s, {out_name, t.type, t.shape});
     p.jobs.push_back(std::move(j));
+  };
+  for (auto const& e : task.ckpt.tensors()) {
+    tensor_info const& t = *e.tensor;
+    job j;
+    j.in = &t;
+    j.allow_nonfinite = a.allow_nonfinite;
+    j.shard = e.shard;
+    auto const split = splits.find(t.name);
+    if (split == splits.end() || split->second.parts.empty()) {
+      if (split != splits.end()) {  // not understood, copied whole: its experts module is not quantized
+        p.expert_stacks.push_back(t.name);
+        std::size_t const dot = t.name.find("experts");
+        p.stack_modules.insert(t.name.substr(0, dot + 7));
+      }
+      plan_tensor(std::move(j), t, t.name);
+      continue;
+    }
+    std::size_t const elem = qtl::io::dtype_size(t.type);
+    for (stack_part const& part : split->second.parts) {
+      auto view = std::make_shared<tensor_info>();
+      view->name = t.name + " (" + part.name + ")";  // the stack, and the expert tensor cut out of it
+      view->type = t.type;
+      view->shape = part.shape;
+      std::uint64_t const first = part.contiguous() ? part.first : part.block_begin;
+      std::uint64_t const count = part.contiguous() ? numel_of(part.shape) : part.block_end - part.block_begin;
+      view->bytes = t.bytes.subspan(first * elem, count * elem);
+      tensor_info const& cut_view = *view;
+      job c = j;
+      c.in = view.get();
+      c.cut_in = std::move(view);
+      c.stack = &t;
+      if (!part.contiguous()) {
+        c.cut = part;
+      }
+      plan_tensor(std::move(c), cut_view, part.name);
+    }
   }
   for (auto const& j : p.jobs) {
     for (std::size_t o : j.outs) {
@@ -634,8 +706,8 @@ run_plan plan_jobs(checkpoint_job& task, settings const& st, compiled_config con
   return p;
 }
 
-/// Refuses a plan that quantizes no layer (naming why) unless --allow-empty; warns that 3-D
-/// expert stacks are copied unquantized.
+/// Refuses a plan that quantizes no layer (naming why) unless --allow-empty; warns that the 3-D
+/// expert stacks --keep-expert-stacks kept are copied unquantized.
 void check_quantized_layers(run_plan const& p, checkpoint_job const& task, quantize_options const& a,
                             note_fn const& note) {
   std::size_t quantized = 0;
@@ -647,7 +719,7 @@ void check_quantized_layers(run_plan const& p, checkpoint_job const& task, quant
       stacks == 0 ? std::string()
                   : std::to_string(stacks) + " tensor" + (stacks == 1 ? " is a" : "s are") + " 3-D expert stack" +
                         (stacks == 1 ? "" : "s") + " (" + qtl::io::printable(p.expert_stacks.front()) +
-                        (stacks == 1 ? "" : ", ...") + "), which qtl does not quantize yet";
+                        (stacks == 1 ? "" : ", ...") + ") of a layout qtl does not know (--keep-expert-stacks)";
   if (quantized == 0 && !a.allow_empty) {
     throw data_error("no linear layer to quantize in " + task.in_path.string() + ": " +
                      empty_run_reasons(task.ckpt, p.skipped, stacks_why) + "; --allow-empty writes the output anyway");
@@ -657,27 +729,22 @@ void check_quantized_layers(run_plan const& p, checkpoint_job const& task, quant
   }
 }
 
+/// The input bytes a job reads: its tensor's (a strided cut of an expert stack: its own elements,
+/// not the expert's block it spans).
+std::uint64_t input_bytes(job const& j) {
+  return j.cut ? j.in->numel() * qtl::io::dtype_size(j.in->type) : static_cast<std::uint64_t>(j.in->bytes.size());
+}
+
 /// The pool's jobs: each plan job by its kind's writer, its input pages released after.
 worker_pool_jobs writer_jobs(std::vector<job>& jobs, std::vector<shard_plan> const& shards, fp8_scheme scheme) {
   worker_pool_jobs pool;
   pool.count = jobs.size();
   pool.run = [&jobs, &shards, scheme](std::size_t i) {
     job& j = jobs[i];
-    shard_plan const& s = shards[j.shard];
-    if (j.kind == job_kind::copy) {
-      write_copy(j, s);
-    } else if (j.kind == job_kind::gptq) {
-      write_gptq(j, s);
-    } else if (j.kind == job_kind::ct_pack) {
-      write_ct_pack(j, s);
-    } else if (j.kind == job_kind::nvfp4 || j.kind == job_kind::mxfp4) {
-      write_fp4(j, s);
-    } else {
-      write_fp8(j, s, scheme);
-    }
+    write_job(j, shards[j.shard], scheme);
     release(j.in->bytes);
   };
-  pool.bytes = [&jobs](std::size_t i) { return static_cast<std::uint64_t>(jobs[i].in->bytes.size()); };
+  pool.bytes = [&jobs](std::size_t i) { return input_bytes(jobs[i]); };
   pool.describe = [&jobs](std::size_t i) { return jobs[i].in->name; };
   return pool;
 }
@@ -705,6 +772,9 @@ written_format written_format_of(settings const& st, run_plan const& p, std::str
   }
   if (!lm_head_quantized && p.skipped.count("lm_head") == 0) {
     wf.ignore.push_back("lm_head");
+  }
+  for (auto const& m : p.stack_modules) {
+    wf.ignore.push_back(m);  // a stack copied whole: the engines' FusedMoE layer of it stays unquantized
   }
   for (auto const& [m, why] : p.skipped) {
     if (why != kept_reason(module_role::not_linear)) {
@@ -773,7 +843,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   task.open_outputs(a.force);
   std::uint64_t total_in = 0;
   for (auto const& j : p.jobs) {
-    total_in += j.in->bytes.size();
+    total_in += input_bytes(j);
   }
   unsigned const threads = static_cast<unsigned>(a.threads);
   report.threads = task.run_workers(a.threads, writer_jobs(p.jobs, task.shards, st.scheme),

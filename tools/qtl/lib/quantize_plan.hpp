@@ -18,6 +18,7 @@
 #include <qtl/scalar_type.hpp>
 
 #include "../staged_output.hpp"
+#include "expert_stacks.hpp"
 
 namespace qtl::tool {
 
@@ -46,6 +47,13 @@ struct job {
   std::size_t shard = 0;          ///< output shard
   std::vector<std::size_t> outs;  ///< indices into the shard's tensors, in the writer's order
   std::string module;             ///< quantized layers: the module name
+  // A tensor cut out of a 3-D expert stack (expert_stacks.hpp): `in` is `cut_in`, shaped as the
+  // per-expert tensor ([N, K], a bias [N]), its bytes the expert's block of `stack` (released
+  // after the job). When the cut is strided, `cut` says where its elements lie and the writers
+  // read them gathered (`write_job`); a contiguous cut is read in place.
+  std::shared_ptr<tensor_info const> cut_in;
+  tensor_info const* stack = nullptr;
+  std::optional<stack_part> cut;
   // GPTQ
   int bits = 4;
   std::int64_t group_rows = 128;         ///< rows per group (K when channelwise)

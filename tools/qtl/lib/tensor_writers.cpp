@@ -55,7 +55,7 @@ struct aligned_weight {
 /// mapping itself, not a copy).
 template <class T>
 void release_rows(job const& j, view2d<T const> w, index_t n0, index_t c) {
-  if (j.in->bytes.data() == reinterpret_cast<std::byte const*>(w.data)) {
+  if (!j.cut && j.in->bytes.data() == reinterpret_cast<std::byte const*>(w.data)) {  // not a gathered buffer
     auto const row = static_cast<std::size_t>(w.extent[1]) * sizeof(T);
     release(j.in->bytes.subspan(static_cast<std::size_t>(n0) * row, static_cast<std::size_t>(c) * row));
   }
@@ -481,6 +481,30 @@ void fp8_weight(job& j, shard_plan const& s, fp8_scheme scheme) {
   s.file->pwrite_all(scales.data(), scales.size() * 4, s.tensors[j.outs[1]].offset);
 }
 
+/// Runs `fn()` with `j.in` the job's input as a row-major tensor of its shape: the input itself,
+/// or, for a strided cut of an expert stack, its elements gathered into a buffer for the call
+/// (`release_rows` leaves that buffer alone: it is no file mapping).
+template <class Fn>
+void with_input(job& j, Fn&& fn) {
+  if (!j.cut) {
+    fn();
+    return;
+  }
+  tensor_info const* const view = j.in;
+  std::size_t const elem = qtl::io::dtype_size(view->type);
+  std::vector<std::byte> buf(view->numel() * elem);
+  gather_part(*j.cut, j.stack->bytes, elem, buf.data());
+  tensor_info gathered = *view;
+  gathered.bytes = buf;
+  j.in = &gathered;
+  struct restore {
+    job& j;
+    tensor_info const* view;
+    ~restore() { j.in = view; }
+  } const back{j, view};
+  fn();
+}
+
 }  // namespace
 
 void share_group_amax(std::vector<job>& jobs, unsigned threads) {
@@ -503,14 +527,16 @@ void share_group_amax(std::vector<job>& jobs, unsigned threads) {
   worker_pool_jobs pool;
   pool.count = todo.size();
   pool.run = [&](std::size_t i) {
-    job const& j = jobs[todo[i]];
-    with_float_type(j.in->type, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      aligned_weight<T> const w(*j.in);
-      amax[i] = fp8_amax(w.v);  // NaN ignored: the writer refuses it in its own tensor
-      if (std::isinf(amax[i])) {
-        check_finite(w.v, j.allow_nonfinite);
-      }
+    job& j = jobs[todo[i]];
+    with_input(j, [&] {
+      with_float_type(j.in->type, [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        aligned_weight<T> const w(*j.in);
+        amax[i] = fp8_amax(w.v);  // NaN ignored: the writer refuses it in its own tensor
+        if (std::isinf(amax[i])) {
+          check_finite(w.v, j.allow_nonfinite);
+        }
+      });
     });
     release(j.in->bytes);
   };
@@ -530,7 +556,27 @@ void share_group_amax(std::vector<job>& jobs, unsigned threads) {
   }
 }
 
+void write_job(job& j, shard_plan const& s, fp8_scheme scheme) {
+  with_input(j, [&] {
+    if (j.kind == job_kind::copy) {
+      write_copy(j, s);
+    } else if (j.kind == job_kind::gptq) {
+      write_gptq(j, s);
+    } else if (j.kind == job_kind::ct_pack) {
+      write_ct_pack(j, s);
+    } else if (j.kind == job_kind::nvfp4 || j.kind == job_kind::mxfp4) {
+      write_fp4(j, s);
+    } else {
+      write_fp8(j, s, scheme);
+    }
+  });
+}
+
 void write_copy(job const& j, shard_plan const& s) {
+  if (j.cut) {  // a gathered buffer: written whole, no file pages to release
+    s.file->pwrite_all(j.in->bytes.data(), j.in->bytes.size(), s.tensors[j.outs[0]].offset);
+    return;
+  }
   copy_released(j.in->bytes, *s.file, s.tensors[j.outs[0]].offset);
 }
 

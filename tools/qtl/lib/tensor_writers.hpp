@@ -20,6 +20,10 @@ namespace qtl::tool {
 /// its partners' scales infinite too, and their writers fail naming them instead)
 void share_group_amax(std::vector<job>& jobs, unsigned threads);
 
+/// The job by its kind's writer (below), its input read gathered first when it is a strided cut of
+/// an expert stack (one expert's tensor in memory at a time). @throws data_error as the writer
+void write_job(job& j, shard_plan const& s, fp8_scheme scheme);
+
 /// The input tensor's bytes, unchanged, in 64 MiB slices (the input pages released behind).
 void write_copy(job const& j, shard_plan const& s);
 
