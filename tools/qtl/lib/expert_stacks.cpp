@@ -130,7 +130,7 @@ stack_split split_expert_stack(qtl::io::tensor_info const& t, ojson const& model
   if (!layout) {
     r.why_not = model_type.empty()
                     ? std::string("the input has no config.json model_type to tell its stacked layout by")
-                    : "its layout is not known for model_type '" + qtl::io::detail::printable(model_type) +
+                    : "its layout is not known for model_type '" + qtl::io::printable(model_type) +
                           "' (qtl cuts the stacks of llama4, gpt_oss and the transformers v5 fused families)";
     return r;
   }

@@ -602,7 +602,7 @@ std::map<std::string, stack_split> split_stacks(checkpoint_job const& task, quan
     }
     stack_split sp = split_expert_stack(t, task.model_config);
     if (!sp.why_not.empty() && !a.keep_expert_stacks) {
-      throw data_error(qtl::io::detail::printable(t.name) + " " + qtl::io::shape_string(t.shape) + ": a 3-D expert stack: " +
+      throw data_error(qtl::io::printable(t.name) + " " + qtl::io::shape_string(t.shape) + ": a 3-D expert stack: " +
                        sp.why_not + "; --keep-expert-stacks copies it unquantized");
     }
     splits[t.name] = std::move(sp);
@@ -614,7 +614,7 @@ std::map<std::string, stack_split> split_stacks(checkpoint_job const& task, quan
     if (it != splits.end() && !it->second.parts.empty()) {
       stack_split sp = split_expert_stack(*t, task.model_config);
       if (!sp.why_not.empty()) {
-        throw data_error(qtl::io::detail::printable(name) + " " + qtl::io::shape_string(t->shape) +
+        throw data_error(qtl::io::printable(name) + " " + qtl::io::shape_string(t->shape) +
                          ": the biases of a cut expert stack: " + sp.why_not);
       }
       splits[name] = std::move(sp);
