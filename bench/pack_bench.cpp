@@ -109,14 +109,8 @@ void copy_sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(bm_memcpy)->Apply(copy_sizes);
-BENCHMARK_TEMPLATE(bm_pack, op::pack_rows, 4)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::pack_rows, 8)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::pack_cols, 4)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::pack_cols, 8)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::unpack_rows, 4)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::unpack_rows, 8)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::unpack_cols, 4)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::unpack_cols, 8)->Apply(shapes);
+#define QTL_PACK_CASE(name, bits) BENCHMARK_TEMPLATE(bm_pack, op::name, bits)->Apply(shapes);
+#include "support/cases.def"
 
 }  // namespace
 

@@ -73,13 +73,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 // memcpy of a buffer as large as the fp16/bf16 weight of each shape.
 BENCHMARK(bm_memcpy)->Arg(4096 * 4096 * 2)->Arg(std::int64_t{8192} * 28672 * 2)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(bm_quantize<qtl::half_t, 128, false>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::half_t, 128, true>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::half_t, qtl::group_channelwise, false>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::half_t, qtl::group_channelwise, true>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::bfloat16_t, 128, false>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::bfloat16_t, 128, true>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::bfloat16_t, qtl::group_channelwise, false>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::bfloat16_t, qtl::group_channelwise, true>)->Apply(shapes);
+#define QTL_QUANTIZE_CASE(T, group, zero_points) BENCHMARK(bm_quantize<T, group, zero_points>)->Apply(shapes);
+#include "support/cases.def"
 
 BENCHMARK_MAIN();

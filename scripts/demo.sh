@@ -5,13 +5,6 @@
 # Extra arguments go to `qtl demo` (e.g. --out DIR keeps the files).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup-deps.sh
-if [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH=/usr/local/cuda/bin:$PATH   # Meson finds nvcc only on PATH
-fi
-builddir=${QTL_BUILD_DIR:-build}
-if [ ! -f "$builddir/build.ninja" ]; then
-  meson setup "$builddir" -Dwerror=true
-fi
+. scripts/configure.sh   # the packages, nvcc on PATH, $builddir configured
 meson compile -C "$builddir" tools/qtl/qtl
 exec "$builddir/tools/qtl/qtl" demo "$@"

@@ -6,14 +6,6 @@
 # `meson setup` (CI passes -Ddebug=false: the same -O2 code without debug info, a third less compile time).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup-deps.sh
-if [ -x /usr/local/cuda/bin/nvcc ]; then
-  export PATH=/usr/local/cuda/bin:$PATH   # Meson finds nvcc only on PATH
-fi
-builddir=${QTL_BUILD_DIR:-build}
-if [ ! -f "$builddir/build.ninja" ]; then
-  # shellcheck disable=SC2086
-  meson setup "$builddir" -Dwerror=true ${QTL_SETUP_ARGS:-}
-fi
+. scripts/configure.sh   # the packages, nvcc on PATH, $builddir configured
 meson compile -C "$builddir"
 meson test -C "$builddir" --print-errorlogs --num-processes "$(nproc)" "$@"

@@ -83,14 +83,8 @@ void shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"K", "N"})->Args({4096, 4096})->Args({8192, 28672})->Apply(qtl_bench::cuda::device_benchmark);
 }
 
-BENCHMARK_TEMPLATE(bm_pack, op::pack_rows, 4)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::pack_rows, 8)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::pack_cols, 4)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::pack_cols, 8)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::unpack_rows, 4)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::unpack_rows, 8)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::unpack_cols, 4)->Apply(shapes);
-BENCHMARK_TEMPLATE(bm_pack, op::unpack_cols, 8)->Apply(shapes);
+#define QTL_PACK_CASE(name, bits) BENCHMARK_TEMPLATE(bm_pack, op::name, bits)->Apply(shapes);
+#include "support/cases.def"
 
 }  // namespace
 

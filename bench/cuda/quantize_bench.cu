@@ -52,13 +52,7 @@ void shapes(benchmark::internal::Benchmark* b) {
 
 }  // namespace
 
-BENCHMARK(bm_quantize<qtl::half_t, 128, false>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::half_t, 128, true>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::half_t, qtl::group_channelwise, false>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::half_t, qtl::group_channelwise, true>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::bfloat16_t, 128, false>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::bfloat16_t, 128, true>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::bfloat16_t, qtl::group_channelwise, false>)->Apply(shapes);
-BENCHMARK(bm_quantize<qtl::bfloat16_t, qtl::group_channelwise, true>)->Apply(shapes);
+#define QTL_QUANTIZE_CASE(T, group, zero_points) BENCHMARK(bm_quantize<T, group, zero_points>)->Apply(shapes);
+#include "support/cases.def"
 
 BENCHMARK_MAIN();

@@ -10,8 +10,11 @@
 #include <qtl/cuda/blockscale.cuh>
 #include <random>
 #include <vector>
+#include "test_data.hpp"
 
 namespace {
+
+using qtl_test::random_bytes;
 
 using qtl::index_t;
 using qtl::make_view;
@@ -19,15 +22,6 @@ using qtl::make_view;
 #define CUDA_REQUIRE(expr) REQUIRE((expr) == cudaSuccess)
 
 using qtl_test::device_bytes;
-
-std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::uint8_t> v(n);
-  for (auto& b : v) {
-    b = static_cast<std::uint8_t>(rng());
-  }
-  return v;
-}
 
 std::vector<std::uint8_t> download(std::uint8_t const* p, index_t n) {
   std::vector<std::uint8_t> v(static_cast<std::size_t>(n));

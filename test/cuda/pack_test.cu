@@ -12,8 +12,11 @@
 #include <random>
 #include <utility>
 #include <vector>
+#include "test_data.hpp"
 
 namespace {
+
+using qtl_test::random_codes;
 
 using qtl::index_t;
 using qtl::make_view;
@@ -40,15 +43,6 @@ void upload(std::int32_t* dst, std::vector<std::int32_t, A> const& src) {
 std::vector<std::int32_t> download(std::int32_t const* src, index_t n) {
   std::vector<std::int32_t> v(static_cast<std::size_t>(n));
   REQUIRE(cudaMemcpy(v.data(), src, v.size() * sizeof(std::int32_t), cudaMemcpyDeviceToHost) == cudaSuccess);
-  return v;
-}
-
-std::vector<std::int32_t> random_codes(index_t count, std::int64_t lo, std::int64_t hi, std::mt19937& rng) {
-  std::uniform_int_distribution<std::int64_t> dist(lo, hi);
-  std::vector<std::int32_t> v(static_cast<std::size_t>(count));
-  for (auto& x : v) {
-    x = static_cast<std::int32_t>(dist(rng));
-  }
   return v;
 }
 

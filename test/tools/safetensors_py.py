@@ -30,6 +30,20 @@ def build(tensors, metadata=None):
     return raw(text, b"".join(t[3] for t in tensors))
 
 
+def write_golden_cases(ops_dir, number, cases):
+    """Writes golden op cases (shape, op, params, inputs, outputs; tensors as `build` takes them) as
+    NNNN-<op>.in/.expected.safetensors into `ops_dir`, numbered from `number`, and prints each one's
+    cases.jsonl line (test/data/golden/README.md)."""
+    for shape, op, params, ins, outs in cases:
+        name = "%04d-%s" % (number, op)
+        with open(os.path.join(ops_dir, name + ".in.safetensors"), "wb") as f:
+            f.write(build(ins))
+        with open(os.path.join(ops_dir, name + ".expected.safetensors"), "wb") as f:
+            f.write(build(outs))
+        print(json.dumps({"case": name, "op": op, "params": params, "shape": shape}))
+        number += 1
+
+
 def read(path):
     """{name: (dtype, shape, bytes)} and the metadata of a file, checking the basics."""
     with open(path, "rb") as f:

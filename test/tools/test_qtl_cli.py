@@ -18,16 +18,8 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from safetensors_py import DTYPE_SIZE, build, read  # noqa: E402
+from checks import check, finish  # noqa: E402
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    if not ok:
-        print("FAIL " + what)
 
 
 def run(qtl, *args):
@@ -326,8 +318,7 @@ def main():
         expect(qtl, 0, ["inspect", "--assume", "marlin", marlin], re.escape("4-bit [K=64, N=128], 2 groups of 32, act-order"))
         expect(qtl, 1, ["inspect", "--assume", "awq", marlin])
 
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    finish()
 
 
 def prod(shape):
@@ -338,4 +329,4 @@ def prod(shape):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

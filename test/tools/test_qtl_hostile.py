@@ -18,16 +18,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 import make_hostile  # noqa: E402
 from safetensors_py import build  # noqa: E402
+from checks import check, finish  # noqa: E402
 
-passed = failed = 0
-
-
-def check(ok, what):
-    global passed, failed
-    passed += bool(ok)
-    failed += not ok
-    if not ok:
-        print("FAIL " + what)
 
 
 def main():
@@ -66,9 +58,8 @@ def main():
             check(f.read() == before, "an existing output changed after failed runs")
         check(sorted(os.listdir(out_dir)) == ["out.safetensors"],
               "temporary files left: %s" % os.listdir(out_dir))
-    print("%d passed, %d failed" % (passed, failed))
-    return 1 if failed else 0
+    finish()
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

@@ -11,19 +11,17 @@
 #include <limits>
 #include <random>
 #include <vector>
+#include "test_data.hpp"
 
 namespace {
+
+using qtl_test::cview;
 
 using qtl::bfloat16_t;
 using qtl::float4_e2m1x2_t;
 using qtl::float8_e4m3fn_t;
 using qtl::float8_e8m0fnu_t;
 using qtl::index_t;
-
-template <class T>
-qtl::view2d<T const> cview(std::vector<T> const& v, index_t rows, index_t cols) {
-  return qtl::make_view(v.data(), rows, cols);
-}
 
 template <class T>
 std::vector<T> random_matrix(index_t rows, index_t cols, std::uint32_t seed) {

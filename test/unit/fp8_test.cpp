@@ -10,19 +10,17 @@
 #include <limits>
 #include <random>
 #include <vector>
+#include "test_data.hpp"
 
 namespace {
+
+using qtl_test::cview;
 
 using qtl::bfloat16_t;
 using qtl::float8_e4m3fn_t;
 using qtl::float8_e5m2_t;
 using qtl::half_t;
 using qtl::index_t;
-
-template <class T>
-qtl::view2d<T const> cview(std::vector<T> const& v, index_t rows, index_t cols) {
-  return qtl::make_view(v.data(), rows, cols);
-}
 
 std::vector<std::uint8_t> codes_of(qtl::host_tensor<float8_e4m3fn_t, 2> const& t) {
   std::vector<std::uint8_t> c;

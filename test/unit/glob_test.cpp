@@ -15,22 +15,10 @@
 #include <sstream>
 #include <string>
 #include <vector>
+#include "test_data.hpp"
 
 
 namespace {
-
-std::string decode(std::string const& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 // The reference, written as sglang writes it.
 bool reference_module_path_match(std::string ignored, std::string prefix) {
@@ -57,9 +45,9 @@ TEST_CASE("glob_match agrees with CPython fnmatch.fnmatchcase on the committed c
     std::string const s = sp1 == std::string::npos ? "" : line.substr(sp1 + 1, sp2 == std::string::npos ? sp2 : sp2 - sp1 - 1);
     std::istringstream ls(sp2 == std::string::npos ? "" : line.substr(sp2 + 1));
     if (kind == "text") {
-      texts.push_back(decode(s));
+      texts.push_back(qtl_test::percent_decode(s));
     } else if (kind == "glob") {
-      std::string const g = decode(s);
+      std::string const g = qtl_test::percent_decode(s);
       ++globs;
       std::string r;
       while (ls >> r) {

@@ -11,19 +11,13 @@
 #include <qtl/moe.hpp>
 #include <random>
 #include <vector>
+#include "test_data.hpp"
 
 namespace {
 
-using qtl::index_t;
+using qtl_test::random_bytes;
 
-std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::vector<std::uint8_t> v(n);
-  for (auto& b : v) {
-    b = static_cast<std::uint8_t>(rng());
-  }
-  return v;
-}
+using qtl::index_t;
 
 bool is_bijection(std::vector<std::int32_t> const& p) {
   std::vector<std::int32_t> sorted = p;

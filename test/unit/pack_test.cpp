@@ -13,8 +13,11 @@
 #include <random>
 #include <string>
 #include <vector>
+#include "test_data.hpp"
 
 namespace {
+
+using qtl_test::random_codes;
 
 using qtl::index_t;
 using qtl::make_view;
@@ -38,16 +41,6 @@ std::vector<std::int32_t> reference_pack(std::vector<std::int32_t> const& q, ind
     }
   }
   return {res.begin(), res.end()};
-}
-
-// Random codes in [lo, hi].
-std::vector<std::int32_t> random_codes(index_t count, std::int64_t lo, std::int64_t hi, std::mt19937& rng) {
-  std::uniform_int_distribution<std::int64_t> dist(lo, hi);
-  std::vector<std::int32_t> v(static_cast<std::size_t>(count));
-  for (auto& x : v) {
-    x = static_cast<std::int32_t>(dist(rng));
-  }
-  return v;
 }
 
 template <int Bits>

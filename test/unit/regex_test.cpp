@@ -18,21 +18,9 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include "test_data.hpp"
 
 namespace {
-
-std::string decode(std::string const& s) {
-  std::string out;
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '%' && i + 2 < s.size()) {
-      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
-      i += 2;
-    } else {
-      out.push_back(s[i]);
-    }
-  }
-  return out;
-}
 
 struct verdict {
   std::size_t text;
@@ -62,9 +50,9 @@ corpus load(std::string const& path) {
     std::string const s = sp1 == std::string::npos ? "" : line.substr(sp1 + 1, sp2 == std::string::npos ? sp2 : sp2 - sp1 - 1);
     std::istringstream ls(sp2 == std::string::npos ? "" : line.substr(sp2 + 1));
     if (kind == "text") {
-      c.texts.push_back(decode(s));
+      c.texts.push_back(qtl_test::percent_decode(s));
     } else if (kind == "error" || kind == "pattern" || kind == "lacking") {
-      case_ k{decode(s), kind == "error", kind == "lacking", {}};
+      case_ k{qtl_test::percent_decode(s), kind == "error", kind == "lacking", {}};
       std::string r;
       while (ls >> r) {
         auto const eq = r.find('=');

@@ -27,6 +27,28 @@ command define_lint(CLI::App& app);      // lint.cpp
 command define_demo(CLI::App& app);      // demo.cpp
 command define_convert(CLI::App& app);   // convert_cmd.cpp
 
+/// The IN and OUT_DIR arguments of the checkpoint jobs (`quantize`, `convert`).
+inline void add_checkpoint_paths(CLI::App* cmd, std::string& in, std::string& out_dir) {
+  cmd->add_option("IN", in, "a .safetensors file, a *.safetensors.index.json, or a folder")->required();
+  cmd->add_option("OUT_DIR", out_dir,
+                  "output folder (created, or replaced whole by the finished output: see staged_output.hpp)")
+      ->required();
+}
+
+/// The config tools' (`explain`, `lint`) --config, and below their --modules and
+/// --packed-modules-mapping (their --checkpoint each words for itself).
+inline void add_config_option(CLI::App* cmd, std::string& config) {
+  cmd->add_option("--config", config,
+                  "config.json with quantization_config, a bare quantization config, or hf_quant_config.json "
+                  "(default: --checkpoint's config.json, else its hf_quant_config.json)");
+}
+inline void add_module_options(CLI::App* cmd, std::string& modules, std::string& mapping) {
+  cmd->add_option("--modules", modules, "file with one module name per line (- for stdin)");
+  cmd->add_option("--packed-modules-mapping", mapping,
+                  "JSON {fused: [shards]} (default: the config's packed_modules_mapping, else "
+                  "qkv_proj/gate_up_proj)");
+}
+
 /// Every subcommand of this header, in `qtl --help` order.
 inline std::vector<command> define_commands(CLI::App& app) {
   return {define_quantize(app), define_convert(app), define_explain(app), define_lint(app), define_demo(app)};

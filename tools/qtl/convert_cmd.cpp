@@ -668,10 +668,7 @@ command define_convert(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "convert", "the engines' load-time converters run offline on a whole FP8-block checkpoint: power-of-two "
                  "(UE8M0) scales, BF16, MXFP4 or NVFP4");
-  cmd->add_option("IN", a->in, "a .safetensors file, a *.safetensors.index.json, or a folder")->required();
-  cmd->add_option("OUT_DIR", a->out_dir,
-                  "output folder (created, or replaced whole by the finished output: see staged_output.hpp)")
-      ->required();
+  add_checkpoint_paths(cmd, a->in, a->out_dir);
   cmd->add_option("--to", a->to, "fp8-ue8m0, bf16, mxfp4 or nvfp4")
       ->required()
       ->check(CLI::IsMember({"fp8-ue8m0", "bf16", "mxfp4", "nvfp4"}));

@@ -53,18 +53,13 @@ command define_explain(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "explain", "for each module, what each consumer (sglang, vLLM, ...) does under a quantization "
                  "config: skipped or not, bits, group size, the rule that decided, the error it raises");
-  cmd->add_option("--config", args->config,
-                  "config.json with quantization_config, a bare quantization config, or hf_quant_config.json "
-                  "(default: --checkpoint's config.json, else its hf_quant_config.json)");
+  add_config_option(cmd, args->config);
   cmd->add_option("--consumer", args->o.consumer,
                   "loaders (default: the dialects that load the config's quant_method), sglang, vllm, all "
                   "(every dialect), or a dialect's name (e.g. vllm_compressed_tensors)");
-  cmd->add_option("--modules", args->o.source.modules, "file with one module name per line (- for stdin)");
   cmd->add_option("--checkpoint", args->checkpoint,
                   "take the modules from this checkpoint (only its linear layers are decided)");
-  cmd->add_option("--packed-modules-mapping", args->mapping,
-                  "JSON {fused: [shards]} (default: the config's packed_modules_mapping, else "
-                  "qkv_proj/gate_up_proj)");
+  add_module_options(cmd, args->o.source.modules, args->mapping);
   cmd->add_flag("--json", args->json, "one JSON object per line per (module, consumer)");
   return {cmd, [args]() {
             args->o.config = args->config;

@@ -34,15 +34,10 @@ command define_lint(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "lint", "find problems in a quantization config: entries that match no module, entries sglang "
               "and vLLM read differently, fused layers whose shards disagree (exit 3 when found)");
-  cmd->add_option("--config", args->config,
-                  "config.json with quantization_config, a bare quantization config, or hf_quant_config.json "
-                  "(default: --checkpoint's config.json, else its hf_quant_config.json)");
+  add_config_option(cmd, args->config);
   cmd->add_option("--checkpoint", args->checkpoint,
                   "the checkpoint whose linear layers the config must fit");
-  cmd->add_option("--modules", args->o.source.modules, "file with one module name per line (- for stdin)");
-  cmd->add_option("--packed-modules-mapping", args->mapping,
-                  "JSON {fused: [shards]} (default: the config's packed_modules_mapping, else "
-                  "qkv_proj/gate_up_proj)");
+  add_module_options(cmd, args->o.source.modules, args->mapping);
   return {cmd, [args]() {
             args->o.config = args->config;
             args->o.source.checkpoint = args->checkpoint;

@@ -76,9 +76,7 @@ command define_quantize(CLI::App& app) {
       "quantize", "round-to-nearest quantization of every linear weight of a checkpoint to GPTQ "
                   "(int4/int8), FP8 or compressed-tensors (W4A16, W8A16, NVFP4A16, MXFP4), in the layout "
                   "sglang, vLLM and transformers load");
-  cmd->add_option("IN", a->in, "a .safetensors file, a *.safetensors.index.json, or a folder")->required();
-  cmd->add_option("OUT_DIR", a->out_dir, "output folder (created, or replaced whole by the finished output: see staged_output.hpp)")
-      ->required();
+  add_checkpoint_paths(cmd, a->in, a->out_dir);
   cmd->add_option("--format", a->o.format,
                   "gptq, fp8, or a compressed-tensors format: w4a16, w8a16 (pack-quantized), nvfp4 (NVFP4A16), "
                   "mxfp4")

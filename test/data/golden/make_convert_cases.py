@@ -16,14 +16,13 @@ standard library only):
 
     python3 make_convert_cases.py OPS_DIR
 """
-import json
 import os
 import random
 import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from safetensors_py import build  # noqa: E402
+from safetensors_py import write_golden_cases  # noqa: E402
 from convert_py import E4M3, cdiv, dequant, f32, f32_bits, nvfp4_reference, requant  # noqa: E402
 
 
@@ -108,16 +107,7 @@ def requant_cases():
 
 
 def main():
-    ops_dir = sys.argv[1]
-    number = 1910
-    for shape, op, params, ins, outs in list(nvfp4_cases()) + list(requant_cases()):
-        name = "%04d-%s" % (number, op)
-        with open(os.path.join(ops_dir, name + ".in.safetensors"), "wb") as f:
-            f.write(build(ins))
-        with open(os.path.join(ops_dir, name + ".expected.safetensors"), "wb") as f:
-            f.write(build(outs))
-        print(json.dumps({"case": name, "op": op, "params": params, "shape": shape}))
-        number += 1
+    write_golden_cases(sys.argv[1], 1910, list(nvfp4_cases()) + list(requant_cases()))
 
 
 if __name__ == "__main__":

@@ -19,13 +19,12 @@ here in plain Python independently of the C++ (standard library only):
 
     python3 make_marlin_fp_cases.py OPS_DIR
 """
-import json
 import os
 import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from safetensors_py import build  # noqa: E402
+from safetensors_py import write_golden_cases  # noqa: E402
 
 
 # docs/spec/marlin.md §0: word w, slot t -> (dk, dn) inside a tile.
@@ -176,16 +175,7 @@ def sort_cases():
 
 
 def main():
-    ops_dir = sys.argv[1]
-    number = 1900
-    for shape, op, params, ins, outs in list(fp8_cases()) + list(nvfp4_cases()) + list(mxfp4_cases()) + list(sort_cases()):
-        name = "%04d-%s" % (number, op)
-        with open(os.path.join(ops_dir, name + ".in.safetensors"), "wb") as f:
-            f.write(build(ins))
-        with open(os.path.join(ops_dir, name + ".expected.safetensors"), "wb") as f:
-            f.write(build(outs))
-        print(json.dumps({"case": name, "op": op, "params": params, "shape": shape}))
-        number += 1
+    write_golden_cases(sys.argv[1], 1900, list(fp8_cases()) + list(nvfp4_cases()) + list(mxfp4_cases()) + list(sort_cases()))
 
 
 if __name__ == "__main__":

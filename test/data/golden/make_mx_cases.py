@@ -18,7 +18,6 @@ Needs torch and torchao (the heavy interop venv); the cases are committed, CI on
 
     python make_mx_cases.py OPS_DIR
 """
-import json
 import os
 import sys
 
@@ -27,7 +26,7 @@ from torchao.prototype.mx_formats.config import ScaleCalculationMode
 from torchao.prototype.mx_formats.mx_tensor import to_mx
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from safetensors_py import build  # noqa: E402
+from safetensors_py import write_golden_cases  # noqa: E402
 
 DTYPES = {torch.bfloat16: "BF16", torch.float32: "F32", torch.float16: "F16"}
 
@@ -72,17 +71,8 @@ def cases(op, elem, max_elem):
 
 
 def main():
-    ops_dir = sys.argv[1]
-    number = 1916
-    for shape, op, params, ins, outs in (list(cases("mxfp4-quant", torch.float4_e2m1fn_x2, 6.0)) +
-                                         list(cases("mxfp8-quant", torch.float8_e4m3fn, 448.0))):
-        name = "%04d-%s" % (number, op)
-        with open(os.path.join(ops_dir, name + ".in.safetensors"), "wb") as f:
-            f.write(build(ins))
-        with open(os.path.join(ops_dir, name + ".expected.safetensors"), "wb") as f:
-            f.write(build(outs))
-        print(json.dumps({"case": name, "op": op, "params": params, "shape": shape}))
-        number += 1
+    write_golden_cases(sys.argv[1], 1916, (list(cases("mxfp4-quant", torch.float4_e2m1fn_x2, 6.0)) +
+                                         list(cases("mxfp8-quant", torch.float8_e4m3fn, 448.0))))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,60 @@
+#pragma once
+// Small inputs and views that the unit and CUDA test tiers share (one copy, so that two tiers that
+// compare against each other build their inputs alike):
+//
+//   auto const x = qtl_test::random_codes(k * n, 0, 15, rng);      // int32 codes in [lo, hi]
+//   auto const b = qtl_test::random_bytes(n, seed);                 // bytes of a fixed seed
+//   auto const v = qtl_test::cview(x, k, n);                        // a const [rows, cols] view
+//   std::string const t = qtl_test::percent_decode("a%2Eb");        // "a.b": test tables' escapes
+
+#include <cstddef>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <qtl/view.hpp>
+
+namespace qtl_test {
+
+/// `count` codes drawn uniformly from [lo, hi].
+inline std::vector<std::int32_t> random_codes(qtl::index_t count, std::int64_t lo, std::int64_t hi, std::mt19937& rng) {
+  std::uniform_int_distribution<std::int64_t> dist(lo, hi);
+  std::vector<std::int32_t> v(static_cast<std::size_t>(count));
+  for (auto& x : v) {
+    x = static_cast<std::int32_t>(dist(rng));
+  }
+  return v;
+}
+
+/// `n` bytes of mt19937(`seed`), each the low byte of one draw.
+inline std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<std::uint8_t> v(n);
+  for (auto& b : v) {
+    b = static_cast<std::uint8_t>(rng());
+  }
+  return v;
+}
+
+/// `v` as a const [rows, cols] row-major view.
+template <class T>
+qtl::view2d<T const> cview(std::vector<T> const& v, qtl::index_t rows, qtl::index_t cols) {
+  return qtl::make_view(v.data(), rows, cols);
+}
+
+/// `s` with each %XX replaced by the byte 0xXX (the test tables write unprintable bytes so).
+inline std::string percent_decode(std::string const& s) {
+  std::string out;
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size()) {
+      out.push_back(static_cast<char>(std::stoi(s.substr(i + 1, 2), nullptr, 16)));
+      i += 2;
+    } else {
+      out.push_back(s[i]);
+    }
+  }
+  return out;
+}
+
+}  // namespace qtl_test
