@@ -68,7 +68,7 @@ TEMPLATE_LIST_TEST_CASE("block quantization: every executor equals the portable 
 #    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #  endif  // ^^^ g++ ^^^
 /// e2m1_encode32 takes 16 even and 16 odd elements and gives their codes as 16-bit pairs.
-QTL_FP8_AVX512 void avx512_e2m1(std::vector<float> const& x, std::vector<std::uint8_t>& e2m1) {
+QTL_X86_AVX512_VBMI void avx512_e2m1(std::vector<float> const& x, std::vector<std::uint8_t>& e2m1) {
   std::size_t const n = x.size() - x.size() % 32;
   alignas(64) std::int32_t c[16];
   for (std::size_t i = 0; i < n; i += 32) {

@@ -233,8 +233,8 @@ TEST_CASE("requantize_with_max_scale and fp8_all_close: every executor equals th
 #    pragma GCC diagnostic ignored "-Wuninitialized"  // see qtl/fp8.hpp
 #    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #  endif  // ^^^ g++ ^^^
-QTL_FP8_AVX512 void avx512_encoders(std::vector<float> const& x, std::vector<std::uint8_t>& e4m3,
-                                    std::vector<std::uint8_t>& e4m3_nan, std::vector<std::uint8_t>& e5m2) {
+QTL_X86_AVX512_VBMI void avx512_encoders(std::vector<float> const& x, std::vector<std::uint8_t>& e4m3,
+                                         std::vector<std::uint8_t>& e4m3_nan, std::vector<std::uint8_t>& e5m2) {
   std::size_t const n = x.size() - x.size() % 16;
   alignas(64) std::int32_t c[16];
   for (std::size_t i = 0; i < n; i += 16) {
