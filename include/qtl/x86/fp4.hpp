@@ -22,17 +22,15 @@ namespace qtl::detail {
 
 #if QTL_X86
 // E2M1 codes of 4 lanes (the SSE2 form of `e2m1_encode`: the same threshold compares on the bits
-// of |x|, a true compare being -1).
+// of |x|, a true compare being -1; tested equal on every float exponent and rounding boundary).
 inline __m128i e2m1_encode4(__m128 v) {
   auto const c32 = [](std::uint32_t x) { return _mm_set1_epi32(static_cast<int>(x)); };
   __m128i const bits = _mm_castps_si128(v);
   __m128i const a = _mm_and_si128(bits, c32(0x7fffffffu));
   __m128i code = _mm_setzero_si128();
-  // a > t, and a >= t as a > t - 1 (bit patterns of positive floats)
-  for (std::uint32_t const t : {float_to_bits(0.25f), float_to_bits(0.75f) - 1u, float_to_bits(1.25f),
-                                float_to_bits(1.75f) - 1u, float_to_bits(2.5f), float_to_bits(3.5f) - 1u,
-                                float_to_bits(5.0f)}) {
-    code = _mm_sub_epi32(code, _mm_cmpgt_epi32(a, c32(t)));
+#pragma GCC unroll 7
+  for (int k = 0; k < 7; ++k) {
+    code = _mm_sub_epi32(code, _mm_cmpgt_epi32(a, c32(e2m1_threshold(k))));
   }
   code = _mm_or_si128(code, _mm_and_si128(_mm_srli_epi32(bits, 28), c32(0x8u)));
   __m128i const nan = _mm_cmpgt_epi32(a, c32(0x7f800000u));
@@ -157,10 +155,9 @@ QTL_X86_AVX2 inline __m256i e2m1_encode8(__m256 v) {
   __m256i const bits = _mm256_castps_si256(v);
   __m256i const a = _mm256_and_si256(bits, c32(0x7fffffffu));
   __m256i code = _mm256_setzero_si256();
-  for (std::uint32_t const t : {float_to_bits(0.25f), float_to_bits(0.75f) - 1u, float_to_bits(1.25f),
-                                float_to_bits(1.75f) - 1u, float_to_bits(2.5f), float_to_bits(3.5f) - 1u,
-                                float_to_bits(5.0f)}) {
-    code = _mm256_sub_epi32(code, _mm256_cmpgt_epi32(a, c32(t)));
+#pragma GCC unroll 7
+  for (int k = 0; k < 7; ++k) {
+    code = _mm256_sub_epi32(code, _mm256_cmpgt_epi32(a, c32(e2m1_threshold(k))));
   }
   code = _mm256_or_si256(code, _mm256_and_si256(_mm256_srli_epi32(bits, 28), c32(0x8u)));
   __m256i const nan = _mm256_cmpgt_epi32(a, c32(0x7f800000u));
