@@ -4,9 +4,11 @@
 // at the ends of float's range, K-block counts around every vector step, both scale layouts); and
 // each x86 E2M1 encoder and block-scale rule alone against the element functions on every float
 // exponent and rounding boundary.
-#include <catch2/catch.hpp>
-#include <cstdint>
 #include <qtl/fp4.hpp>
+
+#include <catch2/catch.hpp>
+
+#include <cstdint>
 #include <utility>
 #include <vector>
 
@@ -142,11 +144,11 @@ void sse2_scales(std::vector<float> const& vmax, float gs, std::vector<std::int3
     _mm_storeu_ps(os.data() + i, o);
   }
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"  // see qtl/fp8.hpp
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif  // ^^^ g++ ^^^
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic push
+#    pragma GCC diagnostic ignored "-Wuninitialized"  // see qtl/fp8.hpp
+#    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#  endif  // ^^^ g++ ^^^
 template <class F>
 QTL_X86_AVX512_VBMI void avx512_scales(std::vector<float> const& vmax, float gs, std::vector<std::int32_t>& codes,
                                        std::vector<float>& os) {
@@ -159,9 +161,9 @@ QTL_X86_AVX512_VBMI void avx512_scales(std::vector<float> const& vmax, float gs,
     _mm512_storeu_ps(os.data() + i, o);
   }
 }
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif  // ^^^ g++ ^^^
+#  if defined(__GNUC__) && !defined(__clang__)
+#    pragma GCC diagnostic pop
+#  endif  // ^^^ g++ ^^^
 
 // Each x86 form of the block-scale rule against `block_scale_code` and `block_output_scale`, on
 // every block max a block can have (the magnitudes of `boundary_floats()` but NaN: 0, subnormals,

@@ -28,7 +28,7 @@ inline __m128i e2m1_encode4(__m128 v) {
   __m128i const bits = _mm_castps_si128(v);
   __m128i const a = _mm_and_si128(bits, c32(0x7fffffffu));
   __m128i code = _mm_setzero_si128();
-#pragma GCC unroll 7
+#  pragma GCC unroll 7
   for (int k = 0; k < 7; ++k) {
     code = _mm_sub_epi32(code, _mm_cmpgt_epi32(a, c32(e2m1_threshold(k))));
   }
@@ -155,7 +155,7 @@ QTL_X86_AVX2 inline __m256i e2m1_encode8(__m256 v) {
   __m256i const bits = _mm256_castps_si256(v);
   __m256i const a = _mm256_and_si256(bits, c32(0x7fffffffu));
   __m256i code = _mm256_setzero_si256();
-#pragma GCC unroll 7
+#  pragma GCC unroll 7
   for (int k = 0; k < 7; ++k) {
     code = _mm256_sub_epi32(code, _mm256_cmpgt_epi32(a, c32(e2m1_threshold(k))));
   }
