@@ -48,8 +48,7 @@ struct launch_policy {
   static constexpr int threads = 256;
   /// The most blocks of a 1-D grid-stride kernel of the fp4, fp8 and converter launchers.
   static constexpr index_t grid_stride_cap = index_t{launch_limits::grid_yz} * 4;
-  /// The most blocks of the grid-stride kernels of the quantize, block-scale and MoE launchers
-  /// (2^20: their loops past it start later than the converters').
+  /// The most blocks of the grid-stride kernels of the quantize, block-scale and MoE launchers.
   static constexpr index_t wide_grid_stride_cap = index_t{1} << 20;
   /// The most blocks of a kernel with one block (or one warp of a block) per row or scale block.
   static constexpr index_t row_cap = launch_limits::grid_yz;

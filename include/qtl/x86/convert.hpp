@@ -112,21 +112,14 @@ QTL_X86_AVX2 inline __m256i byte_lut_lookup(byte_lut const& t, __m256i c) {
   return _mm256_blendv_epi8(lo, hi, c);
 }
 
-/// The unsigned max of 1- or 4-byte words (the lanes of `block_top_avx2`).
-template <class W>
-QTL_X86_AVX2 inline __m256i max_words(__m256i a, __m256i b) {
-  if constexpr (sizeof(W) == 1) {
-    return _mm256_max_epu8(a, b);
+/// The unsigned max of the 1- or 4-byte words W of two 128- or 256-bit vectors V (the lanes of
+/// `block_top_avx2`).
+template <class W, class V>
+QTL_X86_AVX2 inline V max_words(V a, V b) {
+  if constexpr (sizeof(V) == 32) {
+    return sizeof(W) == 1 ? _mm256_max_epu8(a, b) : _mm256_max_epu32(a, b);
   } else {
-    return _mm256_max_epu32(a, b);
-  }
-}
-template <class W>
-QTL_X86_AVX2 inline __m128i max_words(__m128i a, __m128i b) {
-  if constexpr (sizeof(W) == 1) {
-    return _mm_max_epu8(a, b);
-  } else {
-    return _mm_max_epu32(a, b);
+    return sizeof(W) == 1 ? _mm_max_epu8(a, b) : _mm_max_epu32(a, b);
   }
 }
 
