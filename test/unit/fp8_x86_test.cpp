@@ -3,9 +3,9 @@
 // capped at `portable` (scalar) and at every level the CPU has, on adversarial inputs (every bf16
 // code: NaN payloads and signs, ±Inf, subnormals, ±0; random float bit patterns; scales that are 0,
 // -0, subnormal, huge, Inf or NaN; row lengths with tails past every vector step; rows that start at
-// odd addresses), and compares every output byte (codes, scales, padding). The AVX-512 FP8 encoders
-// are also checked alone against the element functions on float patterns at every rounding
-// boundary. The block formats (NVFP4, MX): fp4_x86_test.cpp; the shared parts: x86_compare.hpp.
+// odd addresses), and compares every output byte (codes, scales, padding). Each x86 FP8 encoder
+// (SSE2, AVX2, AVX-512) is also checked alone against the element functions on float patterns at
+// every rounding boundary. The block formats (NVFP4, MX): fp4_x86_test.cpp; the shared parts: x86_compare.hpp.
 #include <qtl/fp8.hpp>
 
 #include <catch2/catch.hpp>
@@ -228,49 +228,93 @@ TEST_CASE("requantize_with_max_scale and fp8_all_close: every executor equals th
   }
 }
 
+// The codes of each encoder on `x`, for the three encodings the element functions define.
+struct fp8_codes {
+  std::vector<std::uint8_t> e4m3, e4m3_nan, e5m2;
+  explicit fp8_codes(std::size_t n) : e4m3(n), e4m3_nan(n), e5m2(n) {}
+};
+
+// Each x86 form of `fp8_saturate_encode` (SSE2 `fp8_encode4`, AVX2 `fp8_encode8`, AVX-512
+// `fp8_encode16`) on the first `x.size() - x.size() % lanes` floats: `Encoder::get<Fp8, Nan>(p, c)`
+// encodes the floats at `p` into int32 lanes at `c`.
+template <int Lanes, class Encoder>
+fp8_codes encode_all(std::vector<float> const& x) {
+  std::size_t const n = x.size() - x.size() % Lanes;
+  fp8_codes r(n);
+  alignas(64) std::int32_t c[Lanes];
+  for (std::size_t i = 0; i < n; i += Lanes) {
+    auto const put = [&](std::vector<std::uint8_t>& to) {
+      for (std::size_t k = 0; k < Lanes; ++k) {
+        to[i + k] = static_cast<std::uint8_t>(c[k]);
+      }
+    };
+    Encoder::template get<float8_e4m3fn_t, qtl::fp8_nan::to_max>(x.data() + i, c);
+    put(r.e4m3);
+    Encoder::template get<float8_e4m3fn_t, qtl::fp8_nan::propagate>(x.data() + i, c);
+    put(r.e4m3_nan);
+    Encoder::template get<float8_e5m2_t, qtl::fp8_nan::to_max>(x.data() + i, c);
+    put(r.e5m2);
+  }
+  return r;
+}
+
+struct sse2_encoder {
+  template <class Fp8, qtl::fp8_nan Nan>
+  static void get(float const* p, std::int32_t* c) {
+    _mm_store_si128(reinterpret_cast<__m128i*>(c), qtl::detail::fp8_encode4<Fp8, Nan>(_mm_loadu_ps(p)));
+  }
+};
+struct avx2_encoder {
+  template <class Fp8, qtl::fp8_nan Nan>
+  QTL_X86_AVX2 static void get(float const* p, std::int32_t* c) {
+    _mm256_store_si256(reinterpret_cast<__m256i*>(c), x86::fp8_encode8<Fp8, Nan>(_mm256_loadu_ps(p)));
+  }
+};
 #  if defined(__GNUC__) && !defined(__clang__)
 #    pragma GCC diagnostic push
 #    pragma GCC diagnostic ignored "-Wuninitialized"  // see qtl/fp8.hpp
 #    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #  endif  // ^^^ g++ ^^^
-QTL_FP8_AVX512 void avx512_encoders(std::vector<float> const& x, std::vector<std::uint8_t>& e4m3,
-                                    std::vector<std::uint8_t>& e4m3_nan, std::vector<std::uint8_t>& e5m2) {
-  std::size_t const n = x.size() - x.size() % 16;
-  alignas(64) std::int32_t c[16];
-  for (std::size_t i = 0; i < n; i += 16) {
-    __m512 const v = _mm512_loadu_ps(x.data() + i);
-    _mm512_store_si512(c, x86::fp8_encode16<float8_e4m3fn_t, qtl::fp8_nan::to_max>(v));
-    for (std::size_t k = 0; k < 16; ++k) {
-      e4m3[i + k] = static_cast<std::uint8_t>(c[k]);
-    }
-    _mm512_store_si512(c, x86::fp8_encode16<float8_e4m3fn_t, qtl::fp8_nan::propagate>(v));
-    for (std::size_t k = 0; k < 16; ++k) {
-      e4m3_nan[i + k] = static_cast<std::uint8_t>(c[k]);
-    }
-    _mm512_store_si512(c, x86::fp8_encode16<float8_e5m2_t, qtl::fp8_nan::to_max>(v));
-    for (std::size_t k = 0; k < 16; ++k) {
-      e5m2[i + k] = static_cast<std::uint8_t>(c[k]);
-    }
+struct avx512_encoder {
+  template <class Fp8, qtl::fp8_nan Nan>
+  QTL_X86_AVX512_VBMI static void get(float const* p, std::int32_t* c) {
+    _mm512_store_si512(c, x86::fp8_encode16<Fp8, Nan>(_mm512_loadu_ps(p)));
   }
-}
+};
 #  if defined(__GNUC__) && !defined(__clang__)
 #    pragma GCC diagnostic pop
 #  endif  // ^^^ g++ ^^^
+
+// `encode_all`'s codes equal the element functions' on every float of `boundary_floats()`: every
+// exponent, both signs, ±0, subnormals, ±Inf, NaNs, ties and their neighbours, saturation.
+template <int Lanes, class Encoder>
+void check_encoder() {
+  std::vector<float> const x = boundary_floats();
+  fp8_codes const c = encode_all<Lanes, Encoder>(x);
+  for (std::size_t i = 0; i < c.e4m3.size(); ++i) {
+    INFO("float bits " << std::hex << qtl::float_to_bits(x[i]));
+    REQUIRE(int(c.e4m3[i]) == int(qtl::fp8_saturate_encode<float8_e4m3fn_t>(x[i])));
+    REQUIRE(int(c.e4m3_nan[i]) == int(qtl::fp8_saturate_encode<float8_e4m3fn_t, qtl::fp8_nan::propagate>(x[i])));
+    REQUIRE(int(c.e5m2[i]) == int(qtl::fp8_saturate_encode<float8_e5m2_t>(x[i])));
+  }
+}
+
+TEST_CASE("the SSE2 FP8 encoder equals the element functions at every rounding boundary", "[fp8][x86]") {
+  check_encoder<4, sse2_encoder>();
+}
+
+TEST_CASE("the AVX2 FP8 encoder equals the element functions at every rounding boundary", "[fp8][x86]") {
+  if (x86::fp8_cpu_isa() < x86::fp8_isa::avx2) {
+    return qtl_test::skip("no AVX2 on this CPU: the 8-lane FP8 encoder cannot run");
+  }
+  check_encoder<8, avx2_encoder>();
+}
 
 TEST_CASE("AVX-512 FP8 encoders equal the element functions at every rounding boundary", "[fp8][x86]") {
   if (x86::fp8_cpu_isa() < x86::fp8_isa::avx512) {
     return qtl_test::skip("no AVX-512 on this CPU: the 16-lane FP8 encoders cannot run");
   }
-  std::vector<float> const x = boundary_floats();
-  std::size_t const n = x.size() - x.size() % 16;
-  std::vector<std::uint8_t> e4m3(n), e4m3_nan(n), e5m2(n);
-  avx512_encoders(x, e4m3, e4m3_nan, e5m2);
-  for (std::size_t i = 0; i < n; ++i) {
-    INFO("float bits " << std::hex << qtl::float_to_bits(x[i]));
-    REQUIRE(int(e4m3[i]) == int(qtl::fp8_saturate_encode<float8_e4m3fn_t>(x[i])));
-    REQUIRE(int(e4m3_nan[i]) == int(qtl::fp8_saturate_encode<float8_e4m3fn_t, qtl::fp8_nan::propagate>(x[i])));
-    REQUIRE(int(e5m2[i]) == int(qtl::fp8_saturate_encode<float8_e5m2_t>(x[i])));
-  }
+  check_encoder<16, avx512_encoder>();
 }
 
 }  // namespace

@@ -36,10 +36,10 @@ namespace qtl::cuda {
 
 namespace detail {
 
-inline constexpr int blockscale_threads = 256;
+inline constexpr int blockscale_threads = launch_policy::threads;
 
 inline unsigned blockscale_grid(index_t items) {
-  return grid_stride_blocks(items, blockscale_threads, index_t{65536} * 16);
+  return grid_stride_blocks(items, blockscale_threads, launch_policy::wide_grid_stride_cap);
 }
 
 template <class T>

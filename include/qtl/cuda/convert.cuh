@@ -51,7 +51,7 @@ namespace cv = qtl::convert;
 namespace detail {
 
 using qtl::cuda::detail::grid_stride_blocks;
-inline constexpr int threads = qtl::cuda::detail::threads;  // 256
+inline constexpr int threads = launch_policy::threads;
 
 /// The weight block `b` (in g, bi, bj order) of the grid: its scale index and element range.
 struct block_at {
@@ -259,7 +259,7 @@ cudaError_t block_quant_dequant(std::uint8_t const* q, float const* s, cv::block
   if (grid.elements() == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = detail::grid_stride_blocks(grid.elements(), detail::threads, 65535 * 4);
+  unsigned const blocks = detail::grid_stride_blocks(grid.elements(), detail::threads, launch_policy::grid_stride_cap);
   return launch(detail::dequant_kernel<Out>, blocks, detail::threads, 0, stream, q, s, grid, out);
 }
 
@@ -276,7 +276,7 @@ cudaError_t requant_weight_ue8m0(std::uint8_t const* q, float const* s, std::int
   if (grid.elements() == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = detail::grid_stride_blocks(grid.scales(), 1, 65535 * 4);
+  unsigned const blocks = detail::grid_stride_blocks(grid.scales(), 1, launch_policy::grid_stride_cap);
   return launch(detail::requant_kernel<Recipe>, blocks, detail::threads, 0, stream, q, s, grid, q_out, s_out);
 }
 
@@ -302,7 +302,7 @@ cudaError_t per_block_cast_to_fp8(float const* x, cv::block_grid const& grid, st
   if (grid.elements() == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = detail::grid_stride_blocks(grid.scales(), 1, 65535 * 4);
+  unsigned const blocks = detail::grid_stride_blocks(grid.scales(), 1, launch_policy::grid_stride_cap);
   return launch(detail::cast_kernel<Rule>, blocks, detail::threads, 0, stream, x, grid, q, s);
 }
 
@@ -316,7 +316,7 @@ inline cudaError_t deepgemm_pack_ue8m0(float const* sf, cv::dg_packed_layout con
   if (l.words() == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = detail::grid_stride_blocks(l.words(), detail::threads, 65535 * 4);
+  unsigned const blocks = detail::grid_stride_blocks(l.words(), detail::threads, launch_policy::grid_stride_cap);
   return launch(detail::pack_kernel<>, blocks, detail::threads, 0, stream, sf, l, out);
 }
 
@@ -332,7 +332,7 @@ inline cudaError_t deepgemm_unpack_ue8m0(std::int32_t const* packed, std::int64_
   if (total == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = detail::grid_stride_blocks(total, detail::threads, 65535 * 4);
+  unsigned const blocks = detail::grid_stride_blocks(total, detail::threads, launch_policy::grid_stride_cap);
   return launch(detail::unpack_kernel<>, blocks, detail::threads, 0, stream, packed, groups, P, A, k_blocks, sf);
 }
 
@@ -348,7 +348,7 @@ inline cudaError_t fp8_block_to_mxfp4(std::uint8_t const* q, float const* s, cv:
   if (total == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = detail::grid_stride_blocks(total, detail::threads, 65535 * 4);
+  unsigned const blocks = detail::grid_stride_blocks(total, detail::threads, launch_policy::grid_stride_cap);
   return launch(detail::mxfp4_kernel<>, blocks, detail::threads, 0, stream, q, s, grid, packed, scales);
 }
 

@@ -66,11 +66,7 @@ QTL_KERNEL void block_quantize_kernel(view2d<T const> in, view2d<typename F::ele
       std::uint32_t const mb = amax_bits(b);
       m = ma > mb ? ma : mb;
     }
-    QTL_UNROLL
-    for (int off = team / 2; off > 0; off /= 2) {
-      std::uint32_t const other = __shfl_xor_sync(0xffffffffu, m, off);
-      m = other > m ? other : m;
-    }
+    m = team_max<team>(m);
     if (!active) {
       continue;
     }
@@ -150,7 +146,7 @@ cudaError_t block_quantize(view2d<T const> in, view2d<typename F::element> value
   if (total == 0) {
     return cudaSuccess;
   }
-  unsigned const grid = detail::grid_stride_blocks(total, detail::threads, 65535 * 4);
+  unsigned const grid = detail::grid_stride_blocks(total, detail::threads, launch_policy::grid_stride_cap);
   return launch(detail::block_quantize_kernel<F, Layout, T>, grid, detail::threads, 0, stream, in, values, scales,
                 global_scale);
 }

@@ -35,7 +35,7 @@ namespace qtl::cuda {
 
 namespace detail {
 
-inline constexpr int threads = 256;
+inline constexpr int threads = launch_policy::threads;
 
 struct max_op {
   QTL_DEVICE std::uint32_t operator()(std::uint32_t a, std::uint32_t b) const { return a > b ? a : b; }
@@ -164,11 +164,7 @@ QTL_KERNEL void per_token_group_kernel(view2d<T const> in, view2d<Fp8> out, floa
         m = a > m ? a : m;
       }
     }
-    QTL_UNROLL
-    for (int off = team / 2; off > 0; off /= 2) {
-      std::uint32_t const other = __shfl_xor_sync(0xffffffffu, m, off);
-      m = other > m ? other : m;
-    }
+    m = team_max<team>(m);
     if (!active) {
       continue;
     }
@@ -304,7 +300,7 @@ cudaError_t scaled_fp8_quant_per_token(view2d<T const> in, view2d<Fp8> out, floa
   if (out.extent[0] == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = detail::grid_stride_blocks(out.extent[0], 1, 65535);
+  unsigned const blocks = detail::grid_stride_blocks(out.extent[0], 1, launch_policy::row_cap);
   auto run = [&](auto kernel) {
     return qtl::cuda::launch(kernel, blocks, detail::threads, 0, stream, in, out, scales, o);
   };
@@ -335,7 +331,7 @@ cudaError_t per_token_group_quant_fp8(view2d<T const> in, view2d<Fp8> out, float
   }
   constexpr int team = GroupSize >= 32 ? 32 : GroupSize;
   index_t const warps = (total + 32 / team - 1) / (32 / team);
-  unsigned const grid = detail::grid_stride_blocks(warps * 32, detail::threads, 65535);
+  unsigned const grid = detail::grid_stride_blocks(warps * 32, detail::threads, launch_policy::row_cap);
   auto run = [&](auto kernel) {
     return qtl::cuda::launch(kernel, grid, detail::threads, 0, stream, in, out, scales, o);
   };

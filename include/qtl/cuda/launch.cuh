@@ -11,9 +11,12 @@
 ///     grid                1 <= grid.x <= 2^31 - 1, 1 <= grid.y, grid.z <= 65535
 ///     dynamic shared      <= 48 KiB (more needs cudaFuncSetAttribute, which no QTL kernel uses)
 ///
-/// `grid_stride_blocks(items, per_block, cap)` is the block count of a grid-stride kernel: enough
-/// blocks for `items`, at least 1, at most `cap` (the kernel loops past it). Under the simulated
-/// device (`QTL_CUDA_SIM`) a test may lower every cap, so that the loops past it run on small inputs.
+/// `launch_policy` names the block size and the grid caps every launcher uses (as CUB's agent
+/// policies name a kernel's tuning once). `grid_stride_blocks(items, per_block, cap)` is the block
+/// count of a grid-stride kernel: enough blocks for `items`, at least 1, at most `cap` (the kernel
+/// loops past it). Under the simulated device (`QTL_CUDA_SIM`) a test may lower every cap, so that
+/// the loops past it run on small inputs. `detail::team_max` is the warp-shuffle max the
+/// quantization kernels reduce a block or group with.
 
 #if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #error "<qtl/cuda/launch.cuh> needs nvcc; host code includes the host headers"
@@ -22,6 +25,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
 #include <utility>
@@ -35,6 +39,19 @@ struct launch_limits {
   static constexpr unsigned long long grid_x = 2147483647ull;
   static constexpr unsigned grid_yz = 65535;
   static constexpr std::size_t dynamic_shared_bytes = 48 * 1024;
+};
+
+/// The launch policy of QTL's kernels: one block size, and the caps past which a grid-stride
+/// kernel loops instead of launching more blocks (each far above what fills any device).
+struct launch_policy {
+  /// Threads per block of the 1-D kernels (and of the column blocks of the 2-D ones).
+  static constexpr int threads = 256;
+  /// The most blocks of a 1-D grid-stride kernel of the fp4, fp8 and converter launchers.
+  static constexpr index_t grid_stride_cap = index_t{launch_limits::grid_yz} * 4;
+  /// The most blocks of the grid-stride kernels of the quantize, block-scale and MoE launchers.
+  static constexpr index_t wide_grid_stride_cap = index_t{1} << 20;
+  /// The most blocks of a kernel with one block (or one warp of a block) per row or scale block.
+  static constexpr index_t row_cap = launch_limits::grid_yz;
 };
 
 /// cudaErrorInvalidConfiguration if `grid`, `block` or `shared_bytes` break `launch_limits`.
@@ -75,6 +92,19 @@ inline unsigned grid_stride_blocks(index_t items, index_t per_block, index_t cap
 #endif  // ^^^ QTL_CUDA_SIM ^^^
   index_t const blocks = items > 0 ? (items + per_block - 1) / per_block : 1;
   return static_cast<unsigned>(blocks < cap ? blocks : cap);
+}
+
+/// The max of `m` over the `Team` lanes (a power of two up to 32) of its aligned lane group, in
+/// every lane of it: a butterfly of `__shfl_xor_sync`. Every lane of the warp must call it.
+template <int Team>
+QTL_DEVICE std::uint32_t team_max(std::uint32_t m) {
+  static_assert(Team >= 1 && Team <= 32 && (Team & (Team - 1)) == 0, "qtl::cuda: a team is 1, 2, 4, ..., 32 lanes");
+  QTL_UNROLL
+  for (int off = Team / 2; off > 0; off /= 2) {
+    std::uint32_t const other = __shfl_xor_sync(0xffffffffu, m, off);
+    m = other > m ? other : m;
+  }
+  return m;
 }
 
 }  // namespace detail

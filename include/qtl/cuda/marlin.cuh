@@ -34,8 +34,8 @@ namespace detail {
 using qtl::marlin::act_width;
 using qtl::marlin::layout;
 
-inline constexpr int block_threads = 256;
-inline constexpr index_t max_experts = 65535;
+inline constexpr int block_threads = launch_policy::threads;
+inline constexpr index_t max_experts = launch_limits::grid_yz;  // one grid row per expert
 
 template <class T>
 QTL_DEVICE view2d<T> expert(view3d<T> v, index_t e) {

@@ -31,7 +31,7 @@ namespace qtl::cuda {
 namespace detail {
 
 inline constexpr int moe_row_threads = 128;
-inline constexpr int moe_word_threads = 256;
+inline constexpr int moe_word_threads = launch_policy::threads;
 
 // Which row map a tensor takes: GEMM2's shuffle, or GEMM1's (gated or not).
 enum class moe_rows : int { w2 = 0, w3w1_gated = 1, w3w1 = 2 };
@@ -91,7 +91,7 @@ QTL_KERNEL void moe_scales_kernel(view3d<T const> in, T* out, moe_rows map) {
 }
 
 inline unsigned moe_grid(index_t items, int per_block) {
-  return grid_stride_blocks(items, per_block, index_t{1} << 20);
+  return grid_stride_blocks(items, per_block, launch_policy::wide_grid_stride_cap);
 }
 
 template <class In, class Out>

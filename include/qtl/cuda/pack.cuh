@@ -29,8 +29,7 @@
 namespace qtl::cuda {
 namespace detail {
 
-inline constexpr int pack_block_threads = 256;
-inline constexpr index_t max_grid_y = 65535;
+inline constexpr int pack_block_threads = launch_policy::threads;
 
 // Loads / stores of N consecutive int32 with the widest access that keeps alignment when the
 // first element is (4*N)-byte aligned (at most 16 bytes per access).
@@ -159,7 +158,7 @@ bool rows_vectorisable(view2d<T> v) {
 // (columns handled by one thread each, rows) -> grid, one 256-thread block row per 256 columns.
 inline dim3 pack_grid(index_t cols, index_t rows) {
   index_t const bx = (cols + pack_block_threads - 1) / pack_block_threads;
-  return dim3(static_cast<unsigned>(bx), grid_stride_blocks(rows, 1, max_grid_y));
+  return dim3(static_cast<unsigned>(bx), grid_stride_blocks(rows, 1, launch_policy::row_cap));
 }
 
 template <auto Width>
@@ -177,68 +176,71 @@ cudaError_t validate(int dim, view2d<std::int32_t const> codes, view2d<std::int3
   return cudaSuccess;
 }
 
+// The kernel of packing (`Pack`) or unpacking along `Dim` (0: rows, 1: columns; `Vector`: the
+// columns' codes moved by vector accesses).
+template <int Bits, bool Signed, bool Pack, int Dim, bool Vector>
+auto packing_kernel() {
+  if constexpr (Dim == 0) {
+    if constexpr (Pack) {
+      return pack_rows_kernel<Bits, Signed>;
+    } else {
+      return unpack_rows_kernel<Bits, Signed>;
+    }
+  } else if constexpr (Pack) {
+    return pack_cols_kernel<Bits, Signed, Vector>;
+  } else {
+    return unpack_cols_kernel<Bits, Signed, Vector>;
+  }
+}
+
+// The four public launchers: `in` -> `out`, one thread per word of the packed side (`out` when
+// packing, `in` when unpacking); the column kernels with vector accesses where the rows of the
+// codes allow them.
+template <auto Width, int Dim, bool Pack>
+cudaError_t launch_packing(view2d<std::int32_t const> in, view2d<std::int32_t> out, cudaStream_t stream) {
+  using traits = pack_traits<Width>;
+  view2d<std::int32_t const> const o = out;
+  view2d<std::int32_t const> const codes = Pack ? in : o;
+  view2d<std::int32_t const> const words = Pack ? o : in;
+  if (cudaError_t const e = validate<Width>(Dim, codes, words); e != cudaSuccess) {
+    return e;
+  }
+  if (words.size() == 0) {
+    return cudaSuccess;
+  }
+  auto kernel = packing_kernel<traits::bits, traits::is_signed, Pack, Dim, false>();
+  if constexpr (Dim == 1) {
+    if (rows_vectorisable<traits::factor>(codes)) {
+      kernel = packing_kernel<traits::bits, traits::is_signed, Pack, Dim, true>();
+    }
+  }
+  return launch(kernel, pack_grid(words.extent[1], words.extent[0]), pack_block_threads, 0, stream, in, out);
+}
+
 }  // namespace detail
 
 /// GPU `qtl::pack_rows`: `in` (K, N) codes -> `out` (K/pf, N) words, on `stream`.
 template <auto Width>
 cudaError_t pack_rows(view2d<std::int32_t const> in, view2d<std::int32_t> out, cudaStream_t stream = nullptr) {
-  using traits = pack_traits<Width>;
-  if (cudaError_t const e = detail::validate<Width>(0, in, out); e != cudaSuccess) {
-    return e;
-  }
-  if (out.size() == 0) {
-    return cudaSuccess;
-  }
-  return launch(detail::pack_rows_kernel<traits::bits, traits::is_signed>,
-                detail::pack_grid(out.extent[1], out.extent[0]), detail::pack_block_threads, 0, stream, in, out);
+  return detail::launch_packing<Width, 0, true>(in, out, stream);
 }
 
 /// GPU `qtl::pack_cols`: `in` (K, N) codes -> `out` (K, N/pf) words, on `stream`.
 template <auto Width>
 cudaError_t pack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> out, cudaStream_t stream = nullptr) {
-  using traits = pack_traits<Width>;
-  if (cudaError_t const e = detail::validate<Width>(1, in, out); e != cudaSuccess) {
-    return e;
-  }
-  if (out.size() == 0) {
-    return cudaSuccess;
-  }
-  dim3 const grid = detail::pack_grid(out.extent[1], out.extent[0]);
-  auto const kernel = detail::rows_vectorisable<traits::factor>(in)
-                          ? detail::pack_cols_kernel<traits::bits, traits::is_signed, true>
-                          : detail::pack_cols_kernel<traits::bits, traits::is_signed, false>;
-  return launch(kernel, grid, detail::pack_block_threads, 0, stream, in, out);
+  return detail::launch_packing<Width, 1, true>(in, out, stream);
 }
 
 /// GPU `qtl::unpack_rows`: `in` (K/pf, N) words -> `out` (K, N) codes, on `stream`.
 template <auto Width>
 cudaError_t unpack_rows(view2d<std::int32_t const> in, view2d<std::int32_t> out, cudaStream_t stream = nullptr) {
-  using traits = pack_traits<Width>;
-  if (cudaError_t const e = detail::validate<Width>(0, out, in); e != cudaSuccess) {
-    return e;
-  }
-  if (in.size() == 0) {
-    return cudaSuccess;
-  }
-  return launch(detail::unpack_rows_kernel<traits::bits, traits::is_signed>,
-                detail::pack_grid(in.extent[1], in.extent[0]), detail::pack_block_threads, 0, stream, in, out);
+  return detail::launch_packing<Width, 0, false>(in, out, stream);
 }
 
 /// GPU `qtl::unpack_cols`: `in` (K, N/pf) words -> `out` (K, N) codes, on `stream`.
 template <auto Width>
 cudaError_t unpack_cols(view2d<std::int32_t const> in, view2d<std::int32_t> out, cudaStream_t stream = nullptr) {
-  using traits = pack_traits<Width>;
-  if (cudaError_t const e = detail::validate<Width>(1, out, in); e != cudaSuccess) {
-    return e;
-  }
-  if (in.size() == 0) {
-    return cudaSuccess;
-  }
-  dim3 const grid = detail::pack_grid(in.extent[1], in.extent[0]);
-  auto const kernel = detail::rows_vectorisable<traits::factor>(out)
-                          ? detail::unpack_cols_kernel<traits::bits, traits::is_signed, true>
-                          : detail::unpack_cols_kernel<traits::bits, traits::is_signed, false>;
-  return launch(kernel, grid, detail::pack_block_threads, 0, stream, in, out);
+  return detail::launch_packing<Width, 1, false>(in, out, stream);
 }
 
 }  // namespace qtl::cuda

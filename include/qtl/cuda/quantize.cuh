@@ -199,8 +199,8 @@ QTL_KERNEL void per_tensor_dequantize_kernel(view2d<T const> in, float inv_scale
   }
 }
 
-inline unsigned grid_for(index_t items, int threads = 256) {
-  return grid_stride_blocks(items, threads, index_t{65536} * 16);
+inline unsigned grid_for(index_t items, int threads = launch_policy::threads) {
+  return grid_stride_blocks(items, threads, launch_policy::wide_grid_stride_cap);
 }
 
 template <class V>
@@ -295,8 +295,8 @@ cudaError_t quantize_weights(view2d<W> w, std::optional<index_t> group_size, qua
           !detail::shape_ok(out.w_q, k, n)) {
         return cudaErrorInvalidValue;
       }
-      return launch(detail::quantize_ungrouped_kernel<T>, detail::grid_for(k * n), 256, 0, stream, v, quant_range_of(Q),
-                    out.w_ref, out.w_q);
+      return launch(detail::quantize_ungrouped_kernel<T>, detail::grid_for(k * n), launch_policy::threads, 0, stream, v,
+                    quant_range_of(Q), out.w_ref, out.w_q);
     } else {
       return cudaErrorInvalidValue;
     }
@@ -340,16 +340,16 @@ cudaError_t gptq_quantize_weights(view2d<W> w, index_t group_size, gptq_outputs<
       k > std::numeric_limits<std::int32_t>::max()) {
     return cudaErrorInvalidValue;
   }
-  if (cudaError_t const e =
-          launch(detail::inverse_kernel<std::int64_t>, detail::grid_for(k), 256, 0, stream, perm, k, scratch);
+  if (cudaError_t const e = launch(detail::inverse_kernel<std::int64_t>, detail::grid_for(k), launch_policy::threads, 0,
+                                   stream, perm, k, scratch);
       e != cudaSuccess) {
     return e;
   }
   if (cudaError_t const e = detail::quantize_impl<Q, T>(v, gs, qo, {}, scratch, stream); e != cudaSuccess) {
     return e;
   }
-  return launch(detail::g_idx_kernel<std::int64_t>, detail::grid_for(k), 256, 0, stream, perm, k, group_size,
-                out.g_idx.data, out.rand_perm.data);
+  return launch(detail::g_idx_kernel<std::int64_t>, detail::grid_for(k), launch_policy::threads, 0, stream, perm, k,
+                group_size, out.g_idx.data, out.rand_perm.data);
 }
 
 /// `permute_rows` on the device (perm: device int64, a permutation, not checked).
@@ -368,18 +368,18 @@ cudaError_t permute_rows(view2d<QW> q_w, view2d<WR> w_ref, index_t group_size, s
   }
   using WRT = std::remove_const_t<WR>;
   using QWT = std::remove_const_t<QW>;
-  if (cudaError_t const e = launch(detail::gather_rows_kernel<WRT, std::int64_t>, detail::grid_for(k * n), 256, 0,
-                                   stream, detail::as_const(w_ref), perm, out.w_ref);
+  if (cudaError_t const e = launch(detail::gather_rows_kernel<WRT, std::int64_t>, detail::grid_for(k * n),
+                                   launch_policy::threads, 0, stream, detail::as_const(w_ref), perm, out.w_ref);
       e != cudaSuccess) {
     return e;
   }
-  if (cudaError_t const e = launch(detail::gather_rows_kernel<QWT, std::int64_t>, detail::grid_for(k * n), 256, 0,
-                                   stream, detail::as_const(q_w), perm, out.q_w);
+  if (cudaError_t const e = launch(detail::gather_rows_kernel<QWT, std::int64_t>, detail::grid_for(k * n),
+                                   launch_policy::threads, 0, stream, detail::as_const(q_w), perm, out.q_w);
       e != cudaSuccess) {
     return e;
   }
-  return launch(detail::g_idx_kernel<std::int64_t>, detail::grid_for(k), 256, 0, stream, perm, k, group_size,
-                out.g_idx.data, out.rand_perm.data);
+  return launch(detail::g_idx_kernel<std::int64_t>, detail::grid_for(k), launch_policy::threads, 0, stream, perm, k,
+                group_size, out.g_idx.data, out.rand_perm.data);
 }
 
 /// `sort_weights` on the device: a stable CUB radix sort of (g_idx, row) pairs, then a row
@@ -415,7 +415,8 @@ cudaError_t sort_weights(void* workspace, std::size_t& workspace_bytes, view2d<Q
     return cudaSuccess;
   }
   auto* iota = static_cast<std::int32_t*>(workspace);
-  if (e = launch(detail::iota_kernel<std::int32_t>, detail::grid_for(k), 256, 0, stream, iota, k); e != cudaSuccess) {
+  if (e = launch(detail::iota_kernel<std::int32_t>, detail::grid_for(k), launch_policy::threads, 0, stream, iota, k);
+      e != cudaSuccess) {
     return e;
   }
   e = cub::DeviceRadixSort::SortPairs(static_cast<char*>(workspace) + iota_bytes, cub_bytes, g_idx, out.g_idx.data, iota,
@@ -423,8 +424,9 @@ cudaError_t sort_weights(void* workspace, std::size_t& workspace_bytes, view2d<Q
   if (e != cudaSuccess) {
     return e;
   }
-  return launch(detail::gather_rows_kernel<std::remove_const_t<QW>, std::int32_t>, detail::grid_for(k * n), 256, 0,
-                stream, detail::as_const(q_w), static_cast<std::int32_t const*>(out.sort_indices.data), out.q_w);
+  return launch(detail::gather_rows_kernel<std::remove_const_t<QW>, std::int32_t>, detail::grid_for(k * n),
+                launch_policy::threads, 0, stream, detail::as_const(q_w),
+                static_cast<std::int32_t const*>(out.sort_indices.data), out.q_w);
 }
 
 /// `per_tensor_dequantize` on the device: half_t output (scalar scale) or float (1-element scale).
@@ -440,8 +442,8 @@ cudaError_t per_tensor_dequantize(view2d<T> tensor, float inv_scale, view2d<O> o
   if (k * n == 0) {
     return cudaSuccess;
   }
-  return launch(detail::per_tensor_dequantize_kernel<std::remove_const_t<T>, O>, detail::grid_for(k * n), 256, 0,
-                stream, detail::as_const(tensor), inv_scale, out);
+  return launch(detail::per_tensor_dequantize_kernel<std::remove_const_t<T>, O>, detail::grid_for(k * n),
+                launch_policy::threads, 0, stream, detail::as_const(tensor), inv_scale, out);
 }
 
 }  // namespace qtl::cuda

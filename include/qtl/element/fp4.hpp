@@ -96,21 +96,35 @@ concept block_format_type = detail::is_block_format<F>;
 // element code (shared with qtl/cuda/fp4.cuh)
 // ---------------------------------------------------------------------------------------------
 
+namespace detail {
+/// The E2M1 magnitude code of |x| counts the thresholds its bits exceed (integer order = numeric
+/// order for non-negative floats): the midpoints .25 .75 1.25 1.75 2.5 3.5 5 between the eight
+/// magnitudes, each tie to the even code (a midpoint above an odd code belongs to the code above
+/// it: bits - 1). `e2m1_encode` and its vector forms in qtl/x86/fp4.hpp compare against these.
+QTL_HOST_DEVICE constexpr std::uint32_t e2m1_threshold(int k) {
+  std::uint32_t const t[7] = {float_to_bits(0.25f),      float_to_bits(0.75f) - 1u, float_to_bits(1.25f),
+                              float_to_bits(1.75f) - 1u, float_to_bits(2.5f),       float_to_bits(3.5f) - 1u,
+                              float_to_bits(5.0f)};
+  return t[k];
+}
+}  // namespace detail
+
 /// E2M1 code (low nibble) of `x`, RNE on the 8 magnitudes with ties to the even code, saturating
-/// at ±6, NaN -> +6: numeric.hpp's `float_to_e2m1` (tested equal), as seven threshold compares so
-/// that host loops vectorize:
+/// at ±6, NaN -> +6: numeric.hpp's `float_to_e2m1` (tested equal), as seven threshold compares
+/// (`detail::e2m1_threshold`) so that host loops vectorize:
 ///
 ///     |x|  [0,.25] (.25,.75) [.75,1.25] (1.25,1.75) [1.75,2.5] (2.5,3.5) [3.5,5] (5,inf]
 ///     code    0        1         2          3           4          5        6       7
 QTL_HOST_DEVICE constexpr std::uint8_t e2m1_encode(float x) {
-  // On the bits of |x| (integer order = numeric order for non-negative floats): no float
-  // comparison, which g++'s default -ftrapping-math treats as control flow.
+  // On the bits of |x|: no float comparison, which g++'s default -ftrapping-math treats as
+  // control flow.
   std::uint32_t const bits = float_to_bits(x);
   std::uint32_t const a = bits & 0x7fffffffu;
-  std::uint32_t const code = std::uint32_t(a > float_to_bits(0.25f)) + std::uint32_t(a >= float_to_bits(0.75f)) +
-                             std::uint32_t(a > float_to_bits(1.25f)) + std::uint32_t(a >= float_to_bits(1.75f)) +
-                             std::uint32_t(a > float_to_bits(2.5f)) + std::uint32_t(a >= float_to_bits(3.5f)) +
-                             std::uint32_t(a > float_to_bits(5.0f));
+  using detail::e2m1_threshold;
+  std::uint32_t const code = std::uint32_t(a > e2m1_threshold(0)) + std::uint32_t(a > e2m1_threshold(1)) +
+                             std::uint32_t(a > e2m1_threshold(2)) + std::uint32_t(a > e2m1_threshold(3)) +
+                             std::uint32_t(a > e2m1_threshold(4)) + std::uint32_t(a > e2m1_threshold(5)) +
+                             std::uint32_t(a > e2m1_threshold(6));
   bool const nan = a > 0x7f800000u;
   return static_cast<std::uint8_t>(nan ? 0x7u : (((bits >> 28) & 0x8u) | code));
 }

@@ -20,10 +20,6 @@ namespace qtl::detail {
 // -O2 otherwise calls the 16 x 16 transpose out of line and keeps the vectors in memory
 // (docs/performance.md, blockscale).
 #  define QTL_BAND_STEP __attribute__((always_inline)) inline
-#  define QTL_BAND_AVX2 __attribute__((target("avx2")))
-#  define QTL_BAND_AVX512 __attribute__((target("avx512f")))
-#  define QTL_BAND_STEP_AVX2 __attribute__((target("avx2"), always_inline)) inline
-#  define QTL_BAND_STEP_AVX512 __attribute__((target("avx512f"), always_inline)) inline
 
 /// 4 x 4 words (SSE2, baseline x86-64): r[i] word j -> r[j] word i.
 ///     a0 a1 a2 a3        a0 b0 c0 d0
@@ -42,7 +38,7 @@ QTL_BAND_STEP void transpose4(__m128i r[4]) {
 /// 8 x 8 words (AVX2): the 4 x 4 steps inside each 128-bit half, then the halves exchanged.
 ///     after the in-half steps u[c] = (rows 0-3, col c | rows 0-3, col 4+c), u[4+c] the same for rows 4-7
 ///     col c = low halves of u[c], u[4+c];  col 4+c = their high halves
-QTL_BAND_STEP_AVX2 void transpose8(__m256i r[8]) {
+QTL_X86_AVX2 QTL_BAND_STEP void transpose8(__m256i r[8]) {
   __m256i t[8];
   __m256i u[8];
 #  pragma GCC unroll 4
@@ -66,12 +62,20 @@ QTL_BAND_STEP_AVX2 void transpose8(__m256i r[8]) {
 // The AVX-512 steps as masked operations with every lane selected: the same instructions, but
 // g++ 12 warns (-Wmaybe-uninitialized, PR 105593) about the undefined pass-through of the plain
 // forms when they are inlined.
-QTL_BAND_STEP_AVX512 __m512i unpacklo32(__m512i a, __m512i b) { return _mm512_maskz_unpacklo_epi32(0xFFFF, a, b); }
-QTL_BAND_STEP_AVX512 __m512i unpackhi32(__m512i a, __m512i b) { return _mm512_maskz_unpackhi_epi32(0xFFFF, a, b); }
-QTL_BAND_STEP_AVX512 __m512i unpacklo64(__m512i a, __m512i b) { return _mm512_maskz_unpacklo_epi64(0xFF, a, b); }
-QTL_BAND_STEP_AVX512 __m512i unpackhi64(__m512i a, __m512i b) { return _mm512_maskz_unpackhi_epi64(0xFF, a, b); }
+QTL_X86_AVX512F QTL_BAND_STEP __m512i unpacklo32(__m512i a, __m512i b) {
+  return _mm512_maskz_unpacklo_epi32(0xFFFF, a, b);
+}
+QTL_X86_AVX512F QTL_BAND_STEP __m512i unpackhi32(__m512i a, __m512i b) {
+  return _mm512_maskz_unpackhi_epi32(0xFFFF, a, b);
+}
+QTL_X86_AVX512F QTL_BAND_STEP __m512i unpacklo64(__m512i a, __m512i b) {
+  return _mm512_maskz_unpacklo_epi64(0xFF, a, b);
+}
+QTL_X86_AVX512F QTL_BAND_STEP __m512i unpackhi64(__m512i a, __m512i b) {
+  return _mm512_maskz_unpackhi_epi64(0xFF, a, b);
+}
 template <int Imm>
-QTL_BAND_STEP_AVX512 __m512i shuffle128(__m512i a, __m512i b) {
+QTL_X86_AVX512F QTL_BAND_STEP __m512i shuffle128(__m512i a, __m512i b) {
   return _mm512_maskz_shuffle_i32x4(0xFFFF, a, b, Imm);
 }
 
@@ -81,7 +85,7 @@ QTL_BAND_STEP_AVX512 __m512i shuffle128(__m512i a, __m512i b) {
 ///     v = lanes 0,2 of u[c] | lanes 0,2 of u[4+c]     w = lanes 1,3 of .. (0x88 / 0xDD)
 ///     x, y the same of u[8+c], u[12+c]
 ///     col c = lanes 0,2 of v | lanes 0,2 of x,  col 8+c = lanes 1,3 of v, x,  col 4+c, 12+c from w, y
-QTL_BAND_STEP_AVX512 void transpose16(__m512i r[16]) {
+QTL_X86_AVX512F QTL_BAND_STEP void transpose16(__m512i r[16]) {
   __m512i u[16];
 #  pragma GCC unroll 4
   for (int g = 0; g < 4; ++g) {
@@ -168,23 +172,23 @@ QTL_BAND_STEP_AVX512 void transpose16(__m512i r[16]) {
 QTL_BAND_STEP __m128i load4(byte_t const* p) { return _mm_loadu_si128(reinterpret_cast<__m128i const*>(p)); }
 QTL_BAND_STEP void store4(byte_t* p, __m128i v) { _mm_storeu_si128(reinterpret_cast<__m128i*>(p), v); }
 QTL_BAND_STEP void stream4(byte_t* p, __m128i v) { _mm_stream_si128(reinterpret_cast<__m128i*>(p), v); }
-QTL_BAND_STEP_AVX2 __m256i load8(byte_t const* p) { return _mm256_loadu_si256(reinterpret_cast<__m256i const*>(p)); }
-QTL_BAND_STEP_AVX2 void store8(byte_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
-QTL_BAND_STEP_AVX2 void stream8(byte_t* p, __m256i v) { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v); }
-QTL_BAND_STEP_AVX512 __m512i load16(byte_t const* p) { return _mm512_loadu_si512(p); }
-QTL_BAND_STEP_AVX512 void store16(byte_t* p, __m512i v) { _mm512_storeu_si512(p, v); }
-QTL_BAND_STEP_AVX512 void stream16(byte_t* p, __m512i v) { _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v); }
+QTL_X86_AVX2 QTL_BAND_STEP __m256i load8(byte_t const* p) {
+  return _mm256_loadu_si256(reinterpret_cast<__m256i const*>(p));
+}
+QTL_X86_AVX2 QTL_BAND_STEP void store8(byte_t* p, __m256i v) { _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), v); }
+QTL_X86_AVX2 QTL_BAND_STEP void stream8(byte_t* p, __m256i v) { _mm256_stream_si256(reinterpret_cast<__m256i*>(p), v); }
+QTL_X86_AVX512F QTL_BAND_STEP __m512i load16(byte_t const* p) { return _mm512_loadu_si512(p); }
+QTL_X86_AVX512F QTL_BAND_STEP void store16(byte_t* p, __m512i v) { _mm512_storeu_si512(p, v); }
+QTL_X86_AVX512F QTL_BAND_STEP void stream16(byte_t* p, __m512i v) {
+  _mm512_stream_si512(reinterpret_cast<__m512i*>(p), v);
+}
 
 QTL_BAND_EXECUTORS(, 4, __m128i, load4, store4, stream4, transpose4)
-QTL_BAND_EXECUTORS(QTL_BAND_AVX2, 8, __m256i, load8, store8, stream8, transpose8)
-QTL_BAND_EXECUTORS(QTL_BAND_AVX512, 16, __m512i, load16, store16, stream16, transpose16)
+QTL_BAND_EXECUTORS(QTL_X86_AVX2, 8, __m256i, load8, store8, stream8, transpose8)
+QTL_BAND_EXECUTORS(QTL_X86_AVX512F, 16, __m512i, load16, store16, stream16, transpose16)
 
 #  undef QTL_BAND_EXECUTORS
 #  undef QTL_BAND_STEP
-#  undef QTL_BAND_AVX2
-#  undef QTL_BAND_AVX512
-#  undef QTL_BAND_STEP_AVX2
-#  undef QTL_BAND_STEP_AVX512
 #endif  // ^^^ QTL_X86 ^^^
 
 /// The entry points of the band loops: the one place that chooses an x86 executor.

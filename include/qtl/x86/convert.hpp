@@ -77,8 +77,6 @@ inline mxfp4_steps mxfp4_steps_of(float s, int e) {
 #if QTL_X86
 namespace x86 {
 
-#define QTL_CONVERT_AVX2 __attribute__((target("avx2")))
-
 /// A 256-entry byte table as the pshufb difference tables of its two 128-code halves (see the
 /// file comment).
 struct byte_lut {
@@ -86,7 +84,7 @@ struct byte_lut {
   __m256i hi[8];
 };
 
-QTL_CONVERT_AVX2 inline void byte_lut_load(byte_lut& t, std::uint8_t const* table) {
+QTL_X86_AVX2 inline void byte_lut_load(byte_lut& t, std::uint8_t const* table) {
   __m256i prev_lo = _mm256_setzero_si256();
   __m256i prev_hi = _mm256_setzero_si256();
   for (int h = 0; h < 8; ++h) {
@@ -101,7 +99,7 @@ QTL_CONVERT_AVX2 inline void byte_lut_load(byte_lut& t, std::uint8_t const* tabl
 }
 
 /// table[c] of 32 codes.
-QTL_CONVERT_AVX2 inline __m256i byte_lut_lookup(byte_lut const& t, __m256i c) {
+QTL_X86_AVX2 inline __m256i byte_lut_lookup(byte_lut const& t, __m256i c) {
   __m256i idx = _mm256_and_si256(c, _mm256_set1_epi8(0x7F));
   __m256i const step = _mm256_set1_epi8(16);
   __m256i lo = _mm256_setzero_si256();
@@ -114,34 +112,52 @@ QTL_CONVERT_AVX2 inline __m256i byte_lut_lookup(byte_lut const& t, __m256i c) {
   return _mm256_blendv_epi8(lo, hi, c);
 }
 
-/// The largest c & 0x7F of a rows x cols block (row stride `stride`) over its first
-/// cols - cols % 32 columns, or'ed into `top`; returns how many columns it read.
-QTL_CONVERT_AVX2 inline std::int64_t block_top_avx2(std::uint8_t const* q, std::int64_t stride, std::int64_t rows,
-                                                    std::int64_t cols, std::uint8_t& top) {
-  std::int64_t const vec = cols - cols % 32;
-  __m256i const mag_mask = _mm256_set1_epi8(0x7F);
+/// The unsigned max of the 1- or 4-byte words W of two 128- or 256-bit vectors V (the lanes of
+/// `block_top_avx2`).
+template <class W, class V>
+QTL_X86_AVX2 inline V max_words(V a, V b) {
+  if constexpr (sizeof(V) == 32) {
+    return sizeof(W) == 1 ? _mm256_max_epu8(a, b) : _mm256_max_epu32(a, b);
+  } else {
+    return sizeof(W) == 1 ? _mm_max_epu8(a, b) : _mm_max_epu32(a, b);
+  }
+}
+
+/// The largest magnitude bits (a word's bits but the sign bit: an fp8 code & 0x7F, a float's bits
+/// & 0x7FFFFFFF, whose NaNs exceed Inf, so that their integer max is the NaN-propagating amax)
+/// of a rows x cols block of T (row stride `stride`) over its first cols - cols % (32 /
+/// sizeof(T)) columns, folded into `top`; returns how many columns it read.
+template <class T, class W>
+QTL_X86_AVX2 inline std::int64_t block_top_avx2(T const* x, std::int64_t stride, std::int64_t rows,
+                                                std::int64_t cols, W& top) {
+  static_assert(sizeof(T) == sizeof(W) && (sizeof(W) == 1 || sizeof(W) == 4));
+  constexpr std::int64_t lanes = 32 / sizeof(W);
+  std::int64_t const vec = cols - cols % lanes;
+  __m256i const mag_mask = sizeof(W) == 1 ? _mm256_set1_epi8(0x7F) : _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m = _mm256_setzero_si256();
   for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < vec; c += 32) {
-      __m256i const v = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(q + r * stride + c));
-      m = _mm256_max_epu8(m, _mm256_and_si256(v, mag_mask));
+    for (std::int64_t c = 0; c < vec; c += lanes) {
+      __m256i const v = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + r * stride + c));
+      m = max_words<W>(m, _mm256_and_si256(v, mag_mask));
     }
   }
-  __m128i x = _mm_max_epu8(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  x = _mm_max_epu8(x, _mm_srli_si128(x, 8));
-  x = _mm_max_epu8(x, _mm_srli_si128(x, 4));
-  x = _mm_max_epu8(x, _mm_srli_si128(x, 2));
-  x = _mm_max_epu8(x, _mm_srli_si128(x, 1));
-  auto const t = static_cast<std::uint8_t>(_mm_cvtsi128_si32(x) & 0xFF);
+  // the max of the 32 bytes' words, halving the vector (shifting in zeros is harmless)
+  __m128i h = max_words<W>(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
+  h = max_words<W>(h, _mm_srli_si128(h, 8));
+  h = max_words<W>(h, _mm_srli_si128(h, 4));
+  if constexpr (sizeof(W) == 1) {
+    h = max_words<W>(h, _mm_srli_si128(h, 2));
+    h = max_words<W>(h, _mm_srli_si128(h, 1));
+  }
+  auto const t = static_cast<W>(_mm_cvtsi128_si32(h));
   top = t > top ? t : top;
   return vec;
 }
 
 /// out[r][c] = table[in[r][c]] for the first cols - cols % 32 columns of a rows x cols block;
 /// returns how many columns it did.
-QTL_CONVERT_AVX2 inline std::int64_t translate_block_avx2(std::uint8_t const* in, std::uint8_t* out,
-                                                          std::int64_t stride, std::int64_t rows, std::int64_t cols,
-                                                          std::uint8_t const* table) {
+QTL_X86_AVX2 inline std::int64_t translate_block_avx2(std::uint8_t const* in, std::uint8_t* out, std::int64_t stride,
+                                                      std::int64_t rows, std::int64_t cols, std::uint8_t const* table) {
   byte_lut t;
   byte_lut_load(t, table);
   std::int64_t const vec = cols - cols % 32;
@@ -156,10 +172,9 @@ QTL_CONVERT_AVX2 inline std::int64_t translate_block_avx2(std::uint8_t const* in
 
 /// out[r][c] = {lo[in], hi[in]} (16-bit little-endian words from two byte tables) for the first
 /// cols - cols % 32 columns of a rows x cols block (strides in elements); returns how many columns.
-QTL_CONVERT_AVX2 inline std::int64_t translate_block16_avx2(std::uint8_t const* in, std::uint16_t* out,
-                                                            std::int64_t stride, std::int64_t rows, std::int64_t cols,
-                                                            std::uint8_t const* lo_table,
-                                                            std::uint8_t const* hi_table) {
+QTL_X86_AVX2 inline std::int64_t translate_block16_avx2(std::uint8_t const* in, std::uint16_t* out, std::int64_t stride,
+                                                        std::int64_t rows, std::int64_t cols,
+                                                        std::uint8_t const* lo_table, std::uint8_t const* hi_table) {
   byte_lut lo;
   byte_lut hi;
   byte_lut_load(lo, lo_table);
@@ -185,11 +200,10 @@ QTL_CONVERT_AVX2 inline std::int64_t translate_block16_avx2(std::uint8_t const* 
 /// dequant of a finite scale): the 128-entry half `lo`/`hi` (bytes of w[0..127]), the sign bit of c
 /// xor-ed into the high byte, and code 0xFF (NaN, not symmetric) set to `w_ff`. Half the lookups
 /// of `translate_block16_avx2`; same contract.
-QTL_CONVERT_AVX2 inline std::int64_t translate_block16_symmetric_avx2(std::uint8_t const* in, std::uint16_t* out,
-                                                                      std::int64_t stride, std::int64_t rows,
-                                                                      std::int64_t cols, std::uint8_t const* lo_half,
-                                                                      std::uint8_t const* hi_half,
-                                                                      std::uint16_t w_ff) {
+QTL_X86_AVX2 inline std::int64_t translate_block16_symmetric_avx2(std::uint8_t const* in, std::uint16_t* out,
+                                                                  std::int64_t stride, std::int64_t rows,
+                                                                  std::int64_t cols, std::uint8_t const* lo_half,
+                                                                  std::uint8_t const* hi_half, std::uint16_t w_ff) {
   __m256i lo_t[8];
   __m256i hi_t[8];
   __m256i prev_lo = _mm256_setzero_si256();
@@ -239,10 +253,9 @@ QTL_CONVERT_AVX2 inline std::int64_t translate_block16_symmetric_avx2(std::uint8
 /// 15 low bits of d; writes K/2 packed bytes and K/32 scale bytes per row. Returns how many rows it
 /// did whole: it stops at the first row with a group it does not take (a NaN code or an Inf
 /// dequant), or at 0 when a scale of the row is not finite and positive.
-QTL_CONVERT_AVX2 inline std::int64_t mxfp4_rows_avx2(std::uint8_t const* q, std::int64_t rows, std::int64_t k,
-                                                     std::int64_t block_k, float const* srow,
-                                                     std::int16_t const* exponents, std::uint8_t* packed,
-                                                     std::uint8_t* scales) {
+QTL_X86_AVX2 inline std::int64_t mxfp4_rows_avx2(std::uint8_t const* q, std::int64_t rows, std::int64_t k,
+                                                 std::int64_t block_k, float const* srow, std::int16_t const* exponents,
+                                                 std::uint8_t* packed, std::uint8_t* scales) {
   namespace cv = qtl::convert;
   std::int64_t const kb = (k + block_k - 1) / block_k;
   for (std::int64_t bj = 0; bj < kb; ++bj) {
@@ -305,28 +318,6 @@ QTL_CONVERT_AVX2 inline std::int64_t mxfp4_rows_avx2(std::uint8_t const* q, std:
     }
   }
   return rows;
-}
-
-/// The largest |x| bits (x's bits & 0x7FFFFFFF: a NaN's exceed Inf's, so their integer max is
-/// the NaN-propagating amax) of a rows x cols float block over its first cols - cols % 8 columns,
-/// folded into `top`; returns how many columns it read.
-QTL_CONVERT_AVX2 inline std::int64_t float_block_top_avx2(float const* x, std::int64_t stride, std::int64_t rows,
-                                                          std::int64_t cols, std::uint32_t& top) {
-  std::int64_t const vec = cols - cols % 8;
-  __m256i const abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
-  __m256i m = _mm256_setzero_si256();
-  for (std::int64_t r = 0; r < rows; ++r) {
-    for (std::int64_t c = 0; c < vec; c += 8) {
-      __m256i const v = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + r * stride + c));
-      m = _mm256_max_epu32(m, _mm256_and_si256(v, abs_mask));
-    }
-  }
-  __m128i h = _mm_max_epu32(_mm256_castsi256_si128(m), _mm256_extracti128_si256(m, 1));
-  h = _mm_max_epu32(h, _mm_srli_si128(h, 8));
-  h = _mm_max_epu32(h, _mm_srli_si128(h, 4));
-  auto const t = static_cast<std::uint32_t>(_mm_cvtsi128_si32(h));
-  top = t > top ? t : top;
-  return vec;
 }
 
 }  // namespace x86
@@ -397,7 +388,7 @@ inline std::int64_t float_block_top([[maybe_unused]] float const* x, [[maybe_unu
                                     [[maybe_unused]] std::uint32_t& top) {
 #if QTL_X86
   if (has_avx2()) {
-    return x86::float_block_top_avx2(x, stride, rows, cols, top);
+    return x86::block_top_avx2(x, stride, rows, cols, top);
   }
 #endif  // ^^^ QTL_X86 ^^^
   return 0;

@@ -22,17 +22,15 @@ namespace qtl::detail {
 
 #if QTL_X86
 // E2M1 codes of 4 lanes (the SSE2 form of `e2m1_encode`: the same threshold compares on the bits
-// of |x|, a true compare being -1).
+// of |x|, a true compare being -1; tested equal on every float exponent and rounding boundary).
 inline __m128i e2m1_encode4(__m128 v) {
   auto const c32 = [](std::uint32_t x) { return _mm_set1_epi32(static_cast<int>(x)); };
   __m128i const bits = _mm_castps_si128(v);
   __m128i const a = _mm_and_si128(bits, c32(0x7fffffffu));
   __m128i code = _mm_setzero_si128();
-  // a > t, and a >= t as a > t - 1 (bit patterns of positive floats)
-  for (std::uint32_t const t : {float_to_bits(0.25f), float_to_bits(0.75f) - 1u, float_to_bits(1.25f),
-                                float_to_bits(1.75f) - 1u, float_to_bits(2.5f), float_to_bits(3.5f) - 1u,
-                                float_to_bits(5.0f)}) {
-    code = _mm_sub_epi32(code, _mm_cmpgt_epi32(a, c32(t)));
+#  pragma GCC unroll 7
+  for (int k = 0; k < 7; ++k) {
+    code = _mm_sub_epi32(code, _mm_cmpgt_epi32(a, c32(e2m1_threshold(k))));
   }
   code = _mm_or_si128(code, _mm_and_si128(_mm_srli_epi32(bits, 28), c32(0x8u)));
   __m128i const nan = _mm_cmpgt_epi32(a, c32(0x7f800000u));
@@ -153,14 +151,13 @@ bool block_codes_sse2(T const* x, typename F::element* o, float os) {
 
 namespace x86 {
 // `e2m1_encode4` on 8 lanes.
-QTL_FP8_AVX2 inline __m256i e2m1_encode8(__m256 v) {
+QTL_X86_AVX2 inline __m256i e2m1_encode8(__m256 v) {
   __m256i const bits = _mm256_castps_si256(v);
   __m256i const a = _mm256_and_si256(bits, c32(0x7fffffffu));
   __m256i code = _mm256_setzero_si256();
-  for (std::uint32_t const t : {float_to_bits(0.25f), float_to_bits(0.75f) - 1u, float_to_bits(1.25f),
-                                float_to_bits(1.75f) - 1u, float_to_bits(2.5f), float_to_bits(3.5f) - 1u,
-                                float_to_bits(5.0f)}) {
-    code = _mm256_sub_epi32(code, _mm256_cmpgt_epi32(a, c32(t)));
+#  pragma GCC unroll 7
+  for (int k = 0; k < 7; ++k) {
+    code = _mm256_sub_epi32(code, _mm256_cmpgt_epi32(a, c32(e2m1_threshold(k))));
   }
   code = _mm256_or_si256(code, _mm256_and_si256(_mm256_srli_epi32(bits, 28), c32(0x8u)));
   __m256i const nan = _mm256_cmpgt_epi32(a, c32(0x7f800000u));
@@ -169,7 +166,7 @@ QTL_FP8_AVX2 inline __m256i e2m1_encode8(__m256 v) {
 
 // The E2M1 codes of one block, 16 elements a step, in nibble pairs (`block_codes`).
 template <class F, class T>
-QTL_FP8_AVX2 void e2m1_block_codes_avx2(T const* x, float4_e2m1x2_t* o, float os) {
+QTL_X86_AVX2 void e2m1_block_codes_avx2(T const* x, float4_e2m1x2_t* o, float os) {
   static_assert(F::block_size % 16 == 0);
   __m256 const vos = _mm256_set1_ps(os);
   for (int j = 0; j < F::block_size; j += 16) {
@@ -213,7 +210,7 @@ inline constexpr e2m1_table e2m1_by_index{};
 // The E2M1 codes of 32 scaled elements given as `even` (elements 2j) and `odd` (2j+1): dword j
 // is code(2j) | code(2j+1) << 16. The index math runs on 16-bit words (the floats' high halves
 // after the rounding to odd), 32 at a time; NaN -> 7 (+6), as `e2m1_encode`.
-QTL_FP8_AVX512 inline __m512i e2m1_encode32(__m512 even, __m512 odd) {
+QTL_X86_AVX512_VBMI inline __m512i e2m1_encode32(__m512 even, __m512 odd) {
   __m512i e = _mm512_castps_si512(even);
   __m512i o = _mm512_castps_si512(odd);
   e = _mm512_mask_or_epi32(e, _mm512_test_epi32_mask(e, z32(0xfffffu)), e, z32(1u << 20));
@@ -231,8 +228,8 @@ QTL_FP8_AVX512 inline __m512i e2m1_encode32(__m512 even, __m512 odd) {
 
 // `block_scales4` on 16 lanes.
 template <class F>
-QTL_FP8_AVX512 inline void block_scales16(__m512 vmax, float global_scale, float inv_gs, __m512i& codes,
-                                          __m512& os) {
+QTL_X86_AVX512_VBMI inline void block_scales16(__m512 vmax, float global_scale, float inv_gs, __m512i& codes,
+                                               __m512& os) {
   __m512 const unit = _mm512_div_ps(vmax, _mm512_set1_ps(F::element_max));
   if constexpr (F::has_global_scale) {
     codes = fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(_mm512_mul_ps(_mm512_set1_ps(global_scale), unit));
@@ -269,8 +266,8 @@ QTL_FP8_AVX512 inline void block_scales16(__m512 vmax, float global_scale, float
 // the two codes meet in one byte (E2M1: odd << 4 | even) or one word (E4M3: odd << 8 | even).
 // `prefetch` (optional): 16 blocks read next, one line per step.
 template <class F>
-QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename F::element* o, __m512 os,
-                                                   bfloat16_t const* prefetch) {
+QTL_X86_AVX512_VBMI inline void block_elements16_avx512(bfloat16_t const* x, typename F::element* o, __m512 os,
+                                                        bfloat16_t const* prefetch) {
   constexpr int B = F::block_size;
   alignas(64) std::int32_t base[16];
   for (int j = 0; j < 16; ++j) {
@@ -314,9 +311,9 @@ QTL_FP8_AVX512 inline void block_elements16_avx512(bfloat16_t const* x, typename
 // otherwise wait on memory. Scale bytes go out in runs that the layout keeps contiguous (all 16
 // when a tile is one row, else `tile_cols`).
 template <class F, class Layout>
-QTL_FP8_AVX512 index_t block_quantize_row_avx512(bfloat16_t const* row, typename F::element* out, index_t kb,
-                                                 index_t m, index_t padded_cols, typename F::scale* scales,
-                                                 float global_scale, float inv_gs, bfloat16_t const* next_row) {
+QTL_X86_AVX512_VBMI index_t block_quantize_row_avx512(bfloat16_t const* row, typename F::element* out, index_t kb,
+                                                      index_t m, index_t padded_cols, typename F::scale* scales,
+                                                      float global_scale, float inv_gs, bfloat16_t const* next_row) {
   constexpr int run = Layout::tile_rows == 1 || Layout::tile_cols % 16 == 0 ? 16
                       : 16 % Layout::tile_cols == 0                         ? Layout::tile_cols
                                                                             : 1;

@@ -104,9 +104,7 @@ index_t quantize_row_sse2(T const* in, Fp8* out, index_t n, float scale, float i
 // AVX2 row executor: `fp8_encode4` and `quantize_row` on 8 lanes, 16 elements a step. The same
 // integer and IEEE float operations, one instruction each (FMA is not enabled here and no product
 // feeds an addition), so the same codes as the portable loops (tested on every bf16 code).
-// (QTL_FP8_AVX2 stays defined for qtl/x86/fp4.hpp's block executor.)
 namespace x86 {
-#  define QTL_FP8_AVX2 __attribute__((target("avx2")))
 
 // The x86 executors in order of preference, as `qtl::x86::level`s (`portable` here means "no
 // AVX executor": the SSE2 loops still run unless the cap is `portable` too).
@@ -127,10 +125,10 @@ inline fp8_isa fp8_active_isa() { return qtl::x86::capped(fp8_cpu_isa()); }
 inline bool fp8_has_avx2() { return fp8_active_isa() >= fp8_isa::avx2; }
 inline bool fp8_has_avx512() { return fp8_active_isa() >= fp8_isa::avx512; }
 
-QTL_FP8_AVX2 inline __m256i c32(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
+QTL_X86_AVX2 inline __m256i c32(std::uint32_t x) { return _mm256_set1_epi32(static_cast<int>(x)); }
 
 template <class Fp8, fp8_nan Nan>
-QTL_FP8_AVX2 inline __m256i fp8_encode8(__m256 v) {
+QTL_X86_AVX2 inline __m256i fp8_encode8(__m256 v) {
   using F = fp8_format<Fp8>;
   constexpr int drop = 23 - F::mantissa_bits;
   __m256i const bits = _mm256_castps_si256(v);
@@ -157,7 +155,7 @@ QTL_FP8_AVX2 inline __m256i fp8_encode8(__m256 v) {
 
 // 8 elements as exact floats (bf16: its bits in the float's high half).
 template <class T>
-QTL_FP8_AVX2 inline __m256 load8(T const* p) {
+QTL_X86_AVX2 inline __m256 load8(T const* p) {
   if constexpr (std::is_same_v<T, float>) {
     return _mm256_loadu_ps(p);
   } else {
@@ -168,7 +166,7 @@ QTL_FP8_AVX2 inline __m256 load8(T const* p) {
 
 // The first `n - n % 16` elements of `quantize_row`; returns how many it did.
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T>
-QTL_FP8_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float scale, float inv) {
+QTL_X86_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float scale, float inv) {
   __m256 const vs = _mm256_set1_ps(scale);
   __m256 const vi = _mm256_set1_ps(inv);
   index_t const vec_end = n - n % 16;
@@ -194,7 +192,6 @@ QTL_FP8_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float s
 
 // AVX-512 executor (F, BW, VL, DQ, VBMI): 16 float lanes, the element code's integer and IEEE
 // steps again (compares into masks, `vpternlogd` for and/or), one instruction each.
-#  define QTL_FP8_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
 // g++ 12's AVX-512 intrinsics pass `_mm512_undefined_*()` (a self-initialised local) as the
 // merge source of unmasked operations, which -Wuninitialized reports once they are inlined.
 #  if defined(__GNUC__) && !defined(__clang__)
@@ -203,7 +200,7 @@ QTL_FP8_AVX2 index_t quantize_row_avx2(T const* in, Fp8* out, index_t n, float s
 #    pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #  endif  // ^^^ g++ ^^^
 
-QTL_FP8_AVX512 inline __m512i z32(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
+QTL_X86_AVX512_VBMI inline __m512i z32(std::uint32_t x) { return _mm512_set1_epi32(static_cast<int>(x)); }
 
 // `fp8_encode_magnitude` of a format with `Bias` and `M` mantissa bits (E4M3: 7, 3; E5M2: 15, 2)
 // on 16 lanes; `mag` is at most the format's max and not NaN. One float addition rounds both
@@ -217,7 +214,7 @@ QTL_FP8_AVX512 inline __m512i z32(std::uint32_t x) { return _mm512_set1_epi32(st
 //
 // (the same codes as the element function's integer rounding; tested on every boundary).
 template <int Bias, int M>
-QTL_FP8_AVX512 inline __m512i encode_magnitude16(__m512i mag) {
+QTL_X86_AVX512_VBMI inline __m512i encode_magnitude16(__m512i mag) {
   constexpr std::uint32_t e_min = 127 + 1 - Bias;
   __m512i const e = _mm512_max_epu32(_mm512_and_si512(mag, z32(0x7f800000u)), z32(e_min << 23));
   __m512i const magic = _mm512_add_epi32(e, z32(std::uint32_t(23 - M) << 23));
@@ -231,7 +228,7 @@ QTL_FP8_AVX512 inline __m512i encode_magnitude16(__m512i mag) {
 // negative number, -0 and -Inf included (`vfpclassps`), so a NaN stays +max; `propagate`: v's
 // sign bit, and a NaN lane is the positive NaN code.
 template <class Fp8, fp8_nan Nan>
-QTL_FP8_AVX512 inline __m512i fp8_encode16(__m512 v) {
+QTL_X86_AVX512_VBMI inline __m512i fp8_encode16(__m512 v) {
   using F = fp8_format<Fp8>;
   __m512i const bits = _mm512_castps_si512(v);
   __m512i const mag = _mm512_and_si512(bits, z32(0x7fffffffu));
@@ -249,7 +246,7 @@ QTL_FP8_AVX512 inline __m512i fp8_encode16(__m512 v) {
 }
 
 template <fp8_scale_op Op>
-QTL_FP8_AVX512 inline __m512 scale16(__m512 x, __m512 scale, __m512 inv) {
+QTL_X86_AVX512_VBMI inline __m512 scale16(__m512 x, __m512 scale, __m512 inv) {
   if constexpr (Op == fp8_scale_op::divide) {
     return _mm512_div_ps(x, scale);
   } else {
@@ -259,7 +256,7 @@ QTL_FP8_AVX512 inline __m512 scale16(__m512 x, __m512 scale, __m512 inv) {
 
 // 32 bf16 as two float vectors without a shuffle: the even elements (bits shifted into the high
 // half) and the odd ones (their high half kept). Lane j of `even`/`odd` is element 2j / 2j+1.
-QTL_FP8_AVX512 inline void load_bf16_pairs(bfloat16_t const* p, __m512& even, __m512& odd) {
+QTL_X86_AVX512_VBMI inline void load_bf16_pairs(bfloat16_t const* p, __m512& even, __m512& odd) {
   __m512i const raw = _mm512_loadu_si512(p);
   even = _mm512_castsi512_ps(_mm512_slli_epi32(raw, 16));
   odd = _mm512_castsi512_ps(_mm512_and_si512(raw, z32(0xffff0000u)));
@@ -272,8 +269,8 @@ QTL_FP8_AVX512 inline void load_bf16_pairs(bfloat16_t const* p, __m512& even, __
 // next row, whose max is taken before anything else can run), one line per step.
 // `Stream` (bf16): non-temporal stores, `out` 32-byte aligned (see `stream_output`).
 template <class Fp8, fp8_nan Nan, fp8_scale_op Op, class T, bool Stream = false>
-QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, float scale, float inv,
-                                           T const* prefetch = nullptr) {
+QTL_X86_AVX512_VBMI index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, float scale, float inv,
+                                                T const* prefetch = nullptr) {
   __m512 const vs = _mm512_set1_ps(scale);
   __m512 const vi = _mm512_set1_ps(inv);
   if constexpr (std::is_same_v<T, bfloat16_t>) {
@@ -316,8 +313,8 @@ QTL_FP8_AVX512 index_t quantize_row_avx512(T const* in, Fp8* out, index_t n, flo
 // accumulators; their lanes reduced at the end. Returns how many elements it read through `done`.
 // `prefetch` (optional, as long as the row): a row read later (see `row_ahead`), two lines a step.
 template <class T>
-QTL_FP8_AVX512 typename input_bits<T>::word row_amax_bits_avx512(T const* in, index_t n, index_t& done,
-                                                                 T const* prefetch) {
+QTL_X86_AVX512_VBMI typename input_bits<T>::word row_amax_bits_avx512(T const* in, index_t n, index_t& done,
+                                                                      T const* prefetch) {
   using B = input_bits<T>;
   if constexpr (sizeof(T) == 2) {
     __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
@@ -370,7 +367,7 @@ QTL_FP8_AVX512 typename input_bits<T>::word row_amax_bits_avx512(T const* in, in
 //
 //   a b -> a b a b a b a b  ->  a b c d a b c d  ->  a b c d e f g h      (per 128-bit lane)
 template <int V>
-QTL_FP8_AVX512 inline __m512i bf16_lane_max8(bfloat16_t const* x) {
+QTL_X86_AVX512_VBMI inline __m512i bf16_lane_max8(bfloat16_t const* x) {
   __m512i const abs_mask = _mm512_set1_epi16(0x7fff);
   __m512i const bias = _mm512_set1_epi16(0x7f);
   __m512i z[8];
@@ -400,7 +397,7 @@ QTL_FP8_AVX512 inline __m512i bf16_lane_max8(bfloat16_t const* x) {
 //           lanes
 // then `vpermw` moves block k's word to the high half of dword k (bf16 bits -> float).
 template <int B>
-QTL_FP8_AVX512 inline __m512 block_vmax16_bf16(bfloat16_t const* x) {
+QTL_X86_AVX512_VBMI inline __m512 block_vmax16_bf16(bfloat16_t const* x) {
   alignas(64) std::int16_t idx[32] = {};
   if constexpr (B == 16) {
     __m512i v = bf16_lane_max8<1>(x);
@@ -436,8 +433,9 @@ QTL_FP8_AVX512 inline __m512 block_vmax16_bf16(bfloat16_t const* x) {
 // its 16 groups before anything else can run, and would otherwise wait for memory each time.
 // `x / s` stays `vdivps` (an FMA-corrected reciprocal was slower: docs/performance.md, fp8).
 template <int G, class Fp8, fp8_nan Nan, fp8_scale_op Op>
-QTL_FP8_AVX512 index_t group_quantize_row_avx512(bfloat16_t const* x, Fp8* out, index_t groups, float eps,
-                                                 bool power_of_two, float* row_scales, bfloat16_t const* next_row) {
+QTL_X86_AVX512_VBMI index_t group_quantize_row_avx512(bfloat16_t const* x, Fp8* out, index_t groups, float eps,
+                                                      bool power_of_two, float* row_scales,
+                                                      bfloat16_t const* next_row) {
   static_assert(G % 32 == 0);
   index_t const end = groups - groups % 16;
   for (index_t b = 0; b < end; b += 16) {
@@ -508,7 +506,7 @@ QTL_FP8_AVX512 index_t group_quantize_row_avx512(bfloat16_t const* x, Fp8* out, 
 
 // `p[j] = table[p[j]]` for the first `n - n % 64` bytes; returns how many. `vpermi2b` looks 64
 // bytes up in a 128-byte half of the table (index bits 0-6), bit 7 picks the half.
-QTL_FP8_AVX512 inline index_t translate_bytes_avx512(unsigned char* p, index_t n, unsigned char const* table) {
+QTL_X86_AVX512_VBMI inline index_t translate_bytes_avx512(unsigned char* p, index_t n, unsigned char const* table) {
   __m512i const t0 = _mm512_loadu_si512(table);
   __m512i const t1 = _mm512_loadu_si512(table + 64);
   __m512i const t2 = _mm512_loadu_si512(table + 128);
@@ -527,9 +525,9 @@ QTL_FP8_AVX512 inline index_t translate_bytes_avx512(unsigned char* p, index_t n
 // first `n - n % 64` pairs; returns how many): byte distance |a - b| as the larger of the two
 // saturating differences; a code is a number when its magnitude - 1 (wrapping) is below
 // `number_limit` (0x7E for e4m3fn: not 0, not 0x7F; 0x7C for e5m2: not 0, not above Inf).
-QTL_FP8_AVX512 inline index_t compare_bytes_avx512(unsigned char const* a, unsigned char const* b, index_t n,
-                                                   std::uint8_t number_limit, index_t& flips, index_t& differ,
-                                                   index_t& large) {
+QTL_X86_AVX512_VBMI inline index_t compare_bytes_avx512(unsigned char const* a, unsigned char const* b, index_t n,
+                                                        std::uint8_t number_limit, index_t& flips, index_t& differ,
+                                                        index_t& large) {
   __m512i const one = _mm512_set1_epi8(1);
   __m512i const mag_mask = _mm512_set1_epi8(0x7f);
   __m512i const limit = _mm512_set1_epi8(static_cast<char>(number_limit));

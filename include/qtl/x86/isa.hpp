@@ -15,6 +15,8 @@
 ///   and benchmarks lower it to run the narrower executors, or the portable loops, on a CPU that
 ///   has more: `x86::scoped_level_cap`.
 ///
+/// * The target attributes of the executors' functions, one per instruction-set subset (below).
+///
 /// Each op turns the features into the level it runs (`x86::quantize_level()`, ...) in its own
 /// `qtl/x86/<op>.hpp`, because the ops need different AVX-512 subsets.
 
@@ -28,6 +30,23 @@
 #else
 #  define QTL_X86 0
 #endif  // ^^^ x86-64 GCC/Clang host without QTL_NO_SIMD ^^^
+
+#if QTL_X86
+// The target attributes of the executors, named by the subset each enables (a function runs only
+// where the CPU has all of it: the op's level check). None enables FMA: with it the compiler may
+// contract a product and a sum into one rounding, and the executors promise the bits of the
+// portable loops (see qtl/macros.hpp).
+/// AVX2 (the fp8, fp4, convert, Marlin and block-scale band executors).
+#  define QTL_X86_AVX2 __attribute__((target("avx2")))
+/// AVX2 and F16C (quantize's executor: fp16 through `vcvtph2ps` / `vcvtps2ph`).
+#  define QTL_X86_AVX2_F16C __attribute__((target("avx2,f16c")))
+/// AVX-512F alone (the block-scale bands and MoE's streamed rows: 512-bit moves).
+#  define QTL_X86_AVX512F __attribute__((target("avx512f")))
+/// AVX-512 F, BW, VL with AVX2 and F16C (quantize's AVX-512 executor).
+#  define QTL_X86_AVX512_BW_VL_F16C __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
+/// AVX-512 F, BW, VL, DQ and VBMI (the fp8 and fp4 executors: `vpermb`, `vfpclassps`).
+#  define QTL_X86_AVX512_VBMI __attribute__((target("avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")))
+#endif  // ^^^ QTL_X86 ^^^
 
 namespace qtl::x86 {
 

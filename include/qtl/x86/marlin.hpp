@@ -99,15 +99,13 @@ inline void repack4_a16_tile_row(std::int32_t const* row0, std::int32_t const* r
 // AVX2
 // -------------------------------------------------------------------------------------------------
 
-#  define QTL_MARLIN_AVX2 __attribute__((target("avx2")))
-
 /// The executor the Marlin fast paths run: AVX2 where the CPU has it, else SSE2, capped by
 /// `qtl::x86::level_cap()` (`portable`: the portable loops).
 inline level marlin_level() { return capped(cpu().avx2 ? level::avx2 : level::sse2); }
 
 /// `repack4_a16_tile_row` on 8 columns per register.
-QTL_MARLIN_AVX2 inline void repack4_a16_tile_row_avx2(std::int32_t const* row0, std::int32_t const* row1,
-                                                      index_t ncols, std::int32_t* out) {
+QTL_X86_AVX2 inline void repack4_a16_tile_row_avx2(std::int32_t const* row0, std::int32_t const* row1, index_t ncols,
+                                                   std::int32_t* out) {
   __m256i const lo = _mm256_set1_epi32(0x0f0f0f0f);
   __m256i const hi = _mm256_set1_epi32(static_cast<int>(0xf0f0f0f0u));
   for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
@@ -150,7 +148,7 @@ QTL_MARLIN_AVX2 inline void repack4_a16_tile_row_avx2(std::int32_t const* row0, 
 
 // An 8x8 transpose of the nibbles of v[0..7], lane by lane: afterwards nibble j of v[i] is what
 // nibble i of v[j] was (`transpose_nibbles_8x8` of qtl/marlin.hpp on 8 lanes).
-QTL_MARLIN_AVX2 inline void transpose_nibbles_8x8_avx2(__m256i (&v)[8]) {
+QTL_X86_AVX2 inline void transpose_nibbles_8x8_avx2(__m256i (&v)[8]) {
   __m256i const m16 = _mm256_set1_epi32(0x0000ffff), m8 = _mm256_set1_epi32(0x00ff00ff);
   __m256i const m4 = _mm256_set1_epi32(0x0f0f0f0f);
   for (int i = 0; i < 4; ++i) {
@@ -171,7 +169,7 @@ QTL_MARLIN_AVX2 inline void transpose_nibbles_8x8_avx2(__m256i (&v)[8]) {
 }
 
 // An 8x8 transpose of 32-bit words: afterwards lane l of u[i] is what lane i of u[l] was.
-QTL_MARLIN_AVX2 inline void transpose_words_8x8_avx2(__m256i (&u)[8]) {
+QTL_X86_AVX2 inline void transpose_words_8x8_avx2(__m256i (&u)[8]) {
   __m256i const t0 = _mm256_unpacklo_epi32(u[0], u[1]), t1 = _mm256_unpackhi_epi32(u[0], u[1]);
   __m256i const t2 = _mm256_unpacklo_epi32(u[2], u[3]), t3 = _mm256_unpackhi_epi32(u[2], u[3]);
   __m256i const t4 = _mm256_unpacklo_epi32(u[4], u[5]), t5 = _mm256_unpackhi_epi32(u[4], u[5]);
@@ -194,7 +192,7 @@ QTL_MARLIN_AVX2 inline void transpose_words_8x8_avx2(__m256i (&u)[8]) {
 /// `awq4_unband` (qtl/marlin.hpp) on 8 word columns per register (`count` a multiple
 /// of 8): the 8x8 word transpose brings column m of 8 column groups into one register, the AWQ
 /// order picks the registers, and the nibble transpose makes the 8 rows' AWQ words.
-QTL_MARLIN_AVX2 inline void awq4_unband_avx2(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
+QTL_X86_AVX2 inline void awq4_unband_avx2(std::int32_t const* band, index_t count, std::int32_t* const (&rows)[8]) {
   for (index_t c = 0; c < count; c += 8, band += 64) {
     __m256i u[8];
     for (int l = 0; l < 8; ++l) u[l] = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(band + 8 * l));
@@ -228,8 +226,7 @@ inline void awq4_tile_row(std::int32_t const* const (&rows)[16], index_t ncols, 
 }
 
 /// `awq4_tile_row` on AVX2: lanes (l, w) for two l at once, the 8 output words of one cc side by side.
-QTL_MARLIN_AVX2 inline void awq4_tile_row_avx2(std::int32_t const* const (&rows)[16], index_t ncols,
-                                               std::int32_t* out) {
+QTL_X86_AVX2 inline void awq4_tile_row_avx2(std::int32_t const* const (&rows)[16], index_t ncols, std::int32_t* out) {
   constexpr int row_of[2][8] = {{0, 8, 0, 8, 1, 9, 1, 9}, {0, 0, 1, 1, 0, 0, 1, 1}};  // row - 2l, group parity
   for (index_t n0 = 0; n0 < ncols; n0 += 64, out += 128) {
     index_t const c = n0 / 8;

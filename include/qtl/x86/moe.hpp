@@ -18,7 +18,7 @@ namespace qtl::detail {
 enum class row_store { plain, stream16, stream64 };
 
 #if QTL_X86
-__attribute__((target("avx512f"))) inline void stream_row64(byte_t* dst, byte_t const* src, std::size_t n) {
+QTL_X86_AVX512F inline void stream_row64(byte_t* dst, byte_t const* src, std::size_t n) {
   std::size_t i = 0;
   for (; i < n && reinterpret_cast<std::uintptr_t>(dst + i) % 64 != 0; i += 16) {
     _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));

@@ -32,7 +32,6 @@ namespace qtl::detail::qnt {
 /// contraction cannot change them even where the surrounding code is built with FMA and
 /// -ffp-contract=fast (the native test builds them that way).
 namespace x86 {
-#  define QTL_QUANTIZE_AVX2 __attribute__((target("avx2,f16c")))
 
 /// True when the CPU runs the AVX2 + F16C executor and `qtl::x86::level_cap()` allows AVX2.
 inline bool has_avx2_f16c() {
@@ -49,7 +48,7 @@ inline bool has_avx512() {
 /// 8 weights of T (fp16 or bf16) as floats, exact: F16C's conversion (quiet NaN, payload and sign
 /// kept, subnormals exact, as `fp16_to_float`), or the bf16 bits shifted to the float's high half.
 template <class T>
-QTL_QUANTIZE_AVX2 inline __m256 load8(T const* p) {
+QTL_X86_AVX2_F16C inline __m256 load8(T const* p) {
   __m128i const h = _mm_loadu_si128(reinterpret_cast<__m128i const*>(p));
   if constexpr (std::is_same_v<T, half_t>) {
     return _mm256_cvtph_ps(h);
@@ -60,7 +59,7 @@ QTL_QUANTIZE_AVX2 inline __m256 load8(T const* p) {
 
 /// bf16 bits, rounded to nearest even, in the high half of each 32-bit lane (low half zero) and
 /// with no NaN handling: `round_precision_for_code<bfloat16_t>` of 8 floats.
-QTL_QUANTIZE_AVX2 inline __m256i bf16_round_hi(__m256 v) {
+QTL_X86_AVX2_F16C inline __m256i bf16_round_hi(__m256 v) {
   __m256i const u = _mm256_castps_si256(v);
   __m256i const odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
   __m256i const r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd);
@@ -68,7 +67,7 @@ QTL_QUANTIZE_AVX2 inline __m256i bf16_round_hi(__m256 v) {
 }
 /// Lanes of `v` that are NaN, as an integer mask: |bits| > Inf's bits (signed compare is right:
 /// both sides are non-negative).
-QTL_QUANTIZE_AVX2 inline __m256i nan_mask(__m256 v) {
+QTL_X86_AVX2_F16C inline __m256i nan_mask(__m256 v) {
   __m256i const a = _mm256_and_si256(_mm256_castps_si256(v), _mm256_set1_epi32(0x7FFFFFFF));
   return _mm256_cmpgt_epi32(a, _mm256_set1_epi32(0x7F800000));
 }
@@ -76,7 +75,7 @@ QTL_QUANTIZE_AVX2 inline __m256i nan_mask(__m256 v) {
 /// `round_precision_for_code<T>` of 8 floats. fp16: the F16C round trip, which is `round_to`
 /// itself (range included, NaN payloads aside, and NaN codes become 0 anyway).
 template <class T>
-QTL_QUANTIZE_AVX2 inline __m256 round_precision8(__m256 v) {
+QTL_X86_AVX2_F16C inline __m256 round_precision8(__m256 v) {
   if constexpr (std::is_same_v<T, half_t>) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   } else {
@@ -87,7 +86,7 @@ QTL_QUANTIZE_AVX2 inline __m256 round_precision8(__m256 v) {
 /// 8 floats rounded to T and stored: `store<T>` of each, bit for bit (NaN → sign | 0x7E00 for
 /// fp16, 0x7FC0 for bf16, as `float_to_fp16` / `float_to_bf16`).
 template <class T>
-QTL_QUANTIZE_AVX2 inline void store8(T* p, __m256 v) {
+QTL_X86_AVX2_F16C inline void store8(T* p, __m256 v) {
   __m256i const nan = nan_mask(v);
   __m128i h;
   if constexpr (std::is_same_v<T, half_t>) {
@@ -105,7 +104,7 @@ QTL_QUANTIZE_AVX2 inline void store8(T* p, __m256 v) {
 }
 /// `round_to<T>` of 8 floats (load8 of store8, without the memory round trip).
 template <class T>
-QTL_QUANTIZE_AVX2 inline __m256 round_to8(__m256 v) {
+QTL_X86_AVX2_F16C inline __m256 round_to8(__m256 v) {
   if constexpr (std::is_same_v<T, half_t>) {
     __m256 const r = _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     __m256i const nan = nan_mask(v);  // canonical sign | 0x7FC00000, as store<half_t> then load
@@ -156,7 +155,7 @@ struct minmax_keys {
 };
 
 template <class T>
-QTL_QUANTIZE_AVX2 inline __m256i minmax_key(T const* p) {
+QTL_X86_AVX2_F16C inline __m256i minmax_key(T const* p) {
   __m256i const b = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(p));
   return _mm256_xor_si256(b, _mm256_and_si256(_mm256_srai_epi16(b, 15), _mm256_set1_epi16(0x7FFF)));
 }
@@ -164,7 +163,7 @@ QTL_QUANTIZE_AVX2 inline __m256i minmax_key(T const* p) {
 /// Columns [begin, end) of a tile's row `i` (`row` points at its column 0) folded into `k`; row 0
 /// sets them. @pre begin and end are multiples of 16.
 template <class T>
-QTL_QUANTIZE_AVX2 void minmax_keys_row(T const* row, index_t i, index_t begin, index_t end, minmax_keys& k) {
+QTL_X86_AVX2_F16C void minmax_keys_row(T const* row, index_t i, index_t begin, index_t end, minmax_keys& k) {
   for (index_t c = begin; c < end; c += 16) {
     __m256i const key = minmax_key(row + c);
     __m256i* const pmx = reinterpret_cast<__m256i*>(k.mx + c);
@@ -201,7 +200,7 @@ void minmax_keys_finish(T const* w, index_t stride, index_t rows, index_t cn, mi
 /// in registers down all rows; tall ones (channelwise) walk the rows in memory order, asking for
 /// them 8 rows ahead.
 template <class T>
-QTL_QUANTIZE_AVX2 void minmax_tile_avx2(T const* w, index_t stride, index_t rows, index_t cn, float* mx, float* mn) {
+QTL_X86_AVX2_F16C void minmax_tile_avx2(T const* w, index_t stride, index_t rows, index_t cn, float* mx, float* mn) {
   minmax_keys k;
   index_t const cv = cn / 16 * 16;
   index_t j = 0;
@@ -238,7 +237,7 @@ QTL_QUANTIZE_AVX2 void minmax_tile_avx2(T const* w, index_t stride, index_t rows
 /// An integral code value converted to T, as `dequantize_code`'s `to_t` (exact, so skipped, for
 /// codes of ≤ 8 bits).
 template <class T, bool SmallCodes>
-QTL_QUANTIZE_AVX2 inline __m256 code_to_t(__m256 v) {
+QTL_X86_AVX2_F16C inline __m256 code_to_t(__m256 v) {
   if constexpr (SmallCodes) {
     return v;
   } else {
@@ -248,7 +247,7 @@ QTL_QUANTIZE_AVX2 inline __m256 code_to_t(__m256 v) {
 
 /// Pass 2 of one row of the column tile, as `quantize_row` (which it must equal bit for bit).
 template <class T, bool SmallCodes, bool After>
-QTL_QUANTIZE_AVX2 void quantize_row_avx2(T const* in, float const* sc, float const* zp, index_t cn, quant_range r,
+QTL_X86_AVX2_F16C void quantize_row_avx2(T const* in, float const* sc, float const* zp, index_t cn, quant_range r,
                                          std::uint32_t opaque, std::int32_t* q_out, T* ref_out) {
   __m256 const qmin = _mm256_set1_ps(r.qmin);
   __m256 const qmax = _mm256_set1_ps(r.qmax);
@@ -283,7 +282,7 @@ QTL_QUANTIZE_AVX2 void quantize_row_avx2(T const* in, float const* sc, float con
 /// step, exactly as `symmetric_scale` / `asymmetric_scale` (NaN, Inf and zero included): into
 /// `sc`/`zp` as floats and `s_out`/`zp_out` as stored. Returns the number of columns done.
 template <class T>
-QTL_QUANTIZE_AVX2 index_t scales_avx2(float const* mx, float const* mn, index_t cn, quant_range r, bool zero_points,
+QTL_X86_AVX2_F16C index_t scales_avx2(float const* mx, float const* mn, index_t cn, quant_range r, bool zero_points,
                                       float* sc, float* zp, T* s_out, std::int32_t* zp_out) {
   constexpr float inf = std::numeric_limits<float>::infinity();
   __m256 const qmin = _mm256_set1_ps(r.qmin);
@@ -331,7 +330,7 @@ struct clean_columns {
 
 /// 16 bytes stored at `p`; past the caches (non-temporal) when `Stream`. @pre Stream: p is 16-byte aligned.
 template <bool Stream>
-QTL_QUANTIZE_AVX2 inline void store16(void* p, __m128i v) {
+QTL_X86_AVX2_F16C inline void store16(void* p, __m128i v) {
   if constexpr (Stream) {
     _mm_stream_si128(static_cast<__m128i*>(p), v);
   } else {
@@ -340,7 +339,7 @@ QTL_QUANTIZE_AVX2 inline void store16(void* p, __m128i v) {
 }
 /// 8 int32 stored at `p`, as `store16`.
 template <bool Stream>
-QTL_QUANTIZE_AVX2 inline void store32(std::int32_t* p, __m256i v) {
+QTL_X86_AVX2_F16C inline void store32(std::int32_t* p, __m256i v) {
   if constexpr (Stream) {
     store16<true>(p, _mm256_castsi256_si128(v));
     store16<true>(p + 4, _mm256_extracti128_si256(v, 1));
@@ -364,11 +363,11 @@ QTL_QUANTIZE_AVX2 inline void store32(std::int32_t* p, __m256i v) {
 /// Bit for bit `quantize_row` on such columns (test/unit/quantize_x86_test.cpp).
 /// Columns [begin, end) of the row (the AVX-512 kernel leaves a head and a tail to it).
 template <class T, bool After, bool Stream>
-QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, float const* zp, clean_columns const& c,
+QTL_X86_AVX2_F16C void quantize_row_clean_avx2(T const* in, float const* sc, float const* zp, clean_columns const& c,
                                                index_t begin, index_t end, quant_range r, std::uint32_t opaque,
                                                std::int32_t* q_out, T* ref_out) {
   // Codes of columns j..j+7 stored; returns their reference values before the rounding to T.
-  auto const step = [&](index_t j) QTL_QUANTIZE_AVX2 {
+  auto const step = [&](index_t j) QTL_X86_AVX2_F16C {
     __m256 const s = _mm256_loadu_ps(sc + j);
     __m256 y = round_precision8<T>(_mm256_div_ps(load8<T>(in + j), s));
     y = _mm256_min_ps(_mm256_max_ps(y, _mm256_loadu_ps(c.lo + j)), _mm256_loadu_ps(c.hi + j));
@@ -410,7 +409,6 @@ QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, flo
     quantize_block<T, true, After, 1>(in + j, sc + j, zp + j, r, opaque, q_out + j, ref_out + j);
   }
 }
-#  define QTL_QUANTIZE_AVX512 __attribute__((target("avx512f,avx512bw,avx512vl,avx2,f16c")))
 // GCC 12 warns falsely on the `_mm512_undefined_*` self-initialisations inside its own AVX-512
 // intrinsics once they are inlined at -O2/-O3.
 #  if defined(__GNUC__) && !defined(__clang__)
@@ -419,7 +417,7 @@ QTL_QUANTIZE_AVX2 void quantize_row_clean_avx2(T const* in, float const* sc, flo
 #  endif  // ^^^ GCC ^^^
 
 /// `bf16_round_hi` of 16 floats.
-QTL_QUANTIZE_AVX512 inline __m512i bf16_round_hi16(__m512 v) {
+QTL_X86_AVX512_BW_VL_F16C inline __m512i bf16_round_hi16(__m512 v) {
   __m512i const u = _mm512_castps_si512(v);
   __m512i const odd = _mm512_and_si512(_mm512_srli_epi32(u, 16), _mm512_set1_epi32(1));
   __m512i const r = _mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7FFF)), odd);
@@ -438,12 +436,12 @@ QTL_QUANTIZE_AVX512 inline __m512i bf16_round_hi16(__m512 v) {
 ///   q_out  |head (< 16 codes)|line|line|line| ... |line|tail (< 16)|
 ///                             ^ 64-byte aligned when Stream
 template <class T, bool Stream>
-QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc, clean_columns const& c, index_t cn,
-                                                   std::int32_t* q_out, T* ref_out) {
+QTL_X86_AVX512_BW_VL_F16C void quantize_row_clean_avx512(T const* in, float const* sc, clean_columns const& c,
+                                                         index_t cn, std::int32_t* q_out, T* ref_out) {
   constexpr int rne = _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC;
   // Columns j..j+15 where `m` has their bits; masked-off lanes are neither read nor written (a
   // scale of 1 keeps them finite). `Full`: all 16, with a streaming store of the codes if Stream.
-  auto const step = [&]<bool Full>(index_t j, __mmask16 m) QTL_QUANTIZE_AVX512 {
+  auto const step = [&]<bool Full>(index_t j, __mmask16 m) QTL_X86_AVX512_BW_VL_F16C {
     __m256i const raw = Full ? _mm256_loadu_si256(reinterpret_cast<__m256i const*>(in + j))
                              : _mm256_maskz_loadu_epi16(m, in + j);
     __m512 const s = Full ? _mm512_loadu_ps(sc + j) : _mm512_mask_loadu_ps(_mm512_set1_ps(1.0f), m, sc + j);
@@ -494,8 +492,6 @@ QTL_QUANTIZE_AVX512 void quantize_row_clean_avx512(T const* in, float const* sc,
 #  if defined(__GNUC__) && !defined(__clang__)
 #    pragma GCC diagnostic pop
 #  endif  // ^^^ GCC ^^^
-#  undef QTL_QUANTIZE_AVX512
-#  undef QTL_QUANTIZE_AVX2
 }  // namespace x86
 
 /// Pass 1 of a column tile by the AVX2 executor where the CPU has it (returns false otherwise:
@@ -524,8 +520,8 @@ struct x86_tile {
 /// Prepares `t` for a tile of `cn` columns: clean when the codes are of ≤ 8 bits, every scale is
 /// finite and positive and no group holds a NaN (`mx` is NaN for a column holding one).
 template <class T, bool SmallCodes>
-__attribute__((target("avx2,f16c"))) void prepare_x86_tile(x86_tile& t, index_t cn, quant_range r, float const* sc,
-                                                          float const* zp, float const* mx, std::uint32_t opaque) {
+QTL_X86_AVX2_F16C void prepare_x86_tile(x86_tile& t, index_t cn, quant_range r, float const* sc, float const* zp,
+                                        float const* mx, std::uint32_t opaque) {
   t.clean = SmallCodes;
   index_t j = 0;
   for (; j + 8 <= cn && t.clean; j += 8) {
