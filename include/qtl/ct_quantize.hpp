@@ -24,16 +24,20 @@
 ///
 /// **Host loop.** One pass over each group finds its max and min (NaN-propagating, as torch.max;
 /// it also finds a NaN or an infinity, refused there unless `allow_nonfinite`), the next computes
-/// the codes 16 at a time into a row of bytes (for 8 bits, the packed row itself), and for 4 bits a
-/// third packs the row eight codes a step. The loops are written in
-/// fixed-size lane blocks of the element functions, which the compiler vectorises (SSE2 at
-/// -O2); they never need FMA, and contraction cannot change them (no product feeds a sum).
+/// the codes into a row of bytes (for 8 bits, the packed row itself), and for 4 bits a third packs
+/// the row eight codes a step. The portable loops are written in fixed-size lane blocks of the
+/// element functions, which the compiler vectorises (SSE2 at -O2); on x86-64 CPUs with AVX2 and
+/// F16C the codes of every group with a finite max and min come from the executor of
+/// `qtl/x86/ct_quantize.hpp` (`detail::ct::ct_codes_x86`), 8 at a time with one instruction per
+/// step, the same bits (test/unit/ct_quantize_test.cpp compares it at each level). Nothing needs
+/// FMA, and contraction cannot change the results (no product feeds a sum).
 
 #include <bit>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <string>
+#include <tuple>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -42,6 +46,7 @@
 #include <qtl/error.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
+#include <qtl/x86/ct_quantize.hpp>
 
 namespace qtl {
 
@@ -224,14 +229,26 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
   static_assert(std::endian::native == std::endian::little, "the packing below assumes a little-endian host");
   std::int32_t const offset = 1 << (bits - 1);
   std::vector<std::uint8_t> row_codes(bits == 4 ? static_cast<std::size_t>(k) : 0);
+#if QTL_X86
+  bool const x86 = detail::ct::ct_avx2_available();
+#endif  // ^^^ QTL_X86 ^^^
   for (index_t r = 0; r < m; ++r) {
     T const* row = &w(r, 0);
     // 8 bits: the codes are the packed row's bytes (word c holds codes 4c .. 4c+3, low byte first)
     std::uint8_t* u = bits == 4 ? row_codes.data() : reinterpret_cast<std::uint8_t*>(&out.packed(r, 0));
     for (index_t g = 0; g < groups; ++g) {
       T const* x = row + g * gs;
-      auto const [mx, mn] = nan_max_min(x, gs);
-      if (!opt.allow_nonfinite && !(detail::ct::finite(mx) && detail::ct::finite(mn))) {
+      float mx = 0.0f;
+      float mn = 0.0f;
+      bool clean = false;  // max and min finite
+#if QTL_X86
+      clean = x86 && gs % 8 == 0 && detail::ct::ct_max_min_x86(x, gs, mx, mn);
+#endif  // ^^^ QTL_X86 ^^^
+      if (!clean) {
+        std::tie(mx, mn) = nan_max_min(x, gs);
+        clean = detail::ct::finite(mx) && detail::ct::finite(mn);
+      }
+      if (!clean && !opt.allow_nonfinite) {
         detail::ct::refuse_nonfinite(x, gs, opt.first_row + r, g * gs);
       }
       detail::qnt::group_params const p = ct_int_group_params<T>(mx, mn, bits, opt.symmetric);
@@ -239,7 +256,13 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
       if (!opt.symmetric) {
         out.zero_points(r, g) = static_cast<std::int32_t>(p.zp) + offset;
       }
-      detail::ct::group_codes(x, gs, p, bits, u + g * gs);
+      index_t done = 0;  // codes of the x86 executor
+#if QTL_X86
+      if (x86 && clean) {
+        done = detail::ct::ct_codes_x86(x, gs, p, bits, u + g * gs);
+      }
+#endif  // ^^^ QTL_X86 ^^^
+      detail::ct::group_codes(x + done, gs - done, p, bits, u + g * gs + done);
     }
     if (bits == 4) {
       detail::ct::pack_row4(u, k, &out.packed(r, 0));
