@@ -5,6 +5,7 @@
 
 #include <qtl/blockscale.hpp>
 #include <qtl/convert.hpp>
+#include <qtl/ct_quantize.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/error.hpp>
 #include <qtl/fixed_string.hpp>

@@ -10,6 +10,10 @@
 //   sort_weights(q_w, g_idx) -> (q_w, g_idx, sort_indices)
 //   convert_to_channelwise(weight_scale [S] or 0-dim, logical_widths) -> float32 [sum, 1]
 //   all_close_1d(x [n]) -> bool
+//   ct_pack_quantize(weight [N,K], num_bits, group_size, symmetric=True, *, allow_nonfinite=False,
+//                    threads=None) -> (weight_packed int32 [N,K/pf], weight_scale [N,G] in the weight's
+//                    dtype, zero_point int32 [N,G] (zp + 2^(bits-1), unpacked) | None)   (qtl/ct_quantize.hpp)
+//       threads: row slices on that many threads (None: one per core); the bytes do not depend on it
 // Without test_perm, a permutation comes from qtl::random_permutation(seed), seed= keyword (None:
 // drawn from std::random_device), where the reference calls torch.randperm.
 
@@ -17,6 +21,7 @@
 
 #include <nanobind/stl/optional.h>
 
+#include <qtl/ct_quantize.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/parallel.hpp>
@@ -240,6 +245,53 @@ bool all_close_1d(nb::handle x_obj) {
   return with_float(x, [&]<class T>(std::type_identity<T>) { return qtl::all_close_1d(x.v1<T const>()); });
 }
 
+/// Rows [lo, hi) of a [rows, cols] view.
+template <class T>
+view2d<T> row_slice(view2d<T> v, index_t lo, index_t hi) {
+  if (hi > lo) {
+    v.data = &v(lo, 0);
+  }
+  v.extent[0] = hi - lo;
+  return v;
+}
+
+nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, bool symmetric, bool allow_nonfinite,
+                            std::optional<int> threads) {
+  int const nthreads = thread_count(threads);
+  array_in w = take(w_obj, "weight");
+  w.check_rank(2);
+  qtl::ct_pack_options opt;
+  opt.bits = num_bits;
+  opt.group_size = group_size;
+  opt.symmetric = symmetric;
+  opt.allow_nonfinite = allow_nonfinite;
+  index_t const n = w.dim(0);
+  index_t const k = w.dim(1);
+  index_t const g = k / qtl::ct_pack_group_size(k, opt);  // checks the arguments first
+  index_t const words = k / (32 / num_bits);
+  return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
+    array_out packed(elem::i32, {n, words});
+    array_out scales(elem_of<T>(), {n, g});
+    array_out zp(elem::i32, {symmetric ? 0 : n, g});
+    {
+      auto const wv = w.v2<T const>();
+      nb::gil_scoped_release nogil;
+      qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+        qtl::ct_pack_options o = opt;
+        o.first_row = lo;
+        qtl::ct_pack_quantize(row_slice(wv, lo, hi),
+                              qtl::ct_pack_outputs<T>{row_slice(packed.v2<std::int32_t>(), lo, hi),
+                                                      row_slice(scales.v2<T>(), lo, hi),
+                                                      symmetric ? zp.v2<std::int32_t>()
+                                                                : row_slice(zp.v2<std::int32_t>(), lo, hi)},
+                              o);
+      });
+    }
+    nb::object z = symmetric ? nb::none() : zp.release(w.from);
+    return nb::make_tuple(packed.release(w.from), scales.release(w.from), z);
+  });
+}
+
 }  // namespace
 
 void bind_quantize(nb::module_& m) {
@@ -254,6 +306,9 @@ void bind_quantize(nb::module_& m) {
   m.def("sort_weights", &sort_weights, nb::arg("q_w"), nb::arg("g_idx"));
   m.def("convert_to_channelwise", &convert_to_channelwise, nb::arg("weight_scale"), nb::arg("logical_widths"));
   m.def("all_close_1d", &all_close_1d, nb::arg("x"));
+  m.def("ct_pack_quantize", &ct_pack_quantize, nb::arg("weight"), nb::arg("num_bits"), nb::arg("group_size"),
+        nb::arg("symmetric") = true, nb::kw_only(), nb::arg("allow_nonfinite") = false,
+        nb::arg("threads").none() = nb::none());
 }
 
 }  // namespace qtl::py

@@ -52,6 +52,12 @@ def run_case(op, p, x):
         return dict(zip(("w_ref", "q_w", "g_idx", "rand_perm"), r))
     if op == "sort-weights":
         return dict(zip(("q_w", "g_idx", "sort_indices"), qtl.sort_weights(x["q_w"], x["g_idx"])))
+    if op == "ct-pack-quantize":
+        packed, scale, zp = qtl.ct_pack_quantize(x["weight"], p["bits"], p["group-size"], not p.get("asym", False))
+        out = {"weight_packed": packed, "weight_scale": scale}
+        if zp is not None:
+            out["zero_point"] = zp
+        return out
     if op == "swap-w13-to-w31":
         return {"x": qtl.swap_w13_to_w31(x["x"])}
     if op == "reorder-w1w3-to-w3w1":

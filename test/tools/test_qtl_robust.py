@@ -198,7 +198,8 @@ def test_messages(tmp, src):
 def test_small_things(tmp):
     """NaN/Inf weights refused by default; inspect escapes names; --help lists exit code 3;
     a BOM or NUL padding around the header refused (as the safetensors library's reader does)."""
-    for fmt in (["--format", "gptq", "--group-size", "64"], ["--format", "fp8"]):
+    for fmt in (["--format", "gptq", "--group-size", "64"], ["--format", "fp8"],
+                ["--format", "w4a16", "--group-size", "32"], ["--format", "w8a16", "--asym", "--group-size", "-1"]):
         for bad, word in ((float("nan"), "NaN"), (float("inf"), "+Inf"), (float("-inf"), "-Inf")):
             d = os.path.join(tmp, "nonfinite")
             shutil.rmtree(d, ignore_errors=True)

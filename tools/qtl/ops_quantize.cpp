@@ -12,10 +12,15 @@
 //   convert-to-channelwise --logical-widths a,b,c   weight_scale F32 [S] or []
 //       -> weight_scale F32 [a+b+c, 1]   (a+b+c <= 2^24; scales past the shards: ignored, as the
 //       reference, with a warning)
+//   ct-pack-quantize --bits 4|8 --group-size N|-1 [--asym] [--allow-nonfinite]
+//       weight W [N,K] -> weight_packed I32 [N,K/pf], weight_scale W [N,G] (G = K/N, 1 for -1),
+//       zero_point I32 [N,G] (zp + 2^(bits-1), unpacked; only with --asym): compressed-tensors
+//       pack-quantized (qtl/ct_quantize.hpp)
 
 #include <charconv>
 #include <utility>
 
+#include <qtl/ct_quantize.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/quantize.hpp>
@@ -305,11 +310,55 @@ op_spec convert_to_channelwise_op() {
           }};
 }
 
+op_spec ct_pack_quantize_op() {
+  return {"ct-pack-quantize",
+          "compressed-tensors pack-quantized integers of weight [N,K] (groups along K): "
+          "weight_packed, weight_scale (and zero_point with --asym)",
+          [](CLI::App& cmd) -> op_runner {
+            struct flags {
+              qtl::ct_pack_options opt;
+              bool asym = false;
+            };
+            auto f = std::make_shared<flags>();
+            cmd.add_option("--bits", f->opt.bits, "4 or 8")->required()->check(CLI::IsMember({4, 8}));
+            cmd.add_option("--group-size", f->opt.group_size, "columns per group, dividing K, or -1 (one per row)")
+                ->required();
+            cmd.add_flag("--asym", f->asym, "asymmetric, with zero points");
+            cmd.add_flag("--allow-nonfinite", f->opt.allow_nonfinite, "quantize NaN/Inf weights instead of refusing");
+            return [f](op_io& io) {
+              auto const& t = io.tensor("weight", float_types, {2});
+              qtl::ct_pack_options* opt = &f->opt;
+              opt->symmetric = !f->asym;
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const w(t);
+                index_t const n = w.dim(0);
+                index_t const k = w.dim(1);
+                index_t const g = k / qtl::ct_pack_group_size(k, *opt);  // checks the arguments first
+                index_t const zn = opt->symmetric ? 0 : n;
+                index_t const words = k / (32 / opt->bits);
+                std::vector<std::int32_t> packed(static_cast<std::size_t>(n * words));
+                std::vector<T> scales(static_cast<std::size_t>(n * g));
+                std::vector<std::int32_t> zp(static_cast<std::size_t>(zn * g));
+                qtl::ct_pack_quantize(w.view2(),
+                                      qtl::ct_pack_outputs<T>{make_view(packed.data(), n, words),
+                                                              make_view(scales.data(), n, g),
+                                                              make_view(zp.data(), zn, g)},
+                                      *opt);
+                io.emit("weight_packed", dtype::I32, shape_of(n, words), std::move(packed));
+                io.emit("weight_scale", t.type, shape_of(n, g), std::move(scales));
+                if (!opt->symmetric) {
+                  io.emit("zero_point", dtype::I32, shape_of(n, g), std::move(zp));
+                }
+              });
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> quantize_ops() {
   return {quantize_weights_op(), gptq_op(), permute_rows_op(), sort_weights_op(),
-          convert_to_channelwise_op()};
+          convert_to_channelwise_op(), ct_pack_quantize_op()};
 }
 
 }  // namespace qtl::tool

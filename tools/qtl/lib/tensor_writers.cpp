@@ -13,6 +13,7 @@
 #include <optional>
 #include <utility>
 
+#include <qtl/ct_quantize.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/element/gptq_quantizer.hpp>
 #include <qtl/fp4.hpp>
@@ -59,35 +60,6 @@ void release_rows(job const& j, view2d<T const> w, index_t n0, index_t c) {
     auto const row = static_cast<std::size_t>(w.extent[1]) * sizeof(T);
     release(j.in->bytes.subspan(static_cast<std::size_t>(n0) * row, static_cast<std::size_t>(c) * row));
   }
-}
-
-/// The largest and smallest of the `gs` weights at `x`, NaN if one is NaN (torch.max/min). Eight
-/// independent lanes, so that the compiler can keep them in one vector register.
-template <class T>
-std::pair<float, float> group_max_min(T const* x, index_t gs) {
-  constexpr index_t lanes = 8;
-  float mx[lanes];
-  float mn[lanes];
-  for (index_t l = 0; l < lanes; ++l) {
-    mx[l] = mn[l] = to_float(x[0]);
-  }
-  index_t i = 0;
-  for (; i + lanes <= gs; i += lanes) {
-    for (index_t l = 0; l < lanes; ++l) {
-      float const v = to_float(x[i + l]);
-      mx[l] = detail::qnt::nan_max(mx[l], v);
-      mn[l] = detail::qnt::nan_min(mn[l], v);
-    }
-  }
-  for (; i < gs; ++i) {
-    mx[0] = detail::qnt::nan_max(mx[0], to_float(x[i]));
-    mn[0] = detail::qnt::nan_min(mn[0], to_float(x[i]));
-  }
-  for (index_t l = 1; l < lanes; ++l) {
-    mx[0] = detail::qnt::nan_max(mx[0], mx[l]);
-    mn[0] = detail::qnt::nan_min(mn[0], mn[l]);
-  }
-  return {mx[0], mn[0]};
 }
 
 /// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
@@ -194,7 +166,7 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
 
 /// The codes of W [N, K] (groups of `gs` columns along K) 256 rows at a time, and those rows packed
 /// along K (pack_cols: element j of a word in bits [b*j, b*j+b)): the buffers and the packing step
-/// of the row-sliced integer writers (GPTQ --asym, compressed-tensors pack-quantized).
+/// of GPTQ --asym's row-sliced writer.
 struct code_slices {
   index_t n, k, gs, groups;
   int bits, pf;
@@ -217,7 +189,7 @@ struct code_slices {
         T const* row = &w(n0 + r, 0);
         for (index_t g = 0; g < groups; ++g) {
           T const* x = row + g * gs;
-          auto const [mx, mn] = group_max_min(x, gs);
+          auto const [mx, mn] = nan_max_min(x, gs);
           group(r, n0, g, x, mx, mn);
         }
       }
@@ -277,57 +249,12 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   write_gptq_tensors(j, s, qweight, scales);
 }
 
-/// compressed-tensors pack-quantized by compressed-tensors' own rule (qtl::ct_int_group_params,
-/// ct_int_code: the scale and codes its compressor writes for the same weights), 256 rows at a
-/// time at the rows' offsets (no whole-tensor buffer):
-///
-///   W [N, K] row r, group g = columns [g*gs, (g+1)*gs):
-///     weight_scale      [N, G]     s(r, g) in the weight's dtype
-///     weight_packed     [N, K/pf]  u = q + 2^(b-1) of row r packed along K (pack_cols)
-///     weight_zero_point [N/pf, G]  zp + 2^(b-1) packed along N (pack_rows; asymmetric only)
-///     weight_shape      I64 [2]    [N, K]
-template <class T>
-void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
-  code_slices sl(j, w.extent[0], w.extent[1]);  // slice: a multiple of pf whenever N is (asymmetric)
-  auto& [n, k, gs, groups, bits, pf, slice, codes, packed] = sl;
-  std::int32_t const offset = 1 << (bits - 1);
-  bool const sym = j.sym;
-  host_tensor<T, 2> scales({slice, groups});
-  host_tensor<std::int32_t, 2> zeros({slice, groups});
-  host_tensor<std::int32_t, 2> zeros_packed({std::max<index_t>(1, slice / pf), groups});
-  // outs: weight_packed, weight_scale, weight_shape, [weight_zero_point]
-  auto const quantize_group = [&](index_t r, index_t, index_t g, T const* x, float mx, float mn) {
-    detail::qnt::group_params const p = ct_int_group_params<T>(mx, mn, bits, sym);
-    scales.view()(r, g) = from_float<T>(p.s);  // exact: s is a T value
-    zeros.view()(r, g) = static_cast<std::int32_t>(p.zp) + offset;
-    std::int32_t* out = &codes.view()(r, g * gs);
-    for (index_t i = 0; i < gs; ++i) {
-      out[i] = static_cast<std::int32_t>(ct_int_code<T>(to_float(x[i]), p, bits)) + offset;
-    }
-  };
-  sl.walk(j, w, quantize_group, [&](index_t n0, index_t c) {
-    view2d<std::int32_t> const pv = sl.pack(c);
-    s.file->pwrite_all(pv.data, static_cast<std::size_t>(c * (k / pf)) * 4,
-                       s.tensors[j.outs[0]].offset + static_cast<std::uint64_t>(n0 * (k / pf)) * 4);
-    s.file->pwrite_all(scales.view().data, static_cast<std::size_t>(c * groups) * sizeof(T),
-                       s.tensors[j.outs[1]].offset + static_cast<std::uint64_t>(n0 * groups) * sizeof(T));
-    if (!sym) {
-      view2d<std::int32_t> zp = make_view(zeros_packed.view().data, c / pf, groups);
-      view2d<std::int32_t const> zv = make_view(static_cast<std::int32_t const*>(zeros.view().data), c, groups);
-      dispatch_bits<4, 8>(bits, [&]<int B>() { pack_rows<B>(zv, zp); });
-      s.file->pwrite_all(zp.data, static_cast<std::size_t>((c / pf) * groups) * 4,
-                         s.tensors[j.outs[3]].offset + static_cast<std::uint64_t>((n0 / pf) * groups) * 4);
-    }
-  });
-  std::int64_t const shape[2] = {n, k};
-  s.file->pwrite_all(shape, sizeof shape, s.tensors[j.outs[2]].offset);
-}
-
 /// Refuses a weight with a NaN or an infinity (GPTQ scales would be NaN, FP8 scales infinite),
-/// naming the tensor and the first bad element, unless --allow-nonfinite.
+/// naming the tensor and the first bad element (w's row 0 being row `first_row` of the tensor),
+/// unless --allow-nonfinite.
 /// @throws data_error
 template <class T>
-void check_finite(view2d<T const> w, bool allow) {
+void check_finite(view2d<T const> w, bool allow, index_t first_row = 0) {
   if (allow) {
     return;
   }
@@ -338,12 +265,68 @@ void check_finite(view2d<T const> w, bool allow) {
     for (index_t c = 0; c < k; ++c) {
       float const x = to_float(row[c]);
       if (!std::isfinite(x)) {
-        throw data_error("element [" + std::to_string(r) + ", " + std::to_string(c) + "] is " +
+        throw data_error("element [" + std::to_string(first_row + r) + ", " + std::to_string(c) + "] is " +
                          (std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf") +
                          " (the scales would not be finite; --allow-nonfinite quantizes it anyway)");
       }
     }
   }
+}
+
+/// compressed-tensors pack-quantized by qtl::ct_pack_quantize (compressed-tensors' own rule: the
+/// scale and codes its compressor writes for the same weights), 256 rows at a time at the rows'
+/// offsets (no whole-tensor buffer); its pass over each group also refuses NaN/Inf weights:
+///
+///   W [N, K] row r, group g = columns [g*gs, (g+1)*gs):
+///     weight_scale      [N, G]     s(r, g) in the weight's dtype
+///     weight_packed     [N, K/pf]  u = q + 2^(b-1) of row r packed along K
+///     weight_zero_point [N/pf, G]  zp + 2^(b-1) packed along N (pack_rows; asymmetric only)
+///     weight_shape      I64 [2]    [N, K]
+template <class T>
+void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  int const pf = 32 / j.bits;
+  index_t const groups = k / j.group_rows;
+  index_t const slice = std::min<index_t>(256, n);  // a multiple of pf whenever N is (asymmetric)
+  bool const sym = j.sym;
+  host_tensor<std::int32_t, 2> packed({slice, k / pf});
+  host_tensor<T, 2> scales({slice, groups});
+  host_tensor<std::int32_t, 2> zeros({sym ? 0 : slice, groups});
+  host_tensor<std::int32_t, 2> zeros_packed({std::max<index_t>(1, slice / pf), groups});
+  ct_pack_options opt;
+  opt.bits = j.bits;
+  opt.group_size = j.group_rows;
+  opt.symmetric = sym;
+  opt.allow_nonfinite = j.allow_nonfinite;
+  // outs: weight_packed, weight_scale, weight_shape, [weight_zero_point]
+  for (index_t n0 = 0; n0 < n; n0 += slice) {
+    index_t const c = std::min(slice, n - n0);
+    view2d<T const> rows = make_view(&w(n0, 0), c, k);
+    rows.stride[0] = w.stride[0];
+    opt.first_row = n0;
+    ct_pack_outputs<T> const out{make_view(packed.view().data, c, k / pf), make_view(scales.view().data, c, groups),
+                                 make_view(zeros.view().data, sym ? 0 : c, groups)};
+    try {
+      ct_pack_quantize(rows, out, opt);
+    } catch (qtl::value_error const&) {
+      check_finite(rows, false, n0);  // the tool's own words for a NaN/Inf weight
+      throw;
+    }
+    release_rows(j, w, n0, c);
+    s.file->pwrite_all(out.packed.data, static_cast<std::size_t>(c * (k / pf)) * 4,
+                       s.tensors[j.outs[0]].offset + static_cast<std::uint64_t>(n0 * (k / pf)) * 4);
+    s.file->pwrite_all(out.scales.data, static_cast<std::size_t>(c * groups) * sizeof(T),
+                       s.tensors[j.outs[1]].offset + static_cast<std::uint64_t>(n0 * groups) * sizeof(T));
+    if (!sym) {
+      view2d<std::int32_t> zp = make_view(zeros_packed.view().data, c / pf, groups);
+      dispatch_bits<4, 8>(j.bits, [&]<int B>() { pack_rows<B>(view2d<std::int32_t const>(out.zero_points), zp); });
+      s.file->pwrite_all(zp.data, static_cast<std::size_t>((c / pf) * groups) * 4,
+                         s.tensors[j.outs[3]].offset + static_cast<std::uint64_t>((n0 / pf) * groups) * 4);
+    }
+  }
+  std::int64_t const shape[2] = {n, k};
+  s.file->pwrite_all(shape, sizeof shape, s.tensors[j.outs[2]].offset);
 }
 
 template <class T>
@@ -361,8 +344,7 @@ void gptq_weight(job& j, shard_plan const& s) {
 template <class T>
 void ct_pack_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
-  check_finite(w.v, j.allow_nonfinite);
-  ct_pack_rows<T>(j, w.v, s);
+  ct_pack_rows<T>(j, w.v, s);  // refuses NaN/Inf in its own first pass
 }
 
 /// NVFP4 or MXFP4 (compressed-tensors nvfp4-/mxfp4-pack-quantized): weight_packed U8 [N, K/2]
