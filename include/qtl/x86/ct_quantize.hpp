@@ -23,8 +23,6 @@
 
 namespace qtl::detail::ct {
 
-#  define QTL_CT_AVX2 __attribute__((target("avx2,f16c")))
-
 /// True when the CPU runs the AVX2 + F16C executor and `qtl::x86::level_cap()` allows AVX2.
 inline bool ct_avx2_available() {
   qtl::x86::cpu_features const& c = qtl::x86::cpu();
@@ -33,7 +31,7 @@ inline bool ct_avx2_available() {
 
 /// 8 weights of T as floats, exact (F16C for fp16, the bf16 bits shifted to the high half).
 template <class T>
-QTL_CT_AVX2 inline __m256 ct_load8(T const* p) {
+QTL_X86_AVX2_F16C inline __m256 ct_load8(T const* p) {
   if constexpr (std::is_same_v<T, float>) {
     return _mm256_loadu_ps(p);
   } else {
@@ -48,7 +46,7 @@ QTL_CT_AVX2 inline __m256 ct_load8(T const* p) {
 
 /// `round_to<T>` of 8 floats none of which is NaN.
 template <class T>
-QTL_CT_AVX2 inline __m256 ct_round_to(__m256 v) {
+QTL_X86_AVX2_F16C inline __m256 ct_round_to(__m256 v) {
   if constexpr (std::is_same_v<T, half_t>) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
   } else if constexpr (std::is_same_v<T, bfloat16_t>) {
@@ -66,7 +64,7 @@ QTL_CT_AVX2 inline __m256 ct_round_to(__m256 v) {
 /// `nan_max_min` then takes. A zero's sign may differ from the portable fold's; the parameters of
 /// `ct_int_group_params` do not depend on it (it takes |mx|, |mn|, mx - mn and mn / s0 only).
 template <class T>
-QTL_CT_AVX2 inline bool ct_max_min_x86(T const* x, index_t n, float& mx, float& mn) {
+QTL_X86_AVX2_F16C inline bool ct_max_min_x86(T const* x, index_t n, float& mx, float& mn) {
   __m256 vmax = ct_load8(x);
   __m256 vmin = vmax;
   __m256i const exponent = _mm256_set1_epi32(0x7F800000);
@@ -94,7 +92,7 @@ QTL_CT_AVX2 inline bool ct_max_min_x86(T const* x, index_t n, float& mx, float& 
 /// The codes u of the first n - n % 8 of the `n` weights at `x` into `u`; returns how many it
 /// wrote. @pre `ct_avx2_available()`, and the group's max and min are finite (the file comment).
 template <class T>
-QTL_CT_AVX2 inline index_t ct_codes_x86(T const* x, index_t n, qnt::group_params p, int bits, std::uint8_t* u) {
+QTL_X86_AVX2_F16C inline index_t ct_codes_x86(T const* x, index_t n, qnt::group_params p, int bits, std::uint8_t* u) {
   float const qmax = static_cast<float>((1 << (bits - 1)) - 1);
   float const qmin = -static_cast<float>(1 << (bits - 1));
   __m256 const s = _mm256_set1_ps(p.s);
