@@ -57,4 +57,19 @@ inline std::string percent_decode(std::string const& s) {
   return out;
 }
 
+/// One line of a matcher corpus (test/data/regex/corpus.txt and its kin): "<kind> <string> <results...>", single
+/// spaces, the %-encoded string possibly empty.
+struct corpus_line {
+  std::string kind;
+  std::string text;  ///< the string, decoded
+  std::string rest;  ///< the results, as written
+};
+inline corpus_line parse_corpus_line(std::string const& line) {
+  auto const sp1 = line.find(' ');
+  auto const sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
+  std::string const s =
+      sp1 == std::string::npos ? "" : line.substr(sp1 + 1, sp2 == std::string::npos ? sp2 : sp2 - sp1 - 1);
+  return {line.substr(0, sp1), percent_decode(s), sp2 == std::string::npos ? "" : line.substr(sp2 + 1)};
+}
+
 }  // namespace qtl_test

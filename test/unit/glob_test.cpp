@@ -38,16 +38,13 @@ TEST_CASE("glob_match agrees with CPython fnmatch.fnmatchcase on the committed c
   std::string line;
   std::size_t globs = 0, checks = 0, matches = 0, bad = 0;
   while (std::getline(in, line)) {
-    // "<kind> <string> <results...>": single spaces, and the %-encoded string may be empty
-    auto const sp1 = line.find(' ');
-    std::string const kind = line.substr(0, sp1);
-    auto const sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
-    std::string const s = sp1 == std::string::npos ? "" : line.substr(sp1 + 1, sp2 == std::string::npos ? sp2 : sp2 - sp1 - 1);
-    std::istringstream ls(sp2 == std::string::npos ? "" : line.substr(sp2 + 1));
+    qtl_test::corpus_line const cl = qtl_test::parse_corpus_line(line);
+    std::string const& kind = cl.kind;
+    std::istringstream ls(cl.rest);
     if (kind == "text") {
-      texts.push_back(qtl_test::percent_decode(s));
+      texts.push_back(cl.text);
     } else if (kind == "glob") {
-      std::string const g = qtl_test::percent_decode(s);
+      std::string const g = cl.text;
       ++globs;
       std::string r;
       while (ls >> r) {

@@ -22,36 +22,9 @@
 
 #include <golden.hpp>
 
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#  define QTL_TEST_NATIVE 1
-#  pragma GCC push_options
-#  pragma GCC target("arch=x86-64-v3")
-#  pragma GCC optimize("fp-contract=fast")
-#endif  // ^^^ GCC on x86-64 ^^^
-
-#include <qtl/quantize.hpp>
-
-namespace native {
-/// a·b - c as the region compiles it (fused when contraction is on).
-template <class F>
-F mul_sub(F a, F b, F c) {
-  return a * b - c;
-}
-}  // namespace native
-
-#if defined(QTL_TEST_NATIVE)
-#  pragma GCC pop_options
-#endif  // ^^^ QTL_TEST_NATIVE ^^^
+#include "native_region.hpp"
 
 namespace {
-
-bool have_native_cpu() {
-#if defined(QTL_TEST_NATIVE)
-  return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-#else
-  return false;
-#endif  // ^^^ QTL_TEST_NATIVE ^^^
-}
 
 template <class T>
 bool same_bytes(qtl::host_tensor<T, 2> const& mine, qtl::io::safetensors_file const& f, char const* name) {
@@ -63,7 +36,7 @@ bool same_bytes(qtl::host_tensor<T, 2> const& mine, qtl::io::safetensors_file co
 }  // namespace
 
 TEST_CASE("quantize_weights is bit-exact with AVX2/FMA code and -ffp-contract=fast", "[quantize][native]") {
-  if (!have_native_cpu()) {
+  if (!native::have_cpu()) {
     return qtl_test::skip("not GCC on an x86-64-v3 CPU: no contracted code to check");
   }
   // The region contracts: (1 + 2^-12)^2 - 1 is 2^-11 rounded, 2^-11 + 2^-24 fused.

@@ -43,16 +43,13 @@ corpus load(std::string const& path) {
   corpus c;
   std::string line;
   while (std::getline(in, line)) {
-    // "<kind> <string> <results...>": single spaces, and the %-encoded string may be empty
-    auto const sp1 = line.find(' ');
-    std::string const kind = line.substr(0, sp1);
-    auto const sp2 = sp1 == std::string::npos ? sp1 : line.find(' ', sp1 + 1);
-    std::string const s = sp1 == std::string::npos ? "" : line.substr(sp1 + 1, sp2 == std::string::npos ? sp2 : sp2 - sp1 - 1);
-    std::istringstream ls(sp2 == std::string::npos ? "" : line.substr(sp2 + 1));
+    qtl_test::corpus_line const cl = qtl_test::parse_corpus_line(line);
+    std::string const& kind = cl.kind;
+    std::istringstream ls(cl.rest);
     if (kind == "text") {
-      c.texts.push_back(qtl_test::percent_decode(s));
+      c.texts.push_back(cl.text);
     } else if (kind == "error" || kind == "pattern" || kind == "lacking") {
-      case_ k{qtl_test::percent_decode(s), kind == "error", kind == "lacking", {}};
+      case_ k{cl.text, kind == "error", kind == "lacking", {}};
       std::string r;
       while (ls >> r) {
         auto const eq = r.find('=');
