@@ -11,6 +11,7 @@
 
 #include <qtl/fp4.hpp>
 
+#include "support/square_input.hpp"
 #include "support/memcpy_baseline.hpp"
 
 #include <benchmark/benchmark.h>
@@ -23,9 +24,9 @@
 
 namespace {
 
-constexpr qtl::index_t rows = 8192;
-constexpr qtl::index_t cols = 8192;
-constexpr std::int64_t numel = rows * cols;
+using qtl_bench::cols;
+using qtl_bench::numel;
+using qtl_bench::rows;
 
 struct buffers {
   std::vector<qtl::bfloat16_t> in;

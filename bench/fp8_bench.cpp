@@ -18,6 +18,7 @@
 
 #include <qtl/fp8.hpp>
 
+#include "support/square_input.hpp"
 #include "support/memcpy_baseline.hpp"
 
 #include <benchmark/benchmark.h>
@@ -30,9 +31,9 @@
 
 namespace {
 
-constexpr qtl::index_t rows = 8192;
-constexpr qtl::index_t cols = 8192;
-constexpr std::int64_t numel = rows * cols;
+using qtl_bench::cols;
+using qtl_bench::numel;
+using qtl_bench::rows;
 
 struct buffers {
   std::vector<qtl::bfloat16_t> in;

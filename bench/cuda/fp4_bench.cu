@@ -9,6 +9,7 @@
 
 #include <benchmark/benchmark.h>
 
+#include "support/square_input.hpp"
 #include "support/device_bench.cuh"
 
 #include <cstdint>
@@ -16,9 +17,9 @@
 
 namespace {
 
-constexpr qtl::index_t rows = 8192;
-constexpr qtl::index_t cols = 8192;
-constexpr std::int64_t numel = rows * cols;
+using qtl_bench::cols;
+using qtl_bench::numel;
+using qtl_bench::rows;
 
 struct device_data {
   qtl_bench::cuda::device_array<qtl::bfloat16_t> in{qtl_bench::cuda::ramp_bf16(static_cast<std::size_t>(numel))};
