@@ -7,17 +7,7 @@
 // bits/8 B/element of codes, the scales (and zero points) out. Times are CPU times of the one
 // benchmark thread. BM_memcpy copies a buffer as large as the bf16 input and counts 2x its size.
 //
-// Measured (g++ 12 -O2, one core of the shared 2-core build machine, GiB/s as Google Benchmark
-// prints them; memcpy 27.5):
-//
-//   config            old loop   portable (QTL_NO_SIMD)   AVX2 + F16C executor   AVX2 / memcpy
-//   int4 sym g128       0.21          0.95                    2.57                   0.093
-//   int4 asym g128      0.21          0.91                    2.18                   0.079
-//   int8 sym g128       0.25          1.16                    3.48                   0.127
-//   int8 asym g128      0.25          1.11                    2.91                   0.106
-//   int4 sym channel    0.21          1.12                    3.22                   0.117
-//
-// What remains is the IEEE division per weight (exact: no reciprocal) and the group parameters.
+// The figures measured and what was tried: docs/performance.md, "compressed-tensors pack-quantized".
 //
 // `BM_ct_pack_old/...` is the loop the tool ran before the op (kept here only for the A/B): a separate
 // scalar NaN/Inf pass over the weight, then per group the max/min, ct_int_code one element at a
