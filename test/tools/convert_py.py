@@ -38,19 +38,22 @@ POS = [(E4M3[c], c) for c in range(0x7F)]  # ascending
 POS_V = [v for v, _ in POS]
 
 
+def nearest_code(grid, a):
+    """The index of the value of the ascending `grid` nearest to a (grid[0] <= a <= grid[-1]), ties
+    to the even index: the codes of a non-negative float grid in order."""
+    i = bisect.bisect_left(grid, a)
+    if grid[i] == a:
+        return i
+    lo, hi = i - 1, i
+    dl, dh = a - grid[lo], grid[hi] - a
+    return lo if dl < dh else hi if dh < dl else (lo if lo % 2 == 0 else hi)
+
+
 def e4m3_rne(x):
     """The torch cast for |x| <= 464 (RNE, ties to the even code), sign kept (-0 -> 0x80)."""
     neg = math.copysign(1.0, x) < 0
     a = abs(x)
-    i = bisect.bisect_left(POS_V, a)
-    if i < len(POS_V) and POS_V[i] == a:
-        c = i
-    elif i >= len(POS_V):
-        c = 0x7E
-    else:
-        lo, hi = i - 1, i
-        dl, dh = a - POS_V[lo], POS_V[hi] - a
-        c = lo if dl < dh else hi if dh < dl else (lo if lo % 2 == 0 else hi)
+    c = 0x7E if a > POS_V[-1] else nearest_code(POS_V, a)
     return c | (0x80 if neg else 0)
 
 
@@ -78,14 +81,7 @@ def e2m1_value(c):
 def e2m1_rne(x):
     neg = math.copysign(1.0, x) < 0
     a = min(abs(x), 6.0)
-    i = bisect.bisect_left(E2M1, a)
-    if E2M1[i] == a:
-        c = i
-    else:
-        lo, hi = i - 1, i
-        dl, dh = a - E2M1[lo], E2M1[hi] - a
-        c = lo if dl < dh else hi if dh < dl else (lo if lo % 2 == 0 else hi)
-    return c | (8 if neg else 0)
+    return nearest_code(E2M1, a) | (8 if neg else 0)
 
 
 def ceil_pow2_bits(x):

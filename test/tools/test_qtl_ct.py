@@ -41,12 +41,11 @@ import shutil
 import struct
 import subprocess
 import sys
-import tempfile
 from fractions import Fraction
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
-from checks import check, finish  # noqa: E402
+from checks import check, run_in_temp_dir  # noqa: E402
 import test_qtl_quantize as tq  # noqa: E402  (its checkpoint maker and readers; argv as ours)
 
 QTL = sys.argv[1]
@@ -700,8 +699,7 @@ def test_fused_nonfinite(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="qtl-ct-test-")
-    try:
+    def tests(tmp):
         test_pack(tmp, "w4a16", 4, 32, True)
         test_pack(tmp, "w4a16", 4, 64, False)
         test_pack(tmp, "w8a16", 8, -1, True)
@@ -716,9 +714,8 @@ def main():
         test_fused_nvfp4(tmp, mapping_has_gate_up=False)
         test_fused_fp8_tensor(tmp)
         test_fused_nonfinite(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+
+    run_in_temp_dir("qtl-ct-test-", tests)
 
 
 if __name__ == "__main__":

@@ -30,12 +30,11 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
-from checks import check, finish  # noqa: E402
+from checks import check, run_in_temp_dir  # noqa: E402
 
 QTL = sys.argv[1]
 GOLDEN = sys.argv[2]
@@ -568,8 +567,7 @@ def test_demo(tmp):
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="qtl-quantize-test-")
-    try:
+    def tests(tmp):
         test_gptq(tmp, sym=True)
         os.makedirs(os.path.join(tmp, "asym"))
         test_gptq(os.path.join(tmp, "asym"), sym=False)
@@ -579,9 +577,8 @@ def main():
         test_explain_lint_checkpoint(tmp)
         test_killed(tmp)
         test_demo(tmp)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+
+    run_in_temp_dir("qtl-quantize-test-", tests)
 
 
 if __name__ == "__main__":

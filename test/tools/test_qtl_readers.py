@@ -19,11 +19,10 @@ import signal
 import struct
 import subprocess
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import safetensors_py as st  # noqa: E402
-from checks import check, finish  # noqa: E402
+from checks import check, run_in_temp_dir  # noqa: E402
 
 QTL = sys.argv[1]
 
@@ -117,14 +116,12 @@ def test_sym_help():
 
 
 def main():
-    tmp = tempfile.mkdtemp(prefix="qtl-readers-test-")
-    try:
+    def tests(tmp):
         test_inspect(tmp)
         test_explain_lint(tmp)
         test_sym_help()
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    finish()
+
+    run_in_temp_dir("qtl-readers-test-", tests)
 
 
 if __name__ == "__main__":

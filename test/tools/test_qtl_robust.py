@@ -131,15 +131,10 @@ def test_fifos(tmp, src):
     with open(cfg, "w") as f:
         json.dump({"quant_method": "gptq", "bits": 4, "group_size": 64, "desc_act": False, "sym": True}, f)
     cases = []
-    for name in ("model.safetensors", "config.json"):
+    for folder, name in ((src, "model.safetensors"), (src, "config.json"), (sharded, "model.safetensors.index.json"),
+                         (sharded, "model-00002-of-00002.safetensors")):
         d = os.path.join(tmp, "fifo-" + name)
-        shutil.copytree(src, d)
-        os.remove(os.path.join(d, name))
-        os.mkfifo(os.path.join(d, name))
-        cases.append((d, os.path.join(d, name)))
-    for name in ("model.safetensors.index.json", "model-00002-of-00002.safetensors"):
-        d = os.path.join(tmp, "fifo-" + name)
-        shutil.copytree(sharded, d)
+        shutil.copytree(folder, d)
         os.remove(os.path.join(d, name))
         os.mkfifo(os.path.join(d, name))
         cases.append((d, os.path.join(d, name)))
