@@ -52,24 +52,22 @@ weight random_weight(cv::block_grid g, std::uint32_t seed, bool nan = false) {
   return w;
 }
 
-void compare_dequant(cv::block_grid g, std::uint32_t seed) {
-  auto const w = random_weight(g, seed, true);
+/// block_quant_dequant<T> of `w` on the device, equal to the host's byte for byte.
+template <class T>
+void compare_dequant_as(cv::block_grid g, weight const& w) {
   device_buffer<std::uint8_t> dq(w.q);
   device_buffer<float> ds(w.s);
-  std::vector<bfloat16_t> hb(w.q.size());
-  cv::block_quant_dequant<bfloat16_t>(w.q, w.s, g, hb);
-  device_buffer<bfloat16_t> db(hb.size());
-  REQUIRE(dc::block_quant_dequant<bfloat16_t>(dq.ptr, ds.ptr, g, db.ptr) == cudaSuccess);
-  CHECK(raw(db.get()) == raw(hb));
+  std::vector<T> h(w.q.size());
+  cv::block_quant_dequant<T>(w.q, w.s, g, h);
+  device_buffer<T> d(h.size());
+  REQUIRE(dc::block_quant_dequant<T>(dq.ptr, ds.ptr, g, d.ptr) == cudaSuccess);
+  CHECK(raw(d.get()) == raw(h));
+}
+
+void compare_dequant(cv::block_grid g, std::uint32_t seed) {
+  compare_dequant_as<bfloat16_t>(g, random_weight(g, seed, true));
   // f32: NaN payloads are out of contract, so the codes are finite here
-  auto const wf = random_weight(g, seed + 1);
-  device_buffer<std::uint8_t> dqf(wf.q);
-  device_buffer<float> dsf(wf.s);
-  std::vector<float> hf(wf.q.size());
-  cv::block_quant_dequant<float>(wf.q, wf.s, g, hf);
-  device_buffer<float> df(hf.size());
-  REQUIRE(dc::block_quant_dequant<float>(dqf.ptr, dsf.ptr, g, df.ptr) == cudaSuccess);
-  CHECK(raw(df.get()) == raw(hf));
+  compare_dequant_as<float>(g, random_weight(g, seed + 1));
 }
 
 template <class Recipe>

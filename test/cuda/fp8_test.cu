@@ -14,6 +14,7 @@
 #include <limits>
 #include <random>
 #include <vector>
+#include "test_data.hpp"
 
 namespace {
 
@@ -23,6 +24,16 @@ using qtl::half_t;
 using qtl::index_t;
 
 using qtl_test::device_buffer;
+
+/// `n` E4M3 codes of qtl_test::random_bytes(n, seed); `finite`: NaN codes (0x7F, 0xFF) made 0.
+std::vector<float8_e4m3fn_t> random_e4m3(std::size_t n, std::uint32_t seed, bool finite) {
+  std::vector<float8_e4m3fn_t> v(n);
+  auto const bytes = qtl_test::random_bytes(n, seed);
+  for (std::size_t i = 0; i < n; ++i) {
+    v[i].bits = finite && (bytes[i] & 0x7F) == 0x7F ? std::uint8_t{0} : bytes[i];
+  }
+  return v;
+}
 
 template <class T>
 std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {
@@ -232,14 +243,7 @@ TEST_CASE("device per-token-group quantization equals the host in every layout",
 TEST_CASE("device requantize_with_max_scale equals the host", "[cuda][fp8]") {
   index_t const rows = 300;
   index_t const k = 257;
-  std::vector<float8_e4m3fn_t> w(static_cast<std::size_t>(rows * k));
-  std::mt19937 gen(4);
-  for (auto& q : w) {
-    q.bits = static_cast<std::uint8_t>(gen() % 256);
-    if ((q.bits & 0x7F) == 0x7F) {
-      q.bits = 0;
-    }
-  }
+  auto const w = random_e4m3(static_cast<std::size_t>(rows * k), 4, true);
   std::vector<float> const scales = {0.02f, 0.5f, 0.0f, 0.125f};
   std::vector<index_t> const widths = {100, 0, 50, 120};
   device_buffer<float8_e4m3fn_t> dw(w);
@@ -256,11 +260,7 @@ TEST_CASE("device requantize_with_max_scale equals the host", "[cuda][fp8]") {
 TEST_CASE("device fp8_all_close counts equal the host report", "[cuda][fp8]") {
   index_t const m = 123;
   index_t const n = 456;
-  std::vector<float8_e4m3fn_t> a(static_cast<std::size_t>(m * n));
-  std::mt19937 gen(2);
-  for (auto& q : a) {
-    q.bits = static_cast<std::uint8_t>(gen() % 256);
-  }
+  auto const a = random_e4m3(static_cast<std::size_t>(m * n), 2, false);
   auto b = a;
   for (std::size_t i = 0; i < b.size(); i += 97) {
     b[i].bits = static_cast<std::uint8_t>(b[i].bits + (i % 3 == 0 ? 1 : i % 3 == 1 ? 2 : 0x80));

@@ -10,6 +10,8 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <tuple>
+#include <utility>
 #include <vector>
 #include "test_data.hpp"
 
@@ -35,6 +37,18 @@ std::vector<T> random_matrix(index_t rows, index_t cols, std::uint32_t seed) {
     v[i] = qtl::from_float<T>(gen() % 53 == 0 ? 0.0f : normal(gen) * std::exp2(e + 0.1f * expo(gen)));
   }
   return v;
+}
+
+/// x [m, k] quantized to block format F with linear scales: the global scale (NVFP4: of x's amax;
+/// else 1), the values and the scales.
+template <class F, class T>
+std::tuple<float, std::vector<typename F::element>, std::vector<typename F::scale>> quantize_linear(
+    std::vector<T> const& x, index_t m, index_t k) {
+  float const gs = F::has_global_scale ? qtl::nvfp4_global_scale(cview(x, m, k)) : 1.0f;
+  std::vector<typename F::element> q(static_cast<std::size_t>(m * k / F::elements_per_value));
+  std::vector<typename F::scale> s(static_cast<std::size_t>(qtl::block_scale_bytes<F>(m, k)));
+  qtl::block_quantize<F>(cview(x, m, k), qtl::make_view(q.data(), m, k / F::elements_per_value), std::span(s), gs);
+  return {gs, std::move(q), std::move(s)};
 }
 
 // Nearest E2M1 code to y (ties to the even code, saturating), by search over the 8 magnitudes.
@@ -128,10 +142,7 @@ TEMPLATE_LIST_TEST_CASE("each element is the nearest code of x * os; scales per 
   index_t const m = 9;
   index_t const k = 256;
   auto const x = random_matrix<bfloat16_t>(m, k, 5);
-  float const gs = F::has_global_scale ? qtl::nvfp4_global_scale(cview(x, m, k)) : 1.0f;
-  std::vector<typename F::element> q(static_cast<std::size_t>(m * k / F::elements_per_value));
-  std::vector<typename F::scale> s(static_cast<std::size_t>(qtl::block_scale_bytes<F>(m, k)));
-  qtl::block_quantize<F>(cview(x, m, k), qtl::make_view(q.data(), m, k / F::elements_per_value), std::span(s), gs);
+  auto const [gs, q, s] = quantize_linear<F>(x, m, k);
   for (index_t i = 0; i < m; ++i) {
     for (index_t b = 0; b < k / F::block_size; ++b) {
       float vmax = 0;
@@ -208,10 +219,7 @@ TEMPLATE_LIST_TEST_CASE("dequantization: value times the block's scale, within h
   index_t const m = 4;
   index_t const k = 128;
   auto const x = random_matrix<float>(m, k, 13);
-  float const gs = F::has_global_scale ? qtl::nvfp4_global_scale(cview(x, m, k)) : 1.0f;
-  std::vector<typename F::element> q(static_cast<std::size_t>(m * k / F::elements_per_value));
-  std::vector<typename F::scale> s(static_cast<std::size_t>(qtl::block_scale_bytes<F>(m, k)));
-  qtl::block_quantize<F>(cview(x, m, k), qtl::make_view(q.data(), m, k / F::elements_per_value), std::span(s), gs);
+  auto const [gs, q, s] = quantize_linear<F>(x, m, k);
   std::vector<float> dq(static_cast<std::size_t>(m * k));
   qtl::block_dequantize<F>(cview(q, m, k / F::elements_per_value), std::span<typename F::scale const>(s), gs,
                            qtl::make_view(dq.data(), m, k));

@@ -26,19 +26,21 @@ class Mixed(Exception):
     pass
 
 
+def shards_agree(decisions):
+    """The one decision every shard of a fused layer gets; Mixed where they differ (the engines
+    raise there)."""
+    decisions = list(decisions)
+    assert decisions
+    if any(d != decisions[0] for d in decisions):
+        raise Mixed()
+    return decisions[0]
+
+
 def vllm_is_layer_skipped(prefix, ignored, fused, substr=False):
     match = (lambda p: any(i in p for i in ignored)) if substr else (lambda p: p in ignored)
     proj = prefix.split(".")[-1]
     if proj in fused:
-        res = None
-        for shard in fused[proj]:
-            s = match(prefix.replace(proj, shard))
-            if res is None:
-                res = s
-            elif s != res:
-                raise Mixed()
-        assert res is not None
-        return res
+        return shards_agree(match(prefix.replace(proj, shard)) for shard in fused[proj])
     if "experts" in prefix and not substr:
         return any(prefix in i for i in ignored if "experts" in i)
     return match(prefix)
@@ -62,15 +64,8 @@ def ct_match(value, target, contains):
 def ct_should_ignore(name, ignore, fused, contains):
     proj = name.split(".")[-1]
     if proj in fused and name not in ignore:
-        res = None
-        for shard in fused[proj]:
-            s = any(ct_match(name.replace(proj, shard), t, contains) for t in ignore)
-            if res is None:
-                res = s
-            elif s != res:
-                raise Mixed()
-        assert res is not None
-        return res
+        return shards_agree(any(ct_match(name.replace(proj, shard), t, contains) for t in ignore)
+                            for shard in fused[proj])
     return any(ct_match(name, t, contains) for t in ignore)
 
 
