@@ -32,14 +32,8 @@ struct buffers {
   std::vector<qtl::bfloat16_t> in;
   std::vector<std::uint8_t> values;  // room for MXFP8's byte per element
   std::vector<std::uint8_t> scales;  // room for NVFP4's byte per 16 elements
-  buffers() : in(numel), values(numel), scales(numel / 16) {
-    std::mt19937 gen(1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (auto& x : in) {
-      x = qtl::from_float<qtl::bfloat16_t>(normal(gen));
-    }
-  }
-  qtl::view2d<qtl::bfloat16_t const> input() const { return qtl::make_view(in.data(), rows, cols); }
+  buffers() : in(qtl_bench::normal_input()), values(numel), scales(numel / 16) {}
+  qtl::view2d<qtl::bfloat16_t const> input() const { return qtl_bench::as_input(in.data()); }
 };
 
 buffers& data() {

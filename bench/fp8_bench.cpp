@@ -40,14 +40,8 @@ struct buffers {
   std::vector<qtl::float8_e4m3fn_t> out;
   std::vector<qtl::float8_e4m3fn_t> other;
   std::vector<float> scales;
-  buffers() : in(numel), out(numel), other(numel), scales(rows * (cols / 128)) {
-    std::mt19937 gen(1);
-    std::normal_distribution<float> normal(0.0f, 1.0f);
-    for (auto& x : in) {
-      x = qtl::from_float<qtl::bfloat16_t>(normal(gen));
-    }
-  }
-  qtl::view2d<qtl::bfloat16_t const> input() const { return qtl::make_view(in.data(), rows, cols); }
+  buffers() : in(qtl_bench::normal_input()), out(numel), other(numel), scales(rows * (cols / 128)) {}
+  qtl::view2d<qtl::bfloat16_t const> input() const { return qtl_bench::as_input(in.data()); }
   qtl::view2d<qtl::float8_e4m3fn_t> output() { return qtl::make_view(out.data(), rows, cols); }
 };
 

@@ -27,7 +27,7 @@ struct device_data {
   qtl_bench::cuda::device_array<std::uint8_t> scales{static_cast<std::size_t>(numel / 16)};
   qtl_bench::cuda::device_array<float> global_scale{1};
   bool ok = in.ok() && values.ok() && scales.ok() && global_scale.ok() &&
-            qtl::cuda::nvfp4_global_scale(qtl::make_view<qtl::bfloat16_t const>(in.get(), rows, cols),
+            qtl::cuda::nvfp4_global_scale(qtl_bench::as_input(in.get()),
                                           global_scale.get()) == cudaSuccess;
 };
 
@@ -46,7 +46,7 @@ void bm_block_quantize(benchmark::State& state) {
   auto const scale_bytes = qtl::block_scale_bytes<F, qtl::layout_128x4>(rows, cols);
   time_device(state, numel * 2 + numel / F::elements_per_value + scale_bytes, [] {
     return qtl::cuda::block_quantize<F, qtl::layout_128x4>(
-        qtl::make_view<qtl::bfloat16_t const>(data().in.get(), rows, cols),
+        qtl_bench::as_input(data().in.get()),
         qtl::make_view(reinterpret_cast<typename F::element*>(data().values.get()), rows,
                        cols / F::elements_per_value),
         reinterpret_cast<typename F::scale*>(data().scales.get()), data().global_scale.get());

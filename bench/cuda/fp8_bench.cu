@@ -27,7 +27,7 @@ struct device_data {
   qtl_bench::cuda::device_array<float> scales{static_cast<std::size_t>(numel / 128)};
   bool ok() const { return in.ok() && out.ok() && scales.ok(); }
   qtl::view2d<qtl::bfloat16_t const> input() const {
-    return qtl::make_view<qtl::bfloat16_t const>(in.get(), rows, cols);
+    return qtl_bench::as_input(in.get());
   }
   qtl::view2d<qtl::float8_e4m3fn_t> output() const { return qtl::make_view(out.get(), rows, cols); }
 };

@@ -157,12 +157,19 @@ def float_names(src):
     return [n for n, t in src.items() if t[1] == "BF16"]
 
 
+def converted(tmp, inp, to):
+    """`qtl convert --to <to>` of inp into tmp/<to>: (out_dir, stdout), or None when it failed (a check)."""
+    out_dir = os.path.join(tmp, to)
+    rc, so, se = run("convert", inp, out_dir, "--to", to, "--threads", 2)
+    check(rc == 0, "--to %s: exit %d: %s" % (to, rc, se))
+    return (out_dir, so) if rc == 0 else None
+
+
 def test_bf16(tmp, src, layers, inp):
-    out_dir = os.path.join(tmp, "bf16")
-    rc, so, se = run("convert", inp, out_dir, "--to", "bf16", "--threads", 2)
-    check(rc == 0, "--to bf16: exit %d: %s" % (rc, se))
-    if rc != 0:
+    r = converted(tmp, inp, "bf16")
+    if r is None:
         return
+    out_dir, so = r
     out, index = read_all(out_dir)
     check(index is not None, "--to bf16: a sharded input gives a sharded output")
     check("layers converted" in so, "--to bf16: the summary: %s" % so)
@@ -239,11 +246,10 @@ def test_ue8m0(tmp, src, layers, inp):
 
 
 def test_mxfp4(tmp, src, layers, inp):
-    out_dir = os.path.join(tmp, "mxfp4")
-    rc, so, se = run("convert", inp, out_dir, "--to", "mxfp4", "--threads", 2)
-    check(rc == 0, "--to mxfp4: exit %d: %s" % (rc, se))
-    if rc != 0:
+    r = converted(tmp, inp, "mxfp4")
+    if r is None:
         return
+    out_dir, so = r
     out, _ = read_all(out_dir)
     for li, (m, (n, k, q, s)) in enumerate(layers.items()):
         p = out.get(m + ".weight_packed")
@@ -286,11 +292,10 @@ def test_mxfp4(tmp, src, layers, inp):
 
 
 def test_nvfp4(tmp, src, layers, inp):
-    out_dir = os.path.join(tmp, "nvfp4")
-    rc, so, se = run("convert", inp, out_dir, "--to", "nvfp4", "--threads", 2)
-    check(rc == 0, "--to nvfp4: exit %d: %s" % (rc, se))
-    if rc != 0:
+    r = converted(tmp, inp, "nvfp4")
+    if r is None:
         return
+    out_dir, so = r
     out, _ = read_all(out_dir)
     deq = {m: dequant(q, s, n, k, True) for m, (n, k, q, s) in layers.items()}
     for li, (m, (n, k, q, s)) in enumerate(layers.items()):
