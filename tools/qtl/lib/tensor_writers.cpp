@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include <qtl/ct_quantize.hpp>
@@ -62,36 +63,69 @@ void release_rows(job const& j, view2d<T const> w, index_t n0, index_t c) {
   }
 }
 
-/// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
-/// each slice is transposed to (K, c), quantized by qtl::quantize_weights<Q> and handed to
-/// `emit(n0, c, out)` with out's codes (K, c), scales and zero points (G, c). The input rows of a
-/// slice are released once read.
-template <scalar_type Q, class T, class Emit>
-void rtn_slices(job const& j, view2d<T const> w, Emit&& emit) {
+/// Refuses a weight with a NaN or an infinity (GPTQ scales would be NaN, FP8 scales infinite),
+/// naming the tensor and the first bad element (w's row 0 being row `first_row` of the tensor),
+/// unless --allow-nonfinite.
+/// @throws data_error
+template <class T>
+void check_finite(view2d<T const> w, bool allow, index_t first_row = 0) {
+  if (allow) {
+    return;
+  }
   index_t const n = w.extent[0];
   index_t const k = w.extent[1];
-  index_t const groups = k / j.group_rows;
-  index_t const slice = 256;
-  host_tensor<T, 2> wt({k, std::min(slice, n)});
-  host_tensor<T, 2> w_ref({k, std::min(slice, n)});
-  host_tensor<std::int32_t, 2> w_q({k, std::min(slice, n)});
-  host_tensor<T, 2> w_s({groups, std::min(slice, n)});
-  host_tensor<std::int32_t, 2> w_zp({groups, std::min(slice, n)});
-  for (index_t n0 = 0; n0 < n; n0 += slice) {
-    index_t const c = std::min(slice, n - n0);
-    // transpose rows n0..n0+c of W [N, K] into (K, c)
-    view2d<T> t = make_view(wt.view().data, k, c);
-    view2d<T const> rows_nk = make_view(&w(n0, 0), c, k);
-    rows_nk.stride[0] = w.stride[0];
-    transpose(rows_nk, t);
-    release_rows(j, w, n0, c);
-    quantize_outputs<T> out{make_view(w_ref.view().data, k, c), make_view(w_q.view().data, k, c),
-                            make_view(w_s.view().data, groups, c), make_view(w_zp.view().data, groups, c)};
-    qtl::quantize_options opt;
-    opt.zero_points = Q.bias == 0;
-    quantize_weights<Q>(view2d<T const>(t), std::optional<index_t>(j.config_group_size), out, opt);
-    emit(n0, c, out);
+  for (index_t r = 0; r < n; ++r) {
+    T const* row = &w(r, 0);
+    for (index_t c = 0; c < k; ++c) {
+      float const x = to_float(row[c]);
+      if (!std::isfinite(x)) {
+        throw data_error("element [" + std::to_string(first_row + r) + ", " + std::to_string(c) + "] is " +
+                         (std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf") +
+                         " (the scales would not be finite; --allow-nonfinite quantizes it anyway)");
+      }
+    }
   }
+}
+
+/// max |x| over w (NaN ignored, as qtl::fp8_amax: exact, on the raw bits) in the same pass that
+/// looks for NaN and ±Inf; one is refused in check_finite's words (naming the first, w's row 0
+/// being row `first_row` of the tensor) unless `allow`.
+/// @throws data_error
+template <class T>
+float finite_amax(view2d<T const> w, bool allow, index_t first_row = 0) {
+  using B = qtl::detail::input_bits<T>;
+  using word = typename B::word;
+  constexpr index_t lanes = 16;  // independent lanes: the loop vectorises
+  word m[lanes] = {};
+  word bad[lanes] = {};  // nonzero in a lane that met a NaN or an infinity
+  auto const step = [&](index_t l, T x) {
+    auto const a = static_cast<word>(B::get(x) & B::abs_mask);
+    bad[l] = static_cast<word>(bad[l] | static_cast<word>(a >= B::inf));
+    m[l] = a > m[l] && a <= B::inf ? a : m[l];  // a NaN (a > inf) is ignored
+  };
+  index_t const k = w.extent[1];
+  for (index_t r = 0; r < w.extent[0]; ++r) {
+    T const* row = &w(r, 0);
+    index_t c = 0;
+    for (; c + lanes <= k; c += lanes) {
+      for (index_t l = 0; l < lanes; ++l) {
+        step(l, row[c + l]);
+      }
+    }
+    for (; c < k; ++c) {
+      step(0, row[c]);
+    }
+  }
+  word mx = 0;
+  word any_bad = 0;
+  for (index_t l = 0; l < lanes; ++l) {
+    mx = m[l] > mx ? m[l] : mx;
+    any_bad = static_cast<word>(any_bad | bad[l]);
+  }
+  if (any_bad != 0) {
+    check_finite(w, allow, first_row);  // finds and names the first
+  }
+  return amax_value<T>(mx);
 }
 
 /// Writes a GPTQ job's qweight, scales and g_idx = k / group_size (outs: qweight, qzeros, which
@@ -138,35 +172,9 @@ half_t gptq_f16_scale(job const& j, float s, view2d<T const> w, index_t r, index
   return h;
 }
 
-template <scalar_type Q, class T>
-void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
-  index_t const n = w.extent[0];
-  index_t const k = w.extent[1];
-  index_t const gs = j.group_rows;
-  index_t const groups = k / gs;
-  constexpr int bits = static_cast<int>(Q.size_bits());
-  constexpr int pf = 32 / bits;
-  std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
-  std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
-  j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
-  rtn_slices<Q>(j, w, [&](index_t n0, index_t c, quantize_outputs<T> const& out) {
-    view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
-    qw.stride[0] = n;
-    pack_rows<bits>(view2d<std::int32_t const>(out.w_q), qw);
-    for (index_t g = 0; g < groups; ++g) {
-      for (index_t r = 0; r < c; ++r) {
-        auto const idx = static_cast<std::size_t>(g * n + n0 + r);
-        scales[idx] = gptq_f16_scale(j, to_float(out.w_s(g, r)), w, n0 + r, g);
-        j.zeros[idx] = Q.bias;  // --sym: the type's bias, never 0
-      }
-    }
-  });
-  write_gptq_tensors(j, s, qweight, scales);
-}
-
 /// The codes of W [N, K] (groups of `gs` columns along K) 256 rows at a time, and those rows packed
 /// along K (pack_cols: element j of a word in bits [b*j, b*j+b)): the buffers and the packing step
-/// of GPTQ --asym's row-sliced writer.
+/// of the GPTQ writer, which reads W's rows as they are (no transpose of W).
 struct code_slices {
   index_t n, k, gs, groups;
   int bits, pf;
@@ -180,7 +188,10 @@ struct code_slices {
 
   /// Walks W [N, K] a slice of rows at a time: `group(r, n0, g, x, max, min)` for every group g of
   /// every row n0 + r of the slice (x its gs elements; its codes belong in codes(r, g*gs ..)), then
-  /// `done(n0, c)` for the slice's c rows, once their pages are released (`pack` them there).
+  /// `done(n0, c)` for the slice's c rows, once their pages are released (`pack` them there). The
+  /// pass over a group that finds its max and min also refuses a NaN or an infinity (check_finite's
+  /// words; unless --allow-nonfinite): a row's groups are walked in order, so the first group that
+  /// holds one holds the row's first.
   template <class T, class Group, class Done>
   void walk(job& j, view2d<T const> w, Group&& group, Done&& done) {
     for (index_t n0 = 0; n0 < n; n0 += slice) {
@@ -190,6 +201,9 @@ struct code_slices {
         for (index_t g = 0; g < groups; ++g) {
           T const* x = row + g * gs;
           auto const [mx, mn] = nan_max_min(x, gs);
+          if (!j.allow_nonfinite && !(std::isfinite(mx) && std::isfinite(mn))) {
+            check_finite(make_view(row, 1, k), false, n0 + r);  // throws, naming the element
+          }
           group(r, n0, g, x, mx, mn);
         }
       }
@@ -207,13 +221,15 @@ struct code_slices {
   }
 };
 
-/// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params), on W [N, K] in slices of 256
-/// rows: each group's scale rounded to F16 (gptq_f16_scale) and its codes taken with that F16
-/// scale; the codes of a row packed along K (pack_cols of the [c, K] codes, element j of a word in
-/// bits [b*j, b*j+b)), then transposed into columns n0.. of qweight [K/pf, N]. Zero points are
-/// kept in the job for `write_gptq_zero_points`.
-template <class T>
-void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
+/// GPTQ on W [N, K] in slices of 256 rows, each row's groups along K as W stores them:
+/// `group(x, mx, mn, row, g, codes)` gives the F16 scale (gptq_f16_scale) and zero point of the
+/// group of `gs` weights at x (max mx, min mn; group g of row `row`) and writes its stored codes;
+/// the codes of a row are packed along K (pack_cols of the [c, K] codes, element j of a word in
+/// bits [b*j, b*j+b)), then transposed into columns n0.. of qweight [K/pf, N] (the packed words
+/// are what is transposed: a pf-th of W's elements). Zero points are kept in the job for
+/// `write_gptq_zero_points`.
+template <class T, class Group>
+void gptq_rows(job& j, view2d<T const> w, shard_plan const& s, Group&& group) {
   code_slices sl(j, w.extent[0], w.extent[1]);
   auto& [n, k, gs, groups, bits, pf, slice, codes, packed] = sl;
   std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
@@ -222,23 +238,8 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   sl.walk(
       j, w,
       [&](index_t r, index_t n0, index_t g, T const* x, float mx, float mn) {
-        detail::qnt::group_params const p = gptq_asym_group_params(mx, mn, bits);
         auto const idx = static_cast<std::size_t>(g * n + n0 + r);
-        scales[idx] = gptq_f16_scale(j, p.s, w, n0 + r, g);
-        float const stored = to_float(scales[idx]);
-        std::int32_t const z = detail::qnt::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
-        j.zeros[idx] = z;
-        j.zero_has_zero = j.zero_has_zero || z == 0;
-        std::int32_t* out = &codes.view()(r, g * gs);
-        index_t i = 0;
-        for (; i + 8 <= gs; i += 8) {  // eight at a time: fixed-size blocks the compiler vectorises
-          for (index_t l = 0; l < 8; ++l) {
-            out[i + l] = gptq_asym_code(to_float(x[i + l]), stored, p.zp, bits);
-          }
-        }
-        for (; i < gs; ++i) {
-          out[i] = gptq_asym_code(to_float(x[i]), stored, p.zp, bits);
-        }
+        std::tie(scales[idx], j.zeros[idx]) = group(x, mx, mn, n0 + r, g, &codes.view()(r, g * gs));
       },
       [&](index_t n0, index_t c) {
         view2d<std::int32_t> const pv = sl.pack(c);
@@ -249,28 +250,51 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   write_gptq_tensors(j, s, qweight, scales);
 }
 
-/// Refuses a weight with a NaN or an infinity (GPTQ scales would be NaN, FP8 scales infinite),
-/// naming the tensor and the first bad element (w's row 0 being row `first_row` of the tensor),
-/// unless --allow-nonfinite.
-/// @throws data_error
-template <class T>
-void check_finite(view2d<T const> w, bool allow, index_t first_row = 0) {
-  if (allow) {
-    return;
-  }
-  index_t const n = w.extent[0];
-  index_t const k = w.extent[1];
-  for (index_t r = 0; r < n; ++r) {
-    T const* row = &w(r, 0);
-    for (index_t c = 0; c < k; ++c) {
-      float const x = to_float(row[c]);
-      if (!std::isfinite(x)) {
-        throw data_error("element [" + std::to_string(first_row + r) + ", " + std::to_string(c) + "] is " +
-                         (std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf") +
-                         " (the scales would not be finite; --allow-nonfinite quantizes it anyway)");
-      }
+/// `out[i] = code(x[i])` for the `n` weights at x, eight at a time (fixed-size blocks the compiler
+/// vectorises).
+template <class T, class Code>
+void gptq_group_codes(T const* x, index_t n, std::int32_t* out, Code&& code) {
+  index_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (index_t l = 0; l < 8; ++l) {
+      out[i + l] = code(to_float(x[i + l]));
     }
   }
+  for (; i < n; ++i) {
+    out[i] = code(to_float(x[i]));
+  }
+}
+
+/// GPTQ --sym by the reference's rule (what qtl::quantize_weights<Q> computes on the transposed
+/// weight, element for element: `symmetric_scale<T>` of the group's max and min, codes
+/// `quantize_code<T>` under that T scale plus Q's bias), the zero point Q's bias.
+template <scalar_type Q, class T>
+void gptq_sym_rows(job& j, view2d<T const> w, shard_plan const& s) {
+  constexpr quant_range range = quant_range_of(Q);
+  gptq_rows(j, w, s, [&](T const* x, float mx, float mn, index_t row, index_t g, std::int32_t* out) {
+    detail::qnt::group_params const p = detail::qnt::symmetric_scale<T>(mx, mn, range);
+    half_t const h = gptq_f16_scale(j, p.s, w, row, g);  // p.s is a T value: as the reference's w_s
+    gptq_group_codes(x, j.group_rows, out, [&](float v) {
+      return static_cast<std::int32_t>(detail::qnt::quantize_code<T>(v, p, range)) + range.bias;
+    });
+    return std::pair<half_t, std::int32_t>(h, range.bias);  // --sym: the type's bias, never 0
+  });
+}
+
+/// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params): each group's scale rounded
+/// to F16 and its codes taken with that F16 scale.
+template <class T>
+void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
+  gptq_rows(j, w, s, [&](T const* x, float mx, float mn, index_t row, index_t g, std::int32_t* out) {
+    detail::qnt::group_params const p = gptq_asym_group_params(mx, mn, j.bits);
+    half_t const h = gptq_f16_scale(j, p.s, w, row, g);
+    float const stored = to_float(h);
+    std::int32_t const z = detail::qnt::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
+    j.zero_has_zero = j.zero_has_zero || z == 0;
+    int const bits = j.bits;
+    gptq_group_codes(x, j.group_rows, out, [&](float v) { return gptq_asym_code(v, stored, p.zp, bits); });
+    return std::pair<half_t, std::int32_t>(h, z);
+  });
 }
 
 /// compressed-tensors pack-quantized by qtl::ct_pack_quantize (compressed-tensors' own rule: the
@@ -331,14 +355,13 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
 
 template <class T>
 void gptq_weight(job& j, shard_plan const& s) {
-  aligned_weight<T> w(*j.in);
-  check_finite(w.v, j.allow_nonfinite);
+  aligned_weight<T> w(*j.in);  // the walk over its groups refuses NaN/Inf
   if (!j.sym) {
     gptq_asym_rows<T>(j, w.v, s);
     return;
   }
   dispatch_scalar_type<qtl::uint4b8, qtl::uint8b128>(j.weight_type,
-                                                     [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
+                                                     [&](auto q) { gptq_sym_rows<decltype(q)::value>(j, w.v, s); });
 }
 
 template <class T>
