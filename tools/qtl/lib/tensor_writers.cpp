@@ -128,6 +128,38 @@ float finite_amax(view2d<T const> w, bool allow, index_t first_row = 0) {
   return amax_value<T>(mx);
 }
 
+/// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
+/// each slice is transposed to (K, c), quantized by qtl::quantize_weights<Q> and handed to
+/// `emit(n0, c, out)` with out's codes (K, c), scales and zero points (G, c). The input rows of a
+/// slice are released once read.
+template <scalar_type Q, class T, class Emit>
+void rtn_slices(job const& j, view2d<T const> w, Emit&& emit) {
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  index_t const groups = k / j.group_rows;
+  index_t const slice = 256;
+  host_tensor<T, 2> wt({k, std::min(slice, n)});
+  host_tensor<T, 2> w_ref({k, std::min(slice, n)});
+  host_tensor<std::int32_t, 2> w_q({k, std::min(slice, n)});
+  host_tensor<T, 2> w_s({groups, std::min(slice, n)});
+  host_tensor<std::int32_t, 2> w_zp({groups, std::min(slice, n)});
+  for (index_t n0 = 0; n0 < n; n0 += slice) {
+    index_t const c = std::min(slice, n - n0);
+    // transpose rows n0..n0+c of W [N, K] into (K, c)
+    view2d<T> t = make_view(wt.view().data, k, c);
+    view2d<T const> rows_nk = make_view(&w(n0, 0), c, k);
+    rows_nk.stride[0] = w.stride[0];
+    transpose(rows_nk, t);
+    release_rows(j, w, n0, c);
+    quantize_outputs<T> out{make_view(w_ref.view().data, k, c), make_view(w_q.view().data, k, c),
+                            make_view(w_s.view().data, groups, c), make_view(w_zp.view().data, groups, c)};
+    qtl::quantize_options opt;
+    opt.zero_points = Q.bias == 0;
+    quantize_weights<Q>(view2d<T const>(t), std::optional<index_t>(j.config_group_size), out, opt);
+    emit(n0, c, out);
+  }
+}
+
 /// Writes a GPTQ job's qweight, scales and g_idx = k / group_size (outs: qweight, qzeros, which
 /// `write_gptq_zero_points` writes at the end, scales, g_idx).
 void write_gptq_tensors(job const& j, shard_plan const& s, std::vector<std::int32_t> const& qweight,
@@ -172,9 +204,35 @@ half_t gptq_f16_scale(job const& j, float s, view2d<T const> w, index_t r, index
   return h;
 }
 
+template <scalar_type Q, class T>
+void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  index_t const gs = j.group_rows;
+  index_t const groups = k / gs;
+  constexpr int bits = static_cast<int>(Q.size_bits());
+  constexpr int pf = 32 / bits;
+  std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
+  std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
+  j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
+  rtn_slices<Q>(j, w, [&](index_t n0, index_t c, quantize_outputs<T> const& out) {
+    view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
+    qw.stride[0] = n;
+    pack_rows<bits>(view2d<std::int32_t const>(out.w_q), qw);
+    for (index_t g = 0; g < groups; ++g) {
+      for (index_t r = 0; r < c; ++r) {
+        auto const idx = static_cast<std::size_t>(g * n + n0 + r);
+        scales[idx] = gptq_f16_scale(j, to_float(out.w_s(g, r)), w, n0 + r, g);
+        j.zeros[idx] = Q.bias;  // --sym: the type's bias, never 0
+      }
+    }
+  });
+  write_gptq_tensors(j, s, qweight, scales);
+}
+
 /// The codes of W [N, K] (groups of `gs` columns along K) 256 rows at a time, and those rows packed
 /// along K (pack_cols: element j of a word in bits [b*j, b*j+b)): the buffers and the packing step
-/// of the GPTQ writer, which reads W's rows as they are (no transpose of W).
+/// of GPTQ --asym's writer, which reads W's rows as they are (no transpose of W).
 struct code_slices {
   index_t n, k, gs, groups;
   int bits, pf;
@@ -221,7 +279,7 @@ struct code_slices {
   }
 };
 
-/// GPTQ on W [N, K] in slices of 256 rows, each row's groups along K as W stores them:
+/// GPTQ (--asym) on W [N, K] in slices of 256 rows, each row's groups along K as W stores them:
 /// `group(x, mx, mn, row, g, codes)` gives the F16 scale (gptq_f16_scale) and zero point of the
 /// group of `gs` weights at x (max mx, min mn; group g of row `row`) and writes its stored codes;
 /// the codes of a row are packed along K (pack_cols of the [c, K] codes, element j of a word in
@@ -263,22 +321,6 @@ void gptq_group_codes(T const* x, index_t n, std::int32_t* out, Code&& code) {
   for (; i < n; ++i) {
     out[i] = code(to_float(x[i]));
   }
-}
-
-/// GPTQ --sym by the reference's rule (what qtl::quantize_weights<Q> computes on the transposed
-/// weight, element for element: `symmetric_scale<T>` of the group's max and min, codes
-/// `quantize_code<T>` under that T scale plus Q's bias), the zero point Q's bias.
-template <scalar_type Q, class T>
-void gptq_sym_rows(job& j, view2d<T const> w, shard_plan const& s) {
-  constexpr quant_range range = quant_range_of(Q);
-  gptq_rows(j, w, s, [&](T const* x, float mx, float mn, index_t row, index_t g, std::int32_t* out) {
-    detail::qnt::group_params const p = detail::qnt::symmetric_scale<T>(mx, mn, range);
-    half_t const h = gptq_f16_scale(j, p.s, w, row, g);  // p.s is a T value: as the reference's w_s
-    gptq_group_codes(x, j.group_rows, out, [&](float v) {
-      return static_cast<std::int32_t>(detail::qnt::quantize_code<T>(v, p, range)) + range.bias;
-    });
-    return std::pair<half_t, std::int32_t>(h, range.bias);  // --sym: the type's bias, never 0
-  });
 }
 
 /// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params): each group's scale rounded
@@ -355,13 +397,15 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
 
 template <class T>
 void gptq_weight(job& j, shard_plan const& s) {
-  aligned_weight<T> w(*j.in);  // the walk over its groups refuses NaN/Inf
+  aligned_weight<T> w(*j.in);
   if (!j.sym) {
-    gptq_asym_rows<T>(j, w.v, s);
+    gptq_asym_rows<T>(j, w.v, s);  // the walk over its groups refuses NaN/Inf
     return;
   }
+  // quantize_weights takes (K, N) and refuses no NaN for the tool: a pass of its own
+  check_finite(w.v, j.allow_nonfinite);
   dispatch_scalar_type<qtl::uint4b8, qtl::uint8b128>(j.weight_type,
-                                                     [&](auto q) { gptq_sym_rows<decltype(q)::value>(j, w.v, s); });
+                                                     [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
 }
 
 template <class T>
