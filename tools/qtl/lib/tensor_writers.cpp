@@ -11,6 +11,7 @@
 #include <limits>
 #include <map>
 #include <optional>
+#include <tuple>
 #include <utility>
 
 #include <qtl/ct_quantize.hpp>
@@ -60,6 +61,71 @@ void release_rows(job const& j, view2d<T const> w, index_t n0, index_t c) {
     auto const row = static_cast<std::size_t>(w.extent[1]) * sizeof(T);
     release(j.in->bytes.subspan(static_cast<std::size_t>(n0) * row, static_cast<std::size_t>(c) * row));
   }
+}
+
+/// Refuses a weight with a NaN or an infinity (GPTQ scales would be NaN, FP8 scales infinite),
+/// naming the tensor and the first bad element (w's row 0 being row `first_row` of the tensor),
+/// unless --allow-nonfinite.
+/// @throws data_error
+template <class T>
+void check_finite(view2d<T const> w, bool allow, index_t first_row = 0) {
+  if (allow) {
+    return;
+  }
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  for (index_t r = 0; r < n; ++r) {
+    T const* row = &w(r, 0);
+    for (index_t c = 0; c < k; ++c) {
+      float const x = to_float(row[c]);
+      if (!std::isfinite(x)) {
+        throw data_error("element [" + std::to_string(first_row + r) + ", " + std::to_string(c) + "] is " +
+                         (std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf") +
+                         " (the scales would not be finite; --allow-nonfinite quantizes it anyway)");
+      }
+    }
+  }
+}
+
+/// max |x| over w (NaN ignored, as qtl::fp8_amax: exact, on the raw bits) in the same pass that
+/// looks for NaN and ±Inf; one is refused in check_finite's words (naming the first, w's row 0
+/// being row `first_row` of the tensor) unless `allow`.
+/// @throws data_error
+template <class T>
+float finite_amax(view2d<T const> w, bool allow, index_t first_row = 0) {
+  using B = qtl::detail::input_bits<T>;
+  using word = typename B::word;
+  constexpr index_t lanes = 16;  // independent lanes: the loop vectorises
+  word m[lanes] = {};
+  word bad[lanes] = {};  // nonzero in a lane that met a NaN or an infinity
+  auto const step = [&](index_t l, T x) {
+    auto const a = static_cast<word>(B::get(x) & B::abs_mask);
+    bad[l] = static_cast<word>(bad[l] | static_cast<word>(a >= B::inf));
+    m[l] = a > m[l] && a <= B::inf ? a : m[l];  // a NaN (a > inf) is ignored
+  };
+  index_t const k = w.extent[1];
+  for (index_t r = 0; r < w.extent[0]; ++r) {
+    T const* row = &w(r, 0);
+    index_t c = 0;
+    for (; c + lanes <= k; c += lanes) {
+      for (index_t l = 0; l < lanes; ++l) {
+        step(l, row[c + l]);
+      }
+    }
+    for (; c < k; ++c) {
+      step(0, row[c]);
+    }
+  }
+  word mx = 0;
+  word any_bad = 0;
+  for (index_t l = 0; l < lanes; ++l) {
+    mx = m[l] > mx ? m[l] : mx;
+    any_bad = static_cast<word>(any_bad | bad[l]);
+  }
+  if (any_bad != 0) {
+    check_finite(w, allow, first_row);  // finds and names the first
+  }
+  return amax_value<T>(mx);
 }
 
 /// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
@@ -166,7 +232,7 @@ void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
 
 /// The codes of W [N, K] (groups of `gs` columns along K) 256 rows at a time, and those rows packed
 /// along K (pack_cols: element j of a word in bits [b*j, b*j+b)): the buffers and the packing step
-/// of GPTQ --asym's row-sliced writer.
+/// of GPTQ --asym's writer, which reads W's rows as they are (no transpose of W).
 struct code_slices {
   index_t n, k, gs, groups;
   int bits, pf;
@@ -180,7 +246,10 @@ struct code_slices {
 
   /// Walks W [N, K] a slice of rows at a time: `group(r, n0, g, x, max, min)` for every group g of
   /// every row n0 + r of the slice (x its gs elements; its codes belong in codes(r, g*gs ..)), then
-  /// `done(n0, c)` for the slice's c rows, once their pages are released (`pack` them there).
+  /// `done(n0, c)` for the slice's c rows, once their pages are released (`pack` them there). The
+  /// pass over a group that finds its max and min also refuses a NaN or an infinity (check_finite's
+  /// words; unless --allow-nonfinite): a row's groups are walked in order, so the first group that
+  /// holds one holds the row's first.
   template <class T, class Group, class Done>
   void walk(job& j, view2d<T const> w, Group&& group, Done&& done) {
     for (index_t n0 = 0; n0 < n; n0 += slice) {
@@ -190,6 +259,9 @@ struct code_slices {
         for (index_t g = 0; g < groups; ++g) {
           T const* x = row + g * gs;
           auto const [mx, mn] = nan_max_min(x, gs);
+          if (!j.allow_nonfinite && !(std::isfinite(mx) && std::isfinite(mn))) {
+            check_finite(make_view(row, 1, k), false, n0 + r);  // throws, naming the element
+          }
           group(r, n0, g, x, mx, mn);
         }
       }
@@ -207,13 +279,15 @@ struct code_slices {
   }
 };
 
-/// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params), on W [N, K] in slices of 256
-/// rows: each group's scale rounded to F16 (gptq_f16_scale) and its codes taken with that F16
-/// scale; the codes of a row packed along K (pack_cols of the [c, K] codes, element j of a word in
-/// bits [b*j, b*j+b)), then transposed into columns n0.. of qweight [K/pf, N]. Zero points are
-/// kept in the job for `write_gptq_zero_points`.
-template <class T>
-void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
+/// GPTQ (--asym) on W [N, K] in slices of 256 rows, each row's groups along K as W stores them:
+/// `group(x, mx, mn, row, g, codes)` gives the F16 scale (gptq_f16_scale) and zero point of the
+/// group of `gs` weights at x (max mx, min mn; group g of row `row`) and writes its stored codes;
+/// the codes of a row are packed along K (pack_cols of the [c, K] codes, element j of a word in
+/// bits [b*j, b*j+b)), then transposed into columns n0.. of qweight [K/pf, N] (the packed words
+/// are what is transposed: a pf-th of W's elements). Zero points are kept in the job for
+/// `write_gptq_zero_points`.
+template <class T, class Group>
+void gptq_rows(job& j, view2d<T const> w, shard_plan const& s, Group&& group) {
   code_slices sl(j, w.extent[0], w.extent[1]);
   auto& [n, k, gs, groups, bits, pf, slice, codes, packed] = sl;
   std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
@@ -222,23 +296,8 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   sl.walk(
       j, w,
       [&](index_t r, index_t n0, index_t g, T const* x, float mx, float mn) {
-        detail::qnt::group_params const p = gptq_asym_group_params(mx, mn, bits);
         auto const idx = static_cast<std::size_t>(g * n + n0 + r);
-        scales[idx] = gptq_f16_scale(j, p.s, w, n0 + r, g);
-        float const stored = to_float(scales[idx]);
-        std::int32_t const z = detail::qnt::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
-        j.zeros[idx] = z;
-        j.zero_has_zero = j.zero_has_zero || z == 0;
-        std::int32_t* out = &codes.view()(r, g * gs);
-        index_t i = 0;
-        for (; i + 8 <= gs; i += 8) {  // eight at a time: fixed-size blocks the compiler vectorises
-          for (index_t l = 0; l < 8; ++l) {
-            out[i + l] = gptq_asym_code(to_float(x[i + l]), stored, p.zp, bits);
-          }
-        }
-        for (; i < gs; ++i) {
-          out[i] = gptq_asym_code(to_float(x[i]), stored, p.zp, bits);
-        }
+        std::tie(scales[idx], j.zeros[idx]) = group(x, mx, mn, n0 + r, g, &codes.view()(r, g * gs));
       },
       [&](index_t n0, index_t c) {
         view2d<std::int32_t> const pv = sl.pack(c);
@@ -249,28 +308,35 @@ void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   write_gptq_tensors(j, s, qweight, scales);
 }
 
-/// Refuses a weight with a NaN or an infinity (GPTQ scales would be NaN, FP8 scales infinite),
-/// naming the tensor and the first bad element (w's row 0 being row `first_row` of the tensor),
-/// unless --allow-nonfinite.
-/// @throws data_error
-template <class T>
-void check_finite(view2d<T const> w, bool allow, index_t first_row = 0) {
-  if (allow) {
-    return;
-  }
-  index_t const n = w.extent[0];
-  index_t const k = w.extent[1];
-  for (index_t r = 0; r < n; ++r) {
-    T const* row = &w(r, 0);
-    for (index_t c = 0; c < k; ++c) {
-      float const x = to_float(row[c]);
-      if (!std::isfinite(x)) {
-        throw data_error("element [" + std::to_string(first_row + r) + ", " + std::to_string(c) + "] is " +
-                         (std::isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf") +
-                         " (the scales would not be finite; --allow-nonfinite quantizes it anyway)");
-      }
+/// `out[i] = code(x[i])` for the `n` weights at x, eight at a time (fixed-size blocks the compiler
+/// vectorises).
+template <class T, class Code>
+void gptq_group_codes(T const* x, index_t n, std::int32_t* out, Code&& code) {
+  index_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (index_t l = 0; l < 8; ++l) {
+      out[i + l] = code(to_float(x[i + l]));
     }
   }
+  for (; i < n; ++i) {
+    out[i] = code(to_float(x[i]));
+  }
+}
+
+/// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params): each group's scale rounded
+/// to F16 and its codes taken with that F16 scale.
+template <class T>
+void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
+  gptq_rows(j, w, s, [&](T const* x, float mx, float mn, index_t row, index_t g, std::int32_t* out) {
+    detail::qnt::group_params const p = gptq_asym_group_params(mx, mn, j.bits);
+    half_t const h = gptq_f16_scale(j, p.s, w, row, g);
+    float const stored = to_float(h);
+    std::int32_t const z = detail::qnt::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
+    j.zero_has_zero = j.zero_has_zero || z == 0;
+    int const bits = j.bits;
+    gptq_group_codes(x, j.group_rows, out, [&](float v) { return gptq_asym_code(v, stored, p.zp, bits); });
+    return std::pair<half_t, std::int32_t>(h, z);
+  });
 }
 
 /// compressed-tensors pack-quantized by qtl::ct_pack_quantize (compressed-tensors' own rule: the
@@ -332,11 +398,12 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
 template <class T>
 void gptq_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
-  check_finite(w.v, j.allow_nonfinite);
   if (!j.sym) {
-    gptq_asym_rows<T>(j, w.v, s);
+    gptq_asym_rows<T>(j, w.v, s);  // the walk over its groups refuses NaN/Inf
     return;
   }
+  // quantize_weights takes (K, N) and refuses no NaN for the tool: a pass of its own
+  check_finite(w.v, j.allow_nonfinite);
   dispatch_scalar_type<qtl::uint4b8, qtl::uint8b128>(j.weight_type,
                                                      [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
 }
@@ -347,26 +414,70 @@ void ct_pack_weight(job& j, shard_plan const& s) {
   ct_pack_rows<T>(j, w.v, s);  // refuses NaN/Inf in its own first pass
 }
 
+/// MXFP4 by compressed-tensors' rule, W [N, K] a block of 32 at a time: the block's max (NaN
+/// propagating; the pass also refuses a NaN or an infinity unless --allow-nonfinite), its scale
+/// code qtl::ct_mx_scale_code, its element codes e2m1(x / 2^(sc - 127)) by the library's block
+/// executor (qtl/fp4.hpp), where a quotient that underflows T to 0 is then made code 0: CT
+/// divides in T, and its cast_to_fp4 gives +0 there, not -0 (0x8).
+template <class T>
+void mxfp4_rows(job const& j, view2d<T const> w, float4_e2m1x2_t* values, float8_e8m0fnu_t* scales) {
+  using F = mxfp4;
+  constexpr index_t bs = F::block_size;
+  index_t const n = w.extent[0];
+  index_t const k = w.extent[1];
+  bool const avx2 = qtl::detail::avx2_quantizes<T>();
+  for (index_t i = 0; i < n; ++i) {
+    T const* row = &w(i, 0);
+    for (index_t b = 0; b < k / bs; ++b) {
+      T const* x = row + b * bs;
+      constexpr index_t lanes = 8;  // independent lanes: the loop vectorises
+      float m[lanes] = {};
+      for (index_t e = 0; e < bs; e += lanes) {
+        for (index_t l = 0; l < lanes; ++l) {
+          m[l] = detail::qnt::nan_max(m[l], detail::qnt::abs(to_float(x[e + l])));
+        }
+      }
+      float amax = m[0];
+      for (index_t l = 1; l < lanes; ++l) {
+        amax = detail::qnt::nan_max(amax, m[l]);
+      }
+      if (!j.allow_nonfinite && !std::isfinite(amax)) {
+        check_finite(make_view(row, 1, k), false, i);  // throws: this row's first, the earlier rows clean
+      }
+      std::uint8_t const sc = ct_mx_scale_code<T>(amax);
+      scales[i * (k / bs) + b].bits = sc;
+      float const os = e8m0_reciprocal(sc);  // 1 / 2^(sc - 127), exact
+      float4_e2m1x2_t* out = values + i * (k / 2) + b * (bs / 2);
+      qtl::detail::block_codes_dispatch<F>(avx2, x, out, os);
+      for (index_t e = 0; e < bs; e += 2) {
+        bool const lo = detail::qnt::round_to<T>(to_float(x[e]) * os) == 0.0f;
+        bool const hi = detail::qnt::round_to<T>(to_float(x[e + 1]) * os) == 0.0f;
+        out[e / 2].bits &= static_cast<std::uint8_t>((lo ? 0xF0 : 0xFF) & (hi ? 0x0F : 0xFF));
+      }
+    }
+  }
+}
+
 /// NVFP4 or MXFP4 (compressed-tensors nvfp4-/mxfp4-pack-quantized): weight_packed U8 [N, K/2]
 /// (element 2i in the low nibble) and weight_scale [N, K/bs] (linear layout).
 ///   NVFP4: qtl::block_quantize<nvfp4> and weight_global_scale F32 [1] = qtl::ct_nvfp4_global_scale
-///          of the weight's amax (a divisor, rounded as compressed-tensors computes it); a block
-///          scale that rounds to 0 (an all-zero block) is written as E4M3 0.125, compressed-tensors'
-///          epsilon for its FP8 scales; a zero weight, +0 or -0, is code 0 as compressed-tensors
-///          writes it.
-///   MXFP4: compressed-tensors' scale rule (qtl::ct_mx_scale_code), codes e2m1(x / 2^(sc - 127)).
+///          of the weight's amax (a divisor, rounded as compressed-tensors computes it; the amax
+///          pass refuses NaN/Inf); a block scale that rounds to 0 (an all-zero block) is written
+///          as E4M3 0.125, compressed-tensors' epsilon for its FP8 scales; a zero weight, +0 or
+///          -0, is code 0 as compressed-tensors writes it.
+///   MXFP4: `mxfp4_rows`.
 template <block_format_type F, class T>
 void fp4_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
-  check_finite(w.v, j.allow_nonfinite);
   index_t const n = w.v.extent[0];
   index_t const k = w.v.extent[1];
   std::vector<float4_e2m1x2_t> values(static_cast<std::size_t>(n * (k / 2)));
   std::vector<typename F::scale> scales(static_cast<std::size_t>(block_scale_bytes<F>(n, k)));
   float gs = 1.0f;
   if constexpr (F::has_global_scale) {
-    // the fused layer's amax when it has other shards (share_group_amax): one global scale for all
-    gs = ct_nvfp4_global_scale(j.group_amax ? *j.group_amax : fp8_amax(w.v));
+    // the fused layer's amax when it has other shards (share_group_amax, whose pass refused
+    // NaN/Inf): one global scale for all
+    gs = ct_nvfp4_global_scale(j.group_amax ? *j.group_amax : finite_amax(w.v, j.allow_nonfinite));
     block_quantize<F>(w.v, make_view(values.data(), n, k / 2), std::span<typename F::scale>(scales), gs);
     constexpr std::uint8_t ct_eps = 0x20;  // E4M3 0.125 = 2^(4 - 7)
     for (auto& sc : scales) {
@@ -375,37 +486,16 @@ void fp4_weight(job& j, shard_plan const& s) {
     // compressed-tensors' cast_to_fp4 takes the sign from torch.sign, +0 for -0.0: a -0.0 weight
     // is code 0 there, not -0 (0x8) as block_quantize writes it (tiny negatives are -0 in both)
     for (index_t i = 0; i < n; ++i) {
-      for (index_t e = 0; e < k; ++e) {
-        if (to_float(w.v(i, e)) == 0.0f) {
-          values[static_cast<std::size_t>(i * (k / 2) + e / 2)].bits &= e % 2 == 0 ? 0xF0 : 0x0F;
-        }
+      T const* row = &w.v(i, 0);
+      auto* out = &values[static_cast<std::size_t>(i * (k / 2))];
+      for (index_t e = 0; e < k; e += 2) {
+        bool const lo = to_float(row[e]) == 0.0f;
+        bool const hi = to_float(row[e + 1]) == 0.0f;
+        out[e / 2].bits &= static_cast<std::uint8_t>((lo ? 0xF0 : 0xFF) & (hi ? 0x0F : 0xFF));
       }
     }
   } else {
-    constexpr index_t bs = F::block_size;
-    for (index_t i = 0; i < n; ++i) {
-      T const* row = &w.v(i, 0);
-      for (index_t b = 0; b < k / bs; ++b) {
-        T const* x = row + b * bs;
-        float amax = 0.0f;
-        for (index_t e = 0; e < bs; ++e) {
-          amax = detail::qnt::nan_max(amax, detail::qnt::abs(to_float(x[e])));
-        }
-        std::uint8_t const sc = ct_mx_scale_code<T>(amax);
-        scales[static_cast<std::size_t>(i * (k / bs) + b)].bits = sc;
-        float const os = e8m0_reciprocal(sc);  // 1 / 2^(sc - 127), exact
-        auto* out = &values[static_cast<std::size_t>(i * (k / 2) + b * (bs / 2))];
-        // CT divides in T: a quotient that underflows T to -0.0 becomes code 0, not -0 (0x8)
-        auto const code = [os](float v) -> std::uint8_t {
-          return detail::qnt::round_to<T>(v * os) == 0.0f ? std::uint8_t{0} : block_element_code<F>(v, os);
-        };
-        for (index_t e = 0; e < bs; e += 2) {
-          std::uint8_t const lo = code(to_float(x[e]));
-          std::uint8_t const hi = code(to_float(x[e + 1]));
-          out[e / 2].bits = static_cast<std::uint8_t>(lo | (hi << 4));
-        }
-      }
-    }
+    mxfp4_rows<T>(j, w.v, values.data(), scales.data());
   }
   // outs: weight_packed, weight_scale, [weight_global_scale]
   s.file->pwrite_all(values.data(), values.size(), s.tensors[j.outs[0]].offset);
@@ -415,51 +505,73 @@ void fp4_weight(job& j, shard_plan const& s) {
   }
 }
 
+/// FP8 E4M3 weights [N, K] and their F32 scales, 128 rows (one band of blocks) at a time, each
+/// band written at its offset once quantized (no whole-tensor buffer). The NaN/Inf refusal rides
+/// in the first pass over the data: the amax pass (tensor: the whole weight's, unless a fused
+/// group's was taken by share_group_amax, whose pass refused them; block: each block's, a refusal
+/// naming the band's first), or, for channel, a pass over each row just before the library's
+/// per-token quantizer reads the same row again from the cache.
 template <class T>
 void fp8_weight(job& j, shard_plan const& s, fp8_scheme scheme) {
   aligned_weight<T> w(*j.in);
-  check_finite(w.v, j.allow_nonfinite);
   index_t const n = w.v.extent[0];
   index_t const k = w.v.extent[1];
-  std::vector<float8_e4m3fn_t> q(static_cast<std::size_t>(n * k));
-  view2d<float8_e4m3fn_t> qv = make_view(q.data(), n, k);
+  constexpr index_t b = 128;
+  index_t const bk = (k + b - 1) / b;
+  std::vector<float8_e4m3fn_t> q(static_cast<std::size_t>(std::min(b, n) * k));
   std::vector<float> scales;
   if (scheme == fp8_scheme::tensor) {
     // scaled_fp8_quant_dynamic's scale, of the fused layer's amax when it has other shards
     // (share_group_amax): the engines' requantization with the max scale then changes nothing
-    float const amax = j.group_amax ? *j.group_amax : fp8_amax(w.v);
+    float const amax = j.group_amax ? *j.group_amax : finite_amax(w.v, j.allow_nonfinite);
     scales.push_back(fp8_scale_from_amax<float8_e4m3fn_t>(amax));
-    scaled_fp8_quant_static<float8_e4m3fn_t>(w.v, scales.back(), qv);
   } else if (scheme == fp8_scheme::channel) {
     scales.resize(static_cast<std::size_t>(n));
-    scaled_fp8_quant_per_token<float8_e4m3fn_t>(w.v, qv, make_view(scales.data(), n));
   } else {
-    constexpr index_t b = 128;
-    index_t const bn = (n + b - 1) / b;
-    index_t const bk = (k + b - 1) / b;
-    scales.resize(static_cast<std::size_t>(bn * bk));
-    for (index_t i = 0; i < bn; ++i) {
+    scales.resize(static_cast<std::size_t>((n + b - 1) / b * bk));
+  }
+  for (index_t n0 = 0; n0 < n; n0 += b) {
+    index_t const c = std::min(b, n - n0);
+    view2d<T const> rows = make_view(&w.v(n0, 0), c, k);
+    rows.stride[0] = w.v.stride[0];
+    view2d<float8_e4m3fn_t> qv = make_view(q.data(), c, k);
+    if (scheme == fp8_scheme::tensor) {
+      scaled_fp8_quant_static<float8_e4m3fn_t>(rows, scales[0], qv);
+    } else if (scheme == fp8_scheme::channel) {
+      for (index_t r = 0; r < c; ++r) {
+        view2d<T const> const row = make_view(&rows(r, 0), 1, k);
+        finite_amax(row, j.allow_nonfinite, n0 + r);
+        scaled_fp8_quant_per_token<float8_e4m3fn_t>(row, make_view(&qv(r, 0), 1, k),
+                                                    make_view(&scales[static_cast<std::size_t>(n0 + r)], 1));
+      }
+    } else {
       for (index_t jj = 0; jj < bk; ++jj) {
-        index_t const rows = std::min(b, n - i * b);
         index_t const cols = std::min(b, k - jj * b);
-        view2d<T const> in = make_view(&w.v(i * b, jj * b), rows, cols);
-        in.stride[0] = k;
-        view2d<float8_e4m3fn_t> out = make_view(&qv(i * b, jj * b), rows, cols);
+        view2d<T const> in = make_view(&rows(0, jj * b), c, cols);
+        in.stride[0] = rows.stride[0];
+        view2d<float8_e4m3fn_t> out = make_view(&qv(0, jj * b), c, cols);
         out.stride[0] = k;
+        float amax = 0.0f;
+        try {
+          amax = finite_amax(in, j.allow_nonfinite);
+        } catch (data_error const&) {
+          check_finite(rows, false, n0);  // the band's first NaN/Inf in row-major order
+          throw;
+        }
         // HF fp8: max(amax, 1e-12) / 448. ct-block: compressed-tensors' rule, amax / 448 with a
         // zero scale (an all-zero block) replaced by float32's epsilon 2^-23 (calculate_qparams).
-        float const amax = fp8_amax(in);
         float scale = std::max(amax, 1e-12f) / 448.0f;
         if (j.ct_rules) {
           scale = amax / 448.0f;
           scale = scale == 0.0f ? std::numeric_limits<float>::epsilon() : scale;
         }
         scaled_fp8_quant_static<float8_e4m3fn_t>(in, scale, out);
-        scales[static_cast<std::size_t>(i * bk + jj)] = scale;
+        scales[static_cast<std::size_t>(n0 / b * bk + jj)] = scale;
       }
     }
+    release_rows(j, w.v, n0, c);
+    s.file->pwrite_all(q.data(), static_cast<std::size_t>(c * k), s.tensors[j.outs[0]].offset + static_cast<std::uint64_t>(n0 * k));
   }
-  s.file->pwrite_all(q.data(), q.size(), s.tensors[j.outs[0]].offset);
   s.file->pwrite_all(scales.data(), scales.size() * 4, s.tensors[j.outs[1]].offset);
 }
 
@@ -514,10 +626,7 @@ void share_group_amax(std::vector<job>& jobs, unsigned threads) {
       with_float_type(j.in->type, [&](auto tag) {
         using T = typename decltype(tag)::type;
         aligned_weight<T> const w(*j.in);
-        amax[i] = fp8_amax(w.v);  // NaN ignored: the writer refuses it in its own tensor
-        if (std::isinf(amax[i])) {
-          check_finite(w.v, j.allow_nonfinite);
-        }
+        amax[i] = finite_amax(w.v, j.allow_nonfinite);  // the writer takes this pass's refusal
       });
     });
     release(j.in->bytes);
