@@ -5,7 +5,7 @@
 # -Dgpu_arch (default 9.0).
 set -euo pipefail
 packages=(g++ meson ninja-build cmake pkg-config catch2 libbenchmark-dev nlohmann-json3-dev libcli11-dev
-          python3 clang libclang-rt-14-dev libpcre2-dev)
+          python3 clang clang-format libclang-rt-14-dev libpcre2-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
