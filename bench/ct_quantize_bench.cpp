@@ -13,11 +13,6 @@
 // scalar NaN/Inf pass over the weight, then per group the max/min, ct_int_code one element at a
 // time into int32 codes [256, K], and qtl::pack_cols of them.
 
-#include <qtl/ct_quantize.hpp>
-#include <qtl/pack.hpp>
-
-#include "support/memcpy_baseline.hpp"
-
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -25,6 +20,11 @@
 #include <random>
 #include <stdexcept>
 #include <vector>
+
+#include <qtl/ct_quantize.hpp>
+#include <qtl/pack.hpp>
+
+#include "support/memcpy_baseline.hpp"
 
 namespace {
 
@@ -53,7 +53,9 @@ std::int64_t bytes_of(int bits, index_t gs, bool sym) {
   return rows * cols * 2 + rows * cols * bits / 8 + rows * groups * (2 + (sym ? 0 : 4));
 }
 
-void bm_memcpy(benchmark::State& state) { qtl_bench::memcpy_baseline(state, static_cast<std::size_t>(rows * cols * 2)); }
+void bm_memcpy(benchmark::State& state) {
+  qtl_bench::memcpy_baseline(state, static_cast<std::size_t>(rows * cols * 2));
+}
 
 void bm_op(benchmark::State& state, int bits, index_t gs, bool sym) {
   auto const& w = weight();
@@ -139,19 +141,19 @@ struct config {
   bool sym;
 };
 constexpr config configs[] = {
-    {"int4_sym_g128", 4, 128, true},  {"int4_asym_g128", 4, 128, false}, {"int8_sym_g128", 8, 128, true},
+    {"int4_sym_g128", 4, 128, true},   {"int4_asym_g128", 4, 128, false}, {"int8_sym_g128", 8, 128, true},
     {"int8_asym_g128", 8, 128, false}, {"int4_sym_channel", 4, -1, true},
 };
 
 int const registered = [] {
   benchmark::RegisterBenchmark("BM_memcpy", bm_memcpy)->Unit(benchmark::kMillisecond);
   for (auto const& c : configs) {
-    benchmark::RegisterBenchmark((std::string("BM_ct_pack/") + c.name).c_str(),
-                                 [c](benchmark::State& s) { bm_op(s, c.bits, c.gs, c.sym); })
-        ->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((std::string("BM_ct_pack_old/") + c.name).c_str(),
-                                 [c](benchmark::State& s) { bm_old(s, c.bits, c.gs, c.sym); })
-        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BM_ct_pack/") + c.name).c_str(), [c](benchmark::State& s) {
+      bm_op(s, c.bits, c.gs, c.sym);
+    })->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((std::string("BM_ct_pack_old/") + c.name).c_str(), [c](benchmark::State& s) {
+      bm_old(s, c.bits, c.gs, c.sym);
+    })->Unit(benchmark::kMillisecond);
   }
   return 0;
 }();

@@ -84,11 +84,11 @@ std::pair<float, float> nan_max_min(T const* x, index_t n) {
 
 /// What `ct_pack_quantize` computes, and how it treats non-finite weights.
 struct ct_pack_options {
-  int bits = 4;               ///< 4 or 8
-  index_t group_size = 128;   ///< columns per group, dividing K; -1: one group per row (channel)
-  bool symmetric = true;      ///< false: asymmetric, with zero points
+  int bits = 4;                  ///< 4 or 8
+  index_t group_size = 128;      ///< columns per group, dividing K; -1: one group per row (channel)
+  bool symmetric = true;         ///< false: asymmetric, with zero points
   bool allow_nonfinite = false;  ///< quantize NaN/Inf weights (their group's scale and codes as CT's)
-  index_t first_row = 0;      ///< the row of W that w's row 0 is (only names rows in errors)
+  index_t first_row = 0;         ///< the row of W that w's row 0 is (only names rows in errors)
 };
 
 /// The outputs of `ct_pack_quantize` for the M rows of w (row-major, unit stride along the last
@@ -123,8 +123,8 @@ inline index_t ct_pack_group_size(index_t k, ct_pack_options const& opt) {
   }
   index_t const pf = 32 / opt.bits;
   if (k % pf != 0) {
-    throw shape_error(fn + "K = " + std::to_string(k) + " is not a multiple of " + std::to_string(pf) +
-                      ", the " + std::to_string(opt.bits) + "-bit codes in a 32-bit word");
+    throw shape_error(fn + "K = " + std::to_string(k) + " is not a multiple of " + std::to_string(pf) + ", the " +
+                      std::to_string(opt.bits) + "-bit codes in a 32-bit word");
   }
   return gs;
 }
@@ -156,7 +156,9 @@ template <class T>
   }
   float const v = to_float(x[i]);
   throw value_error("element [" + std::to_string(r) + ", " + std::to_string(c0 + i) + "] is " +
-                    (v != v ? "NaN" : v > 0 ? "+Inf" : "-Inf") +
+                    (v != v  ? "NaN"
+                     : v > 0 ? "+Inf"
+                             : "-Inf") +
                     " (its group's scale would not be finite; allow_nonfinite quantizes it anyway)");
 }
 

@@ -2,16 +2,16 @@
 // What ct_quantize_test.cpp and ct_quantize_x86_test.cpp share: ct_pack_quantize run on a whole
 // [N, K] weight, the expected bytes walked one element at a time from the element rules, weights
 // with the groups the rules treat specially, and the comparison of two results.
-#include <qtl/ct_quantize.hpp>
-
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <type_traits>
 #include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <qtl/ct_quantize.hpp>
 
 namespace qtl_test::ct {
 
@@ -31,11 +31,11 @@ result<T> run(std::vector<T> const& w, index_t n, index_t k, qtl::ct_pack_option
   result<T> r{std::vector<std::int32_t>(static_cast<std::size_t>(n * (k / pf))),
               std::vector<T>(static_cast<std::size_t>(n * (k / gs))),
               std::vector<std::int32_t>(opt.symmetric ? 0 : static_cast<std::size_t>(n * (k / gs)))};
-  qtl::ct_pack_quantize(qtl::make_view(w.data(), n, k),
-                        qtl::ct_pack_outputs<T>{qtl::make_view(r.packed.data(), n, k / pf),
-                                                qtl::make_view(r.scales.data(), n, k / gs),
-                                                qtl::make_view(r.zero_points.data(), opt.symmetric ? 0 : n, k / gs)},
-                        opt);
+  qtl::ct_pack_quantize(
+      qtl::make_view(w.data(), n, k),
+      qtl::ct_pack_outputs<T>{qtl::make_view(r.packed.data(), n, k / pf), qtl::make_view(r.scales.data(), n, k / gs),
+                              qtl::make_view(r.zero_points.data(), opt.symmetric ? 0 : n, k / gs)},
+      opt);
   return r;
 }
 

@@ -2,12 +2,6 @@
 // against a plain per-element walk of the element rules (ct_int_group_params, ct_int_code, which
 // quantize_ct_test.cpp pins to compressed-tensors' numbers; the golden cases 1924.. pin the op to
 // compressed-tensors itself), the word layout by hand, row slices, NaN/Inf and the argument checks.
-#include <qtl/ct_quantize.hpp>
-
-#include "ct_quantize_cases.hpp"
-
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +9,12 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <qtl/ct_quantize.hpp>
+
+#include "ct_quantize_cases.hpp"
 
 namespace {
 
@@ -100,8 +100,8 @@ TEST_CASE("ct_pack_quantize runs any slice of rows with the same bytes", "[ct]")
   check_equal(pieces, whole);
 }
 
-TEMPLATE_TEST_CASE("ct_pack_quantize refuses NaN and Inf naming row and column, unless allowed", "[ct]", float,
-                   half_t, bfloat16_t) {
+TEMPLATE_TEST_CASE("ct_pack_quantize refuses NaN and Inf naming row and column, unless allowed", "[ct]", float, half_t,
+                   bfloat16_t) {
   index_t const n = 4;
   index_t const k = 64;
   float const inf = std::numeric_limits<float>::infinity();

@@ -2,12 +2,12 @@
 // and the portable loops under the cap) against the element rules walked one element at a time,
 // on weights with zeros of both signs, ranges that overflow T, subnormal quotients and, with
 // allow_nonfinite, NaN and infinite groups (which the executor leaves to the portable loops).
-#include <qtl/ct_quantize.hpp>
+#include <limits>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
-#include <limits>
-#include <vector>
+#include <qtl/ct_quantize.hpp>
 
 #include "ct_quantize_cases.hpp"
 #include "skip.hpp"

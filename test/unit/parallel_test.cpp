@@ -1,10 +1,6 @@
 // qtl/parallel.hpp: every part runs once, on as many threads as asked; slices cover the range
 // exactly, aligned, and at least min_items long; the lowest part's exception reaches the caller
 // after every part has ended.
-#include <qtl/parallel.hpp>
-
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
 #include <mutex>
@@ -15,6 +11,10 @@
 #include <tuple>
 #include <utility>
 #include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <qtl/parallel.hpp>
 
 TEST_CASE("resolve_threads: positive as given, else one per core", "[parallel]") {
   CHECK(qtl::resolve_threads(3) == 3);
@@ -62,8 +62,13 @@ TEST_CASE("run_parts rethrows the lowest part's exception once every part has en
 
 TEST_CASE("for_each_slice covers [0, n) once, aligned, long enough", "[parallel]") {
   for (auto const& [n, align, min_items, threads] :
-       {std::tuple<qtl::index_t, qtl::index_t, qtl::index_t, int>{0, 1, 1, 4}, {1, 1, 1, 4}, {1000, 128, 256, 3},
-        {1000, 128, 256, 100}, {1000, 1, 1, 7}, {100, 16, 1000, 8}, {4096, 128, 0, 2}}) {
+       {std::tuple<qtl::index_t, qtl::index_t, qtl::index_t, int>{0, 1, 1, 4},
+        {1, 1, 1, 4},
+        {1000, 128, 256, 3},
+        {1000, 128, 256, 100},
+        {1000, 1, 1, 7},
+        {100, 16, 1000, 8},
+        {4096, 128, 0, 2}}) {
     std::mutex mu;
     std::vector<std::pair<qtl::index_t, qtl::index_t>> slices;
     qtl::for_each_slice(n, align, min_items, threads, [&](qtl::index_t lo, qtl::index_t hi) {

@@ -68,8 +68,8 @@ unsigned checkpoint_job::run_workers(int threads, worker_pool_jobs jobs, std::fu
     jobs.progress = [this](std::uint64_t done, std::uint64_t total) { sink_->progress(done, total); };
   }
   jobs.fewer_threads = [this](unsigned started, unsigned asked, std::string const& why) {
-    say("qtl " + command_ + ": warning: could start only " + std::to_string(started) + " of " +
-          std::to_string(asked) + " threads (" + why + "); going on with " + std::to_string(started) + "\n");
+    say("qtl " + command_ + ": warning: could start only " + std::to_string(started) + " of " + std::to_string(asked) +
+        " threads (" + why + "); going on with " + std::to_string(started) + "\n");
   };
   guard_checkpoint_mappings(ckpt);
   test_stop_point("reading");

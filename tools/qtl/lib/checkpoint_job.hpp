@@ -72,14 +72,14 @@ class checkpoint_job {
   progress_sink* sink_;
 
  public:
-  std::filesystem::path const in_path;   ///< the input as given
-  std::filesystem::path const out_dir;   ///< OUT_DIR
+  std::filesystem::path const in_path;  ///< the input as given
+  std::filesystem::path const out_dir;  ///< OUT_DIR
   qtl::io::safetensors_checkpoint const ckpt;
-  std::filesystem::path in_config;       ///< the input folder's config.json (whether or not it exists)
-  bool has_config = false;               ///< `in_config` exists
-  nlohmann::ordered_json model_config;   ///< its document (an object), else an empty object
-  bool sharded = false;                  ///< the output is written as shards with an index (`sharded_output`)
-  std::vector<shard_plan> shards;        ///< the output shards; the plan adds their tensors
+  std::filesystem::path in_config;      ///< the input folder's config.json (whether or not it exists)
+  bool has_config = false;              ///< `in_config` exists
+  nlohmann::ordered_json model_config;  ///< its document (an object), else an empty object
+  bool sharded = false;                 ///< the output is written as shards with an index (`sharded_output`)
+  std::vector<shard_plan> shards;       ///< the output shards; the plan adds their tensors
 
  private:
   std::optional<staged_output> staged_;

@@ -31,8 +31,8 @@ std::optional<stack_layout> layout_of(std::string_view model_type) {
     return stack_layout{true, true};
   }
   static constexpr std::array<std::string_view, 11> v5_fused = {
-      "mixtral",     "qwen2_moe",   "qwen3_moe",     "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next",
-      "qwen3_vl_moe", "qwen3_vl_moe_text", "olmoe", "deepseek_v3", "deepseek_v4"};
+      "mixtral",      "qwen2_moe",         "qwen3_moe", "qwen3_5_moe", "qwen3_5_moe_text", "qwen3_next",
+      "qwen3_vl_moe", "qwen3_vl_moe_text", "olmoe",     "deepseek_v3", "deepseek_v4"};
   if (std::find(v5_fused.begin(), v5_fused.end(), model_type) != v5_fused.end()) {
     return stack_layout{false, false};
   }
@@ -66,13 +66,13 @@ proj proj_of(std::string_view name, bool bias_tensor, std::string& prefix) {
   if (!bias_tensor) {
     name = without_suffix(name, ".weight").value_or(name);
   }
-  static constexpr std::pair<std::string_view, proj> suffixes[] = {
-      {"experts.gate_up_proj", proj::gate_up},
-      {"experts.down_proj", proj::down},
-      {"experts.gate_up_proj_bias", proj::gate_up_bias},
-      {"experts.down_proj_bias", proj::down_bias}};
+  static constexpr std::pair<std::string_view, proj> suffixes[] = {{"experts.gate_up_proj", proj::gate_up},
+                                                                   {"experts.down_proj", proj::down},
+                                                                   {"experts.gate_up_proj_bias", proj::gate_up_bias},
+                                                                   {"experts.down_proj_bias", proj::down_bias}};
   for (auto const& [suffix, p] : suffixes) {
-    if (auto const base = without_suffix(name, suffix); base && (p == proj::gate_up_bias || p == proj::down_bias) == bias_tensor) {
+    if (auto const base = without_suffix(name, suffix);
+        base && (p == proj::gate_up_bias || p == proj::down_bias) == bias_tensor) {
       prefix = std::string(*base) + "experts.";
       return p;
     }
@@ -99,8 +99,8 @@ bool is_expert_stack(qtl::io::tensor_info const& t) {
 
 std::string bias_stack_weight(std::string const& name) {
   std::string_view const n(name);
-  if (auto const base = without_suffix(n, "_bias"); base && (base->ends_with("experts.gate_up_proj") ||
-                                                    base->ends_with("experts.down_proj"))) {
+  if (auto const base = without_suffix(n, "_bias");
+      base && (base->ends_with("experts.gate_up_proj") || base->ends_with("experts.down_proj"))) {
     return std::string(*base);
   }
   return {};
@@ -134,28 +134,28 @@ stack_split split_expert_stack(qtl::io::tensor_info const& t, ojson const& model
                           "' (qtl cuts the stacks of llama4, gpt_oss and the transformers v5 fused families)";
     return r;
   }
-  auto const experts = first_positive(dims, {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"});
+  auto const experts =
+      first_positive(dims, {"num_local_experts", "num_experts", "n_routed_experts", "moe_num_experts"});
   auto const hidden = first_positive(dims, {"hidden_size"});
   auto const inter = first_positive(dims, {"moe_intermediate_size", "intermediate_size"});
   if (!experts || !hidden || !inter) {
-    r.why_not = "config.json lacks the expert count, hidden_size or (moe_)intermediate_size of model_type '" +
-                model_type + "'";
+    r.why_not =
+        "config.json lacks the expert count, hidden_size or (moe_)intermediate_size of model_type '" + model_type + "'";
     return r;
   }
   std::int64_t const e = *experts;
   std::int64_t const h = *hidden;
   std::int64_t const i = *inter;
   bool const tr = layout->transposed;
-  std::vector<std::int64_t> const expected = p == proj::gate_up        ? (tr ? std::vector<std::int64_t>{e, h, 2 * i}
-                                                                             : std::vector<std::int64_t>{e, 2 * i, h})
-                                             : p == proj::down         ? (tr ? std::vector<std::int64_t>{e, i, h}
-                                                                             : std::vector<std::int64_t>{e, h, i})
-                                             : p == proj::gate_up_bias ? std::vector<std::int64_t>{e, 2 * i}
-                                                                       : std::vector<std::int64_t>{e, h};
+  std::vector<std::int64_t> const expected =
+      p == proj::gate_up        ? (tr ? std::vector<std::int64_t>{e, h, 2 * i} : std::vector<std::int64_t>{e, 2 * i, h})
+      : p == proj::down         ? (tr ? std::vector<std::int64_t>{e, i, h} : std::vector<std::int64_t>{e, h, i})
+      : p == proj::gate_up_bias ? std::vector<std::int64_t>{e, 2 * i}
+                                : std::vector<std::int64_t>{e, h};
   if (t.shape != expected) {
-    r.why_not = "shape " + qtl::io::shape_string(t.shape) + " is not " + model_type + "'s " + qtl::io::shape_string(expected) +
-                " (E = " + std::to_string(e) + ", H = " + std::to_string(h) + ", I = " + std::to_string(i) +
-                " from config.json)";
+    r.why_not = "shape " + qtl::io::shape_string(t.shape) + " is not " + model_type + "'s " +
+                qtl::io::shape_string(expected) + " (E = " + std::to_string(e) + ", H = " + std::to_string(h) +
+                ", I = " + std::to_string(i) + " from config.json)";
     return r;
   }
   auto const block = static_cast<std::uint64_t>(expected[1]) * static_cast<std::uint64_t>(bias ? 1 : expected[2]);
@@ -164,8 +164,8 @@ stack_split split_expert_stack(qtl::io::tensor_info const& t, ojson const& model
     std::string const ex = prefix + std::to_string(x) + ".";
     auto add = [&](char const* leaf, std::vector<std::int64_t> shape, std::uint64_t offset, std::int64_t rs,
                    std::int64_t cs) {
-      r.parts.push_back({ex + leaf + (bias ? ".bias" : ".weight"), std::move(shape), base + offset, rs, cs, base,
-                         base + block});
+      r.parts.push_back(
+          {ex + leaf + (bias ? ".bias" : ".weight"), std::move(shape), base + offset, rs, cs, base, base + block});
     };
     if (p == proj::gate_up || p == proj::gate_up_bias) {
       // gate, up: interleaved (gpt-oss) start at 0 and 1 with step 2; halves at 0 and I

@@ -26,6 +26,7 @@
 #include <vector>
 
 #include <nlohmann/json.hpp>
+
 #include <qtl/io/safetensors.hpp>
 
 namespace qtl::tool {
@@ -34,8 +35,8 @@ namespace qtl::tool {
 /// element `first + n * row_step + k * col_step` of the stack; it reads only the stack's elements
 /// [block_begin, block_end) (its expert's block).
 struct stack_part {
-  std::string name;                   ///< `<prefix>experts.<e>.<proj>.weight` or `.bias`
-  std::vector<std::int64_t> shape;    ///< [N, K], or [N] for a bias
+  std::string name;                 ///< `<prefix>experts.<e>.<proj>.weight` or `.bias`
+  std::vector<std::int64_t> shape;  ///< [N, K], or [N] for a bias
   std::uint64_t first = 0;
   std::int64_t row_step = 0;
   std::int64_t col_step = 0;
