@@ -232,7 +232,7 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
   std::int32_t const offset = 1 << (bits - 1);
   std::vector<std::uint8_t> row_codes(bits == 4 ? static_cast<std::size_t>(k) : 0);
 #if QTL_X86
-  bool const x86 = detail::ct::ct_avx2_available();
+  bool const x86 = detail::ct::has_avx2_f16c();
 #endif  // ^^^ QTL_X86 ^^^
   for (index_t r = 0; r < m; ++r) {
     T const* row = &w(r, 0);

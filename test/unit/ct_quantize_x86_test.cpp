@@ -21,7 +21,7 @@ using namespace qtl_test::ct;
 
 TEMPLATE_TEST_CASE("ct_pack_quantize: the AVX2 executor gives the element rules' bytes", "[ct][x86]", float, half_t,
                    bfloat16_t) {
-  if (!qtl::detail::ct::ct_avx2_available()) {
+  if (!qtl::detail::ct::has_avx2_f16c()) {
     return qtl_test::skip("no AVX2 + F16C on this CPU: the executor cannot run");
   }
   index_t const n = 23;

@@ -18,46 +18,16 @@
 
 #include <qtl/element/quantize.hpp>
 #include <qtl/x86/isa.hpp>
+#include <qtl/x86/quantize.hpp>
 
 #if QTL_X86
 
 namespace qtl::detail::ct {
 
-/// True when the CPU runs the AVX2 + F16C executor and `qtl::x86::level_cap()` allows AVX2.
-inline bool ct_avx2_available() {
-  qtl::x86::cpu_features const& c = qtl::x86::cpu();
-  return c.avx2 && c.f16c && qtl::x86::level_cap() >= qtl::x86::level::avx2;
-}
-
-/// 8 weights of T as floats, exact (F16C for fp16, the bf16 bits shifted to the high half).
-template <class T>
-QTL_X86_AVX2_F16C inline __m256 ct_load8(T const* p) {
-  if constexpr (std::is_same_v<T, float>) {
-    return _mm256_loadu_ps(p);
-  } else {
-    __m128i const h = _mm_loadu_si128(reinterpret_cast<__m128i const*>(p));
-    if constexpr (std::is_same_v<T, half_t>) {
-      return _mm256_cvtph_ps(h);
-    } else {
-      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
-    }
-  }
-}
-
-/// `round_to<T>` of 8 floats none of which is NaN.
-template <class T>
-QTL_X86_AVX2_F16C inline __m256 ct_round_to(__m256 v) {
-  if constexpr (std::is_same_v<T, half_t>) {
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
-    __m256i const u = _mm256_castps_si256(v);
-    __m256i const odd = _mm256_and_si256(_mm256_srli_epi32(u, 16), _mm256_set1_epi32(1));
-    __m256i const r = _mm256_add_epi32(_mm256_add_epi32(u, _mm256_set1_epi32(0x7FFF)), odd);
-    return _mm256_castsi256_ps(_mm256_and_si256(r, _mm256_set1_epi32(static_cast<int>(0xFFFF0000u))));
-  } else {
-    return v;
-  }
-}
+// The loads, the rounding to T and the CPU check are the quantize executor's (x86/quantize.hpp).
+using qnt::x86::has_avx2_f16c;
+using qnt::x86::load8;
+using qnt::x86::round_precision8;
 
 /// The max and min of the `n` (a positive multiple of 8) weights at `x` into `mx`, `mn` when all
 /// are finite; false (and `mx`, `mn` unspecified) when one is NaN or infinite, which the portable
@@ -65,12 +35,12 @@ QTL_X86_AVX2_F16C inline __m256 ct_round_to(__m256 v) {
 /// `ct_int_group_params` do not depend on it (it takes |mx|, |mn|, mx - mn and mn / s0 only).
 template <class T>
 QTL_X86_AVX2_F16C inline bool ct_max_min_x86(T const* x, index_t n, float& mx, float& mn) {
-  __m256 vmax = ct_load8(x);
+  __m256 vmax = load8<T>(x);
   __m256 vmin = vmax;
   __m256i const exponent = _mm256_set1_epi32(0x7F800000);
   __m256i bad = _mm256_setzero_si256();
   for (index_t i = 0; i < n; i += 8) {
-    __m256 const v = ct_load8(x + i);
+    __m256 const v = load8<T>(x + i);
     vmax = _mm256_max_ps(vmax, v);
     vmin = _mm256_min_ps(vmin, v);
     bad = _mm256_or_si256(bad, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_castps_si256(v), exponent), exponent));
@@ -90,7 +60,7 @@ QTL_X86_AVX2_F16C inline bool ct_max_min_x86(T const* x, index_t n, float& mx, f
 }
 
 /// The codes u of the first n - n % 8 of the `n` weights at `x` into `u`; returns how many it
-/// wrote. @pre `ct_avx2_available()`, and the group's max and min are finite (the file comment).
+/// wrote. @pre `has_avx2_f16c()`, and the group's max and min are finite (the file comment).
 template <class T>
 QTL_X86_AVX2_F16C inline index_t ct_codes_x86(T const* x, index_t n, qnt::group_params p, int bits, std::uint8_t* u) {
   float const qmax = static_cast<float>((1 << (bits - 1)) - 1);
@@ -102,8 +72,8 @@ QTL_X86_AVX2_F16C inline index_t ct_codes_x86(T const* x, index_t n, qnt::group_
   __m256i const offset = _mm256_set1_epi32(1 << (bits - 1));
   index_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256 q = ct_round_to<T>(_mm256_div_ps(ct_load8(x + i), s));
-    q = ct_round_to<T>(_mm256_add_ps(q, zp));
+    __m256 q = round_precision8<T>(_mm256_div_ps(load8<T>(x + i), s));
+    q = round_precision8<T>(_mm256_add_ps(q, zp));
     q = _mm256_min_ps(_mm256_max_ps(q, lo), hi);
     q = _mm256_round_ps(q, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256i const c = _mm256_add_epi32(_mm256_cvtps_epi32(q), offset);  // 0 .. 2^b - 1

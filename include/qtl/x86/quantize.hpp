@@ -45,15 +45,20 @@ inline bool has_avx512() {
   return has_avx2_f16c() && c.avx512f && c.avx512bw && c.avx512vl && qtl::x86::level_cap() >= qtl::x86::level::avx512;
 }
 
-/// 8 weights of T (fp16 or bf16) as floats, exact: F16C's conversion (quiet NaN, payload and sign
-/// kept, subnormals exact, as `fp16_to_float`), or the bf16 bits shifted to the float's high half.
+/// 8 weights of T (float, fp16 or bf16) as floats, exact: F16C's conversion (quiet NaN, payload
+/// and sign kept, subnormals exact, as `fp16_to_float`), or the bf16 bits shifted to the float's
+/// high half.
 template <class T>
 QTL_X86_AVX2_F16C inline __m256 load8(T const* p) {
-  __m128i const h = _mm_loadu_si128(reinterpret_cast<__m128i const*>(p));
-  if constexpr (std::is_same_v<T, half_t>) {
-    return _mm256_cvtph_ps(h);
+  if constexpr (std::is_same_v<T, float>) {
+    return _mm256_loadu_ps(p);
   } else {
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    __m128i const h = _mm_loadu_si128(reinterpret_cast<__m128i const*>(p));
+    if constexpr (std::is_same_v<T, half_t>) {
+      return _mm256_cvtph_ps(h);
+    } else {
+      return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
   }
 }
 
@@ -78,8 +83,10 @@ template <class T>
 QTL_X86_AVX2_F16C inline __m256 round_precision8(__m256 v) {
   if constexpr (std::is_same_v<T, half_t>) {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-  } else {
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
     return _mm256_castsi256_ps(bf16_round_hi(v));
+  } else {
+    return v;  // float: already T
   }
 }
 
