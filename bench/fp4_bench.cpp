@@ -24,9 +24,7 @@
 
 namespace {
 
-using qtl_bench::cols;
-using qtl_bench::numel;
-using qtl_bench::rows;
+using namespace qtl_bench::square_shape;  // rows, cols, numel
 
 struct buffers {
   std::vector<qtl::bfloat16_t> in;

@@ -17,9 +17,7 @@
 
 namespace {
 
-using qtl_bench::cols;
-using qtl_bench::numel;
-using qtl_bench::rows;
+using namespace qtl_bench::square_shape;  // rows, cols, numel
 
 struct device_data {
   qtl_bench::cuda::device_array<qtl::bfloat16_t> in{qtl_bench::cuda::ramp_bf16(static_cast<std::size_t>(numel))};

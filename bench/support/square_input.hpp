@@ -10,9 +10,13 @@
 #include <qtl/view.hpp>
 
 namespace qtl_bench {
+/// The shape, in a namespace of its own so that a benchmark names it once:
+/// `using namespace qtl_bench::square_shape;`.
+inline namespace square_shape {
 inline constexpr qtl::index_t rows = 8192;
 inline constexpr qtl::index_t cols = 8192;
 inline constexpr std::int64_t numel = rows * cols;
+}  // namespace square_shape
 
 /// The host benchmarks' input values: normal(0, 1) draws of mt19937(1), rounded to bf16.
 inline std::vector<qtl::bfloat16_t> normal_input() {

@@ -138,26 +138,35 @@ void unswizzle_128x4(byte_t const* in, view<Out, 3> out, index_t padded_rows, ba
   }
 }
 
-template <class In, class Out, int Rank>
-void check_swizzle_args(view<In, Rank> const& in, view<Out, Rank> const& out, index_t const (&want)[Rank]) {
+/// The checks both directions share: the row-major side `linear` ([B, M, Kb] or [M, Kb], any
+/// strides, no negative extent) and the `Layout` side `swizzled` (exactly [.., pad_rows(M),
+/// pad_cols(Kb)], contiguous) that must not overlap. `op` names the function and `linear_is_input`
+/// which side is its input, in the errors.
+template <class Layout, class Linear, class Swizzled, int Rank>
+void check_swizzle_pair(char const* op, view<Linear, Rank> const& linear, view<Swizzled, Rank> const& swizzled,
+                        bool linear_is_input) {
+  std::string const name = op;
+  char const* linear_role = linear_is_input ? "input" : "output";
+  char const* swizzled_role = linear_is_input ? "output" : "input";
   for (int d = 0; d < Rank; ++d) {
-    if (in.extent[d] < 0) {
-      throw shape_error("qtl::swizzle_blockscale: input extent " + std::to_string(d) + " is negative (" +
-                        std::to_string(in.extent[d]) + ")");
+    if (linear.extent[d] < 0) {
+      throw shape_error(name + ": " + linear_role + " extent " + std::to_string(d) + " is negative (" +
+                        std::to_string(linear.extent[d]) + ")");
     }
   }
+  auto const want = swizzled_extents<Layout>(linear.extent);
   for (int d = 0; d < Rank; ++d) {
-    if (out.extent[d] != want[d]) {
-      throw shape_error("qtl::swizzle_blockscale: output has shape " + shape_string(out.extent, Rank) + ", expected " +
-                        shape_string(want, Rank) + " for an input of shape " + shape_string(in.extent, Rank) +
-                        " (rows and K-blocks padded to whole tiles)");
+    if (swizzled.extent[d] != want[d]) {
+      throw shape_error(name + ": " + swizzled_role + " has shape " + shape_string(swizzled.extent, Rank) +
+                        ", expected " + shape_string(want.data(), Rank) + " for an " + linear_role + " of shape " +
+                        shape_string(linear.extent, Rank) + " (rows and K-blocks padded to whole tiles)");
     }
   }
-  if (!out.is_contiguous()) {
-    throw shape_error("qtl::swizzle_blockscale: the output must be contiguous (the layout is a flat buffer)");
+  if (!swizzled.is_contiguous()) {
+    throw shape_error(name + ": the " + swizzled_role + " must be contiguous (the layout is a flat buffer)");
   }
-  if (views_overlap(in, out)) {
-    throw value_error("qtl::swizzle_blockscale: the output overlaps the input");
+  if (views_overlap(linear, swizzled)) {
+    throw value_error(name + ": the output overlaps the input");
   }
 }
 
@@ -191,24 +200,15 @@ view<T, 3> as_batched(view<T, Rank> v) {
 template <blockscale_layout_type Layout = layout_128x4, blockscale_byte Out, readable_as<Out> In, int Rank>
 void swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
   static_assert(Rank == 2 || Rank == 3, "qtl::swizzle_blockscale: scales are [M, Kb] or [B, M, Kb] views");
+  detail::check_swizzle_pair<Layout>("qtl::swizzle_blockscale", in, out, true);
   view<In, 3> const src = detail::as_batched(in);
-  index_t const batch = src.extent[0];
-  index_t const rows = src.extent[1];
-  index_t const cols = src.extent[2];
-  index_t const padded_rows = Layout::pad_rows(rows);
-  index_t const padded_cols = Layout::pad_cols(cols);
-  index_t want[Rank];
-  if constexpr (Rank == 3) {
-    want[0] = batch;
-  }
-  want[Rank - 2] = padded_rows;
-  want[Rank - 1] = padded_cols;
-  detail::check_swizzle_args(in, out, want);
+  index_t const padded_rows = Layout::pad_rows(src.extent[1]);
+  index_t const padded_cols = Layout::pad_cols(src.extent[2]);
   if (out.size() == 0) {
     return;
   }
   if constexpr (std::is_same_v<Layout, layout_128x4>) {
-    if (src.stride[2] == 1 || cols <= 1) {
+    if (src.stride[2] == 1 || src.extent[2] <= 1) {
       bool const stream = out.size() >= detail::band_stream_bytes;
       detail::swizzle_128x4(src, detail::byte_ptr(out.data), padded_rows, padded_cols, detail::best_band_isa(), stream);
       if (stream) {
@@ -229,38 +229,10 @@ void swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
 template <blockscale_layout_type Layout = layout_128x4, blockscale_byte Out, readable_as<Out> In, int Rank>
 void unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out) {
   static_assert(Rank == 2 || Rank == 3, "qtl::unswizzle_blockscale: scales are [M, Kb] or [B, M, Kb] views");
+  detail::check_swizzle_pair<Layout>("qtl::unswizzle_blockscale", out, in, false);
   view<Out, 3> const dst = detail::as_batched(out);
-  index_t const batch = dst.extent[0];
-  index_t const rows = dst.extent[1];
-  index_t const cols = dst.extent[2];
-  index_t const padded_rows = Layout::pad_rows(rows);
-  index_t const padded_cols = Layout::pad_cols(cols);
-  for (int d = 0; d < Rank; ++d) {
-    if (out.extent[d] < 0) {
-      throw shape_error("qtl::unswizzle_blockscale: output extent " + std::to_string(d) + " is negative (" +
-                        std::to_string(out.extent[d]) + ")");
-    }
-  }
-  index_t want[Rank];
-  if constexpr (Rank == 3) {
-    want[0] = batch;
-  }
-  want[Rank - 2] = padded_rows;
-  want[Rank - 1] = padded_cols;
-  // The roles are mirrored: the swizzled side (here the input) is checked against `want`.
-  for (int d = 0; d < Rank; ++d) {
-    if (in.extent[d] != want[d]) {
-      throw shape_error("qtl::unswizzle_blockscale: input has shape " + shape_string(in.extent, Rank) +
-                        ", expected " + shape_string(want, Rank) + " for an output of shape " +
-                        shape_string(out.extent, Rank) + " (rows and K-blocks padded to whole tiles)");
-    }
-  }
-  if (!in.is_contiguous()) {
-    throw shape_error("qtl::unswizzle_blockscale: the input must be contiguous (the layout is a flat buffer)");
-  }
-  if (views_overlap(in, out)) {
-    throw value_error("qtl::unswizzle_blockscale: the output overlaps the input");
-  }
+  index_t const padded_rows = Layout::pad_rows(dst.extent[1]);
+  index_t const padded_cols = Layout::pad_cols(dst.extent[2]);
   if (out.size() == 0) {
     return;
   }

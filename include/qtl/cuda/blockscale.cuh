@@ -25,6 +25,7 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <qtl/blockscale.hpp>
 #include <qtl/cuda/launch.cuh>
@@ -105,16 +106,6 @@ view<T, 3> as_batched(view<T, Rank> v) {
   return qtl::detail::as_batched(v);
 }
 
-template <int Rank>
-bool matches(index_t const (&extent)[Rank], index_t const (&want)[Rank]) {
-  for (int d = 0; d < Rank; ++d) {
-    if (extent[d] != want[d]) {
-      return false;
-    }
-  }
-  return true;
-}
-
 }  // namespace detail
 
 /// Device `qtl::swizzle_blockscale`: `in` `[B, M, Kb]` / `[M, Kb]` scales (any strides) into the
@@ -128,13 +119,8 @@ cudaError_t swizzle_blockscale(view<In, Rank> in, view<Out, Rank> out, cudaStrea
   view<Out const, 3> const src = detail::as_batched(view<Out const, Rank>(in));
   index_t const padded_rows = Layout::pad_rows(src.extent[1]);
   index_t const padded_cols = Layout::pad_cols(src.extent[2]);
-  index_t want[Rank];
-  if constexpr (Rank == 3) {
-    want[0] = src.extent[0];
-  }
-  want[Rank - 2] = padded_rows;
-  want[Rank - 1] = padded_cols;
-  if (src.extent[0] < 0 || src.extent[1] < 0 || src.extent[2] < 0 || !detail::matches(out.extent, want) ||
+  auto const want = swizzled_extents<Layout>(in.extent);
+  if (src.extent[0] < 0 || src.extent[1] < 0 || src.extent[2] < 0 || !std::equal(want.begin(), want.end(), out.extent) ||
       !out.is_contiguous()) {
     return cudaErrorInvalidValue;
   }
@@ -162,13 +148,8 @@ cudaError_t unswizzle_blockscale(view<In, Rank> in, view<Out, Rank> out, cudaStr
   view<Out, 3> const dst = detail::as_batched(out);
   index_t const padded_rows = Layout::pad_rows(dst.extent[1]);
   index_t const padded_cols = Layout::pad_cols(dst.extent[2]);
-  index_t want[Rank];
-  if constexpr (Rank == 3) {
-    want[0] = dst.extent[0];
-  }
-  want[Rank - 2] = padded_rows;
-  want[Rank - 1] = padded_cols;
-  if (dst.extent[0] < 0 || dst.extent[1] < 0 || dst.extent[2] < 0 || !detail::matches(in.extent, want) ||
+  auto const want = swizzled_extents<Layout>(out.extent);
+  if (dst.extent[0] < 0 || dst.extent[1] < 0 || dst.extent[2] < 0 || !std::equal(want.begin(), want.end(), in.extent) ||
       !in.is_contiguous()) {
     return cudaErrorInvalidValue;
   }

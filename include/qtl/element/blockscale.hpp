@@ -6,6 +6,7 @@
 /// byte types the operations move, and the `QTL_HOST_DEVICE constexpr` offset function with its
 /// inverse. `docs/spec/blockscale.md` §2 is the spec.
 
+#include <array>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -121,6 +122,20 @@ template <blockscale_layout_type Layout = layout_128x4>
 QTL_HOST_DEVICE constexpr index_t blockscale_offset(index_t b, index_t m, index_t k, index_t padded_rows,
                                                     index_t padded_cols) {
   return b * padded_rows * padded_cols + blockscale_offset<Layout>(m, k, padded_cols);
+}
+
+/// The extents of the `Layout` buffer that holds scales of extents `linear` (`[B, M, Kb]` or
+/// `[M, Kb]`): `[B, pad_rows(M), pad_cols(Kb)]` or `[pad_rows(M), pad_cols(Kb)]`.
+template <blockscale_layout_type Layout, int Rank>
+constexpr std::array<index_t, Rank> swizzled_extents(index_t const (&linear)[Rank]) {
+  static_assert(Rank == 2 || Rank == 3, "qtl::swizzled_extents: scales are [M, Kb] or [B, M, Kb]");
+  std::array<index_t, Rank> e{};
+  if constexpr (Rank == 3) {
+    e[0] = linear[0];
+  }
+  e[Rank - 2] = Layout::pad_rows(linear[Rank - 2]);
+  e[Rank - 1] = Layout::pad_cols(linear[Rank - 1]);
+  return e;
 }
 
 /// Row and K-block of a scale in a layout buffer.
