@@ -170,6 +170,17 @@ QTL_X86_AVX2 inline std::int64_t translate_block_avx2(std::uint8_t const* in, st
   return vec;
 }
 
+/// Stores the 32 16-bit words whose low bytes are `l` and high bytes `h` (word i from byte i of
+/// each) at `out`. The unpacks interleave within 128-bit lanes ([0-7 | 16-23] and [8-15 | 24-31]);
+/// the permutes put the halves back in order.
+QTL_X86_AVX2 inline void store_words_of_bytes(std::uint16_t* out, __m256i l, __m256i h) {
+  __m256i const a = _mm256_unpacklo_epi8(l, h);
+  __m256i const b = _mm256_unpackhi_epi8(l, h);
+  auto* o = reinterpret_cast<__m256i*>(out);
+  _mm256_storeu_si256(o, _mm256_permute2x128_si256(a, b, 0x20));
+  _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(a, b, 0x31));
+}
+
 /// out[r][c] = {lo[in], hi[in]} (16-bit little-endian words from two byte tables) for the first
 /// cols - cols % 32 columns of a rows x cols block (strides in elements); returns how many columns.
 QTL_X86_AVX2 inline std::int64_t translate_block16_avx2(std::uint8_t const* in, std::uint16_t* out, std::int64_t stride,
@@ -185,12 +196,7 @@ QTL_X86_AVX2 inline std::int64_t translate_block16_avx2(std::uint8_t const* in, 
       __m256i const v = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(in + r * stride + c));
       __m256i const l = byte_lut_lookup(lo, v);
       __m256i const h = byte_lut_lookup(hi, v);
-      // unpack interleaves within 128-bit lanes: [0-7 | 16-23] and [8-15 | 24-31]
-      __m256i const a = _mm256_unpacklo_epi8(l, h);
-      __m256i const b = _mm256_unpackhi_epi8(l, h);
-      auto* o = reinterpret_cast<__m256i*>(out + r * stride + c);
-      _mm256_storeu_si256(o, _mm256_permute2x128_si256(a, b, 0x20));
-      _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(a, b, 0x31));
+      store_words_of_bytes(out + r * stride + c, l, h);
     }
   }
   return vec;
@@ -238,11 +244,7 @@ QTL_X86_AVX2 inline std::int64_t translate_block16_symmetric_avx2(std::uint8_t c
       __m256i const ff = _mm256_cmpeq_epi8(v, all_ones);
       l = _mm256_blendv_epi8(l, ff_lo, ff);
       h = _mm256_blendv_epi8(h, ff_hi, ff);
-      __m256i const a = _mm256_unpacklo_epi8(l, h);
-      __m256i const b = _mm256_unpackhi_epi8(l, h);
-      auto* o = reinterpret_cast<__m256i*>(out + r * stride + c);
-      _mm256_storeu_si256(o, _mm256_permute2x128_si256(a, b, 0x20));
-      _mm256_storeu_si256(o + 1, _mm256_permute2x128_si256(a, b, 0x31));
+      store_words_of_bytes(out + r * stride + c, l, h);
     }
   }
   return vec;
