@@ -6,6 +6,7 @@
 
 #include <catch2/catch.hpp>
 #include <device_buffer.hpp>
+#include "test_data.hpp"
 
 #include <cmath>
 #include <cstdint>
@@ -25,13 +26,7 @@ using qtl_test::raw;
 
 template <class T>
 std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::vector<T> v(static_cast<std::size_t>(rows * cols));
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    float const e = static_cast<float>((i / 16 * 2654435761u) % 15) - 7.0f;  // per-block ranges
-    v[i] = qtl::from_float<T>(normal(gen) * std::exp2(e));
-  }
+  auto v = qtl_test::block_ranged_normal<T>(rows, cols, seed, 7);
   for (std::size_t i = 32; i < 64 && i < v.size(); ++i) {
     v[i] = qtl::from_float<T>(0.0f);  // an all-zero block
   }

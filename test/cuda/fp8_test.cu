@@ -37,13 +37,7 @@ std::vector<float8_e4m3fn_t> random_e4m3(std::size_t n, std::uint32_t seed, bool
 
 template <class T>
 std::vector<T> random_input(index_t rows, index_t cols, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> expo(-10.0f, 10.0f);
-  std::vector<T> v(static_cast<std::size_t>(rows * cols));
-  for (auto& e : v) {
-    e = qtl::from_float<T>(normal(gen) * std::exp2(expo(gen)));
-  }
+  auto v = qtl_test::block_ranged_normal<T>(rows, cols, seed, 10);
   // a zero row, a NaN, a negative NaN and an Inf
   for (index_t j = 0; j < cols && rows > 2; ++j) {
     v[static_cast<std::size_t>(2 * cols + j)] = qtl::from_float<T>(0.0f);

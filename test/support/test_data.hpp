@@ -5,14 +5,17 @@
 //   auto const x = qtl_test::random_codes(k * n, 0, 15, rng);      // int32 codes in [lo, hi]
 //   auto const b = qtl_test::random_bytes(n, seed);                 // bytes of a fixed seed
 //   auto const v = qtl_test::cview(x, k, n);                        // a const [rows, cols] view
+//   auto const w = qtl_test::block_ranged_normal<bfloat16_t>(m, k, seed, 6);  // blocks of own ranges
 //   std::string const t = qtl_test::percent_decode("a%2Eb");        // "a.b": test tables' escapes
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
 
+#include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
 
 namespace qtl_test {
@@ -33,6 +36,22 @@ inline std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint32_t seed)
   std::vector<std::uint8_t> v(n);
   for (auto& b : v) {
     b = static_cast<std::uint8_t>(rng());
+  }
+  return v;
+}
+
+/// `rows * cols` draws of normal(0, 1) from mt19937(`seed`), each run of 16 consecutive elements
+/// (a block of the block formats) scaled by its own 2^e, e in [-spread, spread] (a hash of the
+/// run's index), rounded to T: blocks and rows whose ranges differ by up to 2^(2 * spread).
+template <class T>
+std::vector<T> block_ranged_normal(qtl::index_t rows, qtl::index_t cols, std::uint32_t seed, int spread) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  std::vector<T> v(static_cast<std::size_t>(rows * cols));
+  auto const span = static_cast<std::uint32_t>(2 * spread + 1);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    auto const e = static_cast<float>(static_cast<std::uint32_t>(i / 16 * 2654435761u) % span) - spread;
+    v[i] = qtl::from_float<T>(normal(gen) * std::exp2(e));
   }
   return v;
 }

@@ -27,14 +27,9 @@ using qtl::index_t;
 
 template <class T>
 std::vector<T> random_matrix(index_t rows, index_t cols, std::uint32_t seed) {
-  std::mt19937 gen(seed);
-  std::normal_distribution<float> normal(0.0f, 1.0f);
-  std::uniform_real_distribution<float> expo(-6.0f, 6.0f);
-  std::vector<T> v(static_cast<std::size_t>(rows * cols));
-  for (std::size_t i = 0; i < v.size(); ++i) {
-    // one exponent per 16 elements, so that blocks have their own ranges
-    float const e = static_cast<float>((i / 16 * 2654435761u) % 13) - 6.0f;
-    v[i] = qtl::from_float<T>(gen() % 53 == 0 ? 0.0f : normal(gen) * std::exp2(e + 0.1f * expo(gen)));
+  auto v = qtl_test::block_ranged_normal<T>(rows, cols, seed, 6);
+  for (std::size_t i = 0; i < v.size(); i += 53) {
+    v[i] = qtl::from_float<T>(0.0f);  // zeros among the values
   }
   return v;
 }

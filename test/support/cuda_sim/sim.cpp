@@ -210,10 +210,10 @@ void* new_stack() {
 // ---- warp collectives -------------------------------------------------------------------------------
 int lane_of(sim_thread const& t) { return t.linear % 32; }
 
-// Completes the collective lane `first` waits at, if every lane of its mask waits there too.
-// Returns true if it completed.
-bool try_complete_warp(int first) {
-  auto& th = *g_block->threads;
+// The first lane of the mask of the collective lane `first` waits at that does not wait at the same
+// collective with the same mask (a lane past the block's threads counts), or -1 when every lane does.
+int first_absent_lane(int first) {
+  auto const& th = *g_block->threads;
   sim_thread const& a = th[static_cast<std::size_t>(first)];
   int const base = first - lane_of(a);
   for (int l = 0; l < 32; ++l) {
@@ -222,13 +222,25 @@ bool try_complete_warp(int first) {
     }
     int const i = base + l;
     if (i >= g_block->count) {
-      return false;
+      return l;
     }
     sim_thread const& o = th[static_cast<std::size_t>(i)];
     if (o.st != state::at_warp || o.mask != a.mask || !same_site(o.site, a.site)) {
-      return false;
+      return l;
     }
   }
+  return -1;
+}
+
+// Completes the collective lane `first` waits at, if every lane of its mask waits there too.
+// Returns true if it completed.
+bool try_complete_warp(int first) {
+  if (first_absent_lane(first) >= 0) {
+    return false;
+  }
+  auto& th = *g_block->threads;
+  sim_thread const& a = th[static_cast<std::size_t>(first)];
+  int const base = first - lane_of(a);
   for (int l = 0; l < 32; ++l) {
     if ((a.mask >> l & 1u) == 0) {
       continue;
@@ -295,14 +307,10 @@ std::string hex(unsigned v) {
 }
 
 [[noreturn]] void report_stuck_warp(int first) {
-  auto& th = *g_block->threads;
+  auto const& th = *g_block->threads;
   sim_thread const& a = th[static_cast<std::size_t>(first)];
-  int const base = first - lane_of(a);
-  for (int l = 0; l < 32; ++l) {
-    if ((a.mask >> l & 1u) == 0) {
-      continue;
-    }
-    int const i = base + l;
+  if (int const l = first_absent_lane(first); l >= 0) {
+    int const i = first - lane_of(a) + l;
     std::string const head = "warp collective at " + where(a.site) + " with mask " + hex(a.mask) + " (" +
                              thread_name(a) + "): lane " + std::to_string(l);
     if (i >= g_block->count) {
@@ -315,7 +323,7 @@ std::string hex(unsigned v) {
     if (o.st == state::at_barrier) {
       fatal(head + " waits at the barrier at " + where(o.site));
     }
-    if (o.st == state::at_warp && (o.mask != a.mask || !same_site(o.site, a.site))) {
+    if (o.st == state::at_warp) {
       fatal(head + " waits at another warp collective (" + where(o.site) + ", mask " + hex(o.mask) + ")");
     }
   }
