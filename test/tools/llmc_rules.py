@@ -45,7 +45,6 @@ KNOWN_CONFIG = {
                               "is I32 in both, and the engines read num_bits/type/strategy only",
     "group.weights.scale_dtype": "NVFP4A16: llm-compressor records torch.float8_e4m3fn; the scale "
                                  "tensor is F8_E4M3 in both",
-    "group.weights.actorder": "FP8: null in llm-compressor's, omitted by qtl",
     "ignore": "llm-compressor is told to ignore model.embed_tokens too (model-free, it would quantize it)",
 }
 

@@ -10,7 +10,7 @@ matching flags on the same input and requires (llmc_rules.compare):
   - FP8_BLOCK, FP8_DYNAMIC: llm-compressor's BF16 scales are QTL's F32 scales rounded to bf16,
     its codes e4m3(bf16(x / s)), QTL's e4m3(x * (1/s));
   - quantization_config: every key equal but those of llmc_rules.KNOWN_CONFIG.
-A known difference that disappears fails too (docs/spec/checkpoint_formats.md would be wrong).
+A known tensor difference that disappears fails too (docs/spec/checkpoint_formats.md would be wrong).
 
 Usage: test_qtl_llmc.py QTL DATA_DIR   (standard library only)
 """
