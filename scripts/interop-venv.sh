@@ -5,19 +5,23 @@
 #   scripts/interop-venv.sh light   # numpy, ml_dtypes, safetensors, pytest
 #   scripts/interop-venv.sh heavy   # + torch, transformers, accelerate, compressed-tensors, torchao
 #   scripts/interop-venv.sh gptq    # the heavy venv + optimum, gptqmodel (may fail on its own)
+#   scripts/interop-venv.sh producers  # llmcompressor, auto-round and their torch/transformers/
+#                                      # compressed-tensors: a venv of its own, since llmcompressor
+#                                      # pins versions below the heavy tier's
 #
-# The venv lives in .venv-interop-<light|heavy> at the repository root (git-ignored), or under
+# The venv lives in .venv-interop-<light|heavy|producers> at the repository root (git-ignored), or under
 # $QTL_INTEROP_VENV_ROOT. It is reused while the SHA-256 of its requirements file(s) is unchanged
 # and rebuilt from scratch otherwise. Any failing pip install is a failure (exit 1): no tier skips.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
-tier=${1:?usage: scripts/interop-venv.sh light|heavy|gptq}
+tier=${1:?usage: scripts/interop-venv.sh light|heavy|gptq|producers}
 req_dir=$root/test/interop
 case "$tier" in
   light) venv_name=light; reqs=("$req_dir/requirements-light.txt") ;;
   heavy) venv_name=heavy; reqs=("$req_dir/requirements-heavy.txt") ;;
   gptq) venv_name=heavy; reqs=("$req_dir/requirements-heavy.txt" "$req_dir/requirements-gptq.txt") ;;
-  *) echo "interop-venv: unknown tier '$tier' (light, heavy or gptq)" >&2; exit 2 ;;
+  producers) venv_name=producers; reqs=("$req_dir/requirements-producers.txt") ;;
+  *) echo "interop-venv: unknown tier '$tier' (light, heavy, gptq or producers)" >&2; exit 2 ;;
 esac
 venv=${QTL_INTEROP_VENV_ROOT:-$root}/.venv-interop-$venv_name
 py=${QTL_INTEROP_PYTHON:-python3.11}

@@ -91,7 +91,12 @@ ojson written_quantization_config(ojson const& base, quant_config const& cfg, wr
       act["strategy"] = "group";
       act["group_size"] = 128;
     }
-    q["config_groups"] = {{"group_0", {{"targets", {"Linear"}}, {"weights", w}, {"input_activations", act}}}};
+    q["config_groups"] = {{"group_0",
+                           {{"targets", {"Linear"}},
+                            {"weights", w},
+                            {"input_activations", act},
+                            {"output_activations", nullptr},
+                            {"format", "float-quantized"}}}};
   }
   return q;
 }
