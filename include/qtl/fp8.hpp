@@ -200,6 +200,47 @@ float fp8_amax(view2d<T const> in) {
   return amax_value<T>(m);
 }
 
+/// What `scan_amax` finds: `fp8_amax` of the input, and whether every element is finite.
+struct amax_scan {
+  float amax = 0.0f;   ///< max |x|, NaN ignored (an infinity counts: +Inf)
+  bool finite = true;  ///< no NaN and no ±Inf
+};
+
+/// `fp8_amax(in)` and whether `in` holds a NaN or an infinity, from one pass over the data: the
+/// max of |x|'s raw bits, where a NaN or an infinity is the largest (a second pass, ignoring NaN,
+/// only when one was found). For the checkpoint writers, whose refusal of non-finite weights
+/// rides in the amax pass they need anyway.
+template <fp8_quant_input T>
+amax_scan scan_amax(view2d<T const> in) {
+  using B = detail::input_bits<T>;
+  using word = typename B::word;
+  constexpr index_t lanes = 16;  // independent lanes: the loop vectorises
+  word m[lanes] = {};
+  index_t const k = in.extent[1];
+  for (index_t r = 0; r < in.extent[0]; ++r) {
+    T const* row = &in(r, 0);
+    index_t c = 0;
+    for (; c + lanes <= k; c += lanes) {
+      for (index_t l = 0; l < lanes; ++l) {
+        auto const a = static_cast<word>(B::get(row[c + l]) & B::abs_mask);
+        m[l] = a > m[l] ? a : m[l];
+      }
+    }
+    for (; c < k; ++c) {
+      auto const a = static_cast<word>(B::get(row[c]) & B::abs_mask);
+      m[0] = a > m[0] ? a : m[0];
+    }
+  }
+  word mx = 0;
+  for (index_t l = 0; l < lanes; ++l) {
+    mx = m[l] > mx ? m[l] : mx;
+  }
+  if (mx < B::inf) {
+    return {amax_value<T>(mx), true};
+  }
+  return {mx == B::inf ? amax_value<T>(mx) : fp8_amax(in), false};
+}
+
 /// Static per-tensor quantization: `out[i, j] = q(in[i, j] * (1/scale))`; rows of `out` past the
 /// input's are zeroed (padding).
 /// @pre `scale` is the dequantization scale (any float; 0, Inf and NaN follow `o`).

@@ -18,7 +18,7 @@ namespace {
 
 using qtl::bfloat16_t;
 using qtl::half_t;
-using qtl::detail::qnt::group_params;
+using qtl::group_params;
 
 float h(float x) { return qtl::to_float(qtl::from_float<half_t>(x)); }
 

@@ -45,7 +45,7 @@ namespace qtl::cuda {
 
 namespace detail {
 
-using qtl::detail::qnt::group_params;
+using qtl::group_params;
 
 /// Partial max/min of a column (NaN-propagating, as the host).
 struct minmax {

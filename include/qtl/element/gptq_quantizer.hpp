@@ -27,7 +27,7 @@ namespace qtl {
 /// Scale `s` (float32) and zero point `zp` (an integer in [0, 2^bits - 1]) of a group whose largest
 /// and smallest weights are `mx` and `mn`, by GPTQ's quantizer (see the file comment). A NaN
 /// bound gives a NaN scale and zero point. @pre 1 <= bits <= 16
-QTL_HOST_DEVICE constexpr detail::qnt::group_params gptq_asym_group_params(float mx, float mn, int bits) {
+QTL_HOST_DEVICE constexpr group_params gptq_asym_group_params(float mx, float mn, int bits) {
   using namespace detail::qnt;
   float const maxq = static_cast<float>((1 << bits) - 1);
   float xmin = nan_min(mn, 0.0f);

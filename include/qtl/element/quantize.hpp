@@ -107,6 +107,13 @@ QTL_HOST_DEVICE constexpr quant_range quant_range_of(scalar_type q) {
   return {static_cast<float>(q.min_int()), static_cast<float>(q.max_int()), q.bias};
 }
 
+/// Scale and zero point of one group (zp 0 when symmetric), as the element functions below take
+/// and return them: weight w has code clamp(rne(w / s) + zp) and dequantizes to (q - zp) * s.
+struct group_params {
+  float s = 0;
+  float zp = 0;
+};
+
 // ------------------------------------------------------------------------------------------------
 // Element functions (host and device): each float operation rounds once, as IEEE and torch do.
 
@@ -190,11 +197,7 @@ QTL_HOST_DEVICE constexpr float clamp(float x, float lo, float hi) {
   return select(above, hi, select(below, lo, x));
 }
 
-/// Scale and zero point of one group (zp 0 when symmetric).
-struct group_params {
-  float s = 0;
-  float zp = 0;
-};
+using qtl::group_params;
 
 /// Symmetric scale: max(|T(mx / qmax)|, |T(mn / qmin)|), dividing by +∞ where the bound is 0.
 template <class T>
@@ -315,7 +318,7 @@ QTL_HOST_DEVICE constexpr quantized_group<T, K> quantize_group(T const (&w)[K], 
 /// the range widened to include 0, the zero point in the signed domain added before the rounding,
 /// and T's epsilon for a zero scale instead of the 1e-5 floor on the range.
 template <class T>
-QTL_HOST_DEVICE constexpr detail::qnt::group_params ct_int_group_params(float mx, float mn, int bits, bool symmetric) {
+QTL_HOST_DEVICE constexpr group_params ct_int_group_params(float mx, float mn, int bits, bool symmetric) {
   using namespace detail::qnt;
   float const qmax = static_cast<float>((1 << (bits - 1)) - 1);
   float const qmin = -static_cast<float>(1 << (bits - 1));
@@ -343,7 +346,7 @@ QTL_HOST_DEVICE constexpr detail::qnt::group_params ct_int_group_params(float mx
 /// The signed code of weight `w` under `p` (see `ct_int_group_params`):
 /// rne(clamp(T(T(w / s) + zp), qmin, qmax)), NaN to 0.
 template <class T>
-QTL_HOST_DEVICE constexpr float ct_int_code(float w, detail::qnt::group_params p, int bits) {
+QTL_HOST_DEVICE constexpr float ct_int_code(float w, group_params p, int bits) {
   using namespace detail::qnt;
   float const qmax = static_cast<float>((1 << (bits - 1)) - 1);
   float const qmin = -static_cast<float>(1 << (bits - 1));
@@ -354,7 +357,7 @@ QTL_HOST_DEVICE constexpr float ct_int_code(float w, detail::qnt::group_params p
 
 /// The dequantized value of signed code `q` under `p`: T(T(q - zp) · s), as a float.
 template <class T>
-QTL_HOST_DEVICE constexpr float ct_int_dequantize(float q, detail::qnt::group_params p) {
+QTL_HOST_DEVICE constexpr float ct_int_dequantize(float q, group_params p) {
   using namespace detail::qnt;
   return round_to<T>(mul_rn_unfused(round_to<T>(sub_rn(q, p.zp)), p.s, 0));
 }
