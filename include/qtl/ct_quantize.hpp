@@ -147,9 +147,9 @@ void check_output(char const* arg, V const& v, index_t rows, index_t cols) {
 }
 
 /// Throws the error naming the first NaN or infinity of the `gs` weights at `x` (row r, columns
-/// from c0), the group whose max or min was not finite.
+/// from c0), the group (or the `unit` named) whose max or min was not finite.
 template <class T>
-[[noreturn]] void refuse_nonfinite(T const* x, index_t gs, index_t r, index_t c0) {
+[[noreturn]] void refuse_nonfinite(T const* x, index_t gs, index_t r, index_t c0, char const* unit = "group") {
   index_t i = 0;
   while (i + 1 < gs && finite(to_float(x[i]))) {
     ++i;
@@ -159,14 +159,14 @@ template <class T>
                     (v != v  ? "NaN"
                      : v > 0 ? "+Inf"
                              : "-Inf") +
-                    " (its group's scale would not be finite; allow_nonfinite quantizes it anyway)");
+                    " (its " + unit + "'s scale would not be finite; allow_nonfinite quantizes it anyway)");
 }
 
 /// The unsigned codes u = ct_int_code + 2^(b-1) of the `gs` weights at `x` into `u`, 16 at a time
 /// (into a local block first: a store through `u`, a byte pointer, could alias anything, which
 /// keeps the compiler from vectorising the loop).
 template <class T>
-void group_codes(T const* x, index_t gs, detail::qnt::group_params const p, int const bits, std::uint8_t* u) {
+void group_codes(T const* x, index_t gs, group_params const p, int const bits, std::uint8_t* u) {
   float const offset = static_cast<float>(1 << (bits - 1));
   auto const code = [p, bits, offset](T v) {
     return static_cast<std::uint8_t>(static_cast<std::int32_t>(ct_int_code<T>(to_float(v), p, bits) + offset));
@@ -253,7 +253,7 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
       if (!clean && !opt.allow_nonfinite) {
         detail::ct::refuse_nonfinite(x, gs, opt.first_row + r, g * gs);
       }
-      detail::qnt::group_params const p = ct_int_group_params<T>(mx, mn, bits, opt.symmetric);
+      group_params const p = ct_int_group_params<T>(mx, mn, bits, opt.symmetric);
       out.scales(r, g) = from_float<T>(p.s);  // exact: s is a T value
       if (!opt.symmetric) {
         out.zero_points(r, g) = static_cast<std::int32_t>(p.zp) + offset;

@@ -24,6 +24,8 @@ from ._qtl import (  # noqa: F401
     UnsupportedError,
     all_close_1d,
     convert_to_channelwise,
+    ct_mxfp4_quantize,
+    ct_nvfp4_quantize,
     ct_pack_quantize,
     gptq_quantize_weights,
     pack_cols,

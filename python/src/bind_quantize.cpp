@@ -21,7 +21,9 @@
 
 #include <nanobind/stl/optional.h>
 
+#include <qtl/ct_fp4.hpp>
 #include <qtl/ct_quantize.hpp>
+#include <qtl/fp8.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/parallel.hpp>
@@ -292,6 +294,59 @@ nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, 
   });
 }
 
+/// compressed-tensors nvfp4-/mxfp4-pack-quantized (qtl/ct_fp4.hpp) of weight [N, K], rows split
+/// over the threads: (packed, scales[, global_scale [1]]).
+template <class F>
+nb::object ct_fp4_quantize(nb::handle w_obj, std::optional<float> given_gs, bool allow_nonfinite,
+                           std::optional<int> threads) {
+  int const nthreads = thread_count(threads);
+  array_in w = take(w_obj, "weight");
+  w.check_rank(2);
+  index_t const n = w.dim(0);
+  index_t const k = w.dim(1);
+  if (k % F::block_size != 0) {
+    throw qtl::shape_error("weight: K = " + std::to_string(k) + " (shape " + w.shape() +
+                           ") is not a multiple of the block size " + std::to_string(F::block_size));
+  }
+  index_t const kb = k / F::block_size;
+  using S = typename F::scale;
+  return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
+    array_out packed(elem::u8, {n, k / 2});
+    array_out scales(F::has_global_scale ? elem::fp8_e4m3 : elem::u8, {n, kb});
+    float gs = 1.0f;
+    {
+      auto const wv = w.v2<T const>();
+      nb::gil_scoped_release nogil;
+      if constexpr (F::has_global_scale) {
+        gs = given_gs ? *given_gs : qtl::ct_nvfp4_global_scale(qtl::fp8_amax(wv));
+      }
+      qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+        auto const values = make_view(packed.data<float4_e2m1x2_t>() + lo * (k / 2), hi - lo, k / 2);
+        auto const block_scales = make_view(scales.data<S>() + lo * kb, hi - lo, kb);
+        if constexpr (F::has_global_scale) {
+          qtl::ct_nvfp4_quantize(row_slice(wv, lo, hi), gs, values, block_scales);
+        } else {
+          qtl::ct_mxfp4_quantize(row_slice(wv, lo, hi), values, block_scales, {allow_nonfinite, lo});
+        }
+      });
+    }
+    if constexpr (F::has_global_scale) {
+      array_out g(elem::f32, {1});
+      g.data<float>()[0] = gs;
+      return nb::make_tuple(packed.release(w.from), scales.release(w.from), g.release(w.from));
+    } else {
+      return nb::make_tuple(packed.release(w.from), scales.release(w.from));
+    }
+  });
+}
+
+nb::object ct_nvfp4_quantize(nb::handle w, std::optional<float> global_scale, std::optional<int> threads) {
+  return ct_fp4_quantize<qtl::nvfp4>(w, global_scale, false, threads);
+}
+nb::object ct_mxfp4_quantize(nb::handle w, bool allow_nonfinite, std::optional<int> threads) {
+  return ct_fp4_quantize<qtl::mxfp4>(w, std::nullopt, allow_nonfinite, threads);
+}
+
 }  // namespace
 
 void bind_quantize(nb::module_& m) {
@@ -308,6 +363,10 @@ void bind_quantize(nb::module_& m) {
   m.def("all_close_1d", &all_close_1d, nb::arg("x"));
   m.def("ct_pack_quantize", &ct_pack_quantize, nb::arg("weight"), nb::arg("num_bits"), nb::arg("group_size"),
         nb::arg("symmetric") = true, nb::kw_only(), nb::arg("allow_nonfinite") = false,
+        nb::arg("threads").none() = nb::none());
+  m.def("ct_nvfp4_quantize", &ct_nvfp4_quantize, nb::arg("weight"), nb::arg("global_scale").none() = nb::none(),
+        nb::kw_only(), nb::arg("threads").none() = nb::none());
+  m.def("ct_mxfp4_quantize", &ct_mxfp4_quantize, nb::arg("weight"), nb::kw_only(), nb::arg("allow_nonfinite") = false,
         nb::arg("threads").none() = nb::none());
 }
 

@@ -58,6 +58,11 @@ def run_case(op, p, x):
         if zp is not None:
             out["zero_point"] = zp
         return out
+    if op == "ct-nvfp4-quantize":
+        gs = float(x["global_scale"]) if "global_scale" in x else None
+        return dict(zip(("weight_packed", "weight_scale", "weight_global_scale"), qtl.ct_nvfp4_quantize(x["weight"], gs)))
+    if op == "ct-mxfp4-quantize":
+        return dict(zip(("weight_packed", "weight_scale"), qtl.ct_mxfp4_quantize(x["weight"])))
     if op == "swap-w13-to-w31":
         return {"x": qtl.swap_w13_to_w31(x["x"])}
     if op == "reorder-w1w3-to-w3w1":

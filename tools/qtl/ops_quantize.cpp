@@ -16,11 +16,18 @@
 //       weight W [N,K] -> weight_packed I32 [N,K/pf], weight_scale W [N,G] (G = K/N, 1 for -1),
 //       zero_point I32 [N,G] (zp + 2^(bits-1), unpacked; only with --asym): compressed-tensors
 //       pack-quantized (qtl/ct_quantize.hpp)
+//   ct-nvfp4-quantize   weight W [N,K], global_scale F32 [] (optional: else ct_nvfp4_global_scale of
+//       the weight's amax) -> weight_packed U8 [N,K/2], weight_scale F8_E4M3 [N,K/16],
+//       weight_global_scale F32 [1]: compressed-tensors nvfp4-pack-quantized (qtl/ct_fp4.hpp)
+//   ct-mxfp4-quantize [--allow-nonfinite]   weight W [N,K] -> weight_packed U8 [N,K/2],
+//       weight_scale U8 [N,K/32]: compressed-tensors mxfp4-pack-quantized (qtl/ct_fp4.hpp)
 
 #include <charconv>
 #include <utility>
 
+#include <qtl/ct_fp4.hpp>
 #include <qtl/ct_quantize.hpp>
+#include <qtl/fp8.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/quantize.hpp>
@@ -354,11 +361,53 @@ op_spec ct_pack_quantize_op() {
           }};
 }
 
+/// `ct-<name>-quantize` of block format F (NVFP4 or MXFP4): the weight's codes and scales as
+/// compressed-tensors' checkpoint stores them (U8 codes; E4M3 or U8 scales), NVFP4 with its
+/// global scale.
+template <block_format_type F>
+op_spec ct_fp4_quantize_op() {
+  std::string const name(qtl::name_of<F>);
+  return {"ct-" + name + "-quantize",
+          "compressed-tensors " + name + "-pack-quantized of weight [N,K]: weight_packed, weight_scale" +
+              (F::has_global_scale ? ", weight_global_scale (of the weight's amax unless global_scale is given)"
+                                   : ""),
+          [](CLI::App& cmd) -> op_runner {
+            auto opt = std::make_shared<qtl::ct_fp4_options>();
+            if constexpr (!F::has_global_scale) {
+              cmd.add_flag("--allow-nonfinite", opt->allow_nonfinite, "quantize NaN/Inf weights instead of refusing");
+            }
+            return [opt](op_io& io) {
+              auto const& t = io.tensor("weight", float_types, {2});
+              auto const* g = F::has_global_scale ? io.optional_tensor("global_scale", {dtype::F32}, {0}) : nullptr;
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const w(t);
+                index_t const n = w.dim(0);
+                index_t const k = w.dim(1);
+                std::vector<float4_e2m1x2_t> values(static_cast<std::size_t>(n * (k / 2)));
+                std::vector<typename F::scale> scales(static_cast<std::size_t>(n * (k / F::block_size)));
+                auto const vv = make_view(values.data(), n, k / 2);
+                auto const sv = make_view(scales.data(), n, k / F::block_size);
+                if constexpr (F::has_global_scale) {
+                  float const gs = g != nullptr ? scalar_value(*g) : qtl::ct_nvfp4_global_scale(qtl::fp8_amax(w.view2()));
+                  qtl::ct_nvfp4_quantize(w.view2(), gs, vv, sv);
+                  io.emit("weight_global_scale", dtype::F32, shape_of(1), std::vector<float>{gs});
+                } else {
+                  qtl::ct_mxfp4_quantize(w.view2(), vv, sv, *opt);
+                }
+                io.emit("weight_packed", dtype::U8, shape_of(n, k / 2), std::move(values));
+                io.emit("weight_scale", F::has_global_scale ? dtype::F8_E4M3 : dtype::U8, shape_of(n, k / F::block_size),
+                        std::move(scales));
+              });
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> quantize_ops() {
   return {quantize_weights_op(), gptq_op(), permute_rows_op(), sort_weights_op(),
-          convert_to_channelwise_op(), ct_pack_quantize_op()};
+          convert_to_channelwise_op(), ct_pack_quantize_op(), ct_fp4_quantize_op<qtl::nvfp4>(),
+          ct_fp4_quantize_op<qtl::mxfp4>()};
 }
 
 }  // namespace qtl::tool

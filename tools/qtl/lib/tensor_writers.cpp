@@ -14,6 +14,7 @@
 #include <tuple>
 #include <utility>
 
+#include <qtl/ct_fp4.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/element/gptq_quantizer.hpp>
@@ -87,45 +88,17 @@ void check_finite(view2d<T const> w, bool allow, index_t first_row = 0) {
   }
 }
 
-/// max |x| over w (NaN ignored, as qtl::fp8_amax: exact, on the raw bits) in the same pass that
-/// looks for NaN and ±Inf; one is refused in check_finite's words (naming the first, w's row 0
-/// being row `first_row` of the tensor) unless `allow`.
+/// max |x| over w (NaN ignored: qtl::scan_amax) in the same pass that looks for NaN and ±Inf; one
+/// is refused in check_finite's words (naming the first, w's row 0 being row `first_row` of the
+/// tensor) unless `allow`.
 /// @throws data_error
 template <class T>
 float finite_amax(view2d<T const> w, bool allow, index_t first_row = 0) {
-  using B = qtl::detail::input_bits<T>;
-  using word = typename B::word;
-  constexpr index_t lanes = 16;  // independent lanes: the loop vectorises
-  word m[lanes] = {};
-  word bad[lanes] = {};  // nonzero in a lane that met a NaN or an infinity
-  auto const step = [&](index_t l, T x) {
-    auto const a = static_cast<word>(B::get(x) & B::abs_mask);
-    bad[l] = static_cast<word>(bad[l] | static_cast<word>(a >= B::inf));
-    m[l] = a > m[l] && a <= B::inf ? a : m[l];  // a NaN (a > inf) is ignored
-  };
-  index_t const k = w.extent[1];
-  for (index_t r = 0; r < w.extent[0]; ++r) {
-    T const* row = &w(r, 0);
-    index_t c = 0;
-    for (; c + lanes <= k; c += lanes) {
-      for (index_t l = 0; l < lanes; ++l) {
-        step(l, row[c + l]);
-      }
-    }
-    for (; c < k; ++c) {
-      step(0, row[c]);
-    }
-  }
-  word mx = 0;
-  word any_bad = 0;
-  for (index_t l = 0; l < lanes; ++l) {
-    mx = m[l] > mx ? m[l] : mx;
-    any_bad = static_cast<word>(any_bad | bad[l]);
-  }
-  if (any_bad != 0) {
+  amax_scan const r = scan_amax(w);
+  if (!r.finite) {
     check_finite(w, allow, first_row);  // finds and names the first
   }
-  return amax_value<T>(mx);
+  return r.amax;
 }
 
 /// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
@@ -328,10 +301,10 @@ void gptq_group_codes(T const* x, index_t n, std::int32_t* out, Code&& code) {
 template <class T>
 void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
   gptq_rows(j, w, s, [&](T const* x, float mx, float mn, index_t row, index_t g, std::int32_t* out) {
-    detail::qnt::group_params const p = gptq_asym_group_params(mx, mn, j.bits);
+    group_params const p = gptq_asym_group_params(mx, mn, j.bits);
     half_t const h = gptq_f16_scale(j, p.s, w, row, g);
     float const stored = to_float(h);
-    std::int32_t const z = detail::qnt::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
+    std::int32_t const z = std::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
     j.zero_has_zero = j.zero_has_zero || z == 0;
     int const bits = j.bits;
     gptq_group_codes(x, j.group_rows, out, [&](float v) { return gptq_asym_code(v, stored, p.zp, bits); });
@@ -414,58 +387,11 @@ void ct_pack_weight(job& j, shard_plan const& s) {
   ct_pack_rows<T>(j, w.v, s);  // refuses NaN/Inf in its own first pass
 }
 
-/// MXFP4 by compressed-tensors' rule, W [N, K] a block of 32 at a time: the block's max (NaN
-/// propagating; the pass also refuses a NaN or an infinity unless --allow-nonfinite), its scale
-/// code qtl::ct_mx_scale_code, its element codes e2m1(x / 2^(sc - 127)) by the library's block
-/// executor (qtl/fp4.hpp), where a quotient that underflows T to 0 is then made code 0: CT
-/// divides in T, and its cast_to_fp4 gives +0 there, not -0 (0x8).
-template <class T>
-void mxfp4_rows(job const& j, view2d<T const> w, float4_e2m1x2_t* values, float8_e8m0fnu_t* scales) {
-  using F = mxfp4;
-  constexpr index_t bs = F::block_size;
-  index_t const n = w.extent[0];
-  index_t const k = w.extent[1];
-  bool const avx2 = qtl::detail::avx2_quantizes<T>();
-  for (index_t i = 0; i < n; ++i) {
-    T const* row = &w(i, 0);
-    for (index_t b = 0; b < k / bs; ++b) {
-      T const* x = row + b * bs;
-      constexpr index_t lanes = 8;  // independent lanes: the loop vectorises
-      float m[lanes] = {};
-      for (index_t e = 0; e < bs; e += lanes) {
-        for (index_t l = 0; l < lanes; ++l) {
-          m[l] = detail::qnt::nan_max(m[l], detail::qnt::abs(to_float(x[e + l])));
-        }
-      }
-      float amax = m[0];
-      for (index_t l = 1; l < lanes; ++l) {
-        amax = detail::qnt::nan_max(amax, m[l]);
-      }
-      if (!j.allow_nonfinite && !std::isfinite(amax)) {
-        check_finite(make_view(row, 1, k), false, i);  // throws: this row's first, the earlier rows clean
-      }
-      std::uint8_t const sc = ct_mx_scale_code<T>(amax);
-      scales[i * (k / bs) + b].bits = sc;
-      float const os = e8m0_reciprocal(sc);  // 1 / 2^(sc - 127), exact
-      float4_e2m1x2_t* out = values + i * (k / 2) + b * (bs / 2);
-      qtl::detail::block_codes_dispatch<F>(avx2, x, out, os);
-      for (index_t e = 0; e < bs; e += 2) {
-        bool const lo = detail::qnt::round_to<T>(to_float(x[e]) * os) == 0.0f;
-        bool const hi = detail::qnt::round_to<T>(to_float(x[e + 1]) * os) == 0.0f;
-        out[e / 2].bits &= static_cast<std::uint8_t>((lo ? 0xF0 : 0xFF) & (hi ? 0x0F : 0xFF));
-      }
-    }
-  }
-}
-
-/// NVFP4 or MXFP4 (compressed-tensors nvfp4-/mxfp4-pack-quantized): weight_packed U8 [N, K/2]
-/// (element 2i in the low nibble) and weight_scale [N, K/bs] (linear layout).
-///   NVFP4: qtl::block_quantize<nvfp4> and weight_global_scale F32 [1] = qtl::ct_nvfp4_global_scale
-///          of the weight's amax (a divisor, rounded as compressed-tensors computes it; the amax
-///          pass refuses NaN/Inf); a block scale that rounds to 0 (an all-zero block) is written
-///          as E4M3 0.125, compressed-tensors' epsilon for its FP8 scales; a zero weight, +0 or
-///          -0, is code 0 as compressed-tensors writes it.
-///   MXFP4: `mxfp4_rows`.
+/// NVFP4 or MXFP4 (compressed-tensors nvfp4-/mxfp4-pack-quantized) by qtl::ct_nvfp4_quantize /
+/// qtl::ct_mxfp4_quantize: weight_packed U8 [N, K/2] (element 2i in the low nibble) and
+/// weight_scale [N, K/bs] (linear layout); NVFP4 also weight_global_scale F32 [1] =
+/// qtl::ct_nvfp4_global_scale of the weight's amax, or of the fused layer's when it has other
+/// shards (share_group_amax). The amax pass (NVFP4) or the blocks' max pass (MXFP4) refuses NaN/Inf.
 template <block_format_type F, class T>
 void fp4_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
@@ -473,29 +399,21 @@ void fp4_weight(job& j, shard_plan const& s) {
   index_t const k = w.v.extent[1];
   std::vector<float4_e2m1x2_t> values(static_cast<std::size_t>(n * (k / 2)));
   std::vector<typename F::scale> scales(static_cast<std::size_t>(block_scale_bytes<F>(n, k)));
+  view2d<float4_e2m1x2_t> const vv = make_view(values.data(), n, k / 2);
+  view2d<typename F::scale> const sv = make_view(scales.data(), n, k / F::block_size);
   float gs = 1.0f;
   if constexpr (F::has_global_scale) {
-    // the fused layer's amax when it has other shards (share_group_amax, whose pass refused
-    // NaN/Inf): one global scale for all
     gs = ct_nvfp4_global_scale(j.group_amax ? *j.group_amax : finite_amax(w.v, j.allow_nonfinite));
-    block_quantize<F>(w.v, make_view(values.data(), n, k / 2), std::span<typename F::scale>(scales), gs);
-    constexpr std::uint8_t ct_eps = 0x20;  // E4M3 0.125 = 2^(4 - 7)
-    for (auto& sc : scales) {
-      sc.bits = sc.bits == 0 ? ct_eps : sc.bits;
-    }
-    // compressed-tensors' cast_to_fp4 takes the sign from torch.sign, +0 for -0.0: a -0.0 weight
-    // is code 0 there, not -0 (0x8) as block_quantize writes it (tiny negatives are -0 in both)
-    for (index_t i = 0; i < n; ++i) {
-      T const* row = &w.v(i, 0);
-      auto* out = &values[static_cast<std::size_t>(i * (k / 2))];
-      for (index_t e = 0; e < k; e += 2) {
-        bool const lo = to_float(row[e]) == 0.0f;
-        bool const hi = to_float(row[e + 1]) == 0.0f;
-        out[e / 2].bits &= static_cast<std::uint8_t>((lo ? 0xF0 : 0xFF) & (hi ? 0x0F : 0xFF));
-      }
-    }
+    ct_nvfp4_quantize(w.v, gs, vv, sv);
   } else {
-    mxfp4_rows<T>(j, w.v, values.data(), scales.data());
+    ct_fp4_options opt;
+    opt.allow_nonfinite = j.allow_nonfinite;
+    try {
+      ct_mxfp4_quantize(w.v, vv, sv, opt);
+    } catch (qtl::value_error const&) {
+      check_finite(w.v, false);  // the tool's own words for a NaN/Inf weight
+      throw;
+    }
   }
   // outs: weight_packed, weight_scale, [weight_global_scale]
   s.file->pwrite_all(values.data(), values.size(), s.tensors[j.outs[0]].offset);

@@ -1,0 +1,226 @@
+// qtl/ct_fp4.hpp: compressed-tensors NVFP4 and MXFP4 on row-major W [N, K], and qtl::scan_amax
+// (the amax pass that also finds non-finite weights). The ops against a per-element walk of the
+// element rules (block_quantize<nvfp4> for NVFP4; ct_mx_scale_code, block_element_code for
+// MXFP4), CT's conventions by hand, row slices, NaN/Inf and the argument checks; the golden cases
+// 1936.. pin both to compressed-tensors itself.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <qtl/ct_fp4.hpp>
+#include <qtl/fp8.hpp>
+
+#include "test_data.hpp"
+
+namespace {
+
+using qtl::bfloat16_t;
+using qtl::float4_e2m1x2_t;
+using qtl::float8_e4m3fn_t;
+using qtl::float8_e8m0fnu_t;
+using qtl::half_t;
+using qtl::index_t;
+using qtl_test::cview;
+
+/// Blocks of their own ranges, with an all-zero block and -0.0 weights in row 0, a constant
+/// block with one 6.9 (between 6 and 7: CT's MX scale clips it) in row 1.
+template <class T>
+std::vector<T> weights(index_t n, index_t k, std::uint32_t seed) {
+  auto w = qtl_test::block_ranged_normal<T>(n, k, seed, 6);
+  for (index_t c = 0; c < 32; ++c) {
+    w[static_cast<std::size_t>(c)] = qtl::from_float<T>(c < 16 ? 0.0f : -0.0f);
+    w[static_cast<std::size_t>(k + c)] = qtl::from_float<T>(c == 5 ? 6.9f : -3.0f);
+  }
+  return w;
+}
+
+template <class T>
+struct fp4_out {
+  std::vector<float4_e2m1x2_t> values;
+  std::vector<std::uint8_t> scales;
+};
+
+template <class T>
+fp4_out<T> run_mxfp4(std::vector<T> const& w, index_t n, index_t k, qtl::ct_fp4_options const& opt = {}) {
+  fp4_out<T> o{std::vector<float4_e2m1x2_t>(static_cast<std::size_t>(n * k / 2)),
+               std::vector<std::uint8_t>(static_cast<std::size_t>(n * k / 32))};
+  qtl::ct_mxfp4_quantize(cview(w, n, k), qtl::make_view(o.values.data(), n, k / 2),
+                         qtl::make_view(reinterpret_cast<float8_e8m0fnu_t*>(o.scales.data()), n, k / 32), opt);
+  return o;
+}
+
+template <class T>
+fp4_out<T> run_nvfp4(std::vector<T> const& w, index_t n, index_t k, float gs) {
+  fp4_out<T> o{std::vector<float4_e2m1x2_t>(static_cast<std::size_t>(n * k / 2)),
+               std::vector<std::uint8_t>(static_cast<std::size_t>(n * k / 16))};
+  qtl::ct_nvfp4_quantize(cview(w, n, k), gs, qtl::make_view(o.values.data(), n, k / 2),
+                         qtl::make_view(reinterpret_cast<float8_e4m3fn_t*>(o.scales.data()), n, k / 16));
+  return o;
+}
+
+std::uint8_t nibble(std::vector<float4_e2m1x2_t> const& v, index_t i) {
+  return static_cast<std::uint8_t>(v[static_cast<std::size_t>(i / 2)].bits >> (i % 2 * 4) & 0xF);
+}
+
+}  // namespace
+
+TEMPLATE_TEST_CASE("ct_mxfp4_quantize equals the element rules walked one element at a time", "[ct][fp4]", float,
+                   half_t, bfloat16_t) {
+  using T = TestType;
+  index_t const n = 9;
+  index_t const k = 256;
+  auto const w = weights<T>(n, k, 7);
+  auto const got = run_mxfp4(w, n, k);
+  for (index_t r = 0; r < n; ++r) {
+    for (index_t b = 0; b < k / 32; ++b) {
+      float amax = 0.0f;
+      for (index_t e = 0; e < 32; ++e) {
+        amax = std::max(amax, std::fabs(qtl::to_float(w[static_cast<std::size_t>(r * k + b * 32 + e)])));
+      }
+      std::uint8_t const sc = qtl::ct_mx_scale_code<T>(amax);
+      REQUIRE(got.scales[static_cast<std::size_t>(r * (k / 32) + b)] == sc);
+      float const os = qtl::e8m0_reciprocal(sc);
+      for (index_t e = 0; e < 32; ++e) {
+        index_t const i = r * k + b * 32 + e;
+        float const x = qtl::to_float(w[static_cast<std::size_t>(i)]);
+        // CT divides in T: a quotient that underflows T is +0, whatever x's sign
+        bool const zero = qtl::to_float(qtl::from_float<T>(x * os)) == 0.0f;
+        std::uint8_t const want = zero ? 0 : qtl::block_element_code<qtl::mxfp4>(x, os);
+        CAPTURE(r, b, e, x);
+        REQUIRE(nibble(got.values, i) == want);
+      }
+    }
+  }
+}
+
+TEST_CASE("ct_mxfp4_quantize: CT's scale rounds a block max of 6.9 down to 2^0 and clips it to 6", "[ct][fp4]") {
+  index_t const n = 2;
+  index_t const k = 32;
+  auto const w = weights<float>(n, k, 1);
+  auto const got = run_mxfp4(w, n, k);
+  CHECK(got.scales[0] == 0);                // the all-zero / -0.0 block: scale code 0
+  CHECK(got.values[8].bits == 0);           // -0.0 weights are code +0
+  CHECK(got.scales[1] == 127);              // 6.9: 2^0 (the OCP rule takes 2^1)
+  CHECK(nibble(got.values, k + 5) == 0x7);  // 6.9 -> 6, the largest code
+  CHECK(nibble(got.values, k + 0) == 0xD);  // -3.0 -> -3 (0x8 | 5)
+}
+
+TEST_CASE("ct_mxfp4_quantize runs any slice of rows with the same bytes", "[ct][fp4]") {
+  index_t const n = 12;
+  index_t const k = 128;
+  auto const w = weights<bfloat16_t>(n, k, 3);
+  auto const whole = run_mxfp4(w, n, k);
+  fp4_out<bfloat16_t> pieces{std::vector<float4_e2m1x2_t>(whole.values.size()),
+                             std::vector<std::uint8_t>(whole.scales.size())};
+  for (index_t r0 : {index_t{0}, index_t{5}}) {
+    index_t const rows = r0 == 0 ? 5 : n - 5;
+    qtl::ct_mxfp4_quantize(
+        qtl::make_view(w.data() + r0 * k, rows, k), qtl::make_view(pieces.values.data() + r0 * k / 2, rows, k / 2),
+        qtl::make_view(reinterpret_cast<float8_e8m0fnu_t*>(pieces.scales.data()) + r0 * k / 32, rows, k / 32),
+        {false, r0});
+  }
+  CHECK(pieces.scales == whole.scales);
+  for (std::size_t i = 0; i < whole.values.size(); ++i) {
+    REQUIRE(pieces.values[i].bits == whole.values[i].bits);
+  }
+}
+
+TEMPLATE_TEST_CASE("ct_mxfp4_quantize refuses NaN and Inf naming row and column, unless allowed", "[ct][fp4]", float,
+                   half_t, bfloat16_t) {
+  index_t const n = 4;
+  index_t const k = 64;
+  float const inf = std::numeric_limits<float>::infinity();
+  for (auto [bad, word] : {std::pair{std::nanf(""), "NaN"}, std::pair{inf, "+Inf"}, std::pair{-inf, "-Inf"}}) {
+    auto w = weights<TestType>(n, k, 5);
+    w[static_cast<std::size_t>(2 * k + 37)] = qtl::from_float<TestType>(bad);
+    w[static_cast<std::size_t>(3 * k + 1)] = qtl::from_float<TestType>(bad);  // a later one is not named
+    CAPTURE(word);
+    try {
+      run_mxfp4(w, n, k, {false, 100});
+      FAIL("no error");
+    } catch (qtl::value_error const& e) {
+      std::string const what = e.what();
+      CAPTURE(what);
+      REQUIRE(what.find("element [102, 37] is " + std::string(word)) != std::string::npos);
+      REQUIRE(what.find("block's scale") != std::string::npos);
+    }
+    auto const allowed = run_mxfp4(w, n, k, {true, 0});
+    CHECK(allowed.scales[static_cast<std::size_t>(2 * 2 + 1)] == 254);  // CT's undefined int cast, as documented
+  }
+}
+
+TEMPLATE_TEST_CASE("ct_nvfp4_quantize is block_quantize<nvfp4> with CT's zero-block scale and +0 code", "[ct][fp4]",
+                   float, half_t, bfloat16_t) {
+  using T = TestType;
+  index_t const n = 9;
+  index_t const k = 128;
+  auto const w = weights<T>(n, k, 11);
+  float const gs = qtl::ct_nvfp4_global_scale(qtl::fp8_amax(cview(w, n, k)));
+  auto const got = run_nvfp4(w, n, k, gs);
+  std::vector<float4_e2m1x2_t> values(got.values.size());
+  std::vector<float8_e4m3fn_t> scales(got.scales.size());
+  qtl::block_quantize<qtl::nvfp4>(cview(w, n, k), qtl::make_view(values.data(), n, k / 2), std::span(scales), gs);
+  for (std::size_t b = 0; b < scales.size(); ++b) {
+    std::uint8_t const want = scales[b].bits == 0 ? 0x20 : scales[b].bits;  // E4M3 0.125
+    REQUIRE(got.scales[b] == want);
+  }
+  for (index_t i = 0; i < n * k; ++i) {
+    bool const zero = qtl::to_float(w[static_cast<std::size_t>(i)]) == 0.0f;
+    std::uint8_t const want = zero ? 0 : nibble(values, i);
+    CAPTURE(i);
+    REQUIRE(nibble(got.values, i) == want);
+  }
+  CHECK(got.scales[0] == 0x20);        // the all-zero block
+  CHECK(nibble(got.values, 16) == 0);  // -0.0: +0, where block_quantize writes 0x8
+  CHECK(nibble(values, 16) == 0x8);
+}
+
+TEST_CASE("ct_fp4 ops check their arguments", "[ct][fp4]") {
+  std::vector<float> w(4 * 48, 1.0f);
+  std::vector<float4_e2m1x2_t> v(4 * 24);
+  std::vector<float8_e8m0fnu_t> s8(4 * 2);
+  std::vector<float8_e4m3fn_t> s4(4 * 3);
+  auto const w48 = qtl::make_view(static_cast<float const*>(w.data()), 4, 48);
+  CHECK_THROWS_AS(qtl::ct_mxfp4_quantize(w48, qtl::make_view(v.data(), 4, 24), qtl::make_view(s8.data(), 4, 1)),
+                  qtl::shape_error);  // K = 48 is not a multiple of 32
+  CHECK_THROWS_AS(qtl::ct_nvfp4_quantize(w48, 1.0f, qtl::make_view(v.data(), 4, 24), qtl::make_view(s4.data(), 4, 2)),
+                  qtl::shape_error);  // scales [4, 2], expected [4, 3]
+  CHECK_THROWS_AS(qtl::ct_nvfp4_quantize(w48, 0.0f, qtl::make_view(v.data(), 4, 24), qtl::make_view(s4.data(), 4, 3)),
+                  qtl::value_error);  // global scale 0
+  CHECK_NOTHROW(qtl::ct_nvfp4_quantize(w48, 1.0f, qtl::make_view(v.data(), 4, 24), qtl::make_view(s4.data(), 4, 3)));
+}
+
+TEMPLATE_TEST_CASE("scan_amax: fp8_amax and whether every element is finite, in one pass", "[fp8][amax]", float, half_t,
+                   bfloat16_t) {
+  using T = TestType;
+  index_t const n = 5;
+  index_t const k = 37;  // lanes and a tail
+  auto w = qtl_test::block_ranged_normal<T>(n, k, 2, 4);
+  auto const view = cview(w, n, k);
+  qtl::amax_scan r = qtl::scan_amax(view);
+  CHECK(r.finite);
+  CHECK(r.amax == qtl::fp8_amax(view));
+  float const inf = std::numeric_limits<float>::infinity();
+  w[static_cast<std::size_t>(3 * k + 36)] = qtl::from_float<T>(std::nanf(""));  // in the tail
+  r = qtl::scan_amax(view);
+  CHECK_FALSE(r.finite);
+  CHECK(r.amax == qtl::fp8_amax(view));  // NaN ignored
+  CHECK(std::isfinite(r.amax));
+  w[7] = qtl::from_float<T>(-inf);
+  r = qtl::scan_amax(view);
+  CHECK_FALSE(r.finite);
+  CHECK(r.amax == inf);
+  w[static_cast<std::size_t>(3 * k + 36)] = qtl::from_float<T>(1.0f);
+  r = qtl::scan_amax(view);
+  CHECK_FALSE(r.finite);
+  CHECK(r.amax == inf);
+  std::vector<T> const empty;
+  r = qtl::scan_amax(cview(empty, 0, 0));
+  CHECK(r.finite);
+  CHECK(r.amax == 0.0f);
+}
