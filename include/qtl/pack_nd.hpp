@@ -27,6 +27,7 @@
 #include <span>
 #include <string>
 
+#include <qtl/dispatch.hpp>
 #include <qtl/element/pack_nd.hpp>
 #include <qtl/error.hpp>
 #include <qtl/pack.hpp>
@@ -54,6 +55,17 @@ inline std::array<index_t, 3> split_at_dim(std::span<index_t const> shape, index
     }
   }
   return e;
+}
+
+/// True for the integer scalar types whose codes pack into int32 words: integer, width dividing 32.
+constexpr bool is_pack_type(scalar_type t) { return t.is_integer() && is_pack_width(static_cast<int>(t.size_bits())); }
+
+/// Calls `f(scalar_constant<T>{})` for the named type `t` (a `qtl::scalar_type`, its id or its name)
+/// that `is_pack_type`: int4, uint4, int8, uint8, uint2b2, uint4b8, uint8b128 (vLLM's `wtype`s but
+/// uint3b4). @throws unsupported_error for any other type.
+template <class Type, class F>
+decltype(auto) dispatch_pack_type(Type const& t, F&& f) {
+  return dispatch_scalar_type<int4, uint4, int8, uint8, uint2b2, uint4b8, uint8b128>(t, std::forward<F>(f));
 }
 
 namespace detail {

@@ -29,13 +29,6 @@ std::array<index_t, 3> split(qtl::test::golden_case const& c, char const* tensor
   return qtl::split_at_dim(s, c.params.at("packed-dim").get<index_t>());
 }
 
-// Calls f with the scalar type of a golden case's "type".
-template <class F>
-void with_type(std::string const& t, F&& f) {
-  qtl::dispatch_scalar_type<qtl::int4, qtl::uint4, qtl::int8, qtl::uint8, qtl::uint2b2, qtl::uint4b8, qtl::uint8b128>(
-      t, std::forward<F>(f));
-}
-
 TEST_CASE("gptq_pack and awq_pack reproduce vLLM's golden cases bit for bit", "[pack_nd][golden]") {
   for (char const* op : {"gptq-pack", "awq-pack"}) {
     for (auto const& c : qtl::test::golden_cases(op)) {
@@ -64,7 +57,7 @@ TEST_CASE("the packings along a dimension reproduce vLLM's golden cases bit for 
     auto const q = qtl::test::tensor_values<std::int32_t>(c.in, "w_q");
     auto const want = qtl::test::tensor_values<std::int32_t>(c.expected, "packed");
     auto const e = split(c, "w_q");
-    with_type(c.params.at("type").get<std::string>(), [&]<qtl::scalar_type T>(qtl::scalar_constant<T>) {
+    qtl::dispatch_pack_type(c.params.at("type").get<std::string>(), [&]<qtl::scalar_type T>(qtl::scalar_constant<T>) {
       auto const got = qtl::pack_quantized_values_into_int32<T>(make_view(q.data(), e[0], e[1], e[2]));
       CHECK(got.storage() == want);
       // and back: unsigned codes come back as they were; signed ones zero-extended, as vLLM
@@ -80,7 +73,7 @@ TEST_CASE("the packings along a dimension reproduce vLLM's golden cases bit for 
     auto const w = qtl::test::tensor_values<std::int32_t>(c.in, "packed");
     auto const want = qtl::test::tensor_values<std::int32_t>(c.expected, "w_q");
     auto const e = split(c, "packed");
-    with_type(c.params.at("type").get<std::string>(), [&]<qtl::scalar_type T>(qtl::scalar_constant<T>) {
+    qtl::dispatch_pack_type(c.params.at("type").get<std::string>(), [&]<qtl::scalar_type T>(qtl::scalar_constant<T>) {
       auto const got = qtl::unpack_quantized_values_into_int32<T>(make_view(w.data(), e[0], e[1], e[2]));
       CHECK(got.storage() == want);
       // every word is a word of unsigned codes: packing them back with the unsigned width restores it
@@ -138,6 +131,19 @@ TEST_CASE("the packings along a dimension take strided views and equal pack_rows
   // along the last dimension: pack_cols of the (outer, P) rows
   auto const last = qtl::pack_quantized_values_into_int32<4>(make_view(q.data(), o * n, p, 1));
   CHECK(last.storage() == qtl::pack_cols<4>(make_view(q.data(), o * n, p)).storage());
+}
+
+TEST_CASE("the pack types are the named integer types whose width divides 32", "[pack_nd]") {
+  int n = 0;
+  for (qtl::scalar_type const t : qtl::named_scalar_types) {
+    if (qtl::is_pack_type(t)) {
+      ++n;
+      qtl::dispatch_pack_type(t, [&]<qtl::scalar_type T>(qtl::scalar_constant<T>) { CHECK(T == t); });
+    } else {
+      CHECK_THROWS_AS(qtl::dispatch_pack_type(t, [](auto) {}), qtl::unsupported_error);
+    }
+  }
+  CHECK(n == 7);
 }
 
 TEST_CASE("split_at_dim gives (outer, P, inner) and rejects a dimension that is not one", "[pack_nd]") {
