@@ -1,7 +1,7 @@
 #pragma once
 /// \file
-/// vLLM's packings of `quant_utils.py` beyond `pack_rows` / `pack_cols` (`docs/spec/semantics.md`
-/// §4.16-§4.18), on the host:
+/// vLLM's packings of `quant_utils.py` beyond `pack_rows` / `pack_cols` (`docs/spec/engines.md`
+/// §1-§3), on the host:
 ///
 ///   gptq_pack    in (K, N) -> out (K/pf, N)      vLLM's `gptq_pack` is `pack_rows` (qtl/pack.hpp)
 ///   awq_pack     in (K, N) -> out (K, N/pf)      out[k, c] slot i holds in[k, c*pf + order[i]],
