@@ -3,6 +3,8 @@
 // vLLM's pack_quantized_values_into_int32 / unpack_quantized_values_into_int32 (w_q, wtype,
 // packed_dim) over qtl/pack_nd.hpp. int32 codes in, int32 words out (and back).
 
+#include <stdexcept>
+
 #include <qtl/dispatch.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/pack_nd.hpp>
@@ -33,6 +35,9 @@ nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t 
   if (num_bits <= 0 || 32 % num_bits != 0) {
     throw qtl::unsupported_error(std::string("qtl.") + op_name(k) + ": num_bits = " + std::to_string(num_bits) +
                                  " does not divide 32; supported: 1, 2, 4, 8, 16, 32");
+  }
+  if (k == pack_kind::awq_pack && num_bits != 4 && num_bits != 8) {  // vLLM raises so too
+    throw qtl::unsupported_error("qtl.awq_pack: num_bits must be 4 or 8, got " + std::to_string(num_bits));
   }
   index_t const pf = 32 / num_bits;
   // The reference's asserts: the codes are [size_k, size_n], the words that shape packed.
@@ -68,7 +73,7 @@ nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t 
           if constexpr (B == 4 || B == 8) {
             qtl::awq_pack<B>(iv, ov);
           } else {
-            throw qtl::unsupported_error("qtl.awq_pack: num_bits must be 4 or 8, got " + std::to_string(B));
+            throw std::logic_error("unreachable: num_bits is checked above");
           }
           break;
       }
