@@ -32,6 +32,16 @@ def run_case(op, p, x):
     if op == "unpack-rows":
         r, n = x["packed"].shape
         return {"q_w": qtl.unpack_rows(x["packed"], p["bits"], r * _pf(p["bits"]), n)}
+    if op in ("gptq-pack", "awq-pack"):
+        k, n = x["q_w"].shape
+        f = qtl.gptq_pack if op == "gptq-pack" else qtl.awq_pack
+        return {"packed": f(x["q_w"], p["bits"], k, n)}
+    if op == "pack-quantized-values-into-int32":
+        return {"packed": qtl.pack_quantized_values_into_int32(x["w_q"], getattr(qtl.scalar_types, p["type"]),
+                                                               p["packed-dim"])}
+    if op == "unpack-quantized-values-into-int32":
+        return {"w_q": qtl.unpack_quantized_values_into_int32(x["packed"], getattr(qtl.scalar_types, p["type"]),
+                                                              p["packed-dim"])}
     if op == "quantize-weights":
         w_ref, w_q, w_s, w_zp = qtl.quantize_weights(
             x["w"], getattr(qtl.scalar_types, p["type"]), p["group-size"], p.get("zero-points", False),

@@ -39,7 +39,9 @@ def expect(qtl, code, args, fragment=None):
 def ops_list(qtl):
     r = run(qtl, "op", "--help")
     body = r.stdout.split("Subcommands:", 1)[1]
-    return [line.split()[0] for line in body.splitlines() if line.startswith("  ") and line.split()]
+    # (a long name's description wraps onto a deeper-indented line, which is no op)
+    return [line.split()[0] for line in body.splitlines()
+            if line.startswith("  ") and not line.startswith("   ") and line.split()]
 
 
 def main():

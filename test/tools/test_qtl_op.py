@@ -46,8 +46,8 @@ def listed_ops(qtl):
     for line in text.splitlines():
         if line.strip() == "Subcommands:":
             section = True
-        elif section and line.startswith("  ") and line.split():
-            names.append(line.split()[0])
+        elif section and line.startswith("  ") and not line.startswith("   ") and line.split():
+            names.append(line.split()[0])  # (a long name's description wraps onto a deeper line)
     return names
 
 
