@@ -92,18 +92,6 @@ template <auto Width>
                                            std::to_string(pf) + ", inner), no extent negative");
 }
 
-// Slice o of a (outer, P, inner) view: the (P, inner) view with its strides.
-template <class T>
-constexpr view2d<T> slice_of(view3d<T> v, index_t o) {
-  view2d<T> s;
-  s.data = v.data + o * v.stride[0];
-  s.extent[0] = v.extent[1];
-  s.extent[1] = v.extent[2];
-  s.stride[0] = v.stride[1];
-  s.stride[1] = v.stride[2];
-  return s;
-}
-
 }  // namespace detail
 
 /// vLLM's `gptq_pack`: `pack_rows` (GPTQ's qweight layout), under its name.
@@ -190,11 +178,11 @@ void pack_quantized_values_into_int32(view3d<std::int32_t const> in, view3d<std:
   }
   if (excess != 0) {
     for (index_t o = 0; o < out.extent[0]; ++o) {
-      detail::zero_fill(detail::slice_of(out, o));
+      detail::zero_fill(batch_item(out, o));
     }
     for (index_t o = 0; o < in.extent[0]; ++o) {
       try {
-        detail::report_first_bad_code<Width>(op, detail::slice_of(in, o), 0, in.extent[1]);
+        detail::report_first_bad_code<Width>(op, batch_item(in, o), 0, in.extent[1]);
       } catch (value_error const& e) {
         throw value_error(std::string(e.what()) + " (at outer index " + std::to_string(o) + ")");
       }

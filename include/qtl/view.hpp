@@ -143,6 +143,18 @@ QTL_HOST_DEVICE constexpr view3d<T> make_view(T* data, index_t batch, index_t ro
   v.stride[2] = 1;
   return v;
 }
+/// Matrix `i` of the batch `v` (an expert of a stack, a slice around a packed dimension): the
+/// [rows, cols] view at v(i, 0, 0) with v's row and column strides.
+template <class T>
+QTL_HOST_DEVICE constexpr view2d<T> batch_item(view3d<T> v, index_t i) {
+  view2d<T> r;
+  r.data = v.data + i * v.stride[0];
+  r.extent[0] = v.extent[1];
+  r.extent[1] = v.extent[2];
+  r.stride[0] = v.stride[1];
+  r.stride[1] = v.stride[2];
+  return r;
+}
 
 /// "[e0, e1, ...]": the extents of a view, for error messages (torch prints shapes alike).
 inline std::string shape_string(index_t const* extents, int rank) {

@@ -107,14 +107,7 @@ TEST_CASE("cuda pack_quantized_values_into_int32 takes strided views", "[cuda][p
   index_t const o = 3, p = 16, n = 5;
   auto const q = random_codes(o * p * n, 0, 15, rng);
   // the transposed view: (n, p, o) with strides (1, n, p*n)
-  qtl::view3d<std::int32_t const> t;
-  t.data = q.data();
-  t.extent[0] = n;
-  t.extent[1] = p;
-  t.extent[2] = o;
-  t.stride[0] = 1;
-  t.stride[1] = n;
-  t.stride[2] = p * n;
+  auto const t = qtl_test::reversed_axes_view(q, n, p, o);
   auto const host = qtl::pack_quantized_values_into_int32<4>(t);
   device_buffer<std::int32_t> const dq(q);
   device_buffer<std::int32_t> dw(static_cast<std::size_t>(n * p / 8 * o));

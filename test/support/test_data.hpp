@@ -62,6 +62,21 @@ qtl::view2d<T const> cview(std::vector<T> const& v, qtl::index_t rows, qtl::inde
   return qtl::make_view(v.data(), rows, cols);
 }
 
+/// `v` as the [a, b, c] view with strides (1, a, a * b): the transpose (axes reversed) of `v` read
+/// as a contiguous [c, b, a] array, for the ops' tests of non-contiguous views.
+template <class T>
+qtl::view3d<T const> reversed_axes_view(std::vector<T> const& v, qtl::index_t a, qtl::index_t b, qtl::index_t c) {
+  qtl::view3d<T const> t;
+  t.data = v.data();
+  t.extent[0] = a;
+  t.extent[1] = b;
+  t.extent[2] = c;
+  t.stride[0] = 1;
+  t.stride[1] = a;
+  t.stride[2] = a * b;
+  return t;
+}
+
 /// `s` with each %XX replaced by the byte 0xXX (the test tables write unprintable bytes so).
 inline std::string percent_decode(std::string const& s) {
   std::string out;

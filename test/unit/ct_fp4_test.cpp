@@ -21,11 +21,15 @@ namespace {
 
 using qtl::bfloat16_t;
 using qtl::float4_e2m1x2_t;
-using qtl::float8_e4m3fn_t;
-using qtl::float8_e8m0fnu_t;
 using qtl::half_t;
 using qtl::index_t;
 using qtl_test::cview;
+
+template <class T>
+struct fp4_out {
+  std::vector<float4_e2m1x2_t> values;
+  std::vector<std::uint8_t> scales;
+};
 
 /// Blocks of their own ranges, with an all-zero block and -0.0 weights in row 0, a constant
 /// block with one 6.9 (between 6 and 7: CT's MX scale clips it) in row 1.
@@ -40,17 +44,11 @@ std::vector<T> weights(index_t n, index_t k, std::uint32_t seed) {
 }
 
 template <class T>
-struct fp4_out {
-  std::vector<float4_e2m1x2_t> values;
-  std::vector<std::uint8_t> scales;
-};
-
-template <class T>
 fp4_out<T> run_mxfp4(std::vector<T> const& w, index_t n, index_t k, qtl::ct_fp4_options const& opt = {}) {
   fp4_out<T> o{std::vector<float4_e2m1x2_t>(static_cast<std::size_t>(n * k / 2)),
                std::vector<std::uint8_t>(static_cast<std::size_t>(n * k / 32))};
   qtl::ct_mxfp4_quantize(cview(w, n, k), qtl::make_view(o.values.data(), n, k / 2),
-                         qtl::make_view(reinterpret_cast<float8_e8m0fnu_t*>(o.scales.data()), n, k / 32), opt);
+                         qtl::make_view(reinterpret_cast<qtl::float8_e8m0fnu_t*>(o.scales.data()), n, k / 32), opt);
   return o;
 }
 
@@ -59,7 +57,7 @@ fp4_out<T> run_nvfp4(std::vector<T> const& w, index_t n, index_t k, float gs) {
   fp4_out<T> o{std::vector<float4_e2m1x2_t>(static_cast<std::size_t>(n * k / 2)),
                std::vector<std::uint8_t>(static_cast<std::size_t>(n * k / 16))};
   qtl::ct_nvfp4_quantize(cview(w, n, k), gs, qtl::make_view(o.values.data(), n, k / 2),
-                         qtl::make_view(reinterpret_cast<float8_e4m3fn_t*>(o.scales.data()), n, k / 16));
+                         qtl::make_view(reinterpret_cast<qtl::float8_e4m3fn_t*>(o.scales.data()), n, k / 16));
   return o;
 }
 
@@ -121,7 +119,7 @@ TEST_CASE("ct_mxfp4_quantize runs any slice of rows with the same bytes", "[ct][
     index_t const rows = r0 == 0 ? 5 : n - 5;
     qtl::ct_mxfp4_quantize(
         qtl::make_view(w.data() + r0 * k, rows, k), qtl::make_view(pieces.values.data() + r0 * k / 2, rows, k / 2),
-        qtl::make_view(reinterpret_cast<float8_e8m0fnu_t*>(pieces.scales.data()) + r0 * k / 32, rows, k / 32),
+        qtl::make_view(reinterpret_cast<qtl::float8_e8m0fnu_t*>(pieces.scales.data()) + r0 * k / 32, rows, k / 32),
         {false, r0});
   }
   CHECK(pieces.scales == whole.scales);
@@ -163,7 +161,7 @@ TEMPLATE_TEST_CASE("ct_nvfp4_quantize is block_quantize<nvfp4> with CT's zero-bl
   float const gs = qtl::ct_nvfp4_global_scale(qtl::fp8_amax(cview(w, n, k)));
   auto const got = run_nvfp4(w, n, k, gs);
   std::vector<float4_e2m1x2_t> values(got.values.size());
-  std::vector<float8_e4m3fn_t> scales(got.scales.size());
+  std::vector<qtl::float8_e4m3fn_t> scales(got.scales.size());
   qtl::block_quantize<qtl::nvfp4>(cview(w, n, k), qtl::make_view(values.data(), n, k / 2), std::span(scales), gs);
   for (std::size_t b = 0; b < scales.size(); ++b) {
     std::uint8_t const want = scales[b].bits == 0 ? 0x20 : scales[b].bits;  // E4M3 0.125
@@ -183,8 +181,8 @@ TEMPLATE_TEST_CASE("ct_nvfp4_quantize is block_quantize<nvfp4> with CT's zero-bl
 TEST_CASE("ct_fp4 ops check their arguments", "[ct][fp4]") {
   std::vector<float> w(4 * 48, 1.0f);
   std::vector<float4_e2m1x2_t> v(4 * 24);
-  std::vector<float8_e8m0fnu_t> s8(4 * 2);
-  std::vector<float8_e4m3fn_t> s4(4 * 3);
+  std::vector<qtl::float8_e8m0fnu_t> s8(4 * 2);
+  std::vector<qtl::float8_e4m3fn_t> s4(4 * 3);
   auto const w48 = qtl::make_view(static_cast<float const*>(w.data()), 4, 48);
   CHECK_THROWS_AS(qtl::ct_mxfp4_quantize(w48, qtl::make_view(v.data(), 4, 24), qtl::make_view(s8.data(), 4, 1)),
                   qtl::shape_error);  // K = 48 is not a multiple of 32

@@ -104,14 +104,7 @@ TEST_CASE("the packings along a dimension take strided views and equal pack_rows
     }
   }
   // the transposed view (inner, P, outer strides swapped) packs the same words, transposed
-  qtl::view3d<std::int32_t const> t;
-  t.data = q.data();
-  t.extent[0] = n;
-  t.extent[1] = p;
-  t.extent[2] = o;
-  t.stride[0] = 1;
-  t.stride[1] = n;
-  t.stride[2] = p * n;
+  auto const t = qtl_test::reversed_axes_view(q, n, p, o);
   auto const gt = qtl::pack_quantized_values_into_int32<4>(t);
   for (index_t a = 0; a < n; ++a) {
     for (index_t r = 0; r < p / 8; ++r) {

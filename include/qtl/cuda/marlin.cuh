@@ -37,17 +37,6 @@ using qtl::marlin::layout;
 inline constexpr int block_threads = launch_policy::threads;
 inline constexpr index_t max_experts = launch_limits::grid_yz;  // one grid row per expert
 
-template <class T>
-QTL_DEVICE view2d<T> expert(view3d<T> v, index_t e) {
-  view2d<T> r;
-  r.data = v.data + e * v.stride[0];
-  r.extent[0] = v.extent[1];
-  r.extent[1] = v.extent[2];
-  r.stride[0] = v.stride[1];
-  r.stride[1] = v.stride[2];
-  return r;
-}
-
 // One thread per Marlin word f of expert blockIdx.y: gathers its pf codes from the GPTQ qweight,
 // through sort_indices (row sort_indices[k] for Marlin row k) when `Perm`.
 template <int Bits, act_width A, bool Perm>
@@ -60,7 +49,7 @@ QTL_KERNEL void repack_gptq_kernel(view3d<std::int32_t const> qweight, std::int3
     return;
   }
   index_t const e = blockIdx.y;
-  view2d<std::int32_t const> const q = expert(qweight, e);
+  view2d<std::int32_t const> const q = batch_item(qweight, e);
   std::int32_t const* const s = Perm ? sort_indices + e * K : nullptr;
   auto const code = [&](index_t k, index_t n) {
     index_t src = k;
