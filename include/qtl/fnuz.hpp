@@ -36,7 +36,7 @@ void check_elementwise(char const* fn, view1d<In> in, view1d<Out> out) {
 /// @throws shape_error if the extents differ.
 inline void normalize_e4m3fn_to_e4m3fnuz(view1d<float8_e4m3fn_t const> weight, view1d<float8_e4m3fnuz_t> out) {
   detail::check_elementwise("normalize_e4m3fn_to_e4m3fnuz", weight, out);
-  for (index_t i = 0; i < weight.extent[0]; ++i) {
+  for (index_t i = 0; i < out.extent[0]; ++i) {  // (= weight's: out's bound keeps g++'s -Wstringop-overflow quiet)
     out(i) = float8_e4m3fnuz_t{e4m3fn_to_e4m3fnuz_code(weight(i).bits)};
   }
 }
@@ -54,7 +54,7 @@ inline host_tensor<float8_e4m3fnuz_t, 1> normalize_e4m3fn_to_e4m3fnuz(view1d<flo
 template <fnuz_scale T>
 void double_scales(view1d<T const> scale, view1d<T> out) {
   detail::check_elementwise("double_scales", scale, out);
-  for (index_t i = 0; i < scale.extent[0]; ++i) {
+  for (index_t i = 0; i < out.extent[0]; ++i) {
     out(i) = double_scale(scale(i));
   }
 }
