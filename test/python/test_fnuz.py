@@ -42,3 +42,9 @@ def test_errors():
     w = np.zeros([4], np.uint8).view(ml_dtypes.float8_e4m3fn)
     with pytest.raises(qtl.DTypeError):
         qtl.normalize_e4m3fn_to_e4m3fnuz(w, np.ones([1], np.int32))
+
+
+def test_float8_e4m3fnuz_is_a_named_scalar_type():
+    t = qtl.scalar_types.float8_e4m3fnuz
+    assert t.nan_repr == qtl.NanRepr.NEG_ZERO
+    assert t.max() == 240.0 and t.min() == -240.0 and t.size_bits == 8
