@@ -14,6 +14,7 @@
 /// | fp16 `half_t` (16)            | s eeeee mmmmmmmmmm  | 15   | 65504     | yes | e=31, m≠0             |
 /// | bf16 `bfloat16_t` (16)        | s eeeeeeee mmmmmmm  | 127  | ≈3.39e38  | yes | e=255, m≠0            |
 /// | float8_e4m3fn (8)             | s eeee mmm          | 7    | 448       | no  | s.1111.111 only       |
+/// | float8_e4m3fnuz (8)           | s eeee mmm          | 8    | 240       | no  | 0x80 only (no -0)     |
 /// | float8_e5m2 (8)               | s eeeee mm          | 15   | 57344     | yes | e=31, m≠0             |
 /// | float6_e3m2f (6, low bits)    | s eee mm            | 3    | 28        | no  | none                  |
 /// | float6_e2m3f (6, low bits)    | s ee mmm            | 1    | 7.5       | no  | none                  |
@@ -30,7 +31,7 @@
 ///
 /// **Overflow** (`saturation`): with `saturation::none` a finite value that rounds past the largest
 /// finite code becomes Inf where the format has Inf (fp16, bf16, e5m2) and NaN where it has only
-/// NaN (e4m3fn, e8m0) — torch's `.to(dtype)`; with `saturation::finite` it becomes ±max, as CUDA's
+/// NaN (e4m3fn, e4m3fnuz, e8m0) — torch's `.to(dtype)`; with `saturation::finite` it becomes ±max, as CUDA's
 /// `__NV_SATFINITE` (Inf inputs included). fp6 and fp4 have neither, so they always saturate
 /// (CUDA's `satfinite`).
 ///
@@ -41,6 +42,7 @@
 /// | fp16    | sign \| 0x7E00               | same         | 0x7FFF                              |
 /// | bf16    | 0x7FC0 (sign dropped)        | same         | 0x7FFF                              |
 /// | e4m3fn  | sign \| 0x7F                 | same         | 0x7F                                |
+/// | e4m3fnuz | 0x80 (the only NaN)         | same         | (CUDA has no e4m3fnuz type)         |
 /// | e5m2    | sign \| 0x7F                 | same         | 0x7F                                |
 /// | e8m0    | 0xFF                         | same         | same                                |
 /// | fp6/fp4 | no NaN: NaN encodes as +max (0x1F / 0x7), as CUDA; torch has no conversion         |
@@ -130,6 +132,12 @@ struct float8_e4m3fn_t {
   std::uint8_t bits;
   friend constexpr bool operator==(float8_e4m3fn_t, float8_e4m3fn_t) = default;
 };
+/// float8_e4m3fnuz bits (`torch.float8_e4m3fnuz`, ROCm's FP8 on MI300): the layout of e4m3fn with
+/// exponent bias 8, no negative zero, and 0x80 (what would be -0) its only NaN.
+struct float8_e4m3fnuz_t {
+  std::uint8_t bits;
+  friend constexpr bool operator==(float8_e4m3fnuz_t, float8_e4m3fnuz_t) = default;
+};
 /// float8_e5m2 bits (`torch.float8_e5m2`, CUDA `__nv_fp8_e5m2`).
 struct float8_e5m2_t {
   std::uint8_t bits;
@@ -142,7 +150,7 @@ struct float8_e8m0fnu_t {
 };
 
 static_assert(sizeof(half_t) == 2 && sizeof(bfloat16_t) == 2 && sizeof(float8_e4m3fn_t) == 1 &&
-              sizeof(float8_e5m2_t) == 1 && sizeof(float8_e8m0fnu_t) == 1);
+              sizeof(float8_e4m3fnuz_t) == 1 && sizeof(float8_e5m2_t) == 1 && sizeof(float8_e8m0fnu_t) == 1);
 
 // ------------------------------------------------------------------------------------------------
 // The generic codec
@@ -151,9 +159,10 @@ namespace detail {
 
 /// Which codes of a format are special (vLLM's `NanRepr` plus the IEEE default).
 enum class special_codes : std::uint8_t {
-  ieee,          ///< exponent all ones: Inf (m = 0) or NaN (m ≠ 0)
-  extd_nan_only, ///< only s.1...1.1...1 is NaN, the rest of the top binade is finite (e4m3fn)
-  none,          ///< every code is finite (fp6, fp4)
+  ieee,           ///< exponent all ones: Inf (m = 0) or NaN (m ≠ 0)
+  extd_nan_only,  ///< only s.1...1.1...1 is NaN, the rest of the top binade is finite (e4m3fn)
+  none,           ///< every code is finite (fp6, fp4)
+  fnuz,           ///< exponent bias 2^(E-1), every code finite but 1.0...0 (-0), the only NaN
 };
 
 /// `sig / 2^shift` rounded to an integer, to nearest-even or toward zero. Exact for any shift.
@@ -182,13 +191,13 @@ QTL_HOST_DEVICE constexpr std::uint32_t shift_round(std::uint32_t sig, int shift
 template <int E, int M, special_codes Special, std::uint32_t NanMag, bool NanSigned>
 QTL_HOST_DEVICE constexpr std::uint32_t encode(std::uint32_t f, saturation sat, bool nearest) {
   static_assert(E >= 1 && E <= 8 && M >= 0 && M <= 10, "qtl::detail::encode: unsupported format");
-  constexpr int bias = (1 << (E - 1)) - 1;
+  constexpr int bias = (1 << (E - 1)) - (Special == special_codes::fnuz ? 0 : 1);
   constexpr int emin = 1 - bias;  // exponent of the smallest normal
   constexpr std::uint32_t inf_mag = ((1u << E) - 1u) << M;
   constexpr std::uint32_t max_mag = Special == special_codes::ieee            ? inf_mag - 1u
                                     : Special == special_codes::extd_nan_only ? (1u << (E + M)) - 2u
                                                                               : (1u << (E + M)) - 1u;
-  std::uint32_t const sign = (f >> 31) << (E + M);
+  std::uint32_t sign = (f >> 31) << (E + M);
   std::uint32_t const abs = f & 0x7FFFFFFFu;
   if (abs > 0x7F800000u) {  // NaN
     if constexpr (Special == special_codes::none) {
@@ -221,6 +230,9 @@ QTL_HOST_DEVICE constexpr std::uint32_t encode(std::uint32_t f, saturation sat, 
       return (NanSigned ? sign : 0u) | NanMag;
     }
   }
+  if constexpr (Special == special_codes::fnuz) {
+    sign = mag == 0 ? 0u : sign;  // no -0: its code is the NaN
+  }
   return sign | mag;
 }
 
@@ -228,7 +240,7 @@ QTL_HOST_DEVICE constexpr std::uint32_t encode(std::uint32_t f, saturation sat, 
 template <int E, int M, special_codes Special>
 QTL_HOST_DEVICE constexpr float decode(std::uint32_t c) {
   static_assert(E >= 1 && E <= 5 && M >= 0 && M <= 10, "qtl::detail::decode: unsupported format");
-  constexpr int bias = (1 << (E - 1)) - 1;
+  constexpr int bias = (1 << (E - 1)) - (Special == special_codes::fnuz ? 0 : 1);
   constexpr std::uint32_t mmask = (1u << M) - 1u;
   std::uint32_t const sign = ((c >> (E + M)) & 1u) << 31;
   std::uint32_t const e = (c >> M) & ((1u << E) - 1u);
@@ -240,6 +252,10 @@ QTL_HOST_DEVICE constexpr float decode(std::uint32_t c) {
   } else if constexpr (Special == special_codes::extd_nan_only) {
     if (e == (1u << E) - 1u && m == mmask) {
       return bits_to_float(sign | 0x7FC00000u);
+    }
+  } else if constexpr (Special == special_codes::fnuz) {
+    if (c == (1u << (E + M))) {
+      return bits_to_float(0x7FC00000u);
     }
   }
   if (e == 0) {
@@ -254,8 +270,7 @@ QTL_HOST_DEVICE constexpr float decode(std::uint32_t c) {
     }
     return bits_to_float(sign | (static_cast<std::uint32_t>(exp + 127) << 23) | ((m & mmask) << (23 - M)));
   }
-  return bits_to_float(sign | (static_cast<std::uint32_t>(static_cast<int>(e) - bias + 127) << 23) |
-                       (m << (23 - M)));
+  return bits_to_float(sign | (static_cast<std::uint32_t>(static_cast<int>(e) - bias + 127) << 23) | (m << (23 - M)));
 }
 
 }  // namespace detail
@@ -331,6 +346,18 @@ QTL_HOST_DEVICE constexpr float e4m3fn_to_float(std::uint8_t c) {
   return detail::decode<4, 3, detail::special_codes::extd_nan_only>(c);
 }
 
+/// float -> float8_e4m3fnuz code, RNE (torch's `fp8e4m3fnuz_from_fp32_value`): |x| ≥ 248 (past the
+/// 240/256 tie), ±Inf and NaN give the NaN 0x80 with `saturation::none`; ±240 (0x7F/0xFF) with
+/// `saturation::finite` (NaN stays 0x80). A result of magnitude 0 is +0 whatever the sign.
+QTL_HOST_DEVICE constexpr std::uint8_t float_to_e4m3fnuz(float x, saturation sat = saturation::none) {
+  return static_cast<std::uint8_t>(
+      detail::encode<4, 3, detail::special_codes::fnuz, 0x80u, false>(float_to_bits(x), sat, true));
+}
+/// float8_e4m3fnuz code -> float (exact; 0x80 -> NaN).
+QTL_HOST_DEVICE constexpr float e4m3fnuz_to_float(std::uint8_t c) {
+  return detail::decode<4, 3, detail::special_codes::fnuz>(c);
+}
+
 /// float -> float8_e5m2 code, RNE; |x| ≥ 61440 gives ±Inf (none) or ±57344 (finite); NaN -> sign | 0x7F.
 QTL_HOST_DEVICE constexpr std::uint8_t float_to_e5m2(float x, saturation sat = saturation::none) {
   return static_cast<std::uint8_t>(
@@ -391,8 +418,7 @@ QTL_HOST_DEVICE constexpr std::uint8_t float_to_e8m0(float x, e8m0_rounding r = 
         code += (guard && (lower || code > 0)) ? 1u : 0u;
         break;
       }
-      case e8m0_rounding::toward_zero:
-        break;
+      case e8m0_rounding::toward_zero: break;
       case e8m0_rounding::up:
         // Any bit below the exponent's power of two; for subnormal floats (code 0, 2^-127) only
         // values above 2^-127 (frac > 2^22) go up.
@@ -428,19 +454,21 @@ QTL_HOST_DEVICE constexpr float to_float(T x) {
     return bf16_to_float(x.bits);
   } else if constexpr (std::is_same_v<T, float8_e4m3fn_t>) {
     return e4m3fn_to_float(x.bits);
+  } else if constexpr (std::is_same_v<T, float8_e4m3fnuz_t>) {
+    return e4m3fnuz_to_float(x.bits);
   } else if constexpr (std::is_same_v<T, float8_e5m2_t>) {
     return e5m2_to_float(x.bits);
   } else if constexpr (std::is_same_v<T, float8_e8m0fnu_t>) {
     return e8m0_to_float(x.bits);
   } else {
     static_assert(sizeof(T) == 0,
-                  "qtl::to_float: T must be float, half_t, bfloat16_t, float8_e4m3fn_t, float8_e5m2_t "
-                  "or float8_e8m0fnu_t");
+                  "qtl::to_float: T must be float, half_t, bfloat16_t, float8_e4m3fn_t, float8_e4m3fnuz_t, "
+                  "float8_e5m2_t or float8_e8m0fnu_t");
   }
 }
 
 /// `x` rounded to T: RNE (e8m0: torch's nearest rule); overflow as `sat` says. The default,
-/// `saturation::none`, is torch's `.to(dtype)`: Inf for fp16/bf16/e5m2, NaN for e4m3fn/e8m0.
+/// `saturation::none`, is torch's `.to(dtype)`: Inf for fp16/bf16/e5m2, NaN for e4m3fn/e4m3fnuz/e8m0.
 template <class T>
 QTL_HOST_DEVICE constexpr T from_float(float x, saturation sat = saturation::none) {
   if constexpr (std::is_same_v<T, float>) {
@@ -451,6 +479,8 @@ QTL_HOST_DEVICE constexpr T from_float(float x, saturation sat = saturation::non
     return bfloat16_t{float_to_bf16(x, sat)};
   } else if constexpr (std::is_same_v<T, float8_e4m3fn_t>) {
     return float8_e4m3fn_t{float_to_e4m3fn(x, sat)};
+  } else if constexpr (std::is_same_v<T, float8_e4m3fnuz_t>) {
+    return float8_e4m3fnuz_t{float_to_e4m3fnuz(x, sat)};
   } else if constexpr (std::is_same_v<T, float8_e5m2_t>) {
     return float8_e5m2_t{float_to_e5m2(x, sat)};
   } else if constexpr (std::is_same_v<T, float8_e8m0fnu_t>) {
@@ -458,7 +488,7 @@ QTL_HOST_DEVICE constexpr T from_float(float x, saturation sat = saturation::non
   } else {
     static_assert(sizeof(T) == 0,
                   "qtl::from_float: T must be float, half_t, bfloat16_t, float8_e4m3fn_t, "
-                  "float8_e5m2_t or float8_e8m0fnu_t");
+                  "float8_e4m3fnuz_t, float8_e5m2_t or float8_e8m0fnu_t");
   }
 }
 

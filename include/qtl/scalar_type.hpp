@@ -2,7 +2,7 @@
 /// \file
 /// `qtl::scalar_type`: the description of a (possibly sub-byte) quantized scalar — vLLM's
 /// `ScalarType` (`csrc/core/scalar_type.hpp`) as a C++20 literal class, usable as a template
-/// argument — and the 16 named types of vLLM/sglang.
+/// argument — and the 16 named types of vLLM/sglang plus ROCm's float8_e4m3fnuz.
 ///
 /// A value of a type is `stored_code - bias`. Integers have `exponent == 0` and `mantissa`
 /// magnitude bits (sign excluded); floats have the standard exponent bias 2^(exponent-1)-1 and the
@@ -15,7 +15,9 @@
 ///
 /// `name()` follows vLLM/ml_dtypes: `float<bits>_e<E>m<M>` plus, for non-IEEE floats, `f` (finite
 /// only), `n` (NaN not IEEE), then `u` (unsigned; vLLM omits it, torch names the type
-/// `float8_e8m0fnu`); integers `[u]int<bits>[b<bias>]`.
+/// `float8_e8m0fnu`) or `uz` (no negative zero: `nan_repr::neg_zero`); integers
+/// `[u]int<bits>[b<bias>]`. `float8_e4m3fnuz` is QTL's addition: vLLM has no such `ScalarType`, so
+/// its id (with `nan_repr::neg_zero`) has no vLLM counterpart.
 ///
 /// Kernels never take a `scalar_type` template parameter directly (nvcc 13 rejects class-type
 /// values on `__global__` templates): they take the type `scalar_constant<V>`.
@@ -36,6 +38,9 @@ enum class nan_repr : std::uint8_t {
   none = 0,                ///< no NaN (fp4, fp6)
   ieee_754 = 1,            ///< exponent all ones and mantissa ≠ 0 (the default, integers included)
   extd_range_max_min = 2,  ///< only exponent and mantissa all ones (e4m3fn, e8m0fnu)
+  /// QTL's, not vLLM's: only the code of -0 (sign set, the rest 0) is NaN, and the exponent bias
+  /// is 2^(exponent-1), one more than the standard one (ROCm's float8_e4m3fnuz; name suffix `fnuz`)
+  neg_zero = 3,
 };
 
 /// The name of a scalar type: at most 32 characters, built in constant evaluation.
@@ -44,11 +49,11 @@ using scalar_type_name = static_string<32>;
 /// Describes a quantized scalar type; a structural type, so usable as a template argument.
 /// Field order and widths are vLLM's (they define `id()`).
 struct scalar_type {
-  std::uint8_t exponent = 0;        ///< exponent bits; 0 for integer types
-  std::uint8_t mantissa = 0;        ///< mantissa bits (floats) / magnitude bits without the sign (ints)
-  bool is_signed = false;           ///< has a sign bit
-  std::int32_t bias = 0;            ///< stored code = value + bias
-  bool finite_values_only = false;  ///< no infinities
+  std::uint8_t exponent = 0;          ///< exponent bits; 0 for integer types
+  std::uint8_t mantissa = 0;          ///< mantissa bits (floats) / magnitude bits without the sign (ints)
+  bool is_signed = false;             ///< has a sign bit
+  std::int32_t bias = 0;              ///< stored code = value + bias
+  bool finite_values_only = false;    ///< no infinities
   nan_repr nan = nan_repr::ieee_754;  ///< vLLM's default for every type, integers included
 
   friend constexpr bool operator==(scalar_type, scalar_type) = default;
@@ -105,8 +110,7 @@ struct scalar_type {
   /// vLLM's id: the fields packed little end first (see the file comment).
   QTL_HOST_DEVICE constexpr std::uint64_t id() const {
     return std::uint64_t{exponent} | (std::uint64_t{mantissa} << 8) | (std::uint64_t{is_signed} << 16) |
-           (std::uint64_t{static_cast<std::uint32_t>(bias)} << 17) |
-           (std::uint64_t{finite_values_only} << 49) |
+           (std::uint64_t{static_cast<std::uint32_t>(bias)} << 17) | (std::uint64_t{finite_values_only} << 49) |
            (std::uint64_t{static_cast<std::uint8_t>(nan)} << 50);
   }
 
@@ -124,6 +128,9 @@ struct scalar_type {
         }
         if (!is_signed) {
           s.append("u");
+        }
+        if (nan == nan_repr::neg_zero) {
+          s.append("uz");
         }
       }
     } else {
@@ -145,17 +152,18 @@ struct scalar_type {
   QTL_HOST_DEVICE constexpr bool is_e8m0() const {
     return exponent == 8 && mantissa == 0 && !is_signed && nan == nan_repr::extd_range_max_min;
   }
-  // vLLM's max() bits (docs/spec/semantics.md §1.5), for mantissa ≥ 1.
+  // vLLM's max() bits (docs/spec/semantics.md §1.5), for mantissa ≥ 1; `neg_zero` (fnuz): the
+  // top binade is finite and the exponent bias one more.
   QTL_HOST_DEVICE constexpr std::uint64_t max_float_bits() const {
     std::uint64_t max_mant = (std::uint64_t{1} << mantissa) - 1u;
     if (nan == nan_repr::extd_range_max_min) {
       max_mant -= 1u;
     }
     std::uint64_t max_exp = (std::uint64_t{1} << exponent) - 2u;
-    if (nan == nan_repr::extd_range_max_min || nan == nan_repr::none) {
+    if (nan != nan_repr::ieee_754) {
       max_exp += 1u;
     }
-    std::uint64_t const exp_bias = (std::uint64_t{1} << (exponent - 1)) - 1u;
+    std::uint64_t const exp_bias = (std::uint64_t{1} << (exponent - 1)) - (nan == nan_repr::neg_zero ? 0u : 1u);
     return (max_mant << (52 - mantissa)) | ((max_exp - exp_bias + 1023u) << 52);
   }
 };
@@ -169,7 +177,7 @@ inline constexpr scalar_type int8 = {.exponent = 0, .mantissa = 7, .is_signed = 
 inline constexpr scalar_type uint8 = {.exponent = 0, .mantissa = 8};
 inline constexpr scalar_type uint2b2 = {.exponent = 0, .mantissa = 2, .bias = 2};
 inline constexpr scalar_type uint3b4 = {.exponent = 0, .mantissa = 3, .bias = 4};
-inline constexpr scalar_type uint4b8 = {.exponent = 0, .mantissa = 4, .bias = 8};  ///< GPTQ 4-bit
+inline constexpr scalar_type uint4b8 = {.exponent = 0, .mantissa = 4, .bias = 8};      ///< GPTQ 4-bit
 inline constexpr scalar_type uint8b128 = {.exponent = 0, .mantissa = 8, .bias = 128};  ///< GPTQ 8-bit
 inline constexpr scalar_type float4_e2m1f = {
     .exponent = 2, .mantissa = 1, .is_signed = true, .finite_values_only = true, .nan = nan_repr::none};
@@ -177,24 +185,25 @@ inline constexpr scalar_type float6_e3m2f = {
     .exponent = 3, .mantissa = 2, .is_signed = true, .finite_values_only = true, .nan = nan_repr::none};
 inline constexpr scalar_type float6_e2m3f = {
     .exponent = 2, .mantissa = 3, .is_signed = true, .finite_values_only = true, .nan = nan_repr::none};
-inline constexpr scalar_type float8_e4m3fn = {.exponent = 4,
-                                              .mantissa = 3,
-                                              .is_signed = true,
-                                              .finite_values_only = true,
-                                              .nan = nan_repr::extd_range_max_min};
+inline constexpr scalar_type float8_e4m3fn = {
+    .exponent = 4, .mantissa = 3, .is_signed = true, .finite_values_only = true, .nan = nan_repr::extd_range_max_min};
+/// ROCm's FP8 (MI300): e4m3 with exponent bias 8, max 240, 0x80 its only NaN (QTL's; not vLLM's).
+inline constexpr scalar_type float8_e4m3fnuz = {
+    .exponent = 4, .mantissa = 3, .is_signed = true, .finite_values_only = true, .nan = nan_repr::neg_zero};
 inline constexpr scalar_type float8_e5m2 = {.exponent = 5, .mantissa = 2, .is_signed = true};
 inline constexpr scalar_type float8_e8m0fnu = {
     .exponent = 8, .mantissa = 0, .finite_values_only = true, .nan = nan_repr::extd_range_max_min};
 inline constexpr scalar_type float16_e8m7 = {.exponent = 8, .mantissa = 7, .is_signed = true};
 inline constexpr scalar_type float16_e5m10 = {.exponent = 5, .mantissa = 10, .is_signed = true};
-inline constexpr scalar_type bfloat16 = float16_e8m7;   ///< alias, as vLLM's `scalar_types.bfloat16`
-inline constexpr scalar_type float16 = float16_e5m10;   ///< alias, as vLLM's `scalar_types.float16`
+inline constexpr scalar_type bfloat16 = float16_e8m7;  ///< alias, as vLLM's `scalar_types.bfloat16`
+inline constexpr scalar_type float16 = float16_e5m10;  ///< alias, as vLLM's `scalar_types.float16`
 
-/// The 16 named types, in the order of docs/spec/semantics.md §1.7.
+/// The 17 named types, in the order of docs/spec/semantics.md §1.7 (float8_e4m3fnuz, QTL's, after
+/// float8_e4m3fn).
 inline constexpr scalar_type named_scalar_types[] = {
-    int4,         uint4,        int8,          uint8,       uint2b2,        uint3b4,
-    uint4b8,      uint8b128,    float4_e2m1f,  float6_e3m2f, float6_e2m3f,  float8_e4m3fn,
-    float8_e5m2,  float8_e8m0fnu, float16_e8m7, float16_e5m10};
+    int4,           uint4,        int8,         uint8,        uint2b2,       uint3b4,         uint4b8,
+    uint8b128,      float4_e2m1f, float6_e3m2f, float6_e2m3f, float8_e4m3fn, float8_e4m3fnuz, float8_e5m2,
+    float8_e8m0fnu, float16_e8m7, float16_e5m10};
 
 constexpr std::optional<scalar_type> scalar_type::from_id(std::uint64_t id) {
   for (scalar_type const& t : named_scalar_types) {

@@ -30,6 +30,7 @@ from ._qtl import (  # noqa: F401
     ct_pack_quantize,
     gptq_pack,
     gptq_quantize_weights,
+    normalize_e4m3fn_to_e4m3fnuz,
     pack_cols,
     pack_quantized_values_into_int32,
     pack_rows,

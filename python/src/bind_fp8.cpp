@@ -9,11 +9,18 @@
 //   assert_fp8_all_close(a, b) -> None, or AssertionError with the reference's message (its shape
 //       and dtype asserts too). QTL counts real sign flips (the reference's uint8 test of them can
 //       never fire); a flip is always also a byte distance >= 2, so the verdict is the reference's.
-
-#include <cstring>
+//   normalize_e4m3fn_to_e4m3fnuz(weight fp8 any rank, weight_scale, input_scale=None)
+//       -> (weight float8_e4m3fnuz, weight_scale * 2, input_scale * 2 or None), sglang's
+//       (qtl/fnuz.hpp). The weight comes back as a new array (sglang rewrites its argument's bytes
+//       and returns a view of them): torch.float8_e4m3fnuz for torch, ml_dtypes.float8_e4m3fnuz for
+//       numpy where ml_dtypes is installed, else its uint8 codes. Scales: float32, float16 or
+//       bfloat16 of any rank, doubled in their dtype.
 
 #include <nanobind/stl/optional.h>
 
+#include <cstring>
+
+#include <qtl/fnuz.hpp>
 #include <qtl/fp8.hpp>
 
 #include "bindings.hpp"
@@ -150,9 +157,55 @@ void assert_fp8_all_close(nb::handle a_obj, nb::handle b_obj) {
   }
 }
 
+/// A contiguous operand of any rank as one row of its elements.
+template <class T>
+view1d<T const> flat(array_in const& a) {
+  a.check_contiguous();
+  return make_view(static_cast<T const*>(a.nd.data()), static_cast<index_t>(a.nd.size()));
+}
+
+nb::object doubled_scale(nb::handle obj, char const* name) {
+  array_in s = take(obj, name);
+  array_out out(s.type, s.extents());
+  with_float(s, [&]<class T>(std::type_identity<T>) {
+    qtl::double_scales(flat<T>(s), make_view(out.data<T>(), static_cast<index_t>(s.nd.size())));
+  });
+  return out.release(s.from);
+}
+
+nb::object normalize_e4m3fn_to_e4m3fnuz(nb::handle w_obj, nb::handle ws_obj, nb::handle is_obj) {
+  array_in w = take(w_obj, "weight");
+  // sglang asserts float8_e4m3fn; numpy without ml_dtypes: the uint8 codes
+  if (w.type != elem::fp8_e4m3 && !(w.type == elem::u8 && w.from == kind::numpy)) {
+    throw dtype_error(std::string("qtl.normalize_e4m3fn_to_e4m3fnuz: weight has dtype ") + elem_name(w.type) +
+                      ", not float8_e4m3fn");
+  }
+  auto const n = static_cast<index_t>(w.nd.size());
+  auto const in = flat<float8_e4m3fn_t>(w);
+  array_out out(elem::u8, w.extents());
+  {
+    nb::gil_scoped_release nogil;
+    qtl::normalize_e4m3fn_to_e4m3fnuz(in, make_view(reinterpret_cast<float8_e4m3fnuz_t*>(out.data<std::uint8_t>()), n));
+  }
+  nb::object weight = out.release(w.from);
+  if (w.from == kind::torch) {
+    weight = weight.attr("view")(nb::module_::import_("torch").attr("float8_e4m3fnuz"));
+  } else {
+    try {
+      weight = weight.attr("view")(nb::module_::import_("ml_dtypes").attr("float8_e4m3fnuz"));
+    } catch (nb::python_error const&) {  // no ml_dtypes: the codes stay uint8
+    }
+  }
+  nb::object ws = doubled_scale(ws_obj, "weight_scale");
+  nb::object is = is_obj.is_none() ? nb::none() : doubled_scale(is_obj, "input_scale");
+  return nb::make_tuple(weight, ws, is);
+}
+
 }  // namespace
 
 void bind_fp8(nb::module_& m) {
+  m.def("normalize_e4m3fn_to_e4m3fnuz", &normalize_e4m3fn_to_e4m3fnuz, nb::arg("weight"), nb::arg("weight_scale"),
+        nb::arg("input_scale").none() = nb::none());
   m.def("assert_fp8_all_close", &assert_fp8_all_close, nb::arg("a"), nb::arg("b"));
   m.def("scaled_fp8_quant", &scaled_fp8_quant, nb::arg("input"), nb::arg("scale").none() = nb::none(),
         nb::arg("num_token_padding").none() = nb::none(), nb::arg("use_per_token_if_dynamic") = false);

@@ -28,7 +28,8 @@ void bind_scalar_types(nb::module_& m) {
   nb::enum_<nan_repr>(m, "NanRepr", "vLLM's NanRepr: which codes of a float type are NaN.")
       .value("NONE", nan_repr::none)
       .value("IEEE_754", nan_repr::ieee_754)
-      .value("EXTD_RANGE_MAX_MIN", nan_repr::extd_range_max_min);
+      .value("EXTD_RANGE_MAX_MIN", nan_repr::extd_range_max_min)
+      .value("NEG_ZERO", nan_repr::neg_zero);  // QTL's: float8_e4m3fnuz
 
   nb::class_<scalar_type>(m, "ScalarType", "vLLM's ScalarType (qtl::scalar_type): same fields, names and ids.")
       .def(nb::init<>())

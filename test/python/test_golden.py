@@ -42,6 +42,16 @@ def run_case(op, p, x):
     if op == "unpack-quantized-values-into-int32":
         return {"w_q": qtl.unpack_quantized_values_into_int32(x["packed"], getattr(qtl.scalar_types, p["type"]),
                                                               p["packed-dim"])}
+    if op == "normalize-e4m3fn-to-e4m3fnuz":
+        w, ws, iscale = qtl.normalize_e4m3fn_to_e4m3fnuz(x["weight"], x["weight_scale"], x.get("input_scale"))
+        out = {"weight": np.asarray(w).view(np.uint8), "weight_scale": ws}  # the file holds the fnuz bytes
+        if iscale is not None:
+            out["input_scale"] = iscale
+        return out
+    if op == "float8-e4m3fnuz-encode":
+        return {"codes": np.asarray(x["x"]).astype(ml_dtypes.float8_e4m3fnuz).view(np.uint8)}
+    if op == "float8-e4m3fnuz-decode":
+        return {"x": x["codes"].view(ml_dtypes.float8_e4m3fnuz).astype(np.float32)}
     if op == "quantize-weights":
         w_ref, w_q, w_s, w_zp = qtl.quantize_weights(
             x["w"], getattr(qtl.scalar_types, p["type"]), p["group-size"], p.get("zero-points", False),

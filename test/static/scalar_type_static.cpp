@@ -57,6 +57,9 @@ static_assert(matches(qtl::float8_e4m3fn,
                       {4, 3, true, 0, true, N2, 8, "float8_e4m3fn", 448.0, -448.0, 0xa000000010304, true, false, false}));
 static_assert(matches(qtl::float8_e5m2,
                       {5, 2, true, 0, false, N1, 8, "float8_e5m2", 57344.0, -57344.0, 0x4000000010205, true, true, true}));
+// QTL's: ROCm's e4m3fnuz (exponent bias 8, 0x80 the only NaN), nan_repr 3, an id vLLM does not have.
+static_assert(matches(qtl::float8_e4m3fnuz, {4, 3, true, 0, true, nan_repr::neg_zero, 8, "float8_e4m3fnuz", 240.0,
+                                             -240.0, 0xe000000010304, true, false, false}));
 // 2^127 = 1.7014118346046923e38 and 2^-127 = 5.877471754111438e-39, exactly.
 static_assert(matches(qtl::float8_e8m0fnu, {8, 0, false, 0, true, N2, 8, "float8_e8m0fnu",
                                             1.7014118346046923e38, 5.877471754111438e-39, 0xa000000000008, true, false, false}));
@@ -69,6 +72,7 @@ static_assert(matches(qtl::float16_e5m10,
 
 // The float maxima are the largest finite codes of qtl/numeric.hpp.
 static_assert(qtl::float8_e4m3fn.max() == qtl::e4m3fn_to_float(0x7E));
+static_assert(qtl::float8_e4m3fnuz.max() == qtl::e4m3fnuz_to_float(0x7F));
 static_assert(qtl::float8_e5m2.max() == qtl::e5m2_to_float(0x7B));
 static_assert(qtl::float6_e3m2f.max() == qtl::e3m2_to_float(0x1F));
 static_assert(qtl::float6_e2m3f.max() == qtl::e2m3_to_float(0x1F));
@@ -95,10 +99,10 @@ static_assert(qtl::bfloat16 == qtl::float16_e8m7 && qtl::float16 == qtl::float16
 static_assert(scalar_type::from_name("bfloat16") == qtl::float16_e8m7);
 static_assert(scalar_type::from_name("float16") == qtl::float16_e5m10);
 static_assert(scalar_type::from_name("float8_e8m0fn") == qtl::float8_e8m0fnu);
-static_assert(!scalar_type::from_name("float8_e4m3fnuz") && !scalar_type::from_name("") &&
+static_assert(!scalar_type::from_name("float8_e4m3fnu") && !scalar_type::from_name("") &&
               !scalar_type::from_name("uint4b8 ") && !scalar_type::from_name("UINT4B8"));
 static_assert(!scalar_type::from_id(0) && !scalar_type::from_id(qtl::uint4b8.id() ^ (std::uint64_t{1} << 57)));
-static_assert(sizeof(qtl::named_scalar_types) / sizeof(scalar_type) == 16);
+static_assert(sizeof(qtl::named_scalar_types) / sizeof(scalar_type) == 17);
 
 // Negative biases keep their sign in the id and the name.
 constexpr scalar_type int4_bm3 = {.exponent = 0, .mantissa = 3, .is_signed = true, .bias = -3};

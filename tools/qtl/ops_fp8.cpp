@@ -15,11 +15,17 @@
 //                         [pad128(M), pad4(K/16)] (128x4 layout), global_scale F32 []
 //   mxfp4-quant [--swizzle]   input [M,K] -> output U8 [M,K/2], scale F8_E8M0 [M,K/32] (or 128x4)
 //   mxfp8-quant [--swizzle]   input [M,K] -> output F8_E4M3 [M,K], scale F8_E8M0 [M,K/32] (or 128x4)
+//   normalize-e4m3fn-to-e4m3fnuz   weight F8_E4M3, weight_scale F32|F16|BF16, input_scale (optional),
+//                      any rank each -> weight U8 (the float8_e4m3fnuz bytes: safetensors has no
+//                      fnuz dtype), weight_scale and input_scale doubled, in their dtypes (qtl/fnuz.hpp)
+//   float8-e4m3fnuz-encode   x F32 (any rank) -> codes U8: torch's x.to(float8_e4m3fnuz)
+//   float8-e4m3fnuz-decode   codes U8 (any rank) -> x F32
 
 #include <cmath>
 #include <limits>
 
 #include <qtl/blockscale.hpp>
+#include <qtl/fnuz.hpp>
 #include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
 
@@ -27,7 +33,6 @@
 
 namespace qtl::tool {
 namespace {
-
 
 /// `--scale S` as float32: finite and not negative (@throws usage_error); 0 (or a value that is 0
 /// in float32) is sglang's kernel's case, taken with a warning.
@@ -61,13 +66,12 @@ op_spec scaled_fp8_quant_op() {
               auto const& t = io.tensor("input", float_types, {2});
               with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
                 typed_tensor<T> const in(t);
-                auto r = qtl::scaled_fp8_quant<float8_e4m3fn_t>(
-                    in.view2(), scale->has_value() ? &s : nullptr, 0, *per_token);
+                auto r = qtl::scaled_fp8_quant<float8_e4m3fn_t>(in.view2(), scale->has_value() ? &s : nullptr, 0,
+                                                                *per_token);
                 auto const m = r.output.extent(0);
                 auto const n = r.output.extent(1);
                 io.emit("output", dtype::F8_E4M3, shape_of(m, n), std::move(r.output.storage()));
-                io.emit("scale", dtype::F32, *per_token ? shape_of(m, 1) : shape_of(1),
-                        std::move(r.scale.storage()));
+                io.emit("scale", dtype::F32, *per_token ? shape_of(m, 1) : shape_of(1), std::move(r.scale.storage()));
               });
             };
           }};
@@ -82,8 +86,8 @@ op_spec per_tensor_dequantize_op() {
               auto const& q = io.tensor("tensor", {dtype::F8_E4M3}, {1, 2, 3});
               auto const& s = io.tensor("inv_scale", {dtype::F32}, {0, 1});
               if (s.numel() != 1) {
-                throw data_error(io.where("inv_scale") + " has shape " +
-                                 qtl::io::shape_string(s.shape) + "; it must be [] or [1]");
+                throw data_error(io.where("inv_scale") + " has shape " + qtl::io::shape_string(s.shape) +
+                                 "; it must be [] or [1]");
               }
               typed_tensor<float8_e4m3fn_t> const in(q);
               index_t const cols = q.shape.back();
@@ -121,12 +125,12 @@ op_spec requantize_op() {
               std::vector<float> const scales = qtl::io::tensor_values<float>(s);
               if (!s.shape.empty() && scales.size() > lw.size()) {
                 warn(io.where("weight_scale") + " holds " + std::to_string(scales.size()) + " scales for " +
-                     std::to_string(lw.size()) + " shards: as in vLLM's requantize_with_max_scale, the extra ones "
+                     std::to_string(lw.size()) +
+                     " shards: as in vLLM's requantize_with_max_scale, the extra ones "
                      "count in the max scale, and the last one decides whether the weight is requantized");
               }
               float const max_scale = qtl::requantize_with_max_scale<float8_e4m3fn_t>(
-                  make_view(weight.data(), w.shape[0], w.shape[1]),
-                  qtl::weight_scales{scales, s.shape.empty()}, lw);
+                  make_view(weight.data(), w.shape[0], w.shape[1]), qtl::weight_scales{scales, s.shape.empty()}, lw);
               io.emit("max_w_scale", dtype::F32, {}, std::vector<float>{max_scale});
               io.emit("weight", dtype::F8_E4M3, w.shape, std::move(weight));
             };
@@ -139,8 +143,7 @@ template <block_format_type F>
 op_spec block_quant_op() {
   constexpr index_t bs = F::block_size;
   std::string const name(qtl::name_of<F>);
-  std::string const elements =
-      F::elements_per_value == 2 ? "E2M1 codes (two per byte)" : "E4M3 codes";
+  std::string const elements = F::elements_per_value == 2 ? "E2M1 codes (two per byte)" : "E4M3 codes";
   std::string const scales = F::has_global_scale ? "one E4M3 scale per " : "one UE8M0 scale per ";
   return {name + "-quant",
           name + " quantization of input [M,K]: " + elements + ", " + scales + std::to_string(bs) +
@@ -192,10 +195,65 @@ op_spec block_quant_op() {
           }};
 }
 
+// The ranks the elementwise ops take.
+constexpr std::initializer_list<int> any_rank = {0, 1, 2, 3, 4, 5, 6, 7, 8};
+
+op_spec normalize_fnuz_op() {
+  return {"normalize-e4m3fn-to-e4m3fnuz",
+          "e4m3fn weight -> float8_e4m3fnuz bytes (U8; 0x80 -> 0), weight_scale and input_scale doubled "
+          "(sglang normalize_e4m3fn_to_e4m3fnuz)",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              typed_tensor<float8_e4m3fn_t> const w(io.tensor("weight", {dtype::F8_E4M3}, any_rank));
+              io.emit("weight", dtype::U8, w.info().shape,
+                      std::move(qtl::normalize_e4m3fn_to_e4m3fnuz(w.view1()).storage()));
+              for (char const* name : {"weight_scale", "input_scale"}) {
+                auto const* s = io.optional_tensor(name, float_types, any_rank);
+                if (s == nullptr) {
+                  if (std::string_view(name) == "weight_scale") {
+                    io.tensor(name, float_types, any_rank);  // names the missing tensor
+                  }
+                  continue;
+                }
+                with_float_type(s->type, [&]<class T>(std::type_identity<T>) {
+                  typed_tensor<T> const in(*s);
+                  io.emit(name, s->type, s->shape, std::move(qtl::double_scales(in.view1()).storage()));
+                });
+              }
+            };
+          }};
+}
+
+op_spec fnuz_codec_op(bool encode) {
+  return {encode ? "float8-e4m3fnuz-encode" : "float8-e4m3fnuz-decode",
+          encode ? "x (F32) -> float8_e4m3fnuz codes (U8), RNE, overflow and NaN to 0x80 (torch's .to)"
+                 : "float8_e4m3fnuz codes (U8) -> x (F32), exact; 0x80 is NaN",
+          [encode](CLI::App&) -> op_runner {
+            return [encode](op_io& io) {
+              if (encode) {
+                typed_tensor<float> const x(io.tensor("x", {dtype::F32}, any_rank));
+                std::vector<std::uint8_t> codes(static_cast<std::size_t>(x.size()));
+                for (index_t i = 0; i < x.size(); ++i) {
+                  codes[static_cast<std::size_t>(i)] = qtl::float_to_e4m3fnuz(x.data()[i]);
+                }
+                io.emit("codes", dtype::U8, x.info().shape, std::move(codes));
+              } else {
+                typed_tensor<std::uint8_t> const c(io.tensor("codes", {dtype::U8}, any_rank));
+                std::vector<float> x(static_cast<std::size_t>(c.size()));
+                for (index_t i = 0; i < c.size(); ++i) {
+                  x[static_cast<std::size_t>(i)] = qtl::e4m3fnuz_to_float(c.data()[i]);
+                }
+                io.emit("x", dtype::F32, c.info().shape, std::move(x));
+              }
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> fp8_ops() {
-  std::vector<op_spec> ops{scaled_fp8_quant_op(), per_tensor_dequantize_op(), requantize_op()};
+  std::vector<op_spec> ops{scaled_fp8_quant_op(), per_tensor_dequantize_op(), requantize_op(),
+                           normalize_fnuz_op(),   fnuz_codec_op(true),        fnuz_codec_op(false)};
   qtl::for_each_type<qtl::block_formats>([&]<class F>() { ops.push_back(block_quant_op<F>()); });
   return ops;
 }

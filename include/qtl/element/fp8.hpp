@@ -36,11 +36,12 @@ concept fp8_storage = std::is_same_v<T, float8_e4m3fn_t> || std::is_same_v<T, fl
 
 /// The element types it reads (converted exactly to float32 before any arithmetic).
 template <class T>
-concept fp8_quant_input =
-    std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
+concept fp8_quant_input = std::is_same_v<T, float> || std::is_same_v<T, half_t> || std::is_same_v<T, bfloat16_t>;
 
-/// Layout constants of an FP8 format: 1 sign bit | `exponent_bits` | `mantissa_bits`.
-template <fp8_storage Fp8>
+/// Layout constants of an FP8 format: 1 sign bit | `exponent_bits` | `mantissa_bits`. Defined for
+/// the `fp8_storage` formats and for float8_e4m3fnuz, which the `scaled_fp8_quant` family does not
+/// write (the engines quantize to it with max 224, not the format's 240: `get_fp8_min_max`).
+template <class Fp8>
 struct fp8_format;
 
 /// e4m3fn: bias 7, no Inf, NaN = 0x7F/0xFF, max 448 (0x7E), min subnormal 2^-9 (0x01).
@@ -54,6 +55,17 @@ struct fp8_format<float8_e4m3fn_t> {
   static constexpr std::uint8_t nan_code = 0x7F;  ///< with the sign bit: numeric.hpp's canonical NaN
   static constexpr char const* name = "float8_e4m3fn";
 };
+/// e4m3fnuz (ROCm): bias 8, no Inf, no -0, NaN = 0x80 only, max 240 (0x7F), min subnormal 2^-10.
+template <>
+struct fp8_format<float8_e4m3fnuz_t> {
+  static constexpr int exponent_bits = 4;
+  static constexpr int mantissa_bits = 3;
+  static constexpr int bias = 8;
+  static constexpr float max = 240.0f;
+  static constexpr std::uint8_t max_code = 0x7F;
+  static constexpr std::uint8_t nan_code = 0x80;  ///< the code of -0 in the other formats
+  static constexpr char const* name = "float8_e4m3fnuz";
+};
 /// e5m2: bias 15, IEEE-like (Inf 0x7C), max 57344 (0x7B), min subnormal 2^-16 (0x01).
 template <>
 struct fp8_format<float8_e5m2_t> {
@@ -65,6 +77,19 @@ struct fp8_format<float8_e5m2_t> {
   static constexpr std::uint8_t nan_code = 0x7F;  ///< with the sign bit: numeric.hpp's canonical NaN
   static constexpr char const* name = "float8_e5m2";
 };
+
+/// The (min, max) pair of `get_fp8_min_max`.
+struct fp8_min_max {
+  float min;
+  float max;
+};
+/// vLLM's `get_fp8_min_max()` (`quant_utils.py`): the range FP8 quantization scales to on the
+/// platform, `(-224, 224)` where the platform's FP8 is float8_e4m3fnuz (`is_fp8_fnuz`: ROCm MI300;
+/// the engines avoid 240, the format's max, for accuracy), else `finfo(float8_e4m3fn)`,
+/// `(-448, 448)`: every other platform's FP8 type is e4m3fn.
+QTL_HOST_DEVICE constexpr fp8_min_max get_fp8_min_max(bool is_fp8_fnuz) {
+  return is_fp8_fnuz ? fp8_min_max{-224.0f, 224.0f} : fp8_min_max{-448.0f, 448.0f};
+}
 
 /// What a NaN element becomes (see the file comment).
 enum class fp8_nan : std::uint8_t {
@@ -313,8 +338,8 @@ struct fp8_group_options {
 };
 
 /// Offset of scale (m, g) in the storage of `layout` (rows = M of the output, groups = G).
-QTL_HOST_DEVICE constexpr index_t group_scale_offset(group_scale_layout layout, index_t m, index_t g,
-                                                     index_t rows, index_t groups, index_t row_align) {
+QTL_HOST_DEVICE constexpr index_t group_scale_offset(group_scale_layout layout, index_t m, index_t g, index_t rows,
+                                                     index_t groups, index_t row_align) {
   if (layout == group_scale_layout::row_major) {
     return m * groups + g;
   }
@@ -322,8 +347,7 @@ QTL_HOST_DEVICE constexpr index_t group_scale_offset(group_scale_layout layout, 
   return g * padded + m;
 }
 /// Number of floats the scale storage of `layout` needs.
-constexpr index_t group_scale_storage_size(group_scale_layout layout, index_t rows, index_t groups,
-                                           index_t row_align) {
+constexpr index_t group_scale_storage_size(group_scale_layout layout, index_t rows, index_t groups, index_t row_align) {
   if (layout == group_scale_layout::row_major) {
     return rows * groups;
   }
@@ -373,7 +397,6 @@ void check_fp8_shapes(char const* fn, view2d<T const> in, view2d<Fp8> out) {
                       shape_string(in.extent[0], in.extent[1]));
   }
 }
-
 
 }  // namespace detail
 
