@@ -63,15 +63,15 @@ std::pair<float, float> nan_max_min(T const* x, index_t n) {
   for (index_t l = 0; l < lanes; ++l) {
     mx[l] = mn[l] = to_float(x[0]);
   }
-  index_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
+  index_t const whole = n - n % lanes;  // the tail loop's own bounds: g++ -O3 misreads a shared i
+  for (index_t i = 0; i < whole; i += lanes) {
     for (index_t l = 0; l < lanes; ++l) {
       float const v = to_float(x[i + l]);
       mx[l] = nan_max(mx[l], v);
       mn[l] = nan_min(mn[l], v);
     }
   }
-  for (; i < n; ++i) {
+  for (index_t i = whole; i < n; ++i) {
     mx[0] = nan_max(mx[0], to_float(x[i]));
     mn[0] = nan_min(mn[0], to_float(x[i]));
   }
