@@ -9,16 +9,16 @@
 // bytes_per_second counts every input byte read once and every output byte written once; the
 // memcpy baseline bm_memcpy/<bytes> moves (input + output) / 2 bytes and counts twice that.
 
-#include <qtl/e2m1_to_e4m3.hpp>
-#include <qtl/x86/isa.hpp>
-
 #include <benchmark/benchmark.h>
-
-#include "support/memcpy_baseline.hpp"
 
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include <qtl/e2m1_to_e4m3.hpp>
+#include <qtl/x86/isa.hpp>
+
+#include "support/memcpy_baseline.hpp"
 
 namespace {
 

@@ -139,14 +139,12 @@ inline void check_block(std::uint8_t const* xm, std::uint8_t const* sm, block_gr
       if (emax < lossless_max_shift) {
         refuse_block(g, gi, n0, k0,
                      "its largest scale " + pow2_text(emax) + " is below 2^-121, so its scale " +
-                         pow2_text(int(emax) - lossless_max_shift) + " is no E8M0 value, and " + elem +
-                         " is not zero");
+                         pow2_text(int(emax) - lossless_max_shift) + " is no E8M0 value, and " + elem + " is not zero");
       }
       refuse_block(g, gi, n0, k0,
                    elem + " lies 2^" + std::to_string(int(emax) - int(e)) + " below the block's largest scale " +
                        pow2_text(emax) + "; e4m3 holds it within 2^" +
-                       std::to_string(lossless_max_shift - e2m1_min_exact_shift(code)) +
-                       " (every code within 2^14)");
+                       std::to_string(lossless_max_shift - e2m1_min_exact_shift(code)) + " (every code within 2^14)");
     }
   }
 }
@@ -154,8 +152,7 @@ inline void check_block(std::uint8_t const* xm, std::uint8_t const* sm, block_gr
 /// Throws for the first block of `g` that does not cast exactly (see the file comment). Only the
 /// blocks whose least scale lies more than 2^14 below their largest (or whose largest is below
 /// 2^-121) have their codes read: down to there every code is exact.
-inline void check_lossless(std::span<std::uint8_t const> x, std::span<std::uint8_t const> scale,
-                           block_grid const& g) {
+inline void check_lossless(std::span<std::uint8_t const> x, std::span<std::uint8_t const> scale, block_grid const& g) {
   std::int64_t const groups = g.k / e2m1_scale_group;
   block_row_scales rs(g);
   for (std::int64_t gi = 0; gi < g.groups; ++gi) {
@@ -179,7 +176,7 @@ inline void check_lossless(std::span<std::uint8_t const> x, std::span<std::uint8
 
 /// The cast of one matrix (or a slice of its whole block rows: `g`), once checked.
 inline void cast_matrix(std::uint8_t const* x, std::uint8_t const* scale, block_grid const& g, std::uint8_t* out,
-                      std::uint8_t* out_scale) {
+                        std::uint8_t* out_scale) {
   auto const& t = e2m1_tables::get();
   std::int64_t const groups = g.k / e2m1_scale_group;
   std::int64_t const per_block = g.block.k / e2m1_scale_group;
@@ -228,8 +225,8 @@ inline void cast_matrix(std::uint8_t const* x, std::uint8_t const* scale, block_
 /// @throws shape_error (sizes, K or BK not a multiple of 32), value_error naming the first block
 ///   that does not cast exactly (nothing is written then)
 inline void cast_e2m1fn_to_e4m3fn(std::span<std::uint8_t const> x, std::span<std::uint8_t const> scale,
-                                  block_grid const& g, std::span<std::uint8_t> out,
-                                  std::span<std::uint8_t> out_scale, int threads = 1) {
+                                  block_grid const& g, std::span<std::uint8_t> out, std::span<std::uint8_t> out_scale,
+                                  int threads = 1) {
   std::string const op = "cast_e2m1fn_to_e4m3fn";
   detail::check_grid(op, g, out.size(), out_scale.size());
   if (g.k % e2m1_scale_group != 0 || g.block.k % e2m1_scale_group != 0) {

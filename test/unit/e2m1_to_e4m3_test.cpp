@@ -4,17 +4,17 @@
 // per-element reference on random stacks with partial blocks, thread counts, the x86 executor
 // against the portable loop, the argument checks, and the golden cases recorded from sglang's
 // own function (test/data/golden/make_dsv4_cases.py).
-#include <qtl/e2m1_to_e4m3.hpp>
-#include <qtl/x86/isa.hpp>
-
-#include <catch2/catch.hpp>
-#include <golden.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
+#include <golden.hpp>
+
+#include <qtl/e2m1_to_e4m3.hpp>
+#include <qtl/x86/isa.hpp>
 
 namespace {
 
@@ -100,9 +100,9 @@ TEST_CASE("cast_e2m1fn_to_e4m3fn is lossless on every code at every scale offset
         bytes x(32, 0x11);
         std::fill(x.begin() + 16, x.end(), static_cast<std::uint8_t>(code | code << 4));
         bytes const sc{static_cast<std::uint8_t>(emax), static_cast<std::uint8_t>(emax - d)};
-        bool const exact = cv::e2m1_to_e4m3_exact(code, static_cast<std::uint8_t>(emax - d),
-                                                  static_cast<std::uint8_t>(emax)) &&
-                           cv::e2m1_to_e4m3_exact(1, static_cast<std::uint8_t>(emax), static_cast<std::uint8_t>(emax));
+        bool const exact =
+            cv::e2m1_to_e4m3_exact(code, static_cast<std::uint8_t>(emax - d), static_cast<std::uint8_t>(emax)) &&
+            cv::e2m1_to_e4m3_exact(1, static_cast<std::uint8_t>(emax), static_cast<std::uint8_t>(emax));
         INFO("emax " << emax << " d " << d << " code " << int(code));
         cast_out o{bytes(64, 0xAA), bytes(1, 0xAA)};
         if (!exact) {
@@ -159,8 +159,7 @@ TEST_CASE("cast_e2m1fn_to_e4m3fn names the block it refuses", "[e2m1_to_e4m3]") 
   CHECK(message() == "no error");
 }
 
-TEST_CASE("cast_e2m1fn_to_e4m3fn: a block whose top scale is below 2^-121 casts only if all zero",
-          "[e2m1_to_e4m3]") {
+TEST_CASE("cast_e2m1fn_to_e4m3fn: a block whose top scale is below 2^-121 casts only if all zero", "[e2m1_to_e4m3]") {
   cv::block_grid const g{1, 2, 32, {128, 128}};
   bytes const sc{5, 3};
   cast_out o{bytes(64), bytes(1)};
@@ -205,8 +204,7 @@ TEST_CASE("cast_e2m1fn_to_e4m3fn checks its sizes", "[e2m1_to_e4m3]") {
   bytes x(64), sc(4), q(128), s(1), q112(112), q127(127), s2(2), q64(64);
   CHECK_NOTHROW(cv::cast_e2m1fn_to_e4m3fn(x, sc, {1, 1, 128, {128, 128}}, q, s));
   CHECK_THROWS_AS(cv::cast_e2m1fn_to_e4m3fn(bytes(16), bytes(2), {1, 1, 64, {128, 48}}, q64, s), qtl::shape_error);
-  CHECK_THROWS_AS(cv::cast_e2m1fn_to_e4m3fn(bytes(56), bytes(4), {1, 1, 112, {128, 128}}, q112, s),
-                  qtl::shape_error);
+  CHECK_THROWS_AS(cv::cast_e2m1fn_to_e4m3fn(bytes(56), bytes(4), {1, 1, 112, {128, 128}}, q112, s), qtl::shape_error);
   CHECK_THROWS_AS(cv::cast_e2m1fn_to_e4m3fn(bytes(63), sc, {1, 1, 128, {128, 128}}, q, s), qtl::shape_error);
   CHECK_THROWS_AS(cv::cast_e2m1fn_to_e4m3fn(x, bytes(3), {1, 1, 128, {128, 128}}, q, s), qtl::shape_error);
   CHECK_THROWS_AS(cv::cast_e2m1fn_to_e4m3fn(x, sc, {1, 1, 128, {128, 128}}, q127, s), qtl::shape_error);

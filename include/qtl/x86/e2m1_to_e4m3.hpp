@@ -31,11 +31,10 @@ QTL_X86_AVX2 inline std::int64_t cast_row_avx2(std::uint8_t const* x, std::uint8
     __m256i const b = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + j * 16));
     __m256i const lo = _mm256_shuffle_epi8(t, _mm256_and_si256(b, nibble));
     __m256i const hi = _mm256_shuffle_epi8(t, _mm256_and_si256(_mm256_srli_epi16(b, 4), nibble));
-    __m256i const first = _mm256_unpacklo_epi8(lo, hi);  // elements 0..15 of each group
+    __m256i const first = _mm256_unpacklo_epi8(lo, hi);   // elements 0..15 of each group
     __m256i const second = _mm256_unpackhi_epi8(lo, hi);  // elements 16..31
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * 32), _mm256_permute2x128_si256(first, second, 0x20));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * 32 + 32),
-                        _mm256_permute2x128_si256(first, second, 0x31));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + j * 32 + 32), _mm256_permute2x128_si256(first, second, 0x31));
   }
   return j;
 }
