@@ -16,7 +16,8 @@
 //                                                                -> (uint8 [.., K/2], E8M0 uint8 [.., K/32])
 //   fp8_block_to_nvfp4(weight, weight_scale_inv, block_size=(128,128), global_scale=None)
 //                                                                -> (uint8 [.., K/2], e4m3 [.., K/16], float32 0-dim)
-//   cast_e2m1fn_to_e4m3fn(x, scale)                              -> (e4m3 [.., N, K], E8M0 [.., ceil(N/128), ceil(K/128)])
+//   cast_e2m1fn_to_e4m3fn(x, scale)                              -> (e4m3 [.., N, K], E8M0 [.., ceil(N/128),
+//   ceil(K/128)])
 //       DeepSeek-V4's lossless MXFP4 cast (qtl/e2m1_to_e4m3.hpp): x int8 or uint8 [.., N, K/2], scale
 //       float8_e8m0fnu or uint8 [.., N, K/32]; the scales come back as float8_e8m0fnu (torch, ml_dtypes)
 //

@@ -3,7 +3,7 @@
 /// The element layer of DeepSeek-V4's lossless MXFP4 -> FP8-block cast (sglang
 /// `cast_e2m1fn_to_e4m3fn`, DeepSeek's `inference/convert.py`, TileKernels
 /// `per_block_cast_lossless`; `docs/spec/deepseek_v4.md`). `qtl/e2m1_to_e4m3.hpp` runs it on the
-/// host, `qtl/cuda/e2m1_to_e4m3.cuh` on the device.
+/// host; everything is `QTL_HOST_DEVICE constexpr`, so a kernel can too.
 ///
 /// An MXFP4 weight holds e2m1 codes c (two per byte, element 2j in the low nibble) and one E8M0
 /// scale code e per 1x32 group: w = e2m1(c) * 2^(e - 127). The cast gives each BN x BK block
