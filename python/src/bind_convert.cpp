@@ -290,7 +290,7 @@ nb::object byte_view(nb::handle obj) {
   if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) {
     return nb::borrow(obj);
   }
-  std::string const dn = nb::cast<std::string>(nb::str(obj.attr("dtype")));
+  auto const dn = nb::cast<std::string>(obj.attr("dtype").attr("__str__")());
   if (dn != "int8" && dn != "torch.int8" && dn != "float8_e8m0fnu" && dn != "torch.float8_e8m0fnu") {
     return nb::borrow(obj);
   }
