@@ -16,6 +16,10 @@
 //                                                                -> (uint8 [.., K/2], E8M0 uint8 [.., K/32])
 //   fp8_block_to_nvfp4(weight, weight_scale_inv, block_size=(128,128), global_scale=None)
 //                                                                -> (uint8 [.., K/2], e4m3 [.., K/16], float32 0-dim)
+//   cast_e2m1fn_to_e4m3fn(x, scale)                              -> (e4m3 [.., N, K], E8M0 [.., ceil(N/128),
+//   ceil(K/128)])
+//       DeepSeek-V4's lossless MXFP4 cast (qtl/e2m1_to_e4m3.hpp): x int8 or uint8 [.., N, K/2], scale
+//       float8_e8m0fnu or uint8 [.., N, K/32]; the scales come back as float8_e8m0fnu (torch, ml_dtypes)
 //
 // `threads` (None: one per core) cuts the whole-tensor converters into slices of block rows; the
 // bytes do not depend on it.
@@ -26,6 +30,7 @@
 
 #include <qtl/convert.hpp>
 #include <qtl/dispatch.hpp>
+#include <qtl/e2m1_to_e4m3.hpp>
 
 #include "bindings.hpp"
 
@@ -279,6 +284,49 @@ nb::object fp8_block_to_nvfp4(nb::handle q_obj, nb::handle s_obj, block_pair blo
   return nb::make_tuple(packed.release(in.q.from), scales.release(in.q.from), global.release(in.q.from));
 }
 
+/// `obj` viewed as its bytes when it is an int8 or float8_e8m0fnu array (types the bindings' arrays
+/// do not carry), else itself.
+nb::object byte_view(nb::handle obj) {
+  if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) {
+    return nb::borrow(obj);
+  }
+  auto const dn = nb::cast<std::string>(obj.attr("dtype").attr("__str__")());
+  if (dn != "int8" && dn != "torch.int8" && dn != "float8_e8m0fnu" && dn != "torch.float8_e8m0fnu") {
+    return nb::borrow(obj);
+  }
+  bool const torch = dn.starts_with("torch.");
+  return obj.attr("view")(nb::module_::import_(torch ? "torch" : "numpy").attr("uint8"));
+}
+
+nb::object cast_e2m1fn_to_e4m3fn(nb::handle x_obj, nb::handle s_obj, std::optional<int> threads) {
+  array_in x = take(byte_view(x_obj), "x");
+  array_in s = take(byte_view(s_obj), "scale");
+  x.check_type({elem::u8});
+  s.check_type({elem::u8});
+  cv::block_grid g = grid_of(x, {128, 128});
+  g.k *= 2;
+  auto const want = last_dim(x, g.k / cv::e2m1_scale_group);
+  if (g.k % cv::e2m1_scale_group != 0 || s.extents() != want) {
+    throw qtl::shape_error("qtl.cast_e2m1fn_to_e4m3fn: x has shape " + x.shape() + " and scale " + s.shape() +
+                           ": K = " + std::to_string(g.k) + " must be a multiple of 32, one scale per 32 of a row");
+  }
+  s.check_contiguous();
+  int const t = thread_count(threads);
+  array_out q(elem::fp8_e4m3, last_dim(x, g.k));
+  array_out sf(elem::u8, scale_shape(g, x.ndim() == 3));
+  {
+    std::span<std::uint8_t const> const xv(static_cast<std::uint8_t const*>(x.nd.data()), x.nd.size());
+    std::span<std::uint8_t const> const sv(static_cast<std::uint8_t const*>(s.nd.data()), s.nd.size());
+    nb::gil_scoped_release nogil;
+    cv::cast_e2m1fn_to_e4m3fn(xv, sv, g, std::span(q.data<std::uint8_t>(), static_cast<std::size_t>(q.size())),
+                              std::span(sf.data<std::uint8_t>(), static_cast<std::size_t>(sf.size())), t);
+  }
+  nb::object scales = sf.release(x.from);
+  nb::object const e8m0 = x.from == kind::torch ? nb::module_::import_("torch").attr("float8_e8m0fnu")
+                                                : nb::module_::import_("ml_dtypes").attr("float8_e8m0fnu");
+  return nb::make_tuple(q.release(x.from), scales.attr("view")(e8m0));
+}
+
 }  // namespace
 
 void bind_convert(nb::module_& m) {
@@ -314,6 +362,10 @@ void bind_convert(nb::module_& m) {
         "FP8 block weight -> NVFP4, QTL's definition (not verified against flashinfer): (E2M1 codes uint8 "
         "[.., K/2], e4m3 scales [.., K/16], float32 0-dim global scale: the given one, or fl(1/fl(amax/2688)) of "
         "the whole tensor's bf16 dequant).");
+  m.def("cast_e2m1fn_to_e4m3fn", &cast_e2m1fn_to_e4m3fn, nb::arg("x"), nb::arg("scale"), nb::kw_only(), threads,
+        "sglang cast_e2m1fn_to_e4m3fn (DeepSeek-V4): MXFP4 codes int8/uint8 [.., N, K/2] with E8M0 scales [.., N, "
+        "K/32] -> (e4m3 [.., N, K], float8_e8m0fnu [.., ceil(N/128), ceil(K/128)]), losslessly: a 128x128 block "
+        "e4m3 cannot hold exactly raises ValueError naming it.");
 }
 
 }  // namespace qtl::py

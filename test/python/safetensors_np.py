@@ -11,7 +11,7 @@ import numpy as np
 DTYPES = {
     "F32": np.dtype(np.float32), "F16": np.dtype(np.float16), "BF16": np.dtype(ml_dtypes.bfloat16),
     "F8_E4M3": np.dtype(ml_dtypes.float8_e4m3fn), "F8_E8M0": np.dtype(ml_dtypes.float8_e8m0fnu), "I64": np.dtype(np.int64), "I32": np.dtype(np.int32),
-    "U8": np.dtype(np.uint8),
+    "U8": np.dtype(np.uint8), "I8": np.dtype(np.int8),
 }
 CODES = {v: k for k, v in DTYPES.items()}
 

@@ -180,6 +180,8 @@ def run_marlin_convert_case(op, p, x):
     if op == "fp8-block-to-nvfp4":
         r = qtl.fp8_block_to_nvfp4(x["weight"], x["weight_scale_inv"], _block(p), x.get("global_scale"))
         return dict(zip(("weight", "weight_scale", "global_scale"), r))
+    if op == "cast-e2m1fn-to-e4m3fn":
+        return dict(zip(("weight", "scale"), qtl.cast_e2m1fn_to_e4m3fn(x["weight"], x["scale"])))
     if op == "per-block-cast-to-fp8":
         q, s = qtl.per_block_cast_to_fp8(x["weight"], _block(p), "ue8m0" in p, ue8m0_rule=p.get("ue8m0", "log2"))
         return {"weight": q, "weight_scale_inv": s}

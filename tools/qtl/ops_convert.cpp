@@ -15,6 +15,9 @@
 //                         (one global scale for the whole tensor: [2,N,K] is w1 and w3 sharing it)
 //   per-block-cast-to-fp8 [--block-size BN,BK] [--ue8m0 bits|log2]   weight F32|F16|BF16
 //                         -> weight F8_E4M3, weight_scale_inv F32
+//   cast-e2m1fn-to-e4m3fn weight I8|U8 [..,N,K/2] (MXFP4 codes), scale F8_E8M0|U8 [..,N,K/32]
+//                         -> weight F8_E4M3 [..,N,K], scale F8_E8M0 [..,ceil(N/128),ceil(K/128)]
+//                         (DeepSeek-V4's lossless cast; a block it cannot cast exactly is refused)
 //
 // The contract is test/data/golden/README.md; sizes the operation cannot take are the library's
 // shape_error (exit 2).
@@ -23,6 +26,7 @@
 
 #include <qtl/convert.hpp>
 #include <qtl/dispatch.hpp>
+#include <qtl/e2m1_to_e4m3.hpp>
 
 #include "ops.hpp"
 
@@ -301,10 +305,41 @@ op_spec cast_op() {
           }};
 }
 
+op_spec e2m1_cast_op() {
+  return {"cast-e2m1fn-to-e4m3fn",
+          "DeepSeek-V4 MXFP4 weight -> FP8 128x128 blocks, losslessly, as sglang's cast_e2m1fn_to_e4m3fn: block "
+          "scale = largest 1x32 scale / 2^6, elements e2m1 * 2^(scale - block scale); a block that e4m3 cannot hold "
+          "exactly is refused",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              auto const& w = io.tensor("weight", {dtype::I8, dtype::U8}, {2, 3});
+              auto const& s = io.tensor("scale", {dtype::F8_E8M0, dtype::U8}, {2, 3});
+              bool const experts = w.shape.size() == 3;
+              cv::block_grid const g{
+                  experts ? w.shape[0] : 1, w.shape[experts ? 1 : 0], w.shape[experts ? 2 : 1] * 2, {128, 128}};
+              auto want = w.shape;
+              want.back() = g.k / cv::e2m1_scale_group;
+              if (g.k % cv::e2m1_scale_group != 0 || s.shape != want) {
+                throw data_error(io.where("scale") + " has shape " + qtl::io::shape_string(s.shape) + "; weight " +
+                                 qtl::io::shape_string(w.shape) + " (K = " + std::to_string(g.k) +
+                                 ", a multiple of 32) needs one scale per 32 elements of a row");
+              }
+              std::vector<std::uint8_t> q(static_cast<std::size_t>(g.elements()));
+              std::vector<std::uint8_t> sf(static_cast<std::size_t>(g.scales()));
+              cv::cast_e2m1fn_to_e4m3fn(codes(w), codes(s), g, q, sf);
+              auto shape = w.shape;
+              shape.back() = g.k;
+              io.emit("weight", dtype::F8_E4M3, shape, std::move(q));
+              io.emit("scale", dtype::F8_E8M0, scale_shape(g, experts), std::move(sf));
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> convert_ops() {
-  return {block_quant_dequant_op(), requant_op(), pack_op(), unpack_op(), mxfp4_op(), nvfp4_op(), cast_op()};
+  return {block_quant_dequant_op(), requant_op(), pack_op(), unpack_op(), mxfp4_op(), nvfp4_op(), cast_op(),
+          e2m1_cast_op()};
 }
 
 }  // namespace qtl::tool
