@@ -54,7 +54,7 @@ QTL_KERNEL void moe_gather_rows_kernel(view3d<T const> in, view3d<T> out, moe_ro
     auto* dst = reinterpret_cast<unsigned char*>(&out(e, n, 0));
     if ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) % 16 == 0 && width % 16 == 0) {
       for (index_t i = threadIdx.x; i < width / 16; i += blockDim.x) {
-        reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<uint4 const*>(src)[i];
+        reinterpret_cast<::uint4*>(dst)[i] = reinterpret_cast<::uint4 const*>(src)[i];
       }
     } else {
       for (index_t i = threadIdx.x; i < width; i += blockDim.x) {
