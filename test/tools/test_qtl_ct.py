@@ -426,7 +426,18 @@ def test_refused(tmp):
     hf_fp8 = os.path.join(tmp, "hf_fp8.json")
     with open(hf_fp8, "w") as f:
         json.dump({"quant_method": "fp8", "activation_scheme": "dynamic", "weight_block_size": [128, 128]}, f)
+    int_cfg = ct_config(tmp, 4, 128, True)  # W4A16 weights: an NVFP4, MXFP4 or FP8 run would replace them
+    fp8_block_cfg = os.path.join(tmp, "ct_fp8_block.json")
+    with open(fp8_block_cfg, "w") as f:
+        json.dump({"quant_method": "compressed-tensors", "format": "float-quantized", "config_groups": {"g": {
+            "targets": ["Linear"], "weights": {"num_bits": 8, "type": "float", "strategy": "block",
+                                               "block_structure": [128, 128]}}}}, f)
     cases = [
+        (["--format", "nvfp4", "--config", int_cfg], 1, ["group_0.weights.type", '"int"', "--format nvfp4", '"float"']),
+        (["--format", "mxfp4", "--config", int_cfg], 1, ["weights.type", "--format mxfp4"]),
+        (["--format", "fp8", "--fp8-scheme", "channel", "--config", fp8_block_cfg], 1,
+         ["config_groups.g.weights.strategy", '"block"', "--fp8-scheme channel", '"channel"']),
+        (["--format", "fp8", "--fp8-scheme", "ct-block", "--config", int_cfg], 1, ["weights.type", "ct-block"]),
         (["--format", "w4a16", "--bits", "8"], 1, ["--bits", "w4a16"]),
         (["--format", "w8a16", "--fp8-scheme", "block"], 1, ["--fp8-scheme", "w8a16"]),
         (["--format", "nvfp4", "--group-size", "32"], 1, ["--group-size", "nvfp4"]),
@@ -446,6 +457,10 @@ def test_refused(tmp):
               "%s: exit %d naming %s (got %d: %s)" % (" ".join(args), want_rc, words, rc, se.strip()[:200]))
         check(not os.path.exists(out) or not os.listdir(out), " ".join(args) + ": no output left")
         shutil.rmtree(out, ignore_errors=True)
+    # a config describing the weights the format writes is taken (its ignore list decides)
+    rc, so, se = run("quantize", src, os.path.join(tmp, "fp8-block-cfg"), "--format", "fp8", "--fp8-scheme", "ct-block",
+                     "--config", fp8_block_cfg)
+    check(rc == 0, "ct-block with a matching FP8_BLOCK config: exit 0 (got %d: %s)" % (rc, se.strip()[:200]))
     # a K no format block divides: 24 columns
     odd = os.path.join(tmp, "odd")
     st.write_checkpoint(odd, [("model.layers.0.mlp.up_proj.weight", "F16", [8, 24], struct.pack("<192e", *([0.5] * 192)))], 1)

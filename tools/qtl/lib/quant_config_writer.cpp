@@ -8,6 +8,35 @@ namespace qtl::tool {
 
 using ojson = nlohmann::ordered_json;
 
+ojson compressed_tensors_weights(written_format const& f) {
+  using kind = written_format::kind;
+  if (f.what == kind::pack_quantized) {
+    bool const channel = f.group_size == -1;
+    return {{"num_bits", f.bits},
+            {"type", "int"},
+            {"symmetric", f.sym},
+            {"group_size", channel ? ojson(nullptr) : ojson(f.group_size)},
+            {"strategy", channel ? "channel" : "group"},
+            {"dynamic", false},
+            {"actorder", nullptr}};
+  }
+  if (f.what == kind::nvfp4) {
+    return {{"num_bits", 4}, {"type", "float"}, {"symmetric", true}, {"group_size", 16},
+            {"strategy", "tensor_group"}, {"dynamic", false}};
+  }
+  if (f.what == kind::mxfp4) {
+    return {{"num_bits", 4},      {"type", "float"},  {"symmetric", true},          {"group_size", 32},
+            {"strategy", "group"}, {"dynamic", false}, {"scale_dtype", "torch.uint8"}};
+  }
+  ojson w = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true},
+             {"strategy", f.scheme == fp8_scheme::tensor ? "tensor" : f.scheme == fp8_scheme::channel ? "channel" : "block"},
+             {"dynamic", false}};
+  if (f.scheme == fp8_scheme::block) {
+    w["block_structure"] = {128, 128};
+  }
+  return w;
+}
+
 ojson written_quantization_config(ojson const& base, quant_config const& cfg, written_format const& f) {
   ojson q = base.is_object() ? base : ojson::object();
   using kind = written_format::kind;
@@ -15,23 +44,7 @@ ojson written_quantization_config(ojson const& base, quant_config const& cfg, wr
     std::string const format = f.what == kind::pack_quantized ? "pack-quantized"
                                : f.what == kind::nvfp4        ? "nvfp4-pack-quantized"
                                                               : "mxfp4-pack-quantized";
-    ojson w;
-    if (f.what == kind::pack_quantized) {
-      bool const channel = f.group_size == -1;
-      w = {{"num_bits", f.bits},
-           {"type", "int"},
-           {"symmetric", f.sym},
-           {"group_size", channel ? ojson(nullptr) : ojson(f.group_size)},
-           {"strategy", channel ? "channel" : "group"},
-           {"dynamic", false},
-           {"actorder", nullptr}};
-    } else if (f.what == kind::nvfp4) {
-      w = {{"num_bits", 4}, {"type", "float"}, {"symmetric", true}, {"group_size", 16},
-           {"strategy", "tensor_group"}, {"dynamic", false}};
-    } else {
-      w = {{"num_bits", 4},      {"type", "float"},  {"symmetric", true},          {"group_size", 32},
-           {"strategy", "group"}, {"dynamic", false}, {"scale_dtype", "torch.uint8"}};
-    }
+    ojson const w = compressed_tensors_weights(f);
     q["quant_method"] = "compressed-tensors";
     q["format"] = format;
     q["quantization_status"] = "compressed";
@@ -82,12 +95,9 @@ ojson written_quantization_config(ojson const& base, quant_config const& cfg, wr
         q["ignore"].push_back(r);
       }
     }
-    ojson w = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true},
-               {"strategy", f.scheme == fp8_scheme::tensor ? "tensor" : f.scheme == fp8_scheme::channel ? "channel" : "block"},
-               {"dynamic", false}};
+    ojson const w = compressed_tensors_weights(f);
     ojson act = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "token"}, {"dynamic", true}};
     if (f.scheme == fp8_scheme::block) {
-      w["block_structure"] = {128, 128};
       act["strategy"] = "group";
       act["group_size"] = 128;
     }

@@ -40,6 +40,10 @@ struct written_format {
   std::vector<std::string> routers;         ///< the MoE routers kept (compressed-tensors fp8 lists them too)
 };
 
+/// The `weights` QuantizationArgs of a compressed-tensors format written (pack-quantized, NVFP4,
+/// MXFP4, FP8 float-quantized).
+nlohmann::ordered_json compressed_tensors_weights(written_format const& f);
+
 /// `base` (the --config's quantization object, or {}) with the written format's keys set.
 nlohmann::ordered_json written_quantization_config(nlohmann::ordered_json const& base, quant_config const& cfg,
                                                    written_format const& f);

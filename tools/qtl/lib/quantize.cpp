@@ -388,6 +388,55 @@ void merge_integer_params(settings& st, quantize_options const& a, note_fn const
   }
 }
 
+/// The format and parameters the run writes (the layer lists come with the plan).
+written_format written_format_for(settings const& st) {
+  written_format wf;
+  using wkind = written_format::kind;
+  wf.what = st.gptq                        ? wkind::gptq
+            : st.fmt == out_format::fp8    ? wkind::fp8
+            : st.fmt == out_format::ct_int ? wkind::pack_quantized
+            : st.fmt == out_format::nvfp4  ? wkind::nvfp4
+                                           : wkind::mxfp4;
+  wf.scheme = st.scheme;
+  wf.bits = static_cast<int>(st.int_bits);
+  wf.group_size = st.int_group_size;
+  wf.sym = st.int_sym;
+  return wf;
+}
+
+/// A compressed-tensors --config one of whose groups describes other weights than --format
+/// writes (another type, bits, group size, strategy, symmetry or block) is refused naming the
+/// first such key: the written config would replace the group's settings silently. Keys the
+/// group leaves out or null take the format's values.
+/// @throws usage_error
+void refuse_replaced_weights(settings const& st, quantize_options const& a) {
+  if (a.config.empty() || st.gptq || st.cfg.family != quant_family::compressed_tensors) {
+    return;
+  }
+  auto const groups = st.qobj.find("config_groups");
+  if (groups == st.qobj.end() || !groups->is_object()) {
+    return;
+  }
+  ojson const want = compressed_tensors_weights(written_format_for(st));
+  for (auto const& [name, group] : groups->items()) {
+    auto const w = group.is_object() ? group.find("weights") : group.end();
+    if (!group.is_object() || w == group.end() || !w->is_object()) {
+      continue;
+    }
+    for (char const* key : {"type", "num_bits", "group_size", "strategy", "symmetric", "block_structure"}) {
+      auto const have = w->find(key);
+      auto const written = want.find(key);
+      if (have == w->end() || have->is_null() || written == want.end() || *have == *written) {
+        continue;
+      }
+      std::string const what = st.fmt == out_format::fp8 ? "--format fp8 --fp8-scheme " + st.scheme_name : "--format " + a.format;
+      throw usage_error("--config " + st.config_path + ": config_groups." + name + ".weights." + key + " is " +
+                        have->dump() + ", but " + what + " writes " + written->dump() +
+                        " (the config's weight settings would be replaced; give a config of this format, or none)");
+    }
+  }
+}
+
 /// The run's settings from the flags and the --config. @throws usage_error, config_error
 settings settings_of(quantize_options const& a, note_fn const& note) {
   settings st;
@@ -410,6 +459,7 @@ settings settings_of(quantize_options const& a, note_fn const& note) {
   if (st.gptq || st.fmt == out_format::ct_int) {
     merge_integer_params(st, a, note);
   }
+  refuse_replaced_weights(st, a);
   validate_config_values(st.cfg, st.qobj,
                          a.config.empty() ? std::string("the command line") : "--config " + st.config_path,
                          value_rules::written);
@@ -754,18 +804,8 @@ worker_pool_jobs writer_jobs(std::vector<job>& jobs, std::vector<shard_plan> con
 /// kept, and lm_head whenever it is not quantized (also when the checkpoint ties it to the
 /// embeddings); MoE routers listed as such.
 written_format written_format_of(settings const& st, run_plan const& p, std::string const& checkpoint_format) {
-  written_format wf;
-  using wkind = written_format::kind;
-  wf.what = st.gptq                          ? wkind::gptq
-            : st.fmt == out_format::fp8      ? wkind::fp8
-            : st.fmt == out_format::ct_int   ? wkind::pack_quantized
-            : st.fmt == out_format::nvfp4    ? wkind::nvfp4
-                                             : wkind::mxfp4;
-  wf.scheme = st.scheme;
+  written_format wf = written_format_for(st);
   wf.checkpoint_format = checkpoint_format;
-  wf.bits = static_cast<int>(st.int_bits);
-  wf.group_size = st.int_group_size;
-  wf.sym = st.int_sym;
   bool lm_head_quantized = false;
   for (auto const& j : p.jobs) {
     lm_head_quantized = lm_head_quantized || (j.kind != job_kind::copy && j.module == "lm_head");
