@@ -30,6 +30,17 @@
 // activations are not quantized). The DeepGEMM packed scale layout is not a target: it depends on
 // each tensor-parallel rank's N (`qtl op deepgemm-pack-ue8m0` makes it for kernel fixtures).
 //
+// DeepSeek-V4's own form (config.json with a top-level `expert_dtype`: docs/spec/deepseek_v4.md):
+// routed experts L.weight I8 [N, K/2] (MXFP4) with L.scale F8_E8M0 [N, K/32], the other linear
+// weights F8_E4M3 with L.scale F8_E8M0 128x128 block scales, DeepSeek's names. Only `expert_dtype:
+// "fp4"` with quantization_config {fp8, e4m3, ue8m0, [128, 128], dynamic} is taken; another release
+// (V4-Flash-Base's "fp8" experts, V4.1's 32x32 blocks) is refused naming what differs. The names
+// are kept:
+//   fp8-ue8m0  each expert cast losslessly (cast_e2m1fn_to_e4m3fn: L.weight F8_E4M3 [N, K], L.scale
+//              F8_E8M0 [ceil(N/128), ceil(K/128)]; a block it cannot cast refused, naming it),
+//              everything else copied byte for byte; config: `expert_dtype: "fp8"`
+//   bf16       every quantized weight BF16 [N, K], exact (a value bf16 cannot hold is refused),
+//              its L.scale dropped; config: quantization_config and expert_dtype dropped
 // Everything else is copied unchanged; the shards keep their names (a shard left empty is dropped;
 // a single-file input becomes model.safetensors), each shard's tensors ordered by element size (4-,
 // 2-, then 1-byte) so that every tensor stays aligned; two output tensors of one name are refused;
@@ -121,7 +132,7 @@ struct convert_job {
 /// The module of `name` without `suffix`, or empty.
 std::string strip(std::string const& name, std::string_view suffix) {
   return name.ends_with(suffix) && name.size() > suffix.size() ? name.substr(0, name.size() - suffix.size())
-                                                               : std::string();
+                                                                : std::string();
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -296,8 +307,9 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
       case target::fp8_ue8m0: {
         q8.resize(count);
         s32.resize(scount);
-        qtl::dispatch_name<cv::recipes>("--recipe", c.recipe,
-                                        [&]<class R>() { requant_slice<R>(c.canonical, q, s, rows, g.k, q8, s32); });
+        qtl::dispatch_name<cv::recipes>("--recipe", c.recipe, [&]<class R>() {
+          requant_slice<R>(c.canonical, q, s, rows, g.k, q8, s32);
+        });
         write_out(c, l.outs[0], q8.data(), count, e0);
         write_out(c, l.outs[1], s32.data(), scount * 4, s0 * 4);
         break;
@@ -388,6 +400,7 @@ target parse_target(std::string const& s) {
   throw usage_error("--to " + s + ": expected fp8-ue8m0, bf16, mxfp4 or nvfp4");
 }
 
+
 /// The compressed-tensors quantization_config of an FP4 target (docs/spec/interop.md §3.2).
 ojson ct_fp4_config(target to, std::vector<std::string> const& ignore) {
   bool const nv = to == target::nvfp4;
@@ -406,9 +419,12 @@ ojson ct_fp4_config(target to, std::vector<std::string> const& ignore) {
                  {"weights", w},
                  {"input_activations", nullptr},
                  {"output_activations", nullptr}};
-  return {{"quant_method", "compressed-tensors"}, {"format", format},
-          {"quantization_status", "compressed"},  {"ignore", ignore},
-          {"kv_cache_scheme", nullptr},           {"config_groups", {{"group_0", group}}}};
+  return {{"quant_method", "compressed-tensors"},
+          {"format", format},
+          {"quantization_status", "compressed"},
+          {"ignore", ignore},
+          {"kv_cache_scheme", nullptr},
+          {"config_groups", {{"group_0", group}}}};
 }
 
 /// The FP8 block config of --to fp8-ue8m0 for an input without one.
@@ -437,9 +453,9 @@ void check_flags(convert_args const& a, target to) {
 /// The input's quantization config: config.json's `quantization_config`, which must be an FP8
 /// block one; without it, 128x128 blocks and no skip rules.
 struct block_config {
-  ojson qobj;                       ///< the quantization_config (null: none)
-  cv::block_size block{128, 128};   ///< its weight_block_size
-  std::optional<quant_config> cfg;  ///< its skip rules (sglang's reading), when there is one
+  ojson qobj;                      ///< the quantization_config (null: none)
+  cv::block_size block{128, 128};  ///< its weight_block_size
+  std::optional<quant_config> cfg; ///< its skip rules (sglang's reading), when there is one
 };
 
 /// The block config of the job's input (see `block_config`). @throws data_error for a config of
@@ -493,8 +509,7 @@ fp8_layer fp8_layer_of(tensor_info const& t, std::string const& module, qtl::io:
                      "per-channel FP8 is not converted)");
   }
   if (t.shape.size() != 2 && t.shape.size() != 3) {
-    throw data_error(printable(name) + ": shape " + shape_string(t.shape) +
-                     ": an FP8 block weight is [N, K] or [E, N, K]");
+    throw data_error(printable(name) + ": shape " + shape_string(t.shape) + ": an FP8 block weight is [N, K] or [E, N, K]");
   }
   bool const experts = t.shape.size() == 3;
   cv::block_grid const g{experts ? t.shape[0] : 1, t.shape[experts ? 1 : 0], t.shape[experts ? 2 : 1], bc.block};
@@ -549,9 +564,7 @@ void add_layer_outputs(std::vector<shard_plan>& shards, fp8_layer& l, std::size_
   tensor_info const& t = *l.weight;
   cv::block_grid const& g = l.grid;
   bool const experts = t.shape.size() == 3;
-  auto rows_k = [&](std::int64_t div) {
-    return experts ? shape_of(g.groups, g.n, g.k / div) : shape_of(g.n, g.k / div);
-  };
+  auto rows_k = [&](std::int64_t div) { return experts ? shape_of(g.groups, g.n, g.k / div) : shape_of(g.n, g.k / div); };
   auto out = [&](std::size_t shard, std::string name, dtype type, std::vector<std::int64_t> shape) {
     return add_output(shards, shard, t.name, std::move(name), type, std::move(shape));
   };
@@ -559,7 +572,9 @@ void add_layer_outputs(std::vector<shard_plan>& shards, fp8_layer& l, std::size_
     case target::fp8_ue8m0:
       l.outs = {out(ws, t.name, dtype::F8_E4M3, t.shape), out(ss, l.scale->name, dtype::F32, l.scale->shape)};
       break;
-    case target::bf16: l.outs = {out(ws, t.name, dtype::BF16, t.shape)}; break;
+    case target::bf16:
+      l.outs = {out(ws, t.name, dtype::BF16, t.shape)};
+      break;
     case target::mxfp4:
       l.outs = {out(ws, l.module + ".weight_packed", dtype::U8, rows_k(2)),
                 out(ws, l.module + ".weight_scale", dtype::U8, rows_k(cv::mxfp4_block))};
@@ -659,8 +674,7 @@ convert_plan plan_convert(checkpoint_job& task, block_config const& bc, target t
     p.jobs.push_back(std::move(j));
   }
   if (p.layers == 0) {
-    throw data_error(in +
-                     ": no FP8 block weights (L.weight F8_E4M3 with L.weight_scale_inv F32): "
+    throw data_error(in + ": no FP8 block weights (L.weight F8_E4M3 with L.weight_scale_inv F32): "
                      "qtl convert takes an FP8 block checkpoint");
   }
   return p;
@@ -850,9 +864,13 @@ void set_output_config(ojson& model_config, ojson qobj, target to, std::vector<s
         model_config["quantization_config"] = default_ue8m0_config();  // a bare file's config still goes beside it
       }
       break;
-    case target::bf16: model_config.erase("quantization_config"); break;
+    case target::bf16:
+      model_config.erase("quantization_config");
+      break;
     case target::mxfp4:
-    case target::nvfp4: model_config["quantization_config"] = ct_fp4_config(to, kept_linear); break;
+    case target::nvfp4:
+      model_config["quantization_config"] = ct_fp4_config(to, kept_linear);
+      break;
   }
 }
 
@@ -865,8 +883,7 @@ void print_summary(convert_args const& a, target to, convert_plan const& p, unsi
     out << ", recipe " << a.recipe << (a.canonical ? ", canonical" : "");
   }
   out << ", " << threads << " thread" << (threads == 1 ? "" : "s") << ")\n";
-  out << "  " << std::left << std::setw(48) << "layer"
-      << "done\n";
+  out << "  " << std::left << std::setw(48) << "layer" << "done\n";
   std::size_t copied = 0;
   for (auto const& j : p.jobs) {
     if (j.copy != nullptr) {
@@ -942,10 +959,10 @@ int run_convert(convert_args const& a) {
 
 command define_convert(CLI::App& app) {
   auto a = std::make_shared<convert_args>();
-  auto* cmd =
-      app.add_subcommand("convert",
-                         "the engines' load-time converters run offline on a whole FP8-block checkpoint: power-of-two "
-                         "(UE8M0) scales, BF16, MXFP4 or NVFP4");
+  auto* cmd = app.add_subcommand(
+      "convert", "the engines' load-time converters run offline on a whole FP8-block checkpoint: power-of-two "
+                 "(UE8M0) scales, BF16, MXFP4 or NVFP4; DeepSeek-V4's own form (MXFP4 experts) to FP8 "
+                 "blocks or BF16");
   add_checkpoint_paths(cmd, a->in, a->out_dir);
   cmd->add_option("--to", a->to, "fp8-ue8m0, bf16, mxfp4 or nvfp4")
       ->required()
