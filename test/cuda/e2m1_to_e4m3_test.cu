@@ -10,7 +10,7 @@
 
 #include <catch2/catch.hpp>
 #include <device_buffer.hpp>
-#include <golden.hpp>
+#include <e2m1_to_e4m3_cases.hpp>
 
 #include <qtl/cuda/e2m1_to_e4m3.cuh>
 #include <qtl/e2m1_to_e4m3.hpp>
@@ -20,6 +20,7 @@ namespace {
 namespace cv = qtl::convert;
 using bytes = std::vector<std::uint8_t>;
 using qtl_test::device_buffer;
+using qtl_test::e2m1::random_mxfp4;
 
 struct cast_out {
   bytes q, s;
@@ -43,27 +44,14 @@ cast_out host_cast(bytes const& x, bytes const& sc, cv::block_grid const& g) {
   return o;
 }
 
-/// A random MXFP4 stack whose 1x32 scales lie within `spread` below 2^(100 + spread - 127).
-std::pair<bytes, bytes> random_mxfp4(cv::block_grid const& g, int spread, std::mt19937& rng) {
-  bytes x(static_cast<std::size_t>(g.elements() / 2)), sc(static_cast<std::size_t>(g.elements() / 32));
-  for (auto& b : x) b = static_cast<std::uint8_t>(rng());
-  for (auto& e : sc) e = static_cast<std::uint8_t>(100 + spread - static_cast<int>(rng() % (spread + 1)));
-  return {x, sc};
-}
-
 }  // namespace
 
 TEST_CASE("cuda cast_e2m1fn_to_e4m3fn reproduces every golden cast-e2m1fn-to-e4m3fn case", "[cuda][e2m1_to_e4m3]") {
-  for (auto const& c : qtl::test::golden_cases("cast-e2m1fn-to-e4m3fn")) {
-    INFO(c.name);
-    auto const& w = c.in.at("weight").shape;
-    bool const experts = w.size() == 3;
-    cv::block_grid const g{experts ? w[0] : 1, w[w.size() - 2], w.back() * 2, {128, 128}};
-    auto const x = qtl::test::tensor_values<std::uint8_t>(c.in, "weight", qtl::io::dtype::I8);
-    auto const sc = qtl::test::tensor_values<std::uint8_t>(c.in, "scale", qtl::io::dtype::F8_E8M0);
-    cast_out const got = device_cast(x, sc, g);
-    CHECK(got.q == qtl::test::tensor_values<std::uint8_t>(c.expected, "weight", qtl::io::dtype::F8_E4M3));
-    CHECK(got.s == qtl::test::tensor_values<std::uint8_t>(c.expected, "scale", qtl::io::dtype::F8_E8M0));
+  for (auto const& [name, c] : qtl_test::e2m1::golden_casts()) {
+    INFO(name);
+    cast_out const got = device_cast(c.x, c.scale, c.grid);
+    CHECK(got.q == c.want_q);
+    CHECK(got.s == c.want_s);
     CHECK(got.inexact == 0);
   }
 }
