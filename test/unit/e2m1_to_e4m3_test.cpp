@@ -11,7 +11,7 @@
 #include <vector>
 
 #include <catch2/catch.hpp>
-#include <golden.hpp>
+#include <e2m1_to_e4m3_cases.hpp>
 
 #include <qtl/e2m1_to_e4m3.hpp>
 #include <qtl/x86/isa.hpp>
@@ -20,6 +20,7 @@ namespace {
 
 namespace cv = qtl::convert;
 using bytes = std::vector<std::uint8_t>;
+using qtl_test::e2m1::random_mxfp4;
 
 struct cast_out {
   bytes q, s;
@@ -59,14 +60,6 @@ cast_out reference(bytes const& x, bytes const& sc, cv::block_grid const& g) {
     }
   }
   return o;
-}
-
-/// A random MXFP4 stack whose 1x32 scales lie within `spread` below each block's top.
-std::pair<bytes, bytes> random_mxfp4(cv::block_grid const& g, int spread, std::mt19937& rng) {
-  bytes x(static_cast<std::size_t>(g.elements() / 2)), sc(static_cast<std::size_t>(g.elements() / 32));
-  for (auto& b : x) b = static_cast<std::uint8_t>(rng());
-  for (auto& e : sc) e = static_cast<std::uint8_t>(100 + spread - static_cast<int>(rng() % (spread + 1)));
-  return {x, sc};
 }
 
 }  // namespace
@@ -212,15 +205,10 @@ TEST_CASE("cast_e2m1fn_to_e4m3fn checks its sizes", "[e2m1_to_e4m3]") {
 }
 
 TEST_CASE("cast_e2m1fn_to_e4m3fn reproduces every golden cast-e2m1fn-to-e4m3fn case", "[e2m1_to_e4m3][golden]") {
-  for (auto const& c : qtl::test::golden_cases("cast-e2m1fn-to-e4m3fn")) {
-    INFO(c.name);
-    auto const& w = c.in.at("weight").shape;
-    bool const experts = w.size() == 3;
-    cv::block_grid const g{experts ? w[0] : 1, w[w.size() - 2], w.back() * 2, {128, 128}};
-    auto const x = qtl::test::tensor_values<std::uint8_t>(c.in, "weight", qtl::io::dtype::I8);
-    auto const sc = qtl::test::tensor_values<std::uint8_t>(c.in, "scale", qtl::io::dtype::F8_E8M0);
-    cast_out const got = run(x, sc, g);
-    CHECK(got.q == qtl::test::tensor_values<std::uint8_t>(c.expected, "weight", qtl::io::dtype::F8_E4M3));
-    CHECK(got.s == qtl::test::tensor_values<std::uint8_t>(c.expected, "scale", qtl::io::dtype::F8_E8M0));
+  for (auto const& [name, c] : qtl_test::e2m1::golden_casts()) {
+    INFO(name);
+    cast_out const got = run(c.x, c.scale, c.grid);
+    CHECK(got.q == c.want_q);
+    CHECK(got.s == c.want_s);
   }
 }

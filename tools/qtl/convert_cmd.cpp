@@ -30,6 +30,17 @@
 // activations are not quantized). The DeepGEMM packed scale layout is not a target: it depends on
 // each tensor-parallel rank's N (`qtl op deepgemm-pack-ue8m0` makes it for kernel fixtures).
 //
+// DeepSeek-V4's own form (config.json with a top-level `expert_dtype`: docs/spec/deepseek_v4.md):
+// routed experts L.weight I8 [N, K/2] (MXFP4) with L.scale F8_E8M0 [N, K/32], the other linear
+// weights F8_E4M3 with L.scale F8_E8M0 128x128 block scales, DeepSeek's names. Only `expert_dtype:
+// "fp4"` with quantization_config {fp8, e4m3, ue8m0, [128, 128], dynamic} is taken; another release
+// (V4-Flash-Base's "fp8" experts, V4.1's 32x32 blocks) is refused naming what differs. The names
+// are kept:
+//   fp8-ue8m0  each expert cast losslessly (cast_e2m1fn_to_e4m3fn: L.weight F8_E4M3 [N, K], L.scale
+//              F8_E8M0 [ceil(N/128), ceil(K/128)]; a block it cannot cast refused, naming it),
+//              everything else copied byte for byte; config: `expert_dtype: "fp8"`
+//   bf16       every quantized weight BF16 [N, K], exact (a value bf16 cannot hold is refused),
+//              its L.scale dropped; config: quantization_config and expert_dtype dropped
 // Everything else is copied unchanged; the shards keep their names (a shard left empty is dropped;
 // a single-file input becomes model.safetensors), each shard's tensors ordered by element size (4-,
 // 2-, then 1-byte) so that every tensor stays aligned; two output tensors of one name are refused;
@@ -43,6 +54,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -50,6 +62,8 @@
 
 #include <qtl/convert.hpp>
 #include <qtl/dispatch.hpp>
+#include <qtl/e2m1_to_e4m3.hpp>
+#include <qtl/fp4.hpp>
 
 #include "commands.hpp"
 #include "common.hpp"
@@ -93,13 +107,16 @@ struct out_ref {
 };
 
 /// One FP8 block weight and its scales, and where its outputs go (by target: fp8-ue8m0 weight,
-/// scale; bf16 weight; mxfp4 packed, scale; nvfp4 packed, scale, global scale).
+/// scale; bf16 weight; mxfp4 packed, scale; nvfp4 packed, scale, global scale). In DeepSeek-V4's
+/// form the scales are F8_E8M0 codes, and a routed expert is MXFP4 (`mxfp4`: I8 codes [N, K/2],
+/// F8_E8M0 scales [N, K/32]; `grid` its output's 128x128 blocks).
 struct fp8_layer {
   std::string module;
   tensor_info const* weight = nullptr;
   tensor_info const* scale = nullptr;
   cv::block_grid grid;
   std::vector<out_ref> outs;
+  bool mxfp4 = false;
 };
 
 /// A unit of work: a copied tensor, or one FP8 layer (two for NVFP4 gate/up pairs, which share
@@ -144,6 +161,31 @@ std::span<std::uint8_t const> codes_of(tensor_info const& t) {
   return {reinterpret_cast<std::uint8_t const*>(t.bytes.data()), t.bytes.size()};
 }
 
+/// A layer's block scales as float: F32 as stored, F8_E8M0 codes b decoded as 2^(b - 127) (exact;
+/// 0xFF is NaN), as vLLM's `_upcast_e8m0_to_fp32`.
+class float_scales {
+ public:
+  explicit float_scales(tensor_info const& s) {
+    if (s.type == dtype::F8_E8M0) {
+      decoded_.resize(s.bytes.size());
+      auto const* b = reinterpret_cast<std::uint8_t const*>(s.bytes.data());
+      for (std::size_t i = 0; i < decoded_.size(); ++i) {
+        decoded_[i] = e8m0_to_float(b[i]);
+      }
+      span_ = decoded_;
+    } else {
+      f32_.emplace(s);
+      span_ = {f32_->data(), static_cast<std::size_t>(f32_->size())};
+    }
+  }
+  std::span<float const> span() const { return span_; }
+
+ private:
+  std::optional<typed_tensor<float>> f32_;
+  std::vector<float> decoded_;
+  std::span<float const> span_;
+};
+
 struct worker_context {
   std::vector<shard_plan>& shards;
   target to;
@@ -167,11 +209,82 @@ void requant_slice(bool canonical, std::span<std::uint8_t const> q, std::span<fl
   }
 }
 
-void convert_layer(worker_context const& c, fp8_layer const& l, float global_scale) {
+/// Throws unless every bf16 `out[i]` (element (row0 + i / k, i % k) of the weight) is `want(i)`
+/// exactly, or both are NaN and `allow_nan`: DeepSeek-V4's power-of-two scales make the dequant
+/// exact wherever bf16 holds the value. @throws data_error naming the element (the worker pool
+/// names the weight) and its value
+template <class Want>
+void check_bf16_exact(std::span<bfloat16_t const> out, std::int64_t row0, std::int64_t k, bool allow_nan, Want&& want) {
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    double const w = want(i);
+    double const got = bf16_to_float(out[i].bits);
+    if (got == w || (allow_nan && std::isnan(w) && std::isnan(got))) {
+      continue;
+    }
+    std::ostringstream m;
+    m << "element (" << row0 + static_cast<std::int64_t>(i) / k << ", " << static_cast<std::int64_t>(i) % k << ") ";
+    if (std::isnan(w)) {
+      m << "is NaN (a NaN code or scale; --allow-nonfinite converts it)";
+    } else {
+      m << "= " << std::setprecision(17) << w << " is not a bf16 value (" << (std::abs(w) > 1.0 ? "beyond" : "below")
+        << " bf16's range): --to bf16 is exact or refused";
+    }
+    throw data_error(m.str());
+  }
+}
+
+/// DeepSeek-V4's routed expert `l` (MXFP4: I8 codes [N, K/2], F8_E8M0 scales [N, K/32]), one
+/// matrix at a time: fp8-ue8m0 the lossless cast (`cast_e2m1fn_to_e4m3fn`, which names a block it
+/// cannot cast), bf16 the exact dequant (`block_dequantize<mxfp4>`, checked exact).
+void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
   cv::block_grid const& g = l.grid;
-  typed_tensor<float> const scales(*l.scale);
+  auto const x_all = codes_of(*l.weight);
+  auto const s_all = codes_of(*l.scale);
+  std::size_t const count = static_cast<std::size_t>(g.n * g.k);
+  std::size_t const scount = static_cast<std::size_t>(g.n_blocks() * g.k_blocks());
+  std::vector<std::uint8_t> q;
+  std::vector<std::uint8_t> sf;
+  std::vector<bfloat16_t> bf;
+  for (std::int64_t gi = 0; gi < g.groups; ++gi) {
+    auto const x = x_all.subspan(gi * count / 2, count / 2);
+    auto const s = s_all.subspan(gi * count / cv::e2m1_scale_group, count / cv::e2m1_scale_group);
+    if (c.to == target::fp8_ue8m0) {
+      q.resize(count);
+      sf.resize(scount);
+      try {
+        cv::cast_e2m1fn_to_e4m3fn(x, s, {1, g.n, g.k, g.block}, q, sf);
+      } catch (qtl::value_error const& e) {
+        throw data_error((g.groups > 1 ? "matrix " + std::to_string(gi) + ": " : std::string()) + e.what());
+      }
+      write_out(c, l.outs[0], q.data(), count, gi * count);
+      write_out(c, l.outs[1], sf.data(), scount, gi * scount);
+    } else {
+      bf.resize(count);
+      qtl::block_dequantize<mxfp4>(make_view(reinterpret_cast<float4_e2m1x2_t const*>(x.data()), g.n, g.k / 2),
+                                   std::span(reinterpret_cast<float8_e8m0fnu_t const*>(s.data()), s.size()), 1.0f,
+                                   make_view(bf.data(), g.n, g.k));
+      check_bf16_exact(bf, gi * g.n, g.k, c.allow_nonfinite, [&](std::size_t i) {
+        std::uint8_t const e = s[i / cv::e2m1_scale_group];
+        auto const code = static_cast<std::uint8_t>(x[i / 2] >> (i % 2 * 4) & 15u);
+        return e == 0xFF ? std::nan("") : std::ldexp(static_cast<double>(e2m1_to_float(code)), int(e) - 127);
+      });
+      write_out(c, l.outs[0], bf.data(), count * 2, gi * count * 2);
+    }
+  }
+  release(l.weight->bytes);
+  release(l.scale->bytes);
+}
+
+void convert_layer(worker_context const& c, fp8_layer const& l, float global_scale) {
+  if (l.mxfp4) {
+    convert_mxfp4_layer(c, l);
+    return;
+  }
+  cv::block_grid const& g = l.grid;
+  float_scales const scales(*l.scale);
   auto const q_all = codes_of(*l.weight);
-  std::span<float const> const s_all(scales.data(), static_cast<std::size_t>(scales.size()));
+  std::span<float const> const s_all = scales.span();
+  bool const e8m0_scales = l.scale->type == dtype::F8_E8M0;
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
   std::vector<std::uint8_t> q8;
@@ -204,6 +317,14 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
       case target::bf16: {
         bf.resize(count);
         cv::block_quant_dequant<bfloat16_t>(q, s, slice, bf);
+        if (e8m0_scales) {
+          check_bf16_exact(bf, n0, g.k, c.allow_nonfinite, [&](std::size_t i) {
+            std::int64_t const r = static_cast<std::int64_t>(i) / g.k;
+            std::int64_t const col = static_cast<std::int64_t>(i) % g.k;
+            return static_cast<double>(e4m3fn_to_float(q[i])) *
+                   static_cast<double>(s[static_cast<std::size_t>(r / g.block.n * kb + col / g.block.k)]);
+          });
+        }
         write_out(c, l.outs[0], bf.data(), count * 2, e0 * 2);
         break;
       }
@@ -241,10 +362,12 @@ void run_job(worker_context const& c, convert_job& j) {
   if ((c.to == target::bf16 || c.to == target::fp8_ue8m0) && !c.allow_nonfinite) {
     // NaN codes and blocks whose dequant is not finite, refused as mxfp4 and nvfp4 refuse them
     for (auto const& l : j.layers) {
-      typed_tensor<float> const scales(*l.scale);
+      if (l.mxfp4) {
+        continue;  // no NaN code; the cast and the bf16 check refuse a NaN scale
+      }
+      float_scales const scales(*l.scale);
       try {
-        (void)cv::fp8_block_bf16_amax(codes_of(*l.weight), {scales.data(), static_cast<std::size_t>(scales.size())},
-                                      l.grid);
+        (void)cv::fp8_block_bf16_amax(codes_of(*l.weight), scales.span(), l.grid);
       } catch (qtl::value_error const& e) {
         // the worker pool names the weight
         throw data_error(std::string(e.what()) + " (a NaN code or a non-finite scale; --allow-nonfinite converts it)");
@@ -255,9 +378,8 @@ void run_job(worker_context const& c, convert_job& j) {
   if (c.to == target::nvfp4) {
     float amax = 0.0f;
     for (auto const& l : j.layers) {
-      typed_tensor<float> const scales(*l.scale);
-      amax = std::max(amax, cv::fp8_block_bf16_amax(codes_of(*l.weight),
-                                                    {scales.data(), static_cast<std::size_t>(scales.size())}, l.grid));
+      float_scales const scales(*l.scale);
+      amax = std::max(amax, cv::fp8_block_bf16_amax(codes_of(*l.weight), scales.span(), l.grid));
     }
     gs = cv::nvfp4_shared_global_scale(amax);
     j.global_scale = gs;
@@ -558,6 +680,164 @@ convert_plan plan_convert(checkpoint_job& task, block_config const& bc, target t
   return p;
 }
 
+// ------------------------------------------------------------------------------------------------
+// DeepSeek-V4's own form (docs/spec/deepseek_v4.md)
+
+/// Whether `task`'s config is DeepSeek-V4's own form: it has a top-level `expert_dtype`, which only
+/// DeepSeek-V4's configs have (vLLM keys the routed experts' kernels off it).
+bool is_dsv4(checkpoint_job const& task) { return task.has_config && task.model_config.contains("expert_dtype"); }
+
+/// Refuses a DeepSeek-V4 config other than the form understood (V4-Flash and V4-Pro: MXFP4
+/// experts, FP8 128x128 blocks with E8M0 scales), naming what differs, and the flags that do not
+/// apply to it. @throws data_error, usage_error
+void check_dsv4(checkpoint_job const& task, convert_args const& a, target to) {
+  using qtl::io::printable;
+  std::string const cfg = task.in_config.string();
+  ojson const& m = task.model_config;
+  if (ojson const& ed = m["expert_dtype"]; ed != "fp4") {
+    throw data_error(cfg + ": expert_dtype is " + printable(ed.dump()) +
+                     (ed == "fp8" ? " (DeepSeek-V4-Flash-Base's form: FP8 experts with F32 block scales)" : "") +
+                     "; qtl convert takes DeepSeek-V4's form with MXFP4 experts (\"fp4\")");
+  }
+  ojson const q = m.contains("quantization_config") ? m["quantization_config"] : ojson();
+  ojson const want = {{"quant_method", "fp8"},
+                      {"fmt", "e4m3"},
+                      {"scale_fmt", "ue8m0"},
+                      {"weight_block_size", {128, 128}},
+                      {"activation_scheme", "dynamic"}};
+  for (auto it = want.begin(); it != want.end(); ++it) {
+    std::string const& key = it.key();
+    ojson const& value = it.value();
+    if (!q.is_object() || !q.contains(key) || q[key] != value) {
+      bool const v41 = key == "weight_block_size" && q.is_object() && q.contains(key) && q[key] == ojson{32, 32};
+      throw data_error(cfg + ": quantization_config." + key + " is " +
+                       (q.is_object() && q.contains(key) ? printable(q[key].dump()) : std::string("missing")) +
+                       (v41 ? " (DeepSeek-V4.1's form)" : "") + "; DeepSeek-V4's form (expert_dtype \"fp4\") has " +
+                       value.dump());
+    }
+  }
+  if (to == target::mxfp4 || to == target::nvfp4) {
+    throw data_error(cfg +
+                     ": DeepSeek-V4's form converts --to fp8-ue8m0 (its MXFP4 experts cast to FP8 blocks "
+                     "losslessly) or --to bf16; --to " +
+                     a.to + " is not done on it");
+  }
+  if (to == target::fp8_ue8m0 && (a.recipe_opt->count() > 0 || a.canonical || a.allow_nonfinite)) {
+    throw usage_error(
+        "--recipe, --canonical and --allow-nonfinite do not apply to DeepSeek-V4's form --to fp8-ue8m0: "
+        "its FP8 weights already have E8M0 scales and are copied, and its experts are cast "
+        "losslessly or refused");
+  }
+}
+
+/// The quantized weight `t` of `module` in DeepSeek-V4's form, checked: an MXFP4 routed expert (I8
+/// [N, K/2] with F8_E8M0 `module.scale` [N, K/32]) or an FP8 block weight (F8_E4M3 [N, K] with
+/// F8_E8M0 [ceil(N/128), ceil(K/128)]); `grid` is the FP8 blocks of either. @throws data_error
+fp8_layer dsv4_layer_of(tensor_info const& t, std::string const& module, qtl::io::safetensors_checkpoint const& ckpt) {
+  using qtl::io::printable;
+  using qtl::io::shape_string;
+  std::string const kind = t.type == dtype::I8 ? "an MXFP4 (I8) weight" : "an F8_E4M3 weight";
+  tensor_info const* s = ckpt.find(module + ".scale");
+  if (s == nullptr) {
+    throw data_error(printable(t.name) + ": " + kind + " without '" + printable(module) +
+                     ".scale' (DeepSeek-V4's form names each weight's scales L.scale)");
+  }
+  if (t.shape.size() != 2 || t.shape[0] == 0 || t.shape[1] == 0) {
+    throw data_error(printable(t.name) + ": shape " + shape_string(t.shape) + ": " + kind +
+                     " of DeepSeek-V4's form is [out, in" + (t.type == dtype::I8 ? "/2" : "") + "], not empty");
+  }
+  fp8_layer l;
+  l.module = module;
+  l.weight = &t;
+  l.scale = s;
+  l.mxfp4 = t.type == dtype::I8;
+  l.grid = {1, t.shape[0], t.shape[1] * (l.mxfp4 ? 2 : 1), {128, 128}};
+  std::vector<std::int64_t> const want =
+      l.mxfp4 ? shape_of(l.grid.n, l.grid.k / cv::e2m1_scale_group) : shape_of(l.grid.n_blocks(), l.grid.k_blocks());
+  if (s->type != dtype::F8_E8M0 || s->shape != want || (l.mxfp4 && l.grid.k % cv::e2m1_scale_group != 0)) {
+    throw data_error(printable(s->name) + ": " + std::string(qtl::io::dtype_name(s->type)) + " " +
+                     shape_string(s->shape) + "; " + kind + " " + shape_string(t.shape) + " needs F8_E8M0 " +
+                     shape_string(want) +
+                     (l.mxfp4 ? " (one scale per 1x32 group, in a multiple of 32)" : " (one per 128x128 block)"));
+  }
+  return l;
+}
+
+/// The plan of DeepSeek-V4's form (the names kept): --to fp8-ue8m0 casts each MXFP4 expert to FP8
+/// blocks (L.weight F8_E4M3 [N, K], L.scale F8_E8M0 [ceil(N/128), ceil(K/128)]) and copies every
+/// other tensor; --to bf16 writes every quantized weight as BF16 L.weight and drops its L.scale.
+/// @throws data_error for a tensor that is not part of the form, and when there is nothing to convert
+convert_plan plan_dsv4(checkpoint_job& task, target to, std::string const& in) {
+  using qtl::io::printable;
+  std::map<std::string, std::size_t> shard_of;  // tensor name -> input shard
+  for (auto const& e : task.ckpt.tensors()) {
+    shard_of[e.tensor->name] = e.shard;
+  }
+  convert_plan p;
+  for (auto const& e : task.ckpt.tensors()) {
+    tensor_info const& t = *e.tensor;
+    std::string const& name = t.name;
+    bool const quantized = t.type == dtype::I8 || t.type == dtype::F8_E4M3;
+    if (std::string const module = strip(name, ".scale"); !module.empty()) {
+      tensor_info const* w = task.ckpt.find(module + ".weight");
+      if (w == nullptr || (w->type != dtype::I8 && w->type != dtype::F8_E4M3)) {
+        throw data_error(printable(name) + ": scales without an I8 or F8_E4M3 weight '" + printable(module) +
+                         ".weight'");
+      }
+      if (w->type == dtype::I8 || to == target::bf16) {
+        continue;  // converted with its weight
+      }
+    } else if (quantized) {
+      std::string const module = strip(name, ".weight");
+      if (module.empty()) {
+        throw data_error(printable(name) + ": an " + std::string(qtl::io::dtype_name(t.type)) +
+                         " tensor that is not a quantized weight of DeepSeek-V4's form (L.weight with L.scale)");
+      }
+      fp8_layer l = dsv4_layer_of(t, module, task.ckpt);
+      if (l.mxfp4 || to == target::bf16) {
+        if (to == target::bf16) {
+          l.outs = {add_output(task.shards, e.shard, name, name, dtype::BF16, shape_of(l.grid.n, l.grid.k))};
+        } else {
+          l.outs = {add_output(task.shards, e.shard, name, name, dtype::F8_E4M3, shape_of(l.grid.n, l.grid.k)),
+                    add_output(task.shards, shard_of[l.scale->name], name, l.scale->name, dtype::F8_E8M0,
+                               shape_of(l.grid.n_blocks(), l.grid.k_blocks()))};
+        }
+        convert_job j;
+        j.in_bytes = t.bytes.size() + l.scale->bytes.size();
+        j.layers.push_back(std::move(l));
+        p.jobs.push_back(std::move(j));
+        ++p.layers;
+        continue;
+      }
+    } else if (t.type == dtype::F8_E5M2 || t.type == dtype::F8_E8M0) {
+      throw data_error(printable(name) + ": an " + std::string(qtl::io::dtype_name(t.type)) +
+                       " tensor that is not part of DeepSeek-V4's form (FP8 weights are F8_E4M3, scales L.scale)");
+    }
+    convert_job j;  // copied byte for byte: everything else, and the FP8 weights of --to fp8-ue8m0
+    j.copy = &t;
+    j.copy_out = add_output(task.shards, e.shard, name, name, t.type, t.shape);
+    j.in_bytes = t.bytes.size();
+    p.jobs.push_back(std::move(j));
+  }
+  if (p.layers == 0) {
+    throw data_error(in + (to == target::bf16 ? ": no quantized weights" : ": no MXFP4 experts (I8 L.weight)") +
+                     " in DeepSeek-V4's form: nothing to convert");
+  }
+  return p;
+}
+
+/// The output config of DeepSeek-V4's form: fp8-ue8m0 keeps the quantization_config (every weight
+/// is now FP8 128x128 blocks with E8M0 scales) and sets `expert_dtype: "fp8"` (the routed experts'
+/// dtype, which vLLM reads); bf16 drops both.
+void set_dsv4_config(ojson& model_config, target to) {
+  if (to == target::bf16) {
+    model_config.erase("quantization_config");
+    model_config.erase("expert_dtype");
+  } else {
+    model_config["expert_dtype"] = "fp8";
+  }
+}
+
 /// The pool's jobs: each plan job run by `run_job`.
 worker_pool_jobs converter_jobs(std::vector<convert_job>& jobs, worker_context const& ctx) {
   worker_pool_jobs pool;
@@ -611,8 +891,10 @@ void print_summary(convert_args const& a, target to, convert_plan const& p, unsi
       continue;
     }
     for (auto const& l : j.layers) {
-      out << "  " << std::setw(48) << shown(l.module) << "fp8 block " << l.grid.block.n << "x" << l.grid.block.k << " -> "
-          << a.to;
+      out << "  " << std::setw(48) << shown(l.module)
+          << (l.mxfp4 ? std::string("mxfp4 1x32")
+                      : "fp8 block " + std::to_string(l.grid.block.n) + "x" + std::to_string(l.grid.block.k))
+          << " -> " << a.to;
       if (to == target::nvfp4) {
         out << " (global scale " << std::setprecision(9) << j.global_scale << (j.layers.size() > 1 ? ", shared" : "")
             << ")";
@@ -638,8 +920,16 @@ int run_convert(convert_args const& a) {
   // --- input and plan ---------------------------------------------------------------------------
   terminal_progress bar;
   checkpoint_job task("convert", a.in, a.out_dir, &bar, [&bar](std::string const& line) { bar.note(line); });
-  block_config const bc = read_block_config(task, to);
-  convert_plan p = plan_convert(task, bc, to, a.in);
+  bool const dsv4 = is_dsv4(task);
+  block_config bc;
+  convert_plan p;
+  if (dsv4) {
+    check_dsv4(task, a, to);
+    p = plan_dsv4(task, to, a.in);
+  } else {
+    bc = read_block_config(task, to);
+    p = plan_convert(task, bc, to, a.in);
+  }
 
   // --- output files (headers now, data by the workers), workers --------------------------------
   task.open_outputs(a.force);
@@ -651,7 +941,11 @@ int run_convert(convert_args const& a) {
   unsigned const threads = task.run_workers(a.threads, converter_jobs(p.jobs, ctx));
 
   // --- config files, commit ---------------------------------------------------------------------
-  set_output_config(task.model_config, bc.qobj, to, p.kept_linear);
+  if (dsv4) {
+    set_dsv4_config(task.model_config, to);
+  } else {
+    set_output_config(task.model_config, bc.qobj, to, p.kept_linear);
+  }
   if (!task.model_config.empty()) {
     task.write_json("config.json", task.model_config);
   }
@@ -667,7 +961,8 @@ command define_convert(CLI::App& app) {
   auto a = std::make_shared<convert_args>();
   auto* cmd = app.add_subcommand(
       "convert", "the engines' load-time converters run offline on a whole FP8-block checkpoint: power-of-two "
-                 "(UE8M0) scales, BF16, MXFP4 or NVFP4");
+                 "(UE8M0) scales, BF16, MXFP4 or NVFP4; DeepSeek-V4's own form (MXFP4 experts) to FP8 "
+                 "blocks or BF16");
   add_checkpoint_paths(cmd, a->in, a->out_dir);
   cmd->add_option("--to", a->to, "fp8-ue8m0, bf16, mxfp4 or nvfp4")
       ->required()

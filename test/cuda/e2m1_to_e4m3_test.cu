@@ -1,0 +1,128 @@
+// <qtl/cuda/e2m1_to_e4m3.cuh> against the host op of <qtl/e2m1_to_e4m3.hpp>, bit for bit: the
+// golden cases 2200-2203 (recorded from sglang's cast_e2m1fn_to_e4m3fn) replayed on the device,
+// random stacks with partial blocks and scale spreads up to 2^14 in one launch each, the
+// `inexact` flag on the blocks the host op refuses, and the launcher's errors. The shared main
+// exits 77 (skipped) without a GPU.
+
+#include <cstdint>
+#include <random>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <device_buffer.hpp>
+#include <e2m1_to_e4m3_cases.hpp>
+
+#include <qtl/cuda/e2m1_to_e4m3.cuh>
+#include <qtl/e2m1_to_e4m3.hpp>
+
+namespace {
+
+namespace cv = qtl::convert;
+using bytes = std::vector<std::uint8_t>;
+using qtl_test::device_buffer;
+using qtl_test::e2m1::random_mxfp4;
+
+struct cast_out {
+  bytes q, s;
+  int inexact = 0;
+};
+
+/// The device cast of the stack (x, sc) in one launch, and its `inexact` flag.
+cast_out device_cast(bytes const& x, bytes const& sc, cv::block_grid const& g) {
+  device_buffer<std::uint8_t> const dx(x);
+  device_buffer<std::uint8_t> const ds(sc);
+  device_buffer<std::uint8_t> dq(static_cast<std::size_t>(g.elements()));
+  device_buffer<std::uint8_t> dqs(static_cast<std::size_t>(g.scales()));
+  device_buffer<int> flag(std::vector<int>{0});
+  REQUIRE(qtl::cuda::convert::cast_e2m1fn_to_e4m3fn(dx.ptr, ds.ptr, g, dq.ptr, dqs.ptr, flag.ptr) == cudaSuccess);
+  return {dq.get(), dqs.get(), flag.get()[0]};
+}
+
+cast_out host_cast(bytes const& x, bytes const& sc, cv::block_grid const& g) {
+  cast_out o{bytes(static_cast<std::size_t>(g.elements())), bytes(static_cast<std::size_t>(g.scales()))};
+  cv::cast_e2m1fn_to_e4m3fn(x, sc, g, o.q, o.s);
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("cuda cast_e2m1fn_to_e4m3fn reproduces every golden cast-e2m1fn-to-e4m3fn case", "[cuda][e2m1_to_e4m3]") {
+  for (auto const& [name, c] : qtl_test::e2m1::golden_casts()) {
+    INFO(name);
+    cast_out const got = device_cast(c.x, c.scale, c.grid);
+    CHECK(got.q == c.want_q);
+    CHECK(got.s == c.want_s);
+    CHECK(got.inexact == 0);
+  }
+}
+
+TEST_CASE("cuda cast_e2m1fn_to_e4m3fn equals the host op on random stacks with partial blocks",
+          "[cuda][e2m1_to_e4m3]") {
+  std::mt19937 rng(2204);
+  for (auto const& g : {cv::block_grid{1, 256, 512, {128, 128}}, cv::block_grid{3, 200, 160, {128, 128}},
+                        cv::block_grid{2, 130, 96, {32, 32}}, cv::block_grid{4, 5, 64, {1, 128}}}) {
+    INFO(g.groups << " x " << g.n << " x " << g.k << " in " << g.block.n << " x " << g.block.k);
+    for (int spread : {0, 7, 14, 20}) {
+      INFO("spread " << spread);
+      auto [x, sc] = random_mxfp4(g, spread, rng);
+      if (spread == 20) {
+        // past 2^14: exact with the codes of every group more than 2^14 below the largest
+        // possible top zeroed (the zeros cast at any shift, below the table's too)
+        for (std::size_t i = 0; i < sc.size(); ++i) {
+          if (sc[i] < 100 + 20 - 14) {
+            std::fill_n(x.begin() + static_cast<std::ptrdiff_t>(i * 16), 16, std::uint8_t{0});
+          }
+        }
+      }
+      cast_out const want = host_cast(x, sc, g);
+      cast_out const got = device_cast(x, sc, g);
+      CHECK(got.q == want.q);
+      CHECK(got.s == want.s);
+      CHECK(got.inexact == 0);
+    }
+  }
+}
+
+TEST_CASE("cuda cast_e2m1fn_to_e4m3fn flags the blocks the host op refuses", "[cuda][e2m1_to_e4m3]") {
+  cv::block_grid const g{2, 256, 256, {128, 128}};
+  std::mt19937 rng(2205);
+  auto const [x0, sc0] = random_mxfp4(g, 6, rng);
+  auto const flagged = [&](bytes const& x, bytes const& sc) {
+    bytes q(static_cast<std::size_t>(g.elements())), s(static_cast<std::size_t>(g.scales()));
+    CHECK_THROWS_AS(cv::cast_e2m1fn_to_e4m3fn(x, sc, g, q, s), qtl::value_error);
+    return device_cast(x, sc, g).inexact == 1;
+  };
+  SECTION("a nonzero element 2^15 below its block's top") {
+    bytes x = x0, sc = sc0;
+    std::size_t const grp = static_cast<std::size_t>((256 + 130) * 8 + 5);  // matrix 1, row 130, group 5
+    sc[grp] = static_cast<std::uint8_t>(106 - 15);
+    sc[grp + 1] = 106;
+    x[grp * 16] = 0x01;  // 0.5 at shift -9: half e4m3's least subnormal
+    CHECK(flagged(x, sc));
+  }
+  SECTION("a NaN scale") {
+    bytes sc = sc0;
+    for (std::size_t r = 0; r < 128; ++r) {
+      std::fill_n(sc.begin() + static_cast<std::ptrdiff_t>(r * 8), 4, std::uint8_t{0xFF});  // block (0, 0): all NaN
+    }
+    CHECK(flagged(x0, sc));
+  }
+  SECTION("a nonzero element under a top scale below 2^-121") {
+    bytes x(x0.size(), 0), sc(sc0.size(), 3);
+    x[4000] = 0x20;
+    CHECK(flagged(x, sc));
+  }
+  SECTION("the exact input is not flagged") { CHECK(device_cast(x0, sc0, g).inexact == 0); }
+}
+
+TEST_CASE("cuda cast_e2m1fn_to_e4m3fn launcher rejects what the host op rejects", "[cuda][e2m1_to_e4m3]") {
+  device_buffer<std::uint8_t> x(64), sc(4), q(128), s(1);
+  namespace cc = qtl::cuda::convert;
+  CHECK(cc::cast_e2m1fn_to_e4m3fn(x.ptr, sc.ptr, {1, 1, 128, {128, 128}}, q.ptr, s.ptr) == cudaSuccess);
+  CHECK(cc::cast_e2m1fn_to_e4m3fn(x.ptr, sc.ptr, {1, 1, 112, {128, 128}}, q.ptr, s.ptr) == cudaErrorInvalidValue);
+  CHECK(cc::cast_e2m1fn_to_e4m3fn(x.ptr, sc.ptr, {1, 1, 128, {128, 48}}, q.ptr, s.ptr) == cudaErrorInvalidValue);
+  CHECK(cc::cast_e2m1fn_to_e4m3fn(x.ptr, sc.ptr, {1, 1, 128, {0, 128}}, q.ptr, s.ptr) == cudaErrorInvalidValue);
+  CHECK(cc::cast_e2m1fn_to_e4m3fn(nullptr, sc.ptr, {1, 1, 128, {128, 128}}, q.ptr, s.ptr) == cudaErrorInvalidValue);
+  CHECK(cc::cast_e2m1fn_to_e4m3fn(nullptr, nullptr, {0, 1, 128, {128, 128}}, nullptr, nullptr) == cudaSuccess);
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+}
