@@ -41,6 +41,10 @@ namespace detail {
 
 inline constexpr int ct_threads = launch_policy::threads;
 
+/// This thread's first item of a 1-D grid-stride loop, and the loop's step.
+QTL_DEVICE index_t first_item() { return static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+QTL_DEVICE index_t item_step() { return static_cast<index_t>(gridDim.x) * blockDim.x; }
+
 /// Neither NaN nor ±Inf.
 QTL_HOST_DEVICE constexpr bool ct_finite(float x) {
   return qtl::detail::qnt::abs(x) <= std::numeric_limits<float>::max();
@@ -62,8 +66,7 @@ QTL_KERNEL void ct_pack_params_kernel(view2d<T const> w, index_t gs, int bits, b
                                       view2d<std::int32_t> zero_points, int* nonfinite) {
   index_t const groups = scales.extent[1];
   index_t const items = scales.extent[0] * groups;
-  index_t const step = static_cast<index_t>(gridDim.x) * blockDim.x;
-  for (index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < items; t += step) {
+  for (index_t t = first_item(); t < items; t += item_step()) {
     index_t const r = t / groups;
     index_t const g = t % groups;
     float mx = 0.0f;
@@ -87,8 +90,7 @@ QTL_KERNEL void ct_pack_codes_kernel(view2d<T const> w, index_t gs, int bits, bo
   std::int32_t const offset = 1 << (bits - 1);
   index_t const words = packed.extent[1];
   index_t const items = packed.extent[0] * words;
-  index_t const step = static_cast<index_t>(gridDim.x) * blockDim.x;
-  for (index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < items; t += step) {
+  for (index_t t = first_item(); t < items; t += item_step()) {
     index_t const r = t / words;
     index_t const c = t % words;
     std::uint32_t word = 0;
@@ -116,8 +118,7 @@ QTL_KERNEL void ct_fp4_kernel(view2d<T const> w, float global_scale, view2d<floa
   constexpr index_t bs = F::block_size;
   index_t const blocks = scales.extent[1];
   index_t const items = scales.extent[0] * blocks;
-  index_t const step = static_cast<index_t>(gridDim.x) * blockDim.x;
-  for (index_t t = static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; t < items; t += step) {
+  for (index_t t = first_item(); t < items; t += item_step()) {
     index_t const r = t / blocks;
     index_t const b = t % blocks;
     T const* x = &w(r, b * bs);
