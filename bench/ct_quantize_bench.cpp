@@ -1,7 +1,8 @@
 // Host throughput of compressed-tensors pack-quantized (qtl/ct_quantize.hpp) beside memcpy
 // (docs/performance.md's contract), one core, on a 4096 x 4096 bf16 weight (32 MiB) in slices of
 // 256 rows as `qtl quantize --format w4a16|w8a16` runs it: int4 and int8, symmetric and
-// asymmetric, groups of 128 and per channel.
+// asymmetric, groups of 128 and per channel; and the FP4 recipes of qtl/ct_fp4.hpp (NVFP4 given
+// its global scale, MXFP4) on the same weight.
 //
 // bytes_per_second counts the input read once and the outputs written once: 2 B/element in,
 // bits/8 B/element of codes, the scales (and zero points) out. Times are CPU times of the one
@@ -21,7 +22,9 @@
 #include <stdexcept>
 #include <vector>
 
+#include <qtl/ct_fp4.hpp>
 #include <qtl/ct_quantize.hpp>
+#include <qtl/fp8.hpp>
 #include <qtl/pack.hpp>
 
 #include "support/memcpy_baseline.hpp"
@@ -79,6 +82,30 @@ void bm_op(benchmark::State& state, int bits, index_t gs, bool sym) {
     }
   }
   state.SetBytesProcessed(state.iterations() * bytes_of(bits, gs == -1 ? cols : gs, sym));
+}
+
+/// qtl::ct_nvfp4_quantize / ct_mxfp4_quantize of the weight in slices of 256 rows; bytes: the
+/// bf16 input, the codes (K/2 a row) and the scale bytes.
+template <class F>
+void bm_fp4(benchmark::State& state) {
+  auto const& w = weight();
+  std::vector<qtl::float4_e2m1x2_t> values(static_cast<std::size_t>(slice * cols / 2));
+  std::vector<typename F::scale> scales(static_cast<std::size_t>(slice * cols / F::block_size));
+  float const gs = qtl::ct_nvfp4_global_scale(qtl::fp8_amax(qtl::make_view(w.data(), rows, cols)));
+  for (auto _ : state) {
+    for (index_t n0 = 0; n0 < rows; n0 += slice) {
+      auto const in = qtl::make_view(w.data() + n0 * cols, slice, cols);
+      auto const vv = qtl::make_view(values.data(), slice, cols / 2);
+      auto const sv = qtl::make_view(scales.data(), slice, cols / F::block_size);
+      if constexpr (F::has_global_scale) {
+        qtl::ct_nvfp4_quantize(in, gs, vv, sv);
+      } else {
+        qtl::ct_mxfp4_quantize(in, vv, sv);
+      }
+      benchmark::ClobberMemory();
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * (rows * cols * 2 + rows * cols / 2 + rows * cols / F::block_size));
 }
 
 // ---- the tool's loop before the op, for the A/B only --------------------------------------------
@@ -155,6 +182,8 @@ int const registered = [] {
       bm_old(s, c.bits, c.gs, c.sym);
     })->Unit(benchmark::kMillisecond);
   }
+  benchmark::RegisterBenchmark("BM_ct_fp4/nvfp4", bm_fp4<qtl::nvfp4>)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_ct_fp4/mxfp4", bm_fp4<qtl::mxfp4>)->Unit(benchmark::kMillisecond);
   return 0;
 }();
 

@@ -29,10 +29,13 @@
 /// Rows are independent: a caller may run any slice of rows (views of those rows of W and of the
 /// outputs), `first_row` naming the slice's place in errors.
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string>
+#include <tuple>
 
 #include <qtl/ct_quantize.hpp>
 #include <qtl/error.hpp>
@@ -74,14 +77,28 @@ void check_fp4_shapes(char const* fn, view2d<T const> w, view2d<float4_e2m1x2_t>
   check("scales", scales, k / F::block_size);
 }
 
-/// Clears the code of every element of the `n` at `x` for which `zero(x[e])` holds: nibble e of
-/// `out` (low for even e) becomes +0.
+/// Makes +0 (code 0) each -0 code (0x8) among the `n` (a multiple of 16) codes at `out` whose
+/// element x[e] satisfies `zero` (compressed-tensors' sign of a zero); only code 0x8 can be a
+/// signed zero, so the codes are scanned eight bytes at a time for that nibble and `zero` is asked
+/// only there.
 template <class T, class Zero>
 void clear_zero_codes(T const* x, index_t n, float4_e2m1x2_t* out, Zero&& zero) {
-  for (index_t e = 0; e < n; e += 2) {
-    bool const lo = zero(x[e]);
-    bool const hi = zero(x[e + 1]);
-    out[e / 2].bits &= static_cast<std::uint8_t>((lo ? 0xF0 : 0xFF) & (hi ? 0x0F : 0xFF));
+  for (index_t w = 0; w < n / 16; ++w) {
+    std::uint64_t v = 0;
+    std::memcpy(&v, out + w * 8, 8);
+    std::uint64_t const t = v ^ 0x8888888888888888ull;  // nibble 0 where the code is 0x8
+    std::uint64_t found = ~(((t & 0x7777777777777777ull) + 0x7777777777777777ull) | t) & 0x8888888888888888ull;
+    if (found == 0) {
+      continue;
+    }
+    while (found != 0) {
+      int const nib = std::countr_zero(found) / 4;  // element w * 16 + nib, byte nib / 2
+      found &= found - 1;
+      if (zero(x[w * 16 + nib])) {
+        v &= ~(std::uint64_t{0xF} << (4 * nib));
+      }
+    }
+    std::memcpy(out + w * 8, &v, 8);
   }
 }
 
@@ -129,11 +146,22 @@ void ct_mxfp4_quantize(view2d<T const> w, view2d<float4_e2m1x2_t> values, view2d
   index_t const m = w.extent[0];
   index_t const k = w.extent[1];
   bool const avx2 = detail::avx2_quantizes<T>();
+#if QTL_X86
+  bool const x86 = detail::ct::has_avx2_f16c();
+#endif  // ^^^ QTL_X86 ^^^
   for (index_t i = 0; i < m; ++i) {
     T const* row = &w(i, 0);
     for (index_t b = 0; b < k / bs; ++b) {
       T const* x = row + b * bs;
-      auto const [mx, mn] = nan_max_min(x, bs);
+      float mx = 0.0f;
+      float mn = 0.0f;
+      bool clean = false;  // max and min finite
+#if QTL_X86
+      clean = x86 && detail::ct::ct_max_min_x86(x, bs, mx, mn);
+#endif  // ^^^ QTL_X86 ^^^
+      if (!clean) {
+        std::tie(mx, mn) = nan_max_min(x, bs);
+      }
       float const amax = detail::qnt::nan_max(mx, -mn);
       if (!opt.allow_nonfinite && !detail::ct::finite(amax)) {
         detail::ct::refuse_nonfinite(x, bs, opt.first_row + i, b * bs, "block");
@@ -143,8 +171,7 @@ void ct_mxfp4_quantize(view2d<T const> w, view2d<float4_e2m1x2_t> values, view2d
       float const os = e8m0_reciprocal(sc);  // 1 / 2^(sc - 127), exact
       float4_e2m1x2_t* out = &values(i, b * (bs / 2));
       detail::block_codes_dispatch<mxfp4>(avx2, x, out, os);
-      detail::ct::clear_zero_codes(x, bs, out,
-                                   [os](T v) { return detail::qnt::round_to<T>(to_float(v) * os) == 0.0f; });
+      detail::ct::clear_zero_codes(x, bs, out, [os](T v) { return rounds_to_zero_in<T>(to_float(v) * os); });
     }
   }
 }

@@ -222,3 +222,32 @@ TEMPLATE_TEST_CASE("scan_amax: fp8_amax and whether every element is finite, in 
   CHECK(r.finite);
   CHECK(r.amax == 0.0f);
 }
+
+TEMPLATE_TEST_CASE("rounds_to_zero_in<T>(v) is round_to<T>(v) == 0 for every class of float", "[ct][fp4]", float,
+                   half_t, bfloat16_t) {
+  // every top half of a float (each exponent and sign, the leading mantissa bits) with the low
+  // halves that decide a rounding (0, the tie, its neighbours, all ones), and every float within
+  // 512 ulps of the thresholds of bf16 (2^-134) and f16 (2^-25)
+  std::vector<std::uint32_t> bits;
+  for (std::uint32_t hi = 0; hi < 0x10000u; ++hi) {
+    for (std::uint32_t lo : {0x0000u, 0x7FFFu, 0x8000u, 0x8001u, 0xFFFFu}) {
+      bits.push_back(hi << 16 | lo);
+    }
+  }
+  for (std::uint32_t t : {0x00008000u, 0x33000000u}) {
+    for (std::uint32_t d = 0; d < 512; ++d) {
+      for (std::uint32_t sign : {0u, 0x80000000u}) {
+        bits.push_back(sign | (t + d));
+        bits.push_back(sign | (t - d));
+      }
+    }
+  }
+  for (std::uint32_t b : bits) {
+    float const v = qtl::bits_to_float(b);
+    bool const want = qtl::detail::qnt::round_to<TestType>(v) == 0.0f;
+    if (qtl::rounds_to_zero_in<TestType>(v) != want) {
+      CAPTURE(b);
+      REQUIRE(qtl::rounds_to_zero_in<TestType>(v) == want);
+    }
+  }
+}

@@ -151,7 +151,7 @@ QTL_KERNEL void ct_fp4_kernel(view2d<T const> w, float global_scale, view2d<floa
       std::uint8_t nib[2];
       for (int h = 0; h < 2; ++h) {
         float const v = to_float(x[(e + h) * s]);
-        bool const zero = F::has_global_scale ? v == 0.0f : qtl::detail::qnt::round_to<T>(v * os) == 0.0f;
+        bool const zero = F::has_global_scale ? v == 0.0f : rounds_to_zero_in<T>(v * os);
         nib[h] = zero ? std::uint8_t{0} : block_element_code<F>(v, os);
       }
       values(r, (b * bs + e) / 2).bits = static_cast<std::uint8_t>(nib[0] | (nib[1] << 4));

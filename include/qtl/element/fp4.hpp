@@ -222,6 +222,24 @@ QTL_HOST_DEVICE constexpr float e4m3_decode_nonnegative(std::uint8_t c) {
 }
 }  // namespace detail
 
+/// Whether `v` becomes ±0 when rounded to T (nearest even): |v| at most half T's smallest
+/// subnormal, a tie that rounds to the even 0 (bf16: 2^-134; f16: 2^-25; float: v is ±0). The
+/// test compressed-tensors' MXFP4 quotient x / 2^e, computed in T, meets (`ct_mxfp4_quantize`);
+/// equal to `round_to<T>(v) == 0` for every float (test/unit/ct_fp4_test.cpp), without the
+/// conversion.
+template <class T>
+QTL_HOST_DEVICE constexpr bool rounds_to_zero_in(float v) {
+  float const a = bits_to_float(float_to_bits(v) & 0x7FFFFFFFu);
+  if constexpr (std::is_same_v<T, half_t>) {
+    return a <= 0x1p-25f;
+  } else if constexpr (std::is_same_v<T, bfloat16_t>) {
+    return a <= 0x1p-134f;
+  } else {
+    static_assert(std::is_same_v<T, float>, "qtl::rounds_to_zero_in: T is float, half_t or bfloat16_t");
+    return a == 0.0f;
+  }
+}
+
 /// 2^(127 - code) exactly (code 254 gives the subnormal 2^-127).
 QTL_HOST_DEVICE constexpr float e8m0_reciprocal(std::uint8_t code) {
   int const e = 254 - int(code);
