@@ -31,10 +31,6 @@
 
 namespace qtl {
 
-/// The compute type of `scaled_quantize<Q, C, T>`: C, or the input's type T when C is void.
-template <class C, class T>
-using scaled_quantize_compute_t = std::conditional_t<std::is_void_v<C>, T, C>;
-
 /// Checks the arguments of `scaled_quantize` (vLLM's asserts, named) and returns the normalized
 /// group shape. @throws shape_error, value_error
 inline group_shape check_scaled_quantize(index_t rows, index_t cols, group_shape group, index_t q_rows,

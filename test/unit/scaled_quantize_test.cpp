@@ -276,3 +276,27 @@ TEST_CASE("scaled_quantize, scaled_dequantize and group_broadcast name what is w
 }
 
 }  // namespace
+
+namespace {
+
+TEST_CASE("scaled_quantize: a NaN group gives Q's positive NaN and the quiet NaN scale; Inf the scale 0",
+          "[scaled_quantize]") {
+  float const nan = std::numeric_limits<float>::quiet_NaN();
+  float const inf = std::numeric_limits<float>::infinity();
+  std::vector<float> const x{1.0f, -nan, 2.0f, -3.0f, inf, 0.0f};
+  auto const r = qtl::scaled_quantize<float8_e4m3fn_t>(make_view(x.data(), 2, 3), group_shape::per_token());
+  for (int j = 0; j < 3; ++j) {
+    CHECK(r.q.data()[j].bits == 0x7F);
+  }
+  CHECK(qtl::float_to_bits(r.scale.data()[0]) == 0x7fc00000u);
+  // amax Inf: 1/Inf = 0, the scale 0 (x_s Inf), -3 * 0 = -0, Inf * 0 = NaN, 0 * 0 = 0
+  CHECK(r.q.data()[3].bits == 0x80);
+  CHECK(r.q.data()[4].bits == 0x7F);
+  CHECK(r.q.data()[5].bits == 0x00);
+  CHECK(r.scale.data()[1] == inf);
+  auto const u = qtl::scaled_quantize<float8_e4m3fnuz_t>(make_view(x.data(), 2, 3), group_shape::per_token());
+  CHECK(u.q.data()[0].bits == 0x80);  // fnuz's only NaN
+  CHECK(u.q.data()[3].bits == 0x00);  // no -0 in fnuz
+}
+
+}  // namespace

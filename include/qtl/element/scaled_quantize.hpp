@@ -100,6 +100,10 @@ concept scaled_quant_storage = fp8_storage<Q> || std::is_same_v<Q, float8_e4m3fn
 template <scaled_quant_storage Q>
 inline constexpr float default_fp8_max = get_fp8_min_max(std::is_same_v<Q, float8_e4m3fnuz_t>).max;
 
+/// The compute type of `scaled_quantize<Q, C, T>`: C, or the input's type T when C is void.
+template <class C, class T>
+using scaled_quantize_compute_t = std::conditional_t<std::is_void_v<C>, T, C>;
+
 /// The bits of |C(x)|: the leaf of a group's amax. Unsigned order is the numeric order, and a NaN's
 /// bits exceed Inf's, so the max of these bits is the amax or a NaN (torch's `aminmax` propagates).
 template <fp8_quant_input C, class T>
