@@ -33,8 +33,8 @@ namespace qtl {
 
 /// Checks the arguments of `scaled_quantize` (vLLM's asserts, named) and returns the normalized
 /// group shape. @throws shape_error, value_error
-inline group_shape check_scaled_quantize(index_t rows, index_t cols, group_shape group, index_t q_rows,
-                                         index_t q_cols, index_t s_rows, index_t s_cols, float fp8_max) {
+inline group_shape check_scaled_quantize(index_t rows, index_t cols, group_shape group, index_t q_rows, index_t q_cols,
+                                         index_t s_rows, index_t s_cols, float fp8_max) {
   std::string const fn = "qtl::scaled_quantize: ";
   group_shape const g = normalize_group_shape(group, rows, cols);
   std::string const groups = g.row > 0 && g.col > 0 ? shape_string(rows / g.row, cols / g.col) : "";
@@ -132,8 +132,8 @@ scaled_quantize_result<Q> scaled_quantize(view2d<T const> x, group_shape group, 
 /// With a `group`, the scale must then be [M / gm, N / gn] of the normalized group (vLLM asserts
 /// with the group as given, so that a -1 extent always fails there; QTL implements what it
 /// means), but for one scale with a per-tensor group. @throws shape_error, value_error
-inline std::array<index_t, 2> dequantize_scale_extents(std::span<index_t const> scale_shape, index_t rows,
-                                                        index_t cols, std::optional<group_shape> group) {
+inline std::array<index_t, 2> dequantize_scale_extents(std::span<index_t const> scale_shape, index_t rows, index_t cols,
+                                                       std::optional<group_shape> group) {
   std::string const fn = "qtl::scaled_dequantize: ";
   index_t numel = 1;
   for (index_t const e : scale_shape) {
@@ -189,8 +189,8 @@ inline std::array<index_t, 2> broadcast_factors(char const* fn, index_t t_rows, 
 /// dimension at 1 for torch to broadcast, which `out` may do too). @throws shape_error
 template <class T>
 void group_broadcast(view2d<T const> t, view2d<T> out) {
-  auto const f = detail::broadcast_factors("qtl::group_broadcast", t.extent[0], t.extent[1], out.extent[0],
-                                           out.extent[1]);
+  auto const f =
+      detail::broadcast_factors("qtl::group_broadcast", t.extent[0], t.extent[1], out.extent[0], out.extent[1]);
   for (index_t i = 0; i < out.extent[0]; ++i) {
     for (index_t j = 0; j < out.extent[1]; ++j) {
       out(i, j) = t(i / f[0], j / f[1]);
@@ -208,8 +208,8 @@ void scaled_dequantize(view2d<Q const> q, view2d<S const> scale, view2d<Out> out
     throw shape_error("qtl::scaled_dequantize: out is " + shape_string(out.extent[0], out.extent[1]) + ", x_q " +
                       shape_string(q.extent[0], q.extent[1]));
   }
-  auto const f = detail::broadcast_factors("qtl::scaled_dequantize", scale.extent[0], scale.extent[1],
-                                           q.extent[0], q.extent[1]);
+  auto const f =
+      detail::broadcast_factors("qtl::scaled_dequantize", scale.extent[0], scale.extent[1], q.extent[0], q.extent[1]);
   for (index_t i = 0; i < q.extent[0]; ++i) {
     for (index_t j = 0; j < q.extent[1]; ++j) {
       out(i, j) = dequantize_fp8_element<Out>(q(i, j), to_float(scale(i / f[0], j / f[1])));

@@ -116,8 +116,7 @@ TEST_CASE("cuda scaled_quantize takes strided views", "[cuda][scaled_quantize]")
   auto const s = ds.get();
   for (index_t i = 0; i < m; ++i) {
     for (index_t j = 0; j < 3; ++j) {
-      CHECK(qtl::float_to_bits(s[static_cast<std::size_t>(i * 6 + j)]) ==
-            qtl::float_to_bits(host.scale.view()(i, j)));
+      CHECK(qtl::float_to_bits(s[static_cast<std::size_t>(i * 6 + j)]) == qtl::float_to_bits(host.scale.view()(i, j)));
     }
   }
 }
@@ -146,8 +145,7 @@ TEST_CASE("cuda scaled_dequantize and group_broadcast equal the host's", "[cuda]
     std::vector<float> wide(static_cast<std::size_t>(m * n));
     qtl::group_broadcast(sv, make_view(wide.data(), m, n));
     device_buffer<float> dwide(static_cast<std::size_t>(m * n));
-    CUDA_REQUIRE(
-        qtl::cuda::group_broadcast(make_view<float const>(ds.ptr, bm, bn), make_view(dwide.ptr, m, n)));
+    CUDA_REQUIRE(qtl::cuda::group_broadcast(make_view<float const>(ds.ptr, bm, bn), make_view(dwide.ptr, m, n)));
     CHECK(bytes_of(dwide.get()) == bytes_of(wide));
   }
 }
@@ -166,8 +164,8 @@ TEST_CASE("cuda scaled_quantize launchers refuse what the host ops reject", "[cu
   CHECK(qtl::cuda::group_broadcast(make_view<float const>(s.ptr, 1, 3), make_view(x.ptr, 3, 4)) ==
         cudaErrorInvalidValue);
   CHECK(qtl::cuda::scaled_dequantize<float>(make_view<float8_e4m3fn_t const>(q.ptr, 3, 4),
-                                            make_view<float const>(s.ptr, 1, 1), make_view(x.ptr, 4, 3)) ==
-        cudaErrorInvalidValue);
+                                            make_view<float const>(s.ptr, 1, 1),
+                                            make_view(x.ptr, 4, 3)) == cudaErrorInvalidValue);
 }
 
 }  // namespace

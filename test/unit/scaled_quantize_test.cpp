@@ -94,9 +94,8 @@ template <class Q, class Out>
 std::vector<Out> dequantize_case(qtl::test::golden_case const& c, std::optional<group_shape> g) {
   index_t const m = c.shape[0];
   index_t const n = c.shape[1];
-  auto const q = qtl::test::tensor_values<Q>(c.in, "x_q", std::is_same_v<Q, float8_e4m3fnuz_t>
-                                                               ? std::optional(io::dtype::U8)
-                                                               : std::nullopt);
+  auto const q = qtl::test::tensor_values<Q>(
+      c.in, "x_q", std::is_same_v<Q, float8_e4m3fnuz_t> ? std::optional(io::dtype::U8) : std::nullopt);
   auto const s = qtl::test::tensor_values<float>(c.in, "x_s");
   auto const& shape = c.in.at("x_s").shape;
   std::vector<index_t> const sshape(shape.begin(), shape.end());
@@ -186,12 +185,13 @@ TEST_CASE("scaled_quantize: -1 group extents are the whole dimension; strided vi
     x[i] = std::ldexp(static_cast<float>(i % 7) - 3.25f, static_cast<int>(i % 5));
   }
   auto const full = make_view<float const>(x.data(), m, n);
-  for (auto const& [g, norm] : {std::pair{group_shape::per_tensor(), group_shape{m, n}},
-                               std::pair{group_shape::per_token(), group_shape{1, n}},
-                               std::pair{group_shape::per_channel(), group_shape{m, 1}}}) {
+  for (auto const& [g, norm] :
+       {std::pair{group_shape::per_tensor(), group_shape{m, n}}, std::pair{group_shape::per_token(), group_shape{1, n}},
+        std::pair{group_shape::per_channel(), group_shape{m, 1}}}) {
     auto const a = qtl::scaled_quantize<float8_e4m3fn_t>(full, g);
     auto const b = qtl::scaled_quantize<float8_e4m3fn_t>(full, norm);
-    CHECK(bytes_of(a.q.data(), static_cast<std::size_t>(m * n)) == bytes_of(b.q.data(), static_cast<std::size_t>(m * n)));
+    CHECK(bytes_of(a.q.data(), static_cast<std::size_t>(m * n)) ==
+          bytes_of(b.q.data(), static_cast<std::size_t>(m * n)));
     CHECK(a.scale.extent(0) == b.scale.extent(0));
     // every other row of a taller buffer, and the scales into a strided view
     qtl::view2d<float const> rows = make_view(x.data(), m, n);
@@ -261,8 +261,7 @@ TEST_CASE("scaled_quantize, scaled_dequantize and group_broadcast name what is w
                     Catch::Contains("scale is [1, 3], the groups [3, 1]"));
   std::vector<index_t> const one_d{3};
   CHECK_THROWS_WITH(qtl::dequantize_scale_extents(one_d, 3, 4, std::nullopt), Catch::Contains("needs a group_shape"));
-  CHECK_THROWS_WITH(qtl::dequantize_scale_extents(one_d, 3, 4, group_shape{1, 2}),
-                    Catch::Contains("cannot broadcast"));
+  CHECK_THROWS_WITH(qtl::dequantize_scale_extents(one_d, 3, 4, group_shape{1, 2}), Catch::Contains("cannot broadcast"));
   std::vector<index_t> const two_d{2, 2};
   CHECK_THROWS_WITH(qtl::dequantize_scale_extents(two_d, 4, 4, group_shape{1, 2}),
                     Catch::Contains("is not the groups of"));

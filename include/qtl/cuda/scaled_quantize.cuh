@@ -57,8 +57,8 @@ QTL_KERNEL void scaled_quantize_amax_kernel(view2d<T const> x, group_shape g, vi
 
 // One thread per element: its group's scale from the amax bits, then its code.
 template <class Q, class C, class T>
-QTL_KERNEL void scaled_quantize_element_kernel(view2d<T const> x, group_shape g, view2d<float const> amax,
-                                               view2d<Q> q, float fp8_max) {
+QTL_KERNEL void scaled_quantize_element_kernel(view2d<T const> x, group_shape g, view2d<float const> amax, view2d<Q> q,
+                                               float fp8_max) {
   index_t const n = x.extent[0] * x.extent[1];
   for (index_t k = grid_thread(); k < n; k += grid_step()) {
     index_t const i = k / x.extent[1];
@@ -119,8 +119,7 @@ cudaError_t launch_group_broadcast(view2d<Out> out, index_t fr, index_t fc, F f,
   if (n == 0) {
     return cudaSuccess;
   }
-  return launch(group_broadcast_kernel<Out, F>, dim3(blocks_for(n)), launch_policy::threads, 0, stream, out, fr, fc,
-                f);
+  return launch(group_broadcast_kernel<Out, F>, dim3(blocks_for(n)), launch_policy::threads, 0, stream, out, fr, fc, f);
 }
 
 }  // namespace detail
@@ -144,8 +143,8 @@ cudaError_t scaled_quantize(view2d<T const> x, group_shape group, view2d<Q> q, v
     return cudaSuccess;
   }
   auto const threads = launch_policy::threads;
-  if (cudaError_t const e = launch(detail::scaled_quantize_zero_kernel, dim3(detail::blocks_for(groups)), threads, 0,
-                                   stream, scale);
+  if (cudaError_t const e =
+          launch(detail::scaled_quantize_zero_kernel, dim3(detail::blocks_for(groups)), threads, 0, stream, scale);
       e != cudaSuccess) {
     return e;
   }
@@ -157,13 +156,13 @@ cudaError_t scaled_quantize(view2d<T const> x, group_shape group, view2d<Q> q, v
   }
   view2d<float const> const amax = scale;
   if (cudaError_t const e =
-          launch(detail::scaled_quantize_element_kernel<Q, CT, T>,
-                 dim3(detail::blocks_for(x.extent[0] * x.extent[1])), threads, 0, stream, x, g, amax, q, fp8_max);
+          launch(detail::scaled_quantize_element_kernel<Q, CT, T>, dim3(detail::blocks_for(x.extent[0] * x.extent[1])),
+                 threads, 0, stream, x, g, amax, q, fp8_max);
       e != cudaSuccess) {
     return e;
   }
-  return launch(detail::scaled_quantize_finish_kernel<CT>, dim3(detail::blocks_for(groups)), threads, 0, stream,
-                scale, fp8_max);
+  return launch(detail::scaled_quantize_finish_kernel<CT>, dim3(detail::blocks_for(groups)), threads, 0, stream, scale,
+                fp8_max);
 }
 
 /// GPU `qtl::group_broadcast`: `out(i, j) = t(i / fr, j / fc)` (`group_broadcast_factor`), on `stream`.
