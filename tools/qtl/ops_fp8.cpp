@@ -272,11 +272,16 @@ dtype float_dtype_of(std::string const& name) {
   return name == "float32" ? dtype::F32 : name == "bfloat16" ? dtype::BF16 : dtype::F16;
 }
 
-/// `--group-rows R --group-cols C` (vLLM's GroupShape(R, C); -1 the whole dimension).
+/// `--group-rows R --group-cols C` (vLLM's GroupShape(R, C); -1 the whole dimension) and
+/// `--quant-dtype`, the flags both GroupShape ops take.
 struct group_flags {
   std::optional<std::int64_t> rows;
   std::optional<std::int64_t> cols;
+  std::string quant = e4m3fn_name;
+  bool fnuz() const { return quant == e4m3fnuz_name; }
   void define(CLI::App& cmd, char const* absent) {
+    cmd.add_option("--quant-dtype", quant, "float8_e4m3fn (default) or float8_e4m3fnuz (stored as U8)")
+        ->check(CLI::IsMember({e4m3fn_name, e4m3fnuz_name}));
     auto* r = cmd.add_option("--group-rows", rows, std::string("rows of a group (-1: all; absent: ") + absent + ")");
     auto* c = cmd.add_option("--group-cols", cols, std::string("columns of a group (-1: all; absent: ") + absent + ")");
     if (std::string_view(absent) == "none") {
@@ -293,16 +298,13 @@ op_spec scaled_quantize_op() {
           "fp8_max / amax in the compute dtype",
           [](CLI::App& cmd) -> op_runner {
             auto group = std::make_shared<group_flags>();
-            auto quant = std::make_shared<std::string>(e4m3fn_name);
             auto compute = std::make_shared<std::string>();
             auto fnuz = std::make_shared<bool>(false);
             group->define(cmd, "-1");
-            cmd.add_option("--quant-dtype", *quant, "float8_e4m3fn (default) or float8_e4m3fnuz (written as U8)")
-                ->check(CLI::IsMember({e4m3fn_name, e4m3fnuz_name}));
             cmd.add_option("--compute-dtype", *compute, "float32, bfloat16 or float16 (absent: the input's)")
                 ->check(float_names());
             cmd.add_flag("--is-fp8-fnuz", *fnuz, "the platform's FP8 is e4m3fnuz: fp8_max 224 (else 448)");
-            return [group, quant, compute, fnuz](op_io& io) {
+            return [group, compute, fnuz](op_io& io) {
               auto const& t = io.tensor("x", float_types, {2});
               float const fp8_max = qtl::get_fp8_min_max(*fnuz).max;
               with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
@@ -315,7 +317,7 @@ op_spec scaled_quantize_op() {
                           std::move(r.scale.storage()));
                 };
                 auto const with_q = [&]<class C>() {
-                  if (*quant == e4m3fnuz_name) {
+                  if (group->fnuz()) {
                     run.template operator()<float8_e4m3fnuz_t, C>();
                   } else {
                     run.template operator()<float8_e4m3fn_t, C>();
@@ -337,14 +339,11 @@ op_spec scaled_dequantize_op() {
           "groups, -1 extents included)",
           [](CLI::App& cmd) -> op_runner {
             auto group = std::make_shared<group_flags>();
-            auto quant = std::make_shared<std::string>(e4m3fn_name);
             auto out_name = std::make_shared<std::string>("float32");
             group->define(cmd, "none");
-            cmd.add_option("--quant-dtype", *quant, "float8_e4m3fn (default) or float8_e4m3fnuz (x_q as U8)")
-                ->check(CLI::IsMember({e4m3fn_name, e4m3fnuz_name}));
             cmd.add_option("--out-dtype", *out_name, "float32 (default), bfloat16 or float16")->check(float_names());
-            return [group, quant, out_name](op_io& io) {
-              bool const fnuz = *quant == e4m3fnuz_name;
+            return [group, out_name](op_io& io) {
+              bool const fnuz = group->fnuz();
               auto const& qi = io.tensor("x_q", {fnuz ? dtype::U8 : dtype::F8_E4M3}, {2});
               auto const& si = io.tensor("x_s", float_types, {0, 1, 2});
               std::vector<index_t> const sshape(si.shape.begin(), si.shape.end());
