@@ -62,6 +62,8 @@ from ._qtl import (  # noqa: F401  (rules, block-scaled quantization, TRT-LLM Mo
     prepare_static_weights_for_trtllm_fp4_moe,
     set_buffer_cache,
 )
+# vLLM's GroupShape quantization (qtl/scaled_quantize.hpp).
+from ._qtl import group_broadcast, scaled_dequantize, scaled_quantize  # noqa: F401
 # Marlin layouts (qtl/marlin.hpp) and the load-time converters (qtl/convert.hpp).
 from ._qtl import (  # noqa: F401
     awq_marlin_repack,

@@ -503,17 +503,22 @@ std::vector<index_t> int_list(nb::handle obj, char const* name) {
   return out;
 }
 
-elem float_dtype_arg(std::string_view what, nb::handle obj, std::initializer_list<elem> allowed,
-                     std::optional<elem> if_none) {
-  if (obj.is_none() && if_none) {
-    return *if_none;
-  }
+std::string dtype_arg_name(nb::handle obj) {
   // numpy scalar types (np.float16) by __name__; np.dtype, torch dtypes and names by str()
   std::string s = PyType_Check(obj.ptr()) && nb::hasattr(obj, "__name__") ? nb::cast<std::string>(obj.attr("__name__"))
                                                                           : nb::cast<std::string>(nb::str(obj));
   if (s.starts_with("torch.")) {
     s.erase(0, 6);
   }
+  return s;
+}
+
+elem float_dtype_arg(std::string_view what, nb::handle obj, std::initializer_list<elem> allowed,
+                     std::optional<elem> if_none) {
+  if (obj.is_none() && if_none) {
+    return *if_none;
+  }
+  std::string const s = dtype_arg_name(obj);
   elem e = elem::other;
   if (s == "float32" || s == "float" || s == "f32") {
     e = elem::f32;

@@ -183,6 +183,10 @@ std::vector<index_t> int_list(nb::handle obj, char const* name);
 /// The `threads=` keyword: None -> one per core (std::thread::hardware_concurrency); else >= 1.
 int thread_count(std::optional<int> threads);
 
+/// The name of a `dtype=` argument: a dtype object's (torch.float16 -> "float16", np.float16,
+/// np.dtype("float16"), ml_dtypes.float8_e4m3fnuz) or the string itself.
+std::string dtype_arg_name(nb::handle obj);
+
 /// A float `dtype=` argument as one of `allowed`: a name ("float32", "float", "f32", "float16",
 /// "half", "f16", "bfloat16", "bf16"), a dtype object (torch.float16, np.float16,
 /// np.dtype("float16"), ml_dtypes.bfloat16) or None, which is `if_none` when given.

@@ -15,6 +15,14 @@
 //       and returns a view of them): torch.float8_e4m3fnuz for torch, ml_dtypes.float8_e4m3fnuz for
 //       numpy where ml_dtypes is installed, else its uint8 codes. Scales: float32, float16 or
 //       bfloat16 of any rank, doubled in their dtype.
+//   scaled_quantize(x [M,N], group_shape (rows, cols), quant_dtype, compute_dtype=None, *,
+//       is_fp8_fnuz=None) -> (x_q [M,N], x_s float32 [M/rows, N/cols]), vLLM's
+//       (qtl/scaled_quantize.hpp): quant_dtype float8_e4m3fn or float8_e4m3fnuz; is_fp8_fnuz is
+//       vLLM's platform question (fp8_max 224, else 448; None: whether quant_dtype is e4m3fnuz).
+//   scaled_dequantize(x_q [M,N], x_s, group_shape=None, out_dtype=float32) -> [M,N]: x_s 0-dim,
+//       1-D (with group_shape) or 2-D; a group shape with -1 extents is taken (vLLM's asserts refuse it).
+//   group_broadcast(t [a,b], shape (M,N)) -> t's elements repeated over their groups; an extent of
+//       1 stays 1, as vLLM's.
 
 #include <nanobind/stl/optional.h>
 
@@ -22,6 +30,7 @@
 
 #include <qtl/fnuz.hpp>
 #include <qtl/fp8.hpp>
+#include <qtl/scaled_quantize.hpp>
 
 #include "bindings.hpp"
 
@@ -173,6 +182,19 @@ nb::object doubled_scale(nb::handle obj, char const* name) {
   return out.release(s.from);
 }
 
+/// uint8 codes `a` of kind `k` re-viewed as float8_e4m3fnuz: torch's, or ml_dtypes' for numpy
+/// where ml_dtypes is installed (else the codes stay uint8).
+nb::object as_fnuz(nb::object a, kind k) {
+  if (k == kind::torch) {
+    return a.attr("view")(nb::module_::import_("torch").attr("float8_e4m3fnuz"));
+  }
+  try {
+    return a.attr("view")(nb::module_::import_("ml_dtypes").attr("float8_e4m3fnuz"));
+  } catch (nb::python_error const&) {
+    return a;
+  }
+}
+
 nb::object normalize_e4m3fn_to_e4m3fnuz(nb::handle w_obj, nb::handle ws_obj, nb::handle is_obj) {
   array_in w = take(w_obj, "weight");
   // sglang asserts float8_e4m3fn; numpy without ml_dtypes: the uint8 codes
@@ -187,23 +209,141 @@ nb::object normalize_e4m3fn_to_e4m3fnuz(nb::handle w_obj, nb::handle ws_obj, nb:
     nb::gil_scoped_release nogil;
     qtl::normalize_e4m3fn_to_e4m3fnuz(in, make_view(reinterpret_cast<float8_e4m3fnuz_t*>(out.data<std::uint8_t>()), n));
   }
-  nb::object weight = out.release(w.from);
-  if (w.from == kind::torch) {
-    weight = weight.attr("view")(nb::module_::import_("torch").attr("float8_e4m3fnuz"));
-  } else {
-    try {
-      weight = weight.attr("view")(nb::module_::import_("ml_dtypes").attr("float8_e4m3fnuz"));
-    } catch (nb::python_error const&) {  // no ml_dtypes: the codes stay uint8
-    }
-  }
+  nb::object weight = as_fnuz(out.release(w.from), w.from);
   nb::object ws = doubled_scale(ws_obj, "weight_scale");
   nb::object is = is_obj.is_none() ? nb::none() : doubled_scale(is_obj, "input_scale");
   return nb::make_tuple(weight, ws, is);
 }
 
+/// `quant_dtype`: true for float8_e4m3fnuz, false for float8_e4m3fn. @throws dtype_error
+bool fnuz_quant_dtype(nb::handle obj) {
+  std::string const s = dtype_arg_name(obj);
+  if (s != "float8_e4m3fn" && s != "float8_e4m3fnuz") {
+    throw dtype_error("qtl.scaled_quantize: quant_dtype '" + s + "' is not float8_e4m3fn or float8_e4m3fnuz");
+  }
+  return s == "float8_e4m3fnuz";
+}
+
+/// vLLM's GroupShape (any sequence of two ints).
+qtl::group_shape group_arg(nb::handle obj, char const* fn) {
+  auto const v = int_list(obj, "group_shape");
+  if (v.size() != 2) {
+    throw qtl::shape_error(std::string(fn) + ": group_shape must hold two ints, got " + std::to_string(v.size()));
+  }
+  return {v[0], v[1]};
+}
+
+nb::object scaled_quantize(nb::handle x_obj, nb::handle group_obj, nb::handle quant_obj, nb::handle compute_obj,
+                           std::optional<bool> is_fp8_fnuz) {
+  array_in x = take(x_obj, "x");
+  x.check_rank(2);
+  qtl::group_shape const group = group_arg(group_obj, "qtl.scaled_quantize");
+  bool const fnuz = fnuz_quant_dtype(quant_obj);
+  float const fp8_max = qtl::get_fp8_min_max(is_fp8_fnuz.value_or(fnuz)).max;
+  index_t const m = x.dim(0);
+  index_t const n = x.dim(1);
+  qtl::group_shape const g = qtl::normalize_group_shape(group, m, n);
+  bool const ok = g.row > 0 && g.col > 0;
+  index_t const bm = ok ? m / g.row : 0;
+  index_t const bn = ok ? n / g.col : 0;
+  qtl::check_scaled_quantize(m, n, group, m, n, bm, bn, fp8_max);
+  array_out q(fnuz ? elem::u8 : elem::fp8_e4m3, {m, n});
+  array_out scale(elem::f32, {bm, bn});
+  with_float(x, [&]<class T>(std::type_identity<T>) {
+    auto const run = [&]<class C>(std::type_identity<C>) {
+      auto const xv = x.v2<T const>();
+      nb::gil_scoped_release nogil;
+      if (fnuz) {
+        qtl::scaled_quantize<float8_e4m3fnuz_t, C>(xv, group, make_view(q.data<float8_e4m3fnuz_t>(), m, n),
+                                                   scale.v2<float>(), fp8_max);
+      } else {
+        qtl::scaled_quantize<float8_e4m3fn_t, C>(xv, group, q.v2<float8_e4m3fn_t>(), scale.v2<float>(), fp8_max);
+      }
+    };
+    if (compute_obj.is_none()) {
+      run(std::type_identity<T>{});
+      return;
+    }
+    switch (float_dtype_arg("qtl.scaled_quantize: compute_dtype", compute_obj, {elem::f32, elem::bf16, elem::f16})) {
+      case elem::bf16: run(std::type_identity<bfloat16_t>{}); break;
+      case elem::f16: run(std::type_identity<half_t>{}); break;
+      default: run(std::type_identity<float>{}); break;
+    }
+  });
+  nb::object codes = q.release(x.from);
+  return nb::make_tuple(fnuz ? as_fnuz(codes, x.from) : codes, scale.release(x.from));
+}
+
+nb::object scaled_dequantize(nb::handle q_obj, nb::handle s_obj, nb::handle group_obj, nb::handle out_obj) {
+  nb::object qo = nb::borrow(q_obj);
+  std::string dn = nb::hasattr(qo, "dtype") ? dtype_arg_name(qo.attr("dtype")) : "";
+  bool const fnuz = dn == "float8_e4m3fnuz";
+  if (fnuz) {  // no DLPack code and no elem of its own: its bytes
+    bool const torch = std::string_view(nb::type_name(qo.type()).c_str()).starts_with("torch");
+    qo = qo.attr("view")(torch ? nb::module_::import_("torch").attr("uint8")
+                               : nb::module_::import_("numpy").attr("uint8"));
+  }
+  array_in q = take(qo, "x_q");
+  q.check_rank(2);
+  if (!fnuz) {
+    q.check_type({elem::fp8_e4m3, elem::u8});  // uint8: e4m3fn codes (numpy without ml_dtypes)
+  }
+  array_in s = take(s_obj, "x_s");
+  s.check_contiguous();
+  std::optional<qtl::group_shape> group;
+  if (!group_obj.is_none()) {
+    group = group_arg(group_obj, "qtl.scaled_dequantize");
+  }
+  auto const ext = qtl::dequantize_scale_extents(s.extents(), q.dim(0), q.dim(1), group);
+  elem const out_type =
+      float_dtype_arg("qtl.scaled_dequantize: out_dtype", out_obj, {elem::f32, elem::bf16, elem::f16}, elem::f32);
+  array_out out(out_type, {q.dim(0), q.dim(1)});
+  with_float(s, [&]<class S>(std::type_identity<S>) {
+    auto const sv = make_view(static_cast<S const*>(s.nd.data()), ext[0], ext[1]);
+    auto const run = [&]<class Out>(std::type_identity<Out>) {
+      nb::gil_scoped_release nogil;
+      if (fnuz) {
+        qtl::scaled_dequantize<Out>(q.v2<float8_e4m3fnuz_t const>(), sv, out.v2<Out>());
+      } else {
+        qtl::scaled_dequantize<Out>(q.v2<float8_e4m3fn_t const>(), sv, out.v2<Out>());
+      }
+    };
+    switch (out_type) {
+      case elem::bf16: run(std::type_identity<bfloat16_t>{}); break;
+      case elem::f16: run(std::type_identity<half_t>{}); break;
+      default: run(std::type_identity<float>{}); break;
+    }
+  });
+  return out.release(q.from);
+}
+
+nb::object group_broadcast(nb::handle t_obj, nb::handle shape_obj) {
+  array_in t = take(t_obj, "t");
+  t.check_rank(2);
+  auto const shape = int_list(shape_obj, "shape");
+  if (shape.size() != 2) {
+    throw qtl::shape_error("qtl.group_broadcast: shape must hold two ints, got " + std::to_string(shape.size()));
+  }
+  // vLLM leaves an extent of 1 to torch's broadcasting
+  index_t const rows = t.dim(0) == 1 ? 1 : shape[0];
+  index_t const cols = t.dim(1) == 1 ? 1 : shape[1];
+  array_out out(t.type, {rows, cols});
+  with_float(t, [&]<class T>(std::type_identity<T>) {
+    auto const tv = t.v2<T const>();
+    nb::gil_scoped_release nogil;
+    qtl::group_broadcast(tv, out.v2<T>());
+  });
+  return out.release(t.from);
+}
+
 }  // namespace
 
 void bind_fp8(nb::module_& m) {
+  m.def("scaled_quantize", &scaled_quantize, nb::arg("x"), nb::arg("group_shape"), nb::arg("quant_dtype"),
+        nb::arg("compute_dtype").none() = nb::none(), nb::kw_only(), nb::arg("is_fp8_fnuz").none() = nb::none());
+  m.def("scaled_dequantize", &scaled_dequantize, nb::arg("x_q"), nb::arg("x_s"),
+        nb::arg("group_shape").none() = nb::none(), nb::arg("out_dtype").none() = nb::none());
+  m.def("group_broadcast", &group_broadcast, nb::arg("t"), nb::arg("shape"));
   m.def("normalize_e4m3fn_to_e4m3fnuz", &normalize_e4m3fn_to_e4m3fnuz, nb::arg("weight"), nb::arg("weight_scale"),
         nb::arg("input_scale").none() = nb::none());
   m.def("assert_fp8_all_close", &assert_fp8_all_close, nb::arg("a"), nb::arg("b"));

@@ -52,6 +52,20 @@ def run_case(op, p, x):
         return {"codes": np.asarray(x["x"]).astype(ml_dtypes.float8_e4m3fnuz).view(np.uint8)}
     if op == "float8-e4m3fnuz-decode":
         return {"x": x["codes"].view(ml_dtypes.float8_e4m3fnuz).astype(np.float32)}
+    if op == "scaled-quantize":
+        x_q, x_s = qtl.scaled_quantize(x["x"], (p["group-rows"], p["group-cols"]), p["quant-dtype"],
+                                       p.get("compute-dtype"), is_fp8_fnuz=p.get("is-fp8-fnuz", False))
+        if p["quant-dtype"] == "float8_e4m3fnuz":
+            x_q = np.asarray(x_q).view(np.uint8)  # the file holds the fnuz bytes
+        return {"x_q": x_q, "x_s": x_s}
+    if op == "scaled-dequantize":
+        x_q = x["x_q"]
+        if p["quant-dtype"] == "float8_e4m3fnuz":
+            x_q = x_q.view(ml_dtypes.float8_e4m3fnuz)
+        group = (p["group-rows"], p["group-cols"]) if "group-rows" in p else None
+        return {"out": qtl.scaled_dequantize(x_q, x["x_s"], group, p["out-dtype"])}
+    if op == "group-broadcast":
+        return {"t": qtl.group_broadcast(x["t"], [int(v) for v in p["shape"].split(",")])}
     if op == "quantize-weights":
         w_ref, w_q, w_s, w_zp = qtl.quantize_weights(
             x["w"], getattr(qtl.scalar_types, p["type"]), p["group-size"], p.get("zero-points", False),

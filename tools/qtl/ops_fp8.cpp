@@ -20,6 +20,14 @@
 //                      fnuz dtype), weight_scale and input_scale doubled, in their dtypes (qtl/fnuz.hpp)
 //   float8-e4m3fnuz-encode   x F32 (any rank) -> codes U8: torch's x.to(float8_e4m3fnuz)
 //   float8-e4m3fnuz-decode   codes U8 (any rank) -> x F32
+//   scaled-quantize [--group-rows R] [--group-cols C] [--quant-dtype float8_e4m3fn|float8_e4m3fnuz]
+//                   [--compute-dtype float32|bfloat16|float16] [--is-fp8-fnuz]
+//                      x [M,N] F32|F16|BF16 -> x_q F8_E4M3 (U8: the e4m3fnuz bytes) [M,N],
+//                      x_s F32 [M/R,N/C] (vLLM scaled_quantize; -1: the whole dimension)
+//   scaled-dequantize [--group-rows R --group-cols C] [--quant-dtype ...] [--out-dtype ...]
+//                      x_q, x_s F32|F16|BF16 (rank 0-2) -> out [M,N] (vLLM scaled_dequantize)
+//   group-broadcast --shape M,N   t [a,b] F32|F16|BF16 -> t, each element repeated over its group
+//                      (vLLM group_broadcast: an extent of 1 stays 1)
 
 #include <cmath>
 #include <limits>
@@ -28,6 +36,7 @@
 #include <qtl/fnuz.hpp>
 #include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
+#include <qtl/scaled_quantize.hpp>
 
 #include "ops.hpp"
 
@@ -249,11 +258,162 @@ op_spec fnuz_codec_op(bool encode) {
           }};
 }
 
+/// `--quant-dtype`, `--compute-dtype` and `--out-dtype` take torch's dtype names.
+constexpr char const* e4m3fn_name = "float8_e4m3fn";
+constexpr char const* e4m3fnuz_name = "float8_e4m3fnuz";
+
+/// Calls `f(std::type_identity<T>{})` with the float type torch names `name`.
+template <class F>
+void with_float_name(std::string const& name, F&& f) {
+  with_float_type(name == "float32" ? dtype::F32 : name == "bfloat16" ? dtype::BF16 : dtype::F16, f);
+}
+CLI::Validator float_names() { return CLI::IsMember({"float32", "bfloat16", "float16"}); }
+dtype float_dtype_of(std::string const& name) {
+  return name == "float32" ? dtype::F32 : name == "bfloat16" ? dtype::BF16 : dtype::F16;
+}
+
+/// `--group-rows R --group-cols C` (vLLM's GroupShape(R, C); -1 the whole dimension) and
+/// `--quant-dtype`, the flags both GroupShape ops take.
+struct group_flags {
+  std::optional<std::int64_t> rows;
+  std::optional<std::int64_t> cols;
+  std::string quant = e4m3fn_name;
+  bool fnuz() const { return quant == e4m3fnuz_name; }
+  void define(CLI::App& cmd, char const* absent) {
+    cmd.add_option("--quant-dtype", quant, "float8_e4m3fn (default) or float8_e4m3fnuz (stored as U8)")
+        ->check(CLI::IsMember({e4m3fn_name, e4m3fnuz_name}));
+    auto* r = cmd.add_option("--group-rows", rows, std::string("rows of a group (-1: all; absent: ") + absent + ")");
+    auto* c = cmd.add_option("--group-cols", cols, std::string("columns of a group (-1: all; absent: ") + absent + ")");
+    if (std::string_view(absent) == "none") {
+      r->needs(c);
+      c->needs(r);
+    }
+  }
+  qtl::group_shape shape() const { return {rows.value_or(-1), cols.value_or(-1)}; }
+};
+
+op_spec scaled_quantize_op() {
+  return {"scaled-quantize",
+          "FP8 quantization with one scale per group of --group-rows x --group-cols (vLLM scaled_quantize): "
+          "fp8_max / amax in the compute dtype",
+          [](CLI::App& cmd) -> op_runner {
+            auto group = std::make_shared<group_flags>();
+            auto compute = std::make_shared<std::string>();
+            auto fnuz = std::make_shared<bool>(false);
+            group->define(cmd, "-1");
+            cmd.add_option("--compute-dtype", *compute, "float32, bfloat16 or float16 (absent: the input's)")
+                ->check(float_names());
+            cmd.add_flag("--is-fp8-fnuz", *fnuz, "the platform's FP8 is e4m3fnuz: fp8_max 224 (else 448)");
+            return [group, compute, fnuz](op_io& io) {
+              auto const& t = io.tensor("x", float_types, {2});
+              float const fp8_max = qtl::get_fp8_min_max(*fnuz).max;
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const in(t);
+                auto const run = [&]<class Q, class C>() {
+                  auto r = qtl::scaled_quantize<Q, C>(in.view2(), group->shape(), fp8_max);
+                  io.emit("x_q", std::is_same_v<Q, float8_e4m3fn_t> ? dtype::F8_E4M3 : dtype::U8,
+                          shape_of(r.q.extent(0), r.q.extent(1)), std::move(r.q.storage()));
+                  io.emit("x_s", dtype::F32, shape_of(r.scale.extent(0), r.scale.extent(1)),
+                          std::move(r.scale.storage()));
+                };
+                auto const with_q = [&]<class C>() {
+                  if (group->fnuz()) {
+                    run.template operator()<float8_e4m3fnuz_t, C>();
+                  } else {
+                    run.template operator()<float8_e4m3fn_t, C>();
+                  }
+                };
+                if (compute->empty()) {
+                  with_q.template operator()<T>();
+                } else {
+                  with_float_name(*compute, [&]<class C>(std::type_identity<C>) { with_q.template operator()<C>(); });
+                }
+              });
+            };
+          }};
+}
+
+op_spec scaled_dequantize_op() {
+  return {"scaled-dequantize",
+          "out = x_q * its group's scale x_s (vLLM scaled_dequantize; with a group shape, x_s must be its "
+          "groups, -1 extents included)",
+          [](CLI::App& cmd) -> op_runner {
+            auto group = std::make_shared<group_flags>();
+            auto out_name = std::make_shared<std::string>("float32");
+            group->define(cmd, "none");
+            cmd.add_option("--out-dtype", *out_name, "float32 (default), bfloat16 or float16")->check(float_names());
+            return [group, out_name](op_io& io) {
+              bool const fnuz = group->fnuz();
+              auto const& qi = io.tensor("x_q", {fnuz ? dtype::U8 : dtype::F8_E4M3}, {2});
+              auto const& si = io.tensor("x_s", float_types, {0, 1, 2});
+              std::vector<index_t> const sshape(si.shape.begin(), si.shape.end());
+              std::optional<qtl::group_shape> g;
+              if (group->rows) {
+                g = group->shape();
+              }
+              std::array<index_t, 2> ext{};
+              try {
+                ext = qtl::dequantize_scale_extents(sshape, qi.shape[0], qi.shape[1], g);
+              } catch (qtl::error const& e) {
+                throw data_error(io.where("x_s") + ": " + e.what());
+              }
+              auto const run = [&]<class Q>() {
+                typed_tensor<Q> const q(qi);
+                with_float_type(si.type, [&]<class S>(std::type_identity<S>) {
+                  typed_tensor<S> const s(si);
+                  with_float_name(*out_name, [&]<class Out>(std::type_identity<Out>) {
+                    std::vector<Out> out(static_cast<std::size_t>(q.size()));
+                    qtl::scaled_dequantize<Out>(q.view2(), make_view(s.data(), ext[0], ext[1]),
+                                                make_view(out.data(), qi.shape[0], qi.shape[1]));
+                    io.emit("out", float_dtype_of(*out_name), qi.shape, std::move(out));
+                  });
+                });
+              };
+              if (fnuz) {
+                run.template operator()<float8_e4m3fnuz_t>();
+              } else {
+                run.template operator()<float8_e4m3fn_t>();
+              }
+            };
+          }};
+}
+
+op_spec group_broadcast_op() {
+  return {"group-broadcast",
+          "t [a,b] stretched to --shape M,N, each element repeated over its group (vLLM group_broadcast; an "
+          "extent of 1 stays 1)",
+          [](CLI::App& cmd) -> op_runner {
+            auto shape = std::make_shared<std::string>();
+            cmd.add_option("--shape", *shape, "the target M,N")->required();
+            return [shape](op_io& io) {
+              auto const target = parse_int_list("--shape", *shape);
+              if (target.size() != 2) {
+                throw usage_error("--shape " + *shape + ": expected two integers M,N");
+              }
+              auto const& ti = io.tensor("t", float_types, {2});
+              with_float_type(ti.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const t(ti);
+                index_t const rows = t.dim(0) == 1 ? 1 : target[0];
+                index_t const cols = t.dim(1) == 1 ? 1 : target[1];
+                if (qtl::group_broadcast_factor(t.dim(0), target[0]) == 0 ||
+                    qtl::group_broadcast_factor(t.dim(1), target[1]) == 0) {
+                  throw data_error(io.where("t") + " has shape " + qtl::io::shape_string(ti.shape) +
+                                   ", which does not broadcast in groups to " + *shape);
+                }
+                std::vector<T> out(static_cast<std::size_t>(rows * cols));
+                qtl::group_broadcast(t.view2(), make_view(out.data(), rows, cols));
+                io.emit("t", ti.type, shape_of(rows, cols), std::move(out));
+              });
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> fp8_ops() {
   std::vector<op_spec> ops{scaled_fp8_quant_op(), per_tensor_dequantize_op(), requantize_op(),
-                           normalize_fnuz_op(),   fnuz_codec_op(true),        fnuz_codec_op(false)};
+                           normalize_fnuz_op(),   fnuz_codec_op(true),        fnuz_codec_op(false),
+                           scaled_quantize_op(),  scaled_dequantize_op(),     group_broadcast_op()};
   qtl::for_each_type<qtl::block_formats>([&]<class F>() { ops.push_back(block_quant_op<F>()); });
   return ops;
 }

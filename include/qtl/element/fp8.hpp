@@ -356,9 +356,12 @@ constexpr index_t group_scale_storage_size(group_scale_layout layout, index_t ro
 
 /// One element of `per_tensor_dequantize`: `fp8 -> fp16` (exact), times the scale in float32,
 /// rounded once to `Out` (half_t: the reference's result when the scale is a float or a 0-dim
-/// tensor; float: when it is a 1-element tensor, which torch promotes to float32).
-template <class Out, fp8_storage Fp8>
+/// tensor; float: when it is a 1-element tensor, which torch promotes to float32). Also the element
+/// of vLLM's `scaled_dequantize`, whose codes may be e4m3fnuz.
+template <class Out, class Fp8>
 QTL_HOST_DEVICE constexpr Out dequantize_fp8_element(Fp8 q, float scale) {
+  static_assert(fp8_storage<Fp8> || std::is_same_v<Fp8, float8_e4m3fnuz_t>,
+                "qtl::dequantize_fp8_element: Fp8 is float8_e4m3fn, float8_e5m2 or float8_e4m3fnuz");
   float const p = detail::mul_rn(to_float(q), scale);
   if constexpr (std::is_same_v<Out, float>) {
     return p;
