@@ -21,27 +21,12 @@ namespace {
 
 using qtl::bfloat16_t;
 using qtl::float8_e4m3fn_t;
-using qtl::float8_e4m3fnuz_t;
 using qtl::group_shape;
-using qtl::half_t;
 using qtl::index_t;
 using qtl::make_view;
 using qtl_test::device_buffer;
 
 #define CUDA_REQUIRE(expr) REQUIRE((expr) == cudaSuccess)
-
-template <class T>
-std::vector<std::uint8_t> bytes_of(std::vector<T> const& v) {
-  std::vector<std::uint8_t> b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-template <class T>
-std::vector<std::uint8_t> bytes_of(T const* p, std::size_t n) {
-  std::vector<std::uint8_t> b(n * sizeof(T));
-  std::memcpy(b.data(), p, b.size());
-  return b;
-}
 
 // Values over many magnitudes, with an all-zero row, a NaN row 2, an Inf in row 3 (when `special`).
 template <class T>
@@ -78,8 +63,8 @@ void check_quantize(index_t m, index_t n, group_shape g, std::mt19937& rng, bool
   device_buffer<float> ds(static_cast<std::size_t>(bm * bn));
   CUDA_REQUIRE((qtl::cuda::scaled_quantize<Q, C>(make_view<T const>(dx.ptr, m, n), g, make_view(dq.ptr, m, n),
                                                  make_view(ds.ptr, bm, bn))));
-  CHECK(bytes_of(dq.get()) == bytes_of(host.q.data(), static_cast<std::size_t>(m * n)));
-  CHECK(bytes_of(ds.get()) == bytes_of(host.scale.data(), static_cast<std::size_t>(bm * bn)));
+  CHECK(qtl_test::raw(dq.get()) == qtl_test::raw(host.q.data(), static_cast<std::size_t>(m * n)));
+  CHECK(qtl_test::raw(ds.get()) == qtl_test::raw(host.scale.data(), static_cast<std::size_t>(bm * bn)));
 }
 
 TEST_CASE("cuda scaled_quantize equals the host's for every group shape", "[cuda][scaled_quantize]") {
@@ -88,9 +73,9 @@ TEST_CASE("cuda scaled_quantize equals the host's for every group shape", "[cuda
                               group_shape{128, 128}, group_shape{1, 128}}) {
     check_quantize<float8_e4m3fn_t, void, bfloat16_t>(256, 384, g, rng, true);
     check_quantize<float8_e4m3fn_t, void, float>(256, 384, g, rng, true);
-    check_quantize<float8_e4m3fn_t, void, half_t>(128, 256, g, rng, true);
+    check_quantize<float8_e4m3fn_t, void, qtl::half_t>(128, 256, g, rng, true);
     check_quantize<float8_e4m3fn_t, float, bfloat16_t>(128, 256, g, rng, true);
-    check_quantize<float8_e4m3fnuz_t, void, bfloat16_t>(128, 256, g, rng, true);
+    check_quantize<qtl::float8_e4m3fnuz_t, void, bfloat16_t>(128, 256, g, rng, true);
   }
   check_quantize<float8_e4m3fn_t, void, float>(100, 200, group_shape::per_token(), rng, true);
   check_quantize<float8_e4m3fn_t, void, float>(1, 1, group_shape::per_tensor(), rng, false);
@@ -112,7 +97,7 @@ TEST_CASE("cuda scaled_quantize takes strided views", "[cuda][scaled_quantize]")
   qtl::view2d<float> sv = make_view(ds.ptr, m, 3);
   sv.stride[0] = 6;
   CUDA_REQUIRE(qtl::cuda::scaled_quantize<float8_e4m3fn_t>(dv, group_shape{1, 32}, make_view(dq.ptr, m, n), sv));
-  CHECK(bytes_of(dq.get()) == bytes_of(host.q.data(), static_cast<std::size_t>(m * n)));
+  CHECK(qtl_test::raw(dq.get()) == qtl_test::raw(host.q.data(), static_cast<std::size_t>(m * n)));
   auto const s = ds.get();
   for (index_t i = 0; i < m; ++i) {
     for (index_t j = 0; j < 3; ++j) {
@@ -128,25 +113,25 @@ TEST_CASE("cuda scaled_dequantize and group_broadcast equal the host's", "[cuda]
   auto const x = sample<float>(m, n, rng, false);
   for (group_shape const g : {group_shape::per_tensor(), group_shape::per_token(), group_shape::per_channel(),
                               group_shape{128, 128}, group_shape{1, 128}}) {
-    auto const r = qtl::scaled_quantize<float8_e4m3fnuz_t>(make_view(x.data(), m, n), g);
+    auto const r = qtl::scaled_quantize<qtl::float8_e4m3fnuz_t>(make_view(x.data(), m, n), g);
     index_t const bm = r.scale.extent(0);
     index_t const bn = r.scale.extent(1);
-    auto const qv = make_view<float8_e4m3fnuz_t const>(r.q.data(), m, n);
+    auto const qv = make_view<qtl::float8_e4m3fnuz_t const>(r.q.data(), m, n);
     auto const sv = make_view<float const>(r.scale.data(), bm, bn);
     std::vector<bfloat16_t> want(static_cast<std::size_t>(m * n));
     qtl::scaled_dequantize<bfloat16_t>(qv, sv, make_view(want.data(), m, n));
-    device_buffer<float8_e4m3fnuz_t> dq(std::vector<float8_e4m3fnuz_t>(r.q.data(), r.q.data() + m * n));
+    device_buffer<qtl::float8_e4m3fnuz_t> dq(std::vector<qtl::float8_e4m3fnuz_t>(r.q.data(), r.q.data() + m * n));
     device_buffer<float> ds(std::vector<float>(r.scale.data(), r.scale.data() + bm * bn));
     device_buffer<bfloat16_t> out(static_cast<std::size_t>(m * n));
-    CUDA_REQUIRE(qtl::cuda::scaled_dequantize<bfloat16_t>(make_view<float8_e4m3fnuz_t const>(dq.ptr, m, n),
+    CUDA_REQUIRE(qtl::cuda::scaled_dequantize<bfloat16_t>(make_view<qtl::float8_e4m3fnuz_t const>(dq.ptr, m, n),
                                                           make_view<float const>(ds.ptr, bm, bn),
                                                           make_view(out.ptr, m, n)));
-    CHECK(bytes_of(out.get()) == bytes_of(want));
+    CHECK(qtl_test::raw(out.get()) == qtl_test::raw(want));
     std::vector<float> wide(static_cast<std::size_t>(m * n));
     qtl::group_broadcast(sv, make_view(wide.data(), m, n));
     device_buffer<float> dwide(static_cast<std::size_t>(m * n));
     CUDA_REQUIRE(qtl::cuda::group_broadcast(make_view<float const>(ds.ptr, bm, bn), make_view(dwide.ptr, m, n)));
-    CHECK(bytes_of(dwide.get()) == bytes_of(wide));
+    CHECK(qtl_test::raw(dwide.get()) == qtl_test::raw(wide));
   }
 }
 

@@ -6,14 +6,16 @@
 // Failures stop the test case (Catch2's REQUIRE).
 #include <cuda_runtime.h>
 
-#include <catch2/catch.hpp>
-
-#include <qtl/view.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <qtl/view.hpp>
+
+#include "test_data.hpp"
 
 namespace qtl_test {
 
@@ -59,13 +61,5 @@ struct device_bytes {
   device_bytes(device_bytes const&) = delete;
   device_bytes& operator=(device_bytes const&) = delete;
 };
-
-/// The bytes of `v` (compares float and bfloat16 vectors bit for bit, NaN payloads included).
-template <class T>
-std::vector<std::uint8_t> raw(std::vector<T> const& v) {
-  std::vector<std::uint8_t> b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
 
 }  // namespace qtl_test

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
@@ -54,6 +55,21 @@ std::vector<T> block_ranged_normal(qtl::index_t rows, qtl::index_t cols, std::ui
     v[i] = qtl::from_float<T>(normal(gen) * std::exp2(e));
   }
   return v;
+}
+
+/// The bytes of the `n` elements at `p`, or of `v` (compares float, bf16 and FP8 values bit for
+/// bit, NaN payloads included).
+template <class T>
+std::vector<std::uint8_t> raw(T const* p, std::size_t n) {
+  std::vector<std::uint8_t> b(n * sizeof(T));
+  if (n != 0) {
+    std::memcpy(b.data(), p, b.size());
+  }
+  return b;
+}
+template <class T, class A>
+std::vector<std::uint8_t> raw(std::vector<T, A> const& v) {
+  return raw(v.data(), v.size());
 }
 
 /// `v` as a const [rows, cols] row-major view.

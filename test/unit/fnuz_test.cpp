@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 #include <golden.hpp>
+#include <test_data.hpp>
 
 #include <qtl/element/fp8.hpp>
 #include <qtl/fnuz.hpp>
@@ -103,13 +104,6 @@ TEST_CASE("float8_e4m3fnuz as a scalar type and an fp8_format; get_fp8_min_max",
   CHECK(qtl::get_fp8_min_max(false).min == -448.0f);
 }
 
-template <class T>
-std::vector<std::uint8_t> bytes_of(std::vector<T> const& v) {
-  std::vector<std::uint8_t> b(v.size() * sizeof(T));
-  std::memcpy(b.data(), v.data(), b.size());
-  return b;
-}
-
 // The bytes of QTL's doubling of scale tensor `name` of a case, and of the engine's.
 template <class T>
 void check_doubled(qtl::test::golden_case const& c, char const* name) {
@@ -117,7 +111,7 @@ void check_doubled(qtl::test::golden_case const& c, char const* name) {
   auto const got = qtl::double_scales(make_view(s.data(), static_cast<index_t>(s.size())));
   auto const want = qtl::test::tensor_values<T>(c.expected, name);
   std::vector<T> const g(got.storage().begin(), got.storage().end());
-  CHECK(bytes_of(g) == bytes_of(want));
+  CHECK(qtl_test::raw(g) == qtl_test::raw(want));
 }
 
 TEST_CASE("normalize_e4m3fn_to_e4m3fnuz reproduces sglang's golden cases bit for bit", "[fnuz][golden]") {
@@ -134,7 +128,7 @@ TEST_CASE("normalize_e4m3fn_to_e4m3fnuz reproduces sglang's golden cases bit for
     // in place, as the engine: the weight's own memory re-read as fnuz
     auto* as_fnuz = reinterpret_cast<float8_e4m3fnuz_t*>(w.data());
     qtl::normalize_e4m3fn_to_e4m3fnuz(make_view(std::as_const(w).data(), n), make_view(as_fnuz, n));
-    CHECK(bytes_of(w) == want);
+    CHECK(qtl_test::raw(w) == want);
     for (char const* name : {"weight_scale", "input_scale"}) {
       if (c.in.find(name) == nullptr) {
         CHECK(c.expected.find(name) == nullptr);

@@ -14,6 +14,7 @@
 
 #include <catch2/catch.hpp>
 #include <golden.hpp>
+#include <test_data.hpp>
 
 #include <qtl/scaled_quantize.hpp>
 
@@ -28,15 +29,8 @@ using qtl::index_t;
 using qtl::make_view;
 namespace io = qtl::io;
 
-template <class T>
-std::vector<std::uint8_t> bytes_of(T const* p, std::size_t n) {
-  std::vector<std::uint8_t> b(n * sizeof(T));
-  std::memcpy(b.data(), p, b.size());
-  return b;
-}
-
 std::vector<std::uint8_t> raw(io::tensor_info const& t) {
-  return bytes_of(reinterpret_cast<std::uint8_t const*>(t.bytes.data()), t.bytes.size());
+  return qtl_test::raw(reinterpret_cast<std::uint8_t const*>(t.bytes.data()), t.bytes.size());
 }
 
 group_shape case_group(qtl::test::golden_case const& c) {
@@ -52,11 +46,11 @@ void check_quantize_case(qtl::test::golden_case const& c) {
   index_t const n = c.shape[1];
   auto const r = qtl::scaled_quantize<Q, C>(make_view(x.data(), m, n), case_group(c),
                                             qtl::get_fp8_min_max(c.params.value("is-fp8-fnuz", false)).max);
-  CHECK(bytes_of(r.q.data(), static_cast<std::size_t>(m * n)) == raw(c.expected.at("x_q")));
+  CHECK(qtl_test::raw(r.q.data(), static_cast<std::size_t>(m * n)) == raw(c.expected.at("x_q")));
   auto const want_s = qtl::test::tensor_values<float>(c.expected, "x_s");
   auto const& s_info = c.expected.at("x_s");
   REQUIRE(s_info.shape == std::vector<std::int64_t>{r.scale.extent(0), r.scale.extent(1)});
-  CHECK(bytes_of(r.scale.data(), want_s.size()) == bytes_of(want_s.data(), want_s.size()));
+  CHECK(qtl_test::raw(r.scale.data(), want_s.size()) == qtl_test::raw(want_s.data(), want_s.size()));
 }
 
 template <class Q, class T>
@@ -118,13 +112,13 @@ TEST_CASE("scaled_dequantize reproduces vLLM's golden cases bit for bit", "[scal
     if (c.params.at("out-dtype") == "bfloat16") {
       REQUIRE(!fnuz);
       auto const out = dequantize_case<float8_e4m3fn_t, bfloat16_t>(c, g);
-      CHECK(bytes_of(out.data(), out.size()) == want);
+      CHECK(qtl_test::raw(out.data(), out.size()) == want);
     } else if (fnuz) {
       auto const out = dequantize_case<float8_e4m3fnuz_t, float>(c, g);
-      CHECK(bytes_of(out.data(), out.size()) == want);
+      CHECK(qtl_test::raw(out.data(), out.size()) == want);
     } else {
       auto const out = dequantize_case<float8_e4m3fn_t, float>(c, g);
-      CHECK(bytes_of(out.data(), out.size()) == want);
+      CHECK(qtl_test::raw(out.data(), out.size()) == want);
     }
   }
 }
@@ -140,7 +134,7 @@ TEST_CASE("group_broadcast reproduces vLLM's golden cases", "[scaled_quantize][g
       std::vector<T> out(static_cast<std::size_t>(want.shape[0] * want.shape[1]));
       qtl::group_broadcast(make_view(in.data(), t.shape[0], t.shape[1]),
                            make_view(out.data(), want.shape[0], want.shape[1]));
-      CHECK(bytes_of(out.data(), out.size()) == raw(want));
+      CHECK(qtl_test::raw(out.data(), out.size()) == raw(want));
     };
     if (t.type == io::dtype::BF16) {
       run.template operator()<bfloat16_t>();
@@ -190,8 +184,8 @@ TEST_CASE("scaled_quantize: -1 group extents are the whole dimension; strided vi
         std::pair{group_shape::per_channel(), group_shape{m, 1}}}) {
     auto const a = qtl::scaled_quantize<float8_e4m3fn_t>(full, g);
     auto const b = qtl::scaled_quantize<float8_e4m3fn_t>(full, norm);
-    CHECK(bytes_of(a.q.data(), static_cast<std::size_t>(m * n)) ==
-          bytes_of(b.q.data(), static_cast<std::size_t>(m * n)));
+    CHECK(qtl_test::raw(a.q.data(), static_cast<std::size_t>(m * n)) ==
+          qtl_test::raw(b.q.data(), static_cast<std::size_t>(m * n)));
     CHECK(a.scale.extent(0) == b.scale.extent(0));
     // every other row of a taller buffer, and the scales into a strided view
     qtl::view2d<float const> rows = make_view(x.data(), m, n);
@@ -206,7 +200,7 @@ TEST_CASE("scaled_quantize: -1 group extents are the whole dimension; strided vi
     qtl::view2d<float> sv = make_view(s.data(), c.scale.extent(0), c.scale.extent(1));
     sv.stride[0] *= 2;
     qtl::scaled_quantize<float8_e4m3fn_t>(rows, g, make_view(q.data(), m, n), sv);
-    CHECK(bytes_of(q.data(), q.size()) == bytes_of(c.q.data(), q.size()));
+    CHECK(qtl_test::raw(q.data(), q.size()) == qtl_test::raw(c.q.data(), q.size()));
     for (index_t i = 0; i < c.scale.extent(0); ++i) {
       for (index_t j = 0; j < c.scale.extent(1); ++j) {
         CHECK(sv(i, j) == c.scale.view()(i, j));

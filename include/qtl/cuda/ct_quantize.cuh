@@ -41,10 +41,6 @@ namespace detail {
 
 inline constexpr int ct_threads = launch_policy::threads;
 
-/// This thread's first item of a 1-D grid-stride loop, and the loop's step.
-QTL_DEVICE index_t first_item() { return static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-QTL_DEVICE index_t item_step() { return static_cast<index_t>(gridDim.x) * blockDim.x; }
-
 /// Neither NaN nor ±Inf.
 QTL_HOST_DEVICE constexpr bool ct_finite(float x) {
   return qtl::detail::qnt::abs(x) <= std::numeric_limits<float>::max();
@@ -64,11 +60,7 @@ QTL_DEVICE void ct_max_min(T const* x, index_t n, index_t s, float& mx, float& m
 template <class T>
 QTL_KERNEL void ct_pack_params_kernel(view2d<T const> w, index_t gs, int bits, bool symmetric, view2d<T> scales,
                                       view2d<std::int32_t> zero_points, int* nonfinite) {
-  index_t const groups = scales.extent[1];
-  index_t const items = scales.extent[0] * groups;
-  for (index_t t = first_item(); t < items; t += item_step()) {
-    index_t const r = t / groups;
-    index_t const g = t % groups;
+  grid_stride_cells(scales.extent[0], scales.extent[1], [&](index_t r, index_t g) {
     float mx = 0.0f;
     float mn = 0.0f;
     ct_max_min(&w(r, g * gs), gs, w.stride[1], mx, mn);
@@ -80,7 +72,7 @@ QTL_KERNEL void ct_pack_params_kernel(view2d<T const> w, index_t gs, int bits, b
     if (!symmetric) {
       zero_points(r, g) = static_cast<std::int32_t>(p.zp) + (1 << (bits - 1));
     }
-  }
+  });
 }
 
 template <class T>
@@ -88,11 +80,7 @@ QTL_KERNEL void ct_pack_codes_kernel(view2d<T const> w, index_t gs, int bits, bo
                                      view2d<std::int32_t const> zero_points, view2d<std::int32_t> packed) {
   int const pf = 32 / bits;
   std::int32_t const offset = 1 << (bits - 1);
-  index_t const words = packed.extent[1];
-  index_t const items = packed.extent[0] * words;
-  for (index_t t = first_item(); t < items; t += item_step()) {
-    index_t const r = t / words;
-    index_t const c = t % words;
+  grid_stride_cells(packed.extent[0], packed.extent[1], [&](index_t r, index_t c) {
     std::uint32_t word = 0;
     for (int j = 0; j < pf; ++j) {
       index_t const col = c * pf + j;
@@ -106,7 +94,7 @@ QTL_KERNEL void ct_pack_codes_kernel(view2d<T const> w, index_t gs, int bits, bo
       word |= (u & ((1u << bits) - 1u)) << (bits * j);
     }
     packed(r, c) = static_cast<std::int32_t>(word);
-  }
+  });
 }
 
 /// One thread per (row, block) of a compressed-tensors FP4 recipe: NVFP4 (`Nv`) by the library's
@@ -116,11 +104,7 @@ template <class F, class T>
 QTL_KERNEL void ct_fp4_kernel(view2d<T const> w, float global_scale, view2d<float4_e2m1x2_t> values,
                               view2d<typename F::scale> scales, int* nonfinite) {
   constexpr index_t bs = F::block_size;
-  index_t const blocks = scales.extent[1];
-  index_t const items = scales.extent[0] * blocks;
-  for (index_t t = first_item(); t < items; t += item_step()) {
-    index_t const r = t / blocks;
-    index_t const b = t % blocks;
+  grid_stride_cells(scales.extent[0], scales.extent[1], [&](index_t r, index_t b) {
     T const* x = &w(r, b * bs);
     index_t const s = w.stride[1];
     std::uint8_t sc = 0;
@@ -156,7 +140,7 @@ QTL_KERNEL void ct_fp4_kernel(view2d<T const> w, float global_scale, view2d<floa
       }
       values(r, (b * bs + e) / 2).bits = static_cast<std::uint8_t>(nib[0] | (nib[1] << 4));
     }
-  }
+  });
 }
 
 template <class V>

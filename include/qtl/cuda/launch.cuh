@@ -94,6 +94,20 @@ inline unsigned grid_stride_blocks(index_t items, index_t per_block, index_t cap
   return static_cast<unsigned>(blocks < cap ? blocks : cap);
 }
 
+/// This thread's first index of a 1-D grid-stride loop, and the loop's step:
+/// `for (index_t i = grid_thread(); i < n; i += grid_step())`.
+QTL_DEVICE index_t grid_thread() { return static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
+QTL_DEVICE index_t grid_step() { return static_cast<index_t>(gridDim.x) * blockDim.x; }
+
+/// `f(r, c)` for this thread's cells of a grid-stride loop over a `rows` x `cols` grid, taken in
+/// row-major order (a warp takes consecutive columns).
+template <class F>
+QTL_DEVICE void grid_stride_cells(index_t rows, index_t cols, F&& f) {
+  for (index_t t = grid_thread(); t < rows * cols; t += grid_step()) {
+    f(t / cols, t % cols);
+  }
+}
+
 /// The max of `m` over the `Team` lanes (a power of two up to 32) of its aligned lane group, in
 /// every lane of it: a butterfly of `__shfl_xor_sync`. Every lane of the warp must call it.
 template <int Team>

@@ -27,10 +27,8 @@
 namespace qtl::cuda {
 namespace detail {
 
-QTL_DEVICE index_t grid_thread() { return static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
-QTL_DEVICE index_t grid_step() { return static_cast<index_t>(gridDim.x) * blockDim.x; }
-
 // The scales' memory as the groups' amax bits, zeroed.
+template <class = void>  // a header kernel without a parameter of its own (QTL_KERNEL)
 QTL_KERNEL void scaled_quantize_zero_kernel(view2d<float> scale) {
   index_t const n = scale.extent[0] * scale.extent[1];
   for (index_t k = grid_thread(); k < n; k += grid_step()) {
@@ -144,7 +142,7 @@ cudaError_t scaled_quantize(view2d<T const> x, group_shape group, view2d<Q> q, v
   }
   auto const threads = launch_policy::threads;
   if (cudaError_t const e =
-          launch(detail::scaled_quantize_zero_kernel, dim3(detail::blocks_for(groups)), threads, 0, stream, scale);
+          launch(detail::scaled_quantize_zero_kernel<>, dim3(detail::blocks_for(groups)), threads, 0, stream, scale);
       e != cudaSuccess) {
     return e;
   }
