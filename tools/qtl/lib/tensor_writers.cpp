@@ -375,8 +375,11 @@ void gptq_weight(job& j, shard_plan const& s) {
     gptq_asym_rows<T>(j, w.v, s);  // the walk over its groups refuses NaN/Inf
     return;
   }
-  // quantize_weights takes (K, N) and refuses no NaN for the tool: a pass of its own
-  check_finite(w.v, j.allow_nonfinite);
+  // quantize_weights takes (K, N) and refuses no NaN for the tool: a pass of its own, the bit-max
+  // of scan_amax (vectorised), which check_finite's element loop only repeats to name the first
+  if (!j.allow_nonfinite && !scan_amax(w.v).finite) {
+    check_finite(w.v, false);
+  }
   dispatch_scalar_type<qtl::uint4b8, qtl::uint8b128>(j.weight_type,
                                                      [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
 }
