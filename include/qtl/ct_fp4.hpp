@@ -64,17 +64,8 @@ void check_fp4_shapes(char const* fn, view2d<T const> w, view2d<float4_e2m1x2_t>
   if (m > 0 && k > 0 && (w.data == nullptr || w.stride[1] != 1)) {
     throw shape_error(std::string(fn) + ": w has no data or not a unit stride along K");
   }
-  auto const check = [&](char const* arg, auto const& v, index_t cols) {
-    if (v.extent[0] != m || v.extent[1] != cols) {
-      throw shape_error(std::string(fn) + ": " + arg + " has shape " + shape_string(v.extent[0], v.extent[1]) +
-                        ", expected " + shape_string(m, cols));
-    }
-    if (m * cols > 0 && (v.data == nullptr || (cols > 1 && v.stride[1] != 1))) {
-      throw shape_error(std::string(fn) + ": " + arg + " has no data or not a unit stride along its last dimension");
-    }
-  };
-  check("values", values, k / 2);
-  check("scales", scales, k / F::block_size);
+  check_output(fn, "values", values, m, k / 2);
+  check_output(fn, "scales", scales, m, k / F::block_size);
 }
 
 /// Makes +0 (code 0) each -0 code (0x8) among the `n` (a multiple of 16) codes at `out` whose
@@ -163,7 +154,7 @@ void ct_mxfp4_quantize(view2d<T const> w, view2d<float4_e2m1x2_t> values, view2d
         std::tie(mx, mn) = nan_max_min(x, bs);
       }
       float const amax = detail::qnt::nan_max(mx, -mn);
-      if (!opt.allow_nonfinite && !detail::ct::finite(amax)) {
+      if (!opt.allow_nonfinite && !is_finite(amax)) {
         detail::ct::refuse_nonfinite(x, bs, opt.first_row + i, b * bs, "block");
       }
       std::uint8_t const sc = ct_mx_scale_code<T>(amax);

@@ -131,18 +131,16 @@ inline index_t ct_pack_group_size(index_t k, ct_pack_options const& opt) {
 
 namespace detail::ct {
 
-/// Neither NaN nor ±Inf.
-constexpr bool finite(float x) { return detail::qnt::abs(x) <= std::numeric_limits<float>::max(); }
-
+/// Output `arg` of op `fn` must be [rows, cols] with data and a unit stride along its last dimension.
+/// @throws shape_error
 template <class V>
-void check_output(char const* arg, V const& v, index_t rows, index_t cols) {
+void check_output(char const* fn, char const* arg, V const& v, index_t rows, index_t cols) {
   if (v.extent[0] != rows || v.extent[1] != cols) {
-    throw shape_error(std::string("qtl::ct_pack_quantize: ") + arg + " has shape " +
-                      shape_string(v.extent[0], v.extent[1]) + ", expected " + shape_string(rows, cols));
+    throw shape_error(std::string(fn) + ": " + arg + " has shape " + shape_string(v.extent[0], v.extent[1]) +
+                      ", expected " + shape_string(rows, cols));
   }
   if (rows * cols > 0 && (v.data == nullptr || (cols > 1 && v.stride[1] != 1))) {
-    throw shape_error(std::string("qtl::ct_pack_quantize: ") + arg +
-                      " has no data or not a unit stride along its last dimension");
+    throw shape_error(std::string(fn) + ": " + arg + " has no data or not a unit stride along its last dimension");
   }
 }
 
@@ -151,7 +149,7 @@ void check_output(char const* arg, V const& v, index_t rows, index_t cols) {
 template <class T>
 [[noreturn]] void refuse_nonfinite(T const* x, index_t gs, index_t r, index_t c0, char const* unit = "group") {
   index_t i = 0;
-  while (i + 1 < gs && finite(to_float(x[i]))) {
+  while (i + 1 < gs && is_finite(to_float(x[i]))) {
     ++i;
   }
   float const v = to_float(x[i]);
@@ -223,10 +221,10 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
   if (m > 0 && (w.data == nullptr || (k > 1 && w.stride[1] != 1))) {
     throw shape_error("qtl::ct_pack_quantize: w has no data or not a unit stride along K");
   }
-  detail::ct::check_output("packed", out.packed, m, k / pf);
-  detail::ct::check_output("scales", out.scales, m, groups);
+  detail::ct::check_output("qtl::ct_pack_quantize", "packed", out.packed, m, k / pf);
+  detail::ct::check_output("qtl::ct_pack_quantize", "scales", out.scales, m, groups);
   if (!opt.symmetric) {
-    detail::ct::check_output("zero_points", out.zero_points, m, groups);
+    detail::ct::check_output("qtl::ct_pack_quantize", "zero_points", out.zero_points, m, groups);
   }
   static_assert(std::endian::native == std::endian::little, "the packing below assumes a little-endian host");
   std::int32_t const offset = 1 << (bits - 1);
@@ -248,7 +246,7 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
 #endif  // ^^^ QTL_X86 ^^^
       if (!clean) {
         std::tie(mx, mn) = nan_max_min(x, gs);
-        clean = detail::ct::finite(mx) && detail::ct::finite(mn);
+        clean = is_finite(mx) && is_finite(mn);
       }
       if (!clean && !opt.allow_nonfinite) {
         detail::ct::refuse_nonfinite(x, gs, opt.first_row + r, g * gs);

@@ -73,6 +73,8 @@ QTL_HOST_DEVICE constexpr double bits_to_double(std::uint64_t bits) { return std
 QTL_HOST_DEVICE constexpr bool is_nan(float x) { return (float_to_bits(x) & 0x7FFFFFFFu) > 0x7F800000u; }
 /// True when `x` is +Inf or -Inf.
 QTL_HOST_DEVICE constexpr bool is_inf(float x) { return (float_to_bits(x) & 0x7FFFFFFFu) == 0x7F800000u; }
+/// True when `x` is neither NaN nor ±Inf.
+QTL_HOST_DEVICE constexpr bool is_finite(float x) { return (float_to_bits(x) & 0x7FFFFFFFu) < 0x7F800000u; }
 
 namespace detail {
 /// `c ? a : b` with both arms computed: loops built from it are if-converted and vectorised even

@@ -41,11 +41,6 @@ namespace detail {
 
 inline constexpr int ct_threads = launch_policy::threads;
 
-/// Neither NaN nor ±Inf.
-QTL_HOST_DEVICE constexpr bool ct_finite(float x) {
-  return qtl::detail::qnt::abs(x) <= std::numeric_limits<float>::max();
-}
-
 /// The max and min of the `n` (> 0) weights at `x` (stride `s`), NaN-propagating as torch's.
 template <class T>
 QTL_DEVICE void ct_max_min(T const* x, index_t n, index_t s, float& mx, float& mn) {
@@ -64,7 +59,7 @@ QTL_KERNEL void ct_pack_params_kernel(view2d<T const> w, index_t gs, int bits, b
     float mx = 0.0f;
     float mn = 0.0f;
     ct_max_min(&w(r, g * gs), gs, w.stride[1], mx, mn);
-    if (nonfinite != nullptr && !(ct_finite(mx) && ct_finite(mn))) {
+    if (nonfinite != nullptr && !(is_finite(mx) && is_finite(mn))) {
       *nonfinite = 1;
     }
     group_params const p = ct_int_group_params<T>(mx, mn, bits, symmetric);
@@ -124,7 +119,7 @@ QTL_KERNEL void ct_fp4_kernel(view2d<T const> w, float global_scale, view2d<floa
       float mn = 0.0f;
       ct_max_min(x, bs, s, mx, mn);
       float const amax = qtl::detail::qnt::nan_max(mx, -mn);
-      if (nonfinite != nullptr && !ct_finite(amax)) {
+      if (nonfinite != nullptr && !is_finite(amax)) {
         *nonfinite = 1;
       }
       sc = ct_mx_scale_code<T>(amax);
@@ -141,11 +136,6 @@ QTL_KERNEL void ct_fp4_kernel(view2d<T const> w, float global_scale, view2d<floa
       values(r, (b * bs + e) / 2).bits = static_cast<std::uint8_t>(nib[0] | (nib[1] << 4));
     }
   });
-}
-
-template <class V>
-bool ct_null_with_data(V const& v) {
-  return v.size() != 0 && v.data == nullptr;
 }
 
 template <class V>
@@ -176,8 +166,8 @@ cudaError_t ct_pack_quantize(view2d<T const> w, int bits, index_t group_size, bo
   index_t const pf = 32 / bits;
   if (k % gs != 0 || k % pf != 0 || packed.extent[0] != m || packed.extent[1] != k / pf || scales.extent[0] != m ||
       scales.extent[1] != k / gs || (!symmetric && (zero_points.extent[0] != m || zero_points.extent[1] != k / gs)) ||
-      !detail::ct_unit_stride(w) || detail::ct_null_with_data(w) || detail::ct_null_with_data(packed) ||
-      detail::ct_null_with_data(scales) || (!symmetric && detail::ct_null_with_data(zero_points))) {
+      !detail::ct_unit_stride(w) || detail::null_with_data(w) || detail::null_with_data(packed) ||
+      detail::null_with_data(scales) || (!symmetric && detail::null_with_data(zero_points))) {
     return cudaErrorInvalidValue;
   }
   if (m == 0) {
@@ -200,8 +190,8 @@ cudaError_t launch_ct_fp4(view2d<T const> w, float global_scale, view2d<float4_e
   index_t const m = w.extent[0];
   index_t const k = w.extent[1];
   if (k % F::block_size != 0 || values.extent[0] != m || values.extent[1] != k / 2 || scales.extent[0] != m ||
-      scales.extent[1] != k / F::block_size || !ct_unit_stride(w) || ct_null_with_data(w) ||
-      ct_null_with_data(values) || ct_null_with_data(scales)) {
+      scales.extent[1] != k / F::block_size || !ct_unit_stride(w) || null_with_data(w) || null_with_data(values) ||
+      null_with_data(scales)) {
     return cudaErrorInvalidValue;
   }
   if (scales.size() == 0) {

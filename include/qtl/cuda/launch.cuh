@@ -94,6 +94,12 @@ inline unsigned grid_stride_blocks(index_t items, index_t per_block, index_t cap
   return static_cast<unsigned>(blocks < cap ? blocks : cap);
 }
 
+/// True when the view `v` has elements but no data: a launcher's refusal of a null pointer.
+template <class V>
+bool null_with_data(V const& v) {
+  return v.size() != 0 && v.data == nullptr;
+}
+
 /// This thread's first index of a 1-D grid-stride loop, and the loop's step:
 /// `for (index_t i = grid_thread(); i < n; i += grid_step())`.
 QTL_DEVICE index_t grid_thread() { return static_cast<index_t>(blockIdx.x) * blockDim.x + threadIdx.x; }

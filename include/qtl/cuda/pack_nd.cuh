@@ -63,11 +63,6 @@ QTL_KERNEL void pack_dim_kernel(view3d<std::int32_t const> in, view3d<std::int32
   }
 }
 
-template <class V>
-bool null_with_data(V v) {
-  return v.size() != 0 && v.data == nullptr;
-}
-
 }  // namespace detail
 
 /// GPU `qtl::gptq_pack` (vLLM's `gptq_pack`, that is `pack_rows`), on `stream`.

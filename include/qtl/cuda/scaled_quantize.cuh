@@ -102,11 +102,6 @@ struct dequantize_op {
   }
 };
 
-template <class T>
-bool missing(view2d<T> v) {
-  return v.extent[0] > 0 && v.extent[1] > 0 && v.data == nullptr;
-}
-
 inline unsigned blocks_for(index_t items) {
   return grid_stride_blocks(items, launch_policy::threads, launch_policy::grid_stride_cap);
 }
@@ -132,7 +127,7 @@ cudaError_t scaled_quantize(view2d<T const> x, group_shape group, view2d<Q> q, v
   static_assert(fp8_quant_input<CT>, "qtl::cuda::scaled_quantize: the compute type is float, half_t or bfloat16_t");
   if (scaled_quantize_shape_check(x.extent[0], x.extent[1], group, q.extent[0], q.extent[1], scale.extent[0],
                                   scale.extent[1], fp8_max) != scaled_quantize_shape::ok ||
-      detail::missing(x) || detail::missing(q) || detail::missing(scale)) {
+      detail::null_with_data(x) || detail::null_with_data(q) || detail::null_with_data(scale)) {
     return cudaErrorInvalidValue;
   }
   group_shape const g = normalize_group_shape(group, x.extent[0], x.extent[1]);
@@ -168,7 +163,7 @@ template <class T>
 cudaError_t group_broadcast(view2d<T const> t, view2d<T> out, cudaStream_t stream = nullptr) {
   index_t const fr = group_broadcast_factor(t.extent[0], out.extent[0]);
   index_t const fc = group_broadcast_factor(t.extent[1], out.extent[1]);
-  if (fr == 0 || fc == 0 || detail::missing(t) || detail::missing(out)) {
+  if (fr == 0 || fc == 0 || detail::null_with_data(t) || detail::null_with_data(out)) {
     return cudaErrorInvalidValue;
   }
   return detail::launch_group_broadcast(out, fr, fc, detail::broadcast_op<T>{t}, stream);
@@ -182,8 +177,8 @@ cudaError_t scaled_dequantize(view2d<Q const> q, view2d<S const> scale, view2d<O
   static_assert(fp8_quant_input<Out>, "qtl::cuda::scaled_dequantize: Out is float, half_t or bfloat16_t");
   index_t const fr = group_broadcast_factor(scale.extent[0], q.extent[0]);
   index_t const fc = group_broadcast_factor(scale.extent[1], q.extent[1]);
-  if (fr == 0 || fc == 0 || out.extent[0] != q.extent[0] || out.extent[1] != q.extent[1] || detail::missing(q) ||
-      detail::missing(scale) || detail::missing(out)) {
+  if (fr == 0 || fc == 0 || out.extent[0] != q.extent[0] || out.extent[1] != q.extent[1] || detail::null_with_data(q) ||
+      detail::null_with_data(scale) || detail::null_with_data(out)) {
     return cudaErrorInvalidValue;
   }
   return detail::launch_group_broadcast(out, fr, fc, detail::dequantize_op<Out, Q, S>{q, scale}, stream);
