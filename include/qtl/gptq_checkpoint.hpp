@@ -14,7 +14,10 @@
 /// The rules (`gptq_rule`; element functions in qtl/element/gptq_quantizer.hpp):
 /// - symmetric: the reference's `quantize_weights` without zero points (uint4b8 / uint8b128), its
 ///   scale in the weight's dtype and its codes under that scale; the zero point is the bias.
-///   These are the bytes `quantize_weights` on Wᵀ, `pack_rows` and an F16 cast of its scales give.
+///   These are the bytes `quantize_weights` on Wᵀ, `pack_rows` and an F16 cast of its scales give,
+///   with its documented difference from the CPU reference: an all-zero group (scale 0, 0/0 = NaN)
+///   has codes `bias` (int(NaN) = 0, as CUDA), where the CPU reference's are `qmin + bias`; both
+///   dequantize to 0.
 /// - asymmetric: GPTQ's own quantizer, the codes taken under the scale as stored (F16).
 ///
 /// A finite scale that F16 cannot hold is refused: one that overflows to Inf, or one that rounds to

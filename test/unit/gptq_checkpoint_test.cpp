@@ -106,6 +106,14 @@ TEMPLATE_TEST_CASE("gptq_checkpoint_quantize, symmetric: quantize_weights on W t
                 qtl::from_float<half_t>(qtl::to_float(ref.w_s.view().data[i])).bits);
       }
       CHECK(got.zeros == std::vector<std::int32_t>(got.zeros.size(), 1 << (bits - 1)));
+      // the all-zero group of row 3: scale 0 and every code the bias (int(NaN) = 0; the CPU
+      // reference's qmin + bias = 0 differs on purpose, docs/spec/semantics.md §4)
+      index_t const pf = 32 / bits;
+      CHECK((got.scales[3].bits == 0) == (gs == 32));
+      for (index_t c = 0; c < (gs == 32 ? 32 : 0); ++c) {
+        auto const word = static_cast<std::uint32_t>(got.qweight[static_cast<std::size_t>(c / pf * n + 3)]);
+        REQUIRE((word >> (bits * (c % pf)) & ((1u << bits) - 1u)) == (1u << (bits - 1)));
+      }
     }
   }
 }

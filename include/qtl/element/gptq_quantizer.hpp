@@ -70,6 +70,19 @@ enum class gptq_rule : std::uint8_t {
   asymmetric,
 };
 
+/// `quant_range_of(uint4b8)` for 4 bits, `quant_range_of(uint8b128)` for 8: [-2^(b-1), 2^(b-1) - 1],
+/// bias 2^(b-1) (written out: device code may not read the host's scalar_type constants).
+QTL_HOST_DEVICE constexpr quant_range gptq_symmetric_range(int bits) {
+  int const half = 1 << (bits - 1);
+  return {-static_cast<float>(half), static_cast<float>(half - 1), half};
+}
+static_assert(gptq_symmetric_range(4).qmin == quant_range_of(uint4b8).qmin &&
+              gptq_symmetric_range(4).qmax == quant_range_of(uint4b8).qmax &&
+              gptq_symmetric_range(4).bias == quant_range_of(uint4b8).bias &&
+              gptq_symmetric_range(8).qmin == quant_range_of(uint8b128).qmin &&
+              gptq_symmetric_range(8).qmax == quant_range_of(uint8b128).qmax &&
+              gptq_symmetric_range(8).bias == quant_range_of(uint8b128).bias);
+
 /// The scale of a group (before the checkpoint rounds it to F16) and its stored zero point, by
 /// `rule`, for a group of T weights whose max and min are `mx`, `mn`. @pre bits is 4 or 8
 template <class T>
@@ -77,7 +90,7 @@ QTL_HOST_DEVICE constexpr group_params gptq_group_params(gptq_rule rule, float m
   if (rule == gptq_rule::asymmetric) {
     return gptq_asym_group_params(mx, mn, bits);
   }
-  quant_range const r = quant_range_of(bits == 4 ? uint4b8 : uint8b128);
+  quant_range const r = gptq_symmetric_range(bits);
   return {detail::qnt::symmetric_scale<T>(mx, mn, r).s, static_cast<float>(r.bias)};
 }
 
@@ -88,7 +101,7 @@ QTL_HOST_DEVICE constexpr std::int32_t gptq_code(gptq_rule rule, float w, group_
   if (rule == gptq_rule::asymmetric) {
     return gptq_asym_code(w, stored_s, p.zp, bits);
   }
-  quant_range const r = quant_range_of(bits == 4 ? uint4b8 : uint8b128);
+  quant_range const r = gptq_symmetric_range(bits);
   return static_cast<std::int32_t>(detail::qnt::quantize_code<T>(w, {p.s, 0.0f}, r)) + r.bias;
 }
 
