@@ -3,14 +3,13 @@
 // test/data/mixed decided as the readers decide it: the compressed-tensors library against its
 // own recorded decisions (ct_library_expected.json, made by make_ct_library_cases.py), vLLM and
 // sglang by the rules of their loaders (docs/spec/mixed_precision.md).
-#include <catch2/catch.hpp>
-
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
 #include <string>
 
+#include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
 
 #include <qtl/io/quant_config.hpp>
@@ -91,8 +90,7 @@ TEST_CASE("ModelOpt quantized_layers are read from hf_quant_config.json and conf
   }
 }
 
-TEST_CASE("the compressed-tensors library's groups, module by module, as the library itself decided",
-          "[mixed][ct]") {
+TEST_CASE("the compressed-tensors library's groups, module by module, as the library itself decided", "[mixed][ct]") {
   std::ifstream in(data_dir() / "ct_library_expected.json");
   REQUIRE(in);
   auto const expected = nlohmann::json::parse(in);
@@ -259,8 +257,9 @@ TEST_CASE("ModelOpt MIXED_PRECISION: where vLLM and sglang differ", "[mixed][mod
   mixed_shards.packed_modules_mapping = llama_packed;
   qtl::compiled_config const mc(mixed_shards);
   qtl::decision const se = decided(mc, consumer::sglang_modelopt, "model.layers.0.self_attn.qkv_proj");
-  CHECK(se.error == "ValueError: Mixed quant_algo within fused layer model.layers.0.self_attn.qkv_proj: "
-                    "{'FP8', 'NVFP4'}. All shards must use the same quantization.");
+  CHECK(se.error ==
+        "ValueError: Mixed quant_algo within fused layer model.layers.0.self_attn.qkv_proj: "
+        "{'FP8', 'NVFP4'}. All shards must use the same quantization.");
   qtl::decision const ve = decided(mc, consumer::vllm_modelopt, "model.layers.0.self_attn.qkv_proj");
   CHECK(ve.skipped);  // vLLM asks its exclude list first
   CHECK_FALSE(ve.error);

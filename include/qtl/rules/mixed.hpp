@@ -69,8 +69,8 @@ inline bool is_mixed(quant_config const& cfg) {
 
 /// How a reader found a module's scheme.
 struct scheme_match {
-  std::size_t entry = no_rule;  ///< index in `config_groups` / `quantized_layers`, or no_rule: none
-  std::string rule;             ///< the target or key that decided, as written
+  std::size_t entry = no_rule;       ///< index in `config_groups` / `quantized_layers`, or no_rule: none
+  std::string rule;                  ///< the target or key that decided, as written
   std::optional<std::string> error;  ///< what the reader raises for the module (`ValueError: ...`)
 
   bool found() const { return entry != no_rule; }
@@ -288,10 +288,10 @@ class mixed_index {
   };
 
   quant_config const* cfg_;
-  std::vector<target> targets_;                               // dict order
-  std::unordered_map<std::string_view, std::size_t> exact_;   // non-regex target -> its position
-  std::vector<std::size_t> sorted_;                           // the library's order
-  std::unordered_map<std::string_view, std::size_t> keys_;    // quantized_layers key -> index
+  std::vector<target> targets_;                                   // dict order
+  std::unordered_map<std::string_view, std::size_t> exact_;       // non-regex target -> its position
+  std::vector<std::size_t> sorted_;                               // the library's order
+  std::unordered_map<std::string_view, std::size_t> keys_;        // quantized_layers key -> index
   std::vector<std::pair<std::string_view, std::size_t>> by_key_;  // sorted keys
 
   /// `_is_equal_or_regex_match(value, target)` (and compressed-tensors' `match_name`).
