@@ -116,6 +116,28 @@ struct weight_params {
   std::optional<scalar_type> quant_type;
 };
 
+/// compressed-tensors weight arguments as weight parameters: `type` "float" 8 bits
+/// `float8_e4m3fn`, 4 bits `float4_e2m1f`; integers their storage type (symmetric by default).
+inline weight_params ct_weights(std::optional<std::int64_t> bits, std::optional<std::int64_t> group_size,
+                                std::optional<bool> sym, std::string_view type) {
+  weight_params w;
+  w.bits = bits;
+  w.group_size = group_size;
+  w.sym = sym;
+  if (bits) {
+    if (type == "float") {
+      if (*bits == 8) {
+        w.quant_type = float8_e4m3fn;
+      } else if (*bits == 4) {
+        w.quant_type = float4_e2m1f;
+      }
+    } else {
+      w.quant_type = integer_weight_type(*bits, sym.value_or(true));
+    }
+  }
+  return w;
+}
+
 /// The base weight parameters of the config's family (FP8: 8 bits `float8_e4m3fn`; MXFP4: 4 bits,
 /// group 32, `float4_e2m1f`; ModelOpt NVFP4: 4 bits, group 16 unless given, `float4_e2m1f`;
 /// integer families: their `bits`/`group_size`/`sym` and the integer storage type).
@@ -148,21 +170,8 @@ inline weight_params base_weights(quant_config const& cfg) {
       }
       break;
     case quant_family::compressed_tensors:
-      w.bits = cfg.bits;
-      w.group_size = cfg.group_size;
-      w.sym = cfg.sym;
+      w = ct_weights(cfg.bits, cfg.group_size, cfg.sym, cfg.weight_type.value_or("int"));
       w.desc_act = cfg.desc_act;
-      if (cfg.bits) {
-        if (cfg.weight_type.value_or("int") == "float") {
-          if (*cfg.bits == 8) {
-            w.quant_type = float8_e4m3fn;
-          } else if (*cfg.bits == 4) {
-            w.quant_type = float4_e2m1f;
-          }
-        } else {
-          w.quant_type = integer_weight_type(*cfg.bits, cfg.sym.value_or(true));
-        }
-      }
       break;
     case quant_family::awq: {
       w.bits = cfg.bits.value_or(4);
@@ -184,25 +193,9 @@ inline weight_params base_weights(quant_config const& cfg) {
   return w;
 }
 
-/// The weight parameters of a compressed-tensors config group (`num_bits`, `group_size`,
-/// `symmetric`; `float` 8 bits `float8_e4m3fn`, 4 bits `float4_e2m1f`; integers their storage type).
+/// The weight parameters of a compressed-tensors config group.
 inline weight_params ct_group_weights(ct_config_group const& g) {
-  weight_params w;
-  w.bits = g.num_bits;
-  w.group_size = g.group_size;
-  w.sym = g.symmetric;
-  if (g.num_bits) {
-    if (g.type == "float") {
-      if (*g.num_bits == 8) {
-        w.quant_type = float8_e4m3fn;
-      } else if (*g.num_bits == 4) {
-        w.quant_type = float4_e2m1f;
-      }
-    } else {
-      w.quant_type = integer_weight_type(*g.num_bits, g.symmetric.value_or(true));
-    }
-  }
-  return w;
+  return ct_weights(g.num_bits, g.group_size, g.symmetric, g.type);
 }
 
 /// The weight parameters of a ModelOpt algorithm (upper case): FP8 (`FP8`, `FP8_PB_WO`,
