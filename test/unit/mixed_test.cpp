@@ -83,11 +83,17 @@ TEST_CASE("ModelOpt quantized_layers are read from hf_quant_config.json and conf
   for (char const* bad : {R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "MIXED_PRECISION",
                               "quantized_layers": {"a.q_proj": "FP8"}}})",
                           R"({"producer": {"name": "modelopt"}, "quantization": {"quant_algo": "MIXED_PRECISION",
-                              "quantized_layers": {"a.q_proj": {"group_size": 16}}}})",
+                              "quantized_layers": {"a.q_proj": {"quant_algo": 8}}}})",
                           R"({"quant_method": "compressed-tensors", "config_groups": {"g": {"targets": "Linear"}}})"}) {
     INFO(bad);
     CHECK_THROWS_AS(qtl::io::parse_quant_config(bad), qtl::config_error);
   }
+  // an entry without quant_algo: the readers raise KeyError for the layers that reach it
+  auto const keyless = qtl::io::parse_quant_config(R"({"producer": {"name": "modelopt"}, "quantization": {
+      "quant_algo": "MIXED_PRECISION", "quantized_layers": {"a.q_proj": {"group_size": 16}}}})");
+  qtl::compiled_config const kc(keyless);
+  CHECK(qtl::decide(kc, qtl::consumer::vllm_modelopt, "a.q_proj").error == "KeyError: 'quant_algo'");
+  CHECK_FALSE(qtl::decide(kc, qtl::consumer::vllm_modelopt, "a.o_proj").error);
 }
 
 TEST_CASE("the compressed-tensors library's groups, module by module, as the library itself decided", "[mixed][ct]") {

@@ -265,10 +265,7 @@ inline std::vector<modelopt_layer> quantized_layers_of(ojson const& v, std::stri
     }
     modelopt_layer e;
     e.module = item.key();
-    e.quant_algo = opt_string(body, "quant_algo", f);
-    if (e.quant_algo.empty()) {
-      bad_field(f + ".quant_algo", "missing");  // the engines index info["quant_algo"]
-    }
+    e.quant_algo = opt_string(body, "quant_algo", f);  // missing: an error of the layers that reach it
     e.group_size = opt_int(body, "group_size", f);
     out.push_back(std::move(e));
   }
@@ -367,8 +364,12 @@ inline quant_config parse_quantization_object(ojson const& q, std::string const&
   if (auto const it = q.find("packed_modules_mapping"); it != q.end()) {
     cfg.packed_modules_mapping = packed_modules_mapping_of(*it, dot(base) + "packed_modules_mapping");
   }
-  cfg.format = opt_string(q, "format", base);
-  cfg.moe_quant_algo = opt_string(q, "moe_quant_algo", base);
+  if (cfg.family == quant_family::compressed_tensors) {
+    cfg.format = opt_string(q, "format", base);
+  }
+  if (cfg.family == quant_family::modelopt) {
+    cfg.moe_quant_algo = opt_string(q, "moe_quant_algo", base);
+  }
   // compressed-tensors: every config group, in order; the weights of the first give the base
   // parameters.
   if (auto const it = q.find("config_groups"); it != q.end() && !it->is_null()) {
@@ -393,7 +394,7 @@ inline quant_config parse_quantization_object(ojson const& q, std::string const&
       }
     }
   }
-  if (auto const it = q.find("quantized_layers"); it != q.end()) {
+  if (auto const it = q.find("quantized_layers"); it != q.end() && cfg.family == quant_family::modelopt) {
     cfg.quantized_layers = quantized_layers_of(*it, dot(base) + "quantized_layers");
   }
   // ModelOpt inside config.json may nest its fields in `quantization`.
@@ -405,7 +406,7 @@ inline quant_config parse_quantization_object(ojson const& q, std::string const&
     if (cfg.moe_quant_algo.empty()) {
       cfg.moe_quant_algo = opt_string(*it, "moe_quant_algo", f);
     }
-    if (cfg.quantized_layers.empty()) {
+    if (cfg.quantized_layers.empty() && cfg.family == quant_family::modelopt) {
       if (auto const jt = it->find("quantized_layers"); jt != it->end()) {
         cfg.quantized_layers = quantized_layers_of(*jt, f + ".quantized_layers");
       }

@@ -78,7 +78,8 @@ struct ct_config_group {
 };
 
 /// One ModelOpt `quantized_layers` entry (`MIXED_PRECISION`), in file order: the module and its
-/// algorithm as written (`FP8`, `FP8_PB_WO`, `NVFP4`, `W4A16_NVFP4`, `MXFP8`, ...).
+/// algorithm as written (`FP8`, `FP8_PB_WO`, `NVFP4`, `W4A16_NVFP4`, `MXFP8`, ...; empty: the
+/// entry has none, which the readers raise KeyError for when they reach it).
 struct modelopt_layer {
   std::string module;
   std::string quant_algo;

@@ -254,6 +254,9 @@ class mixed_index {
       for (std::string const& b : vllm ? candidates(base) : std::vector<std::string>{std::string(base)}) {
         for (std::string const& shard : entry->second) {
           if (auto const it = keys_.find(b + "." + shard); it != keys_.end()) {
+            if (cfg_->quantized_layers[it->second].quant_algo.empty()) {
+              return found_key(m, it->second);  // info["quant_algo"] raises
+            }
             algos.insert(ascii_upper(cfg_->quantized_layers[it->second].quant_algo));
             first = first == no_rule ? it->second : first;
           }
@@ -326,6 +329,9 @@ class mixed_index {
   scheme_match& found_key(scheme_match& m, std::size_t i) const {
     m.entry = i;
     m.rule = cfg_->quantized_layers[i].module;
+    if (cfg_->quantized_layers[i].quant_algo.empty()) {
+      m.error = "KeyError: 'quant_algo'";
+    }
     return m;
   }
 
