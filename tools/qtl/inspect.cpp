@@ -86,10 +86,10 @@ json mixed_config_report(std::string const& path) {
         weights += " " + std::string(w.quant_type->name().view());
       }
       if (!g.strategy.empty()) {
-        weights += " " + g.strategy;
+        weights += ", strategy " + g.strategy;
       }
       if (w.group_size) {
-        weights += " group " + std::to_string(*w.group_size);
+        weights += ", group_size " + std::to_string(*w.group_size);
       }
       groups.push_back({{"name", g.name},
                         {"format", g.format.empty() ? cfg.format : g.format},
