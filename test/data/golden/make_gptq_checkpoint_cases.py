@@ -1,13 +1,13 @@
 #!/usr/bin/env python3
-"""Writes the golden cases 2400-2405 of `gptq-checkpoint-quantize` into ops/ (and prints their
+"""Writes the golden cases 2470-2475 of `gptq-checkpoint-quantize` into ops/ (and prints their
 cases.jsonl lines), on CPU torch:
 
-  symmetric (2400-2403): the reference's own `quantize_weights` (no zero points; uint4b8 or
+  symmetric (2470-2473): the reference's own `quantize_weights` (no zero points; uint4b8 or
       uint8b128) on W transposed to (K, N), its `pack_rows`, and its scales cast to float16, the
       checkpoint's dtype. The two functions are taken by name (`ast`) from the reference Python
       (sglang_quantization_utils.py, path as the first argument) and run with a minimal stand-in
       for the quant type (max, min, bias: the only members they read).
-  asymmetric (2404-2405): GPTQ's quantizer (`Quantizer.find_params` / `quantize` of the GPTQ
+  asymmetric (2474-2475): GPTQ's quantizer (`Quantizer.find_params` / `quantize` of the GPTQ
       paper's code: xmin = min(x, 0), xmax = max(x, 0), -1/+1 for an all-zero group, scale
       (xmax - xmin) / maxq, zero round(-xmin / scale)), written here in torch from that formula
       on float32 weights, the codes taken under the float16 scale as a checkpoint stores it.
@@ -134,7 +134,7 @@ def main():
     for dtype, shape, bits, gs, sym in CASES:
         shape, params, ins, outs = case(ref, dtype, shape, bits, gs, sym, g)
         cases.append((shape, "gptq-checkpoint-quantize", params, ins, outs))
-    write_golden_cases(sys.argv[2], 2400, cases)
+    write_golden_cases(sys.argv[2], 2470, cases)
 
 
 if __name__ == "__main__":
