@@ -20,11 +20,13 @@
 #include <qtl/gptq_checkpoint.hpp>
 #include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
+#include <qtl/fp8_checkpoint.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/quantize.hpp>
 #include <qtl/transpose.hpp>
 
 #include "../common.hpp"
+#include "scratch.hpp"
 #include "worker_pool.hpp"
 
 namespace qtl::tool {
@@ -245,8 +247,8 @@ void fp4_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
   index_t const n = w.v.extent[0];
   index_t const k = w.v.extent[1];
-  std::vector<float4_e2m1x2_t> values(static_cast<std::size_t>(n * (k / 2)));
-  std::vector<typename F::scale> scales(static_cast<std::size_t>(block_scale_bytes<F>(n, k)));
+  auto const values = thread_scratch<float4_e2m1x2_t>(static_cast<std::size_t>(n * (k / 2)));
+  auto const scales = thread_scratch<typename F::scale>(static_cast<std::size_t>(block_scale_bytes<F>(n, k)));
   view2d<float4_e2m1x2_t> const vv = make_view(values.data(), n, k / 2);
   view2d<typename F::scale> const sv = make_view(scales.data(), n, k / F::block_size);
   float gs = 1.0f;
@@ -271,69 +273,48 @@ void fp4_weight(job& j, shard_plan const& s) {
   }
 }
 
-/// FP8 E4M3 weights [N, K] and their F32 scales, 128 rows (one band of blocks) at a time, each
-/// band written at its offset once quantized (no whole-tensor buffer). The NaN/Inf refusal rides
-/// in the first pass over the data: the amax pass (tensor: the whole weight's, unless a fused
-/// group's was taken by share_group_amax, whose pass refused them; block: each block's, a refusal
-/// naming the band's first), or, for channel, a pass over each row just before the library's
-/// per-token quantizer reads the same row again from the cache.
+/// FP8 E4M3 weights [N, K] and their F32 scales by qtl::fp8_checkpoint_quantize, 128 rows (one band
+/// of blocks) at a time, each band written at its offset once quantized (no whole-tensor buffer).
+/// The NaN/Inf refusal rides in the op's amax passes (the tensor scheme's: the whole weight's, here,
+/// unless a fused group's was taken by share_group_amax, whose pass refused them), in the tool's
+/// words.
 template <class T>
 void fp8_weight(job& j, shard_plan const& s, fp8_scheme scheme) {
   aligned_weight<T> w(*j.in);
   index_t const n = w.v.extent[0];
   index_t const k = w.v.extent[1];
   constexpr index_t b = 128;
-  index_t const bk = (k + b - 1) / b;
-  std::vector<float8_e4m3fn_t> q(static_cast<std::size_t>(std::min(b, n) * k));
-  std::vector<float> scales;
+  fp8_checkpoint_options opt;
+  opt.scheme = scheme == fp8_scheme::tensor    ? fp8_checkpoint_scheme::tensor
+               : scheme == fp8_scheme::channel ? fp8_checkpoint_scheme::channel
+                                               : fp8_checkpoint_scheme::block;
+  opt.rule = j.ct_rules ? fp8_block_rule::compressed_tensors : fp8_block_rule::hf;
+  opt.block_n = opt.block_k = b;
+  opt.allow_nonfinite = j.allow_nonfinite;
   if (scheme == fp8_scheme::tensor) {
-    // scaled_fp8_quant_dynamic's scale, of the fused layer's amax when it has other shards
-    // (share_group_amax): the engines' requantization with the max scale then changes nothing
-    float const amax = j.group_amax ? *j.group_amax : finite_amax(w.v, j.allow_nonfinite);
-    scales.push_back(fp8_scale_from_amax<float8_e4m3fn_t>(amax));
-  } else if (scheme == fp8_scheme::channel) {
-    scales.resize(static_cast<std::size_t>(n));
-  } else {
-    scales.resize(static_cast<std::size_t>((n + b - 1) / b * bk));
+    // of the fused layer's amax when it has other shards (share_group_amax): the engines'
+    // requantization with the max scale then changes nothing
+    opt.tensor_amax = j.group_amax ? *j.group_amax : finite_amax(w.v, j.allow_nonfinite);
   }
+  auto const q = thread_scratch<float8_e4m3fn_t>(static_cast<std::size_t>(std::min(b, n) * k));
+  std::vector<float> scales(static_cast<std::size_t>(fp8_checkpoint_scale_count(n, k, opt)));
   for (index_t n0 = 0; n0 < n; n0 += b) {
     index_t const c = std::min(b, n - n0);
     view2d<T const> rows = make_view(&w.v(n0, 0), c, k);
     rows.stride[0] = w.v.stride[0];
-    view2d<float8_e4m3fn_t> qv = make_view(q.data(), c, k);
-    if (scheme == fp8_scheme::tensor) {
-      scaled_fp8_quant_static<float8_e4m3fn_t>(rows, scales[0], qv);
-    } else if (scheme == fp8_scheme::channel) {
-      for (index_t r = 0; r < c; ++r) {
-        view2d<T const> const row = make_view(&rows(r, 0), 1, k);
-        finite_amax(row, j.allow_nonfinite, n0 + r);
-        scaled_fp8_quant_per_token<float8_e4m3fn_t>(row, make_view(&qv(r, 0), 1, k),
-                                                    make_view(&scales[static_cast<std::size_t>(n0 + r)], 1));
-      }
-    } else {
-      for (index_t jj = 0; jj < bk; ++jj) {
-        index_t const cols = std::min(b, k - jj * b);
-        view2d<T const> in = make_view(&rows(0, jj * b), c, cols);
-        in.stride[0] = rows.stride[0];
-        view2d<float8_e4m3fn_t> out = make_view(&qv(0, jj * b), c, cols);
-        out.stride[0] = k;
-        float amax = 0.0f;
-        try {
-          amax = finite_amax(in, j.allow_nonfinite);
-        } catch (data_error const&) {
-          check_finite(rows, false, n0);  // the band's first NaN/Inf in row-major order
-          throw;
-        }
-        // HF fp8: max(amax, 1e-12) / 448. ct-block: compressed-tensors' rule, amax / 448 with a
-        // zero scale (an all-zero block) replaced by float32's epsilon 2^-23 (calculate_qparams).
-        float scale = std::max(amax, 1e-12f) / 448.0f;
-        if (j.ct_rules) {
-          scale = amax / 448.0f;
-          scale = scale == 0.0f ? std::numeric_limits<float>::epsilon() : scale;
-        }
-        scaled_fp8_quant_static<float8_e4m3fn_t>(in, scale, out);
-        scales[static_cast<std::size_t>(n0 / b * bk + jj)] = scale;
-      }
+    std::span<float> band(scales);  // tensor: its one scale
+    if (scheme == fp8_scheme::channel) {
+      band = band.subspan(static_cast<std::size_t>(n0), static_cast<std::size_t>(c));
+    } else if (scheme == fp8_scheme::block) {
+      index_t const bk = (k + b - 1) / b;
+      band = band.subspan(static_cast<std::size_t>(n0 / b * bk), static_cast<std::size_t>(bk));
+    }
+    opt.first_row = n0;
+    try {
+      fp8_checkpoint_quantize(rows, make_view(q.data(), c, k), band, opt);
+    } catch (qtl::value_error const&) {
+      check_finite(rows, false, n0);  // the band's first NaN/Inf in row-major order, in the tool's words
+      throw;
     }
     release_rows(j, w.v, n0, c);
     s.file->pwrite_all(q.data(), static_cast<std::size_t>(c * k), s.tensors[j.outs[0]].offset + static_cast<std::uint64_t>(n0 * k));
