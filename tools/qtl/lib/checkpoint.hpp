@@ -39,6 +39,9 @@ struct quantize_options {
   bool asym = false;                      ///< --asym: zero points per group; gptq, w4a16, w8a16
   std::optional<std::string> fp8_scheme;  ///< --fp8-scheme: "tensor", "channel" (default), "block"
                                           ///< (HF fp8) or "ct-block" (compressed-tensors FP8_BLOCK); fp8 only
+  std::filesystem::path recipe;           ///< --recipe: groups of modules, each with its format and options,
+                                          ///< written as one compressed-tensors checkpoint (lib/recipe.hpp);
+                                          ///< excludes format and the options above (empty: none)
   std::filesystem::path config;           ///< --config: skip lists and rules that decide the layers, and the
                                           ///< integer formats' bits, group size, symmetry (empty: none)
   int threads = 0;                        ///< --threads: worker threads, 0 = every core (at most 4096)

@@ -16,6 +16,8 @@
 //                        config_groups.group_0 {targets [Linear], weights, input_activations
 //                        null, output_activations null, format}; only keys QuantizationScheme
 //                        and QuantizationArgs accept (both extra="forbid")
+//   --recipe             compressed-tensors, one config group per recipe group with its own format,
+//                        top-level format "mixed-precision" when the groups' formats differ
 
 #include <cstdint>
 #include <string>
@@ -43,6 +45,19 @@ struct written_format {
 /// The `weights` QuantizationArgs of a compressed-tensors format written (pack-quantized, NVFP4,
 /// MXFP4, FP8 float-quantized).
 nlohmann::ordered_json compressed_tensors_weights(written_format const& f);
+
+/// One config group of a recipe's config: its name, targets (as the recipe gives them) and format.
+struct written_group {
+  std::string name;
+  std::vector<std::string> targets;
+  written_format format;
+};
+
+/// The compressed-tensors config of a `--recipe` run: one config group per recipe group, each
+/// with its own `format`; the top-level `format` the groups' one format, else "mixed-precision";
+/// `ignore` as given (the recipe's entries and every module the run kept that a group matches).
+nlohmann::ordered_json mixed_quantization_config(std::vector<written_group> const& groups,
+                                                 std::vector<std::string> const& ignore);
 
 /// `base` (the --config's quantization object, or {}) with the written format's keys set.
 nlohmann::ordered_json written_quantization_config(nlohmann::ordered_json const& base, quant_config const& cfg,
