@@ -117,27 +117,47 @@ def test_compressed_tensors_load(base, fmt, which):
     check_ct_output(models.quantize(model_dir, fmt, args), model_dir, which, fmt)
 
 
+def module_configs(qc, mods):
+    """Each module's quantization_config with its one config group, the group compressed-tensors'
+    apply_quantization_config gives it (its target -> scheme dict, the later group winning a
+    target; match_targets' order: exact names, regexes sorted, classes), and the group's format."""
+    from compressed_tensors.utils.match import match_targets
+    target_to_group = {}
+    for g in qc["config_groups"].values():
+        for target in g["targets"]:
+            target_to_group[target] = g
+    linear = torch.nn.Linear(1, 1)
+    out = {}
+    for m in mods:
+        g = target_to_group[match_targets(m, linear, target_to_group)[0]]
+        out[m] = dict(qc, config_groups={"group": g}, format=g.get("format", qc["format"]))
+    return out
+
+
 def check_ct_output(qdir, model_dir, which, fmt):
     """A compressed-tensors folder: CT's per-module decompression and transformers' load equal
-    QTL's own dequantization bit for bit, no missing or unexpected keys, logits as the dense model."""
+    QTL's own dequantization bit for bit, no missing or unexpected keys, logits as the dense model.
+    A mixed-precision folder: each module by the config group compressed-tensors matches it to."""
     from transformers import AutoModelForCausalLM, CompressedTensorsConfig
     t = models.tensors(qdir)
     qc = models.config(qdir)["quantization_config"]
     assert qc["quant_method"] == "compressed-tensors" and qc["quantization_status"] == "compressed"
-    want = {m: models.dequant_ct(t, m, qc) for m in models.linear_modules(t, ".weight_scale")}
-    if qc["format"] == "nvfp4-pack-quantized":
-        # Known: CT's NVFP4 decompress computes e2m1 * (s / g) in float32 and returns bfloat16
-        # whatever the model dtype (unpack_fp4_from_uint8's default), so an fp16 model gets
-        # fp16(bf16(w)): one more rounding than QTL's float32 dequantization. Pinned as that.
-        want = {m: w.astype(md.bfloat16).astype(np.float32) for m, w in want.items()}
+    mqc = module_configs(qc, models.linear_modules(t, ".weight_scale"))
+    want = {m: models.dequant_ct(t, m, c) for m, c in mqc.items()}
+    for m, c in mqc.items():
+        if c["format"] == "nvfp4-pack-quantized":
+            # Known: CT's NVFP4 decompress computes e2m1 * (s / g) in float32 and returns bfloat16
+            # whatever the model dtype (unpack_fp4_from_uint8's default), so an fp16 model gets
+            # fp16(bf16(w)): one more rounding than QTL's float32 dequantization. Pinned as that.
+            want[m] = want[m].astype(md.bfloat16).astype(np.float32)
     # compressed-tensors' own per-module decompression (no model, no transformers) first.
     from compressed_tensors.compressors import BaseCompressor
     from compressed_tensors.quantization import QuantizationScheme
-    (group,) = qc["config_groups"].values()
-    scheme = QuantizationScheme.model_validate(group)
-    comp = BaseCompressor.get_value_from_registry(qc["format"])
-    exact = {m: models.dequant_ct(t, m, qc) for m in want}
+    exact = {m: models.dequant_ct(t, m, c) for m, c in mqc.items()}
     for mod in want:
+        (group,) = mqc[mod]["config_groups"].values()
+        scheme = QuantizationScheme.model_validate(group)
+        comp = BaseCompressor.get_value_from_registry(mqc[mod]["format"])
         local = {k[len(mod) + 1:]: torch.from_numpy(np.ascontiguousarray(v).view(np.uint8)).view(_TORCH[v.dtype.name]).reshape(v.shape)
                  for k, v in t.items() if k.startswith(mod + ".") and "." not in k[len(mod) + 1:]}
         dq = comp.decompress(local, scheme)["weight"]
@@ -184,6 +204,31 @@ def check_ct_output(qdir, model_dir, which, fmt):
         logits = m(torch.tensor(models.PROMPT)).logits.float()
     cls = model_class(model_dir)
     check_logits("%s %s" % (which, fmt), logits, dense_logits(model_dir, want, cls), fp16_logits(model_dir, cls))
+
+
+RECIPE = {"groups": [{"targets": ["re:.*self_attn\\.(q|k|v)_proj$"], "format": "fp8", "fp8_scheme": "ct-block"},
+                     {"targets": ["re:.*self_attn\\.o_proj$"], "format": "fp8", "fp8_scheme": "channel"},
+                     {"targets": ["re:.*mlp\\.(gate|up)_proj$"], "format": "nvfp4"},
+                     {"targets": ["Linear"], "format": "w4a16", "group_size": 64, "symmetric": False}],
+          "ignore": ["lm_head"]}
+
+
+def test_recipe_mixed_precision_loads(base):
+    """`qtl quantize --recipe` (attention FP8 block and channel, gate/up NVFP4, the rest W4A16
+    asym g64): one mixed-precision folder that transformers + compressed-tensors load with no
+    missing or unexpected keys, every module equal to QTL's dequantization by its group."""
+    import json
+    from qtl_interop import qtl
+    h = qtl("quantize", "--help").stdout
+    if "--recipe" not in h:
+        pytest.skip("qtl quantize of this build takes no --recipe")
+    model_dir = base[0]
+    path = models.WORK / "recipe.json"
+    path.write_text(json.dumps(RECIPE))
+    qdir = models.quantize(model_dir, "recipe", ["--recipe", str(path)])
+    qc = models.config(qdir)["quantization_config"]
+    assert qc["format"] == "mixed-precision", qc["format"]
+    check_ct_output(qdir, model_dir, "llama", "recipe")
 
 
 @pytest.mark.parametrize("to", ["nvfp4", "mxfp4", "bf16", "fp8-ue8m0"])

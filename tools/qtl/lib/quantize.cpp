@@ -617,6 +617,7 @@ struct run_plan {
   /// `ignore`, or compressed-tensors would look for their quantized tensors).
   std::map<std::string, std::optional<std::size_t>> recipe_groups;
   std::set<std::string> matched_kept;
+  std::string recipe_conflict;  ///< the first module vLLM would give another group (recipe_group_of)
   std::map<std::string, std::string> skipped;
   std::vector<std::string> expert_stacks;
   std::set<std::string> stack_modules;
@@ -660,7 +661,12 @@ std::optional<std::string> recipe_kept_why(std::string const& module, tensor_inf
   module_role const role = weight_role(module, t);
   std::string why;
   std::string const engine_name = fused_name(cc, module).value_or(module);
-  std::optional<std::size_t> const g = recipe_group_of(rr.r, module, engine_name, role != module_role::not_linear, why);
+  std::string conflict;
+  std::optional<std::size_t> const g =
+      recipe_group_of(rr.r, module, engine_name, role != module_role::not_linear, why, conflict);
+  if (p.recipe_conflict.empty()) {
+    p.recipe_conflict = conflict;
+  }
   if (role != module_role::linear) {
     if (g) {
       p.matched_kept.insert(module);
@@ -703,8 +709,9 @@ std::string group_scheme(recipe_run const& rr, std::optional<std::size_t> g) {
 
 /// Refuses a recipe that gives the shards of one engine layer (q/k/v, gate/up, an MoE layer's
 /// experts) different schemes, or quantizes some and not others: the engines load such a layer as
-/// one tensor with one scheme (vLLM raises on shards that disagree). @throws data_error naming
-/// the layer and two of its modules with their groups
+/// one tensor with one scheme (vLLM raises on shards that disagree); then a module vLLM would
+/// give another group than compressed-tensors. @throws data_error naming the layer and two of its
+/// modules with their groups, or the module and both groups
 void check_recipe_fused_layers(recipe_run const& rr, run_plan const& p, compiled_config const& cc) {
   std::map<std::string, std::pair<std::string, std::optional<std::size_t>>> first;  // layer -> module, group
   for (auto const& [module, g] : p.recipe_groups) {
@@ -720,6 +727,9 @@ void check_recipe_fused_layers(recipe_run const& rr, run_plan const& p, compiled
                      " as one layer with one scheme, but the recipe gives " + qtl::io::printable(it->second.first) +
                      " " + said(it->second.second) + " and " + qtl::io::printable(module) + " " + said(g) +
                      "; give every module of the layer the same group");
+  }
+  if (!p.recipe_conflict.empty()) {
+    throw data_error(p.recipe_conflict);
   }
 }
 
@@ -779,7 +789,8 @@ run_plan plan_jobs(checkpoint_job& task, settings const& run_st, compiled_config
         p.skipped[module] = std::string(qtl::io::dtype_name(t.type)) + " weights (qtl quantizes F16, BF16 and F32)";
       }
       std::string why;
-      if (rr != nullptr && recipe_group_of(rr->r, module, module, true, why)) {
+      std::string conflict;
+      if (rr != nullptr && recipe_group_of(rr->r, module, module, true, why, conflict)) {
         p.matched_kept.insert(module);
       }
     } else if (weight && t.shape.size() == 2 && t.shape[0] > 0 && t.shape[1] > 0) {

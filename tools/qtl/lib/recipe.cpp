@@ -28,12 +28,12 @@ recipe_target compiled_target(ojson const& v, std::string const& where) {
     try {
       t.re = std::make_shared<qtl::regex>(t.text.substr(3));
     } catch (std::exception const& e) {
-      throw config_error(where + " " + qtl::io::printable(t.text) + ": " + e.what());
+      throw config_error(where + " '" + qtl::io::printable(t.text) + "': " + e.what());
     }
   } else if (t.text.find('.') == std::string::npos && t.text.front() >= 'A' && t.text.front() <= 'Z') {
     // A class name, as compressed-tensors matches them; a checkpoint has no classes, only names.
     if (t.text != "Linear") {
-      throw config_error(where + " " + qtl::io::printable(t.text) +
+      throw config_error(where + " '" + qtl::io::printable(t.text) + "'" +
                          ": a class name qtl cannot see in a checkpoint (Linear is the one class target: every "
                          "linear layer); name the modules, or match them with re:");
     }
@@ -211,7 +211,7 @@ recipe read_recipe(std::filesystem::path const& path) {
 }
 
 std::optional<std::size_t> recipe_group_of(recipe const& r, std::string const& name, std::string const& engine_name,
-                                           bool linear, std::string& why) {
+                                           bool linear, std::string& why, std::string& conflict) {
   for (auto const& t : r.ignore) {
     if (name_matches(t, name) || (t.linear_class && linear)) {
       why = "recipe ignore '" + t.text + "'";
@@ -231,12 +231,12 @@ std::optional<std::size_t> recipe_group_of(recipe const& r, std::string const& n
     auto const said = [&](std::optional<std::size_t> g, std::string const& t) {
       return g ? r.groups[*g].name + " ('" + t + "')" : std::string("no group");
     };
-    throw data_error("--recipe " + r.path.string() + ": " + qtl::io::printable(name) + ": compressed-tensors " +
+    conflict = "--recipe " + r.path.string() + ": " + qtl::io::printable(name) + ": compressed-tensors " +
                      "(transformers) takes " + said(ct, ct_target) +
                      " (exact names, then regexes in sorted order, then classes), vLLM takes " + said(vllm, vllm_target) +
                      " for " + qtl::io::printable(engine_name) +
                      " (the first target in the config's order matching it, then classes); make the groups' targets "
-                     "not overlap");
+                     "not overlap";
   }
   if (!ct) {
     why = "matched by no recipe group";

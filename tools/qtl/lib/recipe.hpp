@@ -24,7 +24,8 @@
 // name (exact or re.match), else the first class target: that target's group. vLLM's
 // find_matched_target takes the first target in the config's order that matches the name instead;
 // where the two would pick different groups the recipe is refused, naming the module (the
-// checkpoint would load differently in transformers and in vLLM).
+// checkpoint would load differently in transformers and in vLLM). vLLM asks for a fused layer by
+// its own name (qkv_proj): a target that names q_proj alone does not reach it there.
 
 #include <cstddef>
 #include <filesystem>
@@ -72,9 +73,9 @@ recipe read_recipe(std::filesystem::path const& path);
 
 /// What a recipe does with module `name` (a Linear when `linear`; `engine_name` the fused layer
 /// vLLM builds of it, else `name`): the group index, or nothing when it is ignored or matched by
-/// no group (`why` says which). @throws data_error naming the module when compressed-tensors and
-/// vLLM would pick different groups
+/// no group (`why` says which). Where vLLM would pick another group than compressed-tensors,
+/// `conflict` is set to a message naming the module and both groups (the caller refuses the run).
 std::optional<std::size_t> recipe_group_of(recipe const& r, std::string const& name, std::string const& engine_name,
-                                           bool linear, std::string& why);
+                                           bool linear, std::string& why, std::string& conflict);
 
 }  // namespace qtl::tool

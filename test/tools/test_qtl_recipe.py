@@ -1,0 +1,222 @@
+"""`qtl quantize --recipe`: ordered groups of targets, each in its own format, written as one
+compressed-tensors checkpoint (tools/qtl/lib/recipe.hpp). On the tiny Qwen3-shaped checkpoint of
+test/data/llmcompressor/input:
+  - every quantized module's tensors are the bytes a --format run of its group's format writes
+    (NVFP4's global scale shared over gate/up inside a group as there); the modules no group
+    matches are copied and listed in `ignore`; the config has one group per recipe group with
+    its own format, top-level "mixed-precision";
+  - overlapping targets resolve as compressed-tensors resolves them (exact names before regexes,
+    regexes in sorted order, then Linear; a target in two groups belongs to the later one), and a
+    recipe where vLLM would pick another group is refused naming the module;
+  - a recipe that splits a fused layer (q/k/v, gate/up) over two schemes is refused naming it;
+  - malformed recipes: exit 2 with a message naming the file and key; flags beside --recipe:
+    exit 1; random mutations of a valid recipe: exit 0, 1 or 2, never a crash, no output left on
+    failure.
+
+Usage: test_qtl_recipe.py QTL LLMC_DATA_DIR   (standard library only)
+"""
+import json
+import os
+import random
+import subprocess
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from checks import check, run_in_temp_dir  # noqa: E402
+import llmc_rules  # noqa: E402
+
+QTL, DATA = sys.argv[1], sys.argv[2]
+INPUT = os.path.join(DATA, "input")
+L = "model.layers.0."
+ATTN = [L + "self_attn." + p for p in ("q_proj", "k_proj", "v_proj", "o_proj")]
+MLP = [L + "mlp." + p for p in ("gate_proj", "up_proj", "down_proj")]
+
+
+def quantize(tmp, name, args, recipe=None):
+    """Runs qtl quantize into tmp/name (with `recipe` written to tmp/name.json); returns the
+    process, the output's tensors and its quantization_config (None when it failed)."""
+    out = os.path.join(tmp, name)
+    if recipe is not None:
+        path = os.path.join(tmp, name + ".json")
+        with open(path, "w") as f:
+            f.write(recipe if isinstance(recipe, str) else json.dumps(recipe))
+        args = ["--recipe", path] + args
+    p = subprocess.run([QTL, "quantize", INPUT, out, "--threads", "2"] + args, capture_output=True, text=True)
+    if p.returncode != 0:
+        return p, None, None
+    with open(os.path.join(out, "config.json")) as f:
+        qc = json.load(f)["quantization_config"]
+    return p, llmc_rules.read_folder(out), qc
+
+
+def tensors_of(tensors, module):
+    return {k: v for k, v in tensors.items() if k.startswith(module + ".")}
+
+
+def test_mixed(tmp):
+    recipe = {"groups": [{"targets": ["re:.*self_attn\\.(q|k|v|o)_proj$"], "format": "fp8", "fp8_scheme": "ct-block"},
+                         {"targets": ["re:.*mlp\\.(gate|up)_proj$"], "format": "nvfp4", "name": "gate_up"},
+                         {"targets": [L + "mlp.down_proj"], "format": "w4a16", "group_size": 64,
+                          "symmetric": False}],
+              "ignore": ["re:.*embed_tokens$"]}
+    p, ours, qc = quantize(tmp, "mixed", [], recipe)
+    check(p.returncode == 0, "mixed recipe: rc %d: %s" % (p.returncode, p.stderr))
+    if ours is None:
+        return
+    singles = {}
+    for name, args in (("fp8", ["--format", "fp8", "--fp8-scheme", "ct-block"]), ("nvfp4", ["--format", "nvfp4"]),
+                       ("w4a16", ["--format", "w4a16", "--group-size", "64", "--asym"])):
+        singles[name] = quantize(tmp, name, args)[1]
+    for modules, single in ((ATTN, "fp8"), (MLP[:2], "nvfp4"), (MLP[2:], "w4a16")):
+        for m in modules:
+            mine, theirs = tensors_of(ours, m), tensors_of(singles[single], m)
+            check(mine and mine == theirs, "%s: the tensors of --format %s (%s against %s)"
+                  % (m, single, sorted(mine), sorted(theirs)))
+    g = ours[L + "mlp.gate_proj.weight_global_scale"][2]
+    check(g == ours[L + "mlp.up_proj.weight_global_scale"][2], "gate/up share one NVFP4 global scale")
+    for kept in ("lm_head.weight", "model.embed_tokens.weight"):
+        check(ours.get(kept) == llmc_rules.read_folder(INPUT)[kept], "%s copied unchanged" % kept)
+    check(qc["format"] == "mixed-precision" and qc["quant_method"] == "compressed-tensors",
+          "top-level format mixed-precision: %s" % qc.get("format"))
+    groups = qc["config_groups"]
+    check(list(groups) == ["group_0", "gate_up", "group_2"], "one config group per recipe group: %s" % list(groups))
+    check([g["format"] for g in groups.values()] == ["float-quantized", "nvfp4-pack-quantized", "pack-quantized"],
+          "each group's own format")
+    check(groups["group_2"]["weights"]["group_size"] == 64 and groups["group_2"]["weights"]["symmetric"] is False,
+          "the group's options in its weights: %s" % groups["group_2"]["weights"])
+    check(groups["gate_up"]["targets"] == recipe["groups"][1]["targets"], "targets as the recipe gives them")
+    check(qc["ignore"][0] == "re:.*embed_tokens$" and "lm_head" in qc["ignore"],
+          "ignore: the recipe's entries, and lm_head (matched by no group): %s" % qc["ignore"])
+    check("lm_head  " in p.stdout and "matched by no recipe group" in p.stdout, "the report names why lm_head is kept")
+
+
+def test_resolution(tmp):
+    # A target named in two groups belongs to the later; an exact name in an earlier group wins over
+    # Linear (both compressed-tensors and vLLM agree there).
+    recipe = {"groups": [{"targets": [L + "mlp.down_proj"], "format": "w8a16"},
+                         {"targets": ["Linear"], "format": "mxfp4"},
+                         {"targets": ["Linear"], "format": "w4a16"}],
+              "ignore": ["lm_head"]}
+    p, ours, qc = quantize(tmp, "resolve", [], recipe)
+    check(p.returncode == 0, "resolution: rc %d: %s" % (p.returncode, p.stderr))
+    if ours is not None:
+        check(ours[L + "mlp.down_proj.weight_packed"][1] == [16, 64], "down_proj by its exact name: w8a16")
+        check(ours[L + "self_attn.q_proj.weight_scale"][0] == "BF16", "Linear of the later group: w4a16")
+        check(not any(k.startswith("lm_head.weight_") for k in ours), "lm_head ignored")
+    # Two regexes: compressed-tensors takes the first in sorted order (re:.*down_proj$ before
+    # re:.*mlp.*), vLLM the first in the config's order: refused, naming the module.
+    recipe = {"groups": [{"targets": ["re:.*mlp.*"], "format": "w4a16"},
+                         {"targets": ["re:.*down_proj$"], "format": "w8a16"}]}
+    p, _, _ = quantize(tmp, "disagree", [], recipe)
+    check(p.returncode == 2 and "mlp.down_proj" in p.stderr and "vLLM" in p.stderr and "group_1" in p.stderr,
+          "engines' disagreement refused naming module and groups: rc %d %s" % (p.returncode, p.stderr))
+    check(not os.path.exists(os.path.join(tmp, "disagree")), "no output after a refusal")
+    # An exact name in a later group than a regex: compressed-tensors takes the name, vLLM the regex.
+    recipe = {"groups": [{"targets": ["re:.*mlp.*"], "format": "w4a16"},
+                         {"targets": [L + "mlp.down_proj"], "format": "w8a16"}]}
+    p, _, _ = quantize(tmp, "disagree2", [], recipe)
+    check(p.returncode == 2 and "mlp.down_proj" in p.stderr, "exact-after-regex refused: %s" % p.stderr)
+
+
+def test_fused_split(tmp):
+    for targets, layer in ((["re:.*q_proj$"], "qkv_proj"), (["re:.*gate_proj$"], "gate_up_proj")):
+        recipe = {"groups": [{"targets": targets, "format": "fp8"},
+                             {"targets": ["re:.*(k|v|up|o|down)_proj$"], "format": "w4a16"}]}
+        p, _, _ = quantize(tmp, "split_" + layer, [], recipe)
+        check(p.returncode == 2 and layer in p.stderr and "one scheme" in p.stderr,
+              "%s split over two formats refused: rc %d %s" % (layer, p.returncode, p.stderr))
+    # half a fused layer quantized, half matched by no group
+    p, _, _ = quantize(tmp, "half", [], {"groups": [{"targets": ["re:.*(q|k)_proj$"], "format": "nvfp4"}]})
+    check(p.returncode == 2 and "qkv_proj" in p.stderr and "no group" in p.stderr, "half of q/k/v: %s" % p.stderr)
+
+
+BAD = [
+    ("not json", "{groups", "not valid JSON"),
+    ("a list", "[]", "expected an object"),
+    ("unknown key", {"groups": [{"targets": ["Linear"], "format": "w4a16"}], "igonre": []}, "unknown key \"igonre\""),
+    ("no groups", {"ignore": []}, "groups must be"),
+    ("empty groups", {"groups": []}, "groups must be"),
+    ("group not object", {"groups": [3]}, "groups[0] must be an object"),
+    ("no targets", {"groups": [{"format": "w4a16"}]}, "groups[0] has no targets"),
+    ("no format", {"groups": [{"targets": ["Linear"]}]}, "groups[0] has no format"),
+    ("empty targets", {"groups": [{"targets": [], "format": "w4a16"}]}, "targets must be a non-empty list"),
+    ("target number", {"groups": [{"targets": [1], "format": "w4a16"}]}, "targets[0] must be a non-empty string"),
+    ("unknown format", {"groups": [{"targets": ["Linear"], "format": "int3"}]}, "not a format qtl quantize writes"),
+    ("gptq", {"groups": [{"targets": ["Linear"], "format": "gptq"}]}, "not written as compressed-tensors"),
+    ("format number", {"groups": [{"targets": ["Linear"], "format": 4}]}, "format must be a string"),
+    ("option of another format", {"groups": [{"targets": ["Linear"], "format": "nvfp4", "group_size": 32}]},
+     "group_size does not apply to format nvfp4"),
+    ("bad group size", {"groups": [{"targets": ["Linear"], "format": "w4a16", "group_size": 0}]},
+     "group_size must be -1"),
+    ("symmetric text", {"groups": [{"targets": ["Linear"], "format": "w4a16", "symmetric": "yes"}]},
+     "symmetric must be true or false"),
+    ("hf fp8 block", {"groups": [{"targets": ["Linear"], "format": "fp8", "fp8_scheme": "block"}]},
+     "fp8_scheme must be"),
+    ("unknown option", {"groups": [{"targets": ["Linear"], "format": "w4a16", "bits": 4}]}, "bits: unknown key"),
+    ("bad regex", {"groups": [{"targets": ["re:(mlp"], "format": "w4a16"}]}, "targets[0] 're:(mlp'"),
+    ("class", {"groups": [{"targets": ["Qwen3MLP"], "format": "w4a16"}]}, "a class name qtl cannot see"),
+    ("two names", {"groups": [{"targets": ["Linear"], "format": "w4a16", "name": "a"},
+                              {"targets": ["lm_head"], "format": "fp8", "name": "a"}]}, "a second group named \"a\""),
+    ("ignore not list", {"groups": [{"targets": ["Linear"], "format": "w4a16"}], "ignore": "lm_head"},
+     "ignore must be a list"),
+]
+
+
+def test_bad_recipes(tmp):
+    for what, recipe, message in BAD:
+        p, _, _ = quantize(tmp, "bad", [], recipe)
+        check(p.returncode == 2 and p.stderr.startswith("qtl: error: --recipe ") and message in p.stderr,
+              "%s: exit 2 naming %r: rc %d %s" % (what, message, p.returncode, p.stderr.strip()))
+    check(not os.path.exists(os.path.join(tmp, "bad")), "no output from a bad recipe")
+    good = {"groups": [{"targets": ["Linear"], "format": "w4a16"}]}
+    for flags in (["--format", "w4a16"], ["--group-size", "32"], ["--asym"], ["--fp8-scheme", "tensor"]):
+        p, _, _ = quantize(tmp, "flags", flags, good)
+        check(p.returncode == 1 and flags[0] + " does not apply with --recipe" in p.stderr,
+              "%s beside --recipe: exit 1: %s" % (flags[0], p.stderr.strip()))
+    p = subprocess.run([QTL, "quantize", INPUT, os.path.join(tmp, "none")], capture_output=True, text=True)
+    check(p.returncode == 1 and "--format" in p.stderr and "--recipe" in p.stderr, "neither --format nor --recipe")
+    p = subprocess.run([QTL, "quantize", INPUT, os.path.join(tmp, "none"), "--recipe", os.path.join(tmp, "missing")],
+                       capture_output=True, text=True)
+    check(p.returncode == 2 and "missing" in p.stderr, "a missing recipe file: exit 2 naming it")
+
+
+def test_mutations(tmp):
+    text = json.dumps({"groups": [{"targets": ["re:.*self_attn\\..*", "Linear"], "format": "fp8",
+                                   "fp8_scheme": "tensor", "name": "g"},
+                                  {"targets": [L + "mlp.down_proj"], "format": "w4a16", "group_size": -1,
+                                   "symmetric": True}], "ignore": ["lm_head", "re:.*gate$"]})
+    rng = random.Random(5)
+    alphabet = '{}[]":,\\.-01 aeLrz' + "\x00\xff"
+    outcomes = {}
+    for i in range(40):
+        t = list(text)
+        for _ in range(rng.randint(1, 3)):
+            at = rng.randrange(len(t))
+            op = rng.randrange(3)
+            if op == 0:
+                del t[at]
+            elif op == 1:
+                t.insert(at, rng.choice(alphabet))
+            else:
+                t[at] = rng.choice(alphabet)
+        mutated = "".join(t) if i % 8 else text[:rng.randrange(len(text))]
+        p, _, _ = quantize(tmp, "m%d" % i, [], mutated)
+        outcomes[p.returncode] = outcomes.get(p.returncode, 0) + 1
+        ok = p.returncode == 0 or (p.returncode in (1, 2) and p.stderr.startswith("qtl: error: "))
+        check(ok, "mutation %d %r: rc %d %s" % (i, mutated, p.returncode, p.stderr[-300:]))
+        check(p.returncode == 0 or not os.path.exists(os.path.join(tmp, "m%d" % i)), "mutation %d: no output" % i)
+    print("mutated recipes: exit codes %s" % dict(sorted(outcomes.items())))
+
+
+def main():
+    def tests(tmp):
+        test_mixed(tmp)
+        test_resolution(tmp)
+        test_fused_split(tmp)
+        test_bad_recipes(tmp)
+        test_mutations(tmp)
+    run_in_temp_dir("qtl_recipe_", tests)
+
+
+if __name__ == "__main__":
+    main()
