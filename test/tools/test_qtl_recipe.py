@@ -9,6 +9,9 @@ test/data/llmcompressor/input:
     regexes in sorted order, then Linear; a target in two groups belongs to the later one), and a
     recipe where vLLM would pick another group is refused naming the module;
   - a recipe that splits a fused layer (q/k/v, gate/up) over two schemes is refused naming it;
+  - against llm-compressor's model_free_ptq given the same config groups (recorded in
+    test/data/llmcompressor/RECIPE.*): each group's tensors as test_qtl_llmc.py requires of its
+    single scheme (equal, or llmc_rules' known relation), the rest equal;
   - malformed recipes: exit 2 with a message naming the file and key; flags beside --recipe:
     exit 1; random mutations of a valid recipe: exit 0, 1 or 2, never a crash, no output left on
     failure.
@@ -18,6 +21,7 @@ Usage: test_qtl_recipe.py QTL LLMC_DATA_DIR   (standard library only)
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 
@@ -111,6 +115,16 @@ def test_resolution(tmp):
     check(p.returncode == 2 and "mlp.down_proj" in p.stderr and "vLLM" in p.stderr and "group_1" in p.stderr,
           "engines' disagreement refused naming module and groups: rc %d %s" % (p.returncode, p.stderr))
     check(not os.path.exists(os.path.join(tmp, "disagree")), "no output after a refusal")
+    # vLLM looks a fused layer up by its own name (gate_up_proj), then by class: a regex naming the
+    # shards only, beside Linear, gives the fused layer Linear's group there.
+    shards_only = {"groups": [{"targets": ["re:.*mlp\\.(gate|up)_proj$"], "format": "nvfp4"},
+                              {"targets": ["Linear"], "format": "w4a16"}], "ignore": ["lm_head"]}
+    p, _, _ = quantize(tmp, "shards_only", [], shards_only)
+    check(p.returncode == 2 and "gate_up_proj too" in p.stderr, "shard-only regex beside Linear: %s" % p.stderr)
+    shards_only["groups"][0]["targets"] = ["re:.*mlp\\.(gate|up|gate_up)_proj$"]
+    p, ours, _ = quantize(tmp, "fused_too", [], shards_only)
+    check(p.returncode == 0 and ours and L + "mlp.up_proj.weight_global_scale" in ours,
+          "the regex matching gate_up_proj too: accepted: %s" % p.stderr)
     # An exact name in a later group than a regex: compressed-tensors takes the name, vLLM the regex.
     recipe = {"groups": [{"targets": ["re:.*mlp.*"], "format": "w4a16"},
                          {"targets": [L + "mlp.down_proj"], "format": "w8a16"}]}
@@ -208,9 +222,45 @@ def test_mutations(tmp):
     print("mutated recipes: exit codes %s" % dict(sorted(outcomes.items())))
 
 
+def test_llmc(tmp):
+    """llm-compressor's model_free_ptq given the same groups (RECIPE.*, recorded): per group, the
+    bytes or the known relation of its single scheme (llmc_rules.compare); the rest equal; the
+    config groups equal but the known keys."""
+    recipe = {"groups": [dict(name=n, targets=t, **opts) for n, t, _, opts in llmc_rules.RECIPE],
+              "ignore": llmc_rules.IGNORE}
+    p, ours, qc = quantize(tmp, "llmc", [], recipe)
+    check(p.returncode == 0, "llmc recipe: rc %d: %s" % (p.returncode, p.stderr))
+    if ours is None:
+        return
+    theirs = llmc_rules.st.read(os.path.join(DATA, "RECIPE.safetensors"))[0]
+    with open(os.path.join(DATA, "RECIPE.json")) as f:
+        theirs_qc = json.load(f)
+    inp = llmc_rules.read_folder(INPUT)
+    check(set(ours) == set(theirs), "tensor names: only qtl %s, only llm-compressor %s"
+          % (sorted(set(ours) - set(theirs)), sorted(set(theirs) - set(ours))))
+    grouped = set()
+    for name, targets, preset, _ in llmc_rules.RECIPE:
+        modules = {k.rsplit(".", 1)[0] for k in ours if k.endswith(".weight_scale")
+                   and any(re.match(t[3:], k.rsplit(".", 1)[0]) for t in targets)}
+        check(modules, "%s: modules quantized" % name)
+        sub = lambda d: {k: v for k, v in d.items() if k.rsplit(".", 1)[0] in modules}  # noqa: E731
+        grouped |= set(sub(ours))
+        one = lambda q: dict(q, config_groups={name: q["config_groups"].get(name)})  # noqa: E731
+        equal, notes, failures = llmc_rules.compare(preset, inp, sub(ours), sub(theirs), one(qc), one(theirs_qc))
+        for f in failures:
+            check(False, "recipe group %s (%s): %s" % (name, preset, f))
+        print("recipe group %s (%s, %d modules): %d tensors equal of %d%s"
+              % (name, preset, len(modules), equal, len(sub(ours)), "".join("; " + n for n in notes)))
+    rest = sorted(k for k in ours if k not in grouped)
+    check(all(ours[k] == theirs.get(k) for k in rest), "the tensors no group quantizes are equal")
+    check(qc["format"] == theirs_qc["format"] == "mixed-precision", "both mixed-precision")
+    check(sorted(qc["config_groups"]) == sorted(theirs_qc["config_groups"]), "the same config groups")
+
+
 def main():
     def tests(tmp):
         test_mixed(tmp)
+        test_llmc(tmp)
         test_resolution(tmp)
         test_fused_split(tmp)
         test_bad_recipes(tmp)

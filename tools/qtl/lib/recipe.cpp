@@ -236,7 +236,10 @@ std::optional<std::size_t> recipe_group_of(recipe const& r, std::string const& n
                      " (exact names, then regexes in sorted order, then classes), vLLM takes " + said(vllm, vllm_target) +
                      " for " + qtl::io::printable(engine_name) +
                      " (the first target in the config's order matching it, then classes); make the groups' targets "
-                     "not overlap";
+                     "not overlap" +
+               (engine_name != name ? std::string(" (vLLM asks with the fused layer's name: let the shard's target match ") +
+                                          qtl::io::printable(engine_name) + " too)"
+                                    : std::string());
   }
   if (!ct) {
     why = "matched by no recipe group";
