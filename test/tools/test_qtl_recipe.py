@@ -164,6 +164,8 @@ BAD = [
      "group_size must be -1"),
     ("symmetric text", {"groups": [{"targets": ["Linear"], "format": "w4a16", "symmetric": "yes"}]},
      "symmetric must be true or false"),
+    ("mxfp8 group size", {"groups": [{"targets": ["Linear"], "format": "mxfp8", "group_size": 16}]},
+     "group_size does not apply to format mxfp8"),
     ("hf fp8 block", {"groups": [{"targets": ["Linear"], "format": "fp8", "fp8_scheme": "block"}]},
      "fp8_scheme must be"),
     ("unknown option", {"groups": [{"targets": ["Linear"], "format": "w4a16", "bits": 4}]}, "bits: unknown key"),
@@ -257,9 +259,45 @@ def test_llmc(tmp):
     check(sorted(qc["config_groups"]) == sorted(theirs_qc["config_groups"]), "the same config groups")
 
 
+def test_mxfp8(tmp):
+    """--format mxfp8 and a recipe's mxfp8 group: compressed-tensors mxfp8-quantized, each layer's
+    weight (E4M3) and weight_scale (E8M0) those of `qtl op ct-mxfp8-quantize` (whose golden cases
+    come from compressed-tensors) on the layer's weight."""
+    p, ours, qc = quantize(tmp, "mxfp8", ["--format", "mxfp8"])
+    check(p.returncode == 0, "--format mxfp8: rc %d: %s" % (p.returncode, p.stderr))
+    if ours is None:
+        return
+    inp = llmc_rules.read_folder(INPUT)
+    (group,) = qc["config_groups"].values()
+    check(qc["format"] == group["format"] == "mxfp8-quantized", "format mxfp8-quantized: %s" % qc["format"])
+    check(group["weights"] == {"num_bits": 8, "type": "float", "symmetric": True, "group_size": 32,
+                               "strategy": "group", "dynamic": False, "scale_dtype": "torch.uint8"},
+          "MXFP8 weights args: %s" % group["weights"])
+    for m in ATTN + MLP:
+        dt, shape, raw = inp[m + ".weight"]
+        src, dst = os.path.join(tmp, "w.safetensors"), os.path.join(tmp, "q.safetensors")
+        with open(src, "wb") as f:
+            f.write(llmc_rules.st.build([("weight", dt, shape, raw)]))
+        r = subprocess.run([QTL, "op", "ct-mxfp8-quantize", src, dst], capture_output=True, text=True)
+        op = llmc_rules.st.read(dst)[0] if r.returncode == 0 else {}
+        check(r.returncode == 0 and ours[m + ".weight"] == op["weight"] and ours[m + ".weight_scale"] == op["weight_scale"],
+              "%s: mxfp8 tensors those of qtl op ct-mxfp8-quantize (%s)" % (m, r.stderr))
+        check(ours[m + ".weight"][0] == "F8_E4M3" and ours[m + ".weight_scale"][:2] == ("U8", [shape[0], shape[1] // 32]),
+              "%s: weight F8_E4M3, weight_scale U8 [N, K/32]" % m)
+    recipe = {"groups": [{"targets": ["re:.*mlp\\..*"], "format": "mxfp8"},
+                         {"targets": ["re:.*self_attn\\..*"], "format": "w8a16", "group_size": -1}]}
+    p, mixed, qc = quantize(tmp, "mxfp8_recipe", [], recipe)
+    check(p.returncode == 0 and mixed is not None, "a recipe with an mxfp8 group: %s" % p.stderr)
+    if mixed is not None:
+        check(all(tensors_of(mixed, m) == tensors_of(ours, m) for m in MLP), "the mxfp8 group's tensors as --format mxfp8's")
+        check(qc["format"] == "mixed-precision" and qc["config_groups"]["group_0"]["format"] == "mxfp8-quantized",
+              "mixed-precision with an mxfp8-quantized group")
+
+
 def main():
     def tests(tmp):
         test_mixed(tmp)
+        test_mxfp8(tmp)
         test_llmc(tmp)
         test_resolution(tmp)
         test_fused_split(tmp)

@@ -96,7 +96,7 @@ def _ct_cases():
     w8a16, nvfp4, mxfp4 and a CT FP8_BLOCK scheme); the rest are listed as skipped."""
     fmts, schemes = _offered()
     cases = dict(CT_FORMATS)
-    for f in ("w4a16", "w8a16", "nvfp4", "mxfp4"):
+    for f in ("w4a16", "w8a16", "nvfp4", "mxfp4", "mxfp8"):
         cases[f] = ["--format", f] if f in fmts else None
     if "w4a16" in fmts:
         cases["w4a16-asym"] = ["--format", "w4a16", "--asym"]

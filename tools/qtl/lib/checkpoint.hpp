@@ -31,7 +31,7 @@ namespace qtl::tool {
 /// else the default in its comment; a given flag that contradicts the config's value is refused.
 struct quantize_options {
   std::string format;                     ///< --format (required): "gptq", "fp8", or compressed-tensors
-                                          ///< "w4a16", "w8a16" (pack-quantized), "nvfp4", "mxfp4"
+                                          ///< "w4a16", "w8a16" (pack-quantized), "nvfp4", "mxfp4", "mxfp8"
   std::optional<int> bits;                ///< --bits: GPTQ 4 or 8 (default 4); gptq only
   std::optional<std::int64_t> group_size; ///< --group-size: -1 (one group per column) or > 0 (default
                                           ///< 128); gptq, w4a16, w8a16

@@ -24,6 +24,10 @@ ojson compressed_tensors_weights(written_format const& f) {
     return {{"num_bits", 4}, {"type", "float"}, {"symmetric", true}, {"group_size", 16},
             {"strategy", "tensor_group"}, {"dynamic", false}};
   }
+  if (f.what == kind::mxfp8) {  // compressed-tensors' MXFP8 preset's weights
+    return {{"num_bits", 8},      {"type", "float"},  {"symmetric", true},          {"group_size", 32},
+            {"strategy", "group"}, {"dynamic", false}, {"scale_dtype", "torch.uint8"}};
+  }
   if (f.what == kind::mxfp4) {
     return {{"num_bits", 4},      {"type", "float"},  {"symmetric", true},          {"group_size", 32},
             {"strategy", "group"}, {"dynamic", false}, {"scale_dtype", "torch.uint8"}};
@@ -45,6 +49,7 @@ std::string ct_format_name(written_format const& f) {
   return f.what == kind::pack_quantized ? "pack-quantized"
          : f.what == kind::nvfp4        ? "nvfp4-pack-quantized"
          : f.what == kind::mxfp4        ? "mxfp4-pack-quantized"
+         : f.what == kind::mxfp8        ? "mxfp8-quantized"
                                         : "float-quantized";
 }
 
@@ -95,7 +100,7 @@ ojson mixed_quantization_config(std::vector<written_group> const& groups, std::v
 ojson written_quantization_config(ojson const& base, quant_config const& cfg, written_format const& f) {
   ojson q = base.is_object() ? base : ojson::object();
   using kind = written_format::kind;
-  if (f.what == kind::pack_quantized || f.what == kind::nvfp4 || f.what == kind::mxfp4) {
+  if (f.what == kind::pack_quantized || f.what == kind::nvfp4 || f.what == kind::mxfp4 || f.what == kind::mxfp8) {
     q["quant_method"] = "compressed-tensors";
     q["format"] = ct_format_name(f);
     q["quantization_status"] = "compressed";

@@ -9,8 +9,9 @@
 //                        weight_block_size [128, 128] (block), modules_to_not_convert
 //   fp8, compressed-tensors  format float-quantized, quantization_status compressed, ignore,
 //                        config_groups.group_0 {targets [Linear], weights, input_activations}
-//   w4a16, w8a16, nvfp4, mxfp4: compressed-tensors (docs/spec/interop.md §3.2): quant_method,
-//                        format (pack-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized),
+//   w4a16, w8a16, nvfp4, mxfp4, mxfp8: compressed-tensors (docs/spec/interop.md §3.2): quant_method,
+//                        format (pack-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized,
+//                        mxfp8-quantized),
 //                        quantization_status compressed, kv_cache_scheme null, ignore = the
 //                        linear layers the run kept (so every consumer skips exactly those),
 //                        config_groups.group_0 {targets [Linear], weights, input_activations
@@ -31,7 +32,7 @@ namespace qtl::tool {
 
 /// What a run wrote, as far as the config says it.
 struct written_format {
-  enum class kind { gptq, fp8, pack_quantized, nvfp4, mxfp4 };
+  enum class kind { gptq, fp8, pack_quantized, nvfp4, mxfp4, mxfp8 };
   kind what = kind::fp8;
   fp8_scheme scheme = fp8_scheme::channel;  ///< fp8
   std::string checkpoint_format;            ///< gptq: "gptq" or "gptq_v2"

@@ -2,9 +2,17 @@
 // every linear weight of a checkpoint, written in the layout sglang, vLLM and transformers load
 // (docs/spec/checkpoint_formats.md; compressed-tensors: docs/spec/interop.md §3).
 //
-//   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
+//   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4|mxfp8 [--bits 4|8] [--group-size N]
 //                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json]
 //                [--threads N] [--allow-nonfinite] [--allow-empty]
+//   qtl quantize IN OUT_DIR --recipe RECIPE.json [--threads N] [--allow-nonfinite] [--allow-empty]
+//
+// --recipe (recipe.hpp): each module by the recipe group compressed-tensors matches it to, written as
+// a --format run of that group's format and options writes it (the fused layers' one per-tensor
+// scale included, below); modules no group matches are copied and listed in `ignore`; one
+// compressed-tensors config group per recipe group ("mixed-precision" when their formats differ).
+// Refused: a fused layer (q/k/v, gate/up, an MoE layer's experts) whose shards the recipe gives
+// different schemes, and a module vLLM would give another group than compressed-tensors.
 //
 // Which layers: every 2-D F16/BF16/F32 `.weight` of a linear layer (embeddings and 1-D tensors are
 // copied; a linear weight of another dtype is kept and listed), decided by the config's rules as
@@ -67,6 +75,9 @@
 //         once); the block scales from that global scale, qtl::block_quantize<nvfp4> as that op, except
 //         that a block scale of 0 (an all-zero block) is written as compressed-tensors' 0.125 and a
 //         -0.0 weight as code 0 (compressed-tensors takes the sign from torch.sign).
+//   mxfp8 L.weight F8_E4M3 [N, K], L.weight_scale U8 [N, K/32] biased E8M0 exponents, by
+//         compressed-tensors' rule (qtl::ct_mxfp8_quantize: the MXFP4 rule below with E4M3's offset,
+//         amax rounded to a power of two divided by 2^8; codes e4m3(x / s) saturating).
 //   mxfp4 L.weight_packed U8 [N, K/2], L.weight_scale U8 [N, K/32] biased E8M0 exponents:
 //         compressed-tensors' producer rule (qtl::ct_mx_scale_code: amax rounded to a power of two,
 //         up from a significand of 1.75, divided by 4; docs/spec/interop.md §3.1 d), not the library's MX rule
@@ -110,6 +121,7 @@
 #include <map>
 #include <set>
 
+#include <qtl/ct_mxfp8.hpp>
 #include <qtl/group_size.hpp>
 
 #include "../common.hpp"
@@ -130,7 +142,7 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 /// What a run writes.
-enum class out_format { gptq, fp8, ct_int, nvfp4, mxfp4 };
+enum class out_format { gptq, fp8, ct_int, nvfp4, mxfp4, mxfp8 };
 
 /// Rows per group of an integer format's `group_size` along K = `k`: the library's rule
 /// (qtl/group_size.hpp), and the engines' stricter one: they need K % group_size == 0 for every
@@ -260,6 +272,8 @@ out_format checked_format(quantize_options const& a) {
     fmt = out_format::nvfp4;
   } else if (a.format == "mxfp4") {
     fmt = out_format::mxfp4;
+  } else if (a.format == "mxfp8") {
+    fmt = out_format::mxfp8;
   } else {
     std::string list;
     for (std::string_view f : quantize_formats) {
@@ -401,6 +415,7 @@ written_format written_format_for(settings const& st) {
             : st.fmt == out_format::fp8    ? wkind::fp8
             : st.fmt == out_format::ct_int ? wkind::pack_quantized
             : st.fmt == out_format::nvfp4  ? wkind::nvfp4
+            : st.fmt == out_format::mxfp8  ? wkind::mxfp8
                                            : wkind::mxfp4;
   wf.scheme = st.scheme;
   wf.bits = static_cast<int>(st.int_bits);
@@ -583,6 +598,21 @@ void plan_fp4(job& j, shard_plan& s, settings const& st, compiled_config const& 
   if (nv) {
     add_out(j, s, {j.module + ".weight_global_scale", dtype::F32, {1}});
   }
+}
+
+/// The job of a layer written compressed-tensors MXFP8: weight (E4M3) and weight_scale (E8M0).
+/// @throws data_error for K
+void plan_mxfp8(job& j, shard_plan& s) {
+  tensor_info const& t = *j.in;
+  std::int64_t const n = t.shape[0];
+  std::int64_t const k = t.shape[1];
+  j.kind = job_kind::mxfp8;
+  if (k % ct_mxfp8_block != 0) {
+    throw data_error(t.name + ": K = " + std::to_string(k) + " is not a multiple of 32 (mxfp8 scales blocks of 32 "
+                     "elements of a row)");
+  }
+  add_out(j, s, {j.module + ".weight", dtype::F8_E4M3, {n, k}});
+  add_out(j, s, {j.module + ".weight_scale", dtype::U8, {n, k / ct_mxfp8_block}});
 }
 
 /// The job of a layer written FP8: the weight and its scales by the scheme and the config's
@@ -807,7 +837,9 @@ run_plan plan_jobs(checkpoint_job& task, settings const& run_st, compiled_config
         } else if (st.fmt == out_format::ct_int) {
           plan_ct_pack(j, s, st);
         } else if (st.fmt == out_format::nvfp4 || st.fmt == out_format::mxfp4) {
-          plan_fp4(j, s, st, cc, a.format);
+          plan_fp4(j, s, st, cc, st.fmt == out_format::nvfp4 ? "nvfp4" : "mxfp4");
+        } else if (st.fmt == out_format::mxfp8) {
+          plan_mxfp8(j, s);
         } else {
           plan_fp8(j, s, st, cc);
         }
@@ -1017,6 +1049,7 @@ void describe_run(quantize_report& report, std::vector<settings> const& groups, 
                    : st.fmt == out_format::fp8    ? st.scheme_name + " scales"
                    : st.fmt == out_format::ct_int ? "compressed-tensors pack-quantized, " + int_description(st)
                    : st.fmt == out_format::nvfp4  ? std::string("compressed-tensors nvfp4-pack-quantized")
+                   : st.fmt == out_format::mxfp8  ? std::string("compressed-tensors mxfp8-quantized")
                                                   : std::string("compressed-tensors mxfp4-pack-quantized");
   if (groups.size() > 1 || formats.front() != report.format) {
     report.variant = "compressed-tensors, " + std::to_string(groups.size()) + " recipe group" +
@@ -1037,6 +1070,8 @@ void describe_run(quantize_report& report, std::vector<settings> const& groups, 
       report.layers.push_back({j.module, "nvfp4 e2m1, e4m3 scale per 16, global scale"});
     } else if (j.kind == job_kind::mxfp4) {
       report.layers.push_back({j.module, "mxfp4 e2m1, e8m0 scale per 32"});
+    } else if (j.kind == job_kind::mxfp8) {
+      report.layers.push_back({j.module, "mxfp8 e4m3, e8m0 scale per 32"});
     } else {
       report.layers.push_back({j.module, "fp8 e4m3 " + gs.scheme_name});
     }

@@ -28,10 +28,11 @@ using qtl::io::dtype;
 using qtl::io::tensor_info;
 
 /// The formats `qtl quantize --format` writes (and a recipe group's `format` takes, gptq aside).
-inline constexpr std::array<std::string_view, 6> quantize_formats = {"gptq", "fp8", "w4a16", "w8a16", "nvfp4", "mxfp4"};
+inline constexpr std::array<std::string_view, 7> quantize_formats = {"gptq",  "fp8",   "w4a16", "w8a16",
+                                                                      "nvfp4", "mxfp4", "mxfp8"};
 
 /// What a job does with its input tensor.
-enum class job_kind { copy, gptq, fp8, ct_pack, nvfp4, mxfp4 };
+enum class job_kind { copy, gptq, fp8, ct_pack, nvfp4, mxfp4, mxfp8 };
 /// How FP8 weights are scaled.
 enum class fp8_scheme { tensor, channel, block };
 
