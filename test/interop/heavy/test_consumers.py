@@ -171,17 +171,18 @@ def check_ct_output(qdir, model_dir, which, fmt):
         print("RESULT moe %s: CT per-module decompress == QTL dequant; transformers' fused-expert "
               "conversion fails on zero points (known, transformers)" % fmt)
         return
-    if which == "moe" and qc["format"] in ("nvfp4-pack-quantized",) or (which == "moe" and fmt == "fp8-ct-block"):
+    if which == "moe" and qc["format"] in ("nvfp4-pack-quantized",) or (which == "moe" and fmt in ("fp8-ct-block", "mxfp8")):
         # Known consumer limitation (transformers 5.23, integrations/compressed_tensors.py): for
         # Qwen3-MoE's fused experts its CompressedTensorsDequantize ignores NVFP4's
         # weight_global_scale (weights come out global_scale times too large) and cannot broadcast
-        # FP8 block scales (RuntimeError). The files are right: CT's own per-module decompression
+        # FP8 block scales, nor MXFP8's E8M0 scales per 32 (its FP8 expert path multiplies each
+        # expert's weight by its scale as is: RuntimeError). The files are right: CT's own per-module decompression
         # above equals QTL's dequantization for every expert. Pinned as that.
         try:
             m = AutoModelForCausalLM.from_pretrained(qdir, dtype=torch.float16, device_map="cpu",
                                                      quantization_config=CompressedTensorsConfig(run_compressed=False))
         except RuntimeError as e:
-            assert fmt == "fp8-ct-block" and "conversion" in str(e).lower(), e
+            assert fmt in ("fp8-ct-block", "mxfp8") and "conversion" in str(e).lower(), e
         else:
             got = m.state_dict()["model.layers.0.mlp.experts.down_proj"][0].float().numpy()
             w = want["model.layers.0.mlp.experts.0.down_proj"]
