@@ -295,20 +295,26 @@ nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, 
   });
 }
 
+/// The 2-D weight of a block op, its K a multiple of `block`. @throws shape_error
+array_in block_weight(nb::handle w_obj, index_t block) {
+  array_in w = take(w_obj, "weight");
+  w.check_rank(2);
+  if (w.dim(1) % block != 0) {
+    throw qtl::shape_error("weight: K = " + std::to_string(w.dim(1)) + " (shape " + w.shape() +
+                           ") is not a multiple of the block size " + std::to_string(block));
+  }
+  return w;
+}
+
 /// compressed-tensors nvfp4-/mxfp4-pack-quantized (qtl/ct_fp4.hpp) of weight [N, K], rows split
 /// over the threads: (packed, scales[, global_scale [1]]).
 template <class F>
 nb::object ct_fp4_quantize(nb::handle w_obj, std::optional<float> given_gs, bool allow_nonfinite,
                            std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = take(w_obj, "weight");
-  w.check_rank(2);
+  array_in w = block_weight(w_obj, F::block_size);
   index_t const n = w.dim(0);
   index_t const k = w.dim(1);
-  if (k % F::block_size != 0) {
-    throw qtl::shape_error("weight: K = " + std::to_string(k) + " (shape " + w.shape() +
-                           ") is not a multiple of the block size " + std::to_string(F::block_size));
-  }
   index_t const kb = k / F::block_size;
   using S = typename F::scale;
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
@@ -351,14 +357,9 @@ nb::object ct_mxfp4_quantize(nb::handle w, bool allow_nonfinite, std::optional<i
 /// qtl::ct_mxfp8_quantize: (weight E4M3 [N, K], weight_scale U8 [N, K/32]), rows in slices.
 nb::object ct_mxfp8_quantize(nb::handle w_obj, bool allow_nonfinite, std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = take(w_obj, "weight");
-  w.check_rank(2);
+  array_in w = block_weight(w_obj, qtl::ct_mxfp8_block);
   index_t const n = w.dim(0);
   index_t const k = w.dim(1);
-  if (k % qtl::ct_mxfp8_block != 0) {
-    throw qtl::shape_error("weight: K = " + std::to_string(k) + " (shape " + w.shape() +
-                           ") is not a multiple of the block size 32");
-  }
   index_t const kb = k / qtl::ct_mxfp8_block;
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
     array_out codes(elem::fp8_e4m3, {n, k});
