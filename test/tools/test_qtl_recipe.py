@@ -107,6 +107,13 @@ def test_resolution(tmp):
         check(ours[L + "mlp.down_proj.weight_packed"][1] == [16, 64], "down_proj by its exact name: w8a16")
         check(ours[L + "self_attn.q_proj.weight_scale"][0] == "BF16", "Linear of the later group: w4a16")
         check(not any(k.startswith("lm_head.weight_") for k in ours), "lm_head ignored")
+    # A regex that reaches the embeddings: they stay unquantized and `ignore` names them (else
+    # compressed-tensors, which quantizes Embedding modules too, would look for their tensors).
+    p, ours, qc = quantize(tmp, "everything", [], {"groups": [{"targets": ["re:.*"], "format": "w8a16"}]})
+    check(p.returncode == 0 and ours is not None and "model.embed_tokens" in qc["ignore"]
+          and "model.embed_tokens.weight" in ours and "lm_head.weight_packed" in ours,
+          "re:.* quantizes lm_head, keeps the embeddings and lists them in ignore: %s %s"
+          % (p.stderr, qc and qc["ignore"]))
     # Two regexes: compressed-tensors takes the first in sorted order (re:.*down_proj$ before
     # re:.*mlp.*), vLLM the first in the config's order: refused, naming the module.
     recipe = {"groups": [{"targets": ["re:.*mlp.*"], "format": "w4a16"},
