@@ -26,6 +26,7 @@ from ._qtl import (  # noqa: F401
     awq_pack,
     convert_to_channelwise,
     ct_mxfp4_quantize,
+    ct_mxfp8_quantize,
     ct_nvfp4_quantize,
     ct_pack_quantize,
     gptq_checkpoint_quantize,

@@ -110,6 +110,9 @@ def ct_nvfp4_quantize(
 def ct_mxfp4_quantize(
     weight: Array, *, allow_nonfinite: bool = False, threads: Optional[int] = None,
 ) -> Tuple[Array, Array]: ...
+def ct_mxfp8_quantize(
+    weight: Array, *, allow_nonfinite: bool = False, threads: Optional[int] = None,
+) -> Tuple[Array, Array]: ...
 def all_close_1d(x: Array) -> bool: ...
 def scaled_fp8_quant(
     input: Array, scale: Optional[Union[float, Array]] = None, num_token_padding: Optional[int] = None,

@@ -25,6 +25,7 @@
 #include <nanobind/stl/optional.h>
 
 #include <qtl/ct_fp4.hpp>
+#include <qtl/ct_mxfp8.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/dispatch.hpp>
@@ -340,20 +341,26 @@ nb::object gptq_checkpoint_quantize(nb::handle w_obj, int num_bits, index_t grou
   });
 }
 
+/// The 2-D weight of a block op, its K a multiple of `block`. @throws shape_error
+array_in block_weight(nb::handle w_obj, index_t block) {
+  array_in w = take(w_obj, "weight");
+  w.check_rank(2);
+  if (w.dim(1) % block != 0) {
+    throw qtl::shape_error("weight: K = " + std::to_string(w.dim(1)) + " (shape " + w.shape() +
+                           ") is not a multiple of the block size " + std::to_string(block));
+  }
+  return w;
+}
+
 /// compressed-tensors nvfp4-/mxfp4-pack-quantized (qtl/ct_fp4.hpp) of weight [N, K], rows split
 /// over the threads: (packed, scales[, global_scale [1]]).
 template <class F>
 nb::object ct_fp4_quantize(nb::handle w_obj, std::optional<float> given_gs, bool allow_nonfinite,
                            std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = take(w_obj, "weight");
-  w.check_rank(2);
+  array_in w = block_weight(w_obj, F::block_size);
   index_t const n = w.dim(0);
   index_t const k = w.dim(1);
-  if (k % F::block_size != 0) {
-    throw qtl::shape_error("weight: K = " + std::to_string(k) + " (shape " + w.shape() +
-                           ") is not a multiple of the block size " + std::to_string(F::block_size));
-  }
   index_t const kb = k / F::block_size;
   using S = typename F::scale;
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
@@ -393,6 +400,29 @@ nb::object ct_mxfp4_quantize(nb::handle w, bool allow_nonfinite, std::optional<i
   return ct_fp4_quantize<qtl::mxfp4>(w, std::nullopt, allow_nonfinite, threads);
 }
 
+/// qtl::ct_mxfp8_quantize: (weight E4M3 [N, K], weight_scale U8 [N, K/32]), rows in slices.
+nb::object ct_mxfp8_quantize(nb::handle w_obj, bool allow_nonfinite, std::optional<int> threads) {
+  int const nthreads = thread_count(threads);
+  array_in w = block_weight(w_obj, qtl::ct_mxfp8_block);
+  index_t const n = w.dim(0);
+  index_t const k = w.dim(1);
+  index_t const kb = k / qtl::ct_mxfp8_block;
+  return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
+    array_out codes(elem::fp8_e4m3, {n, k});
+    array_out scales(elem::u8, {n, kb});
+    {
+      auto const wv = w.v2<T const>();
+      nb::gil_scoped_release nogil;
+      qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+        qtl::ct_mxfp8_quantize(row_slice(wv, lo, hi), make_view(codes.data<float8_e4m3fn_t>() + lo * k, hi - lo, k),
+                               make_view(scales.data<float8_e8m0fnu_t>() + lo * kb, hi - lo, kb),
+                               {allow_nonfinite, lo});
+      });
+    }
+    return nb::make_tuple(codes.release(w.from), scales.release(w.from));
+  });
+}
+
 }  // namespace
 
 void bind_quantize(nb::module_& m) {
@@ -416,6 +446,8 @@ void bind_quantize(nb::module_& m) {
   m.def("ct_nvfp4_quantize", &ct_nvfp4_quantize, nb::arg("weight"), nb::arg("global_scale").none() = nb::none(),
         nb::kw_only(), nb::arg("threads").none() = nb::none());
   m.def("ct_mxfp4_quantize", &ct_mxfp4_quantize, nb::arg("weight"), nb::kw_only(), nb::arg("allow_nonfinite") = false,
+        nb::arg("threads").none() = nb::none());
+  m.def("ct_mxfp8_quantize", &ct_mxfp8_quantize, nb::arg("weight"), nb::kw_only(), nb::arg("allow_nonfinite") = false,
         nb::arg("threads").none() = nb::none());
 }
 

@@ -100,6 +100,8 @@ def run_case(op, p, x):
         return dict(zip(("weight_packed", "weight_scale", "weight_global_scale"), qtl.ct_nvfp4_quantize(x["weight"], gs)))
     if op == "ct-mxfp4-quantize":
         return dict(zip(("weight_packed", "weight_scale"), qtl.ct_mxfp4_quantize(x["weight"])))
+    if op == "ct-mxfp8-quantize":
+        return dict(zip(("weight", "weight_scale"), qtl.ct_mxfp8_quantize(x["weight"])))
     if op == "swap-w13-to-w31":
         return {"x": qtl.swap_w13_to_w31(x["x"])}
     if op == "reorder-w1w3-to-w3w1":

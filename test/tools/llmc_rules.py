@@ -31,6 +31,15 @@ SCHEMES = {
     "FP8_DYNAMIC": ["--format", "fp8", "--fp8-scheme", "channel"],
 }
 
+# The recipe test_qtl_recipe.py compares with llm-compressor's model_free_ptq given the same config
+# groups (make_llmc_cases.py records RECIPE.*): (group name, targets, llm-compressor preset, the qtl
+# recipe group's format and options). The regexes also match vLLM's fused names.
+RECIPE = [
+    ("attention", ["re:.*self_attn\\.(q|k|v|o|qkv)_proj$"], "FP8_BLOCK", {"format": "fp8", "fp8_scheme": "ct-block"}),
+    ("gate_up", ["re:.*mlp\\.(gate|up|gate_up)_proj$"], "NVFP4A16", {"format": "nvfp4"}),
+    ("down", ["re:.*mlp\\.down_proj$"], "W4A16", {"format": "w4a16"}),
+]
+
 # quantization_config keys where the two differ, and why (none changes what an engine loads).
 # A path is config key names joined by "."; the scheme's group is "group" (theirs is named after
 # the preset, ours "group_0").

@@ -13,6 +13,7 @@
 #include <catch2/catch.hpp>
 
 #include <qtl/ct_fp4.hpp>
+#include <qtl/ct_mxfp8.hpp>
 #include <qtl/fp8.hpp>
 
 #include "test_data.hpp"
@@ -196,6 +197,46 @@ TEMPLATE_TEST_CASE("ct_mxfp4_quantize refuses NaN and Inf naming row and column,
     auto const allowed = run_mxfp4(w, n, k, {true, 0});
     CHECK(allowed.scales[static_cast<std::size_t>(2 * 2 + 1)] == 254);  // CT's undefined int cast, as documented
   }
+}
+
+TEST_CASE("ct_mxfp8_quantize: CT's power of two turns up at a significand of 1.75, divided by 2^8", "[ct][mxfp8]") {
+  index_t const n = 2;
+  index_t const k = 32;
+  std::vector<float> w(static_cast<std::size_t>(n * k), 0.5f);
+  w[3] = 1.74f;       // row 0: 2^0 / 2^8
+  w[5] = -0.0f;
+  w[k + 3] = -1.75f;  // row 1: 2^1 / 2^8
+  std::vector<qtl::float8_e4m3fn_t> v(w.size());
+  std::vector<qtl::float8_e8m0fnu_t> s(static_cast<std::size_t>(n));
+  qtl::ct_mxfp8_quantize(cview(w, n, k), qtl::make_view(v.data(), n, k), qtl::make_view(s.data(), n, 1));
+  CHECK(s[0].bits == 127 - 8);
+  CHECK(s[1].bits == 127 + 1 - 8);
+  CHECK(v[3].bits == 0x7E);      // 1.74 * 256 = 445.4 -> 448
+  CHECK(v[0].bits == 0x70);      // 0.5 * 256 = 128
+  CHECK(v[5].bits == 0x80);      // -0.0 kept
+  CHECK(v[k + 3].bits == 0xF6);  // -1.75 * 128 = -224, exact
+  CHECK(v[k].bits == 0x68);      // 0.5 * 128 = 64
+}
+
+TEMPLATE_TEST_CASE("ct_mxfp8_quantize refuses NaN and Inf naming row and column, unless allowed", "[ct][mxfp8]",
+                   float, half_t, bfloat16_t) {
+  index_t const n = 4;
+  index_t const k = 64;
+  auto w = weights<TestType>(n, k, 5);
+  w[static_cast<std::size_t>(2 * k + 37)] = qtl::from_float<TestType>(std::nanf(""));
+  std::vector<qtl::float8_e4m3fn_t> v(w.size());
+  std::vector<qtl::float8_e8m0fnu_t> s(static_cast<std::size_t>(n * 2));
+  auto const run = [&](bool allow) {
+    qtl::ct_mxfp8_quantize(cview(w, n, k), qtl::make_view(v.data(), n, k), qtl::make_view(s.data(), n, 2),
+                           {allow, 100});
+  };
+  CHECK_THROWS_WITH(run(false), Catch::Contains("element [102, 37] is NaN"));
+  run(true);
+  CHECK(s[2 * 2 + 1].bits == 254);
+  CHECK(v[static_cast<std::size_t>(2 * k + 37)].bits == 0x7F);
+  CHECK_THROWS_AS(qtl::ct_mxfp8_quantize(cview(w, n, 48), qtl::make_view(v.data(), n, 48),
+                                         qtl::make_view(s.data(), n, 1)),
+                  qtl::shape_error);
 }
 
 TEMPLATE_TEST_CASE("ct_nvfp4_quantize is block_quantize<nvfp4> with CT's zero-block scale and +0 code", "[ct][fp4]",

@@ -22,11 +22,14 @@
 //       weight_global_scale F32 [1]: compressed-tensors nvfp4-pack-quantized (qtl/ct_fp4.hpp)
 //   ct-mxfp4-quantize [--allow-nonfinite]   weight W [N,K] -> weight_packed U8 [N,K/2],
 //       weight_scale U8 [N,K/32]: compressed-tensors mxfp4-pack-quantized (qtl/ct_fp4.hpp)
+//   ct-mxfp8-quantize [--allow-nonfinite]   weight W [N,K] -> weight F8_E4M3 [N,K],
+//       weight_scale U8 [N,K/32]: compressed-tensors mxfp8-quantized (qtl/ct_mxfp8.hpp)
 
 #include <charconv>
 #include <utility>
 
 #include <qtl/ct_fp4.hpp>
+#include <qtl/ct_mxfp8.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/dispatch.hpp>
@@ -443,12 +446,36 @@ op_spec ct_fp4_quantize_op() {
           }};
 }
 
+/// `ct-mxfp8-quantize`: the weight's E4M3 codes and E8M0 scale bytes as compressed-tensors'
+/// `mxfp8-quantized` checkpoint stores them.
+op_spec ct_mxfp8_quantize_op() {
+  return {"ct-mxfp8-quantize", "compressed-tensors mxfp8-quantized of weight [N,K]: weight (E4M3), weight_scale (E8M0)",
+          [](CLI::App& cmd) -> op_runner {
+            auto opt = std::make_shared<qtl::ct_fp4_options>();
+            cmd.add_flag("--allow-nonfinite", opt->allow_nonfinite, "quantize NaN/Inf weights instead of refusing");
+            return [opt](op_io& io) {
+              auto const& t = io.tensor("weight", float_types, {2});
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const w(t);
+                index_t const n = w.dim(0);
+                index_t const k = w.dim(1);
+                std::vector<float8_e4m3fn_t> values(static_cast<std::size_t>(n * k));
+                std::vector<float8_e8m0fnu_t> scales(static_cast<std::size_t>(n * (k / qtl::ct_mxfp8_block)));
+                qtl::ct_mxfp8_quantize(w.view2(), make_view(values.data(), n, k),
+                                       make_view(scales.data(), n, k / qtl::ct_mxfp8_block), *opt);
+                io.emit("weight", dtype::F8_E4M3, shape_of(n, k), std::move(values));
+                io.emit("weight_scale", dtype::U8, shape_of(n, k / qtl::ct_mxfp8_block), std::move(scales));
+              });
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> quantize_ops() {
   return {quantize_weights_op(), gptq_op(), permute_rows_op(), sort_weights_op(),
-          convert_to_channelwise_op(), ct_pack_quantize_op(), gptq_checkpoint_quantize_op(), ct_fp4_quantize_op<qtl::nvfp4>(),
-          ct_fp4_quantize_op<qtl::mxfp4>()};
+          convert_to_channelwise_op(), ct_pack_quantize_op(), gptq_checkpoint_quantize_op(),
+          ct_fp4_quantize_op<qtl::nvfp4>(), ct_fp4_quantize_op<qtl::mxfp4>(), ct_mxfp8_quantize_op()};
 }
 
 }  // namespace qtl::tool

@@ -2,7 +2,8 @@
 // what is written; the layouts: lib/quantize.cpp). This file parses the flags, draws the
 // progress bar on a terminal and prints the summary.
 //
-//   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
+//   qtl quantize IN OUT_DIR --recipe RECIPE.json [--threads N] [--allow-nonfinite] [--allow-empty]
+//   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4|mxfp8 [--bits 4|8] [--group-size N]
 //                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json] [--threads N]
 //                [--allow-nonfinite] [--allow-empty] [--keep-expert-stacks]
 
@@ -30,6 +31,7 @@ struct quantize_args {
   std::string group_size_text;
   std::string fp8_scheme = "channel";
   std::string config;
+  std::string recipe;
   CLI::Option* bits_opt = nullptr;
   CLI::Option* group_opt = nullptr;
   CLI::Option* scheme_opt = nullptr;
@@ -47,6 +49,10 @@ int run_quantize(quantize_args& a) {
     o.fp8_scheme = a.fp8_scheme;
   }
   o.config = a.config;
+  o.recipe = a.recipe;
+  if (o.format.empty() && o.recipe.empty()) {
+    throw usage_error("give --format, or --recipe");
+  }
   terminal_progress bar;
   quantize_report const r = quantize_checkpoint(a.in, a.out_dir, o, &bar);
   std::ostringstream out;
@@ -79,12 +85,15 @@ command define_quantize(CLI::App& app) {
   add_checkpoint_paths(cmd, a->in, a->out_dir);
   cmd->add_option("--format", a->o.format,
                   "gptq, fp8, or a compressed-tensors format: w4a16, w8a16 (pack-quantized), nvfp4 (NVFP4A16), "
-                  "mxfp4")
-      ->required()
-      ->check(CLI::IsMember({"gptq", "fp8", "w4a16", "w8a16", "nvfp4", "mxfp4"}));
+                  "mxfp4, mxfp8 (or --recipe)")
+      ->check(CLI::IsMember(std::vector<std::string>(quantize_formats.begin(), quantize_formats.end())));
+  cmd->add_option("--recipe", a->recipe,
+                  "a JSON file of ordered groups {targets, format, options} and an ignore list: one "
+                  "compressed-tensors checkpoint, each group in its own format (mixed-precision); instead of "
+                  "--format and its options (docs/tool.md)");
   a->bits_opt = cmd->add_option("--bits", a->bits, "GPTQ bits: 4 (default) or 8")->check(CLI::IsMember({4, 8}));
   a->group_opt = cmd->add_option("--group-size", a->group_size_text, "GPTQ/w4a16/w8a16 group size (default 128; -1: one group per column)");
-  cmd->add_flag("--sym", a->o.sym, "symmetric integer weights, z = 2^(bits-1) (the default; --format gptq, w4a16, w8a16 only: fp8, nvfp4 and mxfp4 are always symmetric)");
+  cmd->add_flag("--sym", a->o.sym, "symmetric integer weights, z = 2^(bits-1) (the default; --format gptq, w4a16, w8a16 only: fp8, nvfp4, mxfp4 and mxfp8 are always symmetric)");
   cmd->add_flag("--asym", a->o.asym, "asymmetric integer weights with per-group zero points (--format gptq, w4a16, w8a16 only)");
   a->scheme_opt = cmd->add_option("--fp8-scheme", a->fp8_scheme, "FP8 weight scales: tensor, channel (default), block (128x128, Hugging Face fp8) or "
                                   "ct-block (128x128, compressed-tensors FP8_BLOCK)")

@@ -169,8 +169,10 @@ QTL_HOST_DEVICE constexpr std::uint8_t block_scale_code(float vmax, float global
   }
 }
 
-/// compressed-tensors' MXFP4 scale byte (biased E8M0 exponent) of a block whose max magnitude
-/// is `amax`, a value of the weight dtype T, exactly as its release 0.20.0 writes it
+/// compressed-tensors' MX scale byte (biased E8M0 exponent) of a block whose max magnitude is
+/// `amax`, a value of the weight dtype T, for elements whose largest power of two is
+/// 2^`offset` (floor(log2(element max)), its `_MX_ELEM_OFFSET`: 2 for MXFP4's E2M1, 8 for MXFP8's
+/// E4M3; below written for 2), exactly as its release 0.20.0 writes it
 /// (`quantization/utils/mxfp_utils.py::generate_mx_scales` in T, then `calculate_qparams`' uint8
 /// rounding, `maybe_convert_from_mx_exp`, the zero-scale epsilon 1 and `compress_mx_scale`),
 /// not the library's MX rule (`block_scale_code<mxfp4>`: the smallest power of two >= amax/6):
@@ -185,7 +187,7 @@ QTL_HOST_DEVICE constexpr std::uint8_t block_scale_code(float vmax, float global
 /// takes 2^1), amax 7 gives 2^1. Beyond CT's range: p2 = +inf (amax >= 1.75 * 2^emax of T, fp16
 /// >= 61440) or NaN make CT's exponent infinite, whose int cast torch leaves undefined; 254 here.
 template <class T>
-QTL_HOST_DEVICE constexpr std::uint8_t ct_mx_scale_code(float amax) {
+QTL_HOST_DEVICE constexpr std::uint8_t ct_mx_scale_code(float amax, int offset = 2) {
   constexpr bool half = std::is_same_v<T, half_t>;
   constexpr float min_normal = half ? 0x1p-14f : 0x1p-126f;
   constexpr int emax = half ? 15 : 127;
@@ -194,7 +196,7 @@ QTL_HOST_DEVICE constexpr std::uint8_t ct_mx_scale_code(float amax) {
   }
   if (!(amax >= min_normal)) {
     if (half && amax >= 0.75f * min_normal) {
-      return 127 - 14 - 2;  // the carry into the exponent field: p2 = 2^-14
+      return static_cast<std::uint8_t>(127 - 14 - offset);  // the carry into the exponent field: p2 = 2^-14
     }
     return half ? 127 : 0;  // c = 0 (bf16, float: also for p2 = 2^-126); fp16 flushes 2^-127 to 0, made 1
   }
@@ -204,7 +206,7 @@ QTL_HOST_DEVICE constexpr std::uint8_t ct_mx_scale_code(float amax) {
   if (e > emax) {
     return 254;
   }
-  int c = 127 + e - 2;
+  int c = 127 + e - offset;
   c = c < 0 ? 0 : c;
   if (half && c - 127 <= -25) {
     return 127;

@@ -97,9 +97,12 @@ E2M1 = np.array([0, .5, 1, 1.5, 2, 3, 4, 6, -0., -.5, -1, -1.5, -2, -3, -4, -6],
 def dequant_ct(t, mod, qc):
     """Any compressed-tensors layout QTL writes (docs/spec/interop.md section 3.1), [N, K] float32:
     float-quantized / naive FP8 (tensor, channel, block), pack-quantized int (sym or asym, group or
-    channel), nvfp4-pack-quantized, mxfp4-pack-quantized."""
+    channel), nvfp4-pack-quantized, mxfp4-pack-quantized, mxfp8-quantized."""
     (group,) = qc["config_groups"].values()
     wa = group["weights"]
+    if mod + ".weight_packed" not in t and t[mod + ".weight_scale"].dtype == np.uint8:  # MXFP8: 2^(c-127) per 32
+        s = np.ldexp(np.float32(1), t[mod + ".weight_scale"].astype(np.int32) - 127).astype(np.float32)
+        return f32(t[mod + ".weight"].view(md.float8_e4m3fn)) * np.repeat(s, 32, 1)
     if mod + ".weight_packed" not in t:
         s = t[mod + ".weight_scale"]
         n, k = t[mod + ".weight"].shape

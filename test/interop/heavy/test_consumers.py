@@ -96,7 +96,7 @@ def _ct_cases():
     w8a16, nvfp4, mxfp4 and a CT FP8_BLOCK scheme); the rest are listed as skipped."""
     fmts, schemes = _offered()
     cases = dict(CT_FORMATS)
-    for f in ("w4a16", "w8a16", "nvfp4", "mxfp4"):
+    for f in ("w4a16", "w8a16", "nvfp4", "mxfp4", "mxfp8"):
         cases[f] = ["--format", f] if f in fmts else None
     if "w4a16" in fmts:
         cases["w4a16-asym"] = ["--format", "w4a16", "--asym"]
@@ -117,27 +117,47 @@ def test_compressed_tensors_load(base, fmt, which):
     check_ct_output(models.quantize(model_dir, fmt, args), model_dir, which, fmt)
 
 
+def module_configs(qc, mods):
+    """Each module's quantization_config with its one config group, the group compressed-tensors'
+    apply_quantization_config gives it (its target -> scheme dict, the later group winning a
+    target; match_targets' order: exact names, regexes sorted, classes), and the group's format."""
+    from compressed_tensors.utils.match import match_targets
+    target_to_group = {}
+    for g in qc["config_groups"].values():
+        for target in g["targets"]:
+            target_to_group[target] = g
+    linear = torch.nn.Linear(1, 1)
+    out = {}
+    for m in mods:
+        g = target_to_group[match_targets(m, linear, target_to_group)[0]]
+        out[m] = dict(qc, config_groups={"group": g}, format=g.get("format", qc["format"]))
+    return out
+
+
 def check_ct_output(qdir, model_dir, which, fmt):
     """A compressed-tensors folder: CT's per-module decompression and transformers' load equal
-    QTL's own dequantization bit for bit, no missing or unexpected keys, logits as the dense model."""
+    QTL's own dequantization bit for bit, no missing or unexpected keys, logits as the dense model.
+    A mixed-precision folder: each module by the config group compressed-tensors matches it to."""
     from transformers import AutoModelForCausalLM, CompressedTensorsConfig
     t = models.tensors(qdir)
     qc = models.config(qdir)["quantization_config"]
     assert qc["quant_method"] == "compressed-tensors" and qc["quantization_status"] == "compressed"
-    want = {m: models.dequant_ct(t, m, qc) for m in models.linear_modules(t, ".weight_scale")}
-    if qc["format"] == "nvfp4-pack-quantized":
-        # Known: CT's NVFP4 decompress computes e2m1 * (s / g) in float32 and returns bfloat16
-        # whatever the model dtype (unpack_fp4_from_uint8's default), so an fp16 model gets
-        # fp16(bf16(w)): one more rounding than QTL's float32 dequantization. Pinned as that.
-        want = {m: w.astype(md.bfloat16).astype(np.float32) for m, w in want.items()}
+    mqc = module_configs(qc, models.linear_modules(t, ".weight_scale"))
+    want = {m: models.dequant_ct(t, m, c) for m, c in mqc.items()}
+    for m, c in mqc.items():
+        if c["format"] == "nvfp4-pack-quantized":
+            # Known: CT's NVFP4 decompress computes e2m1 * (s / g) in float32 and returns bfloat16
+            # whatever the model dtype (unpack_fp4_from_uint8's default), so an fp16 model gets
+            # fp16(bf16(w)): one more rounding than QTL's float32 dequantization. Pinned as that.
+            want[m] = want[m].astype(md.bfloat16).astype(np.float32)
     # compressed-tensors' own per-module decompression (no model, no transformers) first.
     from compressed_tensors.compressors import BaseCompressor
     from compressed_tensors.quantization import QuantizationScheme
-    (group,) = qc["config_groups"].values()
-    scheme = QuantizationScheme.model_validate(group)
-    comp = BaseCompressor.get_value_from_registry(qc["format"])
-    exact = {m: models.dequant_ct(t, m, qc) for m in want}
+    exact = {m: models.dequant_ct(t, m, c) for m, c in mqc.items()}
     for mod in want:
+        (group,) = mqc[mod]["config_groups"].values()
+        scheme = QuantizationScheme.model_validate(group)
+        comp = BaseCompressor.get_value_from_registry(mqc[mod]["format"])
         local = {k[len(mod) + 1:]: torch.from_numpy(np.ascontiguousarray(v).view(np.uint8)).view(_TORCH[v.dtype.name]).reshape(v.shape)
                  for k, v in t.items() if k.startswith(mod + ".") and "." not in k[len(mod) + 1:]}
         dq = comp.decompress(local, scheme)["weight"]
@@ -151,17 +171,18 @@ def check_ct_output(qdir, model_dir, which, fmt):
         print("RESULT moe %s: CT per-module decompress == QTL dequant; transformers' fused-expert "
               "conversion fails on zero points (known, transformers)" % fmt)
         return
-    if which == "moe" and qc["format"] in ("nvfp4-pack-quantized",) or (which == "moe" and fmt == "fp8-ct-block"):
+    if which == "moe" and qc["format"] in ("nvfp4-pack-quantized",) or (which == "moe" and fmt in ("fp8-ct-block", "mxfp8")):
         # Known consumer limitation (transformers 5.23, integrations/compressed_tensors.py): for
         # Qwen3-MoE's fused experts its CompressedTensorsDequantize ignores NVFP4's
         # weight_global_scale (weights come out global_scale times too large) and cannot broadcast
-        # FP8 block scales (RuntimeError). The files are right: CT's own per-module decompression
+        # FP8 block scales, nor MXFP8's E8M0 scales per 32 (its FP8 expert path multiplies each
+        # expert's weight by its scale as is: RuntimeError). The files are right: CT's own per-module decompression
         # above equals QTL's dequantization for every expert. Pinned as that.
         try:
             m = AutoModelForCausalLM.from_pretrained(qdir, dtype=torch.float16, device_map="cpu",
                                                      quantization_config=CompressedTensorsConfig(run_compressed=False))
         except RuntimeError as e:
-            assert fmt == "fp8-ct-block" and "conversion" in str(e).lower(), e
+            assert fmt in ("fp8-ct-block", "mxfp8") and "conversion" in str(e).lower(), e
         else:
             got = m.state_dict()["model.layers.0.mlp.experts.down_proj"][0].float().numpy()
             w = want["model.layers.0.mlp.experts.0.down_proj"]
@@ -184,6 +205,76 @@ def check_ct_output(qdir, model_dir, which, fmt):
         logits = m(torch.tensor(models.PROMPT)).logits.float()
     cls = model_class(model_dir)
     check_logits("%s %s" % (which, fmt), logits, dense_logits(model_dir, want, cls), fp16_logits(model_dir, cls))
+
+
+# The shards' regexes also match vLLM's fused names (qkv_proj, gate_up_proj): vLLM looks a fused
+# layer up by that name, then by class (Linear), and qtl refuses a recipe it would read otherwise.
+RECIPE = {"groups": [{"targets": ["re:.*self_attn\\.(q|k|v|qkv)_proj$"], "format": "fp8", "fp8_scheme": "ct-block"},
+                     {"targets": ["re:.*self_attn\\.o_proj$"], "format": "fp8", "fp8_scheme": "channel"},
+                     {"targets": ["re:.*mlp\\.(gate|up|gate_up)_proj$"], "format": "nvfp4"},
+                     {"targets": ["Linear"], "format": "w4a16", "group_size": 64}],
+          "ignore": ["lm_head"]}
+
+
+def test_recipe_mixed_precision_loads(base):
+    """`qtl quantize --recipe` (attention FP8 block and channel, gate/up NVFP4, the rest W4A16 g64):
+    one mixed-precision folder. transformers + compressed-tensors load it compressed (the default)
+    with no missing, unexpected or mismatched keys, each module given the scheme of the group
+    compressed-tensors matches it to, and each module decompressed by compressed-tensors equal to
+    QTL's dequantization by that group. Pinned: the compressed fp16 model's forward fails in
+    compressed-tensors (its NVFP4 decompression returns bf16, the fp16 activations meet a bf16
+    weight), as with a single-format NVFP4 fp16 model.
+    Pinned: transformers 5.23's decompress-on-load path (`dequantize=True`, run_compressed=False)
+    decompresses every dense module with ONE config group (get_dense_scheme, the first group that
+    does not target experts), so a mixed dense model fails to load that way (a transformers
+    limitation; the heavy tier's single-format cases use it). Compressed, transformers keeps FP8
+    scales in the model's dtype (fp16 here): those modules compared as e4m3 * fp16(scale)."""
+    import json
+    from compressed_tensors.compressors.base import decompress_module
+    from qtl_interop import qtl
+    from transformers import AutoModelForCausalLM, CompressedTensorsConfig
+    if "--recipe" not in qtl("quantize", "--help").stdout:
+        pytest.skip("qtl quantize of this build takes no --recipe")
+    model_dir = base[0]
+    path = models.WORK / "recipe.json"
+    path.write_text(json.dumps(RECIPE))
+    qdir = models.quantize(model_dir, "recipe", ["--recipe", str(path)])
+    qc = models.config(qdir)["quantization_config"]
+    assert qc["format"] == "mixed-precision", qc["format"]
+    t = models.tensors(qdir)
+    mqc = module_configs(qc, models.linear_modules(t, ".weight_scale"))
+    formats = {c["format"] for c in mqc.values()}
+    assert formats == {"float-quantized", "nvfp4-pack-quantized", "pack-quantized"}, formats
+    m, info = AutoModelForCausalLM.from_pretrained(qdir, dtype=torch.float16, device_map="cpu",
+                                                   output_loading_info=True)
+    no_loading_problems(info)
+    for mod, c in mqc.items():
+        module = m.get_submodule(mod)
+        (group,) = c["config_groups"].values()
+        assert module.quantization_scheme.format.value == c["format"], (mod, module.quantization_scheme.format)
+        assert module.quantization_scheme.weights.model_dump(exclude_none=True)["num_bits"] == group["weights"]["num_bits"]
+        decompress_module(module)
+        tm = t
+        if c["format"] == "float-quantized":
+            # Known: transformers' compressed load creates FP8's weight_scale in the model's dtype
+            # (fp16 here) and copies the F32 scale into it; CT then dequantizes e4m3 * fp16(s).
+            tm = dict(t, **{mod + ".weight_scale": t[mod + ".weight_scale"].astype(np.float16).astype(np.float32)})
+        w = models.dequant_ct(tm, mod, c)
+        got = module.weight.detach()
+        exp = torch.from_numpy(w).to(got.dtype)
+        if c["format"] == "nvfp4-pack-quantized":  # CT's NVFP4 decompress returns bf16 (as check_ct_output)
+            exp = torch.from_numpy(w.astype(md.bfloat16).astype(np.float32)).to(got.dtype)
+        assert torch.equal(got, exp), (mod, c["format"], (got.float() - exp.float()).abs().max().item())
+    print("RESULT llama recipe: %d modules in %d formats, each CT-decompressed == QTL dequant"
+          % (len(mqc), len(formats)))
+    fresh = AutoModelForCausalLM.from_pretrained(qdir, dtype=torch.float16, device_map="cpu")
+    with torch.no_grad(), pytest.raises(RuntimeError, match="same dtype"):
+        fresh(torch.tensor(models.PROMPT))  # known: CT's NVFP4 decompresses to bf16 in an fp16 model
+    with pytest.raises(RuntimeError):
+        AutoModelForCausalLM.from_pretrained(qdir, dtype=torch.float16, device_map="cpu",
+                                             quantization_config=CompressedTensorsConfig(run_compressed=False))
+    print("RESULT llama recipe: transformers' dequantize-on-load path refuses the mixed dense model "
+          "(one scheme for every dense module: known, transformers)")
 
 
 @pytest.mark.parametrize("to", ["nvfp4", "mxfp4", "bf16", "fp8-ue8m0"])

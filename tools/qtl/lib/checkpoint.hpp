@@ -31,7 +31,7 @@ namespace qtl::tool {
 /// else the default in its comment; a given flag that contradicts the config's value is refused.
 struct quantize_options {
   std::string format;                     ///< --format (required): "gptq", "fp8", or compressed-tensors
-                                          ///< "w4a16", "w8a16" (pack-quantized), "nvfp4", "mxfp4"
+                                          ///< "w4a16", "w8a16" (pack-quantized), "nvfp4", "mxfp4", "mxfp8"
   std::optional<int> bits;                ///< --bits: GPTQ 4 or 8 (default 4); gptq only
   std::optional<std::int64_t> group_size; ///< --group-size: -1 (one group per column) or > 0 (default
                                           ///< 128); gptq, w4a16, w8a16
@@ -39,6 +39,9 @@ struct quantize_options {
   bool asym = false;                      ///< --asym: zero points per group; gptq, w4a16, w8a16
   std::optional<std::string> fp8_scheme;  ///< --fp8-scheme: "tensor", "channel" (default), "block"
                                           ///< (HF fp8) or "ct-block" (compressed-tensors FP8_BLOCK); fp8 only
+  std::filesystem::path recipe;           ///< --recipe: groups of modules, each with its format and options,
+                                          ///< written as one compressed-tensors checkpoint (lib/recipe.hpp);
+                                          ///< excludes format and the options above (empty: none)
   std::filesystem::path config;           ///< --config: skip lists and rules that decide the layers, and the
                                           ///< integer formats' bits, group size, symmetry (empty: none)
   int threads = 0;                        ///< --threads: worker threads, 0 = every core (at most 4096)

@@ -24,6 +24,10 @@ ojson compressed_tensors_weights(written_format const& f) {
     return {{"num_bits", 4}, {"type", "float"}, {"symmetric", true}, {"group_size", 16},
             {"strategy", "tensor_group"}, {"dynamic", false}};
   }
+  if (f.what == kind::mxfp8) {  // compressed-tensors' MXFP8 preset's weights
+    return {{"num_bits", 8},      {"type", "float"},  {"symmetric", true},          {"group_size", 32},
+            {"strategy", "group"}, {"dynamic", false}, {"scale_dtype", "torch.uint8"}};
+  }
   if (f.what == kind::mxfp4) {
     return {{"num_bits", 4},      {"type", "float"},  {"symmetric", true},          {"group_size", 32},
             {"strategy", "group"}, {"dynamic", false}, {"scale_dtype", "torch.uint8"}};
@@ -37,27 +41,74 @@ ojson compressed_tensors_weights(written_format const& f) {
   return w;
 }
 
+namespace {
+
+/// The compressed-tensors format name of a format written as compressed-tensors.
+std::string ct_format_name(written_format const& f) {
+  using kind = written_format::kind;
+  return f.what == kind::pack_quantized ? "pack-quantized"
+         : f.what == kind::nvfp4        ? "nvfp4-pack-quantized"
+         : f.what == kind::mxfp4        ? "mxfp4-pack-quantized"
+         : f.what == kind::mxfp8        ? "mxfp8-quantized"
+                                        : "float-quantized";
+}
+
+/// The dynamic FP8 activations of a float-quantized config group (FP8_DYNAMIC: per token;
+/// FP8_BLOCK: groups of 128), else null (the weight-only schemes).
+ojson ct_input_activations(written_format const& f) {
+  if (f.what != written_format::kind::fp8) {
+    return nullptr;
+  }
+  ojson act = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "token"}, {"dynamic", true}};
+  if (f.scheme == fp8_scheme::block) {
+    act["strategy"] = "group";
+    act["group_size"] = 128;
+  }
+  return act;
+}
+
+/// A config group: QuantizationScheme's keys for format `f` on `targets`.
+ojson ct_config_group(written_format const& f, std::vector<std::string> const& targets) {
+  return {{"targets", targets},
+          {"weights", compressed_tensors_weights(f)},
+          {"input_activations", ct_input_activations(f)},
+          {"output_activations", nullptr},
+          {"format", ct_format_name(f)}};
+}
+
+}  // namespace
+
+ojson mixed_quantization_config(std::vector<written_group> const& groups, std::vector<std::string> const& ignore) {
+  ojson q = ojson::object();
+  q["quant_method"] = "compressed-tensors";
+  std::string format;
+  for (auto const& g : groups) {
+    std::string const f = ct_format_name(g.format);
+    format = format.empty() || format == f ? f : "mixed-precision";
+  }
+  q["format"] = format;
+  q["quantization_status"] = "compressed";
+  q["kv_cache_scheme"] = nullptr;
+  q["ignore"] = ignore;
+  q["config_groups"] = ojson::object();
+  for (auto const& g : groups) {
+    q["config_groups"][g.name] = ct_config_group(g.format, g.targets);
+  }
+  return q;
+}
+
 ojson written_quantization_config(ojson const& base, quant_config const& cfg, written_format const& f) {
   ojson q = base.is_object() ? base : ojson::object();
   using kind = written_format::kind;
-  if (f.what == kind::pack_quantized || f.what == kind::nvfp4 || f.what == kind::mxfp4) {
-    std::string const format = f.what == kind::pack_quantized ? "pack-quantized"
-                               : f.what == kind::nvfp4        ? "nvfp4-pack-quantized"
-                                                              : "mxfp4-pack-quantized";
-    ojson const w = compressed_tensors_weights(f);
+  if (f.what == kind::pack_quantized || f.what == kind::nvfp4 || f.what == kind::mxfp4 || f.what == kind::mxfp8) {
     q["quant_method"] = "compressed-tensors";
-    q["format"] = format;
+    q["format"] = ct_format_name(f);
     q["quantization_status"] = "compressed";
     if (!q.contains("kv_cache_scheme")) {
       q["kv_cache_scheme"] = nullptr;
     }
     q["ignore"] = f.ignore;
-    q["config_groups"] = {{"group_0",
-                           {{"targets", {"Linear"}},
-                            {"weights", w},
-                            {"input_activations", nullptr},
-                            {"output_activations", nullptr},
-                            {"format", format}}}};
+    q["config_groups"] = {{"group_0", ct_config_group(f, {"Linear"})}};
   } else if (f.what == kind::gptq) {
     q["quant_method"] = "gptq";
     q["bits"] = *cfg.bits;
@@ -95,18 +146,7 @@ ojson written_quantization_config(ojson const& base, quant_config const& cfg, wr
         q["ignore"].push_back(r);
       }
     }
-    ojson const w = compressed_tensors_weights(f);
-    ojson act = {{"num_bits", 8}, {"type", "float"}, {"symmetric", true}, {"strategy", "token"}, {"dynamic", true}};
-    if (f.scheme == fp8_scheme::block) {
-      act["strategy"] = "group";
-      act["group_size"] = 128;
-    }
-    q["config_groups"] = {{"group_0",
-                           {{"targets", {"Linear"}},
-                            {"weights", w},
-                            {"input_activations", act},
-                            {"output_activations", nullptr},
-                            {"format", "float-quantized"}}}};
+    q["config_groups"] = {{"group_0", ct_config_group(f, {"Linear"})}};
   }
   return q;
 }

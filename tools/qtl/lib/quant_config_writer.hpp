@@ -9,13 +9,16 @@
 //                        weight_block_size [128, 128] (block), modules_to_not_convert
 //   fp8, compressed-tensors  format float-quantized, quantization_status compressed, ignore,
 //                        config_groups.group_0 {targets [Linear], weights, input_activations}
-//   w4a16, w8a16, nvfp4, mxfp4: compressed-tensors (docs/spec/interop.md §3.2): quant_method,
-//                        format (pack-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized),
+//   w4a16, w8a16, nvfp4, mxfp4, mxfp8: compressed-tensors (docs/spec/interop.md §3.2): quant_method,
+//                        format (pack-quantized, nvfp4-pack-quantized, mxfp4-pack-quantized,
+//                        mxfp8-quantized),
 //                        quantization_status compressed, kv_cache_scheme null, ignore = the
 //                        linear layers the run kept (so every consumer skips exactly those),
 //                        config_groups.group_0 {targets [Linear], weights, input_activations
 //                        null, output_activations null, format}; only keys QuantizationScheme
 //                        and QuantizationArgs accept (both extra="forbid")
+//   --recipe             compressed-tensors, one config group per recipe group with its own format,
+//                        top-level format "mixed-precision" when the groups' formats differ
 
 #include <cstdint>
 #include <string>
@@ -29,7 +32,7 @@ namespace qtl::tool {
 
 /// What a run wrote, as far as the config says it.
 struct written_format {
-  enum class kind { gptq, fp8, pack_quantized, nvfp4, mxfp4 };
+  enum class kind { gptq, fp8, pack_quantized, nvfp4, mxfp4, mxfp8 };
   kind what = kind::fp8;
   fp8_scheme scheme = fp8_scheme::channel;  ///< fp8
   std::string checkpoint_format;            ///< gptq: "gptq" or "gptq_v2"
@@ -43,6 +46,19 @@ struct written_format {
 /// The `weights` QuantizationArgs of a compressed-tensors format written (pack-quantized, NVFP4,
 /// MXFP4, FP8 float-quantized).
 nlohmann::ordered_json compressed_tensors_weights(written_format const& f);
+
+/// One config group of a recipe's config: its name, targets (as the recipe gives them) and format.
+struct written_group {
+  std::string name;
+  std::vector<std::string> targets;
+  written_format format;
+};
+
+/// The compressed-tensors config of a `--recipe` run: one config group per recipe group, each
+/// with its own `format`; the top-level `format` the groups' one format, else "mixed-precision";
+/// `ignore` as given (the recipe's entries and every module the run kept that a group matches).
+nlohmann::ordered_json mixed_quantization_config(std::vector<written_group> const& groups,
+                                                 std::vector<std::string> const& ignore);
 
 /// `base` (the --config's quantization object, or {}) with the written format's keys set.
 nlohmann::ordered_json written_quantization_config(nlohmann::ordered_json const& base, quant_config const& cfg,

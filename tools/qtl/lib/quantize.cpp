@@ -2,9 +2,17 @@
 // every linear weight of a checkpoint, written in the layout sglang, vLLM and transformers load
 // (docs/spec/checkpoint_formats.md; compressed-tensors: docs/spec/interop.md §3).
 //
-//   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4 [--bits 4|8] [--group-size N]
+//   qtl quantize IN OUT_DIR --format gptq|fp8|w4a16|w8a16|nvfp4|mxfp4|mxfp8 [--bits 4|8] [--group-size N]
 //                [--sym|--asym] [--fp8-scheme tensor|channel|block|ct-block] [--config QUANT_CONFIG.json]
 //                [--threads N] [--allow-nonfinite] [--allow-empty]
+//   qtl quantize IN OUT_DIR --recipe RECIPE.json [--threads N] [--allow-nonfinite] [--allow-empty]
+//
+// --recipe (recipe.hpp): each module by the recipe group compressed-tensors matches it to, written as
+// a --format run of that group's format and options writes it (the fused layers' one per-tensor
+// scale included, below); modules no group matches are copied and listed in `ignore`; one
+// compressed-tensors config group per recipe group ("mixed-precision" when their formats differ).
+// Refused: a fused layer (q/k/v, gate/up, an MoE layer's experts) whose shards the recipe gives
+// different schemes, and a module vLLM would give another group than compressed-tensors.
 //
 // Which layers: every 2-D F16/BF16/F32 `.weight` of a linear layer (embeddings and 1-D tensors are
 // copied; a linear weight of another dtype is kept and listed), decided by the config's rules as
@@ -67,6 +75,9 @@
 //         once); the block scales from that global scale, qtl::block_quantize<nvfp4> as that op, except
 //         that a block scale of 0 (an all-zero block) is written as compressed-tensors' 0.125 and a
 //         -0.0 weight as code 0 (compressed-tensors takes the sign from torch.sign).
+//   mxfp8 L.weight F8_E4M3 [N, K], L.weight_scale U8 [N, K/32] biased E8M0 exponents, by
+//         compressed-tensors' rule (qtl::ct_mxfp8_quantize: the MXFP4 rule below with E4M3's offset,
+//         amax rounded to a power of two divided by 2^8; codes e4m3(x / s) saturating).
 //   mxfp4 L.weight_packed U8 [N, K/2], L.weight_scale U8 [N, K/32] biased E8M0 exponents:
 //         compressed-tensors' producer rule (qtl::ct_mx_scale_code: amax rounded to a power of two,
 //         up from a significand of 1.75, divided by 4; docs/spec/interop.md §3.1 d), not the library's MX rule
@@ -110,6 +121,7 @@
 #include <map>
 #include <set>
 
+#include <qtl/ct_mxfp8.hpp>
 #include <qtl/group_size.hpp>
 
 #include "../common.hpp"
@@ -118,6 +130,7 @@
 #include "checkpoint_job.hpp"
 #include "quant_config_writer.hpp"
 #include "quantize_plan.hpp"
+#include "recipe.hpp"
 #include "tensor_writers.hpp"
 #include "worker_pool.hpp"
 
@@ -129,7 +142,7 @@ using ojson = nlohmann::ordered_json;
 namespace {
 
 /// What a run writes.
-enum class out_format { gptq, fp8, ct_int, nvfp4, mxfp4 };
+enum class out_format { gptq, fp8, ct_int, nvfp4, mxfp4, mxfp8 };
 
 /// Rows per group of an integer format's `group_size` along K = `k`: the library's rule
 /// (qtl/group_size.hpp), and the engines' stricter one: they need K % group_size == 0 for every
@@ -259,8 +272,14 @@ out_format checked_format(quantize_options const& a) {
     fmt = out_format::nvfp4;
   } else if (a.format == "mxfp4") {
     fmt = out_format::mxfp4;
+  } else if (a.format == "mxfp8") {
+    fmt = out_format::mxfp8;
   } else {
-    throw usage_error("--format must be gptq, fp8, w4a16, w8a16, nvfp4 or mxfp4");
+    std::string list;
+    for (std::string_view f : quantize_formats) {
+      list += (list.empty() ? "" : ", ") + std::string(f);
+    }
+    throw usage_error("--format must be one of " + list);
   }
   if (a.sym && a.asym) {
     throw usage_error("--sym and --asym exclude each other");
@@ -396,6 +415,7 @@ written_format written_format_for(settings const& st) {
             : st.fmt == out_format::fp8    ? wkind::fp8
             : st.fmt == out_format::ct_int ? wkind::pack_quantized
             : st.fmt == out_format::nvfp4  ? wkind::nvfp4
+            : st.fmt == out_format::mxfp8  ? wkind::mxfp8
                                            : wkind::mxfp4;
   wf.scheme = st.scheme;
   wf.bits = static_cast<int>(st.int_bits);
@@ -580,6 +600,21 @@ void plan_fp4(job& j, shard_plan& s, settings const& st, compiled_config const& 
   }
 }
 
+/// The job of a layer written compressed-tensors MXFP8: weight (E4M3) and weight_scale (E8M0).
+/// @throws data_error for K
+void plan_mxfp8(job& j, shard_plan& s) {
+  tensor_info const& t = *j.in;
+  std::int64_t const n = t.shape[0];
+  std::int64_t const k = t.shape[1];
+  j.kind = job_kind::mxfp8;
+  if (k % ct_mxfp8_block != 0) {
+    throw data_error(t.name + ": K = " + std::to_string(k) + " is not a multiple of 32 (mxfp8 scales blocks of 32 "
+                     "elements of a row)");
+  }
+  add_out(j, s, {j.module + ".weight", dtype::F8_E4M3, {n, k}});
+  add_out(j, s, {j.module + ".weight_scale", dtype::U8, {n, k / ct_mxfp8_block}});
+}
+
 /// The job of a layer written FP8: the weight and its scales by the scheme and the config's
 /// family (an HF "fp8" config: a [] per-tensor scale, block scales as weight_scale_inv).
 void plan_fp8(job& j, shard_plan& s, settings const& st, compiled_config const& cc) {
@@ -588,6 +623,7 @@ void plan_fp8(job& j, shard_plan& s, settings const& st, compiled_config const& 
   std::int64_t const k = t.shape[1];
   j.kind = job_kind::fp8;
   j.ct_rules = st.ct_block;
+  j.scheme = st.scheme;
   add_out(j, s, {j.module + ".weight", dtype::F8_E4M3, {n, k}});
   bool const hf = st.cfg.family == quant_family::fp8;
   if (st.scheme == fp8_scheme::tensor) {
@@ -606,6 +642,12 @@ void plan_fp8(job& j, shard_plan& s, settings const& st, compiled_config const& 
 /// names, and the experts modules holding them).
 struct run_plan {
   std::vector<job> jobs;
+  /// A --recipe run: each Linear's group (nothing: ignored or matched by none), and the modules
+  /// kept although a group matches them (routers, embeddings, weights of other dtypes: listed in
+  /// `ignore`, or compressed-tensors would look for their quantized tensors).
+  std::map<std::string, std::optional<std::size_t>> recipe_groups;
+  std::set<std::string> matched_kept;
+  std::string recipe_conflict;  ///< the first module vLLM would give another group (recipe_group_of)
   std::map<std::string, std::string> skipped;
   std::vector<std::string> expert_stacks;
   std::set<std::string> stack_modules;
@@ -632,6 +674,93 @@ std::optional<std::string> kept_why(std::string const& module, tensor_info const
     return d.rule ? "rule '" + *d.rule + "'" : (kind == layer_kind::lm_head ? "lm_head" : "not quantized by the config");
   }
   return std::nullopt;
+}
+
+/// A --recipe run: the recipe and each group's settings (as a --format run of its options makes
+/// them).
+struct recipe_run {
+  recipe r;
+  std::vector<settings> groups;
+};
+
+/// Why the 2-D `.weight` of `module` is kept by the recipe, or nothing when a group quantizes it
+/// (`group` set to it): the module's role as `kept_why` reads it, then the recipe's groups
+/// (recipe.hpp) on the module's name and the fused layer's vLLM builds of it.
+std::optional<std::string> recipe_kept_why(std::string const& module, tensor_info const& t, compiled_config const& cc,
+                                           recipe_run const& rr, run_plan& p, std::size_t& group) {
+  module_role const role = weight_role(module, t);
+  std::string why;
+  std::string const engine_name = fused_name(cc, module).value_or(module);
+  std::string conflict;
+  std::optional<std::size_t> const g =
+      recipe_group_of(rr.r, module, engine_name, role != module_role::not_linear, why, conflict);
+  if (p.recipe_conflict.empty()) {
+    p.recipe_conflict = conflict;
+  }
+  if (role != module_role::linear) {
+    if (g) {
+      p.matched_kept.insert(module);
+    }
+    return kept_reason(role);
+  }
+  p.recipe_groups[module] = g;
+  if (!g) {
+    return why;
+  }
+  group = *g;
+  return std::nullopt;
+}
+
+/// The layer an engine builds module `module` into, whose shards must share one scheme: an MoE
+/// layer's experts (`...experts.E.*` -> `...experts`, one FusedMoE), else the fused layer
+/// (`fused_name`: qkv_proj, gate_up_proj), else the module itself.
+std::string engine_layer(compiled_config const& cc, std::string const& module) {
+  for (std::size_t at = module.find(".experts."); at != std::string::npos; at = module.find(".experts.", at + 1)) {
+    std::size_t const e = at + 9;
+    std::size_t const dot = module.find('.', e);
+    if (dot != std::string::npos && dot > e &&
+        std::all_of(module.begin() + static_cast<std::ptrdiff_t>(e), module.begin() + static_cast<std::ptrdiff_t>(dot),
+                    [](char c) { return c >= '0' && c <= '9'; })) {
+      return module.substr(0, at + 8);
+    }
+  }
+  return fused_name(cc, module).value_or(module);
+}
+
+/// The scheme a recipe group writes, as the engines compare them: its format and its weights'
+/// arguments.
+std::string group_scheme(recipe_run const& rr, std::optional<std::size_t> g) {
+  if (!g) {
+    return "unquantized";
+  }
+  settings const& gs = rr.groups[*g];
+  return rr.r.groups[*g].options.format + " " + compressed_tensors_weights(written_format_for(gs)).dump();
+}
+
+/// Refuses a recipe that gives the shards of one engine layer (q/k/v, gate/up, an MoE layer's
+/// experts) different schemes, or quantizes some and not others: the engines load such a layer as
+/// one tensor with one scheme (vLLM raises on shards that disagree); then a module vLLM would
+/// give another group than compressed-tensors. @throws data_error naming the layer and two of its
+/// modules with their groups, or the module and both groups
+void check_recipe_fused_layers(recipe_run const& rr, run_plan const& p, compiled_config const& cc) {
+  std::map<std::string, std::pair<std::string, std::optional<std::size_t>>> first;  // layer -> module, group
+  for (auto const& [module, g] : p.recipe_groups) {
+    std::string const layer = engine_layer(cc, module);
+    auto const [it, fresh] = first.try_emplace(layer, module, g);
+    if (fresh || group_scheme(rr, it->second.second) == group_scheme(rr, g)) {
+      continue;
+    }
+    auto const said = [&](std::optional<std::size_t> x) {
+      return x ? rr.r.groups[*x].name + " (" + rr.r.groups[*x].options.format + ")" : std::string("no group");
+    };
+    throw data_error("--recipe " + rr.r.path.string() + ": the engines load " + qtl::io::printable(layer) +
+                     " as one layer with one scheme, but the recipe gives " + qtl::io::printable(it->second.first) +
+                     " " + said(it->second.second) + " and " + qtl::io::printable(module) + " " + said(g) +
+                     "; give every module of the layer the same group");
+  }
+  if (!p.recipe_conflict.empty()) {
+    throw data_error(p.recipe_conflict);
+  }
 }
 
 /// The splits of the checkpoint's expert stacks by name (expert_stacks.hpp): weight stacks by the
@@ -676,8 +805,8 @@ std::map<std::string, stack_split> split_stacks(checkpoint_job const& task, quan
 /// Every input tensor's jobs and outputs, added to `task.shards`: a 2-D linear weight quantized or
 /// kept by the config, an expert stack cut into per-expert tensors planned alike (its biases
 /// copied per expert), everything else copied.
-run_plan plan_jobs(checkpoint_job& task, settings const& st, compiled_config const& cc, consumer const& sg,
-                   quantize_options const& a) {
+run_plan plan_jobs(checkpoint_job& task, settings const& run_st, compiled_config const& cc, consumer const& sg,
+                   quantize_options const& a, recipe_run const* rr) {
   run_plan p;
   std::map<std::string, stack_split> const splits = split_stacks(task, a);
   // one job: `t` written as `out_name` (a 2-D `.weight` of a linear layer by the config, else copied)
@@ -689,18 +818,28 @@ run_plan plan_jobs(checkpoint_job& task, settings const& st, compiled_config con
       if (name_role(module) == module_role::linear) {  // named in the error of a run that quantizes nothing
         p.skipped[module] = std::string(qtl::io::dtype_name(t.type)) + " weights (qtl quantizes F16, BF16 and F32)";
       }
+      std::string why;
+      std::string conflict;
+      if (rr != nullptr && recipe_group_of(rr->r, module, module, true, why, conflict)) {
+        p.matched_kept.insert(module);
+      }
     } else if (weight && t.shape.size() == 2 && t.shape[0] > 0 && t.shape[1] > 0) {
       decision d;
-      if (auto why = kept_why(module, t, cc, sg, d)) {
+      std::size_t group = 0;
+      if (auto why = rr != nullptr ? recipe_kept_why(module, t, cc, *rr, p, group) : kept_why(module, t, cc, sg, d)) {
         p.skipped[module] = *std::move(why);
       } else {
+        settings const& st = rr != nullptr ? rr->groups[group] : run_st;
         j.module = module;
+        j.group = group;
         if (st.gptq) {
           plan_gptq(j, s, d, st.cfg);
         } else if (st.fmt == out_format::ct_int) {
           plan_ct_pack(j, s, st);
         } else if (st.fmt == out_format::nvfp4 || st.fmt == out_format::mxfp4) {
-          plan_fp4(j, s, st, cc, a.format);
+          plan_fp4(j, s, st, cc, st.fmt == out_format::nvfp4 ? "nvfp4" : "mxfp4");
+        } else if (st.fmt == out_format::mxfp8) {
+          plan_mxfp8(j, s);
         } else {
           plan_fp8(j, s, st, cc);
         }
@@ -786,12 +925,12 @@ std::uint64_t input_bytes(job const& j) {
 }
 
 /// The pool's jobs: each plan job by its kind's writer, its input pages released after.
-worker_pool_jobs writer_jobs(std::vector<job>& jobs, std::vector<shard_plan> const& shards, fp8_scheme scheme) {
+worker_pool_jobs writer_jobs(std::vector<job>& jobs, std::vector<shard_plan> const& shards) {
   worker_pool_jobs pool;
   pool.count = jobs.size();
-  pool.run = [&jobs, &shards, scheme](std::size_t i) {
+  pool.run = [&jobs, &shards](std::size_t i) {
     job& j = jobs[i];
-    write_job(j, shards[j.shard], scheme);
+    write_job(j, shards[j.shard], j.scheme);
     release(j.in->bytes);
   };
   pool.bytes = [&jobs](std::size_t i) { return input_bytes(jobs[i]); };
@@ -827,16 +966,99 @@ written_format written_format_of(settings const& st, run_plan const& p, std::str
   return wf;
 }
 
-/// The report's variant, layers (each with how it was written), kept modules and copies.
-void describe_run(quantize_report& report, settings const& st, run_plan const& p, std::string const& checkpoint_format,
-                  std::string const& format) {
-  std::string const int_desc = "group " + std::to_string(st.int_group_size) + (st.int_sym ? " sym" : " asym");
+/// The integer formats' parameters as the report shows them: "group 128 sym".
+std::string int_description(settings const& st) {
+  return "group " + std::to_string(st.int_group_size) + (st.int_sym ? " sym" : " asym");
+}
+
+/// The recipe of --recipe read, each group's settings made as a --format run of its options
+/// makes them. @throws usage_error for a flag beside --recipe (the recipe gives every format and
+/// option), config_error for the recipe
+recipe_run recipe_run_of(quantize_options const& a, note_fn const& note) {
+  for (auto const& [given, flag] :
+       {std::pair{!a.format.empty(), "--format"}, std::pair{a.bits.has_value(), "--bits"},
+        std::pair{a.group_size.has_value(), "--group-size"}, std::pair{a.sym, "--sym"}, std::pair{a.asym, "--asym"},
+        std::pair{a.fp8_scheme.has_value(), "--fp8-scheme"}, std::pair{!a.config.empty(), "--config"}}) {
+    if (given) {
+      throw usage_error(std::string(flag) + " does not apply with --recipe (the recipe gives each group's format "
+                                            "and options)");
+    }
+  }
+  recipe_run rr;
+  rr.r = read_recipe(a.recipe);
+  for (auto const& g : rr.r.groups) {
+    quantize_options o = g.options;
+    o.threads = a.threads;
+    try {
+      rr.groups.push_back(settings_of(o, note));
+    } catch (usage_error const& e) {
+      throw config_error("--recipe " + a.recipe.string() + ": " + g.name + ": " + e.what());
+    }
+  }
+  return rr;
+}
+
+/// The settings a --recipe run plans with before its groups decide: a compressed-tensors config
+/// with no skip list (the fused layers come from the input's config.json).
+settings recipe_base_settings() {
+  settings st;
+  st.cfg.family = quant_family::compressed_tensors;
+  st.cfg.quant_method = "compressed-tensors";
+  st.cfg.skip_list_field = "ignore";
+  st.qobj = ojson::object();
+  return st;
+}
+
+/// The config of a --recipe run: one config group per recipe group (its targets as written); in
+/// `ignore` the recipe's entries, every linear layer the run kept (vLLM finds no target for a
+/// Linear that no group matches and raises, unless `ignore` names it: as written_format_of) and
+/// every module a group matches that the run kept (a router, an embedding a regex reaches).
+ojson recipe_quantization_config(recipe_run const& rr, settings const& st, run_plan const& p) {
+  std::vector<written_group> groups;
+  for (std::size_t i = 0; i < rr.groups.size(); ++i) {
+    written_group g{rr.r.groups[i].name, {}, written_format_for(rr.groups[i])};
+    for (auto const& t : rr.r.groups[i].targets) {
+      g.targets.push_back(t.text);
+    }
+    groups.push_back(std::move(g));
+  }
+  std::vector<std::string> ignore;
+  auto const add = [&](std::string const& m) {
+    if (std::find(ignore.begin(), ignore.end(), m) == ignore.end()) {
+      ignore.push_back(m);
+    }
+  };
+  for (auto const& t : rr.r.ignore) {
+    add(t.text);
+  }
+  for (auto const& m : written_format_of(st, p, "").ignore) {
+    add(m);
+  }
+  for (auto const& m : p.matched_kept) {
+    add(m);
+  }
+  return mixed_quantization_config(groups, ignore);
+}
+
+/// The report's variant, layers (each with how it was written, by the settings of its group:
+/// `groups[j.group]`, the run's own in a --format run), kept modules and copies.
+void describe_run(quantize_report& report, std::vector<settings> const& groups, std::vector<std::string> const& formats,
+                  run_plan const& p, std::string const& checkpoint_format) {
+  settings const& st = groups.front();
   report.variant = st.gptq                        ? "checkpoint_format " + checkpoint_format
                    : st.fmt == out_format::fp8    ? st.scheme_name + " scales"
-                   : st.fmt == out_format::ct_int ? "compressed-tensors pack-quantized, " + int_desc
+                   : st.fmt == out_format::ct_int ? "compressed-tensors pack-quantized, " + int_description(st)
                    : st.fmt == out_format::nvfp4  ? std::string("compressed-tensors nvfp4-pack-quantized")
+                   : st.fmt == out_format::mxfp8  ? std::string("compressed-tensors mxfp8-quantized")
                                                   : std::string("compressed-tensors mxfp4-pack-quantized");
+  if (groups.size() > 1 || formats.front() != report.format) {
+    report.variant = "compressed-tensors, " + std::to_string(groups.size()) + " recipe group" +
+                     (groups.size() == 1 ? "" : "s");
+  }
   for (auto const& j : p.jobs) {
+    settings const& gs = groups[j.group];
+    std::string const& format = formats[j.group];
+    std::string const int_desc = int_description(gs);
     if (j.kind == job_kind::copy) {
       ++report.tensors_copied;
     } else if (j.kind == job_kind::gptq) {
@@ -848,8 +1070,10 @@ void describe_run(quantize_report& report, settings const& st, run_plan const& p
       report.layers.push_back({j.module, "nvfp4 e2m1, e4m3 scale per 16, global scale"});
     } else if (j.kind == job_kind::mxfp4) {
       report.layers.push_back({j.module, "mxfp4 e2m1, e8m0 scale per 32"});
+    } else if (j.kind == job_kind::mxfp8) {
+      report.layers.push_back({j.module, "mxfp8 e4m3, e8m0 scale per 32"});
     } else {
-      report.layers.push_back({j.module, "fp8 e4m3 " + st.scheme_name});
+      report.layers.push_back({j.module, "fp8 e4m3 " + gs.scheme_name});
     }
   }
   for (auto const& [m, why] : p.skipped) {
@@ -870,13 +1094,21 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
       sink->note(text);
     }
   };
-  settings st = settings_of(a, note);
+  std::optional<recipe_run> rr;
+  if (!a.recipe.empty()) {
+    rr = recipe_run_of(a, note);
+    report.format = "recipe";
+  }
+  settings st = rr ? recipe_base_settings() : settings_of(a, note);
   consumer const sg = engine_consumer(st.cfg, true);
 
   // --- input and plan ---------------------------------------------------------------------------
   checkpoint_job task("quantize", src, dst, sink, note);
   compiled_config const cc = adopt_input_config(task, st, a);
-  run_plan p = plan_jobs(task, st, cc, sg, a);
+  run_plan p = plan_jobs(task, st, cc, sg, a, rr ? &*rr : nullptr);
+  if (rr) {
+    check_recipe_fused_layers(*rr, p, cc);
+  }
   check_quantized_layers(p, task, a, note);
 
   // --- output files (headers now, data by the workers), workers --------------------------------
@@ -886,7 +1118,7 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
     total_in += input_bytes(j);
   }
   unsigned const threads = static_cast<unsigned>(a.threads);
-  report.threads = task.run_workers(a.threads, writer_jobs(p.jobs, task.shards, st.scheme),
+  report.threads = task.run_workers(a.threads, writer_jobs(p.jobs, task.shards),
                                     [&] { share_group_amax(p.jobs, threads); });  // one per-tensor scale per fused layer
 
   // --- GPTQ zero points: v1 when every zero point is >= 1, else v2 ------------------------------
@@ -898,7 +1130,8 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   write_gptq_zero_points(p.jobs, task.shards, !any_zero);
 
   // --- config files, commit ---------------------------------------------------------------------
-  ojson const q = written_quantization_config(st.qobj, st.cfg, written_format_of(st, p, checkpoint_format));
+  ojson const q = rr ? recipe_quantization_config(*rr, st, p)
+                     : written_quantization_config(st.qobj, st.cfg, written_format_of(st, p, checkpoint_format));
   task.model_config["quantization_config"] = q;
   task.write_json("config.json", task.model_config);
   if (st.gptq) {
@@ -906,7 +1139,15 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   }
   task.commit();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  describe_run(report, st, p, checkpoint_format, a.format);
+  if (rr) {
+    std::vector<std::string> formats;
+    for (auto const& g : rr->r.groups) {
+      formats.push_back(g.options.format);
+    }
+    describe_run(report, rr->groups, formats, p, checkpoint_format);
+  } else {
+    describe_run(report, {st}, {a.format}, p, checkpoint_format);
+  }
   report.bytes_in = total_in;
   report.bytes_out = task.bytes_out();
   return report;

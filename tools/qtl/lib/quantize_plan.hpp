@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <array>
+#include <string_view>
 #include <span>
 #include <string>
 #include <vector>
@@ -25,8 +27,12 @@ namespace qtl::tool {
 using qtl::io::dtype;
 using qtl::io::tensor_info;
 
+/// The formats `qtl quantize --format` writes (and a recipe group's `format` takes, gptq aside).
+inline constexpr std::array<std::string_view, 7> quantize_formats = {"gptq",  "fp8",   "w4a16", "w8a16",
+                                                                      "nvfp4", "mxfp4", "mxfp8"};
+
 /// What a job does with its input tensor.
-enum class job_kind { copy, gptq, fp8, ct_pack, nvfp4, mxfp4 };
+enum class job_kind { copy, gptq, fp8, ct_pack, nvfp4, mxfp4, mxfp8 };
 /// How FP8 weights are scaled.
 enum class fp8_scheme { tensor, channel, block };
 
@@ -62,6 +68,8 @@ struct job {
   scalar_type weight_type = uint4b8;     ///< the codes' type: integer_weight_type(bits, sym)
   bool allow_nonfinite = false;
   bool ct_rules = false;  ///< fp8 ct-block: compressed-tensors' zero-scale rule (tensor_writers.hpp)
+  fp8_scheme scheme = fp8_scheme::channel;  ///< fp8: how its weights are scaled
+  std::size_t group = 0;  ///< the recipe group it was planned by (0 for a --format run)
   // NVFP4 and FP8 per-tensor: the fused layer whose one per-tensor scale the job's layer shares
   // (`scale_group_name`; empty: its own), and the amax that scale is computed from when other
   // shards of that layer are in the run: the max over them all (set by `share_group_amax`)

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include <qtl/ct_fp4.hpp>
+#include <qtl/ct_mxfp8.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/gptq_checkpoint.hpp>
@@ -273,6 +274,27 @@ void fp4_weight(job& j, shard_plan const& s) {
   }
 }
 
+/// compressed-tensors MXFP8 by qtl::ct_mxfp8_quantize: weight F8_E4M3 [N, K] and weight_scale U8
+/// [N, K/32] (E8M0 exponents); the blocks' max pass refuses NaN/Inf.
+template <class T>
+void mxfp8_weight(job& j, shard_plan const& s) {
+  aligned_weight<T> w(*j.in);
+  index_t const n = w.v.extent[0];
+  index_t const k = w.v.extent[1];
+  auto const values = thread_scratch<float8_e4m3fn_t>(static_cast<std::size_t>(n * k));
+  auto const scales = thread_scratch<float8_e8m0fnu_t>(static_cast<std::size_t>(n * (k / ct_mxfp8_block)));
+  ct_fp4_options opt;
+  opt.allow_nonfinite = j.allow_nonfinite;
+  try {
+    ct_mxfp8_quantize(w.v, make_view(values.data(), n, k), make_view(scales.data(), n, k / ct_mxfp8_block), opt);
+  } catch (qtl::value_error const&) {
+    check_finite(w.v, false);  // the tool's own words for a NaN/Inf weight
+    throw;
+  }
+  s.file->pwrite_all(values.data(), values.size(), s.tensors[j.outs[0]].offset);
+  s.file->pwrite_all(scales.data(), scales.size(), s.tensors[j.outs[1]].offset);
+}
+
 /// FP8 E4M3 weights [N, K] and their F32 scales by qtl::fp8_checkpoint_quantize, 128 rows (one band
 /// of blocks) at a time, each band written at its offset once quantized (no whole-tensor buffer).
 /// The NaN/Inf refusal rides in the op's amax passes (the tensor scheme's: the whole weight's, here,
@@ -404,6 +426,8 @@ void write_job(job& j, shard_plan const& s, fp8_scheme scheme) {
       write_ct_pack(j, s);
     } else if (j.kind == job_kind::nvfp4 || j.kind == job_kind::mxfp4) {
       write_fp4(j, s);
+    } else if (j.kind == job_kind::mxfp8) {
+      with_float_type(j.in->type, [&](auto tag) { mxfp8_weight<typename decltype(tag)::type>(j, s); });
     } else {
       write_fp8(j, s, scheme);
     }

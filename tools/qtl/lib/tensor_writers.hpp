@@ -43,6 +43,9 @@ void write_ct_pack(job& j, shard_plan const& s);
 /// @throws data_error for a NaN/Inf weight unless allowed
 void write_fp4(job& j, shard_plan const& s);
 
+/// (compressed-tensors MXFP8, job_kind::mxfp8, is written by `write_job`: weight F8_E4M3 and
+/// weight_scale U8 E8M0 exponents, by qtl::ct_mxfp8_quantize.)
+
 /// FP8 E4M3 `weight` and its scales by `scheme` (per tensor: from the job's `group_amax` when set,
 /// else its own amax). @throws data_error for a NaN/Inf weight unless allowed
 void write_fp8(job& j, shard_plan const& s, fp8_scheme scheme);
