@@ -16,6 +16,11 @@
 /// Every amax pass also finds a NaN or an infinity, refused unless `allow_nonfinite` (then
 /// quantized as the quantizers do). With a given tensor amax the caller's pass did that.
 ///
+/// The codes are those of vLLM's static quantizer, x · fl(1/s), for every scheme and rule. Against
+/// compressed-tensors' compressor (x / s plus a zero point of 0): a -0.0 weight is code 0x80 here
+/// and +0 there (both decode to 0), and the two roundings can differ by one code where they
+/// straddle a code boundary (none in the golden cases 2480-2482).
+///
 /// Rows are independent but for the tensor scheme's amax: a caller may run any slice of rows
 /// starting at a multiple of bn (views of those rows of W and codes, the slice's scales), giving a
 /// tensor scheme the whole tensor's amax; `first_row` names the slice's place in errors.
@@ -97,6 +102,14 @@ float checked_amax(view2d<T const> v, bool allow, index_t r0, index_t c0, char c
 }
 
 }  // namespace detail::fp8ck
+
+/// The tensor scheme's amax of `w` (`scan_amax`: max |x|, NaN ignored), computed once by a caller
+/// that runs the op on slices of rows (as `fp8_checkpoint_options::tensor_amax`).
+/// @throws value_error naming the first NaN or infinity in row-major order unless `allow_nonfinite`
+template <class T>
+float fp8_checkpoint_amax(view2d<T const> w, bool allow_nonfinite) {
+  return detail::fp8ck::checked_amax(w, allow_nonfinite, 0, 0, "tensor");
+}
 
 /// FP8 checkpoint codes [M, K] and scales of the rows of `w` [M, K] (T: float, half_t or
 /// bfloat16_t; unit stride along K) by `opt` (the file comment): `scales` holds

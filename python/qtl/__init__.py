@@ -29,6 +29,7 @@ from ._qtl import (  # noqa: F401
     ct_mxfp8_quantize,
     ct_nvfp4_quantize,
     ct_pack_quantize,
+    fp8_checkpoint_quantize,
     gptq_checkpoint_quantize,
     gptq_pack,
     gptq_quantize_weights,

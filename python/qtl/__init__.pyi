@@ -100,6 +100,10 @@ def ct_pack_quantize(
     weight: Array, num_bits: int, group_size: int, symmetric: bool = True, *, allow_nonfinite: bool = False,
     threads: Optional[int] = None,
 ) -> Tuple[Array, Array, Optional[Array]]: ...
+def fp8_checkpoint_quantize(
+    weight: Array, scheme: str = "block", rule: str = "hf", *, allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+) -> Tuple[Array, Array]: ...
 def gptq_checkpoint_quantize(
     weight: Array, num_bits: int, group_size: int, symmetric: bool = True, *, allow_nonfinite: bool = False,
     threads: Optional[int] = None,

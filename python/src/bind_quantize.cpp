@@ -28,6 +28,7 @@
 #include <qtl/ct_mxfp8.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/fp8.hpp>
+#include <qtl/fp8_checkpoint.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/gptq_checkpoint.hpp>
 #include <qtl/group_size.hpp>
@@ -341,6 +342,62 @@ nb::object gptq_checkpoint_quantize(nb::handle w_obj, int num_bits, index_t grou
   });
 }
 
+/// FP8 checkpoint codes and F32 scales (qtl/fp8_checkpoint.hpp) of weight [N, K] by scheme ("tensor",
+/// "channel", "block") and block rule ("hf", "ct"); block rows split over the threads (the tensor
+/// scheme's amax taken once first): (codes float8_e4m3fn [N, K], scales float32 [count]).
+nb::object fp8_checkpoint_quantize(nb::handle w_obj, std::string const& scheme, std::string const& rule,
+                                   bool allow_nonfinite, std::optional<int> threads) {
+  int const nthreads = thread_count(threads);
+  array_in w = take(w_obj, "weight");
+  w.check_rank(2);
+  qtl::fp8_checkpoint_options opt;
+  if (scheme != "tensor" && scheme != "channel" && scheme != "block") {
+    throw qtl::value_error("scheme '" + scheme + "' is not 'tensor', 'channel' or 'block'");
+  }
+  if (rule != "hf" && rule != "ct") {
+    throw qtl::value_error("rule '" + rule + "' is not 'hf' (Hugging Face fp8) or 'ct' (compressed-tensors)");
+  }
+  opt.scheme = scheme == "tensor"    ? qtl::fp8_checkpoint_scheme::tensor
+               : scheme == "channel" ? qtl::fp8_checkpoint_scheme::channel
+                                     : qtl::fp8_checkpoint_scheme::block;
+  opt.rule = rule == "ct" ? qtl::fp8_block_rule::compressed_tensors : qtl::fp8_block_rule::hf;
+  opt.allow_nonfinite = allow_nonfinite;
+  index_t const n = w.dim(0);
+  index_t const k = w.dim(1);
+  index_t const count = qtl::fp8_checkpoint_scale_count(n, k, opt);
+  return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
+    array_out codes(elem::fp8_e4m3, {n, k});
+    array_out scales(elem::f32, {count});
+    {
+      auto const wv = w.v2<T const>();
+      nb::gil_scoped_release nogil;
+      if (opt.scheme == qtl::fp8_checkpoint_scheme::tensor) {
+        opt.tensor_amax = qtl::fp8_checkpoint_amax(wv, allow_nonfinite);  // once, for every slice
+      }
+      bool const block = opt.scheme == qtl::fp8_checkpoint_scheme::block;
+      index_t const align = block ? opt.block_n : 1;
+      index_t const per_band = block ? (k + opt.block_k - 1) / opt.block_k : 1;
+      std::span<float> const all(scales.v2<float>().data, static_cast<std::size_t>(count));
+      qtl::for_each_slice(n, align, std::max(align, min_columns(k)), nthreads, [&](index_t r0, index_t r1) {
+        qtl::fp8_checkpoint_options o = opt;
+        o.first_row = r0;
+        float tensor_scale = 0.0f;  // every slice computes the tensor scheme's one scale; the first keeps it
+        std::span<float> s = all;
+        if (opt.scheme == qtl::fp8_checkpoint_scheme::tensor && r0 != 0) {
+          s = std::span<float>(&tensor_scale, 1);
+        } else if (opt.scheme == qtl::fp8_checkpoint_scheme::channel) {
+          s = all.subspan(static_cast<std::size_t>(r0), static_cast<std::size_t>(r1 - r0));
+        } else if (block) {
+          s = all.subspan(static_cast<std::size_t>(r0 / align * per_band),
+                          static_cast<std::size_t>((r1 - r0 + align - 1) / align * per_band));
+        }
+        qtl::fp8_checkpoint_quantize(row_slice(wv, r0, r1), row_slice(codes.v2<qtl::float8_e4m3fn_t>(), r0, r1), s, o);
+      });
+    }
+    return nb::make_tuple(codes.release(w.from), scales.release(w.from));
+  });
+}
+
 /// The 2-D weight of a block op, its K a multiple of `block`. @throws shape_error
 array_in block_weight(nb::handle w_obj, index_t block) {
   array_in w = take(w_obj, "weight");
@@ -439,6 +496,9 @@ void bind_quantize(nb::module_& m) {
   m.def("all_close_1d", &all_close_1d, nb::arg("x"));
   m.def("ct_pack_quantize", &ct_pack_quantize, nb::arg("weight"), nb::arg("num_bits"), nb::arg("group_size"),
         nb::arg("symmetric") = true, nb::kw_only(), nb::arg("allow_nonfinite") = false,
+        nb::arg("threads").none() = nb::none());
+  m.def("fp8_checkpoint_quantize", &fp8_checkpoint_quantize, nb::arg("weight"), nb::arg("scheme") = "block",
+        nb::arg("rule") = "hf", nb::kw_only(), nb::arg("allow_nonfinite") = false,
         nb::arg("threads").none() = nb::none());
   m.def("gptq_checkpoint_quantize", &gptq_checkpoint_quantize, nb::arg("weight"), nb::arg("num_bits"),
         nb::arg("group_size"), nb::arg("symmetric") = true, nb::kw_only(), nb::arg("allow_nonfinite") = false,

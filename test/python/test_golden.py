@@ -92,6 +92,9 @@ def run_case(op, p, x):
         if zp is not None:
             out["zero_point"] = zp
         return out
+    if op == "fp8-checkpoint-quantize":
+        r = qtl.fp8_checkpoint_quantize(x["weight"], p["scheme"], p.get("rule", "hf"))
+        return dict(zip(("codes", "scales"), r))
     if op == "gptq-checkpoint-quantize":
         r = qtl.gptq_checkpoint_quantize(x["weight"], p["bits"], p["group-size"], not p.get("asym", False))
         return dict(zip(("qweight", "scales", "zeros"), r))

@@ -130,6 +130,19 @@ TEST_CASE("fp8_checkpoint_quantize, tensor and channel: the fp8.hpp quantizers; 
   CHECK_THROWS_AS(run(tail, n - 128, k, opt), qtl::shape_error);
 }
 
+TEST_CASE("fp8_checkpoint_quantize keeps a -0.0 weight's sign (compressed-tensors writes +0)", "[fp8]") {
+  std::vector<bfloat16_t> w(64, qtl::from_float<bfloat16_t>(1.0f));
+  w[5] = qtl::from_float<bfloat16_t>(-0.0f);
+  for (auto scheme : {fp8_checkpoint_scheme::tensor, fp8_checkpoint_scheme::channel, fp8_checkpoint_scheme::block}) {
+    for (fp8_block_rule rule : {fp8_block_rule::hf, fp8_block_rule::compressed_tensors}) {
+      qtl::fp8_checkpoint_options opt;
+      opt.scheme = scheme;
+      opt.rule = rule;
+      CHECK(run(w, 2, 32, opt).codes[5] == 0x80);
+    }
+  }
+}
+
 TEST_CASE("fp8_checkpoint_quantize refuses NaN/Inf naming the element, unless allowed; argument checks", "[fp8]") {
   index_t const n = 8;
   index_t const k = 256;

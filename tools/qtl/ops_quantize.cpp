@@ -14,6 +14,7 @@
 //       reference, with a warning)
 //   ct-pack-quantize --bits 4|8 --group-size N|-1 [--asym] [--allow-nonfinite]
 //   gptq-checkpoint-quantize --bits 4|8 --group-size N [--asym] [--allow-nonfinite]
+//   fp8-checkpoint-quantize [--scheme tensor|channel|block] [--rule hf|ct] [--allow-nonfinite]
 //       weight W [N,K] -> weight_packed I32 [N,K/pf], weight_scale W [N,G] (G = K/N, 1 for -1),
 //       zero_point I32 [N,G] (zp + 2^(bits-1), unpacked; only with --asym): compressed-tensors
 //       pack-quantized (qtl/ct_quantize.hpp)
@@ -32,6 +33,7 @@
 #include <qtl/ct_mxfp8.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/fp8.hpp>
+#include <qtl/fp8_checkpoint.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/gptq_checkpoint.hpp>
 #include <qtl/group_size.hpp>
@@ -361,6 +363,45 @@ op_spec gptq_checkpoint_quantize_op() {
           }};
 }
 
+op_spec fp8_checkpoint_quantize_op() {
+  return {"fp8-checkpoint-quantize",
+          "FP8 E4M3 checkpoint codes [N,K] and F32 scales of row-major weight [N,K]: per tensor [1], per "
+          "channel [N] or per 128x128 block [ceil(N/128)*ceil(K/128)] (HF fp8 or compressed-tensors rule)",
+          [](CLI::App& cmd) -> op_runner {
+            struct flags {
+              std::string scheme = "block";
+              std::string rule = "hf";
+              bool allow_nonfinite = false;
+            };
+            auto f = std::make_shared<flags>();
+            cmd.add_option("--scheme", f->scheme, "tensor, channel or block (default)")
+                ->check(CLI::IsMember({"tensor", "channel", "block"}));
+            cmd.add_option("--rule", f->rule, "the block scale rule: hf (default) or ct")
+                ->check(CLI::IsMember({"hf", "ct"}));
+            cmd.add_flag("--allow-nonfinite", f->allow_nonfinite, "quantize NaN/Inf weights instead of refusing");
+            return [f](op_io& io) {
+              auto const& t = io.tensor("weight", float_types, {2});
+              qtl::fp8_checkpoint_options opt;
+              opt.scheme = f->scheme == "tensor"    ? qtl::fp8_checkpoint_scheme::tensor
+                           : f->scheme == "channel" ? qtl::fp8_checkpoint_scheme::channel
+                                                    : qtl::fp8_checkpoint_scheme::block;
+              opt.rule = f->rule == "ct" ? qtl::fp8_block_rule::compressed_tensors : qtl::fp8_block_rule::hf;
+              opt.allow_nonfinite = f->allow_nonfinite;
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const w(t);
+                index_t const n = w.dim(0);
+                index_t const k = w.dim(1);
+                std::vector<qtl::float8_e4m3fn_t> codes(static_cast<std::size_t>(n * k));
+                std::vector<float> scales(static_cast<std::size_t>(qtl::fp8_checkpoint_scale_count(n, k, opt)));
+                qtl::fp8_checkpoint_quantize(w.view2(), make_view(codes.data(), n, k), std::span<float>(scales), opt);
+                io.emit("codes", dtype::F8_E4M3, shape_of(n, k), std::move(codes));
+                index_t const count = static_cast<index_t>(scales.size());
+                io.emit("scales", dtype::F32, shape_of(count), std::move(scales));
+              });
+            };
+          }};
+}
+
 op_spec ct_pack_quantize_op() {
   return {"ct-pack-quantize",
           "compressed-tensors pack-quantized integers of weight [N,K] (groups along K): "
@@ -474,7 +515,7 @@ op_spec ct_mxfp8_quantize_op() {
 
 std::vector<op_spec> quantize_ops() {
   return {quantize_weights_op(), gptq_op(), permute_rows_op(), sort_weights_op(),
-          convert_to_channelwise_op(), ct_pack_quantize_op(), gptq_checkpoint_quantize_op(),
+          convert_to_channelwise_op(), ct_pack_quantize_op(), gptq_checkpoint_quantize_op(), fp8_checkpoint_quantize_op(),
           ct_fp4_quantize_op<qtl::nvfp4>(), ct_fp4_quantize_op<qtl::mxfp4>(), ct_mxfp8_quantize_op()};
 }
 
