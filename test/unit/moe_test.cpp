@@ -10,6 +10,7 @@
 #include <numeric>
 #include <qtl/moe.hpp>
 #include <random>
+#include <utility>
 #include <vector>
 #include "test_data.hpp"
 
@@ -444,4 +445,171 @@ TEST_CASE("reorder_w1w3_to_w3w1 reproduces every golden reorder-w1w3-to-w3w1 cas
       });
     });
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Golden cases of vLLM's FlashInfer MoE preparations (test/data/golden/make_fi_moe_cases.py)
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+using moe_bytes = std::vector<std::uint8_t>;
+
+// The four MoE tensors of a golden file, in the order of trtllm_fp4_moe_tensors, as byte vectors.
+struct moe_set {
+  moe_bytes b[4];
+  std::vector<std::int64_t> shape[4];
+
+  moe_set(qtl::io::safetensors_file const& f, char const* const (&names)[4]) {
+    for (int k = 0; k < 4; ++k) {
+      auto const& t = f.at(names[k]);
+      b[k] = words_of<std::uint8_t>(t);
+      shape[k] = t.shape;
+    }
+  }
+  explicit moe_set(qtl::fp4_moe_padding const& x) {
+    for (int k = 0; k < 4; ++k) {
+      auto const& t = x.extents[k];
+      shape[k] = {t[0], t[1], t[2]};
+      b[k].assign(static_cast<std::size_t>(t[0] * t[1] * t[2]), 0xAB);  // not zero: the padding is written
+    }
+  }
+  template <class T>
+  qtl::trtllm_fp4_moe_tensors<T, T> views() {
+    auto v = [&](int k) { return as_view3d(b[k], shape[k]); };
+    return {v(0), v(1), v(2), v(3)};
+  }
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> cviews() {
+    auto const m = views<std::uint8_t>();
+    return {m.gemm1_weights, m.gemm1_scales, m.gemm2_weights, m.gemm2_scales};
+  }
+};
+
+constexpr char const* fi_names[4] = {"w13", "w13_scale", "w2", "w2_scale"};
+
+std::int64_t golden_scalar(qtl::io::safetensors_file const& f, char const* name) {
+  auto const v = qtl::test::tensor_values<std::int64_t>(f, name);
+  REQUIRE(v.size() == 1);
+  return v[0];
+}
+
+}  // namespace
+
+TEST_CASE("prepare_static_weights_for_trtllm_fp4_moe reproduces vLLM's, gated and not", "[moe][golden]") {
+  constexpr char const* names[4] = {"gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"};
+  constexpr char const* out_names[4] = {"gemm1_weights_fp4_shuffled", "gemm1_scales_fp4_shuffled",
+                                        "gemm2_weights_fp4_shuffled", "gemm2_scales_fp4_shuffled"};
+  int gated_cases = 0;
+  int plain_cases = 0;
+  for (auto const& c : qtl::test::golden_cases("prepare-trtllm-fp4-moe")) {
+    INFO(c.name);
+    bool const gated = !c.params.value("no-gated", false);
+    (gated ? gated_cases : plain_cases) += 1;
+    qtl::trtllm_fp4_moe_shape const shape{.hidden_size = c.params.at("hidden-size").get<index_t>(),
+                                          .intermediate_size = c.params.at("intermediate-size").get<index_t>(),
+                                          .num_experts = c.params.at("num-experts").get<index_t>(),
+                                          .gated = gated};
+    moe_set in(c.in, names);
+    moe_set want(c.expected, out_names);
+    moe_set got(c.expected, out_names);
+    for (auto& b : got.b) {
+      std::fill(b.begin(), b.end(), std::uint8_t{0});
+    }
+    qtl::prepare_static_weights_for_trtllm_fp4_moe(shape, in.cviews(), got.views<std::uint8_t>());
+    for (int k = 0; k < 4; ++k) {
+      CHECK(got.b[k] == want.b[k]);
+    }
+  }
+  CHECK(gated_cases >= 2);
+  CHECK(plain_cases >= 2);
+}
+
+TEST_CASE("align_fp4_moe_weights_for_fi reproduces vLLM's", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("align-fp4-moe-weights-for-fi")) {
+    INFO(c.name);
+    bool const gated = c.params.value("is-act-and-mul", false);
+    index_t const a = c.params.at("min-alignment").get<index_t>();
+    moe_set in(c.in, fi_names);
+    moe_set want(c.expected, fi_names);
+    moe_set got(qtl::align_fp4_moe_weights_for_fi_padding(in.cviews(), gated, a));
+    CHECK(qtl::align_fp4_moe_weights_for_fi(in.cviews(), got.views<std::uint8_t>(), gated, a) ==
+          golden_scalar(c.expected, "padded_intermediate"));
+    for (int k = 0; k < 4; ++k) {
+      CHECK(got.shape[k] == want.shape[k]);
+      CHECK(got.b[k] == want.b[k]);
+    }
+  }
+}
+
+TEST_CASE("align_fp4_moe_hidden_dim_for_fi reproduces vLLM's", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("align-fp4-moe-hidden-dim-for-fi")) {
+    INFO(c.name);
+    index_t const a = c.params.at("min-alignment").get<index_t>();
+    moe_set in(c.in, fi_names);
+    moe_set want(c.expected, fi_names);
+    moe_set got(qtl::align_fp4_moe_hidden_dim_for_fi_padding(in.cviews(), a));
+    CHECK(qtl::align_fp4_moe_hidden_dim_for_fi(in.cviews(), got.views<std::uint8_t>(), a) ==
+          golden_scalar(c.expected, "padded_hidden_size"));
+    for (int k = 0; k < 4; ++k) {
+      CHECK(got.shape[k] == want.shape[k]);
+      CHECK(got.b[k] == want.b[k]);
+    }
+  }
+}
+
+TEST_CASE("pad_nvfp4_weight_for_cutlass reproduces vLLM's", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("pad-nvfp4-weight-for-cutlass")) {
+    INFO(c.name);
+    index_t const a = c.params.at("alignment").get<index_t>();
+    auto const& w = c.in.at("weight");
+    auto const& want = c.expected.at("weight");
+    auto const in = words_of<std::uint8_t>(w);
+    auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(w.shape[0], w.shape[1], a);
+    CHECK(std::vector<std::int64_t>{p.rows, p.col_bytes} == want.shape);
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(p.rows * p.col_bytes), 0xAB);
+    CHECK(qtl::pad_nvfp4_weight_for_cutlass(qtl::make_view(in.data(), w.shape[0], w.shape[1]),
+                                            qtl::make_view(out.data(), p.rows, p.col_bytes), a) ==
+          golden_scalar(c.expected, "weights_padding_bytes"));
+    CHECK(out == words_of<std::uint8_t>(want));
+  }
+}
+
+TEST_CASE("the FP4 padding ops refuse what they cannot pad", "[moe]") {
+  // w13 [1, 2I, H/2] with H = 32, I = 48 (gated), w2 [1, H, I/2]
+  moe_set in(qtl::fp4_moe_padding::of(1, 96, 32, 48));
+  moe_set out(qtl::align_fp4_moe_weights_for_fi_padding(in.cviews(), true, 64));
+  CHECK_THROWS_WITH(qtl::align_fp4_moe_weights_for_fi(in.cviews(), out.views<std::uint8_t>(), true, 0),
+                    Catch::Contains("min_alignment (0) must be positive"));
+  // the output padded to 64, the call asking for 128
+  CHECK_THROWS_WITH(qtl::align_fp4_moe_weights_for_fi(in.cviews(), out.views<std::uint8_t>(), true, 128),
+                    Catch::Contains("output w13 has shape"));
+  // not gated: w13 must then have I rows, it has 2I
+  CHECK_THROWS_WITH(qtl::align_fp4_moe_weights_for_fi(in.cviews(), out.views<std::uint8_t>(), false, 64),
+                    Catch::Contains("input w13 has shape"));
+  // the output over its own input
+  auto const self = in.views<std::uint8_t>();
+  CHECK_THROWS_AS(qtl::align_fp4_moe_weights_for_fi(in.cviews(), self, true, 16), qtl::value_error);
+  // an intermediate size that is no multiple of 16: w2 [1, 32, 4] says I = 8
+  moe_set odd(qtl::fp4_moe_padding::of(1, 16, 32, 8));
+  CHECK_THROWS_WITH(qtl::align_fp4_moe_hidden_dim_for_fi(odd.cviews(), out.views<std::uint8_t>(), 256),
+                    Catch::Contains("must be multiples of 16"));
+  std::vector<std::uint8_t> w(10 * 3), o(32 * 16);
+  CHECK_THROWS_WITH(qtl::pad_nvfp4_weight_for_cutlass(qtl::make_view(std::as_const(w).data(), 10, 3),
+                                                      qtl::make_view(o.data(), 32, 8), 32),
+                    Catch::Contains("output weight has shape"));
+  CHECK_THROWS_WITH(qtl::pad_nvfp4_weight_for_cutlass_shape(10, 3, -32), Catch::Contains("must be positive"));
+}
+
+TEST_CASE("the FP4 padding ops pad by the row map of padded_row_source", "[moe]") {
+  STATIC_REQUIRE(qtl::padded_row_source(2, 3, 4) == 2);
+  STATIC_REQUIRE(qtl::padded_row_source(3, 3, 4) == -1);
+  STATIC_REQUIRE(qtl::padded_row_source(4, 3, 4) == 3);
+  STATIC_REQUIRE(qtl::padded_row_source(7, 3, 4) == -1);
+  STATIC_REQUIRE(qtl::round_up(176, 64) == 192);
+  STATIC_REQUIRE(qtl::round_up(192, 64) == 192);
+  // pad_nvfp4_weight_for_cutlass: 7 bytes = 14 FP4 columns, to 16 columns: one byte more
+  auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(50, 7, 16);
+  CHECK(p.rows == 64);
+  CHECK(p.col_bytes == 8);
+  CHECK(p.padding_bytes == 1);
 }

@@ -10,6 +10,13 @@
 //       gemm1_weights U8 [E,R1,H/2], gemm1_scales F8_E4M3 [E,R1,H/16], gemm2_weights U8 [E,H,I/2],
 //       gemm2_scales F8_E4M3 [E,H,I/16]  (R1 = 2I gated, I otherwise)
 //       -> gemm{1,2}_{weights,scales}_fp4_shuffled, same dtypes and shapes
+//   align-fp4-moe-weights-for-fi --min-alignment a [--is-act-and-mul]
+//   align-fp4-moe-hidden-dim-for-fi --min-alignment a
+//       w13 U8 [E,R1,H/2], w13_scale F8_E4M3 [E,R1,H/16], w2 U8 [E,H,I/2], w2_scale F8_E4M3 [E,H,I/16]
+//       -> the four zero-padded (I, or H, to a multiple of a), and padded_intermediate /
+//          padded_hidden_size I64 0-dim
+//   pad-nvfp4-weight-for-cutlass --alignment a   weight U8 [N,K/2]
+//       -> weight U8 (N and K padded to multiples of a), weights_padding_bytes I64 0-dim
 //
 // The halves swaps move whole elements, so they run on bytes: a tensor split along dimension d
 // is seen as [outer, size(d), inner * element bytes], and its halves are swapped along the middle.
@@ -182,10 +189,97 @@ op_spec prepare_trtllm_op() {
           }};
 }
 
+/// The four tensors of vLLM's FP4 MoE alignment helpers, as byte views.
+qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> fp4_moe_inputs(op_io const& io) {
+  auto const& w13 = io.tensor("w13", {dtype::U8}, {3});
+  auto const& w13s = io.tensor("w13_scale", {dtype::F8_E4M3}, {3});
+  auto const& w2 = io.tensor("w2", {dtype::U8}, {3});
+  auto const& w2s = io.tensor("w2_scale", {dtype::F8_E4M3}, {3});
+  return {split_view(w13, 1), split_view(w13s, 1), split_view(w2, 1), split_view(w2s, 1)};
+}
+
+/// Runs `pad(in, out)` into buffers of `padding`'s extents and emits them with `size_name`.
+template <class Pad>
+void emit_fp4_moe_padding(op_io& io, qtl::fp4_moe_padding const& padding, char const* size_name, Pad&& pad) {
+  char const* const names[4] = {"w13", "w13_scale", "w2", "w2_scale"};
+  std::vector<std::uint8_t> out[4];
+  view3d<std::uint8_t> v[4];
+  for (int k = 0; k < 4; ++k) {
+    auto const& x = padding.extents[k];
+    out[k].resize(static_cast<std::size_t>(x[0] * x[1] * x[2]));
+    v[k] = make_view(out[k].data(), x[0], x[1], x[2]);
+  }
+  pad(qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{v[0], v[1], v[2], v[3]});
+  for (int k = 0; k < 4; ++k) {
+    auto const& x = padding.extents[k];
+    io.emit(names[k], k % 2 == 0 ? dtype::U8 : dtype::F8_E4M3, shape_of(x[0], x[1], x[2]), std::move(out[k]));
+  }
+  io.emit(size_name, dtype::I64, {}, std::vector<std::int64_t>{padding.padded});
+}
+
+op_spec align_intermediate_op() {
+  return {"align-fp4-moe-weights-for-fi",
+          "zero-pad an NVFP4 MoE layer's intermediate size to a multiple of --min-alignment (vLLM's "
+          "align_fp4_moe_weights_for_fi; each of gate and up padded on its own with --is-act-and-mul)",
+          [](CLI::App& cmd) -> op_runner {
+            auto a = std::make_shared<std::int64_t>(16);
+            auto gated = std::make_shared<bool>(false);
+            cmd.add_option("--min-alignment", *a, "pad I to a multiple of this (default 16)")
+                ->check(integer_in(1, std::int64_t{1} << 30));
+            cmd.add_flag("--is-act-and-mul", *gated, "w13 holds two projections of I rows each");
+            return [a, gated](op_io& io) {
+              auto const in = fp4_moe_inputs(io);
+              auto const padding = qtl::align_fp4_moe_weights_for_fi_padding(in, *gated, *a);
+              emit_fp4_moe_padding(io, padding, "padded_intermediate", [&](auto const& out) {
+                qtl::align_fp4_moe_weights_for_fi(in, out, *gated, *a);
+              });
+            };
+          }};
+}
+
+op_spec align_hidden_op() {
+  return {"align-fp4-moe-hidden-dim-for-fi",
+          "zero-pad an NVFP4 MoE layer's hidden size to a multiple of --min-alignment (vLLM's "
+          "align_fp4_moe_hidden_dim_for_fi)",
+          [](CLI::App& cmd) -> op_runner {
+            auto a = std::make_shared<std::int64_t>(256);
+            cmd.add_option("--min-alignment", *a, "pad H to a multiple of this (default 256)")
+                ->check(integer_in(1, std::int64_t{1} << 30));
+            return [a](op_io& io) {
+              auto const in = fp4_moe_inputs(io);
+              auto const padding = qtl::align_fp4_moe_hidden_dim_for_fi_padding(in, *a);
+              emit_fp4_moe_padding(io, padding, "padded_hidden_size", [&](auto const& out) {
+                qtl::align_fp4_moe_hidden_dim_for_fi(in, out, *a);
+              });
+            };
+          }};
+}
+
+op_spec pad_cutlass_op() {
+  return {"pad-nvfp4-weight-for-cutlass",
+          "zero-pad a packed NVFP4 weight [N,K/2] so that N and K are multiples of --alignment (vLLM's "
+          "pad_nvfp4_weight_for_cutlass)",
+          [](CLI::App& cmd) -> op_runner {
+            auto a = std::make_shared<std::int64_t>(32);
+            cmd.add_option("--alignment", *a, "pad N and K to multiples of this (default 32)")
+                ->check(integer_in(1, std::int64_t{1} << 30));
+            return [a](op_io& io) {
+              auto const& w = io.tensor("weight", {dtype::U8}, {2});
+              typed_tensor<std::uint8_t> const in(w);
+              auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(w.shape[0], w.shape[1], *a);
+              std::vector<std::uint8_t> out(static_cast<std::size_t>(p.rows * p.col_bytes));
+              qtl::pad_nvfp4_weight_for_cutlass(in.view2(), make_view(out.data(), p.rows, p.col_bytes), *a);
+              io.emit("weight", dtype::U8, shape_of(p.rows, p.col_bytes), std::move(out));
+              io.emit("weights_padding_bytes", dtype::I64, {}, std::vector<std::int64_t>{p.padding_bytes});
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> layout_ops() {
-  return {swizzle_op(), unswizzle_op(), swap_op(), reorder_op(), prepare_trtllm_op()};
+  return {swizzle_op(),      unswizzle_op(),          swap_op(),       reorder_op(), prepare_trtllm_op(),
+          align_intermediate_op(), align_hidden_op(), pad_cutlass_op()};
 }
 
 }  // namespace qtl::tool

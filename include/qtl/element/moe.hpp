@@ -3,7 +3,8 @@
 /// The element layer of the MoE weight shuffles (`qtl/moe.hpp` runs it on the host,
 /// `qtl/cuda/moe.cuh` on the device, and kernel authors build their own kernels from it): the
 /// `QTL_HOST_DEVICE constexpr` closed forms of the half swap and of the trtllm-gen row
-/// permutations (gather form: out row n = in row source(n)).
+/// permutations (gather form: out row n = in row source(n)), and the row map of the zero padding
+/// that FlashInfer's and CUTLASS's FP4 kernels need (`align_fp4_moe_weights_for_fi` and kin).
 
 #include <cstdint>
 
@@ -69,6 +70,25 @@ QTL_HOST_DEVICE constexpr index_t w3w1_row_source(index_t n, index_t rows, bool 
 template <int EpilogueTileM = 128>
 QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
   return shuffle_row_source<EpilogueTileM>(n);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Zero padding (gather form: out row r = in row source(r), or zeros where source(r) is -1)
+// ------------------------------------------------------------------------------------------------
+
+/// vLLM `round_up(x, a)`: the least multiple of `a` not below `x`. @pre `x >= 0`, `a > 0`.
+QTL_HOST_DEVICE constexpr index_t round_up(index_t x, index_t a) { return (x + a - 1) / a * a; }
+
+/// Source row of output row `r` when every run of `rows` input rows (one projection: gate or up)
+/// starts a run of `padded` output rows whose tail is zeros, e.g. `rows` 3, `padded` 4:
+///
+///     in rows   g0 g1 g2 u0 u1 u2          out rows   g0 g1 g2 0 | u0 u1 u2 0
+///
+/// `source(r) = (r / padded) * rows + r % padded`, or -1 (a zero row) where `r % padded >= rows`.
+/// With `rows == padded` it is the identity. @pre `0 <= rows <= padded`, `padded > 0`.
+QTL_HOST_DEVICE constexpr index_t padded_row_source(index_t r, index_t rows, index_t padded) {
+  index_t const k = r % padded;
+  return k < rows ? (r / padded) * rows + k : -1;
 }
 
 }  // namespace qtl
