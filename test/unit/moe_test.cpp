@@ -613,3 +613,25 @@ TEST_CASE("the FP4 padding ops pad by the row map of padded_row_source", "[moe]"
   CHECK(p.col_bytes == 8);
   CHECK(p.padding_bytes == 1);
 }
+
+TEST_CASE("pad_nvfp4_weight_for_cutlass past the streaming-store size equals the plain loop", "[moe]") {
+  // [4100, 2044] -> [4128, 2048]: 8.4 MB of output, past detail::stream_store_bytes, rows whose last
+  // 16 bytes mix input and zeros; 64-byte aligned output (streamed) and 1 byte past (memcpy'd).
+  index_t const n = 4100;
+  index_t const kb = 2044;
+  auto const w = random_bytes(static_cast<std::size_t>(n * kb), 34);
+  auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(n, kb, 32);
+  REQUIRE(p.rows * p.col_bytes >= qtl::detail::stream_store_bytes);
+  std::vector<std::uint8_t> want(static_cast<std::size_t>(p.rows * p.col_bytes), 0);
+  for (index_t r = 0; r < n; ++r) {
+    std::memcpy(&want[static_cast<std::size_t>(r * p.col_bytes)], &w[static_cast<std::size_t>(r * kb)],
+                static_cast<std::size_t>(kb));
+  }
+  for (std::size_t const offset : {std::size_t{0}, std::size_t{1}}) {
+    CAPTURE(offset);
+    std::vector<std::uint8_t> buf(want.size() + 64 + offset, 0xAB);
+    auto* const base = buf.data() + (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64 + offset;
+    qtl::pad_nvfp4_weight_for_cutlass(qtl::make_view(w.data(), n, kb), qtl::make_view(base, p.rows, p.col_bytes));
+    CHECK(std::memcmp(base, want.data(), want.size()) == 0);
+  }
+}
