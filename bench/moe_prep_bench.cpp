@@ -16,11 +16,11 @@
 #include <qtl/moe.hpp>
 
 #include "support/memcpy_baseline.hpp"
+#include "support/random_bytes.hpp"
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <random>
 #include <vector>
 
 namespace {
@@ -31,14 +31,7 @@ constexpr index_t experts = 64;
 constexpr index_t hidden = 4096;
 constexpr index_t inter = 1536;
 
-std::vector<std::uint8_t> random_bytes(std::size_t n) {
-  std::vector<std::uint8_t> v(n);
-  std::mt19937 rng(42);
-  for (auto& b : v) {
-    b = static_cast<std::uint8_t>(rng());
-  }
-  return v;
-}
+using qtl_bench::random_bytes;
 
 std::size_t bytes_of(qtl::fp4_moe_padding const& x) {
   std::size_t n = 0;

@@ -524,16 +524,22 @@ TEST_CASE("prepare_static_weights_for_trtllm_fp4_moe reproduces vLLM's, gated an
   CHECK(plain_cases >= 2);
 }
 
-TEST_CASE("align_fp4_moe_weights_for_fi reproduces vLLM's", "[moe][golden]") {
-  for (auto const& c : qtl::test::golden_cases("align-fp4-moe-weights-for-fi")) {
+namespace {
+
+// The golden cases of align-fp4-moe-hidden-dim-for-fi (`hidden`) or align-fp4-moe-weights-for-fi.
+void check_align_golden(bool hidden) {
+  for (auto const& c : qtl::test::golden_cases(hidden ? "align-fp4-moe-hidden-dim-for-fi"
+                                                      : "align-fp4-moe-weights-for-fi")) {
     INFO(c.name);
     bool const gated = c.params.value("is-act-and-mul", false);
     index_t const a = c.params.at("min-alignment").get<index_t>();
     moe_set in(c.in, fi_names);
     moe_set want(c.expected, fi_names);
-    moe_set got(qtl::align_fp4_moe_weights_for_fi_padding(in.cviews(), gated, a));
-    CHECK(qtl::align_fp4_moe_weights_for_fi(in.cviews(), got.views<std::uint8_t>(), gated, a) ==
-          golden_scalar(c.expected, "padded_intermediate"));
+    moe_set got(hidden ? qtl::align_fp4_moe_hidden_dim_for_fi_padding(in.cviews(), a)
+                       : qtl::align_fp4_moe_weights_for_fi_padding(in.cviews(), gated, a));
+    index_t const padded = hidden ? qtl::align_fp4_moe_hidden_dim_for_fi(in.cviews(), got.views<std::uint8_t>(), a)
+                                  : qtl::align_fp4_moe_weights_for_fi(in.cviews(), got.views<std::uint8_t>(), gated, a);
+    CHECK(padded == golden_scalar(c.expected, hidden ? "padded_hidden_size" : "padded_intermediate"));
     for (int k = 0; k < 4; ++k) {
       CHECK(got.shape[k] == want.shape[k]);
       CHECK(got.b[k] == want.b[k]);
@@ -541,21 +547,11 @@ TEST_CASE("align_fp4_moe_weights_for_fi reproduces vLLM's", "[moe][golden]") {
   }
 }
 
-TEST_CASE("align_fp4_moe_hidden_dim_for_fi reproduces vLLM's", "[moe][golden]") {
-  for (auto const& c : qtl::test::golden_cases("align-fp4-moe-hidden-dim-for-fi")) {
-    INFO(c.name);
-    index_t const a = c.params.at("min-alignment").get<index_t>();
-    moe_set in(c.in, fi_names);
-    moe_set want(c.expected, fi_names);
-    moe_set got(qtl::align_fp4_moe_hidden_dim_for_fi_padding(in.cviews(), a));
-    CHECK(qtl::align_fp4_moe_hidden_dim_for_fi(in.cviews(), got.views<std::uint8_t>(), a) ==
-          golden_scalar(c.expected, "padded_hidden_size"));
-    for (int k = 0; k < 4; ++k) {
-      CHECK(got.shape[k] == want.shape[k]);
-      CHECK(got.b[k] == want.b[k]);
-    }
-  }
-}
+}  // namespace
+
+TEST_CASE("align_fp4_moe_weights_for_fi reproduces vLLM's", "[moe][golden]") { check_align_golden(false); }
+
+TEST_CASE("align_fp4_moe_hidden_dim_for_fi reproduces vLLM's", "[moe][golden]") { check_align_golden(true); }
 
 TEST_CASE("pad_nvfp4_weight_for_cutlass reproduces vLLM's", "[moe][golden]") {
   for (auto const& c : qtl::test::golden_cases("pad-nvfp4-weight-for-cutlass")) {

@@ -217,40 +217,34 @@ void emit_fp4_moe_padding(op_io& io, qtl::fp4_moe_padding const& padding, char c
   io.emit(size_name, dtype::I64, {}, std::vector<std::int64_t>{padding.padded});
 }
 
-op_spec align_intermediate_op() {
-  return {"align-fp4-moe-weights-for-fi",
-          "zero-pad an NVFP4 MoE layer's intermediate size to a multiple of --min-alignment (vLLM's "
-          "align_fp4_moe_weights_for_fi; each of gate and up padded on its own with --is-act-and-mul)",
-          [](CLI::App& cmd) -> op_runner {
-            auto a = std::make_shared<std::int64_t>(16);
+/// `align-fp4-moe-hidden-dim-for-fi` (`hidden`) or `align-fp4-moe-weights-for-fi`.
+op_spec align_op(bool hidden) {
+  std::string const what = hidden ? "hidden" : "intermediate";
+  return {hidden ? "align-fp4-moe-hidden-dim-for-fi" : "align-fp4-moe-weights-for-fi",
+          "zero-pad an NVFP4 MoE layer's " + what + " size to a multiple of --min-alignment (vLLM's " +
+              (hidden ? "align_fp4_moe_hidden_dim_for_fi)"
+                      : "align_fp4_moe_weights_for_fi; each of gate and up padded on its own with --is-act-and-mul)"),
+          [hidden, what](CLI::App& cmd) -> op_runner {
+            auto a = std::make_shared<std::int64_t>(hidden ? 256 : 16);
             auto gated = std::make_shared<bool>(false);
-            cmd.add_option("--min-alignment", *a, "pad I to a multiple of this (default 16)")
+            cmd.add_option("--min-alignment", *a,
+                           "pad the " + what + " size to a multiple of this (default " + std::to_string(*a) + ")")
                 ->check(integer_in(1, std::int64_t{1} << 30));
-            cmd.add_flag("--is-act-and-mul", *gated, "w13 holds two projections of I rows each");
-            return [a, gated](op_io& io) {
+            if (!hidden) {
+              cmd.add_flag("--is-act-and-mul", *gated, "w13 holds two projections of I rows each");
+            }
+            return [hidden, a, gated](op_io& io) {
               auto const in = fp4_moe_inputs(io);
-              auto const padding = qtl::align_fp4_moe_weights_for_fi_padding(in, *gated, *a);
-              emit_fp4_moe_padding(io, padding, "padded_intermediate", [&](auto const& out) {
-                qtl::align_fp4_moe_weights_for_fi(in, out, *gated, *a);
-              });
-            };
-          }};
-}
-
-op_spec align_hidden_op() {
-  return {"align-fp4-moe-hidden-dim-for-fi",
-          "zero-pad an NVFP4 MoE layer's hidden size to a multiple of --min-alignment (vLLM's "
-          "align_fp4_moe_hidden_dim_for_fi)",
-          [](CLI::App& cmd) -> op_runner {
-            auto a = std::make_shared<std::int64_t>(256);
-            cmd.add_option("--min-alignment", *a, "pad H to a multiple of this (default 256)")
-                ->check(integer_in(1, std::int64_t{1} << 30));
-            return [a](op_io& io) {
-              auto const in = fp4_moe_inputs(io);
-              auto const padding = qtl::align_fp4_moe_hidden_dim_for_fi_padding(in, *a);
-              emit_fp4_moe_padding(io, padding, "padded_hidden_size", [&](auto const& out) {
-                qtl::align_fp4_moe_hidden_dim_for_fi(in, out, *a);
-              });
+              auto const padding = hidden ? qtl::align_fp4_moe_hidden_dim_for_fi_padding(in, *a)
+                                          : qtl::align_fp4_moe_weights_for_fi_padding(in, *gated, *a);
+              emit_fp4_moe_padding(io, padding, hidden ? "padded_hidden_size" : "padded_intermediate",
+                                   [&](auto const& out) {
+                                     if (hidden) {
+                                       qtl::align_fp4_moe_hidden_dim_for_fi(in, out, *a);
+                                     } else {
+                                       qtl::align_fp4_moe_weights_for_fi(in, out, *gated, *a);
+                                     }
+                                   });
             };
           }};
 }
@@ -278,8 +272,8 @@ op_spec pad_cutlass_op() {
 }  // namespace
 
 std::vector<op_spec> layout_ops() {
-  return {swizzle_op(),      unswizzle_op(),          swap_op(),       reorder_op(), prepare_trtllm_op(),
-          align_intermediate_op(), align_hidden_op(), pad_cutlass_op()};
+  return {swizzle_op(),   unswizzle_op(), swap_op(),        reorder_op(),
+          prepare_trtllm_op(), align_op(false), align_op(true), pad_cutlass_op()};
 }
 
 }  // namespace qtl::tool
