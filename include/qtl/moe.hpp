@@ -441,13 +441,13 @@ void prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const& shape
 
 namespace detail {
 
-// out(e, r, c) = in(e, padded_row_source(r, rows, padded), c) for c < in's columns; zero in the
-// other columns and in padding rows. Byte elements, innermost dimensions contiguous (checked).
+// out(e, r, c) = in(e, map.source(r), c) for c < in's columns; zero in the other columns and in
+// rows whose source is -1. Byte elements, innermost dimensions contiguous (checked).
 // Outputs too large for the caches are written with streaming stores, as memcpy writes them
 // (plain row-by-row copies read every destination line first: about 0.5 of memcpy, see
 // docs/performance.md), where the output rows start on 16 bytes.
 template <class In, class Out>
-void pad_rows_cols(view3d<In> const& in, view3d<Out> const& out, index_t rows, index_t padded) {
+void pad_rows_cols(view3d<In> const& in, view3d<Out> const& out, moe_row_map const& map) {
   auto const cols = static_cast<std::size_t>(in.extent[2]);
   auto const out_cols = static_cast<std::size_t>(out.extent[2]);
   if (out_cols == 0 || out.extent[0] == 0 || out.extent[1] == 0) {
@@ -458,7 +458,7 @@ void pad_rows_cols(view3d<In> const& in, view3d<Out> const& out, index_t rows, i
   for (index_t e = 0; e < out.extent[0]; ++e) {
     for (index_t r = 0; r < out.extent[1]; ++r) {
       byte_t* const dst = byte_ptr(&out(e, r, 0));
-      index_t const src = padded_row_source(r, rows, padded);
+      index_t const src = map.source(r);
       byte_t const* const from = src >= 0 && cols > 0 ? byte_ptr(&in(e, src, 0)) : nullptr;
       std::size_t const n = from != nullptr ? cols : 0;
       bool const streamed = stream && (wide ? moe_x86::pad_row<row_store::stream64>(dst, from, n, out_cols)
@@ -550,10 +550,12 @@ fp4_moe_pad_plan fp4_moe_checked_plan(char const* fn, trtllm_fp4_moe_tensors<WIn
 template <class WIn, class SIn, class WOut, class SOut>
 void run_fp4_moe_pad(fp4_moe_pad_plan const& p, trtllm_fp4_moe_tensors<WIn, SIn> const& in,
                      trtllm_fp4_moe_tensors<WOut, SOut> const& out) {
-  pad_rows_cols(in.gemm1_weights, out.gemm1_weights, p.rows13, p.padded13);
-  pad_rows_cols(in.gemm1_scales, out.gemm1_scales, p.rows13, p.padded13);
-  pad_rows_cols(in.gemm2_weights, out.gemm2_weights, p.rows2, p.padded2);
-  pad_rows_cols(in.gemm2_scales, out.gemm2_scales, p.rows2, p.padded2);
+  moe_row_map const m13{moe_row_map::kind::padded, p.rows13, p.padded13};
+  moe_row_map const m2{moe_row_map::kind::padded, p.rows2, p.padded2};
+  pad_rows_cols(in.gemm1_weights, out.gemm1_weights, m13);
+  pad_rows_cols(in.gemm1_scales, out.gemm1_scales, m13);
+  pad_rows_cols(in.gemm2_weights, out.gemm2_weights, m2);
+  pad_rows_cols(in.gemm2_scales, out.gemm2_scales, m2);
 }
 
 using no_fp4_moe_out = trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const*;
@@ -658,8 +660,65 @@ index_t pad_nvfp4_weight_for_cutlass(view2d<In> weight, view2d<Out> out, index_t
   view3d<Out> const out3 = detail::as_rank3(out);
   detail::check_byte_pair(fn, "weight", in3, {1, weight.extent[0], weight.extent[1]}, out3,
                           {1, p.rows, p.col_bytes});
-  detail::pad_rows_cols(in3, out3, weight.extent[0], p.rows);
+  detail::pad_rows_cols(in3, out3, {moe_row_map::kind::padded, weight.extent[0], p.rows});
   return p.padding_bytes;
+}
+
+// ------------------------------------------------------------------------------------------------
+// CuteDSL row orders (vLLM's FlashInfer CuteDSL MoE path)
+// ------------------------------------------------------------------------------------------------
+
+/// vLLM `interleave_linear_and_gate(x, group_size, dim)` (`flashinfer_fp4_moe.py`) on `x` seen as
+/// `[outer, S, inner]` around `dim` (any element type as bytes: inner = the trailing extents times
+/// the element size): the two halves of S interleaved in groups of `group_size`
+/// (`interleave_linear_and_gate_source`). vLLM's CuteDSL preparation runs it on the gated `[up;
+/// gate]` w13 and its linear scales along the rows (dim 1), group 64. The engine's result is a
+/// new tensor (`.contiguous()`), as QTL's: peak memory the input plus the output.
+/// @throws shape_error unless S is a multiple of `2 * group_size` (vLLM's assert), `out`'s shape
+///         is `x`'s and the innermost strides are 1; value_error if `group_size <= 0` or they overlap.
+template <blockscale_byte Out, readable_as<Out> In>
+void interleave_linear_and_gate(view3d<In> x, view3d<Out> out, index_t group_size = 64) {
+  char const* const fn = "qtl::interleave_linear_and_gate";
+  if (group_size <= 0) {
+    throw value_error(std::string(fn) + ": group_size (" + std::to_string(group_size) + ") must be positive");
+  }
+  index_t const size = x.extent[1];
+  if (size % (2 * group_size) != 0) {
+    throw shape_error(std::string(fn) + ": dimension size " + std::to_string(size) + " must be divisible by " +
+                      std::to_string(2 * group_size) + " (two halves of whole groups of " +
+                      std::to_string(group_size) + ")");
+  }
+  index_t const want[3] = {x.extent[0], x.extent[1], x.extent[2]};
+  detail::check_byte_pair(fn, "x", x, want, out, want);
+  detail::pad_rows_cols(x, out, {moe_row_map::kind::interleave_linear_and_gate, size, group_size});
+}
+
+/// vLLM `reorder_w13_to_w31_for_flashinfer_cutedsl(activation, w13, w13_scale)`: the rows (dim 1)
+/// of w13 `[E, R, C]` and of its scales `[E, R, Cs]` (any element types, as bytes) to FlashInfer's
+/// `[up; gate]`: from gpt-oss's interleaved `[gate0, up0, gate1, up1, ..]` when `interleaved` (the
+/// engine's `activation == MoEActivation.SWIGLUOAI`), else from `[gate; up]` (the halves swapped);
+/// `w13_to_w31_source`. New tensors as the engine's (`cat(...).contiguous()`): peak memory the
+/// inputs plus the outputs.
+/// @throws shape_error if R is odd (QTL's: the engine's halves then differ in size), the scales'
+///         rows or experts differ, an output's shape differs or an innermost stride is not 1;
+///         value_error if an output overlaps its input.
+template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+void reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<WIn> w13, view3d<SIn> w13_scale,
+                                               view3d<WOut> w13_out, view3d<SOut> w13_scale_out) {
+  char const* const fn = "qtl::reorder_w13_to_w31_for_flashinfer_cutedsl";
+  index_t const rows = w13.extent[1];
+  if (rows % 2 != 0) {
+    throw shape_error(std::string(fn) + ": w13 has an odd number of rows (" + std::to_string(rows) +
+                      "); it must hold gate and up rows alike");
+  }
+  index_t const ww[3] = {w13.extent[0], rows, w13.extent[2]};
+  index_t const ws[3] = {w13.extent[0], rows, w13_scale.extent[2]};
+  detail::check_byte_pair(fn, "w13", w13, ww, w13_out, ww);
+  detail::check_byte_pair(fn, "w13_scale", w13_scale, ws, w13_scale_out, ws);
+  moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31,
+                        rows};
+  detail::pad_rows_cols(w13, w13_out, map);
+  detail::pad_rows_cols(w13_scale, w13_scale_out, map);
 }
 
 }  // namespace qtl

@@ -219,3 +219,40 @@ TEST_CASE("device FP4 MoE padding launchers reject what the host functions rejec
   CHECK(qtl::cuda::pad_nvfp4_weight_for_cutlass(make_view(static_cast<std::uint8_t const*>(buf.p), 10, 3),
                                                 make_view(buf.p + 1000, 32, 8), 32) == cudaErrorInvalidValue);
 }
+
+TEST_CASE("device CuteDSL row orders equal the host functions", "[cuda][moe]") {
+  for (auto const [e, rows, cols, group] :
+       {std::array<index_t, 4>{2, 256, 48, 64}, {3, 128, 5, 64}, {1, 40, 3, 4}}) {
+    CAPTURE(e, rows, cols, group);
+    std::vector<std::uint8_t> x(static_cast<std::size_t>(e * rows * cols));
+    std::mt19937 rng(static_cast<std::uint32_t>(rows + cols));
+    for (auto& b : x) {
+      b = static_cast<std::uint8_t>(rng());
+    }
+    auto const hin = make_view(static_cast<std::uint8_t const*>(x.data()), e, rows, cols);
+    std::vector<std::uint8_t> want(x.size()), want_w(x.size()), want_s(x.size());
+    qtl::interleave_linear_and_gate(hin, make_view(want.data(), e, rows, cols), group);
+    bool const oai = cols % 2 == 1;  // both forms of the reorder across the cases
+    qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(oai, hin, hin, make_view(want_w.data(), e, rows, cols),
+                                                   make_view(want_s.data(), e, rows, cols));
+    device_bytes in(x.size());
+    device_bytes out(3 * x.size());
+    CUDA_REQUIRE(cudaMemcpy(in.p, x.data(), x.size(), cudaMemcpyHostToDevice));
+    auto const din = make_view(static_cast<std::uint8_t const*>(in.p), e, rows, cols);
+    CUDA_REQUIRE(qtl::cuda::interleave_linear_and_gate(din, make_view(out.p, e, rows, cols), group));
+    CUDA_REQUIRE(qtl::cuda::reorder_w13_to_w31_for_flashinfer_cutedsl(oai, din, din,
+                                                                      make_view(out.p + x.size(), e, rows, cols),
+                                                                      make_view(out.p + 2 * x.size(), e, rows, cols)));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    std::vector<std::uint8_t> got(3 * x.size());
+    CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, got.size(), cudaMemcpyDeviceToHost));
+    auto const part = [&](int k) {
+      return std::vector<std::uint8_t>(got.begin() + static_cast<std::ptrdiff_t>(k * x.size()),
+                                       got.begin() + static_cast<std::ptrdiff_t>((k + 1) * x.size()));
+    };
+    CHECK(part(0) == want);
+    CHECK(part(1) == want_w);
+    CHECK(part(2) == want_s);
+    CHECK(qtl::cuda::interleave_linear_and_gate(din, make_view(out.p, e, rows, cols), rows) == cudaErrorInvalidValue);
+  }
+}

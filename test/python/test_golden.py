@@ -211,6 +211,12 @@ def run_marlin_convert_case(op, p, x):
             r = qtl.align_fp4_moe_hidden_dim_for_fi(*args, p["min-alignment"])
             size = "padded_hidden_size"
         return dict(zip(("w13", "w13_scale", "w2", "w2_scale"), r[:4])) | {size: np.array(r[4], dtype=np.int64)}
+    if op == "interleave-linear-and-gate":
+        return {"x": qtl.interleave_linear_and_gate(x["x"], p["group-size"], p["dim"])}
+    if op == "reorder-w13-to-w31-for-flashinfer-cutedsl":
+        act = "SWIGLUOAI" if p.get("swigluoai", False) else "SILU"
+        return dict(zip(("w13", "w13_scale"), qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(act, x["w13"],
+                                                                                             x["w13_scale"])))
     if op == "pad-nvfp4-weight-for-cutlass":
         w, pb = qtl.pad_nvfp4_weight_for_cutlass(x["weight"], p["alignment"])
         return {"weight": w, "weights_padding_bytes": np.array(pb, dtype=np.int64)}

@@ -68,3 +68,23 @@ def test_errors():
         qtl.align_fp4_moe_weights_for_fi(w13.astype(np.float32), w13s, w2, w2s, True)
     with pytest.raises(qtl.ShapeError):
         qtl.pad_nvfp4_weight_for_cutlass(w13)  # rank 3
+
+
+def test_cutedsl_row_orders():
+    x = np.arange(2 * 8 * 3, dtype=np.float32).reshape(2, 8, 3)
+    got = qtl.interleave_linear_and_gate(x, 2, 1)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    assert (got[:, :, 0] == x[:, [0, 1, 4, 5, 2, 3, 6, 7], 0]).all()
+
+    class MoEActivation:  # vLLM's enum, by its member's name
+        name = "SWIGLUOAI"
+
+    w13, w13s = layer(1, 6, 32, 16)[:2]
+    w, s = qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(MoEActivation(), w13, w13s)
+    assert (w[0] == w13[0, [1, 3, 5, 0, 2, 4]]).all() and s.dtype == ml_dtypes.float8_e4m3fn
+    w, _ = qtl.reorder_w13_to_w31_for_flashinfer_cutedsl("silu", w13, w13s)
+    assert (w[0] == w13[0, [3, 4, 5, 0, 1, 2]]).all()
+    with pytest.raises(qtl.ShapeError, match="divisible by 128"):
+        qtl.interleave_linear_and_gate(x, 64, 1)
+    with pytest.raises(qtl.DTypeError):
+        qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(3, w13, w13s)

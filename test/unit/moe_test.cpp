@@ -631,3 +631,83 @@ TEST_CASE("pad_nvfp4_weight_for_cutlass past the streaming-store size equals the
     CHECK(std::memcmp(base, want.data(), want.size()) == 0);
   }
 }
+
+// ------------------------------------------------------------------------------------------------
+// CuteDSL row orders
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// The bytes of tensor `t` as [outer, shape[d], inner * element size] (d may be negative).
+qtl::view3d<std::uint8_t> split_bytes(std::vector<std::uint8_t>& b, qtl::io::tensor_info const& t, int d) {
+  int const rank = static_cast<int>(t.shape.size());
+  d = d < 0 ? d + rank : d;
+  index_t outer = 1;
+  index_t inner = static_cast<index_t>(qtl::io::dtype_size(t.type));
+  for (int k = 0; k < rank; ++k) {
+    if (k < d) {
+      outer *= t.shape[static_cast<std::size_t>(k)];
+    } else if (k > d) {
+      inner *= t.shape[static_cast<std::size_t>(k)];
+    }
+  }
+  return qtl::make_view(b.data(), outer, t.shape[static_cast<std::size_t>(d)], inner);
+}
+
+}  // namespace
+
+TEST_CASE("interleave_linear_and_gate reproduces vLLM's", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("interleave-linear-and-gate")) {
+    INFO(c.name);
+    auto const& x = c.in.at("x");
+    auto in = words_of<std::uint8_t>(x);
+    std::vector<std::uint8_t> out(in.size(), 0xAB);
+    int const d = c.params.at("dim").get<int>();
+    auto const iv = split_bytes(in, x, d);
+    qtl::interleave_linear_and_gate(qtl::view3d<std::uint8_t const>(iv), split_bytes(out, x, d),
+                                    c.params.at("group-size").get<index_t>());
+    CHECK(out == words_of<std::uint8_t>(c.expected.at("x")));
+  }
+}
+
+TEST_CASE("reorder_w13_to_w31_for_flashinfer_cutedsl reproduces vLLM's", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("reorder-w13-to-w31-for-flashinfer-cutedsl")) {
+    INFO(c.name);
+    auto const& w = c.in.at("w13");
+    auto const& s = c.in.at("w13_scale");
+    auto wi = words_of<std::uint8_t>(w);
+    auto si = words_of<std::uint8_t>(s);
+    std::vector<std::uint8_t> wo(wi.size(), 0xAB), so(si.size(), 0xAB);
+    qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(
+        c.params.value("swigluoai", false), qtl::view3d<std::uint8_t const>(as_view3d(wi, w.shape)),
+        qtl::view3d<std::uint8_t const>(as_view3d(si, s.shape)), as_view3d(wo, w.shape), as_view3d(so, s.shape));
+    CHECK(wo == words_of<std::uint8_t>(c.expected.at("w13")));
+    CHECK(so == words_of<std::uint8_t>(c.expected.at("w13_scale")));
+  }
+}
+
+TEST_CASE("the CuteDSL row orders: their maps, and what they refuse", "[moe]") {
+  // group 2 over 8: [l0 l1 g0 g1 l2 l3 g2 g3] from [l0 l1 l2 l3 | g0 g1 g2 g3]
+  constexpr index_t want[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+  for (index_t n = 0; n < 8; ++n) {
+    CHECK(qtl::interleave_linear_and_gate_source(n, 8, 2) == want[n]);
+  }
+  // gpt-oss [g0 u0 g1 u1 g2 u2] -> [u0 u1 u2 g0 g1 g2]
+  constexpr index_t oai[6] = {1, 3, 5, 0, 2, 4};
+  for (index_t n = 0; n < 6; ++n) {
+    CHECK(qtl::w13_to_w31_source(n, 6, true) == oai[n]);
+    CHECK(qtl::w13_to_w31_source(n, 6, false) == (n + 3) % 6);
+  }
+  std::vector<std::uint8_t> a(2 * 96 * 4), b(a.size());
+  auto const in = qtl::make_view(std::as_const(a).data(), 2, 96, 4);
+  CHECK_THROWS_WITH(qtl::interleave_linear_and_gate(in, qtl::make_view(b.data(), 2, 96, 4), 64),
+                    Catch::Contains("must be divisible by 128"));
+  CHECK_THROWS_WITH(qtl::interleave_linear_and_gate(in, qtl::make_view(b.data(), 2, 96, 4), 0),
+                    Catch::Contains("must be positive"));
+  CHECK_THROWS_AS(qtl::interleave_linear_and_gate(in, qtl::make_view(a.data(), 2, 96, 4), 16), qtl::value_error);
+  std::vector<std::uint8_t> odd(3 * 4), odd_out(odd.size());
+  auto const oin = qtl::make_view(std::as_const(odd).data(), 1, 3, 4);
+  CHECK_THROWS_WITH(qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(true, oin, oin, qtl::make_view(odd_out.data(), 1, 3, 4),
+                                                                   qtl::make_view(b.data(), 1, 3, 4)),
+                    Catch::Contains("odd number of rows"));
+}

@@ -15,6 +15,10 @@
 //       w13 U8 [E,R1,H/2], w13_scale F8_E4M3 [E,R1,H/16], w2 U8 [E,H,I/2], w2_scale F8_E4M3 [E,H,I/16]
 //       -> the four zero-padded (I, or H, to a multiple of a), and padded_intermediate /
 //          padded_hidden_size I64 0-dim
+//   interleave-linear-and-gate --group-size g --dim d   x (any dtype and rank) -> x, the halves of d
+//       interleaved in groups of g (vLLM's CuteDSL order)
+//   reorder-w13-to-w31-for-flashinfer-cutedsl [--swigluoai]   w13, w13_scale [E,R,C] (any dtypes)
+//       -> both with rows [up; gate]: from gpt-oss's [g0,u0,g1,u1..] with --swigluoai, else from [gate; up]
 //   pad-nvfp4-weight-for-cutlass --alignment a   weight U8 [N,K/2]
 //       -> weight U8 (N and K padded to multiples of a), weights_padding_bytes I64 0-dim
 //
@@ -249,6 +253,55 @@ op_spec align_op(bool hidden) {
           }};
 }
 
+op_spec interleave_op() {
+  return {"interleave-linear-and-gate",
+          "x (any dtype): interleave the two halves of --dim in groups of --group-size (vLLM's "
+          "interleave_linear_and_gate, the CuteDSL MoE row order)",
+          [](CLI::App& cmd) -> op_runner {
+            auto group = std::make_shared<std::int64_t>(64);
+            auto dim = std::make_shared<int>(-1);
+            cmd.add_option("--group-size", *group, "rows per group (default 64)")
+                ->check(integer_in(1, std::int64_t{1} << 30));
+            cmd.add_option("--dim", *dim, "the dimension (negative: from the end; default -1)");
+            return [group, dim](op_io& io) {
+              auto const& x = io.any_tensor("x", 1);
+              int const rank = static_cast<int>(x.shape.size());
+              if (*dim < -rank || *dim >= rank) {
+                throw data_error("--dim " + std::to_string(*dim) + " is outside the " + std::to_string(rank) +
+                                 " dimensions of " + io.where("x"));
+              }
+              auto const in = split_view(x, *dim < 0 ? *dim + rank : *dim);
+              std::vector<std::uint8_t> out;
+              qtl::interleave_linear_and_gate(in, same_shape(out, in), *group);
+              io.emit("x", x.type, x.shape, std::move(out));
+            };
+          }};
+}
+
+op_spec reorder_cutedsl_op() {
+  return {"reorder-w13-to-w31-for-flashinfer-cutedsl",
+          "w13 and w13_scale [E,R,C] (any dtypes): rows to [up; gate], from gpt-oss's interleaved "
+          "[g0, u0, g1, u1, ..] with --swigluoai, else from [gate; up] (vLLM's CuteDSL preparation)",
+          [](CLI::App& cmd) -> op_runner {
+            auto oai = std::make_shared<bool>(false);
+            cmd.add_flag("--swigluoai", *oai, "the activation is SWIGLUOAI: w13's rows are interleaved");
+            return [oai](op_io& io) {
+              auto const& w = io.any_tensor("w13", 3);
+              auto const& s = io.any_tensor("w13_scale", 3);
+              if (w.shape.size() != 3 || s.shape.size() != 3) {
+                throw data_error(io.where(w.shape.size() != 3 ? "w13" : "w13_scale") + " must have 3 dimensions");
+              }
+              auto const win = split_view(w, 1);
+              auto const sin = split_view(s, 1);
+              std::vector<std::uint8_t> wout, sout;
+              qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(*oai, win, sin, same_shape(wout, win),
+                                                             same_shape(sout, sin));
+              io.emit("w13", w.type, w.shape, std::move(wout));
+              io.emit("w13_scale", s.type, s.shape, std::move(sout));
+            };
+          }};
+}
+
 op_spec pad_cutlass_op() {
   return {"pad-nvfp4-weight-for-cutlass",
           "zero-pad a packed NVFP4 weight [N,K/2] so that N and K are multiples of --alignment (vLLM's "
@@ -273,7 +326,8 @@ op_spec pad_cutlass_op() {
 
 std::vector<op_spec> layout_ops() {
   return {swizzle_op(),   unswizzle_op(), swap_op(),        reorder_op(),
-          prepare_trtllm_op(), align_op(false), align_op(true), pad_cutlass_op()};
+          prepare_trtllm_op(), align_op(false), align_op(true), pad_cutlass_op(), interleave_op(),
+          reorder_cutedsl_op()};
 }
 
 }  // namespace qtl::tool

@@ -111,10 +111,11 @@ bool moe_tensor_ok(view3d<In> const& in, view3d<Out> const& out, index_t e, inde
   return !qtl::views_overlap(in, out);
 }
 
-// Zero padding of one tensor of every expert: a block per destination row (e, n), its threads over
-// the row's bytes: the source row's (`padded_row_source`) where it has them, zeros elsewhere.
+// A row map (zero padding or a row order) of one tensor of every expert: a block per destination
+// row (e, n), its threads over the row's bytes: the source row's (`moe_row_map::source`) where it
+// has them, zeros elsewhere.
 template <class T>
-QTL_KERNEL void moe_pad_rows_kernel(view3d<T const> in, view3d<T> out, index_t rows, index_t padded) {
+QTL_KERNEL void moe_pad_rows_kernel(view3d<T const> in, view3d<T> out, moe_row_map map) {
   index_t const out_rows = out.extent[1];
   index_t const total = out.extent[0] * out_rows;
   index_t const cols = in.extent[2];
@@ -122,7 +123,7 @@ QTL_KERNEL void moe_pad_rows_kernel(view3d<T const> in, view3d<T> out, index_t r
   for (index_t r = blockIdx.x; r < total; r += gridDim.x) {
     index_t const e = r / out_rows;
     index_t const n = r % out_rows;
-    index_t const src = padded_row_source(n, rows, padded);
+    index_t const src = map.source(n);
     auto const* s = src >= 0 ? reinterpret_cast<unsigned char const*>(&in(e, src, 0)) : nullptr;
     auto* d = reinterpret_cast<unsigned char*>(&out(e, n, 0));
     for (index_t c = threadIdx.x; c < out_cols; c += blockDim.x) {
@@ -148,13 +149,12 @@ bool pad_pair_ok(view3d<In> const& in, index_t const (&want_in)[3], view3d<Out> 
 }
 
 template <class In, class Out>
-cudaError_t launch_pad(view3d<In> const& in, view3d<Out> const& out, index_t rows, index_t padded,
-                       cudaStream_t stream) {
+cudaError_t launch_pad(view3d<In> const& in, view3d<Out> const& out, moe_row_map map, cudaStream_t stream) {
   if (out.size() == 0) {
     return cudaSuccess;
   }
   return launch(moe_pad_rows_kernel<Out>, moe_grid(out.extent[0] * out.extent[1], 1), moe_row_threads, 0, stream,
-                view3d<Out const>(in), out, rows, padded);
+                view3d<Out const>(in), out, map);
 }
 
 // The four launches of a checked FP4 MoE padding plan (qtl::detail::fp4_moe_pad_plan).
@@ -169,19 +169,18 @@ cudaError_t run_fp4_moe_pad(qtl::detail::fp4_moe_pad_plan const& p, trtllm_fp4_m
       !pad_pair_ok(in.gemm2_scales, xi[3], out.gemm2_scales, xo[3])) {
     return cudaErrorInvalidValue;
   }
-  if (cudaError_t const st = launch_pad(in.gemm1_weights, out.gemm1_weights, p.rows13, p.padded13, stream);
-      st != cudaSuccess) {
+  moe_row_map const m13{moe_row_map::kind::padded, p.rows13, p.padded13};
+  moe_row_map const m2{moe_row_map::kind::padded, p.rows2, p.padded2};
+  if (cudaError_t const st = launch_pad(in.gemm1_weights, out.gemm1_weights, m13, stream); st != cudaSuccess) {
     return st;
   }
-  if (cudaError_t const st = launch_pad(in.gemm1_scales, out.gemm1_scales, p.rows13, p.padded13, stream);
-      st != cudaSuccess) {
+  if (cudaError_t const st = launch_pad(in.gemm1_scales, out.gemm1_scales, m13, stream); st != cudaSuccess) {
     return st;
   }
-  if (cudaError_t const st = launch_pad(in.gemm2_weights, out.gemm2_weights, p.rows2, p.padded2, stream);
-      st != cudaSuccess) {
+  if (cudaError_t const st = launch_pad(in.gemm2_weights, out.gemm2_weights, m2, stream); st != cudaSuccess) {
     return st;
   }
-  return launch_pad(in.gemm2_scales, out.gemm2_scales, p.rows2, p.padded2, stream);
+  return launch_pad(in.gemm2_scales, out.gemm2_scales, m2, stream);
 }
 
 // H and I as vLLM reads them (twice the last extents of w13 and w2); false when they or `a` cannot
@@ -300,7 +299,41 @@ cudaError_t pad_nvfp4_weight_for_cutlass(view2d<In> weight, view2d<Out> out, ind
   if (!detail::pad_pair_ok(in3, {1, weight.extent[0], weight.extent[1]}, out3, {1, p.rows, p.col_bytes})) {
     return cudaErrorInvalidValue;
   }
-  return detail::launch_pad(in3, out3, weight.extent[0], p.rows, stream);
+  return detail::launch_pad(in3, out3, {moe_row_map::kind::padded, weight.extent[0], p.rows}, stream);
+}
+
+/// Device `qtl::interleave_linear_and_gate`: one launch. @return cudaErrorInvalidValue for what the
+/// host function rejects; else the launch's status.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t interleave_linear_and_gate(view3d<In> x, view3d<Out> out, index_t group_size = 64,
+                                       cudaStream_t stream = 0) {
+  index_t const want[3] = {x.extent[0], x.extent[1], x.extent[2]};
+  if (group_size <= 0 || x.extent[1] % (2 * group_size) != 0 || !detail::pad_pair_ok(x, want, out, want)) {
+    return cudaErrorInvalidValue;
+  }
+  return detail::launch_pad(x, out, {moe_row_map::kind::interleave_linear_and_gate, x.extent[1], group_size},
+                            stream);
+}
+
+/// Device `qtl::reorder_w13_to_w31_for_flashinfer_cutedsl`: two launches (weights, scales), each
+/// over all experts. @return as `interleave_linear_and_gate` above.
+template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+cudaError_t reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<WIn> w13, view3d<SIn> w13_scale,
+                                                      view3d<WOut> w13_out, view3d<SOut> w13_scale_out,
+                                                      cudaStream_t stream = 0) {
+  index_t const rows = w13.extent[1];
+  index_t const ww[3] = {w13.extent[0], rows, w13.extent[2]};
+  index_t const ws[3] = {w13.extent[0], rows, w13_scale.extent[2]};
+  if (rows % 2 != 0 || !detail::pad_pair_ok(w13, ww, w13_out, ww) ||
+      !detail::pad_pair_ok(w13_scale, ws, w13_scale_out, ws)) {
+    return cudaErrorInvalidValue;
+  }
+  moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31,
+                        rows};
+  if (cudaError_t const st = detail::launch_pad(w13, w13_out, map, stream); st != cudaSuccess) {
+    return st;
+  }
+  return detail::launch_pad(w13_scale, w13_scale_out, map, stream);
 }
 
 }  // namespace qtl::cuda

@@ -11,6 +11,10 @@ prints their cases.jsonl lines), from vLLM's own functions run on CPU torch:
   FlashInfer's `nvfp4_block_scale_interleave` is a CUDA kernel; on CPU it is replaced by the torch
   128x4 interleave that vLLM's `swizzle_blockscale` writes (the pad to 128 rows and 4 columns, then
   `reshape(M/128, 4, 32, K/4, 4).permute(0, 3, 2, 1, 4)`), flattened as the kernel returns it.
+- `interleave-linear-and-gate` and `reorder-w13-to-w31-for-flashinfer-cutedsl` (vLLM
+  `flashinfer_fp4_moe.py`, `MoEActivation` stubbed by an enum of SWIGLUOAI and SILU): group 64
+  along the rows of [E, R, C] bytes, other groups and dims, bf16 elements; gpt-oss's interleaved
+  rows (SWIGLUOAI) and the half swap (SILU).
 - `align-fp4-moe-weights-for-fi`, `align-fp4-moe-hidden-dim-for-fi` (vLLM `flashinfer_utils.py`) and
   `pad-nvfp4-weight-for-cutlass` (vLLM `nvfp4_utils.py`): the functions themselves (`round_up` and
   the logger stubbed), on shapes that need padding and one that does not.
@@ -21,6 +25,7 @@ Needs torch (the heavy interop venv) and the sources; the cases are committed, C
         FLASHINFER_CORE_PY FLASHINFER_UTILS_PY OPS_DIR
 """
 import ast
+import enum
 import os
 import sys
 import types
@@ -63,6 +68,11 @@ class _Log:
         pass
 
 
+class MoEActivation(enum.Enum):
+    SILU = "silu"
+    SWIGLUOAI = "swigluoai"
+
+
 def round_up(x, y):
     return (x + y - 1) // y * y
 
@@ -82,8 +92,9 @@ def load(vllm_fp4_moe, vllm_fi_utils, vllm_nvfp4_utils, fi_core, fi_utils):
         setattr(core, name, fi[name])
     pkg.fused_moe, fused.core = fused, core
     sys.modules.update({"flashinfer": pkg, "flashinfer.fused_moe": fused, "flashinfer.fused_moe.core": core})
-    v = {"torch": torch, "round_up": round_up, "logger": _Log()}
-    extract(vllm_fp4_moe, ["prepare_static_weights_for_trtllm_fp4_moe"], v)
+    v = {"torch": torch, "round_up": round_up, "logger": _Log(), "MoEActivation": MoEActivation}
+    extract(vllm_fp4_moe, ["prepare_static_weights_for_trtllm_fp4_moe", "interleave_linear_and_gate",
+                           "reorder_w13_to_w31_for_flashinfer_cutedsl"], v)
     extract(vllm_fi_utils, ["align_fp4_moe_weights_for_fi", "align_fp4_moe_hidden_dim_for_fi"], v)
     extract(vllm_nvfp4_utils, ["pad_nvfp4_weight_for_cutlass"], v)
     return v
@@ -95,6 +106,13 @@ def u8(name, t):
 
 def f8(name, t):
     return (name, "F8_E4M3", list(t.shape), t.contiguous().view(torch.uint8).reshape(-1).numpy().tobytes())
+
+
+def elem(name, t):
+    """A tensor of bytes (U8) or bfloat16 (BF16)."""
+    if t.dtype == torch.bfloat16:
+        return (name, "BF16", list(t.shape), t.contiguous().view(torch.int16).reshape(-1).numpy().tobytes())
+    return u8(name, t)
 
 
 def i64(name, v):
@@ -158,6 +176,22 @@ def cases(v, g):
         ow, pb = pad(w.clone(), a)
         yield [n, kb], "pad-nvfp4-weight-for-cutlass", {"alignment": a}, [u8("weight", w)], \
             [u8("weight", ow), i64("weights_padding_bytes", pb)]
+
+    inter = v["interleave_linear_and_gate"]
+    for shape, group, dim, dt in [([2, 256, 48], 64, 1, torch.uint8), ([2, 128, 6], 64, 1, torch.uint8),
+                                  ([3, 40], 4, -1, torch.bfloat16), ([24, 5], 3, 0, torch.uint8)]:
+        x = rand_bytes(g, *shape) if dt == torch.uint8 else torch.randn(shape, generator=g).to(dt)
+        o = inter(x.clone(), group, dim)
+        yield shape, "interleave-linear-and-gate", {"group-size": group, "dim": dim}, [elem("x", x)], [elem("x", o)]
+
+    reord = v["reorder_w13_to_w31_for_flashinfer_cutedsl"]
+    for e, r, c, cs, act in [(2, 128, 32, 4, MoEActivation.SWIGLUOAI), (3, 64, 16, 2, MoEActivation.SILU),
+                             (1, 6, 8, 1, MoEActivation.SWIGLUOAI)]:
+        w, s = rand_bytes(g, e, r, c), rand_scales(g, e, r, cs)
+        ow, os_ = reord(act, w.clone(), s.clone())
+        params = {"swigluoai": True} if act == MoEActivation.SWIGLUOAI else {}
+        yield [e, r, c], "reorder-w13-to-w31-for-flashinfer-cutedsl", params, [u8("w13", w), f8("w13_scale", s)], \
+            [u8("w13", ow), f8("w13_scale", os_)]
 
 
 def main():
