@@ -55,6 +55,16 @@ view3d<std::uint8_t> same_shape(std::vector<std::uint8_t>& buf, view3d<std::uint
   return make_view(buf.data(), v.extent[0], v.extent[1], v.extent[2]);
 }
 
+/// `--dim dim` of the input `name` of rank `rank`, counted from the front.
+/// @throws data_error if it is outside [-rank, rank).
+int resolve_dim(op_io const& io, char const* name, int dim, int rank) {
+  if (dim < -rank || dim >= rank) {
+    throw data_error("--dim " + std::to_string(dim) + " is outside the " + std::to_string(rank) + " dimensions of " +
+                     io.where(name));
+  }
+  return dim < 0 ? dim + rank : dim;
+}
+
 op_spec swizzle_op() {
   return {"swizzle-blockscale",
           "lay out block scales [M,K] (or [B,M,K]) in the 128x4 tcgen05 layout, padded with zeros "
@@ -124,11 +134,7 @@ op_spec reorder_op() {
                 throw data_error(io.where("scale") + " has shape " + qtl::io::shape_string(s.shape) +
                                  ", not of the rank of weight " + qtl::io::shape_string(w.shape));
               }
-              if (*dim < -rank || *dim >= rank) {
-                throw data_error("--dim " + std::to_string(*dim) + " is outside the " +
-                                 std::to_string(rank) + " dimensions of " + io.where("weight"));
-              }
-              int const d = *dim < 0 ? *dim + rank : *dim;
+              int const d = resolve_dim(io, "weight", *dim, rank);
               auto const win = split_view(w, d);
               auto const sin = split_view(s, d);
               std::vector<std::uint8_t> wout, sout;
@@ -266,11 +272,7 @@ op_spec interleave_op() {
             return [group, dim](op_io& io) {
               auto const& x = io.any_tensor("x", 1);
               int const rank = static_cast<int>(x.shape.size());
-              if (*dim < -rank || *dim >= rank) {
-                throw data_error("--dim " + std::to_string(*dim) + " is outside the " + std::to_string(rank) +
-                                 " dimensions of " + io.where("x"));
-              }
-              auto const in = split_view(x, *dim < 0 ? *dim + rank : *dim);
+              auto const in = split_view(x, resolve_dim(io, "x", *dim, rank));
               std::vector<std::uint8_t> out;
               qtl::interleave_linear_and_gate(in, same_shape(out, in), *group);
               io.emit("x", x.type, x.shape, std::move(out));
