@@ -447,7 +447,7 @@ namespace detail {
 // (plain row-by-row copies read every destination line first: about 0.5 of memcpy, see
 // docs/performance.md), where the output rows start on 16 bytes.
 template <class In, class Out>
-void pad_rows_cols(view3d<In> const& in, view3d<Out> const& out, moe_row_map const& map) {
+void map_rows(view3d<In> const& in, view3d<Out> const& out, moe_row_map const& map) {
   auto const cols = static_cast<std::size_t>(in.extent[2]);
   auto const out_cols = static_cast<std::size_t>(out.extent[2]);
   if (out_cols == 0 || out.extent[0] == 0 || out.extent[1] == 0) {
@@ -552,10 +552,10 @@ void run_fp4_moe_pad(fp4_moe_pad_plan const& p, trtllm_fp4_moe_tensors<WIn, SIn>
                      trtllm_fp4_moe_tensors<WOut, SOut> const& out) {
   moe_row_map const m13{moe_row_map::kind::padded, p.rows13, p.padded13};
   moe_row_map const m2{moe_row_map::kind::padded, p.rows2, p.padded2};
-  pad_rows_cols(in.gemm1_weights, out.gemm1_weights, m13);
-  pad_rows_cols(in.gemm1_scales, out.gemm1_scales, m13);
-  pad_rows_cols(in.gemm2_weights, out.gemm2_weights, m2);
-  pad_rows_cols(in.gemm2_scales, out.gemm2_scales, m2);
+  map_rows(in.gemm1_weights, out.gemm1_weights, m13);
+  map_rows(in.gemm1_scales, out.gemm1_scales, m13);
+  map_rows(in.gemm2_weights, out.gemm2_weights, m2);
+  map_rows(in.gemm2_scales, out.gemm2_scales, m2);
 }
 
 using no_fp4_moe_out = trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const*;
@@ -660,7 +660,7 @@ index_t pad_nvfp4_weight_for_cutlass(view2d<In> weight, view2d<Out> out, index_t
   view3d<Out> const out3 = detail::as_rank3(out);
   detail::check_byte_pair(fn, "weight", in3, {1, weight.extent[0], weight.extent[1]}, out3,
                           {1, p.rows, p.col_bytes});
-  detail::pad_rows_cols(in3, out3, {moe_row_map::kind::padded, weight.extent[0], p.rows});
+  detail::map_rows(in3, out3, {moe_row_map::kind::padded, weight.extent[0], p.rows});
   return p.padding_bytes;
 }
 
@@ -690,7 +690,7 @@ void interleave_linear_and_gate(view3d<In> x, view3d<Out> out, index_t group_siz
   }
   index_t const want[3] = {x.extent[0], x.extent[1], x.extent[2]};
   detail::check_byte_pair(fn, "x", x, want, out, want);
-  detail::pad_rows_cols(x, out, {moe_row_map::kind::interleave_linear_and_gate, size, group_size});
+  detail::map_rows(x, out, {moe_row_map::kind::interleave_linear_and_gate, size, group_size});
 }
 
 /// vLLM `reorder_w13_to_w31_for_flashinfer_cutedsl(activation, w13, w13_scale)`: the rows (dim 1)
@@ -717,8 +717,8 @@ void reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<WIn> w13
   detail::check_byte_pair(fn, "w13_scale", w13_scale, ws, w13_scale_out, ws);
   moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31,
                         rows};
-  detail::pad_rows_cols(w13, w13_out, map);
-  detail::pad_rows_cols(w13_scale, w13_scale_out, map);
+  detail::map_rows(w13, w13_out, map);
+  detail::map_rows(w13_scale, w13_scale_out, map);
 }
 
 }  // namespace qtl

@@ -1,15 +1,17 @@
 #pragma once
 /// \file
-/// CUDA kernels and launchers of qtl/moe.hpp: the trtllm-gen FP4 MoE static weight preparation and
+/// CUDA kernels and launchers of qtl/moe.hpp: the trtllm-gen FP4 MoE static weight preparation,
 /// vLLM's FP4 MoE zero padding (`align_fp4_moe_weights_for_fi`, `align_fp4_moe_hidden_dim_for_fi`,
-/// `pad_nvfp4_weight_for_cutlass`) on device memory, one launch per tensor for all experts. Each destination row (weights) or 4-byte
-/// word (scales) computes its source through the host header's closed forms
-/// (`w3w1_row_source`, `w2_row_source`, `blockscale_position_of`), so no index vector is uploaded
-/// and device bytes equal host bytes (test/cuda/moe_test.cu):
+/// `pad_nvfp4_weight_for_cutlass`) and its CuteDSL row orders (`interleave_linear_and_gate`,
+/// `reorder_w13_to_w31_for_flashinfer_cutedsl`) on device memory, one launch per tensor for all
+/// experts. Each destination row (weights) or 4-byte word (scales) computes its source through the
+/// host header's closed forms (`w3w1_row_source`, `w2_row_source`, `blockscale_position_of`,
+/// `moe_row_map`), so no index vector is uploaded and device bytes equal host bytes
+/// (test/cuda/moe_test.cu):
 ///
 ///     weights: block per destination row (e, n):  out[e][n][:] = in[e][source(n)][:]   (16-byte copies)
 ///     scales:  thread per word o of expert e:     (n, k) = position_of(o);  4 bytes in[e][source(n)][k..k+3]
-///     padding: block per destination row (e, r):  in[e][padded_row_source(r)][c] for c < in's columns, else 0
+///     row maps: block per destination row (e, n): in[e][map.source(n)][c] for c < in's columns, else 0
 ///
 /// Launchers take a `cudaStream_t` and return `cudaError_t` (`cudaErrorInvalidValue` for what the
 /// host would reject, before anything is enqueued); they never throw or synchronise.
