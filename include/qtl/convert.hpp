@@ -126,6 +126,22 @@ void for_each_row_slice(block_grid const& g, int threads, F&& f) {
   run_parts(static_cast<int>(parts), run);
 }
 
+/// The largest code magnitude (c & 0x7F) of a rows x cols block of FP8 codes (row stride
+/// `stride`): the x86 executor scans the leading columns, the loop the rest.
+inline std::uint8_t block_code_top(std::uint8_t const* in, std::int64_t stride, std::int64_t rows,
+                                   std::int64_t cols) {
+  std::uint8_t top = 0;
+  std::int64_t const scanned = qtl::detail::convert_x86::block_top(in, stride, rows, cols, top);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    std::uint8_t const* row = in + r * stride;
+    for (std::int64_t c = scanned; c < cols; ++c) {
+      std::uint8_t const m = static_cast<std::uint8_t>(row[c] & 0x7Fu);
+      top = m > top ? m : top;
+    }
+  }
+  return top;
+}
+
 /// The per-block cast of one rows x cols block of float values `x` (row stride `xs`), writing its
 /// codes to `q` (row stride `qs`): returns the block scale. The x86 executors take the leading
 /// columns of the amax scan and of each row of a finite block.
@@ -337,18 +353,10 @@ void requant_weight_ue8m0(std::span<std::uint8_t const> q, std::span<float const
     }
     // A finite scale: the block's amax is the dequant of its largest magnitude (requant_block_scale),
     // each code a function of the input code alone. Same bytes as the element loop above.
-    std::uint8_t top = 0;
     std::uint8_t const* const in = q.data() + at(n0, k0);
     std::int64_t const rows = n1 - n0;
     std::int64_t const cols = k1 - k0;
-    std::int64_t const scanned = qtl::detail::convert_x86::block_top(in, k, rows, cols, top);
-    for (std::int64_t r = 0; r < rows; ++r) {
-      std::uint8_t const* row = in + r * k;
-      for (std::int64_t c = scanned; c < cols; ++c) {
-        std::uint8_t const m = static_cast<std::uint8_t>(row[c] & 0x7Fu);
-        top = m > top ? m : top;
-      }
-    }
+    std::uint8_t const top = detail::block_code_top(in, k, rows, cols);
     float const sf = requant_block_scale<Recipe>(top, scale);
     float const inv = qtl::detail::div_rn(1.0f, sf);
     std::uint8_t map[256];
@@ -584,14 +592,7 @@ inline float fp8_block_bf16_amax(std::span<std::uint8_t const> q, std::span<floa
   float amax = 0.0f;
   detail::for_each_block(g, [&](std::int64_t gi, std::int64_t bi, std::int64_t bj, std::int64_t n0, std::int64_t n1,
                                 std::int64_t k0, std::int64_t k1) {
-    std::uint8_t top = 0;
-    for (std::int64_t r = n0; r < n1; ++r) {
-      std::uint8_t const* row = q.data() + (gi * g.n + r) * g.k;
-      for (std::int64_t c = k0; c < k1; ++c) {
-        std::uint8_t const m = static_cast<std::uint8_t>(row[c] & 0x7Fu);
-        top = m > top ? m : top;
-      }
-    }
+    std::uint8_t const top = detail::block_code_top(q.data() + (gi * g.n + n0) * g.k + k0, g.k, n1 - n0, k1 - k0);
     float const scale = s[static_cast<std::size_t>((gi * nb + bi) * kb + bj)];
     float const v = dequant_element_as<dequant_precision::bf16>(top, scale);
     if (!(v - v == 0.0f) || !(scale - scale == 0.0f)) {
@@ -664,10 +665,16 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
       std::size_t const count = static_cast<std::size_t>(m * g.k);
       block_grid const slice{1, m, g.k, g.block};
       std::span<bfloat16_t> const bf(rows.data(), count);
-      block_quant_dequant<bfloat16_t>(q.subspan(at, count), s.subspan(static_cast<std::size_t>((gi * nb + bi) * kb),
-                                                                      static_cast<std::size_t>(kb)),
-                                      slice, bf);
-      for (std::size_t i = 0; i < count; ++i) {
+      auto const q_slice = q.subspan(at, count);
+      auto const s_slice = s.subspan(static_cast<std::size_t>((gi * nb + bi) * kb), static_cast<std::size_t>(kb));
+      block_quant_dequant<bfloat16_t>(q_slice, s_slice, slice, bf);
+      bool finite = true;
+      try {
+        (void)fp8_block_bf16_amax(q_slice, s_slice, slice);  // a pass over the codes: every dequant finite
+      } catch (value_error const&) {
+        finite = false;
+      }
+      for (std::size_t i = 0; !finite && i < count; ++i) {  // name the first element that is not
         if ((bf[i].bits & 0x7F80u) == 0x7F80u) {
           throw value_error("qtl::convert::fp8_block_to_nvfp4: element (" + std::to_string(gi) + ", " +
                             std::to_string(n0 + static_cast<std::int64_t>(i) / g.k) + ", " +

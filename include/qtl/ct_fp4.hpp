@@ -36,6 +36,7 @@
 #include <span>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include <qtl/ct_quantize.hpp>
 #include <qtl/error.hpp>
@@ -142,7 +143,16 @@ void ct_mxfp4_quantize(view2d<T const> w, view2d<float4_e2m1x2_t> values, view2d
 #endif  // ^^^ QTL_X86 ^^^
   for (index_t i = 0; i < m; ++i) {
     T const* row = &w(i, 0);
-    for (index_t b = 0; b < k / bs; ++b) {
+    index_t first = 0;  // the blocks an x86 executor did
+    if constexpr (std::is_same_v<T, bfloat16_t>) {
+      first = detail::fp4_x86::ct_mxfp4_row(row, &values(i, 0), &scales(i, 0).bits, k / bs);
+      for (index_t b = 0; b < first; ++b) {
+        float const os = e8m0_reciprocal(scales(i, b).bits);
+        detail::ct::clear_zero_codes(row + b * bs, bs, &values(i, b * (bs / 2)),
+                                     [os](T v) { return rounds_to_zero_in<T>(to_float(v) * os); });
+      }
+    }
+    for (index_t b = first; b < k / bs; ++b) {
       T const* x = row + b * bs;
       float mx = 0.0f;
       float mn = 0.0f;

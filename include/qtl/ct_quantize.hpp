@@ -160,15 +160,40 @@ template <class T>
                     " (its " + unit + "'s scale would not be finite; allow_nonfinite quantizes it anyway)");
 }
 
-/// The unsigned codes u = ct_int_code + 2^(b-1) of the `gs` weights at `x` into `u`, 16 at a time
-/// (into a local block first: a store through `u`, a byte pointer, could alias anything, which
-/// keeps the compiler from vectorising the loop).
+/// Whether the x86 executor of `qtl/x86/ct_quantize.hpp` runs (AVX2 and F16C, `QTL_X86`).
+inline bool x86_executor() {
+#if QTL_X86
+  return has_avx2_f16c();
+#else
+  return false;
+#endif  // ^^^ QTL_X86 ^^^
+}
+
+/// The largest and smallest of a group's `gs` weights at `x` (row r, columns from c0), by the x86
+/// executor where `x86` and it takes them, else `nan_max_min`; returns whether both are finite.
+/// @throws value_error naming the first NaN or infinity, unless `allow_nonfinite`
 template <class T>
-void group_codes(T const* x, index_t gs, group_params const p, int const bits, std::uint8_t* u) {
-  float const offset = static_cast<float>(1 << (bits - 1));
-  auto const code = [p, bits, offset](T v) {
-    return static_cast<std::uint8_t>(static_cast<std::int32_t>(ct_int_code<T>(to_float(v), p, bits) + offset));
-  };
+bool group_max_min([[maybe_unused]] bool x86, T const* x, index_t gs, bool allow_nonfinite, index_t r, index_t c0,
+                   float& mx, float& mn) {
+  bool clean = false;
+#if QTL_X86
+  clean = x86 && gs % 8 == 0 && ct_max_min_x86(x, gs, mx, mn);
+#endif  // ^^^ QTL_X86 ^^^
+  if (!clean) {
+    std::tie(mx, mn) = nan_max_min(x, gs);
+    clean = is_finite(mx) && is_finite(mn);
+  }
+  if (!clean && !allow_nonfinite) {
+    refuse_nonfinite(x, gs, r, c0);
+  }
+  return clean;
+}
+
+/// u[i] = code(x[i]) for the `gs` weights at `x`, 16 at a time (into a local block first: a store
+/// through `u`, a byte pointer, could alias anything, which keeps the compiler from vectorising
+/// the loop).
+template <class T, class Code>
+void group_codes(T const* x, index_t gs, std::uint8_t* u, Code const& code) {
   constexpr index_t lanes = 16;
   index_t i = 0;
   for (; i + lanes <= gs; i += lanes) {
@@ -229,9 +254,7 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
   static_assert(std::endian::native == std::endian::little, "the packing below assumes a little-endian host");
   std::int32_t const offset = 1 << (bits - 1);
   std::vector<std::uint8_t> row_codes(bits == 4 ? static_cast<std::size_t>(k) : 0);
-#if QTL_X86
-  bool const x86 = detail::ct::has_avx2_f16c();
-#endif  // ^^^ QTL_X86 ^^^
+  bool const x86 = detail::ct::x86_executor();
   for (index_t r = 0; r < m; ++r) {
     T const* row = &w(r, 0);
     // 8 bits: the codes are the packed row's bytes (word c holds codes 4c .. 4c+3, low byte first)
@@ -240,17 +263,7 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
       T const* x = row + g * gs;
       float mx = 0.0f;
       float mn = 0.0f;
-      bool clean = false;  // max and min finite
-#if QTL_X86
-      clean = x86 && gs % 8 == 0 && detail::ct::ct_max_min_x86(x, gs, mx, mn);
-#endif  // ^^^ QTL_X86 ^^^
-      if (!clean) {
-        std::tie(mx, mn) = nan_max_min(x, gs);
-        clean = is_finite(mx) && is_finite(mn);
-      }
-      if (!clean && !opt.allow_nonfinite) {
-        detail::ct::refuse_nonfinite(x, gs, opt.first_row + r, g * gs);
-      }
+      bool const clean = detail::ct::group_max_min(x86, x, gs, opt.allow_nonfinite, opt.first_row + r, g * gs, mx, mn);
       group_params const p = ct_int_group_params<T>(mx, mn, bits, opt.symmetric);
       out.scales(r, g) = from_float<T>(p.s);  // exact: s is a T value
       if (!opt.symmetric) {
@@ -262,7 +275,9 @@ void ct_pack_quantize(view2d<T const> w, ct_pack_outputs<T> const& out, ct_pack_
         done = detail::ct::ct_codes_x86(x, gs, p, bits, u + g * gs);
       }
 #endif  // ^^^ QTL_X86 ^^^
-      detail::ct::group_codes(x + done, gs - done, p, bits, u + g * gs + done);
+      detail::ct::group_codes(x + done, gs - done, u + g * gs + done, [p, bits, offset](T v) {
+        return static_cast<std::uint8_t>(static_cast<std::int32_t>(ct_int_code<T>(to_float(v), p, bits)) + offset);
+      });
     }
     if (bits == 4) {
       detail::ct::pack_row4(u, k, &out.packed(r, 0));

@@ -28,6 +28,7 @@ from ._qtl import (  # noqa: F401
     ct_mxfp4_quantize,
     ct_nvfp4_quantize,
     ct_pack_quantize,
+    gptq_checkpoint_quantize,
     gptq_pack,
     gptq_quantize_weights,
     normalize_e4m3fn_to_e4m3fnuz,

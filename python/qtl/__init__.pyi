@@ -100,6 +100,10 @@ def ct_pack_quantize(
     weight: Array, num_bits: int, group_size: int, symmetric: bool = True, *, allow_nonfinite: bool = False,
     threads: Optional[int] = None,
 ) -> Tuple[Array, Array, Optional[Array]]: ...
+def gptq_checkpoint_quantize(
+    weight: Array, num_bits: int, group_size: int, symmetric: bool = True, *, allow_nonfinite: bool = False,
+    threads: Optional[int] = None,
+) -> Tuple[Array, Array, Array]: ...
 def ct_nvfp4_quantize(
     weight: Array, global_scale: Optional[float] = None, *, threads: Optional[int] = None,
 ) -> Tuple[Array, Array, Array]: ...

@@ -14,6 +14,9 @@
 //                    threads=None) -> (weight_packed int32 [N,K/pf], weight_scale [N,G] in the weight's
 //                    dtype, zero_point int32 [N,G] (zp + 2^(bits-1), unpacked) | None)   (qtl/ct_quantize.hpp)
 //       threads: row slices on that many threads (None: one per core); the bytes do not depend on it
+//   gptq_checkpoint_quantize(weight [N,K], num_bits, group_size, symmetric=True, *, allow_nonfinite=False,
+//                    threads=None) -> (qweight int32 [K/pf,N], scales float16 [K/gs,N], zeros int32 [K/gs,N])
+//       (qtl/gptq_checkpoint.hpp; symmetric: the reference's rule, else GPTQ's own quantizer)
 // Without test_perm, a permutation comes from qtl::random_permutation(seed), seed= keyword (None:
 // drawn from std::random_device), where the reference calls torch.randperm.
 
@@ -25,6 +28,7 @@
 #include <qtl/ct_quantize.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/dispatch.hpp>
+#include <qtl/gptq_checkpoint.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/parallel.hpp>
 #include <qtl/quantize.hpp>
@@ -294,6 +298,48 @@ nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, 
   });
 }
 
+/// GPTQ checkpoint tensors (qtl/gptq_checkpoint.hpp) of weight [N, K], rows split over the threads
+/// (each writes its columns of the outputs): (qweight int32 [K/pf, N], scales float16 [K/gs, N],
+/// zeros int32 [K/gs, N]).
+nb::object gptq_checkpoint_quantize(nb::handle w_obj, int num_bits, index_t group_size, bool symmetric,
+                                    bool allow_nonfinite, std::optional<int> threads) {
+  int const nthreads = thread_count(threads);
+  array_in w = take(w_obj, "weight");
+  w.check_rank(2);
+  qtl::gptq_checkpoint_options opt;
+  opt.bits = num_bits;
+  opt.group_size = group_size;
+  opt.rule = symmetric ? qtl::gptq_rule::symmetric : qtl::gptq_rule::asymmetric;
+  opt.allow_nonfinite = allow_nonfinite;
+  index_t const n = w.dim(0);
+  index_t const k = w.dim(1);
+  index_t const words = num_bits == 4 || num_bits == 8 ? k / (32 / num_bits) : 0;
+  index_t const g = group_size > 0 ? k / group_size : 0;
+  return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
+    array_out qweight(elem::i32, {words, n});
+    array_out scales(elem::f16, {g, n});
+    array_out zeros(elem::i32, {g, n});
+    {
+      auto const wv = w.v2<T const>();
+      nb::gil_scoped_release nogil;
+      qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+        auto const columns = [lo, hi]<class U>(qtl::view2d<U> v) {  // columns lo .. hi of [rows, N]
+          v.data += lo;
+          v.extent[1] = hi - lo;
+          return v;
+        };
+        qtl::gptq_checkpoint_options o = opt;
+        o.first_row = lo;
+        qtl::gptq_checkpoint_quantize(row_slice(wv, lo, hi),
+                                      {columns(qweight.v2<std::int32_t>()), columns(scales.v2<qtl::half_t>()),
+                                       columns(zeros.v2<std::int32_t>())},
+                                      o);
+      });
+    }
+    return nb::make_tuple(qweight.release(w.from), scales.release(w.from), zeros.release(w.from));
+  });
+}
+
 /// compressed-tensors nvfp4-/mxfp4-pack-quantized (qtl/ct_fp4.hpp) of weight [N, K], rows split
 /// over the threads: (packed, scales[, global_scale [1]]).
 template <class F>
@@ -363,6 +409,9 @@ void bind_quantize(nb::module_& m) {
   m.def("all_close_1d", &all_close_1d, nb::arg("x"));
   m.def("ct_pack_quantize", &ct_pack_quantize, nb::arg("weight"), nb::arg("num_bits"), nb::arg("group_size"),
         nb::arg("symmetric") = true, nb::kw_only(), nb::arg("allow_nonfinite") = false,
+        nb::arg("threads").none() = nb::none());
+  m.def("gptq_checkpoint_quantize", &gptq_checkpoint_quantize, nb::arg("weight"), nb::arg("num_bits"),
+        nb::arg("group_size"), nb::arg("symmetric") = true, nb::kw_only(), nb::arg("allow_nonfinite") = false,
         nb::arg("threads").none() = nb::none());
   m.def("ct_nvfp4_quantize", &ct_nvfp4_quantize, nb::arg("weight"), nb::arg("global_scale").none() = nb::none(),
         nb::kw_only(), nb::arg("threads").none() = nb::none());

@@ -92,6 +92,9 @@ def run_case(op, p, x):
         if zp is not None:
             out["zero_point"] = zp
         return out
+    if op == "gptq-checkpoint-quantize":
+        r = qtl.gptq_checkpoint_quantize(x["weight"], p["bits"], p["group-size"], not p.get("asym", False))
+        return dict(zip(("qweight", "scales", "zeros"), r))
     if op == "ct-nvfp4-quantize":
         gs = float(x["global_scale"]) if "global_scale" in x else None
         return dict(zip(("weight_packed", "weight_scale", "weight_global_scale"), qtl.ct_nvfp4_quantize(x["weight"], gs)))

@@ -182,6 +182,21 @@ def main():
         got = read(out)[0]
         check(got["scale"][:2] == ("F8_E4M3", [128, 4]) and got["scale"][2] == b"\x78" + bytes(511),
               "nvfp4-quant --swizzle scale %r" % (got["scale"][:2],))
+        # gptq-checkpoint-quantize, 4 bits, one group of 8 a row, the reference's symmetric rule: row 0
+        # 0..7 (s = max(|7/7|, |0/-8|) = 1, codes x + 8 = 8..15), row 1 -8, -4, -2, -1, 0, 1, 2, 4 (s = 1,
+        # codes 0, 4, 6, 7, 8, 9, 10, 12); nibble j of a word is element j: qweight [1, 2] below, F16
+        # scales 1.0, zero points the bias 8.
+        g_in = os.path.join(tmp, "gptq.safetensors")
+        with open(g_in, "wb") as f:
+            f.write(build([("weight", "F32", [2, 8], struct.pack("<16f", *range(8), -8, -4, -2, -1, 0, 1, 2, 4))]))
+        expect(qtl, 0, ["op", "gptq-checkpoint-quantize", "--bits", "4", "--group-size", "8", g_in, out])
+        got = read(out)[0]
+        check(got.get("qweight") == ("I32", [1, 2], struct.pack("<2I", 0xFEDCBA98, 0xCA987640)),
+              "gptq-checkpoint-quantize qweight %r" % (got.get("qweight"),))
+        check(got.get("scales") == ("F16", [1, 2], bytes.fromhex("003c003c")) and
+              got.get("zeros") == ("I32", [1, 2], struct.pack("<2i", 8, 8)),
+              "gptq-checkpoint-quantize scales/zeros %r %r" % (got.get("scales"), got.get("zeros")))
+        expect(qtl, 2, ["op", "gptq-checkpoint-quantize", "--bits", "4", "--group-size", "3", g_in, out])
         # mxfp4-quant / mxfp8-quant: one block of 32 with amax 24. MXFP4: scale 2^ceil(log2(24/6)) = 4
         # (E8M0 0x81), codes of x/4 = 0, .5, 1, 1.5, 2, 3, 4, 6 (0..7; negatives 8|code); MXFP8:
         # scale 2^ceil(log2(24/448)) = 2^-4 (0x7b), E4M3 codes of 16x = 32 (0x60) ... 384 (0x7c).

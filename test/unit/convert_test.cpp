@@ -471,7 +471,12 @@ TEST_CASE("convert: FP8 block to NVFP4 equals block_quant_dequant then block_qua
   std::vector<qtl::float4_e2m1x2_t> p2(q.size() / 2);
   CHECK_THROWS_AS(cv::fp8_block_to_nvfp4(q, s, g, 0.0f, packed, sf), qtl::value_error);
   q[7] = 0x7F;
-  CHECK_THROWS_AS(cv::fp8_block_to_nvfp4(q, s, g, gs, packed, sf), qtl::value_error);
+  CHECK_THROWS_WITH(cv::fp8_block_to_nvfp4(q, s, g, gs, packed, sf),
+                    Catch::Contains("element (0, 0, 7) dequantizes to NaN or Inf"));
+  q[7] = 0;
+  q[static_cast<std::size_t>((n + 130) * k + 50)] = 0xFF;  // a NaN code in matrix 1, past its first block row
+  CHECK_THROWS_WITH(cv::fp8_block_to_nvfp4(q, s, g, gs, packed, sf),
+                    Catch::Contains("element (1, 130, 50) dequantizes to NaN or Inf"));
   CHECK_THROWS_AS(cv::fp8_block_bf16_amax(q, s, g), qtl::value_error);
   CHECK_THROWS_AS(cv::nvfp4_shared_global_scale(-1.0f), qtl::value_error);
   CHECK(cv::nvfp4_shared_global_scale(0.0f) == 1.0f);

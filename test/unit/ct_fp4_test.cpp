@@ -108,6 +108,52 @@ TEST_CASE("ct_mxfp4_quantize: CT's scale rounds a block max of 6.9 down to 2^0 a
   CHECK(nibble(got.values, k + 0) == 0xD);  // -3.0 -> -3 (0x8 | 5)
 }
 
+TEST_CASE("ct_mxfp4_quantize: bf16 rows by the AVX-512 executor equal the portable loop", "[ct][fp4]") {
+  // 35 blocks a row (two 16-block steps and three left), block maxima at the scale rule's edges:
+  // zero and -0, bf16 subnormals and 2^-126, significands just below and at 1.75, the largest
+  // finite bf16; elements that underflow bf16 under their block's scale (CT's +0 code); a NaN and an
+  // Inf in later rows (the executor stops at their step, the loop refuses or quantizes them)
+  index_t const n = 8;
+  index_t const k = 35 * 32;
+  auto w = qtl_test::block_ranged_normal<bfloat16_t>(n, k, 11, 40);
+  float const maxima[] = {0.0f,       0x1p-133f,   0x1p-126f,  0x1.cp-126f, 0x1.bep3f, 0x1.cp3f,
+                          0x1.cp-10f, 0x1.fep127f, 0x1.cp127f, 1.0f,        0x1.8p0f,  6.9f};
+  for (index_t r = 0; r < n; ++r) {
+    for (index_t b = 0; b < 12; ++b) {
+      float const mx = maxima[(r + b) % 12];
+      for (index_t e = 0; e < 32; ++e) {
+        float const v = e == r % 32 ? (b % 2 == 0 ? mx : -mx) : (e % 3 == 0 ? -mx * 0x1p-140f : mx * 0.3f);
+        w[static_cast<std::size_t>(r * k + b * 32 + e)] = qtl::from_float<bfloat16_t>(v);
+      }
+    }
+  }
+  w[17] = qtl::from_float<bfloat16_t>(-0.0f);
+  auto const fast = run_mxfp4(w, n, k);
+  fp4_out<bfloat16_t> slow;
+  {
+    qtl::x86::scoped_level_cap cap(qtl::x86::level::avx2);
+    slow = run_mxfp4(w, n, k);
+  }
+  CHECK(fast.scales == slow.scales);
+  for (std::size_t i = 0; i < fast.values.size(); ++i) {
+    REQUIRE(fast.values[i].bits == slow.values[i].bits);
+  }
+  auto odd = w;
+  odd[static_cast<std::size_t>(5 * k + 20 * 32 + 3)] = qtl::from_float<bfloat16_t>(std::nanf(""));
+  odd[static_cast<std::size_t>(6 * k + 2)] = qtl::from_float<bfloat16_t>(std::numeric_limits<float>::infinity());
+  auto const fast_odd = run_mxfp4(odd, n, k, {true, 0});
+  fp4_out<bfloat16_t> slow_odd;
+  {
+    qtl::x86::scoped_level_cap cap(qtl::x86::level::avx2);
+    slow_odd = run_mxfp4(odd, n, k, {true, 0});
+  }
+  CHECK(fast_odd.scales == slow_odd.scales);
+  for (std::size_t i = 0; i < fast_odd.values.size(); ++i) {
+    REQUIRE(fast_odd.values[i].bits == slow_odd.values[i].bits);
+  }
+  CHECK_THROWS_WITH(run_mxfp4(odd, n, k), Catch::Contains("element [5, 643] is NaN"));
+}
+
 TEST_CASE("ct_mxfp4_quantize runs any slice of rows with the same bytes", "[ct][fp4]") {
   index_t const n = 12;
   index_t const k = 128;

@@ -71,6 +71,7 @@
 #include "int_flags.hpp"
 #include "lib/checkpoint_job.hpp"
 #include "lib/quantize_plan.hpp"
+#include "lib/scratch.hpp"
 #include "lib/worker_pool.hpp"
 
 namespace qtl::tool {
@@ -242,15 +243,12 @@ void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
   auto const s_all = codes_of(*l.scale);
   std::size_t const count = static_cast<std::size_t>(g.n * g.k);
   std::size_t const scount = static_cast<std::size_t>(g.n_blocks() * g.k_blocks());
-  std::vector<std::uint8_t> q;
-  std::vector<std::uint8_t> sf;
-  std::vector<bfloat16_t> bf;
   for (std::int64_t gi = 0; gi < g.groups; ++gi) {
     auto const x = x_all.subspan(gi * count / 2, count / 2);
     auto const s = s_all.subspan(gi * count / cv::e2m1_scale_group, count / cv::e2m1_scale_group);
     if (c.to == target::fp8_ue8m0) {
-      q.resize(count);
-      sf.resize(scount);
+      auto const q = thread_scratch<std::uint8_t>(count);
+      auto const sf = thread_scratch<std::uint8_t, 1>(scount);
       try {
         cv::cast_e2m1fn_to_e4m3fn(x, s, {1, g.n, g.k, g.block}, q, sf);
       } catch (qtl::value_error const& e) {
@@ -259,7 +257,7 @@ void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
       write_out(c, l.outs[0], q.data(), count, gi * count);
       write_out(c, l.outs[1], sf.data(), scount, gi * scount);
     } else {
-      bf.resize(count);
+      auto const bf = thread_scratch<bfloat16_t>(count);
       qtl::block_dequantize<mxfp4>(make_view(reinterpret_cast<float4_e2m1x2_t const*>(x.data()), g.n, g.k / 2),
                                    std::span(reinterpret_cast<float8_e8m0fnu_t const*>(s.data()), s.size()), 1.0f,
                                    make_view(bf.data(), g.n, g.k));
@@ -287,13 +285,6 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
   bool const e8m0_scales = l.scale->type == dtype::F8_E8M0;
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
-  std::vector<std::uint8_t> q8;
-  std::vector<float> s32;
-  std::vector<bfloat16_t> bf;
-  std::vector<std::uint8_t> packed;
-  std::vector<std::uint8_t> e8m0;
-  std::vector<float4_e2m1x2_t> fp4;
-  std::vector<float8_e4m3fn_t> sf8;
   for_each_slice(g, [&](std::int64_t gi, std::int64_t b0, std::int64_t b1, std::int64_t n0, std::int64_t n1) {
     std::int64_t const rows = n1 - n0;
     std::size_t const e0 = static_cast<std::size_t>((gi * g.n + n0) * g.k);
@@ -305,8 +296,8 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
     cv::block_grid const slice{1, rows, g.k, g.block};
     switch (c.to) {
       case target::fp8_ue8m0: {
-        q8.resize(count);
-        s32.resize(scount);
+        auto const q8 = thread_scratch<std::uint8_t>(count);
+        auto const s32 = thread_scratch<float>(scount);
         qtl::dispatch_name<cv::recipes>("--recipe", c.recipe, [&]<class R>() {
           requant_slice<R>(c.canonical, q, s, rows, g.k, q8, s32);
         });
@@ -315,7 +306,7 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
         break;
       }
       case target::bf16: {
-        bf.resize(count);
+        auto const bf = thread_scratch<bfloat16_t>(count);
         cv::block_quant_dequant<bfloat16_t>(q, s, slice, bf);
         if (e8m0_scales) {
           check_bf16_exact(bf, n0, g.k, c.allow_nonfinite, [&](std::size_t i) {
@@ -329,16 +320,16 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
         break;
       }
       case target::mxfp4: {
-        packed.resize(count / 2);
-        e8m0.resize(count / cv::mxfp4_block);
+        auto const packed = thread_scratch<std::uint8_t>(count / 2);
+        auto const e8m0 = thread_scratch<std::uint8_t, 1>(count / cv::mxfp4_block);
         cv::fp8_block_to_mxfp4(q, s, slice, packed, e8m0);
         write_out(c, l.outs[0], packed.data(), packed.size(), e0 / 2);
         write_out(c, l.outs[1], e8m0.data(), e8m0.size(), e0 / cv::mxfp4_block);
         break;
       }
       case target::nvfp4: {
-        fp4.resize(count / 2);
-        sf8.resize(count / 16);
+        auto const fp4 = thread_scratch<float4_e2m1x2_t>(count / 2);
+        auto const sf8 = thread_scratch<float8_e4m3fn_t>(count / 16);
         cv::fp8_block_to_nvfp4(q, s, slice, global_scale, fp4, sf8);
         write_out(c, l.outs[0], fp4.data(), fp4.size(), e0 / 2);
         write_out(c, l.outs[1], sf8.data(), sf8.size(), e0 / 16);

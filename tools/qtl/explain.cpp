@@ -11,7 +11,8 @@
 // says why; a shard (`q_proj`) is decided, for sglang's and vLLM's loaders, as the fused layer
 // those engines build (`qkv_proj`). --json prints one object per (module, consumer) with the keys
 // of qtl/rules/decision.hpp (null where a key does not apply, never absent), then `decided_as`
-// (the fused layer) or `kept` (why a module is not decided) where they apply; non-ASCII text as
+// (the fused layer) or `kept` (why a module is not decided) where they apply, and under a
+// mixed-precision config `scheme` (the group or algorithm a module gets); non-ASCII text as
 // \u escapes. Text from the files is printed escaped (`shown`, common.hpp). The work is
 // explain_config (lib/checkpoint.hpp); this file parses and prints.
 
@@ -28,10 +29,14 @@ namespace qtl::tool {
 
 namespace {
 
-/// The row's JSON object: the decision's keys, then `decided_as` or `kept` where they apply.
-std::string json_line(explain_row const& row) {
+/// The row's JSON object: the decision's keys, then `scheme` (mixed-precision configs: null
+/// where the module gets none), `decided_as` or `kept` where they apply.
+std::string json_line(explain_row const& row, bool mixed) {
   std::string j = to_json(row.decision);
   j.pop_back();  // the closing brace
+  if (mixed) {
+    j += ", \"scheme\": " + (row.decision.scheme ? qtl::json_quote(*row.decision.scheme) : std::string("null"));
+  }
   if (!row.decided_as.empty()) {
     j += ", \"decided_as\": " + qtl::json_quote(row.decided_as);
   }
@@ -69,7 +74,7 @@ command define_explain(CLI::App& app) {
             std::ostringstream out;
             if (args->json) {
               for (auto const& row : r.rows) {
-                out << json_line(row) << '\n';
+                out << json_line(row, r.mixed) << '\n';
               }
               std::cout << out.str();
               return exit_ok;
@@ -91,6 +96,9 @@ command define_explain(CLI::App& app) {
                 continue;
               }
               std::string line = row.decision.consumer + ": " + describe(row.decision);
+              if (row.decision.scheme) {
+                line += " [" + *row.decision.scheme + "]";
+              }
               if (!row.decided_as.empty()) {
                 line += " [as " + row.decided_as.substr(row.decided_as.rfind('.') + 1) + "]";
               }

@@ -58,6 +58,67 @@ fp8_scale_hint config_hint(std::string const& path) {
   }
 }
 
+/// The mixed-precision config of the checkpoint at `path` (its config.json or
+/// hf_quant_config.json), summarised: compressed-tensors' groups (format, weights, targets) or
+/// ModelOpt's algorithms with their module counts; null when there is none or it cannot be read
+/// (inspect describes tensors: a bad config is for explain and lint to report).
+json mixed_config_report(std::string const& path) {
+  quant_config cfg;
+  std::string file;
+  try {
+    std::filesystem::path const p = quant_config_path({}, path);
+    cfg = read_config_file(p).config;
+    file = p.filename().string();
+  } catch (std::exception const&) {
+    return nullptr;
+  }
+  if (!is_mixed(cfg)) {
+    return nullptr;
+  }
+  json r = {{"file", file}};
+  if (cfg.family == quant_family::compressed_tensors) {
+    r["kind"] = "compressed-tensors " + cfg.format;
+    json groups = json::array();
+    for (auto const& g : cfg.config_groups) {
+      weight_params const w = ct_group_weights(g);
+      std::string weights = w.bits ? std::to_string(*w.bits) + "-bit" : std::string("no weights");
+      if (w.quant_type) {
+        weights += " " + std::string(w.quant_type->name().view());
+      }
+      if (!g.strategy.empty()) {
+        weights += ", strategy " + g.strategy;
+      }
+      if (w.group_size) {
+        weights += ", group_size " + std::to_string(*w.group_size);
+      }
+      groups.push_back({{"name", g.name},
+                        {"format", g.format.empty() ? cfg.format : g.format},
+                        {"weights", weights},
+                        {"targets", g.targets}});
+    }
+    r["groups"] = std::move(groups);
+    r["ignore"] = cfg.skip_list;
+    return r;
+  }
+  r["kind"] = "modelopt " + cfg.quant_algo;
+  r["moe_quant_algo"] = cfg.moe_quant_algo.empty() ? json(nullptr) : json(cfg.moe_quant_algo);
+  std::map<std::string, std::size_t> count;
+  std::vector<std::string> order;
+  for (auto const& e : cfg.quantized_layers) {
+    std::string const a = ascii_upper(e.quant_algo);
+    if (count[a]++ == 0) {
+      order.push_back(a);
+    }
+  }
+  json algos = json::array();
+  for (auto const& a : order) {
+    algos.push_back({{"quant_algo", a}, {"modules", count[a]}});
+  }
+  r["algorithms"] = std::move(algos);
+  r["exclude"] = cfg.skip_list;
+  return r;
+}
+
 json report(std::string const& path, qtl::io::safetensors_checkpoint const& ck, std::string const& assume) {
   json r = json::object();
   r["path"] = path;
@@ -98,6 +159,9 @@ json report(std::string const& path, qtl::io::safetensors_checkpoint const& ck, 
         {{"module", m.module}, {"scheme", m.scheme}, {"variant", m.variant}, {"tensors", m.tensors}});
   }
   r["quantization"] = {{"schemes", std::move(schemes)}, {"modules", std::move(modules)}};
+  if (json mixed = mixed_config_report(path); !mixed.is_null()) {
+    r["mixed_config"] = std::move(mixed);
+  }
   if (assume == "marlin") {
     r["marlin"] = marlin_report(infos);
   }
@@ -146,6 +210,32 @@ void print_table(json const& r, std::ostream& out) {
     out << "  quantization: " << s["scheme"].get<std::string>() << " ("
         << s["variant"].get<std::string>() << "): " << s["modules"].get<std::size_t>()
         << (s["modules"].get<std::size_t>() == 1 ? " module\n" : " modules\n");
+  }
+  if (r.contains("mixed_config")) {
+    json const& m = r["mixed_config"];
+    out << "  config: " << shown(m["kind"].get<std::string>()) << " (" << shown(m["file"].get<std::string>()) << ")";
+    if (m.contains("moe_quant_algo") && m["moe_quant_algo"].is_string()) {
+      out << ", moe_quant_algo " << shown(m["moe_quant_algo"].get<std::string>());
+    }
+    out << "\n";
+    for (auto const& g : m.value("groups", json::array())) {
+      std::string targets;
+      std::size_t n = 0;
+      for (auto const& t : g["targets"]) {
+        if (n++ < 3) {
+          targets += (targets.empty() ? "" : ", ") + t.get<std::string>();
+        }
+      }
+      if (n > 3) {
+        targets += ", ... (" + std::to_string(n) + " targets)";
+      }
+      out << "    " << shown(g["name"].get<std::string>()) << " (" << shown(g["format"].get<std::string>())
+          << "): " << g["weights"].get<std::string>() << "; targets " << shown(targets, shown_line_limit) << "\n";
+    }
+    for (auto const& a : m.value("algorithms", json::array())) {
+      out << "    " << shown(a["quant_algo"].get<std::string>()) << ": " << a["modules"].get<std::size_t>()
+          << " quantized_layers entries\n";
+    }
   }
   if (r.contains("marlin")) {
     if (r["marlin"].empty()) out << "  marlin: no I32 qweight/weight tensors\n";

@@ -1,6 +1,8 @@
 #pragma once
 // `qtl inspect FILE...`: tensors, dtypes, shapes, bytes, metadata and the recognised quantization
-// scheme of safetensors files, sharded checkpoints (an index.json or a folder) — as a table or JSON.
+// scheme of safetensors files, sharded checkpoints (an index.json or a folder) — as a table or JSON;
+// for a checkpoint whose config mixes schemes (compressed-tensors `mixed-precision`, ModelOpt
+// MIXED_PRECISION) also the config's groups or algorithms (`mixed_config`).
 
 #include <iosfwd>
 #include <string>

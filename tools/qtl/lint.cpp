@@ -3,9 +3,12 @@
 //   qtl lint [--config CONFIG] [--checkpoint PATH] [--modules FILE|-] [--packed-modules-mapping FILE]
 //
 // Checked, with sglang's and vLLM's loaders for the config's family (qtl/rules/consumers.hpp):
-//   unused      a skip-list entry or `dynamic` rule that decides no linear module (typo, wrong
-//               prefix, or a norm or embedding, which no engine quantizes);
-//   disagree    a module the two engines treat differently;
+//   unused      a skip-list entry, `dynamic` rule or mixed-precision target that decides no
+//               linear module (typo, wrong prefix, or a norm or embedding, which no engine
+//               quantizes);
+//   disagree    a module the two engines treat differently (under a mixed-precision config also:
+//               a scheme other than the group the compressed-tensors library, which wrote the
+//               checkpoint, gave it);
 //   fused       a fused layer (qkv_proj, gate_up_proj, ...) whose shards get different decisions,
 //               or that an engine refuses ("Detected some but not all shards ...");
 //   error       any other exception an engine would raise for a module (bad regex, ...).

@@ -13,6 +13,7 @@
 //       -> weight_scale F32 [a+b+c, 1]   (a+b+c <= 2^24; scales past the shards: ignored, as the
 //       reference, with a warning)
 //   ct-pack-quantize --bits 4|8 --group-size N|-1 [--asym] [--allow-nonfinite]
+//   gptq-checkpoint-quantize --bits 4|8 --group-size N [--asym] [--allow-nonfinite]
 //       weight W [N,K] -> weight_packed I32 [N,K/pf], weight_scale W [N,G] (G = K/N, 1 for -1),
 //       zero_point I32 [N,G] (zp + 2^(bits-1), unpacked; only with --asym): compressed-tensors
 //       pack-quantized (qtl/ct_quantize.hpp)
@@ -29,6 +30,7 @@
 #include <qtl/ct_quantize.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/dispatch.hpp>
+#include <qtl/gptq_checkpoint.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/quantize.hpp>
 #include <qtl/scalar_type.hpp>
@@ -317,6 +319,45 @@ op_spec convert_to_channelwise_op() {
           }};
 }
 
+op_spec gptq_checkpoint_quantize_op() {
+  return {"gptq-checkpoint-quantize",
+          "GPTQ checkpoint tensors of row-major weight [N,K] (groups along K): qweight [K/pf,N], "
+          "F16 scales and zero points [K/gs,N]",
+          [](CLI::App& cmd) -> op_runner {
+            struct flags {
+              qtl::gptq_checkpoint_options opt;
+              bool asym = false;
+            };
+            auto f = std::make_shared<flags>();
+            cmd.add_option("--bits", f->opt.bits, "4 or 8")->required()->check(CLI::IsMember({4, 8}));
+            cmd.add_option("--group-size", f->opt.group_size, "columns per group, dividing K")->required();
+            cmd.add_flag("--asym", f->asym, "GPTQ's own asymmetric quantizer (default: the reference's symmetric rule)");
+            cmd.add_flag("--allow-nonfinite", f->opt.allow_nonfinite, "quantize NaN/Inf weights instead of refusing");
+            return [f](op_io& io) {
+              auto const& t = io.tensor("weight", float_types, {2});
+              qtl::gptq_checkpoint_options opt = f->opt;
+              opt.rule = f->asym ? qtl::gptq_rule::asymmetric : qtl::gptq_rule::symmetric;
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const w(t);
+                index_t const n = w.dim(0);
+                index_t const k = w.dim(1);
+                index_t const words = k / (32 / opt.bits);
+                index_t const g = opt.group_size > 0 ? k / opt.group_size : 0;
+                std::vector<std::int32_t> qweight(static_cast<std::size_t>(words * n));
+                std::vector<qtl::half_t> scales(static_cast<std::size_t>(g * n));
+                std::vector<std::int32_t> zeros(static_cast<std::size_t>(g * n));
+                qtl::gptq_checkpoint_quantize(w.view2(),
+                                              {make_view(qweight.data(), words, n), make_view(scales.data(), g, n),
+                                               make_view(zeros.data(), g, n)},
+                                              opt);
+                io.emit("qweight", dtype::I32, shape_of(words, n), std::move(qweight));
+                io.emit("scales", dtype::F16, shape_of(g, n), std::move(scales));
+                io.emit("zeros", dtype::I32, shape_of(g, n), std::move(zeros));
+              });
+            };
+          }};
+}
+
 op_spec ct_pack_quantize_op() {
   return {"ct-pack-quantize",
           "compressed-tensors pack-quantized integers of weight [N,K] (groups along K): "
@@ -406,7 +447,7 @@ op_spec ct_fp4_quantize_op() {
 
 std::vector<op_spec> quantize_ops() {
   return {quantize_weights_op(), gptq_op(), permute_rows_op(), sort_weights_op(),
-          convert_to_channelwise_op(), ct_pack_quantize_op(), ct_fp4_quantize_op<qtl::nvfp4>(),
+          convert_to_channelwise_op(), ct_pack_quantize_op(), gptq_checkpoint_quantize_op(), ct_fp4_quantize_op<qtl::nvfp4>(),
           ct_fp4_quantize_op<qtl::mxfp4>()};
 }
 

@@ -19,6 +19,8 @@
 /// dequantizes to 0 (uniform in [0.4, 0.6], or a constant); here it is quantized on [0, max].
 /// Each operation rounds once (float32), as torch does.
 
+#include <cstdint>
+
 #include <qtl/element/quantize.hpp>
 #include <qtl/macros.hpp>
 
@@ -53,6 +55,54 @@ QTL_HOST_DEVICE constexpr std::int32_t gptq_asym_code(float w, float s, float zp
 /// The dequantized value of code `q`: s · (q - zp), one rounding (float32).
 QTL_HOST_DEVICE constexpr float gptq_asym_dequantize(std::int32_t q, float s, float zp) {
   return detail::qnt::mul_rn_unfused(detail::qnt::sub_rn(static_cast<float>(q), zp), s, 0);
+}
+
+// ------------------------------------------------------------------------------------------------
+// A GPTQ checkpoint's groups (qtl/gptq_checkpoint.hpp): its two rules as element functions.
+
+/// The rule a GPTQ checkpoint's groups are quantized by.
+enum class gptq_rule : std::uint8_t {
+  /// The reference's `quantize_weights` without zero points, uint4b8 (4 bits) or uint8b128 (8):
+  /// s = max(|T(mx / qmax)|, |T(mn / qmin)|) in the weight's dtype T, code clamp(rne(T(w / s)),
+  /// qmin, qmax) + bias under that s, zero point the bias.
+  symmetric,
+  /// GPTQ's own quantizer (above), the codes taken under the scale as stored (F16).
+  asymmetric,
+};
+
+/// `quant_range_of(uint4b8)` for 4 bits, `quant_range_of(uint8b128)` for 8: [-2^(b-1), 2^(b-1) - 1],
+/// bias 2^(b-1) (written out: device code may not read the host's scalar_type constants).
+QTL_HOST_DEVICE constexpr quant_range gptq_symmetric_range(int bits) {
+  int const half = 1 << (bits - 1);
+  return {-static_cast<float>(half), static_cast<float>(half - 1), half};
+}
+static_assert(gptq_symmetric_range(4).qmin == quant_range_of(uint4b8).qmin &&
+              gptq_symmetric_range(4).qmax == quant_range_of(uint4b8).qmax &&
+              gptq_symmetric_range(4).bias == quant_range_of(uint4b8).bias &&
+              gptq_symmetric_range(8).qmin == quant_range_of(uint8b128).qmin &&
+              gptq_symmetric_range(8).qmax == quant_range_of(uint8b128).qmax &&
+              gptq_symmetric_range(8).bias == quant_range_of(uint8b128).bias);
+
+/// The scale of a group (before the checkpoint rounds it to F16) and its stored zero point, by
+/// `rule`, for a group of T weights whose max and min are `mx`, `mn`. @pre bits is 4 or 8
+template <class T>
+QTL_HOST_DEVICE constexpr group_params gptq_group_params(gptq_rule rule, float mx, float mn, int bits) {
+  if (rule == gptq_rule::asymmetric) {
+    return gptq_asym_group_params(mx, mn, bits);
+  }
+  quant_range const r = gptq_symmetric_range(bits);
+  return {detail::qnt::symmetric_scale<T>(mx, mn, r).s, static_cast<float>(r.bias)};
+}
+
+/// The stored code (0 .. 2^bits - 1) of T weight `w` in a group of `p` (gptq_group_params) whose
+/// scale as stored is `stored_s`, by `rule`. @pre bits is 4 or 8
+template <class T>
+QTL_HOST_DEVICE constexpr std::int32_t gptq_code(gptq_rule rule, float w, group_params p, float stored_s, int bits) {
+  if (rule == gptq_rule::asymmetric) {
+    return gptq_asym_code(w, stored_s, p.zp, bits);
+  }
+  quant_range const r = gptq_symmetric_range(bits);
+  return static_cast<std::int32_t>(detail::qnt::quantize_code<T>(w, {p.s, 0.0f}, r)) + r.bias;
 }
 
 }  // namespace qtl

@@ -215,6 +215,63 @@ inline packed_mapping packed_modules_mapping_of(nlohmann::ordered_json const& v,
 
 namespace detail {
 
+/// One `config_groups` entry (`field` names it in errors). A missing or null `targets` is an
+/// empty list (the group then decides nothing), as a missing `weights` is no weights.
+inline ct_config_group config_group(std::string const& name, ojson const& group, std::string const& field) {
+  if (!group.is_object()) {
+    bad_field(field, "expected an object, got " + type_of(group));
+  }
+  ct_config_group g;
+  g.name = name;
+  g.format = opt_string(group, "format", field);
+  if (auto const it = group.find("targets"); it != group.end()) {
+    g.targets = string_list(*it, field + ".targets");
+  }
+  if (auto const wt = group.find("weights"); wt != group.end() && !wt->is_null()) {
+    std::string const wf = field + ".weights";
+    if (!wt->is_object()) {
+      bad_field(wf, "expected an object, got " + type_of(*wt));
+    }
+    g.has_weights = true;
+    g.num_bits = opt_int(*wt, "num_bits", wf);
+    g.group_size = opt_int(*wt, "group_size", wf);
+    g.symmetric = opt_bool(*wt, "symmetric", wf);
+    g.type = opt_string(*wt, "type", wf);
+    g.strategy = opt_string(*wt, "strategy", wf);
+  }
+  if (auto const at = group.find("input_activations"); at != group.end() && !at->is_null()) {
+    if (!at->is_object()) {
+      bad_field(field + ".input_activations", "expected an object or null, got " + type_of(*at));
+    }
+    g.input_activations = true;
+  }
+  return g;
+}
+
+/// ModelOpt's `quantized_layers` object {module: {"quant_algo": ..., "group_size": ...}} (null: none).
+inline std::vector<modelopt_layer> quantized_layers_of(ojson const& v, std::string const& field) {
+  std::vector<modelopt_layer> out;
+  if (v.is_null()) {
+    return out;
+  }
+  if (!v.is_object()) {
+    bad_field(field, "expected an object of {\"quant_algo\": ...} entries, got " + type_of(v));
+  }
+  for (auto const& item : v.items()) {
+    std::string const f = key_path(field, item.key());
+    ojson const& body = item.value();
+    if (!body.is_object()) {
+      bad_field(f, "expected an object, got " + type_of(body));
+    }
+    modelopt_layer e;
+    e.module = item.key();
+    e.quant_algo = opt_string(body, "quant_algo", f);  // missing: an error of the layers that reach it
+    e.group_size = opt_int(body, "group_size", f);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
 /// Reads a `quantization_config`-shaped object (`base` names it in errors).
 inline quant_config parse_quantization_object(ojson const& q, std::string const& base,
                                               bool assume_gptq_without_method) {
@@ -307,43 +364,52 @@ inline quant_config parse_quantization_object(ojson const& q, std::string const&
   if (auto const it = q.find("packed_modules_mapping"); it != q.end()) {
     cfg.packed_modules_mapping = packed_modules_mapping_of(*it, dot(base) + "packed_modules_mapping");
   }
-  // compressed-tensors: the weights of the first config group give the base parameters.
+  if (cfg.family == quant_family::compressed_tensors) {
+    cfg.format = opt_string(q, "format", base);
+  }
+  if (cfg.family == quant_family::modelopt) {
+    cfg.moe_quant_algo = opt_string(q, "moe_quant_algo", base);
+  }
+  // compressed-tensors: every config group, in order; the weights of the first give the base
+  // parameters.
   if (auto const it = q.find("config_groups"); it != q.end() && !it->is_null()) {
     std::string const field = dot(base) + "config_groups";
     if (!it->is_object()) {
       bad_field(field, "expected an object, got " + type_of(*it));
     }
     for (auto const& [name, group] : it->items()) {
-      std::string const gf = key_path(field, name);
-      if (!group.is_object()) {
-        bad_field(gf, "expected an object, got " + type_of(group));
+      cfg.config_groups.push_back(config_group(name, group, key_path(field, name)));
+    }
+    if (!cfg.config_groups.empty() && cfg.config_groups.front().has_weights) {
+      ct_config_group const& g = cfg.config_groups.front();
+      cfg.bits = g.num_bits;
+      cfg.group_size = g.group_size;
+      cfg.sym = g.symmetric;
+      if (!g.type.empty()) {
+        cfg.weight_type = g.type;
       }
-      auto const wt = group.find("weights");
-      if (wt == group.end() || wt->is_null()) {
-        break;
-      }
-      std::string const wf = gf + ".weights";
-      if (!wt->is_object()) {
-        bad_field(wf, "expected an object, got " + type_of(*wt));
-      }
-      cfg.bits = opt_int(*wt, "num_bits", wf);
-      cfg.group_size = opt_int(*wt, "group_size", wf);
-      cfg.sym = opt_bool(*wt, "symmetric", wf);
-      std::string const type = opt_string(*wt, "type", wf);
-      if (!type.empty()) {
-        cfg.weight_type = type;
-      }
+      auto const wt = it->begin()->find("weights");
       if (auto const at = wt->find("actorder"); at != wt->end() && !at->is_null()) {
         cfg.desc_act = at->is_boolean() ? at->get<bool>() : (at->is_string() && at->get<std::string>() == "group");
       }
-      break;
     }
+  }
+  if (auto const it = q.find("quantized_layers"); it != q.end() && cfg.family == quant_family::modelopt) {
+    cfg.quantized_layers = quantized_layers_of(*it, dot(base) + "quantized_layers");
   }
   // ModelOpt inside config.json may nest its fields in `quantization`.
   if (auto const it = q.find("quantization"); it != q.end() && it->is_object()) {
     std::string const f = dot(base) + "quantization";
     if (cfg.quant_algo.empty()) {
       cfg.quant_algo = opt_string(*it, "quant_algo", f);
+    }
+    if (cfg.moe_quant_algo.empty()) {
+      cfg.moe_quant_algo = opt_string(*it, "moe_quant_algo", f);
+    }
+    if (cfg.quantized_layers.empty() && cfg.family == quant_family::modelopt) {
+      if (auto const jt = it->find("quantized_layers"); jt != it->end()) {
+        cfg.quantized_layers = quantized_layers_of(*jt, f + ".quantized_layers");
+      }
     }
     if (!cfg.group_size) {
       cfg.group_size = opt_int(*it, "group_size", f);
@@ -378,7 +444,11 @@ inline quant_config quant_config_from_json(nlohmann::ordered_json const& doc) {
     cfg.family = quant_family::modelopt;
     cfg.quant_method = "modelopt";
     cfg.quant_algo = detail::opt_string(q, "quant_algo", "quantization");
+    cfg.moe_quant_algo = detail::opt_string(q, "moe_quant_algo", "quantization");
     cfg.group_size = detail::opt_int(q, "group_size", "quantization");
+    if (auto const jt = q.find("quantized_layers"); jt != q.end()) {
+      cfg.quantized_layers = detail::quantized_layers_of(*jt, "quantization.quantized_layers");
+    }
     if (auto const jt = q.find("exclude_modules"); jt != q.end() && !jt->is_null()) {
       cfg.skip_list = detail::string_list(*jt, "quantization.exclude_modules");
       cfg.skip_list_field = "exclude_modules";

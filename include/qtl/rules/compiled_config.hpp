@@ -15,7 +15,9 @@
 /// `decide_with`, asks either the reference loops or these indexes). The pattern dialects
 /// (compressed-tensors' `ignore`, fnmatch and ModelOpt's globs, transformers' lists, AutoRound's
 /// `extra_config`) are compiled by `qtl/rules/dialect_index.hpp` when a consumer first asks for
-/// them (once, thread-safe), so a config decided for one consumer builds only that one's index.
+/// them (once, thread-safe), so a config decided for one consumer builds only that one's index;
+/// so are a mixed-precision config's groups or `quantized_layers` (`qtl/rules/mixed.hpp`): then
+/// `decide(cc, consumer::vllm_compressed_tensors, module)` is "which scheme does this module get".
 /// Still a scan per layer: AutoRound's fused-module step over the packed-modules mapping.
 
 #include <memory>
@@ -98,6 +100,10 @@ class compiled_config {
   transformers_v5_index const& transformers_v5() const {
     return v5_.get([&] { return std::make_unique<transformers_v5_index const>(cfg_->skip_list); });
   }
+  /// The mixed-precision config groups or `quantized_layers` (qtl/rules/mixed.hpp).
+  mixed_index const& mixed() const {
+    return mixed_.get([&] { return std::make_unique<mixed_index const>(*cfg_); });
+  }
   /// `extra_config` and `block_name_to_quantize`.
   auto_round_index const& auto_round() const {
     return auto_round_.get([&] { return std::make_unique<auto_round_index const>(*cfg_); });
@@ -119,6 +125,7 @@ class compiled_config {
   detail::built_once<transformers_v4_bnb_index> bnb_;
   detail::built_once<transformers_v5_index> v5_;
   detail::built_once<auto_round_index> auto_round_;
+  detail::built_once<mixed_index> mixed_;
 };
 
 namespace detail {
@@ -131,6 +138,7 @@ struct compiled_config_index {
     return cc.with_fp8_list(static_cast<F&&>(f));
   }
   fused_index const& fused() const { return cc.fused(); }
+  mixed_index const& mixed() const { return cc.mixed(); }
   std::size_t in_block(std::string_view name) const { return cc.in_block(name); }
   std::size_t ct_find(std::string_view name, bool check_contains) const { return cc.ct(check_contains).find(name); }
   std::size_t ct_library(std::string_view name) const { return cc.ct_library().find(name); }

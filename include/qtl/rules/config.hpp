@@ -60,6 +60,32 @@ struct extra_config_entry {
   std::string json;  ///< the entry's value as compact JSON (what the golden files compare)
 };
 
+/// One compressed-tensors `config_groups` entry, in file order: its targets (`re:` regexes,
+/// module names, class names such as `Linear`), its own `format` (mixed-precision checkpoints:
+/// `float-quantized`, `pack-quantized`, `nvfp4-pack-quantized`, `mxfp4-pack-quantized`,
+/// `mxfp8-quantized`, ...; empty: the config's `format` applies) and its weights' parameters.
+struct ct_config_group {
+  std::string name;  ///< the group's key (`group_0`)
+  std::string format;
+  std::vector<std::string> targets;
+  bool has_weights = false;  ///< a `weights` object is present
+  std::optional<std::int64_t> num_bits;
+  std::optional<std::int64_t> group_size;
+  std::optional<bool> symmetric;
+  std::string type;      ///< `int` or `float` (empty: not given)
+  std::string strategy;  ///< `tensor`, `channel`, `group`, `tensor_group`, `block` (empty: not given)
+  bool input_activations = false;  ///< an `input_activations` object is present (not null)
+};
+
+/// One ModelOpt `quantized_layers` entry (`MIXED_PRECISION`), in file order: the module and its
+/// algorithm as written (`FP8`, `FP8_PB_WO`, `NVFP4`, `W4A16_NVFP4`, `MXFP8`, ...; empty: the
+/// entry has none, which the readers raise KeyError for when they reach it).
+struct modelopt_layer {
+  std::string module;
+  std::string quant_algo;
+  std::optional<std::int64_t> group_size;
+};
+
 /// A fused module of the model and its shards (`packed_modules_mapping`).
 using packed_mapping = std::vector<std::pair<std::string, std::vector<std::string>>>;
 
@@ -77,7 +103,15 @@ struct quant_config {
   bool lm_head_quantized = false;          ///< GPTQ `lm_head`
   std::string checkpoint_format;           ///< GPTQ `checkpoint_format` (`gptq`, `gptq_v2`, ...)
   std::optional<std::string> weight_type;  ///< compressed-tensors weights `type` (`int`/`float`)
-  std::string quant_algo;                  ///< ModelOpt `quant_algo` (`NVFP4`, `FP8`, ...)
+  std::string quant_algo;                  ///< ModelOpt `quant_algo` (`NVFP4`, `FP8`, `MIXED_PRECISION`, ...)
+  std::string moe_quant_algo;              ///< ModelOpt `moe_quant_algo` (read, reported; no engine decides by it)
+  std::string format;                      ///< compressed-tensors' top-level `format` (`mixed-precision`, ...)
+
+  /// compressed-tensors `config_groups`, in file order (`qtl/rules/mixed.hpp` decides by them
+  /// when the config mixes schemes).
+  std::vector<ct_config_group> config_groups;
+  /// ModelOpt `quantized_layers`, in file order.
+  std::vector<modelopt_layer> quantized_layers;
 
   /// GPTQ `dynamic`, in the file's key order.
   std::vector<dynamic_rule> dynamic;

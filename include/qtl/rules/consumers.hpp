@@ -59,6 +59,7 @@
 #include <qtl/rules/compiled_dynamic.hpp>
 #include <qtl/rules/decision.hpp>
 #include <qtl/rules/dynamic.hpp>
+#include <qtl/rules/mixed.hpp>
 #include <qtl/rules/skip.hpp>
 #include <qtl/scalar_type.hpp>
 
@@ -115,6 +116,28 @@ struct weight_params {
   std::optional<scalar_type> quant_type;
 };
 
+/// compressed-tensors weight arguments as weight parameters: `type` "float" 8 bits
+/// `float8_e4m3fn`, 4 bits `float4_e2m1f`; integers their storage type (symmetric by default).
+inline weight_params ct_weights(std::optional<std::int64_t> bits, std::optional<std::int64_t> group_size,
+                                std::optional<bool> sym, std::string_view type) {
+  weight_params w;
+  w.bits = bits;
+  w.group_size = group_size;
+  w.sym = sym;
+  if (bits) {
+    if (type == "float") {
+      if (*bits == 8) {
+        w.quant_type = float8_e4m3fn;
+      } else if (*bits == 4) {
+        w.quant_type = float4_e2m1f;
+      }
+    } else {
+      w.quant_type = integer_weight_type(*bits, sym.value_or(true));
+    }
+  }
+  return w;
+}
+
 /// The base weight parameters of the config's family (FP8: 8 bits `float8_e4m3fn`; MXFP4: 4 bits,
 /// group 32, `float4_e2m1f`; ModelOpt NVFP4: 4 bits, group 16 unless given, `float4_e2m1f`;
 /// integer families: their `bits`/`group_size`/`sym` and the integer storage type).
@@ -147,21 +170,8 @@ inline weight_params base_weights(quant_config const& cfg) {
       }
       break;
     case quant_family::compressed_tensors:
-      w.bits = cfg.bits;
-      w.group_size = cfg.group_size;
-      w.sym = cfg.sym;
+      w = ct_weights(cfg.bits, cfg.group_size, cfg.sym, cfg.weight_type.value_or("int"));
       w.desc_act = cfg.desc_act;
-      if (cfg.bits) {
-        if (cfg.weight_type.value_or("int") == "float") {
-          if (*cfg.bits == 8) {
-            w.quant_type = float8_e4m3fn;
-          } else if (*cfg.bits == 4) {
-            w.quant_type = float4_e2m1f;
-          }
-        } else {
-          w.quant_type = integer_weight_type(*cfg.bits, cfg.sym.value_or(true));
-        }
-      }
       break;
     case quant_family::awq: {
       w.bits = cfg.bits.value_or(4);
@@ -181,6 +191,46 @@ inline weight_params base_weights(quant_config const& cfg) {
       break;
   }
   return w;
+}
+
+/// The weight parameters of a compressed-tensors config group.
+inline weight_params ct_group_weights(ct_config_group const& g) {
+  return ct_weights(g.num_bits, g.group_size, g.symmetric, g.type);
+}
+
+/// The weight parameters of a ModelOpt algorithm (upper case): FP8 (`FP8`, `FP8_PB_WO`,
+/// `FP8_PER_CHANNEL_PER_TOKEN`) 8 bits `float8_e4m3fn`, MXFP8 also group 32; NVFP4 and
+/// W4A16_NVFP4 4 bits `float4_e2m1f` in groups of `nvfp4_group`; nothing for others.
+inline weight_params modelopt_algo_weights(std::string const& algo, std::int64_t nvfp4_group) {
+  weight_params w;
+  if (algo == "FP8" || algo == "FP8_PB_WO" || algo == "FP8_PER_CHANNEL_PER_TOKEN" || algo == "MXFP8") {
+    w.bits = 8;
+    w.quant_type = float8_e4m3fn;
+    if (algo == "MXFP8") {
+      w.group_size = 32;
+    }
+  } else if (algo == "NVFP4" || algo == "W4A16_NVFP4") {
+    w.bits = 4;
+    w.group_size = nvfp4_group;
+    w.quant_type = float4_e2m1f;
+  }
+  return w;
+}
+
+/// The NVFP4 group size a ModelOpt mixed reader gives every NVFP4 layer: vLLM the config's
+/// `group_size`, else the first NVFP4 or W4A16_NVFP4 entry's (default 16); sglang the first
+/// NVFP4 entry's (default 16).
+inline std::int64_t modelopt_mixed_nvfp4_group(quant_config const& cfg, bool vllm) {
+  if (vllm && cfg.group_size) {
+    return *cfg.group_size;
+  }
+  for (modelopt_layer const& e : cfg.quantized_layers) {
+    std::string const a = ascii_upper(e.quant_algo);
+    if (a == "NVFP4" || (vllm && a == "W4A16_NVFP4")) {
+      return e.group_size.value_or(16);
+    }
+  }
+  return 16;
 }
 
 /// The GPTQ parameters of the config (the reference's config object before any override).
@@ -415,6 +465,109 @@ inline bool transformers_v5_entry(std::string_view entry, std::string_view modul
   return re_match(std::string(entry) + "\\.", module) || re_match(entry, module) || module.ends_with(entry);
 }
 
+/// The decision of a mixed-precision reader (qtl/rules/mixed.hpp) from `d`, the decision its
+/// ignore or exclude list gave (`d.skipped`, `d.error`): the scheme of the matched group or
+/// `quantized_layers` entry replaces the config's base weights. `mx`: the config's index.
+inline void apply_mixed(quant_config const& cfg, consumer c, std::string_view module, layer_kind kind,
+                        mixed_index const& mx, decision& d) {
+  auto const clear = [&] {
+    d.bits.reset();
+    d.group_size.reset();
+    d.desc_act.reset();
+    d.sym.reset();
+    d.quant_type.reset();
+  };
+  auto const take = [&](weight_params const& w, std::string scheme) {
+    d.bits = w.bits;
+    d.group_size = w.group_size;
+    d.desc_act.reset();
+    d.sym = w.sym;
+    d.quant_type = w.quant_type;
+    d.scheme = std::move(scheme);
+  };
+  if (cfg.family == quant_family::compressed_tensors) {
+    bool const library = c == consumer::compressed_tensors;
+    if (!library && kind == layer_kind::lm_head) {
+      // ParallelLMHead is no LinearBase: the engines' compressed-tensors config leaves it be.
+      clear();
+      d.skipped = true;
+      d.rule.reset();
+      d.error.reset();
+      return;
+    }
+    if (d.skipped || d.error) {
+      return;
+    }
+    clear();
+    if (!library && kind == layer_kind::moe) {
+      d.error = "qtl::unsupported_error: the scheme of a fused MoE layer under several config groups is not "
+                "modelled (decide the experts' own linear layers)";
+      return;
+    }
+    scheme_match const m = library ? mx.ct_library(module, kind != layer_kind::moe)
+                                   : mx.ct_engine(module, engine_linear_class(module, cfg.packed_modules_mapping),
+                                                  c == consumer::sglang_compressed_tensors);
+    if (m.error) {
+      d.error = m.error;
+      return;
+    }
+    if (!m.found()) {
+      d.skipped = true;  // the library: no target, no scheme
+      return;
+    }
+    ct_config_group const& g = cfg.config_groups[m.entry];
+    d.rule = m.rule;
+    std::string const format = g.format.empty() ? cfg.format : g.format;
+    std::string scheme = g.name + " (" + format + ")";
+    if (!g.has_weights) {
+      d.skipped = true;  // no weight quantization: vLLM falls back to the unquantized method
+      d.scheme = std::move(scheme);
+      return;
+    }
+    if (c == consumer::sglang_compressed_tensors && cfg.format == "mixed-precision") {
+      // sglang picks the scheme by the top-level format, which names none of its schemes.
+      d.error = "NotImplementedError: No compressed-tensors compatible scheme was found.";
+      d.scheme = std::move(scheme);
+      return;
+    }
+    take(ct_group_weights(g), std::move(scheme));
+    return;
+  }
+  bool const vllm = c == consumer::vllm_modelopt;
+  scheme_match const m = mx.modelopt(module, vllm);
+  if (!vllm && m.error) {
+    clear();
+    d.error = m.error;  // sglang resolves the algorithm before it asks the exclude list
+    return;
+  }
+  if (!vllm && kind == layer_kind::lm_head) {
+    clear();
+    d.skipped = true;  // sglang's ParallelLMHead is no LinearBase
+    return;
+  }
+  if (d.skipped || d.error) {
+    return;
+  }
+  clear();
+  if (m.error) {
+    d.error = m.error;
+    return;
+  }
+  if (!m.found()) {
+    d.skipped = true;  // not in quantized_layers: unquantized
+    return;
+  }
+  std::string const algo = ascii_upper(cfg.quantized_layers[m.entry].quant_algo);
+  d.rule = m.rule;
+  bool const loads = algo == "FP8" || algo == "NVFP4" || (vllm && algo == "W4A16_NVFP4");
+  if (!loads) {
+    d.skipped = true;
+    d.scheme = algo + " (no method for it in this loader: built unquantized)";
+    return;
+  }
+  take(modelopt_algo_weights(algo, modelopt_mixed_nvfp4_group(cfg, vllm)), algo);
+}
+
 }  // namespace detail
 
 /// The reference's way of asking a config's lists (`decide` without a `compiled_config`): a
@@ -429,6 +582,8 @@ struct linear_config_index {
     return f(linear_skip_finder<std::vector<std::string>>{doubled});
   }
   linear_fused_finder<packed_mapping> fused() const { return {cfg.packed_modules_mapping}; }
+  /// The config's mixed-precision index, built for this call.
+  mixed_index mixed() const { return mixed_index(cfg); }
   /// The first `modules_in_block_to_quantize` entry that is a substring of `name`.
   std::size_t in_block(std::string_view name) const {
     return linear_skip_finder<std::vector<std::string>>{cfg.modules_in_block_to_quantize}.substring(name);
@@ -586,8 +741,9 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
         break;
       }
       case consumer::vllm_modelopt: {
-        if (detail::contains(module, "vision_tower") || detail::contains(module, "vision_model") ||
-            detail::contains(module, "vit_large_projector")) {
+        if (!is_mixed(cfg) &&  // the mixed config's own get_quant_method has no such check
+            (detail::contains(module, "vision_tower") || detail::contains(module, "vision_model") ||
+             detail::contains(module, "vit_large_projector"))) {
           d.skipped = true;  // vLLM forces vision modules unquantized, whatever the list says
           break;
         }
@@ -785,6 +941,13 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
         }
         break;
       }
+    }
+    bool const ct_reader = c == consumer::compressed_tensors || c == consumer::vllm_compressed_tensors ||
+                           c == consumer::sglang_compressed_tensors;
+    bool const modelopt_reader = c == consumer::vllm_modelopt || c == consumer::sglang_modelopt;
+    if (is_mixed(cfg) && (cfg.family == quant_family::compressed_tensors ? ct_reader : modelopt_reader)) {
+      auto const& mx = ix.mixed();
+      detail::apply_mixed(cfg, c, module, kind, mx, d);
     }
   } catch (regex_error const& e) {
     d.error = detail::regex_error_text(e);

@@ -36,6 +36,10 @@ struct decision {
   std::optional<scalar_type> quant_type;
   std::optional<std::string> rule;
   std::optional<std::string> error;
+  /// Under a mixed-precision config (qtl/rules/mixed.hpp): the scheme the layer gets and the
+  /// entry that gives it (`group_1 (pack-quantized)`, `NVFP4`); null otherwise. Not one of
+  /// `to_json`'s keys (the tool prints it beside them).
+  std::optional<std::string> scheme;
 
   /// Whether `error` is a limit of QTL (`qtl::...`) rather than what the consumer raises.
   bool error_from_qtl() const { return error.has_value() && error->starts_with("qtl::"); }
@@ -43,7 +47,8 @@ struct decision {
   /// Same outcome (everything but the module and consumer names).
   bool same_outcome(decision const& o) const {
     return skipped == o.skipped && bits == o.bits && group_size == o.group_size && desc_act == o.desc_act &&
-           sym == o.sym && quant_type == o.quant_type && error.has_value() == o.error.has_value();
+           sym == o.sym && quant_type == o.quant_type && error.has_value() == o.error.has_value() &&
+           scheme == o.scheme;
   }
 };
 

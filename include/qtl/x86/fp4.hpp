@@ -346,6 +346,40 @@ QTL_X86_AVX512_VBMI index_t block_quantize_row_avx512(bfloat16_t const* row, typ
   }
   return end;
 }
+
+// compressed-tensors' MXFP4 (`qtl::ct_mxfp4_quantize`) of the first `kb - kb % 16` 32-element
+// blocks of one bf16 row, 16 blocks a step, up to the first step that holds a NaN or an infinity
+// (the portable loop refuses or quantizes it); returns how many blocks it did. A step's scale
+// codes are `ct_mx_scale_code<bfloat16_t>` of its block maxima on 16 lanes: with t = the max's
+// exponent field + 1 when its significand is >= 1.75, c = max(t - 2, 0), but 254 for t = 255;
+// its elements `block_elements16_avx512<mxfp4>` under os = `e8m0_reciprocal(c)`. The -0 codes of
+// elements that underflow bf16 stay for the caller's `clear_zero_codes`.
+QTL_X86_AVX512_VBMI inline index_t ct_mxfp4_row_avx512(bfloat16_t const* row, float4_e2m1x2_t* out,
+                                                       std::uint8_t* scales, index_t kb) {
+  index_t const end = kb - kb % 16;
+  for (index_t b = 0; b < end; b += 16) {
+    bfloat16_t const* const x = row + b * 32;
+    __m512i top = _mm512_setzero_si512();  // the step's largest |x| bits: NaN and Inf are >= 0x7F80
+    for (int v = 0; v < 16; ++v) {
+      top = _mm512_max_epu16(top, _mm512_and_si512(_mm512_loadu_si512(x + 32 * v), _mm512_set1_epi16(0x7fff)));
+    }
+    if (_mm512_cmpge_epu16_mask(top, _mm512_set1_epi16(0x7f80)) != 0) {
+      return b;
+    }
+    __m512i const bits = _mm512_castps_si512(block_vmax16_bf16<32>(x));
+    __m512i const up = _mm512_maskz_mov_epi32(
+        _mm512_cmpge_epu32_mask(_mm512_and_si512(bits, z32(0x7fffffu)), z32(0x600000u)), z32(1u));
+    __m512i const t = _mm512_add_epi32(_mm512_srli_epi32(bits, 23), up);
+    __m512i code = _mm512_max_epi32(_mm512_sub_epi32(t, z32(2u)), _mm512_setzero_si512());
+    code = _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(t, z32(255u)), z32(254u));
+    __m512i const e = _mm512_sub_epi32(z32(254u), code);  // os = 2^(e - 127), 2^-127 for e = 0
+    __m512 const os = _mm512_castsi512_ps(_mm512_mask_mov_epi32(
+        _mm512_slli_epi32(e, 23), _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), z32(0x00400000u)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + b), _mm512_cvtepi32_epi8(code));
+    block_elements16_avx512<mxfp4>(x, out + b * 16, os, b + 16 < end ? x + 512 : nullptr);
+  }
+  return end;
+}
 #  if defined(__GNUC__) && !defined(__clang__)
 #    pragma GCC diagnostic pop
 #  endif  // ^^^ g++ ^^^
@@ -413,6 +447,18 @@ index_t block_quantize_row([[maybe_unused]] T const* row, [[maybe_unused]] typen
   }
 #endif  // ^^^ QTL_X86 ^^^
   return b;
+}
+
+/// The leading blocks of a bf16 row of `ct_mxfp4_quantize` an x86 executor takes (AVX-512, 16
+/// blocks a step, up to a step holding NaN or Inf: `x86::ct_mxfp4_row_avx512`); returns how many.
+inline index_t ct_mxfp4_row([[maybe_unused]] bfloat16_t const* row, [[maybe_unused]] float4_e2m1x2_t* out,
+                            [[maybe_unused]] std::uint8_t* scales, [[maybe_unused]] index_t kb) {
+#if QTL_X86
+  if (x86::fp8_has_avx512()) {
+    return x86::ct_mxfp4_row_avx512(row, out, scales, kb);
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  return 0;
 }
 
 }  // namespace fp4_x86

@@ -131,6 +131,7 @@ struct explain_row {
 /// Every (module, consumer) decision, module-major, in module order.
 struct explain_result {
   std::vector<explain_row> rows;
+  bool mixed = false;  ///< a mixed-precision config: each decision's `scheme` says which entry gave it
 };
 
 /// What each consumer does with each module under the config. A checkpoint's shard of a fused

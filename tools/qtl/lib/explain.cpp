@@ -2,6 +2,7 @@
 // (checkpoint.hpp). The module names: gather_modules (config_tools.hpp).
 
 #include <qtl/rules/decision.hpp>
+#include <qtl/rules/mixed.hpp>
 
 #include "../config_tools.hpp"
 #include "checkpoint.hpp"
@@ -54,14 +55,22 @@ explain_result explain_config(explain_options const& o) {
   bool const fuse = o.source.modules.empty() && !o.source.checkpoint.empty();
   compiled_config const cc(cfg);  // rules and lists indexed once: linear in modules + config
   explain_result r;
+  r.mixed = is_mixed(cfg);
+  // ModelOpt's mixed loaders decide a checkpoint's expert `X.experts.E.gate_proj` as the fused
+  // MoE layer `X.experts` they build (its quantized_layers key, or the first key under it).
+  bool const moe_layers = fuse && r.mixed && cfg.family == quant_family::modelopt;
   r.rows.reserve(modules.size() * consumers.size());
   for (auto const& m : modules) {
-    std::optional<std::string> const fused = fuse ? fused_name(cc, m.name) : std::nullopt;
+    std::optional<std::string> fused = fuse ? fused_name(cc, m.name) : std::nullopt;
+    if (auto const moe = moe_layers ? moe_layer_of(m.name) : std::nullopt) {
+      fused = moe;
+    }
     for (consumer const c : consumers) {
       explain_row row{m.name, {}, {}, kept_reason(m.role)};
       if (row.kept.empty()) {
         bool const as_fused = fused && decides_fused_layers(c);
-        row.decision = decide(cc, c, as_fused ? *fused : m.name, infer_layer_kind(m.name));
+        std::string const& name = as_fused ? *fused : m.name;
+        row.decision = decide(cc, c, name, infer_layer_kind(name));
         if (as_fused) {
           row.decided_as = *fused;
         }

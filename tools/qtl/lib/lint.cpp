@@ -5,6 +5,8 @@
 #include <set>
 #include <unordered_set>
 
+#include <qtl/rules/mixed.hpp>
+
 #include "../config_tools.hpp"
 #include "checkpoint.hpp"
 
@@ -24,7 +26,19 @@ std::vector<std::pair<std::string, std::string>> config_entries(quant_config con
   for (auto const& e : cfg.extra_config) {
     out.emplace_back(e.key, "extra_config");
   }
+  if (is_mixed(cfg)) {
+    for (auto const& g : cfg.config_groups) {
+      for (auto const& t : g.targets) {
+        out.emplace_back(t, "config_groups." + g.name + ".targets");
+      }
+    }
+  }
   return out;
+}
+
+/// `describe(d)`, and the scheme a mixed-precision config gives (`[group_1 (pack-quantized)]`).
+std::string described(decision const& d) {
+  return describe(d) + (d.scheme ? " [" + *d.scheme + "]" : std::string());
 }
 
 }  // namespace
@@ -46,11 +60,21 @@ lint_result lint_config(lint_options const& o) {
   }
   compiled_config const cc(cfg);  // rules and lists indexed once: linear in modules + config
   std::vector<consumer> const engines = {engine_consumer(cfg, true), engine_consumer(cfg, false)};
+  bool const mixed = is_mixed(cfg);
+  // The engine's layer of a checkpoint module: the fused layer, or under ModelOpt's mixed
+  // loaders the fused MoE layer of an expert's linear.
+  auto const engine_layer = [&](std::string const& m) {
+    std::optional<std::string> f = fused_name(cc, m);
+    if (auto const moe = mixed && cfg.family == quant_family::modelopt ? moe_layer_of(m) : std::nullopt) {
+      f = moe;
+    }
+    return f;
+  };
   // The modules plus the fused names the engines build from them.
   std::vector<std::string> names = modules;
   std::map<std::string, std::vector<std::string>> fused_groups;
   for (auto const& m : modules) {
-    if (auto const f = fused_name(cc, m)) {
+    if (auto const f = engine_layer(m)) {
       auto& g = fused_groups[*f];
       if (g.empty()) {
         names.push_back(*f);
@@ -79,9 +103,29 @@ lint_result lint_config(lint_options const& o) {
     if (groups.size() > 1) {
       std::string p = "disagree: " + m + ":";
       for (auto const& g : groups) {
-        p += " " + g.front().consumer + " -> " + describe(g.front()) + ";";
+        p += " " + g.front().consumer + " -> " + described(g.front()) + ";";
       }
       problems.push_back(p);
+    }
+  }
+  // A mixed compressed-tensors checkpoint holds each module as the compressed-tensors library
+  // (which llm-compressor writes with) decided it: each engine must load the same scheme.
+  std::unordered_set<std::string> writer_rules;
+  if (mixed && cfg.family == quant_family::compressed_tensors) {
+    for (auto const& m : modules) {
+      decision const w = decide(cc, consumer::compressed_tensors, m, infer_layer_kind(m));
+      if (w.rule) {
+        writer_rules.insert(*w.rule);
+      }
+      std::string const layer = engine_layer(m).value_or(m);
+      for (consumer const c : engines) {
+        decision const& d = by_module[layer][std::string(consumer_name(c))];
+        if (!d.error && !d.same_outcome(w)) {
+          problems.push_back("disagree: " + m + ": compressed_tensors (the writer) -> " + described(w) + "; " +
+                             d.consumer + (layer == m ? std::string() : " [as " + layer + "]") + " -> " +
+                             described(d) + ";");
+        }
+      }
     }
   }
   // Shards of one fused layer must get one decision from each engine.
@@ -93,7 +137,7 @@ lint_result lint_config(lint_options const& o) {
         decision const& d = by_module[s][cn];
         if (!d.same_outcome(first)) {
           problems.push_back("fused: " + fused + ": " + cn + " decides shard " + shards.front() +
-                             " -> " + describe(first) + " but " + s + " -> " + describe(d));
+                             " -> " + described(first) + " but " + s + " -> " + described(d));
           break;
         }
       }
@@ -104,7 +148,7 @@ lint_result lint_config(lint_options const& o) {
   if (had_modules) {
     // The rules that decided something, once (a lookup per entry, not a scan of every
     // decision: linear in modules + entries).
-    std::unordered_set<std::string> used_rules;
+    std::unordered_set<std::string> used_rules = writer_rules;
     for (auto const& [m, per] : by_module) {
       for (auto const& [cn, d] : per) {
         if (d.rule) {

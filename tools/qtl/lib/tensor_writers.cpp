@@ -17,7 +17,7 @@
 #include <qtl/ct_fp4.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/dispatch.hpp>
-#include <qtl/element/gptq_quantizer.hpp>
+#include <qtl/gptq_checkpoint.hpp>
 #include <qtl/fp4.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/pack.hpp>
@@ -101,38 +101,6 @@ float finite_amax(view2d<T const> w, bool allow, index_t first_row = 0) {
   return r.amax;
 }
 
-/// Round-to-nearest quantization of W [N, K] along K in slices of 256 rows (output columns):
-/// each slice is transposed to (K, c), quantized by qtl::quantize_weights<Q> and handed to
-/// `emit(n0, c, out)` with out's codes (K, c), scales and zero points (G, c). The input rows of a
-/// slice are released once read.
-template <scalar_type Q, class T, class Emit>
-void rtn_slices(job const& j, view2d<T const> w, Emit&& emit) {
-  index_t const n = w.extent[0];
-  index_t const k = w.extent[1];
-  index_t const groups = k / j.group_rows;
-  index_t const slice = 256;
-  host_tensor<T, 2> wt({k, std::min(slice, n)});
-  host_tensor<T, 2> w_ref({k, std::min(slice, n)});
-  host_tensor<std::int32_t, 2> w_q({k, std::min(slice, n)});
-  host_tensor<T, 2> w_s({groups, std::min(slice, n)});
-  host_tensor<std::int32_t, 2> w_zp({groups, std::min(slice, n)});
-  for (index_t n0 = 0; n0 < n; n0 += slice) {
-    index_t const c = std::min(slice, n - n0);
-    // transpose rows n0..n0+c of W [N, K] into (K, c)
-    view2d<T> t = make_view(wt.view().data, k, c);
-    view2d<T const> rows_nk = make_view(&w(n0, 0), c, k);
-    rows_nk.stride[0] = w.stride[0];
-    transpose(rows_nk, t);
-    release_rows(j, w, n0, c);
-    quantize_outputs<T> out{make_view(w_ref.view().data, k, c), make_view(w_q.view().data, k, c),
-                            make_view(w_s.view().data, groups, c), make_view(w_zp.view().data, groups, c)};
-    qtl::quantize_options opt;
-    opt.zero_points = Q.bias == 0;
-    quantize_weights<Q>(view2d<T const>(t), std::optional<index_t>(j.config_group_size), out, opt);
-    emit(n0, c, out);
-  }
-}
-
 /// Writes a GPTQ job's qweight, scales and g_idx = k / group_size (outs: qweight, qzeros, which
 /// `write_gptq_zero_points` writes at the end, scales, g_idx).
 void write_gptq_tensors(job const& j, shard_plan const& s, std::vector<std::int32_t> const& qweight,
@@ -147,169 +115,56 @@ void write_gptq_tensors(job const& j, shard_plan const& s, std::vector<std::int3
   s.file->pwrite_all(g_idx.data(), g_idx.size() * 4, s.tensors[j.outs[3]].offset);
 }
 
-/// The F16 scale a GPTQ checkpoint stores for scale `s` of group `g` (columns [g*gs, (g+1)*gs)) of
-/// row `r` of W. @throws data_error naming the layer when F16 cannot hold a finite `s`: it would
-/// overflow to Inf, or round to 0 where the group holds a nonzero weight (the group would
-/// dequantize to 0); a scale made non-finite by NaN/Inf weights (--allow-nonfinite) passes.
+/// GPTQ by qtl::gptq_checkpoint_quantize on W [N, K] as stored (no transpose), 256 rows at a time
+/// into their columns of the whole qweight and scales (written at the end, as the zero points are
+/// packed after every job: `write_gptq_zero_points`); the input rows released behind. Its pass
+/// over each group refuses NaN/Inf weights (in the tool's words) and scales F16 cannot hold
+/// (naming the format that can).
 template <class T>
-half_t gptq_f16_scale(job const& j, float s, view2d<T const> w, index_t r, index_t g) {
-  half_t const h = from_float<half_t>(s);
-  float const back = to_float(h);
-  bool bad = std::isfinite(s) && std::isinf(back);
-  if (std::isfinite(s) && back == 0.0f) {
-    for (index_t i = g * j.group_rows; i < (g + 1) * j.group_rows; ++i) {
-      bad = bad || to_float(w(r, i)) != 0.0f;
-    }
-  }
-  if (bad) {
-    char value[32];
-    std::snprintf(value, sizeof value, "%.3g", static_cast<double>(s));
-    bool const f16 = j.in->type == dtype::F16;
-    // the worker pool names the weight
-    throw data_error("the GPTQ scale of row " + std::to_string(r) + ", columns " + std::to_string(g * j.group_rows) +
-                     ".." + std::to_string((g + 1) * j.group_rows - 1) + " is " + value +
-                     ", which F16 (the type of GPTQ scales) cannot hold: " +
-                     (std::isinf(back) ? "it overflows to Inf" : "it rounds to 0 and the group dequantizes to 0") +
-                     (f16 ? "; --format fp8 keeps F32 scales"
-                          : "; --format w4a16 or w8a16 keep the scales in the weight's dtype (" +
-                                std::string(qtl::io::dtype_name(j.in->type)) + ")"));
-  }
-  return h;
-}
-
-template <scalar_type Q, class T>
-void gptq_slices(job& j, view2d<T const> w, shard_plan const& s) {
+void gptq_rows(job& j, view2d<T const> w, shard_plan const& s) {
   index_t const n = w.extent[0];
   index_t const k = w.extent[1];
-  index_t const gs = j.group_rows;
-  index_t const groups = k / gs;
-  constexpr int bits = static_cast<int>(Q.size_bits());
-  constexpr int pf = 32 / bits;
+  index_t const groups = k / j.group_rows;
+  index_t const pf = 32 / j.bits;
   std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
   std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
   j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
-  rtn_slices<Q>(j, w, [&](index_t n0, index_t c, quantize_outputs<T> const& out) {
-    view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
-    qw.stride[0] = n;
-    pack_rows<bits>(view2d<std::int32_t const>(out.w_q), qw);
-    for (index_t g = 0; g < groups; ++g) {
-      for (index_t r = 0; r < c; ++r) {
-        auto const idx = static_cast<std::size_t>(g * n + n0 + r);
-        scales[idx] = gptq_f16_scale(j, to_float(out.w_s(g, r)), w, n0 + r, g);
-        j.zeros[idx] = Q.bias;  // --sym: the type's bias, never 0
+  gptq_checkpoint_options opt;
+  opt.bits = j.bits;
+  opt.group_size = j.group_rows;
+  opt.rule = j.sym ? gptq_rule::symmetric : gptq_rule::asymmetric;
+  opt.allow_nonfinite = j.allow_nonfinite;
+  index_t const slice = 256;
+  for (index_t n0 = 0; n0 < n; n0 += slice) {
+    index_t const c = std::min(slice, n - n0);
+    view2d<T const> rows = make_view(&w(n0, 0), c, k);
+    rows.stride[0] = w.stride[0];
+    auto const columns = [&]<class U>(U* whole, index_t extent0) {  // columns n0 .. n0 + c of [extent0, N]
+      view2d<U> v = make_view(whole + n0, extent0, c);
+      v.stride[0] = n;
+      return v;
+    };
+    opt.first_row = n0;
+    try {
+      gptq_checkpoint_quantize(rows, {columns(qweight.data(), k / pf), columns(scales.data(), groups),
+                                      columns(j.zeros.data(), groups)},
+                               opt);
+    } catch (qtl::value_error const& e) {
+      if (!j.allow_nonfinite) {
+        check_finite(rows, false, n0);  // the tool's own words for a NaN/Inf weight
       }
+      // a scale F16 cannot hold (the worker pool names the weight)
+      throw data_error(std::string(e.what()) +
+                       (j.in->type == dtype::F16 ? "; --format fp8 keeps F32 scales"
+                                                 : "; --format w4a16 or w8a16 keep the scales in the weight's dtype (" +
+                                                       std::string(qtl::io::dtype_name(j.in->type)) + ")"));
     }
-  });
+    release_rows(j, w, n0, c);
+  }
+  if (!j.sym) {
+    j.zero_has_zero = std::find(j.zeros.begin(), j.zeros.end(), 0) != j.zeros.end();
+  }
   write_gptq_tensors(j, s, qweight, scales);
-}
-
-/// The codes of W [N, K] (groups of `gs` columns along K) 256 rows at a time, and those rows packed
-/// along K (pack_cols: element j of a word in bits [b*j, b*j+b)): the buffers and the packing step
-/// of GPTQ --asym's writer, which reads W's rows as they are (no transpose of W).
-struct code_slices {
-  index_t n, k, gs, groups;
-  int bits, pf;
-  index_t slice;
-  host_tensor<std::int32_t, 2> codes;   // [slice, K]
-  host_tensor<std::int32_t, 2> packed;  // [slice, K/pf]
-
-  code_slices(job const& j, index_t rows, index_t cols)
-      : n(rows), k(cols), gs(j.group_rows), groups(cols / j.group_rows), bits(j.bits), pf(32 / j.bits),
-        slice(std::min<index_t>(256, rows)), codes({slice, cols}), packed({slice, cols / pf}) {}
-
-  /// Walks W [N, K] a slice of rows at a time: `group(r, n0, g, x, max, min)` for every group g of
-  /// every row n0 + r of the slice (x its gs elements; its codes belong in codes(r, g*gs ..)), then
-  /// `done(n0, c)` for the slice's c rows, once their pages are released (`pack` them there). The
-  /// pass over a group that finds its max and min also refuses a NaN or an infinity (check_finite's
-  /// words; unless --allow-nonfinite): a row's groups are walked in order, so the first group that
-  /// holds one holds the row's first.
-  template <class T, class Group, class Done>
-  void walk(job& j, view2d<T const> w, Group&& group, Done&& done) {
-    for (index_t n0 = 0; n0 < n; n0 += slice) {
-      index_t const c = std::min(slice, n - n0);
-      for (index_t r = 0; r < c; ++r) {
-        T const* row = &w(n0 + r, 0);
-        for (index_t g = 0; g < groups; ++g) {
-          T const* x = row + g * gs;
-          auto const [mx, mn] = nan_max_min(x, gs);
-          if (!j.allow_nonfinite && !(std::isfinite(mx) && std::isfinite(mn))) {
-            check_finite(make_view(row, 1, k), false, n0 + r);  // throws, naming the element
-          }
-          group(r, n0, g, x, mx, mn);
-        }
-      }
-      release_rows(j, w, n0, c);
-      done(n0, c);
-    }
-  }
-
-  /// Packs the first `c` rows of `codes`; returns them as a [c, K/pf] view of `packed`.
-  view2d<std::int32_t> pack(index_t c) {
-    view2d<std::int32_t> pv = make_view(packed.view().data, c, k / pf);
-    view2d<std::int32_t const> cv = make_view(static_cast<std::int32_t const*>(codes.view().data), c, k);
-    dispatch_bits<4, 8>(bits, [&]<int B>() { pack_cols<B>(cv, pv); });
-    return pv;
-  }
-};
-
-/// GPTQ (--asym) on W [N, K] in slices of 256 rows, each row's groups along K as W stores them:
-/// `group(x, mx, mn, row, g, codes)` gives the F16 scale (gptq_f16_scale) and zero point of the
-/// group of `gs` weights at x (max mx, min mn; group g of row `row`) and writes its stored codes;
-/// the codes of a row are packed along K (pack_cols of the [c, K] codes, element j of a word in
-/// bits [b*j, b*j+b)), then transposed into columns n0.. of qweight [K/pf, N] (the packed words
-/// are what is transposed: a pf-th of W's elements). Zero points are kept in the job for
-/// `write_gptq_zero_points`.
-template <class T, class Group>
-void gptq_rows(job& j, view2d<T const> w, shard_plan const& s, Group&& group) {
-  code_slices sl(j, w.extent[0], w.extent[1]);
-  auto& [n, k, gs, groups, bits, pf, slice, codes, packed] = sl;
-  std::vector<std::int32_t> qweight(static_cast<std::size_t>(k / pf * n));
-  std::vector<half_t> scales(static_cast<std::size_t>(groups * n));
-  j.zeros.assign(static_cast<std::size_t>(groups * n), 0);
-  sl.walk(
-      j, w,
-      [&](index_t r, index_t n0, index_t g, T const* x, float mx, float mn) {
-        auto const idx = static_cast<std::size_t>(g * n + n0 + r);
-        std::tie(scales[idx], j.zeros[idx]) = group(x, mx, mn, n0 + r, g, &codes.view()(r, g * gs));
-      },
-      [&](index_t n0, index_t c) {
-        view2d<std::int32_t> const pv = sl.pack(c);
-        view2d<std::int32_t> qw = make_view(qweight.data() + n0, k / pf, c);
-        qw.stride[0] = n;
-        transpose(view2d<std::int32_t const>(pv), qw);
-      });
-  write_gptq_tensors(j, s, qweight, scales);
-}
-
-/// `out[i] = code(x[i])` for the `n` weights at x, eight at a time (fixed-size blocks the compiler
-/// vectorises).
-template <class T, class Code>
-void gptq_group_codes(T const* x, index_t n, std::int32_t* out, Code&& code) {
-  index_t i = 0;
-  for (; i + 8 <= n; i += 8) {
-    for (index_t l = 0; l < 8; ++l) {
-      out[i + l] = code(to_float(x[i + l]));
-    }
-  }
-  for (; i < n; ++i) {
-    out[i] = code(to_float(x[i]));
-  }
-}
-
-/// GPTQ --asym by GPTQ's own quantizer (qtl::gptq_asym_group_params): each group's scale rounded
-/// to F16 and its codes taken with that F16 scale.
-template <class T>
-void gptq_asym_rows(job& j, view2d<T const> w, shard_plan const& s) {
-  gptq_rows(j, w, s, [&](T const* x, float mx, float mn, index_t row, index_t g, std::int32_t* out) {
-    group_params const p = gptq_asym_group_params(mx, mn, j.bits);
-    half_t const h = gptq_f16_scale(j, p.s, w, row, g);
-    float const stored = to_float(h);
-    std::int32_t const z = std::isnan(p.zp) ? 0 : static_cast<std::int32_t>(p.zp);
-    j.zero_has_zero = j.zero_has_zero || z == 0;
-    int const bits = j.bits;
-    gptq_group_codes(x, j.group_rows, out, [&](float v) { return gptq_asym_code(v, stored, p.zp, bits); });
-    return std::pair<half_t, std::int32_t>(h, z);
-  });
 }
 
 /// compressed-tensors pack-quantized by qtl::ct_pack_quantize (compressed-tensors' own rule: the
@@ -371,17 +226,7 @@ void ct_pack_rows(job& j, view2d<T const> w, shard_plan const& s) {
 template <class T>
 void gptq_weight(job& j, shard_plan const& s) {
   aligned_weight<T> w(*j.in);
-  if (!j.sym) {
-    gptq_asym_rows<T>(j, w.v, s);  // the walk over its groups refuses NaN/Inf
-    return;
-  }
-  // quantize_weights takes (K, N) and refuses no NaN for the tool: a pass of its own, the bit-max
-  // of scan_amax (vectorised), which check_finite's element loop only repeats to name the first
-  if (!j.allow_nonfinite && !scan_amax(w.v).finite) {
-    check_finite(w.v, false);
-  }
-  dispatch_scalar_type<qtl::uint4b8, qtl::uint8b128>(j.weight_type,
-                                                     [&](auto q) { gptq_slices<decltype(q)::value>(j, w.v, s); });
+  gptq_rows<T>(j, w.v, s);
 }
 
 template <class T>
