@@ -17,6 +17,7 @@
 #include <qtl/moe.hpp>
 
 #include "support/memcpy_baseline.hpp"
+#include "support/random_bytes.hpp"
 
 #include <benchmark/benchmark.h>
 
@@ -24,7 +25,6 @@
 #include <cstring>
 #include <memory>
 #include <new>
-#include <random>
 #include <vector>
 
 namespace {
@@ -34,14 +34,7 @@ using qtl::index_t;
 constexpr index_t weight_rows = 16384;
 constexpr index_t scale_cols = 16384 / 16;  // NVFP4: one scale per 16 elements
 
-std::vector<std::uint8_t> random_bytes(std::size_t n) {
-  std::vector<std::uint8_t> v(n);
-  std::mt19937 rng(42);
-  for (auto& b : v) {
-    b = static_cast<std::uint8_t>(rng());
-  }
-  return v;
-}
+using qtl_bench::random_bytes;
 
 // `n` random (or zero) bytes at `offset` past a 64-byte boundary.
 struct bytes_at {

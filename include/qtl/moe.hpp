@@ -106,6 +106,35 @@ inline void copy_row_bytes(byte_t* dst, byte_t const* src, std::size_t n) {
   }
 }
 
+/// Checks one tensor (`role` "input" or "output") of a MoE layout op: its shape `want` and a
+/// contiguous innermost dimension (where it has more than one element).
+/// @throws shape_error naming `fn` and the tensor.
+template <class T>
+void check_byte_tensor(char const* fn, char const* role, char const* name, view3d<T> const& v,
+                       index_t const (&want)[3]) {
+  for (int d = 0; d < 3; ++d) {
+    if (v.extent[d] != want[d]) {
+      throw shape_error(std::string(fn) + ": " + role + " " + name + " has shape " + shape_string(v.extent, 3) +
+                        ", expected " + shape_string(want, 3));
+    }
+  }
+  if (v.stride[2] != 1 && want[2] > 1) {
+    throw shape_error(std::string(fn) + ": " + role + " " + name +
+                      ": the innermost dimension must be contiguous (stride 1)");
+  }
+}
+
+/// `check_byte_tensor` of an input and its output, which must not overlap (value_error).
+template <class In, class Out>
+void check_byte_pair(char const* fn, char const* name, view3d<In> const& in, index_t const (&want_in)[3],
+                     view3d<Out> const& out, index_t const (&want_out)[3]) {
+  check_byte_tensor(fn, "input", name, in, want_in);
+  check_byte_tensor(fn, "output", name, out, want_out);
+  if (views_overlap(in, out)) {
+    throw value_error(std::string(fn) + ": output " + name + " overlaps its input");
+  }
+}
+
 template <class In, class Out, int Rank>
 void check_same_shape(char const* fn, char const* in_name, view<In, Rank> const& in, char const* out_name,
                       view<Out, Rank> const& out) {
@@ -314,25 +343,10 @@ class trtllm_fp4_moe_plan {
   template <class In, class Out>
   static void check(char const* name, view3d<In> const& in, view3d<Out> const& out, index_t const (&want)[3],
                     bool is_scale) {
-    std::string const fn = "qtl::trtllm_fp4_moe_plan::apply: ";
-    for (int d = 0; d < 3; ++d) {
-      if (in.extent[d] != want[d]) {
-        throw shape_error(fn + "input " + name + " has shape " + shape_string(in.extent, 3) + ", expected " +
-                          shape_string(want, 3));
-      }
-      if (out.extent[d] != want[d]) {
-        throw shape_error(fn + "output " + name + " has shape " + shape_string(out.extent, 3) + ", expected " +
-                          shape_string(want, 3));
-      }
-    }
-    if ((in.stride[2] != 1 && want[2] > 1) || (out.stride[2] != 1 && want[2] > 1)) {
-      throw shape_error(fn + name + ": the innermost dimension must be contiguous (stride 1)");
-    }
+    char const* const fn = "qtl::trtllm_fp4_moe_plan::apply";
+    detail::check_byte_pair(fn, name, in, want, out, want);
     if (is_scale && !out.is_contiguous()) {
-      throw shape_error(fn + "output " + std::string(name) + " must be contiguous (128x4 layout, a flat buffer)");
-    }
-    if (views_overlap(in, out)) {
-      throw value_error(fn + "output " + name + " overlaps its input");
+      throw shape_error(std::string(fn) + ": output " + name + " must be contiguous (128x4 layout, a flat buffer)");
     }
   }
 
@@ -414,6 +428,297 @@ void prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const& shape
                                                trtllm_fp4_moe_tensors<WIn, SIn> const& in,
                                                trtllm_fp4_moe_tensors<WOut, SOut> const& out) {
   trtllm_fp4_moe_plan<128>(shape).apply(in, out);
+}
+
+// ------------------------------------------------------------------------------------------------
+// Zero padding for the alignments of FlashInfer's and CUTLASS's FP4 kernels
+// ------------------------------------------------------------------------------------------------
+//
+// vLLM pads a tensor-parallel shard whose sizes the kernels cannot take (Gemma-4-26B's
+// intermediate at TP4, say) with zero rows and columns. Each op below writes a new, larger tensor
+// (the engine's `new_zeros` and slice copies, out of place as there; where no padding is needed the
+// engine hands back its inputs and QTL copies them): the peak memory is the inputs plus the outputs.
+
+namespace detail {
+
+// out(e, r, c) = in(e, map.source(r), c) for c < in's columns; zero in the other columns and in
+// rows whose source is -1. Byte elements, innermost dimensions contiguous (checked).
+// Outputs too large for the caches are written with streaming stores, as memcpy writes them
+// (plain row-by-row copies read every destination line first: about 0.5 of memcpy, see
+// docs/performance.md), where the output rows start on 16 bytes.
+template <class In, class Out>
+void map_rows(view3d<In> const& in, view3d<Out> const& out, moe_row_map const& map) {
+  auto const cols = static_cast<std::size_t>(in.extent[2]);
+  auto const out_cols = static_cast<std::size_t>(out.extent[2]);
+  if (out_cols == 0 || out.extent[0] == 0 || out.extent[1] == 0) {
+    return;
+  }
+  bool const stream = use_stream_stores(out.data, out.size());
+  bool const wide = best_band_isa() == band_isa::avx512;
+  for (index_t e = 0; e < out.extent[0]; ++e) {
+    for (index_t r = 0; r < out.extent[1]; ++r) {
+      byte_t* const dst = byte_ptr(&out(e, r, 0));
+      index_t const src = map.source(r);
+      byte_t const* const from = src >= 0 && cols > 0 ? byte_ptr(&in(e, src, 0)) : nullptr;
+      std::size_t const n = from != nullptr ? cols : 0;
+      bool const streamed = stream && (wide ? moe_x86::pad_row<row_store::stream64>(dst, from, n, out_cols)
+                                            : moe_x86::pad_row<row_store::stream16>(dst, from, n, out_cols));
+      if (!streamed) {
+        if (n > 0) {
+          std::memcpy(dst, from, n);
+        }
+        std::memset(dst + n, 0, out_cols - n);
+      }
+    }
+  }
+  if (stream) {
+    band_stream_fence();
+  }
+}
+
+}  // namespace detail
+
+/// The four NVFP4 MoE tensors' extents (w13 [E, R1, H/2], w13_scale [E, R1, H/16], w2 [E, H, I/2],
+/// w2_scale [E, H, I/16], in that order), and the size the alignment ops pad to (their returned int).
+struct fp4_moe_padding {
+  index_t extents[4][3] = {};
+  index_t padded = 0;  ///< Ip or Hp
+
+  /// The extents of a layer of E experts, R1 GEMM1 rows, hidden size H and intermediate size I.
+  static constexpr fp4_moe_padding of(index_t e, index_t r1, index_t h, index_t i, index_t padded = 0) {
+    return {{{e, r1, h / 2}, {e, r1, h / 16}, {e, h, i / 2}, {e, h, i / 16}}, padded};
+  }
+};
+
+namespace detail {
+
+// One FP4 MoE padding: the inputs' and outputs' extents, and the row maps
+// (`padded_row_source(r, rows, padded)`) of the w13 pair and of the w2 pair; the columns of each
+// output past its input's are zeros. Sizes only: the callers check the tensors against them.
+struct fp4_moe_pad_plan {
+  fp4_moe_padding in, out;
+  index_t rows13 = 0, padded13 = 1, rows2 = 0, padded2 = 1;
+};
+
+// align_fp4_moe_weights_for_fi: E experts, hidden H, intermediate I, `up` projections in w13.
+constexpr fp4_moe_pad_plan align_intermediate_plan(index_t e, index_t h, index_t i, index_t up, index_t a) {
+  index_t const ip = round_up(i, a);
+  return {fp4_moe_padding::of(e, up * i, h, i), fp4_moe_padding::of(e, up * ip, h, ip, ip), i, ip, h, h};
+}
+
+// align_fp4_moe_hidden_dim_for_fi: w13 of R1 rows.
+constexpr fp4_moe_pad_plan align_hidden_plan(index_t e, index_t r1, index_t h, index_t i, index_t a) {
+  index_t const hp = round_up(h, a);
+  return {fp4_moe_padding::of(e, r1, h, i), fp4_moe_padding::of(e, r1, hp, i, hp), r1, r1, h, hp};
+}
+
+inline constexpr char const* fp4_moe_names[4] = {"w13", "w13_scale", "w2", "w2_scale"};
+
+// The plan of `in` (E and H/2 from w13, I/2 from w2, as vLLM reads them), its sizes and every
+// tensor checked (`out` too unless null). `hidden` picks the op; `up` is w13's projections
+// (the intermediate op's). @throws value_error / shape_error naming `fn` and what is wrong.
+template <class WIn, class SIn, class WOut, class SOut>
+fp4_moe_pad_plan fp4_moe_checked_plan(char const* fn, trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                      trtllm_fp4_moe_tensors<WOut, SOut> const* out, bool hidden, index_t up,
+                                      index_t a) {
+  if (a <= 0) {
+    throw value_error(std::string(fn) + ": min_alignment (" + std::to_string(a) + ") must be positive");
+  }
+  index_t const e = in.gemm1_weights.extent[0];
+  index_t const h = 2 * in.gemm1_weights.extent[2];
+  index_t const i = 2 * in.gemm2_weights.extent[2];
+  if (h % 16 != 0 || i % 16 != 0) {
+    throw shape_error(std::string(fn) + ": hidden size " + std::to_string(h) + " and intermediate size " +
+                      std::to_string(i) +
+                      " (twice the last extents of w13 and w2) must be multiples of 16, the NVFP4 block");
+  }
+  fp4_moe_pad_plan const p = hidden ? align_hidden_plan(e, in.gemm1_weights.extent[1], h, i, a)
+                                    : align_intermediate_plan(e, h, i, up, a);
+  check_byte_tensor(fn, "input", fp4_moe_names[0], in.gemm1_weights, p.in.extents[0]);
+  check_byte_tensor(fn, "input", fp4_moe_names[1], in.gemm1_scales, p.in.extents[1]);
+  check_byte_tensor(fn, "input", fp4_moe_names[2], in.gemm2_weights, p.in.extents[2]);
+  check_byte_tensor(fn, "input", fp4_moe_names[3], in.gemm2_scales, p.in.extents[3]);
+  if (out != nullptr) {
+    check_byte_pair(fn, fp4_moe_names[0], in.gemm1_weights, p.in.extents[0], out->gemm1_weights, p.out.extents[0]);
+    check_byte_pair(fn, fp4_moe_names[1], in.gemm1_scales, p.in.extents[1], out->gemm1_scales, p.out.extents[1]);
+    check_byte_pair(fn, fp4_moe_names[2], in.gemm2_weights, p.in.extents[2], out->gemm2_weights, p.out.extents[2]);
+    check_byte_pair(fn, fp4_moe_names[3], in.gemm2_scales, p.in.extents[3], out->gemm2_scales, p.out.extents[3]);
+  }
+  return p;
+}
+
+template <class WIn, class SIn, class WOut, class SOut>
+void run_fp4_moe_pad(fp4_moe_pad_plan const& p, trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                     trtllm_fp4_moe_tensors<WOut, SOut> const& out) {
+  moe_row_map const m13{moe_row_map::kind::padded, p.rows13, p.padded13};
+  moe_row_map const m2{moe_row_map::kind::padded, p.rows2, p.padded2};
+  map_rows(in.gemm1_weights, out.gemm1_weights, m13);
+  map_rows(in.gemm1_scales, out.gemm1_scales, m13);
+  map_rows(in.gemm2_weights, out.gemm2_weights, m2);
+  map_rows(in.gemm2_scales, out.gemm2_scales, m2);
+}
+
+using no_fp4_moe_out = trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const*;
+
+}  // namespace detail
+
+/// The output of `align_fp4_moe_weights_for_fi` for `in`: its extents and Ip.
+/// @throws shape_error if the inputs' shapes do not fit together (w13 with `up`·I rows, up = 2
+///         when `is_act_and_mul`) or H or I is no multiple of 16; value_error unless
+///         `min_alignment > 0`.
+template <class W, class S>
+fp4_moe_padding align_fp4_moe_weights_for_fi_padding(trtllm_fp4_moe_tensors<W, S> const& in, bool is_act_and_mul,
+                                                     index_t min_alignment = 16) {
+  return detail::fp4_moe_checked_plan("qtl::align_fp4_moe_weights_for_fi", in, detail::no_fp4_moe_out{}, false,
+                                      is_act_and_mul ? 2 : 1, min_alignment)
+      .out;
+}
+
+/// vLLM `align_fp4_moe_weights_for_fi(w13, w13_scale, w2, w2_scale, is_act_and_mul,
+/// min_alignment)` (`flashinfer_utils.py`): the NVFP4 MoE tensors (`gemm1_*` = w13, `gemm2_*` = w2)
+/// with the intermediate size I (twice w2's last extent) zero-padded to
+/// Ip = `round_up(I, min_alignment)`, each projection of w13 on its own:
+///
+///     w13, w13_scale [E, up*I, H/2 | H/16] -> [E, up*Ip, ..]  (up = 2 when is_act_and_mul)
+///         rows [0, I) -> [0, I), rows [I, 2I) -> [Ip, Ip + I), the rest zero
+///     w2, w2_scale   [E, H, I/2 | I/16]    -> [E, H, Ip/2 | Ip/16], the new columns zero
+///
+/// Returns Ip; `out` has the extents of `align_fp4_moe_weights_for_fi_padding`. H and I must be
+/// multiples of 16 (the engine slices whatever it is given; a layer that is not would be no NVFP4).
+/// @throws as `align_fp4_moe_weights_for_fi_padding`; shape_error if an output's shape or an
+///         innermost stride differs, value_error if an output overlaps its input.
+template <class WIn, class SIn, blockscale_byte WOut, blockscale_byte SOut>
+index_t align_fp4_moe_weights_for_fi(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                     trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_act_and_mul,
+                                     index_t min_alignment = 16) {
+  detail::fp4_moe_pad_plan const p = detail::fp4_moe_checked_plan("qtl::align_fp4_moe_weights_for_fi", in, &out,
+                                                                   false, is_act_and_mul ? 2 : 1, min_alignment);
+  detail::run_fp4_moe_pad(p, in, out);
+  return p.out.padded;
+}
+
+/// The output of `align_fp4_moe_hidden_dim_for_fi` for `in`: its extents and Hp.
+/// @throws as `align_fp4_moe_weights_for_fi_padding` (w13 may have any number of rows).
+template <class W, class S>
+fp4_moe_padding align_fp4_moe_hidden_dim_for_fi_padding(trtllm_fp4_moe_tensors<W, S> const& in,
+                                                        index_t min_alignment = 256) {
+  return detail::fp4_moe_checked_plan("qtl::align_fp4_moe_hidden_dim_for_fi", in, detail::no_fp4_moe_out{}, true, 1,
+                                      min_alignment)
+      .out;
+}
+
+/// vLLM `align_fp4_moe_hidden_dim_for_fi(w13, w13_scale, w2, w2_scale, min_alignment)`
+/// (`flashinfer_utils.py`): the hidden size H (twice w13's last extent) zero-padded to
+/// Hp = `round_up(H, min_alignment)`:
+///
+///     w13, w13_scale [E, R1, H/2 | H/16] -> [E, R1, Hp/2 | Hp/16], the new columns zero
+///     w2, w2_scale   [E, H, I/2 | I/16]  -> [E, Hp, ..], the new rows zero
+///
+/// Returns Hp; `out` has the extents of `align_fp4_moe_hidden_dim_for_fi_padding`.
+/// @throws as `align_fp4_moe_weights_for_fi`.
+template <class WIn, class SIn, blockscale_byte WOut, blockscale_byte SOut>
+index_t align_fp4_moe_hidden_dim_for_fi(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                        trtllm_fp4_moe_tensors<WOut, SOut> const& out, index_t min_alignment = 256) {
+  detail::fp4_moe_pad_plan const p =
+      detail::fp4_moe_checked_plan("qtl::align_fp4_moe_hidden_dim_for_fi", in, &out, true, 1, min_alignment);
+  detail::run_fp4_moe_pad(p, in, out);
+  return p.out.padded;
+}
+
+/// The padding of `pad_nvfp4_weight_for_cutlass`: the output's rows and byte columns, and the
+/// engine's `weights_padding_bytes` (the byte columns added).
+struct nvfp4_cutlass_padding {
+  index_t rows = 0;
+  index_t col_bytes = 0;
+  index_t padding_bytes = 0;
+};
+
+/// The padding `pad_nvfp4_weight_for_cutlass` gives a `[rows, col_bytes]` packed weight: rows up to a
+/// multiple of `alignment`; the 2 * `col_bytes` FP4 columns, where not a multiple of it, up to one,
+/// adding half the added columns (rounded down) as bytes. @throws value_error unless `alignment > 0`.
+inline nvfp4_cutlass_padding pad_nvfp4_weight_for_cutlass_shape(index_t rows, index_t col_bytes,
+                                                                index_t alignment = 32) {
+  if (alignment <= 0) {
+    throw value_error("qtl::pad_nvfp4_weight_for_cutlass: alignment (" + std::to_string(alignment) +
+                      ") must be positive");
+  }
+  index_t const k = 2 * col_bytes;
+  index_t const pad = k % alignment != 0 ? (round_up(k, alignment) - k) / 2 : 0;
+  return {round_up(rows, alignment), col_bytes + pad, pad};
+}
+
+/// vLLM `pad_nvfp4_weight_for_cutlass(weight, alignment)` (`nvfp4_utils.py`): the packed NVFP4
+/// weight [N, K/2] (two E2M1 values a byte) with zero rows up to a multiple of `alignment` and zero
+/// byte columns until K is one (`pad_nvfp4_weight_for_cutlass_shape`). Returns the engine's
+/// `weights_padding_bytes`. @throws shape_error if `out`'s shape differs or an innermost stride is
+/// not 1; value_error on overlap or an `alignment` that is not positive.
+template <blockscale_byte Out, readable_as<Out> In>
+index_t pad_nvfp4_weight_for_cutlass(view2d<In> weight, view2d<Out> out, index_t alignment = 32) {
+  char const* const fn = "qtl::pad_nvfp4_weight_for_cutlass";
+  nvfp4_cutlass_padding const p = pad_nvfp4_weight_for_cutlass_shape(weight.extent[0], weight.extent[1], alignment);
+  view3d<In> const in3 = detail::as_rank3(weight);
+  view3d<Out> const out3 = detail::as_rank3(out);
+  detail::check_byte_pair(fn, "weight", in3, {1, weight.extent[0], weight.extent[1]}, out3,
+                          {1, p.rows, p.col_bytes});
+  detail::map_rows(in3, out3, {moe_row_map::kind::padded, weight.extent[0], p.rows});
+  return p.padding_bytes;
+}
+
+// ------------------------------------------------------------------------------------------------
+// CuteDSL row orders (vLLM's FlashInfer CuteDSL MoE path)
+// ------------------------------------------------------------------------------------------------
+
+/// vLLM `interleave_linear_and_gate(x, group_size, dim)` (`flashinfer_fp4_moe.py`) on `x` seen as
+/// `[outer, S, inner]` around `dim` (any element type as bytes: inner = the trailing extents times
+/// the element size): the two halves of S interleaved in groups of `group_size`
+/// (`interleave_linear_and_gate_source`). vLLM's CuteDSL preparation runs it on the gated `[up;
+/// gate]` w13 and its linear scales along the rows (dim 1), group 64. The engine's result is a
+/// new tensor (`.contiguous()`), as QTL's: peak memory the input plus the output.
+/// @throws shape_error unless S is a multiple of `2 * group_size` (vLLM's assert), `out`'s shape
+///         is `x`'s and the innermost strides are 1; value_error if `group_size <= 0` or they overlap.
+template <blockscale_byte Out, readable_as<Out> In>
+void interleave_linear_and_gate(view3d<In> x, view3d<Out> out, index_t group_size = 64) {
+  char const* const fn = "qtl::interleave_linear_and_gate";
+  if (group_size <= 0) {
+    throw value_error(std::string(fn) + ": group_size (" + std::to_string(group_size) + ") must be positive");
+  }
+  index_t const size = x.extent[1];
+  if (size % (2 * group_size) != 0) {
+    throw shape_error(std::string(fn) + ": dimension size " + std::to_string(size) + " must be divisible by " +
+                      std::to_string(2 * group_size) + " (two halves of whole groups of " +
+                      std::to_string(group_size) + ")");
+  }
+  index_t const want[3] = {x.extent[0], x.extent[1], x.extent[2]};
+  detail::check_byte_pair(fn, "x", x, want, out, want);
+  detail::map_rows(x, out, {moe_row_map::kind::interleave_linear_and_gate, size, group_size});
+}
+
+/// vLLM `reorder_w13_to_w31_for_flashinfer_cutedsl(activation, w13, w13_scale)`: the rows (dim 1)
+/// of w13 `[E, R, C]` and of its scales `[E, R, Cs]` (any element types, as bytes) to FlashInfer's
+/// `[up; gate]`: from gpt-oss's interleaved `[gate0, up0, gate1, up1, ..]` when `interleaved` (the
+/// engine's `activation == MoEActivation.SWIGLUOAI`), else from `[gate; up]` (the halves swapped);
+/// `w13_to_w31_source`. New tensors as the engine's (`cat(...).contiguous()`): peak memory the
+/// inputs plus the outputs.
+/// @throws shape_error if R is odd (QTL's: the engine's halves then differ in size), the scales'
+///         rows or experts differ, an output's shape differs or an innermost stride is not 1;
+///         value_error if an output overlaps its input.
+template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+void reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<WIn> w13, view3d<SIn> w13_scale,
+                                               view3d<WOut> w13_out, view3d<SOut> w13_scale_out) {
+  char const* const fn = "qtl::reorder_w13_to_w31_for_flashinfer_cutedsl";
+  index_t const rows = w13.extent[1];
+  if (rows % 2 != 0) {
+    throw shape_error(std::string(fn) + ": w13 has an odd number of rows (" + std::to_string(rows) +
+                      "); it must hold gate and up rows alike");
+  }
+  index_t const ww[3] = {w13.extent[0], rows, w13.extent[2]};
+  index_t const ws[3] = {w13.extent[0], rows, w13_scale.extent[2]};
+  detail::check_byte_pair(fn, "w13", w13, ww, w13_out, ww);
+  detail::check_byte_pair(fn, "w13_scale", w13_scale, ws, w13_scale_out, ws);
+  moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31,
+                        rows};
+  detail::map_rows(w13, w13_out, map);
+  detail::map_rows(w13_scale, w13_scale_out, map);
 }
 
 }  // namespace qtl

@@ -67,6 +67,14 @@ from ._qtl import (  # noqa: F401  (rules, block-scaled quantization, TRT-LLM Mo
 )
 # vLLM's GroupShape quantization (qtl/scaled_quantize.hpp).
 from ._qtl import group_broadcast, scaled_dequantize, scaled_quantize  # noqa: F401
+# vLLM's FlashInfer / CUTLASS FP4 MoE padding and CuteDSL row orders (qtl/moe.hpp).
+from ._qtl import (  # noqa: F401
+    align_fp4_moe_hidden_dim_for_fi,
+    align_fp4_moe_weights_for_fi,
+    interleave_linear_and_gate,
+    pad_nvfp4_weight_for_cutlass,
+    reorder_w13_to_w31_for_flashinfer_cutedsl,
+)
 # Marlin layouts (qtl/marlin.hpp) and the load-time converters (qtl/convert.hpp).
 from ._qtl import (  # noqa: F401
     awq_marlin_repack,

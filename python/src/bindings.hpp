@@ -25,6 +25,9 @@ void bind_rules(nb::module_& m);
 /// nvfp4/mxfp4/mxfp8 quantize and dequantize (qtl/fp4.hpp); prepare_static_weights_for_trtllm_fp4_moe
 /// (qtl/moe.hpp).
 void bind_fp4(nb::module_& m);
+/// align_fp4_moe_weights_for_fi, align_fp4_moe_hidden_dim_for_fi, pad_nvfp4_weight_for_cutlass, and
+/// vLLM's keyword form of prepare_static_weights_for_trtllm_fp4_moe (qtl/moe.hpp); after bind_fp4.
+void bind_moe_prep(nb::module_& m);
 /// gptq/awq_marlin_repack, marlin_permute_scales, marlin/awq_to_marlin_zero_points,
 /// marlin_sort_g_idx, the FP8/FP4 Marlin preparation, and the inverses (qtl/marlin.hpp).
 void bind_marlin(nb::module_& m);

@@ -125,6 +125,7 @@ NB_MODULE(_qtl, m) {
   // The rules, block-scaled quantization and the TRT-LLM FP4 MoE preparation.
   bind_rules(m);
   bind_fp4(m);
+  bind_moe_prep(m);
   m.def("set_buffer_cache", &set_buffer_cache, nb::arg("max_bytes"),
         "Keep up to max_bytes of freed outputs of 4 MiB and more for reuse (default 256 MiB; 0: none, and "
         "free what is kept); returns the previous limit.");

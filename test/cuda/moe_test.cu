@@ -2,6 +2,7 @@
 // tensors of small MoE layers, gated and not, epilogue tiles 128 and 64, and launcher errors. The
 // shared main exits 77 (skipped) without a GPU.
 
+#include <array>
 #include <catch2/catch.hpp>
 #include <device_buffer.hpp>
 #include <cstddef>
@@ -105,4 +106,153 @@ TEST_CASE("device MoE launcher rejects shapes the host plan rejects", "[cuda][mo
   bad.gemm2_scales = make_view(buf.p + 50000, 1, 128, 5);
   CHECK(qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe(
             {.hidden_size = 128, .intermediate_size = 64, .num_experts = 1}, in, bad) == cudaErrorInvalidValue);
+}
+
+// ------------------------------------------------------------------------------------------------
+// The FP4 MoE zero padding (align_fp4_moe_weights_for_fi, align_fp4_moe_hidden_dim_for_fi,
+// pad_nvfp4_weight_for_cutlass) against the host functions
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// One FP4 MoE layer (E, R1, H, I) laid out in one buffer at `offset`, its four tensors' views.
+struct moe_layout {
+  qtl::fp4_moe_padding x;
+  std::size_t sizes[4];
+  std::size_t total = 0;
+
+  explicit moe_layout(qtl::fp4_moe_padding const& p) : x(p) {
+    for (int k = 0; k < 4; ++k) {
+      sizes[k] = static_cast<std::size_t>(x.extents[k][0] * x.extents[k][1] * x.extents[k][2]);
+      total += sizes[k];
+    }
+  }
+  template <class T>
+  qtl::trtllm_fp4_moe_tensors<T, T> views(T* p) const {
+    qtl::view3d<T> v[4];
+    for (int k = 0; k < 4; ++k) {
+      v[k] = make_view(p, x.extents[k][0], x.extents[k][1], x.extents[k][2]);
+      p += sizes[k];
+    }
+    return {v[0], v[1], v[2], v[3]};
+  }
+};
+
+// hidden: align_fp4_moe_hidden_dim_for_fi, else align_fp4_moe_weights_for_fi with `up` projections.
+void check_pad(bool hidden, index_t e, index_t up, index_t h, index_t i, index_t a, std::size_t offset) {
+  CAPTURE(hidden, e, up, h, i, a, offset);
+  moe_layout const li(qtl::fp4_moe_padding::of(e, up * i, h, i));
+  std::vector<std::uint8_t> host_in(li.total);
+  std::mt19937 rng(static_cast<std::uint32_t>(h * 7 + i));
+  for (auto& b : host_in) {
+    b = static_cast<std::uint8_t>(rng());
+  }
+  auto const in_h = li.views(static_cast<std::uint8_t const*>(host_in.data()));
+  moe_layout const lo(hidden ? qtl::align_fp4_moe_hidden_dim_for_fi_padding(in_h, a)
+                             : qtl::align_fp4_moe_weights_for_fi_padding(in_h, up == 2, a));
+  std::vector<std::uint8_t> want(lo.total);
+  if (hidden) {
+    qtl::align_fp4_moe_hidden_dim_for_fi(in_h, lo.views(want.data()), a);
+  } else {
+    qtl::align_fp4_moe_weights_for_fi(in_h, lo.views(want.data()), up == 2, a);
+  }
+  device_bytes in(li.total + offset);
+  device_bytes out(lo.total + offset);
+  CUDA_REQUIRE(cudaMemcpy(in.p + offset, host_in.data(), li.total, cudaMemcpyHostToDevice));
+  auto const in_d = li.views(static_cast<std::uint8_t const*>(in.p + offset));
+  auto const out_d = lo.views(out.p + offset);
+  CUDA_REQUIRE(hidden ? qtl::cuda::align_fp4_moe_hidden_dim_for_fi(in_d, out_d, a)
+                      : qtl::cuda::align_fp4_moe_weights_for_fi(in_d, out_d, up == 2, a));
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+  std::vector<std::uint8_t> got(lo.total);
+  CUDA_REQUIRE(cudaMemcpy(got.data(), out.p + offset, lo.total, cudaMemcpyDeviceToHost));
+  REQUIRE(got == want);
+}
+
+}  // namespace
+
+TEST_CASE("device FP4 MoE padding equals the host functions, byte for byte", "[cuda][moe]") {
+  check_pad(false, 2, 2, 64, 176, 64, 0);   // Gemma-4-26B's TP4 shard: I 176 -> 192
+  check_pad(false, 3, 1, 32, 48, 128, 3);   // not gated: I 48 -> 128
+  check_pad(false, 2, 2, 32, 96, 16, 0);    // aligned: a copy
+  check_pad(true, 1, 2, 2880, 32, 256, 5);  // gpt-oss's hidden 2880 -> 3072
+  check_pad(true, 3, 1, 160, 48, 256, 0);
+}
+
+TEST_CASE("device pad_nvfp4_weight_for_cutlass equals the host function", "[cuda][moe]") {
+  for (auto const [n, kb, a] : {std::array<index_t, 3>{100, 40, 32}, {50, 7, 16}, {64, 16, 32}}) {
+    CAPTURE(n, kb, a);
+    std::vector<std::uint8_t> w(static_cast<std::size_t>(n * kb));
+    std::mt19937 rng(static_cast<std::uint32_t>(n + kb));
+    for (auto& b : w) {
+      b = static_cast<std::uint8_t>(rng());
+    }
+    auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(n, kb, a);
+    std::vector<std::uint8_t> want(static_cast<std::size_t>(p.rows * p.col_bytes));
+    qtl::pad_nvfp4_weight_for_cutlass(make_view(static_cast<std::uint8_t const*>(w.data()), n, kb),
+                                      make_view(want.data(), p.rows, p.col_bytes), a);
+    device_bytes in(w.size());
+    device_bytes out(want.size());
+    CUDA_REQUIRE(cudaMemcpy(in.p, w.data(), w.size(), cudaMemcpyHostToDevice));
+    CUDA_REQUIRE(qtl::cuda::pad_nvfp4_weight_for_cutlass(make_view(static_cast<std::uint8_t const*>(in.p), n, kb),
+                                                         make_view(out.p, p.rows, p.col_bytes), a));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    std::vector<std::uint8_t> got(want.size());
+    CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, got.size(), cudaMemcpyDeviceToHost));
+    REQUIRE(got == want);
+  }
+}
+
+TEST_CASE("device FP4 MoE padding launchers reject what the host functions reject", "[cuda][moe]") {
+  device_bytes buf(1 << 16);
+  moe_layout const li(qtl::fp4_moe_padding::of(1, 96, 32, 48));
+  auto const in = li.views(static_cast<std::uint8_t const*>(buf.p));
+  moe_layout const lo(qtl::fp4_moe_padding::of(1, 128, 32, 64));
+  auto const out = lo.views(buf.p + 20000);
+  CHECK(qtl::cuda::align_fp4_moe_weights_for_fi(in, out, true, 64) == cudaSuccess);
+  CHECK(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(qtl::cuda::align_fp4_moe_weights_for_fi(in, out, true, 0) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::align_fp4_moe_weights_for_fi(in, out, true, 128) == cudaErrorInvalidValue);  // out too small
+  CHECK(qtl::cuda::align_fp4_moe_weights_for_fi(in, out, false, 64) == cudaErrorInvalidValue);  // w13 has 2I rows
+  auto const overlap = li.views(buf.p);
+  CHECK(qtl::cuda::align_fp4_moe_weights_for_fi(in, overlap, true, 16) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::pad_nvfp4_weight_for_cutlass(make_view(static_cast<std::uint8_t const*>(buf.p), 10, 3),
+                                                make_view(buf.p + 1000, 32, 8), 32) == cudaErrorInvalidValue);
+}
+
+TEST_CASE("device CuteDSL row orders equal the host functions", "[cuda][moe]") {
+  for (auto const [e, rows, cols, group] :
+       {std::array<index_t, 4>{2, 256, 48, 64}, {3, 128, 5, 64}, {1, 40, 3, 4}}) {
+    CAPTURE(e, rows, cols, group);
+    std::vector<std::uint8_t> x(static_cast<std::size_t>(e * rows * cols));
+    std::mt19937 rng(static_cast<std::uint32_t>(rows + cols));
+    for (auto& b : x) {
+      b = static_cast<std::uint8_t>(rng());
+    }
+    auto const hin = make_view(static_cast<std::uint8_t const*>(x.data()), e, rows, cols);
+    std::vector<std::uint8_t> want(x.size()), want_w(x.size()), want_s(x.size());
+    qtl::interleave_linear_and_gate(hin, make_view(want.data(), e, rows, cols), group);
+    bool const oai = cols % 2 == 1;  // both forms of the reorder across the cases
+    qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(oai, hin, hin, make_view(want_w.data(), e, rows, cols),
+                                                   make_view(want_s.data(), e, rows, cols));
+    device_bytes in(x.size());
+    device_bytes out(3 * x.size());
+    CUDA_REQUIRE(cudaMemcpy(in.p, x.data(), x.size(), cudaMemcpyHostToDevice));
+    auto const din = make_view(static_cast<std::uint8_t const*>(in.p), e, rows, cols);
+    CUDA_REQUIRE(qtl::cuda::interleave_linear_and_gate(din, make_view(out.p, e, rows, cols), group));
+    CUDA_REQUIRE(qtl::cuda::reorder_w13_to_w31_for_flashinfer_cutedsl(oai, din, din,
+                                                                      make_view(out.p + x.size(), e, rows, cols),
+                                                                      make_view(out.p + 2 * x.size(), e, rows, cols)));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    std::vector<std::uint8_t> got(3 * x.size());
+    CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, got.size(), cudaMemcpyDeviceToHost));
+    auto const part = [&](int k) {
+      return std::vector<std::uint8_t>(got.begin() + static_cast<std::ptrdiff_t>(k * x.size()),
+                                       got.begin() + static_cast<std::ptrdiff_t>((k + 1) * x.size()));
+    };
+    CHECK(part(0) == want);
+    CHECK(part(1) == want_w);
+    CHECK(part(2) == want_s);
+    CHECK(qtl::cuda::interleave_linear_and_gate(din, make_view(out.p, e, rows, cols), rows) == cudaErrorInvalidValue);
+  }
 }

@@ -204,6 +204,30 @@ def run_marlin_convert_case(op, p, x):
         return dict(zip(("weight", "weight_scale", "global_scale"), r))
     if op == "cast-e2m1fn-to-e4m3fn":
         return dict(zip(("weight", "scale"), qtl.cast_e2m1fn_to_e4m3fn(x["weight"], x["scale"])))
+    if op == "prepare-trtllm-fp4-moe":
+        r = qtl.prepare_static_weights_for_trtllm_fp4_moe(
+            x["gemm1_weights"], x["gemm2_weights"], x["gemm1_scales"], x["gemm2_scales"], p["hidden-size"],
+            p["intermediate-size"], p["num-experts"], is_gated_activation=not p.get("no-gated", False))
+        names = ("gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales")
+        return {n + "_fp4_shuffled": v for n, v in zip(names, r)}
+    if op in ("align-fp4-moe-weights-for-fi", "align-fp4-moe-hidden-dim-for-fi"):
+        args = (x["w13"], x["w13_scale"], x["w2"], x["w2_scale"])
+        if op == "align-fp4-moe-weights-for-fi":
+            r = qtl.align_fp4_moe_weights_for_fi(*args, p.get("is-act-and-mul", False), p["min-alignment"])
+            size = "padded_intermediate"
+        else:
+            r = qtl.align_fp4_moe_hidden_dim_for_fi(*args, p["min-alignment"])
+            size = "padded_hidden_size"
+        return dict(zip(("w13", "w13_scale", "w2", "w2_scale"), r[:4])) | {size: np.array(r[4], dtype=np.int64)}
+    if op == "interleave-linear-and-gate":
+        return {"x": qtl.interleave_linear_and_gate(x["x"], p["group-size"], p["dim"])}
+    if op == "reorder-w13-to-w31-for-flashinfer-cutedsl":
+        act = "SWIGLUOAI" if p.get("swigluoai", False) else "SILU"
+        return dict(zip(("w13", "w13_scale"), qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(act, x["w13"],
+                                                                                             x["w13_scale"])))
+    if op == "pad-nvfp4-weight-for-cutlass":
+        w, pb = qtl.pad_nvfp4_weight_for_cutlass(x["weight"], p["alignment"])
+        return {"weight": w, "weights_padding_bytes": np.array(pb, dtype=np.int64)}
     if op == "per-block-cast-to-fp8":
         q, s = qtl.per_block_cast_to_fp8(x["weight"], _block(p), "ue8m0" in p, ue8m0_rule=p.get("ue8m0", "log2"))
         return {"weight": q, "weight_scale_inv": s}

@@ -260,6 +260,20 @@ def main():
                         str(i), "--num-experts", str(e), moe_in, out], "gemm1_weights")
         expect(qtl, 1, ["op", "prepare-trtllm-fp4-moe", "--hidden-size", str(h), moe_in, out],
                "intermediate-size")
+        # the FP4 MoE paddings: a layer whose tensors do not fit together is a data error (exit 2),
+        # an alignment that is not positive a usage error (exit 1); no output either way
+        pad_in = os.path.join(tmp, "pad.safetensors")
+        with open(pad_in, "wb") as f:
+            f.write(build([("w13", "U8", [1, 32, 16], bytes(512)), ("w13_scale", "F8_E4M3", [1, 32, 2], bytes(64)),
+                           ("w2", "U8", [1, 32, 24], bytes(768)), ("w2_scale", "F8_E4M3", [1, 32, 3], bytes(96))]))
+        if os.path.exists(out):
+            os.remove(out)
+        expect(qtl, 2, ["op", "align-fp4-moe-weights-for-fi", "--is-act-and-mul", pad_in, out], "input w13 has shape")
+        expect(qtl, 1, ["op", "align-fp4-moe-hidden-dim-for-fi", "--min-alignment", "0", pad_in, out],
+               "--min-alignment")
+        check(not os.path.exists(out), "align-fp4-moe-*: no output after an error")
+        expect(qtl, 0, ["op", "align-fp4-moe-hidden-dim-for-fi", pad_in, out])
+        check(read(out)[0]["padded_hidden_size"] == ("I64", [], struct.pack("<q", 256)), "padded_hidden_size")
 
         # inspect: scheme recognition and sharded checkpoints ----------------------------------
         i32 = lambda *shape: ("I32", list(shape), bytes(4 * prod(shape)))  # noqa: E731

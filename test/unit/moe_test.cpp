@@ -10,6 +10,7 @@
 #include <numeric>
 #include <qtl/moe.hpp>
 #include <random>
+#include <utility>
 #include <vector>
 #include "test_data.hpp"
 
@@ -444,4 +445,269 @@ TEST_CASE("reorder_w1w3_to_w3w1 reproduces every golden reorder-w1w3-to-w3w1 cas
       });
     });
   }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Golden cases of vLLM's FlashInfer MoE preparations (test/data/golden/make_fi_moe_cases.py)
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+using moe_bytes = std::vector<std::uint8_t>;
+
+// The four MoE tensors of a golden file, in the order of trtllm_fp4_moe_tensors, as byte vectors.
+struct moe_set {
+  moe_bytes b[4];
+  std::vector<std::int64_t> shape[4];
+
+  moe_set(qtl::io::safetensors_file const& f, char const* const (&names)[4]) {
+    for (int k = 0; k < 4; ++k) {
+      auto const& t = f.at(names[k]);
+      b[k] = words_of<std::uint8_t>(t);
+      shape[k] = t.shape;
+    }
+  }
+  explicit moe_set(qtl::fp4_moe_padding const& x) {
+    for (int k = 0; k < 4; ++k) {
+      auto const& t = x.extents[k];
+      shape[k] = {t[0], t[1], t[2]};
+      b[k].assign(static_cast<std::size_t>(t[0] * t[1] * t[2]), 0xAB);  // not zero: the padding is written
+    }
+  }
+  template <class T>
+  qtl::trtllm_fp4_moe_tensors<T, T> views() {
+    auto v = [&](int k) { return as_view3d(b[k], shape[k]); };
+    return {v(0), v(1), v(2), v(3)};
+  }
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> cviews() {
+    auto const m = views<std::uint8_t>();
+    return {m.gemm1_weights, m.gemm1_scales, m.gemm2_weights, m.gemm2_scales};
+  }
+};
+
+constexpr char const* fi_names[4] = {"w13", "w13_scale", "w2", "w2_scale"};
+
+std::int64_t golden_scalar(qtl::io::safetensors_file const& f, char const* name) {
+  auto const v = qtl::test::tensor_values<std::int64_t>(f, name);
+  REQUIRE(v.size() == 1);
+  return v[0];
+}
+
+}  // namespace
+
+TEST_CASE("prepare_static_weights_for_trtllm_fp4_moe reproduces vLLM's, gated and not", "[moe][golden]") {
+  constexpr char const* names[4] = {"gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"};
+  constexpr char const* out_names[4] = {"gemm1_weights_fp4_shuffled", "gemm1_scales_fp4_shuffled",
+                                        "gemm2_weights_fp4_shuffled", "gemm2_scales_fp4_shuffled"};
+  int gated_cases = 0;
+  int plain_cases = 0;
+  for (auto const& c : qtl::test::golden_cases("prepare-trtllm-fp4-moe")) {
+    INFO(c.name);
+    bool const gated = !c.params.value("no-gated", false);
+    (gated ? gated_cases : plain_cases) += 1;
+    qtl::trtllm_fp4_moe_shape const shape{.hidden_size = c.params.at("hidden-size").get<index_t>(),
+                                          .intermediate_size = c.params.at("intermediate-size").get<index_t>(),
+                                          .num_experts = c.params.at("num-experts").get<index_t>(),
+                                          .gated = gated};
+    moe_set in(c.in, names);
+    moe_set want(c.expected, out_names);
+    moe_set got(c.expected, out_names);
+    for (auto& b : got.b) {
+      std::fill(b.begin(), b.end(), std::uint8_t{0});
+    }
+    qtl::prepare_static_weights_for_trtllm_fp4_moe(shape, in.cviews(), got.views<std::uint8_t>());
+    for (int k = 0; k < 4; ++k) {
+      CHECK(got.b[k] == want.b[k]);
+    }
+  }
+  CHECK(gated_cases >= 2);
+  CHECK(plain_cases >= 2);
+}
+
+namespace {
+
+// The golden cases of align-fp4-moe-hidden-dim-for-fi (`hidden`) or align-fp4-moe-weights-for-fi.
+void check_align_golden(bool hidden) {
+  for (auto const& c : qtl::test::golden_cases(hidden ? "align-fp4-moe-hidden-dim-for-fi"
+                                                      : "align-fp4-moe-weights-for-fi")) {
+    INFO(c.name);
+    bool const gated = c.params.value("is-act-and-mul", false);
+    index_t const a = c.params.at("min-alignment").get<index_t>();
+    moe_set in(c.in, fi_names);
+    moe_set want(c.expected, fi_names);
+    moe_set got(hidden ? qtl::align_fp4_moe_hidden_dim_for_fi_padding(in.cviews(), a)
+                       : qtl::align_fp4_moe_weights_for_fi_padding(in.cviews(), gated, a));
+    index_t const padded = hidden ? qtl::align_fp4_moe_hidden_dim_for_fi(in.cviews(), got.views<std::uint8_t>(), a)
+                                  : qtl::align_fp4_moe_weights_for_fi(in.cviews(), got.views<std::uint8_t>(), gated, a);
+    CHECK(padded == golden_scalar(c.expected, hidden ? "padded_hidden_size" : "padded_intermediate"));
+    for (int k = 0; k < 4; ++k) {
+      CHECK(got.shape[k] == want.shape[k]);
+      CHECK(got.b[k] == want.b[k]);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("align_fp4_moe_weights_for_fi reproduces vLLM's", "[moe][golden]") { check_align_golden(false); }
+
+TEST_CASE("align_fp4_moe_hidden_dim_for_fi reproduces vLLM's", "[moe][golden]") { check_align_golden(true); }
+
+TEST_CASE("pad_nvfp4_weight_for_cutlass reproduces vLLM's", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("pad-nvfp4-weight-for-cutlass")) {
+    INFO(c.name);
+    index_t const a = c.params.at("alignment").get<index_t>();
+    auto const& w = c.in.at("weight");
+    auto const& want = c.expected.at("weight");
+    auto const in = words_of<std::uint8_t>(w);
+    auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(w.shape[0], w.shape[1], a);
+    CHECK(std::vector<std::int64_t>{p.rows, p.col_bytes} == want.shape);
+    std::vector<std::uint8_t> out(static_cast<std::size_t>(p.rows * p.col_bytes), 0xAB);
+    CHECK(qtl::pad_nvfp4_weight_for_cutlass(qtl::make_view(in.data(), w.shape[0], w.shape[1]),
+                                            qtl::make_view(out.data(), p.rows, p.col_bytes), a) ==
+          golden_scalar(c.expected, "weights_padding_bytes"));
+    CHECK(out == words_of<std::uint8_t>(want));
+  }
+}
+
+TEST_CASE("the FP4 padding ops refuse what they cannot pad", "[moe]") {
+  // w13 [1, 2I, H/2] with H = 32, I = 48 (gated), w2 [1, H, I/2]
+  moe_set in(qtl::fp4_moe_padding::of(1, 96, 32, 48));
+  moe_set out(qtl::align_fp4_moe_weights_for_fi_padding(in.cviews(), true, 64));
+  CHECK_THROWS_WITH(qtl::align_fp4_moe_weights_for_fi(in.cviews(), out.views<std::uint8_t>(), true, 0),
+                    Catch::Contains("min_alignment (0) must be positive"));
+  // the output padded to 64, the call asking for 128
+  CHECK_THROWS_WITH(qtl::align_fp4_moe_weights_for_fi(in.cviews(), out.views<std::uint8_t>(), true, 128),
+                    Catch::Contains("output w13 has shape"));
+  // not gated: w13 must then have I rows, it has 2I
+  CHECK_THROWS_WITH(qtl::align_fp4_moe_weights_for_fi(in.cviews(), out.views<std::uint8_t>(), false, 64),
+                    Catch::Contains("input w13 has shape"));
+  // the output over its own input
+  auto const self = in.views<std::uint8_t>();
+  CHECK_THROWS_AS(qtl::align_fp4_moe_weights_for_fi(in.cviews(), self, true, 16), qtl::value_error);
+  // an intermediate size that is no multiple of 16: w2 [1, 32, 4] says I = 8
+  moe_set odd(qtl::fp4_moe_padding::of(1, 16, 32, 8));
+  CHECK_THROWS_WITH(qtl::align_fp4_moe_hidden_dim_for_fi(odd.cviews(), out.views<std::uint8_t>(), 256),
+                    Catch::Contains("must be multiples of 16"));
+  std::vector<std::uint8_t> w(10 * 3), o(32 * 16);
+  CHECK_THROWS_WITH(qtl::pad_nvfp4_weight_for_cutlass(qtl::make_view(std::as_const(w).data(), 10, 3),
+                                                      qtl::make_view(o.data(), 32, 8), 32),
+                    Catch::Contains("output weight has shape"));
+  CHECK_THROWS_WITH(qtl::pad_nvfp4_weight_for_cutlass_shape(10, 3, -32), Catch::Contains("must be positive"));
+}
+
+TEST_CASE("the FP4 padding ops pad by the row map of padded_row_source", "[moe]") {
+  STATIC_REQUIRE(qtl::padded_row_source(2, 3, 4) == 2);
+  STATIC_REQUIRE(qtl::padded_row_source(3, 3, 4) == -1);
+  STATIC_REQUIRE(qtl::padded_row_source(4, 3, 4) == 3);
+  STATIC_REQUIRE(qtl::padded_row_source(7, 3, 4) == -1);
+  STATIC_REQUIRE(qtl::round_up(176, 64) == 192);
+  STATIC_REQUIRE(qtl::round_up(192, 64) == 192);
+  // pad_nvfp4_weight_for_cutlass: 7 bytes = 14 FP4 columns, to 16 columns: one byte more
+  auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(50, 7, 16);
+  CHECK(p.rows == 64);
+  CHECK(p.col_bytes == 8);
+  CHECK(p.padding_bytes == 1);
+}
+
+TEST_CASE("pad_nvfp4_weight_for_cutlass past the streaming-store size equals the plain loop", "[moe]") {
+  // [4100, 2044] -> [4128, 2048]: 8.4 MB of output, past detail::stream_store_bytes, rows whose last
+  // 16 bytes mix input and zeros; 64-byte aligned output (streamed) and 1 byte past (memcpy'd).
+  index_t const n = 4100;
+  index_t const kb = 2044;
+  auto const w = random_bytes(static_cast<std::size_t>(n * kb), 34);
+  auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(n, kb, 32);
+  REQUIRE(p.rows * p.col_bytes >= qtl::detail::stream_store_bytes);
+  std::vector<std::uint8_t> want(static_cast<std::size_t>(p.rows * p.col_bytes), 0);
+  for (index_t r = 0; r < n; ++r) {
+    std::memcpy(&want[static_cast<std::size_t>(r * p.col_bytes)], &w[static_cast<std::size_t>(r * kb)],
+                static_cast<std::size_t>(kb));
+  }
+  for (std::size_t const offset : {std::size_t{0}, std::size_t{1}}) {
+    CAPTURE(offset);
+    std::vector<std::uint8_t> buf(want.size() + 64 + offset, 0xAB);
+    auto* const base = buf.data() + (64 - reinterpret_cast<std::uintptr_t>(buf.data()) % 64) % 64 + offset;
+    qtl::pad_nvfp4_weight_for_cutlass(qtl::make_view(w.data(), n, kb), qtl::make_view(base, p.rows, p.col_bytes));
+    CHECK(std::memcmp(base, want.data(), want.size()) == 0);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// CuteDSL row orders
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// The bytes of tensor `t` as [outer, shape[d], inner * element size] (d may be negative).
+qtl::view3d<std::uint8_t> split_bytes(std::vector<std::uint8_t>& b, qtl::io::tensor_info const& t, int d) {
+  int const rank = static_cast<int>(t.shape.size());
+  d = d < 0 ? d + rank : d;
+  index_t outer = 1;
+  index_t inner = static_cast<index_t>(qtl::io::dtype_size(t.type));
+  for (int k = 0; k < rank; ++k) {
+    if (k < d) {
+      outer *= t.shape[static_cast<std::size_t>(k)];
+    } else if (k > d) {
+      inner *= t.shape[static_cast<std::size_t>(k)];
+    }
+  }
+  return qtl::make_view(b.data(), outer, t.shape[static_cast<std::size_t>(d)], inner);
+}
+
+}  // namespace
+
+TEST_CASE("interleave_linear_and_gate reproduces vLLM's", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("interleave-linear-and-gate")) {
+    INFO(c.name);
+    auto const& x = c.in.at("x");
+    auto in = words_of<std::uint8_t>(x);
+    std::vector<std::uint8_t> out(in.size(), 0xAB);
+    int const d = c.params.at("dim").get<int>();
+    auto const iv = split_bytes(in, x, d);
+    qtl::interleave_linear_and_gate(qtl::view3d<std::uint8_t const>(iv), split_bytes(out, x, d),
+                                    c.params.at("group-size").get<index_t>());
+    CHECK(out == words_of<std::uint8_t>(c.expected.at("x")));
+  }
+}
+
+TEST_CASE("reorder_w13_to_w31_for_flashinfer_cutedsl reproduces vLLM's", "[moe][golden]") {
+  for (auto const& c : qtl::test::golden_cases("reorder-w13-to-w31-for-flashinfer-cutedsl")) {
+    INFO(c.name);
+    auto const& w = c.in.at("w13");
+    auto const& s = c.in.at("w13_scale");
+    auto wi = words_of<std::uint8_t>(w);
+    auto si = words_of<std::uint8_t>(s);
+    std::vector<std::uint8_t> wo(wi.size(), 0xAB), so(si.size(), 0xAB);
+    qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(
+        c.params.value("swigluoai", false), qtl::view3d<std::uint8_t const>(as_view3d(wi, w.shape)),
+        qtl::view3d<std::uint8_t const>(as_view3d(si, s.shape)), as_view3d(wo, w.shape), as_view3d(so, s.shape));
+    CHECK(wo == words_of<std::uint8_t>(c.expected.at("w13")));
+    CHECK(so == words_of<std::uint8_t>(c.expected.at("w13_scale")));
+  }
+}
+
+TEST_CASE("the CuteDSL row orders: their maps, and what they refuse", "[moe]") {
+  // group 2 over 8: [l0 l1 g0 g1 l2 l3 g2 g3] from [l0 l1 l2 l3 | g0 g1 g2 g3]
+  constexpr index_t want[8] = {0, 1, 4, 5, 2, 3, 6, 7};
+  for (index_t n = 0; n < 8; ++n) {
+    CHECK(qtl::interleave_linear_and_gate_source(n, 8, 2) == want[n]);
+  }
+  // gpt-oss [g0 u0 g1 u1 g2 u2] -> [u0 u1 u2 g0 g1 g2]
+  constexpr index_t oai[6] = {1, 3, 5, 0, 2, 4};
+  for (index_t n = 0; n < 6; ++n) {
+    CHECK(qtl::w13_to_w31_source(n, 6, true) == oai[n]);
+    CHECK(qtl::w13_to_w31_source(n, 6, false) == (n + 3) % 6);
+  }
+  std::vector<std::uint8_t> a(2 * 96 * 4), b(a.size());
+  auto const in = qtl::make_view(std::as_const(a).data(), 2, 96, 4);
+  CHECK_THROWS_WITH(qtl::interleave_linear_and_gate(in, qtl::make_view(b.data(), 2, 96, 4), 64),
+                    Catch::Contains("must be divisible by 128"));
+  CHECK_THROWS_WITH(qtl::interleave_linear_and_gate(in, qtl::make_view(b.data(), 2, 96, 4), 0),
+                    Catch::Contains("must be positive"));
+  CHECK_THROWS_AS(qtl::interleave_linear_and_gate(in, qtl::make_view(a.data(), 2, 96, 4), 16), qtl::value_error);
+  std::vector<std::uint8_t> odd(3 * 4), odd_out(odd.size());
+  auto const oin = qtl::make_view(std::as_const(odd).data(), 1, 3, 4);
+  CHECK_THROWS_WITH(qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(true, oin, oin, qtl::make_view(odd_out.data(), 1, 3, 4),
+                                                                   qtl::make_view(b.data(), 1, 3, 4)),
+                    Catch::Contains("odd number of rows"));
 }

@@ -10,6 +10,17 @@
 //       gemm1_weights U8 [E,R1,H/2], gemm1_scales F8_E4M3 [E,R1,H/16], gemm2_weights U8 [E,H,I/2],
 //       gemm2_scales F8_E4M3 [E,H,I/16]  (R1 = 2I gated, I otherwise)
 //       -> gemm{1,2}_{weights,scales}_fp4_shuffled, same dtypes and shapes
+//   align-fp4-moe-weights-for-fi --min-alignment a [--is-act-and-mul]
+//   align-fp4-moe-hidden-dim-for-fi --min-alignment a
+//       w13 U8 [E,R1,H/2], w13_scale F8_E4M3 [E,R1,H/16], w2 U8 [E,H,I/2], w2_scale F8_E4M3 [E,H,I/16]
+//       -> the four zero-padded (I, or H, to a multiple of a), and padded_intermediate /
+//          padded_hidden_size I64 0-dim
+//   interleave-linear-and-gate --group-size g --dim d   x (any dtype and rank) -> x, the halves of d
+//       interleaved in groups of g (vLLM's CuteDSL order)
+//   reorder-w13-to-w31-for-flashinfer-cutedsl [--swigluoai]   w13, w13_scale [E,R,C] (any dtypes)
+//       -> both with rows [up; gate]: from gpt-oss's [g0,u0,g1,u1..] with --swigluoai, else from [gate; up]
+//   pad-nvfp4-weight-for-cutlass --alignment a   weight U8 [N,K/2]
+//       -> weight U8 (N and K padded to multiples of a), weights_padding_bytes I64 0-dim
 //
 // The halves swaps move whole elements, so they run on bytes: a tensor split along dimension d
 // is seen as [outer, size(d), inner * element bytes], and its halves are swapped along the middle.
@@ -42,6 +53,16 @@ view3d<std::uint8_t const> split_view(tensor_info const& t, int d) {
 view3d<std::uint8_t> same_shape(std::vector<std::uint8_t>& buf, view3d<std::uint8_t const> v) {
   buf.resize(static_cast<std::size_t>(v.size()));
   return make_view(buf.data(), v.extent[0], v.extent[1], v.extent[2]);
+}
+
+/// `--dim dim` of the input `name` of rank `rank`, counted from the front.
+/// @throws data_error if it is outside [-rank, rank).
+int resolve_dim(op_io const& io, char const* name, int dim, int rank) {
+  if (dim < -rank || dim >= rank) {
+    throw data_error("--dim " + std::to_string(dim) + " is outside the " + std::to_string(rank) + " dimensions of " +
+                     io.where(name));
+  }
+  return dim < 0 ? dim + rank : dim;
 }
 
 op_spec swizzle_op() {
@@ -113,11 +134,7 @@ op_spec reorder_op() {
                 throw data_error(io.where("scale") + " has shape " + qtl::io::shape_string(s.shape) +
                                  ", not of the rank of weight " + qtl::io::shape_string(w.shape));
               }
-              if (*dim < -rank || *dim >= rank) {
-                throw data_error("--dim " + std::to_string(*dim) + " is outside the " +
-                                 std::to_string(rank) + " dimensions of " + io.where("weight"));
-              }
-              int const d = *dim < 0 ? *dim + rank : *dim;
+              int const d = resolve_dim(io, "weight", *dim, rank);
               auto const win = split_view(w, d);
               auto const sin = split_view(s, d);
               std::vector<std::uint8_t> wout, sout;
@@ -182,10 +199,137 @@ op_spec prepare_trtllm_op() {
           }};
 }
 
+/// The four tensors of vLLM's FP4 MoE alignment helpers, as byte views.
+qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> fp4_moe_inputs(op_io const& io) {
+  auto const& w13 = io.tensor("w13", {dtype::U8}, {3});
+  auto const& w13s = io.tensor("w13_scale", {dtype::F8_E4M3}, {3});
+  auto const& w2 = io.tensor("w2", {dtype::U8}, {3});
+  auto const& w2s = io.tensor("w2_scale", {dtype::F8_E4M3}, {3});
+  return {split_view(w13, 1), split_view(w13s, 1), split_view(w2, 1), split_view(w2s, 1)};
+}
+
+/// Runs `pad(in, out)` into buffers of `padding`'s extents and emits them with `size_name`.
+template <class Pad>
+void emit_fp4_moe_padding(op_io& io, qtl::fp4_moe_padding const& padding, char const* size_name, Pad&& pad) {
+  char const* const names[4] = {"w13", "w13_scale", "w2", "w2_scale"};
+  std::vector<std::uint8_t> out[4];
+  view3d<std::uint8_t> v[4];
+  for (int k = 0; k < 4; ++k) {
+    auto const& x = padding.extents[k];
+    out[k].resize(static_cast<std::size_t>(x[0] * x[1] * x[2]));
+    v[k] = make_view(out[k].data(), x[0], x[1], x[2]);
+  }
+  pad(qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{v[0], v[1], v[2], v[3]});
+  for (int k = 0; k < 4; ++k) {
+    auto const& x = padding.extents[k];
+    io.emit(names[k], k % 2 == 0 ? dtype::U8 : dtype::F8_E4M3, shape_of(x[0], x[1], x[2]), std::move(out[k]));
+  }
+  io.emit(size_name, dtype::I64, {}, std::vector<std::int64_t>{padding.padded});
+}
+
+/// `align-fp4-moe-hidden-dim-for-fi` (`hidden`) or `align-fp4-moe-weights-for-fi`.
+op_spec align_op(bool hidden) {
+  std::string const what = hidden ? "hidden" : "intermediate";
+  return {hidden ? "align-fp4-moe-hidden-dim-for-fi" : "align-fp4-moe-weights-for-fi",
+          "zero-pad an NVFP4 MoE layer's " + what + " size to a multiple of --min-alignment (vLLM's " +
+              (hidden ? "align_fp4_moe_hidden_dim_for_fi)"
+                      : "align_fp4_moe_weights_for_fi; each of gate and up padded on its own with --is-act-and-mul)"),
+          [hidden, what](CLI::App& cmd) -> op_runner {
+            auto a = std::make_shared<std::int64_t>(hidden ? 256 : 16);
+            auto gated = std::make_shared<bool>(false);
+            cmd.add_option("--min-alignment", *a,
+                           "pad the " + what + " size to a multiple of this (default " + std::to_string(*a) + ")")
+                ->check(integer_in(1, std::int64_t{1} << 30));
+            if (!hidden) {
+              cmd.add_flag("--is-act-and-mul", *gated, "w13 holds two projections of I rows each");
+            }
+            return [hidden, a, gated](op_io& io) {
+              auto const in = fp4_moe_inputs(io);
+              auto const padding = hidden ? qtl::align_fp4_moe_hidden_dim_for_fi_padding(in, *a)
+                                          : qtl::align_fp4_moe_weights_for_fi_padding(in, *gated, *a);
+              emit_fp4_moe_padding(io, padding, hidden ? "padded_hidden_size" : "padded_intermediate",
+                                   [&](auto const& out) {
+                                     if (hidden) {
+                                       qtl::align_fp4_moe_hidden_dim_for_fi(in, out, *a);
+                                     } else {
+                                       qtl::align_fp4_moe_weights_for_fi(in, out, *gated, *a);
+                                     }
+                                   });
+            };
+          }};
+}
+
+op_spec interleave_op() {
+  return {"interleave-linear-and-gate",
+          "x (any dtype): interleave the two halves of --dim in groups of --group-size (vLLM's "
+          "interleave_linear_and_gate, the CuteDSL MoE row order)",
+          [](CLI::App& cmd) -> op_runner {
+            auto group = std::make_shared<std::int64_t>(64);
+            auto dim = std::make_shared<int>(-1);
+            cmd.add_option("--group-size", *group, "rows per group (default 64)")
+                ->check(integer_in(1, std::int64_t{1} << 30));
+            cmd.add_option("--dim", *dim, "the dimension (negative: from the end; default -1)");
+            return [group, dim](op_io& io) {
+              auto const& x = io.any_tensor("x", 1);
+              int const rank = static_cast<int>(x.shape.size());
+              auto const in = split_view(x, resolve_dim(io, "x", *dim, rank));
+              std::vector<std::uint8_t> out;
+              qtl::interleave_linear_and_gate(in, same_shape(out, in), *group);
+              io.emit("x", x.type, x.shape, std::move(out));
+            };
+          }};
+}
+
+op_spec reorder_cutedsl_op() {
+  return {"reorder-w13-to-w31-for-flashinfer-cutedsl",
+          "w13 and w13_scale [E,R,C] (any dtypes): rows to [up; gate], from gpt-oss's interleaved "
+          "[g0, u0, g1, u1, ..] with --swigluoai, else from [gate; up] (vLLM's CuteDSL preparation)",
+          [](CLI::App& cmd) -> op_runner {
+            auto oai = std::make_shared<bool>(false);
+            cmd.add_flag("--swigluoai", *oai, "the activation is SWIGLUOAI: w13's rows are interleaved");
+            return [oai](op_io& io) {
+              auto const& w = io.any_tensor("w13", 3);
+              auto const& s = io.any_tensor("w13_scale", 3);
+              if (w.shape.size() != 3 || s.shape.size() != 3) {
+                throw data_error(io.where(w.shape.size() != 3 ? "w13" : "w13_scale") + " must have 3 dimensions");
+              }
+              auto const win = split_view(w, 1);
+              auto const sin = split_view(s, 1);
+              std::vector<std::uint8_t> wout, sout;
+              qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(*oai, win, sin, same_shape(wout, win),
+                                                             same_shape(sout, sin));
+              io.emit("w13", w.type, w.shape, std::move(wout));
+              io.emit("w13_scale", s.type, s.shape, std::move(sout));
+            };
+          }};
+}
+
+op_spec pad_cutlass_op() {
+  return {"pad-nvfp4-weight-for-cutlass",
+          "zero-pad a packed NVFP4 weight [N,K/2] so that N and K are multiples of --alignment (vLLM's "
+          "pad_nvfp4_weight_for_cutlass)",
+          [](CLI::App& cmd) -> op_runner {
+            auto a = std::make_shared<std::int64_t>(32);
+            cmd.add_option("--alignment", *a, "pad N and K to multiples of this (default 32)")
+                ->check(integer_in(1, std::int64_t{1} << 30));
+            return [a](op_io& io) {
+              auto const& w = io.tensor("weight", {dtype::U8}, {2});
+              typed_tensor<std::uint8_t> const in(w);
+              auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(w.shape[0], w.shape[1], *a);
+              std::vector<std::uint8_t> out(static_cast<std::size_t>(p.rows * p.col_bytes));
+              qtl::pad_nvfp4_weight_for_cutlass(in.view2(), make_view(out.data(), p.rows, p.col_bytes), *a);
+              io.emit("weight", dtype::U8, shape_of(p.rows, p.col_bytes), std::move(out));
+              io.emit("weights_padding_bytes", dtype::I64, {}, std::vector<std::int64_t>{p.padding_bytes});
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> layout_ops() {
-  return {swizzle_op(), unswizzle_op(), swap_op(), reorder_op(), prepare_trtllm_op()};
+  return {swizzle_op(),   unswizzle_op(), swap_op(),        reorder_op(),
+          prepare_trtllm_op(), align_op(false), align_op(true), pad_cutlass_op(), interleave_op(),
+          reorder_cutedsl_op()};
 }
 
 }  // namespace qtl::tool

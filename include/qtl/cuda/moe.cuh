@@ -1,13 +1,17 @@
 #pragma once
 /// \file
-/// CUDA kernels and launchers of qtl/moe.hpp: the trtllm-gen FP4 MoE static weight preparation on
-/// device memory, one launch per tensor for all experts. Each destination row (weights) or 4-byte
-/// word (scales) computes its source through the host header's closed forms
-/// (`w3w1_row_source`, `w2_row_source`, `blockscale_position_of`), so no index vector is uploaded
-/// and device bytes equal host bytes (test/cuda/moe_test.cu):
+/// CUDA kernels and launchers of qtl/moe.hpp: the trtllm-gen FP4 MoE static weight preparation,
+/// vLLM's FP4 MoE zero padding (`align_fp4_moe_weights_for_fi`, `align_fp4_moe_hidden_dim_for_fi`,
+/// `pad_nvfp4_weight_for_cutlass`) and its CuteDSL row orders (`interleave_linear_and_gate`,
+/// `reorder_w13_to_w31_for_flashinfer_cutedsl`) on device memory, one launch per tensor for all
+/// experts. Each destination row (weights) or 4-byte word (scales) computes its source through the
+/// host header's closed forms (`w3w1_row_source`, `w2_row_source`, `blockscale_position_of`,
+/// `moe_row_map`), so no index vector is uploaded and device bytes equal host bytes
+/// (test/cuda/moe_test.cu):
 ///
 ///     weights: block per destination row (e, n):  out[e][n][:] = in[e][source(n)][:]   (16-byte copies)
 ///     scales:  thread per word o of expert e:     (n, k) = position_of(o);  4 bytes in[e][source(n)][k..k+3]
+///     row maps: block per destination row (e, n): in[e][map.source(n)][c] for c < in's columns, else 0
 ///
 /// Launchers take a `cudaStream_t` and return `cudaError_t` (`cudaErrorInvalidValue` for what the
 /// host would reject, before anything is enqueued); they never throw or synchronise.
@@ -109,6 +113,87 @@ bool moe_tensor_ok(view3d<In> const& in, view3d<Out> const& out, index_t e, inde
   return !qtl::views_overlap(in, out);
 }
 
+// A row map (zero padding or a row order) of one tensor of every expert: a block per destination
+// row (e, n), its threads over the row's bytes: the source row's (`moe_row_map::source`) where it
+// has them, zeros elsewhere.
+template <class T>
+QTL_KERNEL void moe_pad_rows_kernel(view3d<T const> in, view3d<T> out, moe_row_map map) {
+  index_t const out_rows = out.extent[1];
+  index_t const total = out.extent[0] * out_rows;
+  index_t const cols = in.extent[2];
+  index_t const out_cols = out.extent[2];
+  for (index_t r = blockIdx.x; r < total; r += gridDim.x) {
+    index_t const e = r / out_rows;
+    index_t const n = r % out_rows;
+    index_t const src = map.source(n);
+    auto const* s = src >= 0 ? reinterpret_cast<unsigned char const*>(&in(e, src, 0)) : nullptr;
+    auto* d = reinterpret_cast<unsigned char*>(&out(e, n, 0));
+    for (index_t c = threadIdx.x; c < out_cols; c += blockDim.x) {
+      d[c] = s != nullptr && c < cols ? s[c] : static_cast<unsigned char>(0);
+    }
+  }
+}
+
+// The host checks of the padding ops without exceptions: shapes as the plan says, innermost
+// strides 1, no overlap, data where there are elements.
+template <class In, class Out>
+bool pad_pair_ok(view3d<In> const& in, index_t const (&want_in)[3], view3d<Out> const& out,
+                 index_t const (&want_out)[3]) {
+  for (int d = 0; d < 3; ++d) {
+    if (in.extent[d] != want_in[d] || out.extent[d] != want_out[d]) {
+      return false;
+    }
+  }
+  if ((in.stride[2] != 1 && want_in[2] > 1) || (out.stride[2] != 1 && want_out[2] > 1)) {
+    return false;
+  }
+  return !null_with_data(in) && !null_with_data(out) && !qtl::views_overlap(in, out);
+}
+
+template <class In, class Out>
+cudaError_t launch_pad(view3d<In> const& in, view3d<Out> const& out, moe_row_map map, cudaStream_t stream) {
+  if (out.size() == 0) {
+    return cudaSuccess;
+  }
+  return launch(moe_pad_rows_kernel<Out>, moe_grid(out.extent[0] * out.extent[1], 1), moe_row_threads, 0, stream,
+                view3d<Out const>(in), out, map);
+}
+
+// The four launches of a checked FP4 MoE padding plan (qtl::detail::fp4_moe_pad_plan).
+template <class WIn, class SIn, class WOut, class SOut>
+cudaError_t run_fp4_moe_pad(qtl::detail::fp4_moe_pad_plan const& p, trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                            trtllm_fp4_moe_tensors<WOut, SOut> const& out, cudaStream_t stream) {
+  auto const& xi = p.in.extents;
+  auto const& xo = p.out.extents;
+  if (!pad_pair_ok(in.gemm1_weights, xi[0], out.gemm1_weights, xo[0]) ||
+      !pad_pair_ok(in.gemm1_scales, xi[1], out.gemm1_scales, xo[1]) ||
+      !pad_pair_ok(in.gemm2_weights, xi[2], out.gemm2_weights, xo[2]) ||
+      !pad_pair_ok(in.gemm2_scales, xi[3], out.gemm2_scales, xo[3])) {
+    return cudaErrorInvalidValue;
+  }
+  moe_row_map const m13{moe_row_map::kind::padded, p.rows13, p.padded13};
+  moe_row_map const m2{moe_row_map::kind::padded, p.rows2, p.padded2};
+  if (cudaError_t const st = launch_pad(in.gemm1_weights, out.gemm1_weights, m13, stream); st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st = launch_pad(in.gemm1_scales, out.gemm1_scales, m13, stream); st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st = launch_pad(in.gemm2_weights, out.gemm2_weights, m2, stream); st != cudaSuccess) {
+    return st;
+  }
+  return launch_pad(in.gemm2_scales, out.gemm2_scales, m2, stream);
+}
+
+// H and I as vLLM reads them (twice the last extents of w13 and w2); false when they or `a` cannot
+// be padded (the host function throws there).
+template <class W, class S>
+bool fp4_moe_sizes(trtllm_fp4_moe_tensors<W, S> const& in, index_t a, index_t& h, index_t& i) {
+  h = 2 * in.gemm1_weights.extent[2];
+  i = 2 * in.gemm2_weights.extent[2];
+  return a > 0 && h % 16 == 0 && i % 16 == 0;
+}
+
 }  // namespace detail
 
 /// Device `qtl::prepare_static_weights_for_trtllm_fp4_moe` (with `EpilogueTileM`, 128 in the
@@ -165,6 +250,92 @@ cudaError_t prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const
   return launch(detail::moe_scales_kernel<EpilogueTileM, s_t>,
                 detail::moe_grid(e * h * (i / 16) / 4, detail::moe_word_threads), detail::moe_word_threads, 0, stream,
                 view3d<s_t const>(in.gemm2_scales), out.gemm2_scales.data, g2);
+}
+
+/// Device `qtl::align_fp4_moe_weights_for_fi`: the same bytes, four launches (one per tensor)
+/// over all experts; the output extents and Ip are `qtl::align_fp4_moe_weights_for_fi_padding`'s.
+/// @return cudaErrorInvalidValue for what the host function rejects (before anything is
+///         enqueued); otherwise the status of the launches.
+template <class WIn, class SIn, blockscale_byte WOut, blockscale_byte SOut>
+cudaError_t align_fp4_moe_weights_for_fi(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                         trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_act_and_mul,
+                                         index_t min_alignment = 16, cudaStream_t stream = 0) {
+  index_t h = 0;
+  index_t i = 0;
+  if (!detail::fp4_moe_sizes(in, min_alignment, h, i)) {
+    return cudaErrorInvalidValue;
+  }
+  return detail::run_fp4_moe_pad(qtl::detail::align_intermediate_plan(in.gemm1_weights.extent[0], h, i,
+                                                                      is_act_and_mul ? 2 : 1, min_alignment),
+                                 in, out, stream);
+}
+
+/// Device `qtl::align_fp4_moe_hidden_dim_for_fi`, as `align_fp4_moe_weights_for_fi` above; the
+/// output extents and Hp are `qtl::align_fp4_moe_hidden_dim_for_fi_padding`'s.
+template <class WIn, class SIn, blockscale_byte WOut, blockscale_byte SOut>
+cudaError_t align_fp4_moe_hidden_dim_for_fi(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                            trtllm_fp4_moe_tensors<WOut, SOut> const& out,
+                                            index_t min_alignment = 256, cudaStream_t stream = 0) {
+  index_t h = 0;
+  index_t i = 0;
+  if (!detail::fp4_moe_sizes(in, min_alignment, h, i)) {
+    return cudaErrorInvalidValue;
+  }
+  return detail::run_fp4_moe_pad(
+      qtl::detail::align_hidden_plan(in.gemm1_weights.extent[0], in.gemm1_weights.extent[1], h, i, min_alignment),
+      in, out, stream);
+}
+
+/// Device `qtl::pad_nvfp4_weight_for_cutlass`: one launch; the output's shape is
+/// `qtl::pad_nvfp4_weight_for_cutlass_shape`'s (whose `padding_bytes` is the engine's second result).
+/// @return cudaErrorInvalidValue for what the host function rejects; else the launch's status.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t pad_nvfp4_weight_for_cutlass(view2d<In> weight, view2d<Out> out, index_t alignment = 32,
+                                         cudaStream_t stream = 0) {
+  if (alignment <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  nvfp4_cutlass_padding const p = pad_nvfp4_weight_for_cutlass_shape(weight.extent[0], weight.extent[1], alignment);
+  view3d<In> const in3 = qtl::detail::as_rank3(weight);
+  view3d<Out> const out3 = qtl::detail::as_rank3(out);
+  if (!detail::pad_pair_ok(in3, {1, weight.extent[0], weight.extent[1]}, out3, {1, p.rows, p.col_bytes})) {
+    return cudaErrorInvalidValue;
+  }
+  return detail::launch_pad(in3, out3, {moe_row_map::kind::padded, weight.extent[0], p.rows}, stream);
+}
+
+/// Device `qtl::interleave_linear_and_gate`: one launch. @return cudaErrorInvalidValue for what the
+/// host function rejects; else the launch's status.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t interleave_linear_and_gate(view3d<In> x, view3d<Out> out, index_t group_size = 64,
+                                       cudaStream_t stream = 0) {
+  index_t const want[3] = {x.extent[0], x.extent[1], x.extent[2]};
+  if (group_size <= 0 || x.extent[1] % (2 * group_size) != 0 || !detail::pad_pair_ok(x, want, out, want)) {
+    return cudaErrorInvalidValue;
+  }
+  return detail::launch_pad(x, out, {moe_row_map::kind::interleave_linear_and_gate, x.extent[1], group_size},
+                            stream);
+}
+
+/// Device `qtl::reorder_w13_to_w31_for_flashinfer_cutedsl`: two launches (weights, scales), each
+/// over all experts. @return as `interleave_linear_and_gate` above.
+template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+cudaError_t reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<WIn> w13, view3d<SIn> w13_scale,
+                                                      view3d<WOut> w13_out, view3d<SOut> w13_scale_out,
+                                                      cudaStream_t stream = 0) {
+  index_t const rows = w13.extent[1];
+  index_t const ww[3] = {w13.extent[0], rows, w13.extent[2]};
+  index_t const ws[3] = {w13.extent[0], rows, w13_scale.extent[2]};
+  if (rows % 2 != 0 || !detail::pad_pair_ok(w13, ww, w13_out, ww) ||
+      !detail::pad_pair_ok(w13_scale, ws, w13_scale_out, ws)) {
+    return cudaErrorInvalidValue;
+  }
+  moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31,
+                        rows};
+  if (cudaError_t const st = detail::launch_pad(w13, w13_out, map, stream); st != cudaSuccess) {
+    return st;
+  }
+  return detail::launch_pad(w13_scale, w13_scale_out, map, stream);
 }
 
 }  // namespace qtl::cuda

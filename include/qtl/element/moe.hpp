@@ -3,7 +3,8 @@
 /// The element layer of the MoE weight shuffles (`qtl/moe.hpp` runs it on the host,
 /// `qtl/cuda/moe.cuh` on the device, and kernel authors build their own kernels from it): the
 /// `QTL_HOST_DEVICE constexpr` closed forms of the half swap and of the trtllm-gen row
-/// permutations (gather form: out row n = in row source(n)).
+/// permutations (gather form: out row n = in row source(n)), and the row map of the zero padding
+/// that FlashInfer's and CUTLASS's FP4 kernels need (`align_fp4_moe_weights_for_fi` and kin).
 
 #include <cstdint>
 
@@ -70,5 +71,70 @@ template <int EpilogueTileM = 128>
 QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
   return shuffle_row_source<EpilogueTileM>(n);
 }
+
+// ------------------------------------------------------------------------------------------------
+// Zero padding (gather form: out row r = in row source(r), or zeros where source(r) is -1)
+// ------------------------------------------------------------------------------------------------
+
+/// vLLM `round_up(x, a)`: the least multiple of `a` not below `x`. @pre `x >= 0`, `a > 0`.
+QTL_HOST_DEVICE constexpr index_t round_up(index_t x, index_t a) { return (x + a - 1) / a * a; }
+
+/// Source row of output row `r` when every run of `rows` input rows (one projection: gate or up)
+/// starts a run of `padded` output rows whose tail is zeros, e.g. `rows` 3, `padded` 4:
+///
+///     in rows   g0 g1 g2 u0 u1 u2          out rows   g0 g1 g2 0 | u0 u1 u2 0
+///
+/// `source(r) = (r / padded) * rows + r % padded`, or -1 (a zero row) where `r % padded >= rows`.
+/// With `rows == padded` it is the identity. @pre `0 <= rows <= padded`, `padded > 0`.
+QTL_HOST_DEVICE constexpr index_t padded_row_source(index_t r, index_t rows, index_t padded) {
+  index_t const k = r % padded;
+  return k < rows ? (r / padded) * rows + k : -1;
+}
+
+// ------------------------------------------------------------------------------------------------
+// CuteDSL row orders (gather form)
+// ------------------------------------------------------------------------------------------------
+
+/// Source index of index `n` along a dimension of `size` of vLLM's `interleave_linear_and_gate(x,
+/// group_size)`: the halves `[l0 .. | g0 ..]` (linear, gate) alternate in groups of `group`:
+/// `[l(0..g-1) g(0..g-1) l(g..2g-1) g(g..2g-1) ..]`, i.e. the view `[2, size/(2g), g]` transposed to
+/// `[size/(2g), 2, g]`: `source(n) = ((n / g) % 2) * size/2 + (n / (2g)) * g + n % g`.
+/// @pre `size % (2 * group) == 0`.
+QTL_HOST_DEVICE constexpr index_t interleave_linear_and_gate_source(index_t n, index_t size, index_t group) {
+  return ((n / group) % 2) * (size / 2) + (n / (2 * group)) * group + n % group;
+}
+
+/// Source row of output row `n` of `rows` (even) of vLLM's
+/// `reorder_w13_to_w31_for_flashinfer_cutedsl`: `[up; gate]` from gpt-oss's interleaved
+/// `[gate0, up0, gate1, up1, ..]` (`interleaved`: `source(n) = 2n + 1` in the top half, `2(n - rows/2)`
+/// in the bottom), else from `[gate; up]` (the half swap).
+QTL_HOST_DEVICE constexpr index_t w13_to_w31_source(index_t n, index_t rows, bool interleaved) {
+  if (!interleaved) {
+    return swap_halves_source(n, rows);
+  }
+  return n < rows / 2 ? 2 * n + 1 : 2 * (n - rows / 2);
+}
+
+/// The row map of one MoE layout op, evaluated alike on the host and the device: output row `n`
+/// is input row `source(n)`, or zeros where that is -1.
+struct moe_row_map {
+  enum class kind : int { padded, interleave_linear_and_gate, w13_to_w31, w13_to_w31_interleaved };
+  kind k = kind::padded;
+  index_t a = 0;  ///< padded: the input rows per run; interleave: the size; w13_to_w31: the rows
+  index_t b = 1;  ///< padded: the output rows per run; interleave: the group
+
+  QTL_HOST_DEVICE constexpr index_t source(index_t n) const {
+    switch (k) {
+      case kind::padded:
+        return padded_row_source(n, a, b);
+      case kind::interleave_linear_and_gate:
+        return interleave_linear_and_gate_source(n, a, b);
+      case kind::w13_to_w31:
+        return w13_to_w31_source(n, a, false);
+      default:
+        return w13_to_w31_source(n, a, true);
+    }
+  }
+};
 
 }  // namespace qtl

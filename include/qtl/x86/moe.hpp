@@ -1,12 +1,14 @@
 #pragma once
 /// \file
-/// The x86 executor of the MoE weight shuffles (`qtl/moe.hpp`): rows copied with streaming stores
+/// The x86 executor of the MoE weight shuffles and paddings (`qtl/moe.hpp`): rows copied (and
+/// padding zeroed) with streaming stores
 /// (16 bytes, SSE2; 64 bytes from the first 64-byte boundary on, AVX-512F) into outputs too large
 /// for the caches, which skips reading each destination line before writing it, as memcpy does.
 /// The entry points `detail::moe_x86` do nothing where `QTL_X86` is 0 (then rows are memcpy'd).
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include <qtl/detail/band_executor.hpp>
 #include <qtl/x86/isa.hpp>
@@ -52,6 +54,37 @@ bool copy_row([[maybe_unused]] byte_t* dst, [[maybe_unused]] byte_t const* src, 
           _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
                            _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
         }
+      }
+      return true;
+    }
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  return false;
+}
+
+/// Writes one padded row of `out_cols` bytes at `dst`: the `cols` bytes at `src` (`cols <=
+/// out_cols`; `src` may be null when `cols` is 0), then zeros, with `How`'s streaming stores (the
+/// 16 bytes that hold the row's last input bytes and its first zeros assembled in a register), where
+/// `How` streams, `dst` is 16-byte aligned and `out_cols` a multiple of 16; false when it does not.
+template <row_store How>
+bool pad_row([[maybe_unused]] byte_t* dst, [[maybe_unused]] byte_t const* src, [[maybe_unused]] std::size_t cols,
+             [[maybe_unused]] std::size_t out_cols) {
+#if QTL_X86
+  if constexpr (How != row_store::plain) {
+    if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && out_cols % 16 == 0) {
+      std::size_t i = cols / 16 * 16;
+      if (i > 0) {
+        copy_row<How>(dst, src, i);
+      }
+      if (i < cols) {
+        alignas(16) byte_t edge[16] = {};
+        std::memcpy(edge, src + i, cols - i);
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_load_si128(reinterpret_cast<__m128i const*>(edge)));
+        i += 16;
+      }
+      __m128i const z = _mm_setzero_si128();
+      for (; i < out_cols; i += 16) {
+        _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), z);
       }
       return true;
     }

@@ -1,0 +1,132 @@
+// Host throughput of vLLM's FlashInfer MoE weight preparations beside memcpy (docs/performance.md's
+// contract), one core, on a 64-expert NVFP4 layer (H = 4096, I = 1536):
+//   prepare_trtllm_fp4_moe/not_gated  GEMM1 of I rows (is_gated_activation=False)
+//                                     -> compare with BM_memcpy_moe/not_gated
+//   align_fp4_moe_weights_for_fi      gated, min_alignment 128: I aligned, so a copy (vLLM returns
+//                                     its inputs there; QTL writes new tensors)
+//                                     -> compare with BM_memcpy_moe/gated
+//   align_fp4_moe_weights_for_fi/I1472  I = 1472 padded to 1536 (a shard that needs it)
+//   align_fp4_moe_hidden_dim_for_fi   gated, min_alignment 256: H aligned, a copy
+//   pad_nvfp4_weight_for_cutlass      the gated GEMM1 weights as one [E*2I - 8, H/2 - 4] weight,
+//                                     padded to [E*2I, H/2]
+// bytes_per_second counts every input byte read once and every output byte written once; the
+// memcpy benchmarks copy a buffer as large as the operation's input and count twice its size.
+// Buffers are allocated (and touched) outside the timed loop, once per benchmark.
+
+#include <qtl/moe.hpp>
+
+#include "support/memcpy_baseline.hpp"
+#include "support/random_bytes.hpp"
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <vector>
+
+namespace {
+
+using qtl::index_t;
+
+constexpr index_t experts = 64;
+constexpr index_t hidden = 4096;
+constexpr index_t inter = 1536;
+
+using qtl_bench::random_bytes;
+
+std::size_t bytes_of(qtl::fp4_moe_padding const& x) {
+  std::size_t n = 0;
+  for (auto const& t : x.extents) {
+    n += static_cast<std::size_t>(t[0] * t[1] * t[2]);
+  }
+  return n;
+}
+
+// The four tensors of `x` back to back from `p`.
+template <class T>
+qtl::trtllm_fp4_moe_tensors<T, T> views(qtl::fp4_moe_padding const& x, T* p) {
+  qtl::view3d<T> v[4];
+  for (int k = 0; k < 4; ++k) {
+    v[k] = qtl::make_view(p, x.extents[k][0], x.extents[k][1], x.extents[k][2]);
+    p += x.extents[k][0] * x.extents[k][1] * x.extents[k][2];
+  }
+  return {v[0], v[1], v[2], v[3]};
+}
+
+qtl::fp4_moe_padding layer(bool gated, index_t i = inter) {
+  return qtl::fp4_moe_padding::of(experts, (gated ? 2 : 1) * i, hidden, i);
+}
+
+void count(benchmark::State& state, std::size_t in, std::size_t out) {
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(in + out));
+}
+
+void bm_memcpy_moe(benchmark::State& state) {
+  qtl_bench::memcpy_baseline(state, bytes_of(layer(state.range(0) != 0)));
+}
+BENCHMARK(bm_memcpy_moe)->Name("BM_memcpy_moe/not_gated")->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_memcpy_moe)->Name("BM_memcpy_moe/gated")->Arg(1)->Unit(benchmark::kMillisecond);
+
+void bm_prepare_not_gated(benchmark::State& state) {
+  auto const x = layer(false);
+  auto const in = random_bytes(bytes_of(x));
+  std::vector<std::uint8_t> out(in.size(), 0);
+  qtl::trtllm_fp4_moe_shape const shape{
+      .hidden_size = hidden, .intermediate_size = inter, .num_experts = experts, .gated = false};
+  for (auto _ : state) {
+    qtl::prepare_static_weights_for_trtllm_fp4_moe(shape, views(x, in.data()), views(x, out.data()));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  count(state, in.size(), out.size());
+}
+BENCHMARK(bm_prepare_not_gated)->Name("BM_prepare_trtllm_fp4_moe/not_gated")->Unit(benchmark::kMillisecond);
+
+// range(0): 0 the intermediate op, 1 the hidden one; range(1): the intermediate size.
+void bm_align(benchmark::State& state) {
+  bool const hidden_op = state.range(0) != 0;
+  auto const x = layer(true, state.range(1));
+  auto const in = random_bytes(bytes_of(x));
+  auto const in_v = views(x, in.data());
+  auto const xo = hidden_op ? qtl::align_fp4_moe_hidden_dim_for_fi_padding(in_v, 256)
+                            : qtl::align_fp4_moe_weights_for_fi_padding(in_v, true, 128);
+  std::vector<std::uint8_t> out(bytes_of(xo), 0);
+  auto const out_v = views(xo, out.data());
+  for (auto _ : state) {
+    if (hidden_op) {
+      qtl::align_fp4_moe_hidden_dim_for_fi(in_v, out_v, 256);
+    } else {
+      qtl::align_fp4_moe_weights_for_fi(in_v, out_v, true, 128);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  count(state, in.size(), out.size());
+}
+BENCHMARK(bm_align)->Name("BM_align_fp4_moe_weights_for_fi/I1536")->Args({0, inter})->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_align)->Name("BM_align_fp4_moe_weights_for_fi/I1472")->Args({0, 1472})->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_align)->Name("BM_align_fp4_moe_hidden_dim_for_fi/H4096")->Args({1, inter})->Unit(benchmark::kMillisecond);
+
+void bm_pad_cutlass(benchmark::State& state) {
+  index_t const rows = experts * 2 * inter - 8;
+  index_t const cols = hidden / 2 - 4;
+  auto const in = random_bytes(static_cast<std::size_t>(rows * cols));
+  auto const p = qtl::pad_nvfp4_weight_for_cutlass_shape(rows, cols, 32);
+  std::vector<std::uint8_t> out(static_cast<std::size_t>(p.rows * p.col_bytes), 0);
+  for (auto _ : state) {
+    qtl::pad_nvfp4_weight_for_cutlass(qtl::make_view(in.data(), rows, cols),
+                                      qtl::make_view(out.data(), p.rows, p.col_bytes), 32);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  count(state, in.size(), out.size());
+}
+BENCHMARK(bm_pad_cutlass)->Name("BM_pad_nvfp4_weight_for_cutlass/196600x2044")->Unit(benchmark::kMillisecond);
+
+void bm_memcpy_pad(benchmark::State& state) {
+  qtl_bench::memcpy_baseline(state, static_cast<std::size_t>((experts * 2 * inter - 8) * (hidden / 2 - 4)));
+}
+BENCHMARK(bm_memcpy_pad)->Name("BM_memcpy/196600x2044")->Unit(benchmark::kMillisecond);
+
+}  // namespace
+
+BENCHMARK_MAIN();

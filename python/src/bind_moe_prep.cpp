@@ -1,0 +1,189 @@
+// The FlashInfer / TRT-LLM MoE weight preparations of vLLM (qtl/moe.hpp), under vLLM's names and
+// arguments:
+//
+//   align_fp4_moe_weights_for_fi(w13, w13_scale, w2, w2_scale, is_act_and_mul, min_alignment=16)
+//       -> (w13, w13_scale, w2, w2_scale, padded_intermediate)
+//   align_fp4_moe_hidden_dim_for_fi(w13, w13_scale, w2, w2_scale, min_alignment=256)
+//       -> (w13, w13_scale, w2, w2_scale, padded_hidden_size)
+//   pad_nvfp4_weight_for_cutlass(weight, alignment=32) -> (weight, weights_padding_bytes)
+//   interleave_linear_and_gate(x, group_size=64, dim=-1) -> x interleaved (CuteDSL order)
+//   reorder_w13_to_w31_for_flashinfer_cutedsl(activation, w13, w13_scale) -> (w13, w13_scale)
+//       rows to [up; gate]; activation SWIGLUOAI (vLLM's MoEActivation, or its name) means gpt-oss's
+//       interleaved rows
+//   prepare_static_weights_for_trtllm_fp4_moe(..., is_gated_activation)   (vLLM's keyword; bind_fp4
+//       has sglang's `is_gated`)
+//
+// Tensors of the paddings: byte arrays (uint8, or float8_e4m3fn for the scales) of the shapes
+// qtl/moe.hpp names, any strides with a contiguous innermost dimension; of the row orders:
+// C-contiguous arrays of any element type the bindings know (moved as bytes). Each output keeps its
+// input's dtype and shape and is a new array (where vLLM needs no padding it returns its inputs;
+// QTL returns copies).
+
+#include <cctype>
+#include <string>
+
+#include <qtl/moe.hpp>
+
+#include "bindings.hpp"
+
+namespace qtl::py {
+namespace {
+
+array_in take_bytes(nb::handle obj, char const* name, index_t rank) {
+  array_in a = take(obj, name);
+  a.check_type({elem::u8, elem::fp8_e4m3});
+  a.check_rank(rank);
+  return a;
+}
+
+nb::object align_fp4_moe(nb::handle w13, nb::handle w13s, nb::handle w2, nb::handle w2s, bool hidden, bool gated,
+                         index_t min_alignment) {
+  array_in const a[4] = {take_bytes(w13, "w13", 3), take_bytes(w13s, "w13_scale", 3), take_bytes(w2, "w2", 3),
+                         take_bytes(w2s, "w2_scale", 3)};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> const in{
+      a[0].as_view<std::uint8_t const, 3>(), a[1].as_view<std::uint8_t const, 3>(),
+      a[2].as_view<std::uint8_t const, 3>(), a[3].as_view<std::uint8_t const, 3>()};
+  qtl::fp4_moe_padding const p = hidden ? qtl::align_fp4_moe_hidden_dim_for_fi_padding(in, min_alignment)
+                                        : qtl::align_fp4_moe_weights_for_fi_padding(in, gated, min_alignment);
+  auto out_of = [&](int k) {
+    auto const& x = p.extents[k];
+    return array_out(a[k].type, {x[0], x[1], x[2]});
+  };
+  array_out o[4] = {out_of(0), out_of(1), out_of(2), out_of(3)};
+  {
+    qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const out{o[0].v3<std::uint8_t>(), o[1].v3<std::uint8_t>(),
+                                                                      o[2].v3<std::uint8_t>(), o[3].v3<std::uint8_t>()};
+    nb::gil_scoped_release nogil;
+    if (hidden) {
+      qtl::align_fp4_moe_hidden_dim_for_fi(in, out, min_alignment);
+    } else {
+      qtl::align_fp4_moe_weights_for_fi(in, out, gated, min_alignment);
+    }
+  }
+  kind const k = a[0].from;
+  return nb::make_tuple(o[0].release(k), o[1].release(k), o[2].release(k), o[3].release(k), p.padded);
+}
+
+nb::object pad_nvfp4_weight_for_cutlass(nb::handle weight, index_t alignment) {
+  array_in const w = take_bytes(weight, "weight", 2);
+  qtl::nvfp4_cutlass_padding const p = qtl::pad_nvfp4_weight_for_cutlass_shape(w.dim(0), w.dim(1), alignment);
+  array_out o(w.type, {p.rows, p.col_bytes});
+  {
+    nb::gil_scoped_release nogil;
+    qtl::pad_nvfp4_weight_for_cutlass(w.v2<std::uint8_t const>(), o.v2<std::uint8_t>(), alignment);
+  }
+  return nb::make_tuple(o.release(w.from), p.padding_bytes);
+}
+
+/// A C-contiguous array as bytes [outer, shape[d], inner * element size] (`d` in [0, rank)).
+view3d<std::uint8_t const> split_bytes(array_in const& a, index_t d) {
+  index_t outer = 1;
+  index_t inner = static_cast<index_t>(elem_size(a.type));
+  for (index_t k = 0; k < a.ndim(); ++k) {
+    if (k < d) {
+      outer *= a.dim(k);
+    } else if (k > d) {
+      inner *= a.dim(k);
+    }
+  }
+  return make_view(static_cast<std::uint8_t const*>(a.nd.data()), outer, a.dim(d), inner);
+}
+
+array_in take_any(nb::handle obj, char const* name, index_t min_rank) {
+  array_in a = take(obj, name);
+  if (a.type == elem::other) {
+    throw dtype_error(std::string(name) + ": unsupported dtype");
+  }
+  if (a.ndim() < min_rank) {
+    throw qtl::shape_error(std::string(name) + ": expected at least " + std::to_string(min_rank) +
+                           " dimensions, got shape " + a.shape());
+  }
+  a.check_contiguous();
+  return a;
+}
+
+nb::object interleave_linear_and_gate(nb::handle x_obj, index_t group_size, index_t dim) {
+  array_in const x = take_any(x_obj, "x", 1);
+  if (dim < -x.ndim() || dim >= x.ndim()) {
+    throw qtl::shape_error("interleave_linear_and_gate: dim " + std::to_string(dim) + " is outside the " +
+                           std::to_string(x.ndim()) + " dimensions of x");
+  }
+  auto const in = split_bytes(x, dim < 0 ? dim + x.ndim() : dim);
+  array_out o(x.type, x.extents());
+  {
+    nb::gil_scoped_release nogil;
+    qtl::interleave_linear_and_gate(in, make_view(o.data<std::uint8_t>(), in.extent[0], in.extent[1], in.extent[2]),
+                                    group_size);
+  }
+  return o.release(x.from);
+}
+
+/// vLLM's `activation == MoEActivation.SWIGLUOAI`: the enum member (by its name) or a string.
+bool is_swigluoai(nb::handle activation) {
+  nb::handle const named = nb::hasattr(activation, "name") ? activation.attr("name") : activation;
+  if (!nb::isinstance<nb::str>(named)) {
+    throw dtype_error("activation: expected vLLM's MoEActivation or its name");
+  }
+  std::string n = nb::cast<std::string>(named);
+  for (auto& ch : n) {
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  }
+  return n == "swigluoai";
+}
+
+nb::object reorder_w13_to_w31(nb::handle activation, nb::handle w13, nb::handle w13_scale) {
+  bool const oai = is_swigluoai(activation);
+  array_in const w = take_any(w13, "w13", 3);
+  array_in const s = take_any(w13_scale, "w13_scale", 3);
+  w.check_rank(3);
+  s.check_rank(3);
+  auto const wi = split_bytes(w, 1);
+  auto const si = split_bytes(s, 1);
+  array_out wo(w.type, w.extents());
+  array_out so(s.type, s.extents());
+  {
+    nb::gil_scoped_release nogil;
+    qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(
+        oai, wi, si, make_view(wo.data<std::uint8_t>(), wi.extent[0], wi.extent[1], wi.extent[2]),
+        make_view(so.data<std::uint8_t>(), si.extent[0], si.extent[1], si.extent[2]));
+  }
+  return nb::make_tuple(wo.release(w.from), so.release(s.from));
+}
+
+}  // namespace
+
+void bind_moe_prep(nb::module_& m) {
+  m.def(
+      "align_fp4_moe_weights_for_fi",
+      [](nb::handle w13, nb::handle w13s, nb::handle w2, nb::handle w2s, bool is_act_and_mul, index_t a) {
+        return align_fp4_moe(w13, w13s, w2, w2s, false, is_act_and_mul, a);
+      },
+      nb::arg("w13"), nb::arg("w13_scale"), nb::arg("w2"), nb::arg("w2_scale"), nb::arg("is_act_and_mul"),
+      nb::arg("min_alignment") = 16);
+  m.def(
+      "align_fp4_moe_hidden_dim_for_fi",
+      [](nb::handle w13, nb::handle w13s, nb::handle w2, nb::handle w2s, index_t a) {
+        return align_fp4_moe(w13, w13s, w2, w2s, true, false, a);
+      },
+      nb::arg("w13"), nb::arg("w13_scale"), nb::arg("w2"), nb::arg("w2_scale"), nb::arg("min_alignment") = 256);
+  m.def("pad_nvfp4_weight_for_cutlass", &pad_nvfp4_weight_for_cutlass, nb::arg("weight"), nb::arg("alignment") = 32);
+  m.def("interleave_linear_and_gate", &interleave_linear_and_gate, nb::arg("x"), nb::arg("group_size") = 64,
+        nb::arg("dim") = -1);
+  m.def("reorder_w13_to_w31_for_flashinfer_cutedsl", &reorder_w13_to_w31, nb::arg("activation"), nb::arg("w13"),
+        nb::arg("w13_scale"));
+  // vLLM's keyword for bind_fp4's function: an overload that calls it positionally (a call with
+  // sglang's `is_gated`, or positional, resolves to bind_fp4's overload, which comes first). The
+  // function is looked up per call, not captured, so that no Python object outlives the module.
+  m.def(
+      "prepare_static_weights_for_trtllm_fp4_moe",
+      [](nb::handle g1w, nb::handle g2w, nb::handle g1s, nb::handle g2s, index_t h, index_t i, index_t e,
+         bool is_gated_activation) {
+        nb::object const f = nb::module_::import_("qtl._qtl").attr("prepare_static_weights_for_trtllm_fp4_moe");
+        return f(g1w, g2w, g1s, g2s, h, i, e, is_gated_activation);
+      },
+      nb::arg("gemm1_weights"), nb::arg("gemm2_weights"), nb::arg("gemm1_scales_linear_fp4_bytes"),
+      nb::arg("gemm2_scales_linear_fp4_bytes"), nb::arg("hidden_size"), nb::arg("intermediate_size"),
+      nb::arg("num_experts"), nb::arg("is_gated_activation"));
+}
+
+}  // namespace qtl::py

@@ -1,0 +1,90 @@
+"""vLLM's FlashInfer / CUTLASS FP4 MoE preparations through the Python API under vLLM's names and
+arguments (the bytes: test_golden.py's cases recorded from vLLM): the keyword forms, dtypes and
+shapes kept, new arrays returned, and the errors."""
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import qtl
+
+rng = np.random.default_rng(34)
+
+
+def layer(e, r1, h, i):
+    b = lambda *s: rng.integers(0, 256, s, dtype=np.uint8)  # noqa: E731
+    return b(e, r1, h // 2), b(e, r1, h // 16).view(ml_dtypes.float8_e4m3fn), b(e, h, i // 2), \
+        b(e, h, i // 16).view(ml_dtypes.float8_e4m3fn)
+
+
+def test_prepare_trtllm_takes_vllms_keyword_and_sglangs():
+    g1w, g1s, g2w, g2s = layer(2, 128, 128, 128)
+    args = (g1w, g2w, g1s, g2s, 128, 128, 2)
+    vllm = qtl.prepare_static_weights_for_trtllm_fp4_moe(*args, is_gated_activation=False)
+    sglang = qtl.prepare_static_weights_for_trtllm_fp4_moe(*args, is_gated=False)
+    positional = qtl.prepare_static_weights_for_trtllm_fp4_moe(*args, False)
+    for a, b, c in zip(vllm, sglang, positional):
+        assert a.tobytes() == b.tobytes() == c.tobytes()
+    g1w, g1s, g2w, g2s = layer(2, 256, 128, 128)
+    gated = qtl.prepare_static_weights_for_trtllm_fp4_moe(g1w, g2w, g1s, g2s, 128, 128, 2, is_gated_activation=True)
+    assert gated[0].shape == (2, 256, 64)
+
+
+def test_align_fp4_moe_weights_for_fi_pads_each_projection():
+    w13, w13s, w2, w2s = layer(2, 2 * 176, 64, 176)
+    o13, o13s, o2, o2s, ip = qtl.align_fp4_moe_weights_for_fi(w13, w13s, w2, w2s, True, 64)
+    assert ip == 192
+    assert (o13.shape, o13s.shape, o2.shape, o2s.shape) == ((2, 384, 32), (2, 384, 4), (2, 64, 96), (2, 64, 12))
+    assert o13.dtype == np.uint8 and o13s.dtype == ml_dtypes.float8_e4m3fn
+    assert (o13[:, :176] == w13[:, :176]).all() and (o13[:, 192:368] == w13[:, 176:]).all()
+    assert not o13[:, 176:192].any() and not o13[:, 368:].any()
+    assert (o2[:, :, :88] == w2).all() and not o2[:, :, 88:].any()
+
+
+def test_aligned_layers_come_back_as_copies():
+    w13, w13s, w2, w2s = layer(1, 2 * 128, 256, 128)
+    out = qtl.align_fp4_moe_weights_for_fi(w13, w13s, w2, w2s, True)
+    assert out[4] == 128
+    assert out[0].tobytes() == w13.tobytes() and not np.shares_memory(out[0], w13)
+    hid = qtl.align_fp4_moe_hidden_dim_for_fi(w13, w13s, w2, w2s)
+    assert hid[4] == 256 and hid[2].tobytes() == w2.tobytes()
+
+
+def test_pad_nvfp4_weight_for_cutlass():
+    w = rng.integers(0, 256, (50, 7), dtype=np.uint8)
+    out, pad = qtl.pad_nvfp4_weight_for_cutlass(w, 16)
+    assert pad == 1 and out.shape == (64, 8)
+    assert (out[:50, :7] == w).all() and not out[50:].any() and not out[:, 7:].any()
+    assert qtl.pad_nvfp4_weight_for_cutlass(w)[0].shape == (64, 16)  # alignment 32: 14 -> 32 columns
+
+
+def test_errors():
+    w13, w13s, w2, w2s = layer(1, 96, 32, 48)
+    with pytest.raises(qtl.ShapeError, match="input w13 has shape"):
+        qtl.align_fp4_moe_weights_for_fi(w13, w13s, w2, w2s, False)  # w13 has 2I rows
+    with pytest.raises(qtl.InvalidValueError, match="must be positive"):
+        qtl.align_fp4_moe_hidden_dim_for_fi(w13, w13s, w2, w2s, 0)
+    with pytest.raises(qtl.DTypeError):
+        qtl.align_fp4_moe_weights_for_fi(w13.astype(np.float32), w13s, w2, w2s, True)
+    with pytest.raises(qtl.ShapeError):
+        qtl.pad_nvfp4_weight_for_cutlass(w13)  # rank 3
+
+
+def test_cutedsl_row_orders():
+    x = np.arange(2 * 8 * 3, dtype=np.float32).reshape(2, 8, 3)
+    got = qtl.interleave_linear_and_gate(x, 2, 1)
+    assert got.dtype == np.float32 and got.shape == x.shape
+    assert (got[:, :, 0] == x[:, [0, 1, 4, 5, 2, 3, 6, 7], 0]).all()
+
+    class MoEActivation:  # vLLM's enum, by its member's name
+        name = "SWIGLUOAI"
+
+    w13, w13s = layer(1, 6, 32, 16)[:2]
+    w, s = qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(MoEActivation(), w13, w13s)
+    assert (w[0] == w13[0, [1, 3, 5, 0, 2, 4]]).all() and s.dtype == ml_dtypes.float8_e4m3fn
+    w, _ = qtl.reorder_w13_to_w31_for_flashinfer_cutedsl("silu", w13, w13s)
+    assert (w[0] == w13[0, [3, 4, 5, 0, 1, 2]]).all()
+    with pytest.raises(qtl.ShapeError, match="divisible by 128"):
+        qtl.interleave_linear_and_gate(x, 64, 1)
+    with pytest.raises(qtl.DTypeError):
+        qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(3, w13, w13s)
