@@ -1,0 +1,54 @@
+#pragma once
+/// \file
+/// The device path of qtl._qtl: the table of CUDA runtime calls and kernel launchers that the
+/// bindings use for arrays on a CUDA device. It is filled in by one translation unit chosen by the
+/// build: `device_kernels.cu` compiled by nvcc (the CUDA build), the same file compiled by g++
+/// against the simulated device of test/support/cuda_sim (the test build), or `device_none.cpp`
+/// (the host-only build, where `backend()` is null and device arrays are refused). Nothing here
+/// includes a CUDA header: the binding files stay plain C++, compiled once for every build.
+///
+/// Launchers take device views and a stream (a `cudaStream_t` as `void*`), enqueue, and return the
+/// `cudaError_t` as an int (0: success); they never synchronise. Host-side argument checks stay in
+/// the bindings, shared with the host path.
+
+#include <cstddef>
+#include <cstdint>
+
+#include <qtl/scalar_type.hpp>
+#include <qtl/view.hpp>
+
+namespace qtl::py::device {
+
+/// A CUDA stream handle (`cudaStream_t`), opaque to the bindings.
+using stream_t = void*;
+
+/// Which of the four 2-D packings (qtl/pack.hpp) and AWQ's (qtl/pack_nd.hpp).
+enum class pack_op : std::uint8_t { pack_cols, pack_rows, unpack_cols, unpack_rows, awq_pack };
+
+/// The runtime calls and the kernel launchers of one build, one entry per op family.
+struct backend {
+  char const* name;  ///< "cuda" or "cuda-sim"
+  /// The calling thread's current device (cudaGetDevice), or -1 on error.
+  int (*current_device)();
+  /// cudaMalloc / cudaFree (for outputs of producers without an allocator of their own).
+  int (*malloc)(void** p, std::size_t bytes);
+  void (*free)(void* p);
+  /// Device-to-host copy ordered on `stream`, then a wait for it (for scalar arguments).
+  int (*copy_to_host)(void* dst, void const* src, std::size_t bytes, stream_t stream);
+  char const* (*error_string)(int err);
+
+  /// qtl::cuda::pack_cols / pack_rows / unpack_cols / unpack_rows / awq_pack<bits>.
+  int (*pack)(pack_op op, int bits, view2d<std::int32_t const> in, view2d<std::int32_t> out, stream_t stream);
+  /// qtl::cuda::pack_quantized_values_into_int32<t> (`packing`) or its inverse.
+  int (*pack_dim)(bool packing, scalar_type t, view3d<std::int32_t const> in, view3d<std::int32_t> out,
+                  stream_t stream);
+
+  /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
+  /// elsewhere.
+  void (*bind_extras)(void* module);  // a PyObject*
+};
+
+/// This build's table; null in the host-only build.
+backend const* get();
+
+}  // namespace qtl::py::device
