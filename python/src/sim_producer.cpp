@@ -5,6 +5,7 @@
 //                              DLPack array (nanobind's ndarray) on CUDA device `device_id` (ids
 //                              other than 0 are claimed, not real: for the wrong-device errors)
 //   to_host(a)                 a numpy copy of a DLPack array on the simulated device
+//   transposed(a)              a 2-D DLPack array's transpose: a non-contiguous view of its memory
 //   last_stream()              the stream (as an int) of the last kernel the device table launched
 
 #include <cuda_runtime.h>
@@ -62,6 +63,17 @@ nb::object to_host(nb::ndarray<nb::c_contig> const& a) {
   return nb::cast(nb::ndarray<nb::numpy>(buf, shape.size(), shape.data(), owner, nullptr, a.dtype()));
 }
 
+nb::object transposed(device_array const& a) {
+  if (a.nd.ndim() != 2) {
+    throw qtl::value_error("qtl._sim.transposed: expected a 2-D array");
+  }
+  std::size_t const shape[2] = {a.nd.shape(1), a.nd.shape(0)};
+  std::int64_t const strides[2] = {a.nd.stride(1), a.nd.stride(0)};
+  nb::object owner = nb::cast(a);  // keeps the buffer alive
+  return nb::cast(device_array{nb::ndarray<>(a.nd.data(), 2, shape, owner, strides, a.nd.dtype(),
+                                             a.nd.device_type(), a.nd.device_id())});
+}
+
 }  // namespace
 
 void bind_sim(void* module) {
@@ -69,6 +81,7 @@ void bind_sim(void* module) {
   nb::module_ sim = m.def_submodule("_sim", "The simulated CUDA device's array producer (test builds only).");
   sim.def("from_host", &from_host, nb::arg("array"), nb::arg("device_id") = 0);
   sim.def("to_host", &to_host, nb::arg("array"));
+  sim.def("transposed", &transposed, nb::arg("array"));
   sim.def("last_stream", [] { return reinterpret_cast<std::uintptr_t>(last_stream); });
 }
 

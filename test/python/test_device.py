@@ -1,0 +1,208 @@
+"""The device tier: CUDA arrays in, CUDA arrays out. In the test build of the extension against the
+simulated device (scripts/python-ci.sh builds it: qtl._sim hands out "device" arrays in the
+simulator's cudaMalloc memory), every device-capable function runs on device arrays and must equal
+the host path bit for bit; the wrong-device, mixed, non-contiguous and stream cases raise or
+behave as documented. In the host-only build, a CUDA array is refused with how to get the CUDA
+build."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import qtl
+
+st = qtl.scalar_types
+sim = getattr(qtl._qtl, "_sim", None)
+needs_sim = pytest.mark.skipif(sim is None, reason="needs the test build against the simulated device")
+rng = np.random.default_rng(35)
+
+
+class Producer:
+    """A DLPack producer over a simulated-device array that records the streams its consumer asks
+    for (as CuPy or torch do, it would order its work before that stream)."""
+
+    def __init__(self, host, device_id=0):
+        self.array = sim.from_host(np.ascontiguousarray(host), device_id)
+        self.streams = []
+
+    def __dlpack__(self, stream=None, **kwargs):
+        self.streams.append(stream)
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def on_device(fn, *args, **kwargs):
+    """fn on device copies of the array arguments; the outputs copied back to the host."""
+    dev = [Producer(a) if isinstance(a, np.ndarray) else a for a in args]
+    out = fn(*dev, **kwargs)
+    outs = out if isinstance(out, tuple) else (out,)
+    for o in outs:
+        assert isinstance(o, qtl._qtl.DeviceArray) and o.__dlpack_device__() == (2, 0)
+    host = tuple(sim.to_host(o) for o in outs)
+    return host if isinstance(out, tuple) else host[0]
+
+
+def assert_same(dev, host):
+    """Bit for bit: same dtype (by item size: device fp8 comes back as its uint8 codes), same bytes."""
+    dev, host = np.asarray(dev), np.asarray(host)
+    assert dev.shape == host.shape and dev.dtype.itemsize == host.dtype.itemsize
+    assert dev.tobytes() == host.tobytes()
+
+
+# --- any build ----------------------------------------------------------------------------------
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class CudaCapsuleProducer:
+    """A DLPack producer of an int32 array that claims to be on CUDA device 0 (ctypes only, so it
+    exists in every build; its data pointer is never dereferenced: only the host-only refusal uses
+    it)."""
+
+    _name = b"dltensor"
+
+    def __init__(self, shape):
+        self._shape = (ctypes.c_int64 * len(shape))(*shape)
+        self._tensor = _DLTensor(data=0x1000, device_type=2, device_id=0, ndim=len(shape), code=0, bits=32,
+                                 lanes=1, shape=self._shape)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self._tensor), self._name, None)
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def test_cuda_available_says_which_build():
+    assert qtl.cuda_available() is (qtl._qtl._device_backend is not None)
+    if sim is not None:
+        assert qtl._qtl._device_backend == "cuda-sim"
+
+
+@pytest.mark.skipif(qtl.cuda_available(), reason="the host-only build's refusal")
+def test_host_only_build_refuses_cuda_arrays_with_how_to_get_the_cuda_build():
+    with pytest.raises(qtl.UnsupportedError, match=r"q_w: is a CUDA array.*host-only.*nvcc on PATH.*pip install"):
+        qtl.pack_cols(CudaCapsuleProducer((4, 8)), 4, 4, 8)
+
+
+def test_cuda_stream_takes_handles_and_stream_objects():
+    class TorchLike:
+        cuda_stream = 7
+
+    with pytest.raises(qtl.DTypeError, match="cuda_stream"):
+        qtl.cuda_stream("default")
+    with qtl.cuda_stream(TorchLike()) as s:
+        assert s._stream == 7
+
+
+# --- packing --------------------------------------------------------------------------------------
+
+PACKERS = [("pack_cols", qtl.pack_cols, True), ("pack_rows", qtl.pack_rows, True),
+           ("gptq_pack", qtl.gptq_pack, True), ("unpack_cols", qtl.unpack_cols, False),
+           ("unpack_rows", qtl.unpack_rows, False)]
+
+
+@needs_sim
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 16, 32])
+@pytest.mark.parametrize("name,fn,packing", PACKERS, ids=[p[0] for p in PACKERS])
+def test_packing_on_device_equals_host(name, fn, packing, bits):
+    k, n = 64, 96  # both multiples of every pack factor, and rows not 16-byte multiples for 32-bit codes
+    pf = 32 // bits
+    if packing:
+        x = rng.integers(0, 1 << bits, size=(k, n), dtype=np.int64).astype(np.int32)
+    else:
+        shape = (k, n // pf) if "cols" in name else (k // pf, n)
+        x = rng.integers(-2**31, 2**31, size=shape, dtype=np.int64).astype(np.int32)
+    assert_same(on_device(fn, x, bits, k, n), fn(x, bits, k, n))
+
+
+@needs_sim
+@pytest.mark.parametrize("bits", [4, 8])
+def test_awq_pack_on_device_equals_host(bits):
+    x = rng.integers(0, 1 << bits, size=(32, 64), dtype=np.int32)
+    assert_same(on_device(qtl.awq_pack, x, bits, 32, 64), qtl.awq_pack(x, bits, 32, 64))
+
+
+@needs_sim
+@pytest.mark.parametrize("wtype", ["int4", "uint4", "int8", "uint8", "uint2b2", "uint4b8", "uint8b128"])
+@pytest.mark.parametrize("packed_dim", [0, 1, 2])
+def test_pack_quantized_values_on_device_equals_host(wtype, packed_dim):
+    t = getattr(st, wtype)
+    shape = [16, 16, 32]  # every extent a multiple of every pack factor
+    lo = -(1 << (t.size_bits - 1)) if t.signed else 0
+    codes = rng.integers(lo, lo + (1 << t.size_bits), size=shape, dtype=np.int32)
+    packed = qtl.pack_quantized_values_into_int32(codes, t, packed_dim)
+    assert_same(on_device(qtl.pack_quantized_values_into_int32, codes, t, packed_dim), packed)
+    assert_same(on_device(qtl.unpack_quantized_values_into_int32, packed, t, packed_dim),
+                qtl.unpack_quantized_values_into_int32(packed, t, packed_dim))
+
+
+@needs_sim
+def test_empty_device_arrays():
+    x = np.zeros((0, 16), dtype=np.int32)
+    out = on_device(qtl.pack_cols, x, 4, 0, 16)
+    assert out.shape == (0, 2)
+
+
+# --- where the arrays are -----------------------------------------------------------------------
+
+@needs_sim
+def test_array_on_another_device_than_the_current_one_is_refused():
+    x = Producer(np.zeros((8, 8), dtype=np.int32), device_id=1)
+    with pytest.raises(qtl.InvalidValueError, match=r"q_w: is on cuda:1 but the current device is cuda:0"):
+        qtl.pack_cols(x, 4, 8, 8)
+
+
+@needs_sim
+def test_non_contiguous_device_view_is_refused():
+    x = sim.transposed(sim.from_host(np.zeros((8, 16), dtype=np.int32)))
+    with pytest.raises(qtl.ShapeError, match=r"q_w: must be contiguous"):
+        qtl.pack_cols(x, 4, 16, 8)
+
+
+# --- streams ----------------------------------------------------------------------------------------
+
+@needs_sim
+def test_default_stream_is_the_legacy_default_one():
+    x = Producer(rng.integers(0, 16, size=(8, 16), dtype=np.int32))
+    qtl.pack_cols(x, 4, 8, 16)
+    assert x.streams[-1] == 1  # DLPack's legacy default stream, asked of the producer
+    assert sim.last_stream() == 0  # and the kernel enqueued on it (the null handle)
+
+
+@needs_sim
+def test_cuda_stream_orders_the_export_and_runs_the_kernel_on_it():
+    x = Producer(rng.integers(0, 16, size=(8, 16), dtype=np.int32))
+
+    class StreamLike:  # torch.cuda.Stream's attribute
+        cuda_stream = 0x5000
+
+    with qtl.cuda_stream(StreamLike()):
+        out = qtl.pack_cols(x, 4, 8, 16)
+        assert x.streams[-1] == 0x5000 and sim.last_stream() == 0x5000
+        with qtl.cuda_stream(0x6000):
+            qtl.pack_rows(x, 4, 8, 16)
+            assert x.streams[-1] == 0x6000 and sim.last_stream() == 0x6000
+        qtl.pack_rows(x, 4, 8, 16)
+        assert x.streams[-1] == 0x5000  # the outer stream again
+    qtl.pack_cols(x, 4, 8, 16)
+    assert x.streams[-1] == 1 and sim.last_stream() == 0
+    assert_same(sim.to_host(out), qtl.pack_cols(sim.to_host(x.array), 4, 8, 16))
+
+
+@needs_sim
+def test_device_outputs_feed_device_inputs():
+    x = rng.integers(0, 16, size=(16, 32), dtype=np.int32)
+    packed = qtl.pack_cols(Producer(x), 4, 16, 32)
+    assert packed.shape == (16, 4) and packed.dtype == "int32"
+    assert_same(sim.to_host(qtl.unpack_cols(packed, 4, 16, 32)), x)
