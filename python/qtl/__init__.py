@@ -96,7 +96,7 @@ except ImportError:
     pass
 from ._qtl import _named_scalar_types, _noop  # noqa: F401  (_noop: the benchmark's call baseline)
 # CUDA arrays (DLPack on a CUDA device): the CUDA build runs the ops with kernels on the device.
-from ._qtl import cuda_available  # noqa: F401
+from ._qtl import DeviceArray, cuda_available  # noqa: F401
 
 
 

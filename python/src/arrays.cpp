@@ -3,12 +3,11 @@
 #include "arrays.hpp"
 
 #include <nanobind/stl/string.h>
+#include <sys/mman.h>
 
 #include <cstring>
 #include <mutex>
 #include <utility>
-
-#include <sys/mman.h>
 
 // numpy's C API, for numpy outputs (nanobind's export goes through Python calls: ~1.5 µs a call,
 // docs/performance.md); imported on the first numpy output, nanobind's export where it fails.
@@ -95,11 +94,9 @@ elem classify(dl::dtype t) {
     return elem::other;
   }
   switch (static_cast<dl::dtype_code>(t.code)) {
-    case dl::dtype_code::Float:
-      return t.bits == 32 ? elem::f32 : t.bits == 16 ? elem::f16 : elem::other;
+    case dl::dtype_code::Float: return t.bits == 32 ? elem::f32 : t.bits == 16 ? elem::f16 : elem::other;
     case dl::dtype_code::Bfloat: return t.bits == 16 ? elem::bf16 : elem::other;
-    case dl::dtype_code::Int:
-      return t.bits == 32 ? elem::i32 : t.bits == 64 ? elem::i64 : elem::other;
+    case dl::dtype_code::Int: return t.bits == 32 ? elem::i32 : t.bits == 64 ? elem::i64 : elem::other;
     case dl::dtype_code::UInt: return t.bits == 8 ? elem::u8 : elem::other;
     default: return elem::other;
   }
@@ -207,8 +204,7 @@ std::string array_in::shape() const {
 
 void array_in::check_rank(index_t r) const {
   if (ndim() != r) {
-    throw qtl::shape_error(std::string(name) + ": expected " + std::to_string(r) + " dimensions, got shape " +
-                           shape());
+    throw qtl::shape_error(std::string(name) + ": expected " + std::to_string(r) + " dimensions, got shape " + shape());
   }
 }
 
@@ -257,7 +253,8 @@ void take_device(array_in& a) {
   }
   device::backend const* table = device::get();
   if (table == nullptr) {
-    throw qtl::unsupported_error(name + ": is a CUDA array, and this build of qtl is host-only "
+    throw qtl::unsupported_error(name +
+                                 ": is a CUDA array, and this build of qtl is host-only "
                                  "(qtl.cuda_available() is False); install the CUDA build with the CUDA "
                                  "Toolkit's nvcc on PATH: `pip install .` (QTL_CUDA_ARCHS=9.0,10.0 for "
                                  "other GPUs), or pass a CPU array");
@@ -334,8 +331,10 @@ array_in take(nb::handle obj, char const* name) {
       ok = a.nd.is_valid();  // an array of a dtype no op takes: the op's check names it
     }
     if (!ok) {
-      throw dtype_error(std::string(name) + ": expected a CPU array (numpy, torch or a DLPack producer) of a "
-                        "supported dtype, got " + type_name_of(obj) + (dn.empty() ? "" : " of dtype " + dn));
+      throw dtype_error(std::string(name) +
+                        ": expected a CPU array (numpy, torch or a DLPack producer) of a "
+                        "supported dtype, got " +
+                        type_name_of(obj) + (dn.empty() ? "" : " of dtype " + dn));
     }
   }
   a.type = forced != elem::other ? forced : classify(a.nd.dtype());
@@ -390,7 +389,7 @@ struct buffer_cache {
         return;
       }
     }
-    ::operator delete(p, std::align_val_t{huge_page});
+    ::operator delete (p, std::align_val_t{huge_page});
   }
   /// Frees buffers until at most `bytes` are held.
   void trim(std::size_t bytes) {
@@ -404,7 +403,7 @@ struct buffer_cache {
       }
     }
     for (void* p : drop) {
-      ::operator delete(p, std::align_val_t{huge_page});
+      ::operator delete (p, std::align_val_t{huge_page});
     }
   }
 };
@@ -452,7 +451,8 @@ array_out::array_out(elem type, std::vector<index_t> shape) : type_(type), shape
   data_ = allocate(checked_bytes(type_, shape_));
 }
 
-array_out::array_out(elem type, std::vector<index_t> shape, array_in const& like) : type_(type), shape_(std::move(shape)) {
+array_out::array_out(elem type, std::vector<index_t> shape, array_in const& like)
+    : type_(type), shape_(std::move(shape)) {
   if (!like.on_device()) {
     data_ = allocate(checked_bytes(type_, shape_));
     return;
@@ -533,7 +533,7 @@ nb::object array_out::release(kind k) {
       delete b;
     });
   } else {
-    owner = nb::capsule(data_, [](void* p) noexcept { ::operator delete(p, std::align_val_t{buffer_alignment}); });
+    owner = nb::capsule(data_, [](void* p) noexcept { ::operator delete (p, std::align_val_t{buffer_alignment}); });
   }
   void* p = data_;
   data_ = nullptr;
@@ -591,8 +591,8 @@ nb::object array_out::release_device() {
   nb::capsule owner(p, [](void* q) noexcept { device::get()->free(q); });
   std::vector<std::size_t> shape(shape_.begin(), shape_.end());
   // fp8 as its uint8 codes (DLPack producers other than torch have no common fp8 code)
-  return nb::cast(device_array{
-      nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr, dlpack_of(type_), nb::device::cuda::value, device_)});
+  return nb::cast(device_array{nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr, dlpack_of(type_),
+                                             nb::device::cuda::value, device_)});
 }
 
 void bind_device_array(nb::module_& m) {
@@ -608,7 +608,8 @@ void bind_device_array(nb::module_& m) {
           },
           nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
           nb::arg("copy") = nb::none())
-      .def("__dlpack_device__", [](device_array const& a) { return nb::make_tuple(a.nd.device_type(), a.nd.device_id()); })
+      .def("__dlpack_device__",
+           [](device_array const& a) { return nb::make_tuple(a.nd.device_type(), a.nd.device_id()); })
       .def_prop_ro("shape",
                    [](device_array const& a) {
                      nb::list l;
@@ -734,7 +735,8 @@ void register_errors(nb::module_& m) {
   errors.regex = new_error(m, "RegexError", b, "A regular expression qtl cannot parse or does not support.");
   errors.value = new_error(m, "InvalidValueError", b, "A value outside the range an operation accepts.");
   nb::object dtype_bases = nb::make_tuple(nb::handle(b), nb::handle(PyExc_TypeError));
-  errors.dtype = new_error(m, "DTypeError", dtype_bases.ptr(), "An argument of the wrong dtype or kind (also a TypeError).");
+  errors.dtype =
+      new_error(m, "DTypeError", dtype_bases.ptr(), "An argument of the wrong dtype or kind (also a TypeError).");
   nb::register_exception_translator([](std::exception_ptr const& p, void*) {
     try {
       std::rethrow_exception(p);

@@ -63,8 +63,8 @@ struct array_in {
   nb::object src;          ///< the object `nd` views (after a storage re-view)
   elem type = elem::other;
   kind from = kind::numpy;
-  char const* name = "";  ///< the parameter's name, for messages
-  int device = -1;        ///< the CUDA device of a device array, -1 on the host
+  char const* name = "";              ///< the parameter's name, for messages
+  int device = -1;                    ///< the CUDA device of a device array, -1 on the host
   device::stream_t stream = nullptr;  ///< a device array's stream: the op's kernels run on it
 
   bool on_device() const { return device >= 0; }
@@ -95,10 +95,14 @@ struct array_in {
   }
   /// 1-D view (rank 1).
   template <class T>
-  view1d<T> v1() const { return as_view<T, 1>(); }
+  view1d<T> v1() const {
+    return as_view<T, 1>();
+  }
   /// 2-D view (rank 2).
   template <class T>
-  view2d<T> v2() const { return as_view<T, 2>(); }
+  view2d<T> v2() const {
+    return as_view<T, 2>();
+  }
 
   void check_rank(index_t r) const;
   /// Throws dtype_error unless the type is one of `ok`.
@@ -148,13 +152,21 @@ class array_out {
   ~array_out();
 
   template <class T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
   template <class T>
-  view1d<T> v1() const { return make_view(data<T>(), shape_.at(0)); }
+  view1d<T> v1() const {
+    return make_view(data<T>(), shape_.at(0));
+  }
   template <class T>
-  view2d<T> v2() const { return make_view(data<T>(), shape_.at(0), shape_.at(1)); }
+  view2d<T> v2() const {
+    return make_view(data<T>(), shape_.at(0), shape_.at(1));
+  }
   template <class T>
-  view3d<T> v3() const { return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2)); }
+  view3d<T> v3() const {
+    return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2));
+  }
   index_t size() const;
   std::size_t bytes() const;
 
@@ -168,8 +180,8 @@ class array_out {
   elem type_;
   std::vector<index_t> shape_;
   void* data_ = nullptr;
-  int device_ = -1;     // a device buffer's device
-  nb::object tensor_;   // a torch device output: the tensor that owns data_
+  int device_ = -1;    // a device buffer's device
+  nb::object tensor_;  // a torch device output: the tensor that owns data_
 };
 
 /// Runs an op where its arrays live, without the GIL: `host()` on the host; for device arrays

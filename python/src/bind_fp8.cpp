@@ -89,7 +89,11 @@ nb::object per_tensor_dequantize(nb::handle t_obj, nb::handle inv_obj) {
   // torch: float16 * (Python float or 0-dim tensor) stays float16; * a [1] tensor promotes to float32.
   bool promote = false;
   if (!PyFloat_Check(inv_obj.ptr()) && !PyLong_Check(inv_obj.ptr())) {
-    promote = take(inv_obj, "inv_scale").ndim() > 0;
+    array_in const inv_a = take(inv_obj, "inv_scale");
+    promote = inv_a.ndim() > 0;
+    if (promote || inv_a.on_device()) {  // a 0-dim host scalar goes with a device tensor (as in torch)
+      check_same_place("qtl.per_tensor_dequantize", t, inv_a);
+    }
   }
   float const inv = scalar_float(inv_obj, "inv_scale");
   std::vector<index_t> shape;
@@ -97,15 +101,17 @@ nb::object per_tensor_dequantize(nb::handle t_obj, nb::handle inv_obj) {
     shape.push_back(t.dim(d));
   }
   auto const tv = flat_fp8(t);
-  array_out out(promote ? elem::f32 : elem::f16, shape);
-  {
-    nb::gil_scoped_release nogil;
+  array_out out(promote ? elem::f32 : elem::f16, shape, t);
+  auto const host = [&] {
     if (promote) {
       qtl::per_tensor_dequantize<float>(tv, inv, make_view(out.data<float>(), tv.extent[0], tv.extent[1]));
     } else {
       qtl::per_tensor_dequantize<half_t>(tv, inv, make_view(out.data<half_t>(), tv.extent[0], tv.extent[1]));
     }
-  }
+  };
+  run_on(t, "qtl.per_tensor_dequantize", host, [&](device::backend const& b, device::stream_t s) {
+    return b.per_tensor_dequantize(tv, inv, out.data<void>(), promote, s);
+  });
   return out.release(t.from);
 }
 

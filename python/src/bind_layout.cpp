@@ -56,6 +56,16 @@ view<T, R> out_view(array_out const& o, std::vector<index_t> const& shape) {
   return v;
 }
 
+/// A [M, K] view as [1, M, K] (a [B, M, K] one as it is): the device table's blockscale shape.
+template <class T, int R>
+view<T, 3> batched(view<T, R> v) {
+  if constexpr (R == 3) {
+    return v;
+  } else {
+    return view<T, 3>{v.data, {1, v.extent[0], v.extent[1]}, {v.extent[0] * v.stride[0], v.stride[0], v.stride[1]}};
+  }
+}
+
 nb::object swizzle_blockscale(nb::handle s_obj) {
   array_in s = take(s_obj, "scale");
   s.check_type({elem::u8, elem::fp8_e4m3});
@@ -63,12 +73,14 @@ nb::object swizzle_blockscale(nb::handle s_obj) {
     auto shape = s.extents();
     shape[R - 2] = qtl::layout_128x4::pad_rows(shape[R - 2]);
     shape[R - 1] = qtl::layout_128x4::pad_cols(shape[R - 1]);
-    array_out out(s.type, shape);
-    {
-      auto const iv = s.as_view<std::uint8_t const, R>();
-      nb::gil_scoped_release nogil;
-      qtl::swizzle_blockscale(iv, out_view<std::uint8_t, R>(out, shape));
-    }
+    array_out out(s.type, shape, s);
+    auto const iv = s.as_view<std::uint8_t const, R>();
+    auto const ov = out_view<std::uint8_t, R>(out, shape);
+    run_on(
+        s, "qtl.swizzle_blockscale", [&] { qtl::swizzle_blockscale(iv, ov); },
+        [&](device::backend const& t, device::stream_t st) {
+          return t.blockscale(true, batched(iv), batched(ov), st);
+        });
     return out.release(s.from);
   });
 }
@@ -80,12 +92,14 @@ nb::object unswizzle_blockscale(nb::handle s_obj, index_t rows, index_t cols) {
     auto shape = s.extents();
     shape[R - 2] = rows;
     shape[R - 1] = cols;
-    array_out out(s.type, shape);
-    {
-      auto const iv = s.as_view<std::uint8_t const, R>();
-      nb::gil_scoped_release nogil;
-      qtl::unswizzle_blockscale(iv, out_view<std::uint8_t, R>(out, shape));
-    }
+    array_out out(s.type, shape, s);
+    auto const iv = s.as_view<std::uint8_t const, R>();
+    auto const ov = out_view<std::uint8_t, R>(out, shape);
+    run_on(
+        s, "qtl.unswizzle_blockscale", [&] { qtl::unswizzle_blockscale(iv, ov); },
+        [&](device::backend const& t, device::stream_t st) {
+          return t.blockscale(false, batched(iv), batched(ov), st);
+        });
     return out.release(s.from);
   });
 }

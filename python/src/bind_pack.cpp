@@ -111,8 +111,7 @@ nb::object run_dim(bool packing, nb::handle x, nb::handle wtype, index_t packed_
       }
     });
   };
-  run_on(in, op, host,
-         [&](device::backend const& b, device::stream_t s) { return b.pack_dim(packing, t, iv, ov, s); });
+  run_on(in, op, host, [&](device::backend const& b, device::stream_t s) { return b.pack_dim(packing, t, iv, ov, s); });
   return out.release(in.from);
 }
 

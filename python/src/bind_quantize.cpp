@@ -17,14 +17,14 @@
 // Without test_perm, a permutation comes from qtl::random_permutation(seed), seed= keyword (None:
 // drawn from std::random_device), where the reference calls torch.randperm.
 
-#include <random>
-
 #include <nanobind/stl/optional.h>
+
+#include <random>
 
 #include <qtl/ct_fp4.hpp>
 #include <qtl/ct_quantize.hpp>
-#include <qtl/fp8.hpp>
 #include <qtl/dispatch.hpp>
+#include <qtl/fp8.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/parallel.hpp>
 #include <qtl/quantize.hpp>
@@ -87,34 +87,60 @@ nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::option
   index_t const n = w.dim(1);
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
     auto const wv = w.v2<T const>();
-    array_out w_q(elem::i32, {k, n});
+    array_out w_q(elem::i32, {k, n}, w);
+    // the device kernels' arguments: the same outputs, whole
+    auto const call = [&](array_out const& w_ref, array_out const* w_s, array_out const* w_zp, index_t g) {
+      return device::quantize_call{q,
+                                   elem_of<T>() == elem::f16    ? device::float_type::f16
+                                   : elem_of<T>() == elem::bf16 ? device::float_type::bf16
+                                                                : device::float_type::f32,
+                                   w.nd.data(),
+                                   k,
+                                   n,
+                                   group_size,
+                                   g,
+                                   w_ref.data<void>(),
+                                   w_q.data<std::int32_t>(),
+                                   w_s != nullptr ? w_s->data<void>() : nullptr,
+                                   w_zp != nullptr ? w_zp->data<std::int32_t>() : nullptr,
+                                   opt};
+    };
     if (!group_size) {
-      array_out w_ref(elem::f32, {k, n});
-      with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
-        nb::gil_scoped_release nogil;
-        qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
-          qtl::quantize_weights<Q>(column_slice(wv, lo, hi), std::nullopt,
-                                   qtl::quantize_outputs<float>{column_slice(w_ref.v2<float>(), lo, hi),
-                                                                column_slice(w_q.v2<std::int32_t>(), lo, hi), {}, {}},
-                                   opt);
+      array_out w_ref(elem::f32, {k, n}, w);
+      auto const host = [&] {
+        with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
+          qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+            qtl::quantize_weights<Q>(
+                column_slice(wv, lo, hi), std::nullopt,
+                qtl::quantize_outputs<float>{
+                    column_slice(w_ref.v2<float>(), lo, hi), column_slice(w_q.v2<std::int32_t>(), lo, hi), {}, {}},
+                opt);
+          });
         });
+      };
+      run_on(w, "qtl.quantize_weights", host, [&](device::backend const& b, device::stream_t s) {
+        return b.quantize_weights(call(w_ref, nullptr, nullptr, 0), s);
       });
       return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), nb::none(), nb::none());
     }
     index_t const g = group_rows(k, *group_size);
-    array_out w_ref(elem_of<T>(), {k, n});
-    array_out w_s(elem_of<T>(), {g, n});
-    array_out w_zp(elem::i32, {zero_points ? g : 0, n});
-    with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
-      nb::gil_scoped_release nogil;
-      qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
-        qtl::quantize_weights<Q>(column_slice(wv, lo, hi), *group_size,
-                                 qtl::quantize_outputs<T>{column_slice(w_ref.v2<T>(), lo, hi),
-                                                          column_slice(w_q.v2<std::int32_t>(), lo, hi),
-                                                          column_slice(w_s.v2<T>(), lo, hi),
-                                                          column_slice(w_zp.v2<std::int32_t>(), lo, hi)},
-                                 opt);
+    array_out w_ref(elem_of<T>(), {k, n}, w);
+    array_out w_s(elem_of<T>(), {g, n}, w);
+    array_out w_zp(elem::i32, {zero_points ? g : 0, n}, w);
+    auto const host = [&] {
+      with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
+        qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+          qtl::quantize_weights<Q>(
+              column_slice(wv, lo, hi), *group_size,
+              qtl::quantize_outputs<T>{column_slice(w_ref.v2<T>(), lo, hi),
+                                       column_slice(w_q.v2<std::int32_t>(), lo, hi), column_slice(w_s.v2<T>(), lo, hi),
+                                       column_slice(w_zp.v2<std::int32_t>(), lo, hi)},
+              opt);
+        });
       });
+    };
+    run_on(w, "qtl.quantize_weights", host, [&](device::backend const& b, device::stream_t s) {
+      return b.quantize_weights(call(w_ref, &w_s, &w_zp, g), s);
     });
     nb::object zp = zero_points ? w_zp.release(w.from) : nb::none();
     return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), w_s.release(w.from), zp);
@@ -194,8 +220,8 @@ nb::object permute_rows(nb::handle q_obj, nb::handle r_obj, index_t group_size, 
     {
       nb::gil_scoped_release nogil;
       qtl::permute_rows(q_w.v2<std::int32_t const>(), w_ref.v2<T const>(), group_size, pv,
-                        qtl::permute_rows_outputs<T>{r_out.v2<T>(), q_out.v2<std::int32_t>(),
-                                                     g_idx.v1<std::int32_t>(), rand_perm.v1<std::int64_t>()});
+                        qtl::permute_rows_outputs<T>{r_out.v2<T>(), q_out.v2<std::int32_t>(), g_idx.v1<std::int32_t>(),
+                                                     rand_perm.v1<std::int64_t>()});
     }
     return nb::make_tuple(r_out.release(w_ref.from), q_out.release(w_ref.from), g_idx.release(w_ref.from),
                           rand_perm.release(w_ref.from));
@@ -216,9 +242,9 @@ nb::object sort_weights(nb::handle q_obj, nb::handle g_obj) {
   array_out order(elem::i32, {k});
   {
     nb::gil_scoped_release nogil;
-    qtl::sort_weights(q_w.v2<std::int32_t const>(), g_idx.v1<std::int32_t const>(),
-                      qtl::sort_weights_outputs{q_out.v2<std::int32_t>(), g_out.v1<std::int32_t>(),
-                                                order.v1<std::int32_t>()});
+    qtl::sort_weights(
+        q_w.v2<std::int32_t const>(), g_idx.v1<std::int32_t const>(),
+        qtl::sort_weights_outputs{q_out.v2<std::int32_t>(), g_out.v1<std::int32_t>(), order.v1<std::int32_t>()});
   }
   return nb::make_tuple(q_out.release(q_w.from), g_out.release(q_w.from), order.release(q_w.from));
 }
@@ -281,12 +307,11 @@ nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, 
       qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
         qtl::ct_pack_options o = opt;
         o.first_row = lo;
-        qtl::ct_pack_quantize(row_slice(wv, lo, hi),
-                              qtl::ct_pack_outputs<T>{row_slice(packed.v2<std::int32_t>(), lo, hi),
-                                                      row_slice(scales.v2<T>(), lo, hi),
-                                                      symmetric ? zp.v2<std::int32_t>()
-                                                                : row_slice(zp.v2<std::int32_t>(), lo, hi)},
-                              o);
+        qtl::ct_pack_quantize(
+            row_slice(wv, lo, hi),
+            qtl::ct_pack_outputs<T>{row_slice(packed.v2<std::int32_t>(), lo, hi), row_slice(scales.v2<T>(), lo, hi),
+                                    symmetric ? zp.v2<std::int32_t>() : row_slice(zp.v2<std::int32_t>(), lo, hi)},
+            o);
       });
     }
     nb::object z = symmetric ? nb::none() : zp.release(w.from);

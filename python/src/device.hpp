@@ -13,7 +13,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
+#include <qtl/element/quantize.hpp>
+#include <qtl/numeric.hpp>
 #include <qtl/scalar_type.hpp>
 #include <qtl/view.hpp>
 
@@ -24,6 +27,26 @@ using stream_t = void*;
 
 /// Which of the four 2-D packings (qtl/pack.hpp) and AWQ's (qtl/pack_nd.hpp).
 enum class pack_op : std::uint8_t { pack_cols, pack_rows, unpack_cols, unpack_rows, awq_pack };
+
+/// A float weight's element type.
+enum class float_type : std::uint8_t { f32, f16, bf16 };
+
+/// The arguments of quantize_weights on the device (all C-contiguous device memory): w (k, n) of
+/// `type`; w_ref (k, n) and w_s (groups, n) of `type` (w_ref float32 when ungrouped: no
+/// group_size), w_q (k, n), w_zp (groups, n) when `opt.zero_points`.
+struct quantize_call {
+  scalar_type q;
+  float_type type;
+  void const* w;
+  index_t k, n;
+  std::optional<index_t> group_size;
+  index_t groups;
+  void* w_ref;
+  std::int32_t* w_q;
+  void* w_s;
+  std::int32_t* w_zp;
+  quantize_options opt;
+};
 
 /// The runtime calls and the kernel launchers of one build, one entry per op family.
 struct backend {
@@ -42,6 +65,14 @@ struct backend {
   /// qtl::cuda::pack_quantized_values_into_int32<t> (`packing`) or its inverse.
   int (*pack_dim)(bool packing, scalar_type t, view3d<std::int32_t const> in, view3d<std::int32_t> out,
                   stream_t stream);
+
+  /// qtl::cuda::swizzle_blockscale (`swizzle`) or unswizzle_blockscale of byte scales, [B, M, K].
+  int (*blockscale)(bool swizzle, view3d<std::uint8_t const> in, view3d<std::uint8_t> out, stream_t stream);
+  /// qtl::cuda::per_tensor_dequantize: `out` (contiguous, t's extents) float32 or float16.
+  int (*per_tensor_dequantize)(view2d<float8_e4m3fn_t const> t, float inv_scale, void* out, bool f32_out,
+                               stream_t stream);
+  /// qtl::cuda::quantize_weights<c.q> (the integer types of qtl.quantize_weights).
+  int (*quantize_weights)(quantize_call const& c, stream_t stream);
 
   /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
   /// elsewhere.

@@ -6,8 +6,10 @@
 
 #include <cuda_runtime.h>
 
+#include <qtl/cuda/blockscale.cuh>
 #include <qtl/cuda/pack.cuh>
 #include <qtl/cuda/pack_nd.cuh>
+#include <qtl/cuda/quantize.cuh>
 #include <qtl/dispatch.hpp>
 #include <qtl/pack_nd.hpp>
 
@@ -75,6 +77,49 @@ int pack_dim(bool packing, scalar_type t, view3d<std::int32_t const> in, view3d<
   }));
 }
 
+int blockscale(bool swizzle, view3d<std::uint8_t const> in, view3d<std::uint8_t> out, stream_t s) {
+  auto const stream = as_stream(s);
+  return static_cast<int>(swizzle ? qtl::cuda::swizzle_blockscale(in, out, stream)
+                                  : qtl::cuda::unswizzle_blockscale(in, out, stream));
+}
+
+int per_tensor_dequantize(view2d<float8_e4m3fn_t const> t, float inv, void* out, bool f32_out, stream_t s) {
+  auto const stream = as_stream(s);
+  index_t const k = t.extent[0];
+  index_t const n = t.extent[1];
+  return static_cast<int>(
+      f32_out ? qtl::cuda::per_tensor_dequantize(t, inv, make_view(static_cast<float*>(out), k, n), stream)
+              : qtl::cuda::per_tensor_dequantize(t, inv, make_view(static_cast<half_t*>(out), k, n), stream));
+}
+
+template <class T>
+int quantize_typed(quantize_call const& c, cudaStream_t stream) {
+  auto const w = make_view(static_cast<T const*>(c.w), c.k, c.n);
+  auto const w_q = make_view(c.w_q, c.k, c.n);
+  // the same integer types as the host binding's (bind_quantize.cpp)
+  return static_cast<int>(
+      qtl::dispatch_scalar_type<qtl::int4, qtl::uint4, qtl::int8, qtl::uint8, qtl::uint2b2, qtl::uint3b4, qtl::uint4b8,
+                                qtl::uint8b128>(c.q, [&]<scalar_type Q>(scalar_constant<Q>) -> cudaError_t {
+        if (!c.group_size) {
+          qtl::quantize_outputs<float> out{make_view(static_cast<float*>(c.w_ref), c.k, c.n), w_q, {}, {}};
+          return qtl::cuda::quantize_weights<Q>(w, std::nullopt, out, c.opt, stream);
+        }
+        qtl::quantize_outputs<T> out{make_view(static_cast<T*>(c.w_ref), c.k, c.n), w_q,
+                                     make_view(static_cast<T*>(c.w_s), c.groups, c.n),
+                                     make_view(c.w_zp, c.opt.zero_points ? c.groups : 0, c.n)};
+        return qtl::cuda::quantize_weights<Q>(w, c.group_size, out, c.opt, stream);
+      }));
+}
+
+int quantize_weights(quantize_call const& c, stream_t s) {
+  auto const stream = as_stream(s);
+  switch (c.type) {
+    case float_type::f16: return quantize_typed<half_t>(c, stream);
+    case float_type::bf16: return quantize_typed<bfloat16_t>(c, stream);
+    default: return quantize_typed<float>(c, stream);
+  }
+}
+
 }  // namespace
 
 backend const* get() {
@@ -91,6 +136,9 @@ backend const* get() {
       .error_string = &error_string,
       .pack = &pack,
       .pack_dim = &pack_dim,
+      .blockscale = &blockscale,
+      .per_tensor_dequantize = &per_tensor_dequantize,
+      .quantize_weights = &quantize_weights,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,
 #else

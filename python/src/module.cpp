@@ -39,7 +39,8 @@ void bind_scalar_types(nb::module_& m) {
           [](std::uint64_t id) {
             auto t = scalar_type::from_id(id);
             if (!t) {
-              throw qtl::value_error("qtl.ScalarType.from_id: " + std::to_string(id) + " is not the id of a named type");
+              throw qtl::value_error("qtl.ScalarType.from_id: " + std::to_string(id) +
+                                     " is not the id of a named type");
             }
             return *t;
           },
@@ -90,8 +91,9 @@ void bind_scalar_types(nb::module_& m) {
 void bind_device(nb::module_& m) {
   device::backend const* table = device::get();
   bind_device_array(m);
-  m.def("cuda_available", [table] { return table != nullptr; },
-        "True where this build runs the ops on CUDA arrays (built with nvcc), False in the host-only build.");
+  m.def(
+      "cuda_available", [table] { return table != nullptr; },
+      "True where this build runs the ops on CUDA arrays (built with nvcc), False in the host-only build.");
   m.attr("_device_backend") = table != nullptr ? nb::str(table->name) : nb::none();
   m.def(
       "_set_cuda_stream", [](std::optional<std::uintptr_t> s) { return set_cuda_stream(s); }, nb::arg("stream").none(),

@@ -23,7 +23,7 @@ class Producer:
     for (as CuPy or torch do, it would order its work before that stream)."""
 
     def __init__(self, host, device_id=0):
-        self.array = sim.from_host(np.ascontiguousarray(host), device_id)
+        self.array = sim.from_host(np.require(host, requirements="C"), device_id)  # keeps 0-dim
         self.streams = []
 
     def __dlpack__(self, stream=None, **kwargs):
@@ -152,6 +152,69 @@ def test_empty_device_arrays():
     x = np.zeros((0, 16), dtype=np.int32)
     out = on_device(qtl.pack_cols, x, 4, 0, 16)
     assert out.shape == (0, 2)
+
+
+# --- quantize_weights ---------------------------------------------------------------------------
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("wtype,group_size,zero_points", [
+    ("uint4b8", None, False), ("uint4b8", 128, False), ("uint4b8", -1, False), ("uint8b128", 64, False),
+    ("uint4", 128, True), ("uint4", -1, True), ("int8", 32, False), ("uint2b2", 128, False), ("uint3b4", 32, False),
+    ("int4", None, False), ("uint8", 64, True)])
+def test_quantize_weights_on_device_equals_host(dtype, wtype, group_size, zero_points):
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    w = rng.standard_normal((256, 80)).astype(dt)
+    t = getattr(st, wtype)
+    host = qtl.quantize_weights(w, t, group_size, zero_points=zero_points)
+    x = sim.from_host(w.view(np.uint16), bfloat16=True) if dtype == "bfloat16" else sim.from_host(w)
+    d = qtl.quantize_weights(x, t, group_size, zero_points=zero_points)
+    assert len(d) == len(host) == 4
+    for x, y in zip(host, d):
+        if x is None:
+            assert y is None
+        else:
+            assert_same(sim.to_host(y), x)
+
+
+# --- swizzles and fp8 -----------------------------------------------------------------------------
+
+@needs_sim
+@pytest.mark.parametrize("shape", [(130, 9), (128, 4), (3, 200, 5), (0, 4)])
+def test_blockscale_swizzles_on_device_equal_host(shape):
+    s = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    sw = qtl.swizzle_blockscale(s)
+    assert_same(on_device(qtl.swizzle_blockscale, s), sw)
+    assert_same(on_device(qtl.unswizzle_blockscale, sw, shape[-2], shape[-1]), s)
+
+
+@needs_sim
+@pytest.mark.parametrize("inv_scale", [0.37, np.array(0.37, dtype=np.float32), np.array([0.37], dtype=np.float32)])
+def test_per_tensor_dequantize_on_device_equals_host(inv_scale):
+    import ml_dtypes
+
+    codes = rng.integers(0, 256, size=(33, 17), dtype=np.uint8)
+    codes[codes & 0x7F == 0x7F] = 0  # no NaN codes: their payload is the platform's
+    host = qtl.per_tensor_dequantize(codes.view(ml_dtypes.float8_e4m3fn), inv_scale)
+    dev_scale = Producer(inv_scale) if isinstance(inv_scale, np.ndarray) else inv_scale
+    dev = qtl.per_tensor_dequantize(Producer(codes), dev_scale)
+    assert_same(sim.to_host(dev), host)
+
+
+@needs_sim
+def test_mixed_host_and_device_arrays_are_refused():
+    codes = rng.integers(0, 0x70, size=(8, 8), dtype=np.uint8)
+    one = np.array([0.5], dtype=np.float32)
+    with pytest.raises(qtl.InvalidValueError,
+                       match=r"per_tensor_dequantize: tensor is on cuda:0 but inv_scale on the host; pass every array"):
+        qtl.per_tensor_dequantize(Producer(codes), one)
+    with pytest.raises(qtl.InvalidValueError, match=r"tensor is on the host but inv_scale on cuda:0"):
+        qtl.per_tensor_dequantize(codes, Producer(one))
+    # a 0-dim host scalar goes with a device tensor, as in torch
+    out = qtl.per_tensor_dequantize(Producer(codes), np.array(0.5, dtype=np.float32))
+    assert_same(sim.to_host(out), qtl.per_tensor_dequantize(codes, 0.5))
 
 
 # --- where the arrays are -----------------------------------------------------------------------
