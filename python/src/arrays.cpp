@@ -245,7 +245,7 @@ thread_local std::optional<std::uintptr_t> stream_override;
 
 /// The device part of take(): checks where the array is, picks the stream and has the producer
 /// order the array's memory before it (`__dlpack__(stream=...)`, DLPack's protocol).
-void take_device(array_in& a) {
+void take_device(array_in& a, bool device_ok) {
   std::string const name = a.name;
   if (a.nd.device_type() != nb::device::cuda::value) {
     throw qtl::unsupported_error(name + ": is on DLPack device type " + std::to_string(a.nd.device_type()) +
@@ -259,8 +259,17 @@ void take_device(array_in& a) {
                                  "Toolkit's nvcc on PATH: `pip install .` (QTL_CUDA_ARCHS=9.0,10.0 for "
                                  "other GPUs), or pass a CPU array");
   }
+  if (!device_ok) {
+    throw qtl::unsupported_error(name +
+                                 ": is a CUDA array, and this function runs on host arrays only "
+                                 "(docs/python.md lists those with a device path); pass a CPU array");
+  }
   a.device = static_cast<int>(a.nd.device_id());
-  int const current = table->current_device();
+  int current = -1;
+  if (int const err = table->current_device(&current); err != 0) {
+    throw qtl::unsupported_error(
+        name + ": is a CUDA array, but the CUDA runtime has no usable device: " + table->error_string(err));
+  }
   if (a.device != current) {
     throw qtl::value_error(name + ": is on cuda:" + std::to_string(a.device) + " but the current device is cuda:" +
                            std::to_string(current) + "; call under torch.cuda.device(" + std::to_string(a.device) +
@@ -304,7 +313,7 @@ void check_same_place(std::string_view op, array_in const& a, array_in const& b)
   }
 }
 
-array_in take(nb::handle obj, char const* name) {
+array_in take(nb::handle obj, char const* name, bool device_ok) {
   array_in a;
   a.name = name;
   a.from = is_torch(obj) ? kind::torch : kind::numpy;
@@ -340,7 +349,7 @@ array_in take(nb::handle obj, char const* name) {
   a.type = forced != elem::other ? forced : classify(a.nd.dtype());
   a.src = std::move(o);
   if (a.nd.device_type() != nb::device::cpu::value) {
-    take_device(a);
+    take_device(a, device_ok);
   }
   return a;
 }
@@ -625,7 +634,7 @@ float scalar_float(nb::handle obj, char const* name) {
   if (PyFloat_Check(obj.ptr()) || PyLong_Check(obj.ptr())) {
     return static_cast<float>(nb::cast<double>(obj));
   }
-  array_in a = take(obj, name);
+  array_in a = take(obj, name, true);  // a device scalar is read back below
   a.check_type({elem::f32});
   if (a.nd.size() != 1) {
     throw qtl::shape_error(std::string(name) + ": expected one value (0-dim or [1]), got shape " + a.shape());

@@ -116,8 +116,9 @@ struct array_in {
 /// Converts `obj` (the argument `name`) into an `array_in`; raises qtl.DTypeError (TypeError) for a
 /// non-array; for a device array, qtl.UnsupportedError in a host-only build or for a device other
 /// than CUDA's, qtl.InvalidValueError for a device other than the current one, qtl.ShapeError for a
-/// non-contiguous one.
-array_in take(nb::handle obj, char const* name);
+/// non-contiguous one. Only a binding with a device path passes `device_ok`: elsewhere a CUDA array
+/// raises qtl.UnsupportedError (the host loops must never read device memory).
+array_in take(nb::handle obj, char const* name, bool device_ok = false);
 
 /// Throws qtl.InvalidValueError unless `b` lives where `a` does (both on the host, or both on one
 /// device): "<op>: w is on cuda:0 but g_idx on the host; pass every array on one device".

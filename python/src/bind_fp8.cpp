@@ -84,12 +84,12 @@ view2d<float8_e4m3fn_t const> flat_fp8(array_in const& a) {
 }
 
 nb::object per_tensor_dequantize(nb::handle t_obj, nb::handle inv_obj) {
-  array_in t = take(t_obj, "tensor");
+  array_in t = take(t_obj, "tensor", true);
   t.check_type({elem::fp8_e4m3, elem::u8});  // uint8: the fp8 codes (numpy without ml_dtypes)
   // torch: float16 * (Python float or 0-dim tensor) stays float16; * a [1] tensor promotes to float32.
   bool promote = false;
   if (!PyFloat_Check(inv_obj.ptr()) && !PyLong_Check(inv_obj.ptr())) {
-    array_in const inv_a = take(inv_obj, "inv_scale");
+    array_in const inv_a = take(inv_obj, "inv_scale", true);
     promote = inv_a.ndim() > 0;
     if (promote || inv_a.on_device()) {  // a 0-dim host scalar goes with a device tensor (as in torch)
       check_same_place("qtl.per_tensor_dequantize", t, inv_a);

@@ -67,7 +67,7 @@ view<T, 3> batched(view<T, R> v) {
 }
 
 nb::object swizzle_blockscale(nb::handle s_obj) {
-  array_in s = take(s_obj, "scale");
+  array_in s = take(s_obj, "scale", true);
   s.check_type({elem::u8, elem::fp8_e4m3});
   return with_rank<2>(s, [&]<int R>() -> nb::object {
     auto shape = s.extents();
@@ -86,7 +86,7 @@ nb::object swizzle_blockscale(nb::handle s_obj) {
 }
 
 nb::object unswizzle_blockscale(nb::handle s_obj, index_t rows, index_t cols) {
-  array_in s = take(s_obj, "scale");
+  array_in s = take(s_obj, "scale", true);
   s.check_type({elem::u8, elem::fp8_e4m3});
   return with_rank<2>(s, [&]<int R>() -> nb::object {
     auto shape = s.extents();

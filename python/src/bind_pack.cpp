@@ -29,7 +29,7 @@ char const* op_name(pack_kind k) {
 nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t size_n) {
   bool const packing = k != pack_kind::unpack_cols && k != pack_kind::unpack_rows;
   bool const along_cols = k != pack_kind::pack_rows && k != pack_kind::unpack_rows;
-  array_in in = take(x, packing ? "q_w" : "packed_q_w");
+  array_in in = take(x, packing ? "q_w" : "packed_q_w", true);
   in.check_type({elem::i32});
   in.check_rank(2);
   if (num_bits <= 0 || 32 % num_bits != 0) {
@@ -87,7 +87,7 @@ nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t 
 // int32 array of any rank.
 nb::object run_dim(bool packing, nb::handle x, nb::handle wtype, index_t packed_dim) {
   char const* const op = packing ? "qtl.pack_quantized_values_into_int32" : "qtl.unpack_quantized_values_into_int32";
-  array_in in = take(x, "w_q");
+  array_in in = take(x, "w_q", true);
   in.check_type({elem::i32});
   in.check_contiguous();
   scalar_type const t = scalar_type_of(wtype, "wtype");

@@ -75,7 +75,7 @@ index_t min_columns(index_t rows) { return rows > 0 ? (min_slice_elements + rows
 nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::optional<index_t> group_size,
                             bool zero_points, bool zp_after, std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = take(w_obj, "w");
+  array_in w = take(w_obj, "w", true);
   w.check_rank(2);
   scalar_type const q = scalar_type_of(quant_type, "quant_type");
   if (!q.is_integer()) {

@@ -42,5 +42,4 @@ void bind_device(nb::module_& m);
 /// A qtl.ScalarType, vLLM's/sgl-kernel's ScalarType (by its `id`), or a type name.
 scalar_type scalar_type_of(nb::handle obj, char const* name);
 
-
 }  // namespace qtl::py

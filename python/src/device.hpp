@@ -51,8 +51,8 @@ struct quantize_call {
 /// The runtime calls and the kernel launchers of one build, one entry per op family.
 struct backend {
   char const* name;  ///< "cuda" or "cuda-sim"
-  /// The calling thread's current device (cudaGetDevice), or -1 on error.
-  int (*current_device)();
+  /// cudaGetDevice: the calling thread's current device.
+  int (*current_device)(int* device);
   /// cudaMalloc / cudaFree (for outputs of producers without an allocator of their own).
   int (*malloc)(void** p, std::size_t bytes);
   void (*free)(void* p);

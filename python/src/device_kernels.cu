@@ -31,10 +31,7 @@ cudaStream_t as_stream(stream_t s) {
   return static_cast<cudaStream_t>(s);
 }
 
-int current_device() {
-  int d = -1;
-  return cudaGetDevice(&d) == cudaSuccess ? d : -1;
-}
+int current_device(int* d) { return static_cast<int>(cudaGetDevice(d)); }
 
 int device_malloc(void** p, std::size_t bytes) { return static_cast<int>(cudaMalloc(p, bytes == 0 ? 1 : bytes)); }
 

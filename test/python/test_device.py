@@ -227,6 +227,13 @@ def test_array_on_another_device_than_the_current_one_is_refused():
 
 
 @needs_sim
+def test_functions_without_a_device_path_refuse_device_arrays():
+    x = Producer(np.zeros((8, 8), dtype=np.float16))
+    with pytest.raises(qtl.UnsupportedError, match=r"x: is a CUDA array, and this function runs on host arrays only"):
+        qtl.swap_w13_to_w31(x)
+
+
+@needs_sim
 def test_non_contiguous_device_view_is_refused():
     x = sim.transposed(sim.from_host(np.zeros((8, 16), dtype=np.int32)))
     with pytest.raises(qtl.ShapeError, match=r"q_w: must be contiguous"):
