@@ -74,6 +74,10 @@ struct backend {
   /// qtl::cuda::quantize_weights<c.q> (the integer types of qtl.quantize_weights).
   int (*quantize_weights)(quantize_call const& c, stream_t stream);
 
+  /// qtl::cuda::marlin::repack_gptq<bits, a8> (with `perm`, device int32 [K], or null) or repack_awq.
+  int (*marlin_repack)(bool awq, int bits, bool a8, view2d<std::int32_t const> w, std::int32_t const* perm,
+                       view2d<std::int32_t> out, stream_t stream);
+
   /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
   /// elsewhere.
   void (*bind_extras)(void* module);  // a PyObject*

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <qtl/cuda/blockscale.cuh>
+#include <qtl/cuda/marlin.cuh>
 #include <qtl/cuda/pack.cuh>
 #include <qtl/cuda/pack_nd.cuh>
 #include <qtl/cuda/quantize.cuh>
@@ -117,6 +118,20 @@ int quantize_weights(quantize_call const& c, stream_t s) {
   }
 }
 
+int marlin_repack(bool awq, int bits, bool a8, view2d<std::int32_t const> w, std::int32_t const* perm,
+                  view2d<std::int32_t> out, stream_t s) {
+  auto const stream = as_stream(s);
+  return static_cast<int>(qtl::dispatch_bits<4, 8>(bits, [&]<int B>() {
+    using qtl::marlin::act_width;
+    if (awq) {
+      return a8 ? qtl::cuda::marlin::repack_awq<B, act_width::a8>(w, out, stream)
+                : qtl::cuda::marlin::repack_awq<B, act_width::a16>(w, out, stream);
+    }
+    return a8 ? qtl::cuda::marlin::repack_gptq<B, act_width::a8>(w, perm, out, stream)
+              : qtl::cuda::marlin::repack_gptq<B, act_width::a16>(w, perm, out, stream);
+  }));
+}
+
 }  // namespace
 
 backend const* get() {
@@ -136,6 +151,7 @@ backend const* get() {
       .blockscale = &blockscale,
       .per_tensor_dequantize = &per_tensor_dequantize,
       .quantize_weights = &quantize_weights,
+      .marlin_repack = &marlin_repack,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,
 #else

@@ -217,6 +217,44 @@ def test_mixed_host_and_device_arrays_are_refused():
     assert_same(sim.to_host(out), qtl.per_tensor_dequantize(codes, 0.5))
 
 
+# --- Marlin repack --------------------------------------------------------------------------------
+
+@needs_sim
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("a8", [False, True])
+@pytest.mark.parametrize("act_order", [False, True])
+def test_gptq_marlin_repack_on_device_equals_host(bits, a8, act_order):
+    if a8 and act_order:
+        pytest.skip("the A8 layout takes no act-order (refused on both paths)")
+    k, n = 128, 128
+    words = rng.integers(-2**31, 2**31, size=(k * bits // 32, n), dtype=np.int64).astype(np.int32)
+    perm = rng.permutation(k).astype(np.int32) if act_order else np.zeros(0, dtype=np.int32)
+    host = qtl.gptq_marlin_repack(words, perm, k, n, bits, is_a_8bit=a8)
+    assert_same(on_device(qtl.gptq_marlin_repack, words, perm, k, n, bits, is_a_8bit=a8), host)
+
+
+@needs_sim
+def test_gptq_marlin_repack_checks_a_device_perm_on_the_host():
+    k, n = 128, 64
+    words = rng.integers(0, 2**31, size=(k // 8, n), dtype=np.int32)
+    perm = np.arange(k, dtype=np.int32)
+    perm[5] = 4  # a repeat: the kernel would take it
+    with pytest.raises(qtl.InvalidValueError, match=r"sort_indices\[5\] = 4 repeats an earlier entry"):
+        qtl.gptq_marlin_repack(Producer(words), Producer(perm), k, n, 4)
+    with pytest.raises(qtl.InvalidValueError, match=r"b_q_weight is on cuda:0 but perm on the host"):
+        qtl.gptq_marlin_repack(Producer(words), np.arange(k, dtype=np.int32), k, n, 4)
+
+
+@needs_sim
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("a8", [False, True])
+def test_awq_marlin_repack_on_device_equals_host(bits, a8):
+    k, n = 128, 128
+    words = rng.integers(-2**31, 2**31, size=(k, n * bits // 32), dtype=np.int64).astype(np.int32)
+    host = qtl.awq_marlin_repack(words, k, n, bits, is_a_8bit=a8)
+    assert_same(on_device(qtl.awq_marlin_repack, words, k, n, bits, is_a_8bit=a8), host)
+
+
 # --- where the arrays are -----------------------------------------------------------------------
 
 @needs_sim
