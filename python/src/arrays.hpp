@@ -95,14 +95,10 @@ struct array_in {
   }
   /// 1-D view (rank 1).
   template <class T>
-  view1d<T> v1() const {
-    return as_view<T, 1>();
-  }
+  view1d<T> v1() const { return as_view<T, 1>(); }
   /// 2-D view (rank 2).
   template <class T>
-  view2d<T> v2() const {
-    return as_view<T, 2>();
-  }
+  view2d<T> v2() const { return as_view<T, 2>(); }
 
   void check_rank(index_t r) const;
   /// Throws dtype_error unless the type is one of `ok`.
@@ -153,21 +149,13 @@ class array_out {
   ~array_out();
 
   template <class T>
-  T* data() const {
-    return static_cast<T*>(data_);
-  }
+  T* data() const { return static_cast<T*>(data_); }
   template <class T>
-  view1d<T> v1() const {
-    return make_view(data<T>(), shape_.at(0));
-  }
+  view1d<T> v1() const { return make_view(data<T>(), shape_.at(0)); }
   template <class T>
-  view2d<T> v2() const {
-    return make_view(data<T>(), shape_.at(0), shape_.at(1));
-  }
+  view2d<T> v2() const { return make_view(data<T>(), shape_.at(0), shape_.at(1)); }
   template <class T>
-  view3d<T> v3() const {
-    return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2));
-  }
+  view3d<T> v3() const { return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2)); }
   index_t size() const;
   std::size_t bytes() const;
 

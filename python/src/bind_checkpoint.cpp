@@ -10,11 +10,11 @@
 // raises is raised again when the run is over). The GIL is released during the run. Option
 // mistakes (the CLI's exit code 1) raise qtl.InvalidValueError; file and data problems qtl.Error.
 
-#include <nanobind/stl/optional.h>
-#include <nanobind/stl/string.h>
-
 #include <memory>
 #include <optional>
+
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
 
 #include "bindings.hpp"
 #include "lib/checkpoint.hpp"

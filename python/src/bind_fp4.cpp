@@ -114,9 +114,15 @@ nb::object block_dequantize_op(nb::handle v_obj, nb::handle s_obj, float gs, nb:
   {
     nb::gil_scoped_release nogil;
     switch (ot) {
-      case elem::f16: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<half_t>()); break;
-      case elem::bf16: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<bfloat16_t>()); break;
-      default: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<float>()); break;
+      case elem::f16:
+        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<half_t>());
+        break;
+      case elem::bf16:
+        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<bfloat16_t>());
+        break;
+      default:
+        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<float>());
+        break;
     }
   }
   return out.release(v.from);
@@ -175,26 +181,30 @@ void bind_fp4(nb::module_& m) {
   qtl::for_each_type<qtl::block_formats>([&]<class F>() {
     std::string const name(qtl::name_of<F>);
     if constexpr (F::has_global_scale) {
-      m.def((name + "_quantize").c_str(), &quantize<F>, nb::arg("input"), nb::arg("global_scale").none() = nb::none(),
-            nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
-      m.def((name + "_dequantize").c_str(),
-            [](nb::handle v, nb::handle s, nb::handle gs, bool swizzle, nb::handle dt) {
-              return dequantize<F>(v, s, scalar_float(gs, "global_scale"), swizzle, dt);
-            },
-            nb::arg("values"), nb::arg("scales"), nb::arg("global_scale"), nb::kw_only(), nb::arg("swizzle") = true,
-            nb::arg("dtype").none() = nb::none());
+      m.def((name + "_quantize").c_str(), &quantize<F>, nb::arg("input"),
+            nb::arg("global_scale").none() = nb::none(), nb::kw_only(), nb::arg("swizzle") = true,
+            nb::arg("threads").none() = nb::none());
+      m.def(
+          (name + "_dequantize").c_str(),
+          [](nb::handle v, nb::handle s, nb::handle gs, bool swizzle, nb::handle dt) {
+            return dequantize<F>(v, s, scalar_float(gs, "global_scale"), swizzle, dt);
+          },
+          nb::arg("values"), nb::arg("scales"), nb::arg("global_scale"), nb::kw_only(), nb::arg("swizzle") = true,
+          nb::arg("dtype").none() = nb::none());
     } else {
-      m.def((name + "_quantize").c_str(),
-            [](nb::handle in, bool swizzle, std::optional<int> threads) {
-              return quantize<F>(in, std::nullopt, swizzle, threads);
-            },
-            nb::arg("input"), nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
-      m.def((name + "_dequantize").c_str(),
-            [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
-              return dequantize<F>(v, s, 1.0f, swizzle, dt);
-            },
-            nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
-            nb::arg("dtype").none() = nb::none());
+      m.def(
+          (name + "_quantize").c_str(),
+          [](nb::handle in, bool swizzle, std::optional<int> threads) {
+            return quantize<F>(in, std::nullopt, swizzle, threads);
+          },
+          nb::arg("input"), nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
+      m.def(
+          (name + "_dequantize").c_str(),
+          [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
+            return dequantize<F>(v, s, 1.0f, swizzle, dt);
+          },
+          nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
+          nb::arg("dtype").none() = nb::none());
     }
   });
   m.def("prepare_static_weights_for_trtllm_fp4_moe", &prepare_trtllm, nb::arg("gemm1_weights"),

@@ -66,40 +66,29 @@ view<T, 3> batched(view<T, R> v) {
   }
 }
 
-nb::object swizzle_blockscale(nb::handle s_obj) {
+/// swizzle_blockscale (`swizzle`: to the padded 128x4 layout) or unswizzle_blockscale (back to
+/// [.., rows, cols]) of byte scales.
+nb::object blockscale(bool swizzle, nb::handle s_obj, index_t rows = 0, index_t cols = 0) {
   array_in s = take(s_obj, "scale", true);
   s.check_type({elem::u8, elem::fp8_e4m3});
   return with_rank<2>(s, [&]<int R>() -> nb::object {
     auto shape = s.extents();
-    shape[R - 2] = qtl::layout_128x4::pad_rows(shape[R - 2]);
-    shape[R - 1] = qtl::layout_128x4::pad_cols(shape[R - 1]);
+    shape[R - 2] = swizzle ? qtl::layout_128x4::pad_rows(shape[R - 2]) : rows;
+    shape[R - 1] = swizzle ? qtl::layout_128x4::pad_cols(shape[R - 1]) : cols;
     array_out out(s.type, shape, s);
     auto const iv = s.as_view<std::uint8_t const, R>();
     auto const ov = out_view<std::uint8_t, R>(out, shape);
-    run_on(
-        s, "qtl.swizzle_blockscale", [&] { qtl::swizzle_blockscale(iv, ov); },
-        [&](device::backend const& t, device::stream_t st) {
-          return t.blockscale(true, batched(iv), batched(ov), st);
-        });
-    return out.release(s.from);
-  });
-}
-
-nb::object unswizzle_blockscale(nb::handle s_obj, index_t rows, index_t cols) {
-  array_in s = take(s_obj, "scale", true);
-  s.check_type({elem::u8, elem::fp8_e4m3});
-  return with_rank<2>(s, [&]<int R>() -> nb::object {
-    auto shape = s.extents();
-    shape[R - 2] = rows;
-    shape[R - 1] = cols;
-    array_out out(s.type, shape, s);
-    auto const iv = s.as_view<std::uint8_t const, R>();
-    auto const ov = out_view<std::uint8_t, R>(out, shape);
-    run_on(
-        s, "qtl.unswizzle_blockscale", [&] { qtl::unswizzle_blockscale(iv, ov); },
-        [&](device::backend const& t, device::stream_t st) {
-          return t.blockscale(false, batched(iv), batched(ov), st);
-        });
+    auto const host = [&] {
+      if (swizzle) {
+        qtl::swizzle_blockscale(iv, ov);
+      } else {
+        qtl::unswizzle_blockscale(iv, ov);
+      }
+    };
+    run_on(s, swizzle ? "qtl.swizzle_blockscale" : "qtl.unswizzle_blockscale", host,
+           [&](device::backend const& t, device::stream_t st) {
+             return t.blockscale(swizzle, batched(iv), batched(ov), st);
+           });
     return out.release(s.from);
   });
 }
@@ -161,8 +150,11 @@ nb::object reorder_w1w3_to_w3w1(nb::handle w_obj, nb::handle s_obj, int dim) {
 }  // namespace
 
 void bind_layout(nb::module_& m) {
-  m.def("swizzle_blockscale", &swizzle_blockscale, nb::arg("scale"));
-  m.def("unswizzle_blockscale", &unswizzle_blockscale, nb::arg("scale"), nb::arg("rows"), nb::arg("cols"));
+  m.def(
+      "swizzle_blockscale", [](nb::handle s) { return blockscale(true, s); }, nb::arg("scale"));
+  m.def(
+      "unswizzle_blockscale", [](nb::handle s, index_t rows, index_t cols) { return blockscale(false, s, rows, cols); },
+      nb::arg("scale"), nb::arg("rows"), nb::arg("cols"));
   m.def("swap_w13_to_w31", &swap_w13_to_w31, nb::arg("x"));
   m.def("reorder_w1w3_to_w3w1", &reorder_w1w3_to_w3w1, nb::arg("weight"), nb::arg("scale"), nb::arg("dim") = -2);
 }

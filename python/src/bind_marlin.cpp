@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <cstring>
 #include <vector>
-
 #include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
 #include <qtl/marlin_fp.hpp>
@@ -265,9 +264,15 @@ nb::object zero_points(zp_kind k, nb::handle z_obj, index_t size_k, index_t size
     {
       nb::gil_scoped_release nogil;
       switch (k) {
-        case zp_kind::codes: r = qtl::marlin::zero_points<Bits, A>(zv); break;
-        case zp_kind::awq: r = qtl::marlin::awq_zero_points<Bits, A>(zv); break;
-        case zp_kind::inverse: r = qtl::marlin::unzero_points<Bits, A>(zv); break;
+        case zp_kind::codes:
+          r = qtl::marlin::zero_points<Bits, A>(zv);
+          break;
+        case zp_kind::awq:
+          r = qtl::marlin::awq_zero_points<Bits, A>(zv);
+          break;
+        case zp_kind::inverse:
+          r = qtl::marlin::unzero_points<Bits, A>(zv);
+          break;
       }
     }
     return to_array(r, z.from);

@@ -17,14 +17,14 @@
 // Without test_perm, a permutation comes from qtl::random_permutation(seed), seed= keyword (None:
 // drawn from std::random_device), where the reference calls torch.randperm.
 
-#include <nanobind/stl/optional.h>
-
 #include <random>
+
+#include <nanobind/stl/optional.h>
 
 #include <qtl/ct_fp4.hpp>
 #include <qtl/ct_quantize.hpp>
-#include <qtl/dispatch.hpp>
 #include <qtl/fp8.hpp>
+#include <qtl/dispatch.hpp>
 #include <qtl/group_size.hpp>
 #include <qtl/parallel.hpp>
 #include <qtl/quantize.hpp>
@@ -90,20 +90,10 @@ nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::option
     array_out w_q(elem::i32, {k, n}, w);
     // the device kernels' arguments: the same outputs, whole
     auto const call = [&](array_out const& w_ref, array_out const* w_s, array_out const* w_zp, index_t g) {
-      return device::quantize_call{q,
-                                   elem_of<T>() == elem::f16    ? device::float_type::f16
-                                   : elem_of<T>() == elem::bf16 ? device::float_type::bf16
-                                                                : device::float_type::f32,
-                                   w.nd.data(),
-                                   k,
-                                   n,
-                                   group_size,
-                                   g,
-                                   w_ref.data<void>(),
-                                   w_q.data<std::int32_t>(),
+      return device::quantize_call{q, device::float_type_of<T>(), w.nd.data(), k, n, group_size, g,
+                                   w_ref.data<void>(), w_q.data<std::int32_t>(),
                                    w_s != nullptr ? w_s->data<void>() : nullptr,
-                                   w_zp != nullptr ? w_zp->data<std::int32_t>() : nullptr,
-                                   opt};
+                                   w_zp != nullptr ? w_zp->data<std::int32_t>() : nullptr, opt};
     };
     if (!group_size) {
       array_out w_ref(elem::f32, {k, n}, w);
@@ -220,8 +210,8 @@ nb::object permute_rows(nb::handle q_obj, nb::handle r_obj, index_t group_size, 
     {
       nb::gil_scoped_release nogil;
       qtl::permute_rows(q_w.v2<std::int32_t const>(), w_ref.v2<T const>(), group_size, pv,
-                        qtl::permute_rows_outputs<T>{r_out.v2<T>(), q_out.v2<std::int32_t>(), g_idx.v1<std::int32_t>(),
-                                                     rand_perm.v1<std::int64_t>()});
+                        qtl::permute_rows_outputs<T>{r_out.v2<T>(), q_out.v2<std::int32_t>(),
+                                                     g_idx.v1<std::int32_t>(), rand_perm.v1<std::int64_t>()});
     }
     return nb::make_tuple(r_out.release(w_ref.from), q_out.release(w_ref.from), g_idx.release(w_ref.from),
                           rand_perm.release(w_ref.from));
@@ -242,9 +232,9 @@ nb::object sort_weights(nb::handle q_obj, nb::handle g_obj) {
   array_out order(elem::i32, {k});
   {
     nb::gil_scoped_release nogil;
-    qtl::sort_weights(
-        q_w.v2<std::int32_t const>(), g_idx.v1<std::int32_t const>(),
-        qtl::sort_weights_outputs{q_out.v2<std::int32_t>(), g_out.v1<std::int32_t>(), order.v1<std::int32_t>()});
+    qtl::sort_weights(q_w.v2<std::int32_t const>(), g_idx.v1<std::int32_t const>(),
+                      qtl::sort_weights_outputs{q_out.v2<std::int32_t>(), g_out.v1<std::int32_t>(),
+                                                order.v1<std::int32_t>()});
   }
   return nb::make_tuple(q_out.release(q_w.from), g_out.release(q_w.from), order.release(q_w.from));
 }
@@ -307,11 +297,12 @@ nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, 
       qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
         qtl::ct_pack_options o = opt;
         o.first_row = lo;
-        qtl::ct_pack_quantize(
-            row_slice(wv, lo, hi),
-            qtl::ct_pack_outputs<T>{row_slice(packed.v2<std::int32_t>(), lo, hi), row_slice(scales.v2<T>(), lo, hi),
-                                    symmetric ? zp.v2<std::int32_t>() : row_slice(zp.v2<std::int32_t>(), lo, hi)},
-            o);
+        qtl::ct_pack_quantize(row_slice(wv, lo, hi),
+                              qtl::ct_pack_outputs<T>{row_slice(packed.v2<std::int32_t>(), lo, hi),
+                                                      row_slice(scales.v2<T>(), lo, hi),
+                                                      symmetric ? zp.v2<std::int32_t>()
+                                                                : row_slice(zp.v2<std::int32_t>(), lo, hi)},
+                              o);
       });
     }
     nb::object z = symmetric ? nb::none() : zp.release(w.from);

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <type_traits>
 
 #include <qtl/element/quantize.hpp>
 #include <qtl/numeric.hpp>
@@ -30,6 +31,14 @@ enum class pack_op : std::uint8_t { pack_cols, pack_rows, unpack_cols, unpack_ro
 
 /// A float weight's element type.
 enum class float_type : std::uint8_t { f32, f16, bf16 };
+
+/// The float_type of float, half_t or bfloat16_t.
+template <class T>
+constexpr float_type float_type_of() {
+  return std::is_same_v<T, half_t>       ? float_type::f16
+         : std::is_same_v<T, bfloat16_t> ? float_type::bf16
+                                         : float_type::f32;
+}
 
 /// The arguments of quantize_weights on the device (all C-contiguous device memory): w (k, n) of
 /// `type`; w_ref (k, n) and w_s (groups, n) of `type` (w_ref float32 when ungrouped: no

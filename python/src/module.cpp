@@ -39,8 +39,7 @@ void bind_scalar_types(nb::module_& m) {
           [](std::uint64_t id) {
             auto t = scalar_type::from_id(id);
             if (!t) {
-              throw qtl::value_error("qtl.ScalarType.from_id: " + std::to_string(id) +
-                                     " is not the id of a named type");
+              throw qtl::value_error("qtl.ScalarType.from_id: " + std::to_string(id) + " is not the id of a named type");
             }
             return *t;
           },
