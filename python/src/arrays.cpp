@@ -317,6 +317,12 @@ void check_same_place(std::string_view op, array_in const& a, array_in const& b)
   }
 }
 
+void check_scalar_place(std::string_view op, array_in const& a, array_in const& scalar) {
+  if (scalar.ndim() > 0 || scalar.on_device()) {
+    check_same_place(op, a, scalar);
+  }
+}
+
 array_in take(nb::handle obj, char const* name, bool device_ok) {
   array_in a;
   a.name = name;

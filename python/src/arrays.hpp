@@ -120,6 +120,10 @@ array_in take(nb::handle obj, char const* name, bool device_ok = false);
 /// device): "<op>: w is on cuda:0 but g_idx on the host; pass every array on one device".
 void check_same_place(std::string_view op, array_in const& a, array_in const& b);
 
+/// As check_same_place for a scale beside `a`, except that a 0-dim host scalar goes with a device
+/// array (as in torch).
+void check_scalar_place(std::string_view op, array_in const& a, array_in const& scalar);
+
 /// The stream device arrays are exported on and kernels run on, as a DLPack stream value (1: the
 /// legacy default stream), or none (the producer's: torch's current stream, else the legacy default).
 std::optional<std::uintptr_t> set_cuda_stream(std::optional<std::uintptr_t> stream);

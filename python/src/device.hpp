@@ -57,6 +57,9 @@ struct quantize_call {
   quantize_options opt;
 };
 
+/// scaled_fp8_quant's three modes.
+enum class fp8_mode : std::uint8_t { static_scale, dynamic, per_token };
+
 /// The runtime calls and the kernel launchers of one build, one entry per op family.
 struct backend {
   char const* name;  ///< "cuda" or "cuda-sim"
@@ -67,6 +70,8 @@ struct backend {
   void (*free)(void* p);
   /// Device-to-host copy ordered on `stream`, then a wait for it (for scalar arguments).
   int (*copy_to_host)(void* dst, void const* src, std::size_t bytes, stream_t stream);
+  /// Host-to-device copy ordered on `stream` (the source may be reused on return).
+  int (*copy_to_device)(void* dst, void const* src, std::size_t bytes, stream_t stream);
   char const* (*error_string)(int err);
 
   /// qtl::cuda::pack_cols / pack_rows / unpack_cols / unpack_rows / awq_pack<bits>.
@@ -86,6 +91,11 @@ struct backend {
   /// qtl::cuda::marlin::repack_gptq<bits, a8> (with `perm`, device int32 [K], or null) or repack_awq.
   int (*marlin_repack)(bool awq, int bits, bool a8, view2d<std::int32_t const> w, std::int32_t const* perm,
                        view2d<std::int32_t> out, stream_t stream);
+
+  /// qtl::cuda::scaled_fp8_quant_static (`scale` holds the scale), _dynamic (`scale` gets it) or
+  /// _per_token (`scale` gets out's rows of scales): `in` (m, n) of `type`, `out` (rows >= m, n).
+  int (*scaled_fp8_quant)(fp8_mode mode, float_type type, void const* in, index_t m, index_t n, float8_e4m3fn_t* out,
+                          index_t rows, float* scale, stream_t stream);
 
   /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
   /// elsewhere.

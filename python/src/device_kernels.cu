@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <qtl/cuda/blockscale.cuh>
+#include <qtl/cuda/fp8.cuh>
 #include <qtl/cuda/marlin.cuh>
 #include <qtl/cuda/pack.cuh>
 #include <qtl/cuda/pack_nd.cuh>
@@ -45,6 +46,10 @@ int copy_to_host(void* dst, void const* src, std::size_t bytes, stream_t s) {
     e = cudaStreamSynchronize(stream);
   }
   return static_cast<int>(e);
+}
+
+int copy_to_device(void* dst, void const* src, std::size_t bytes, stream_t s) {
+  return static_cast<int>(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(s)));
 }
 
 char const* error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
@@ -132,6 +137,28 @@ int marlin_repack(bool awq, int bits, bool a8, view2d<std::int32_t const> w, std
   }));
 }
 
+template <class T>
+cudaError_t fp8_typed(fp8_mode mode, void const* in, index_t m, index_t n, float8_e4m3fn_t* out, index_t rows,
+                      float* scale, cudaStream_t stream) {
+  auto const iv = make_view(static_cast<T const*>(in), m, n);
+  auto const ov = make_view(out, rows, n);
+  switch (mode) {
+    case fp8_mode::static_scale: return qtl::cuda::scaled_fp8_quant_static(iv, scale, ov, {}, stream);
+    case fp8_mode::dynamic: return qtl::cuda::scaled_fp8_quant_dynamic(iv, ov, scale, {}, stream);
+    default: return qtl::cuda::scaled_fp8_quant_per_token(iv, ov, scale, {}, stream);
+  }
+}
+
+int scaled_fp8_quant(fp8_mode mode, float_type type, void const* in, index_t m, index_t n, float8_e4m3fn_t* out,
+                     index_t rows, float* scale, stream_t s) {
+  auto const stream = as_stream(s);
+  switch (type) {
+    case float_type::f16: return static_cast<int>(fp8_typed<half_t>(mode, in, m, n, out, rows, scale, stream));
+    case float_type::bf16: return static_cast<int>(fp8_typed<bfloat16_t>(mode, in, m, n, out, rows, scale, stream));
+    default: return static_cast<int>(fp8_typed<float>(mode, in, m, n, out, rows, scale, stream));
+  }
+}
+
 }  // namespace
 
 backend const* get() {
@@ -145,6 +172,7 @@ backend const* get() {
       .malloc = &device_malloc,
       .free = &device_free,
       .copy_to_host = &copy_to_host,
+      .copy_to_device = &copy_to_device,
       .error_string = &error_string,
       .pack = &pack,
       .pack_dim = &pack_dim,
@@ -152,6 +180,7 @@ backend const* get() {
       .per_tensor_dequantize = &per_tensor_dequantize,
       .quantize_weights = &quantize_weights,
       .marlin_repack = &marlin_repack,
+      .scaled_fp8_quant = &scaled_fp8_quant,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,
 #else

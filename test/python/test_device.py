@@ -204,6 +204,26 @@ def test_per_tensor_dequantize_on_device_equals_host(inv_scale):
 
 
 @needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("mode", ["static", "static_device_scale", "dynamic", "per_token"])
+@pytest.mark.parametrize("padding", [None, 40])
+def test_scaled_fp8_quant_on_device_equals_host(dtype, mode, padding):
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    x = (rng.standard_normal((33, 48)) * 50).astype(dt)
+    x[0, :4] = 0
+    scale = {"static": 0.37, "static_device_scale": np.array([0.37], dtype=np.float32)}.get(mode)
+    per_token = mode == "per_token"
+    host = qtl.scaled_fp8_quant(x, scale, num_token_padding=padding, use_per_token_if_dynamic=per_token)
+    dx = sim.from_host(x.view(np.uint16), bfloat16=True) if dtype == "bfloat16" else Producer(x)
+    ds = Producer(scale) if isinstance(scale, np.ndarray) else scale
+    dev = qtl.scaled_fp8_quant(dx, ds, num_token_padding=padding, use_per_token_if_dynamic=per_token)
+    assert_same(sim.to_host(dev[0]), host[0])
+    assert_same(sim.to_host(dev[1]), host[1])
+
+
+@needs_sim
 def test_mixed_host_and_device_arrays_are_refused():
     codes = rng.integers(0, 0x70, size=(8, 8), dtype=np.uint8)
     one = np.array([0.5], dtype=np.float32)
@@ -212,9 +232,14 @@ def test_mixed_host_and_device_arrays_are_refused():
         qtl.per_tensor_dequantize(Producer(codes), one)
     with pytest.raises(qtl.InvalidValueError, match=r"tensor is on the host but inv_scale on cuda:0"):
         qtl.per_tensor_dequantize(codes, Producer(one))
+    with pytest.raises(qtl.InvalidValueError, match=r"scaled_fp8_quant: input is on cuda:0 but scale on the host"):
+        qtl.scaled_fp8_quant(Producer(codes.astype(np.float32)), one)
     # a 0-dim host scalar goes with a device tensor, as in torch
     out = qtl.per_tensor_dequantize(Producer(codes), np.array(0.5, dtype=np.float32))
     assert_same(sim.to_host(out), qtl.per_tensor_dequantize(codes, 0.5))
+    x = codes.astype(np.float32)
+    q, s = qtl.scaled_fp8_quant(Producer(x), np.array(0.5, dtype=np.float32))
+    assert_same(sim.to_host(q), qtl.scaled_fp8_quant(x, 0.5)[0])
 
 
 # --- Marlin repack --------------------------------------------------------------------------------
