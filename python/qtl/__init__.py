@@ -5,6 +5,10 @@ arrays; torch tensors in, torch tensors out).
     import qtl
     w_ref, w_q, w_s, w_zp = qtl.quantize_weights(w, qtl.scalar_types.uint4b8, 128)
 
+CUDA arrays (torch CUDA tensors, CuPy, any DLPack producer on a CUDA device) run on the device in
+the CUDA build (``qtl.cuda_available()``), on the caller's stream; docs/python.md lists which
+functions have a device path.
+
 Errors are ``qtl.Error`` (a ``ValueError``) and its subclasses, mirroring ``qtl::error``;
 ``qtl.DTypeError`` is also a ``TypeError``.
 """
