@@ -2,8 +2,12 @@
 # The Python package's CI tier: a virtualenv (.venv-python, created once, pinned, reused),
 # `pip install .` of this tree into it (meson-python; the build folder build-python is kept between
 # runs so that an unchanged tree recompiles nothing), the import check of the README, then the
-# numpy + pytest tier test/python/ (golden cases, errors, zero-copy). The torch tier
-# (test/python/torch/) is scripts/python-heavy.sh's.
+# numpy + pytest tier test/python/ (golden cases, errors, zero-copy), then the device tier
+# (test/python/test_device.py) against the test build of the extension on the simulated CUDA device
+# (-Dpython_sim=true: python/sim/, not installed; only its device table and the simulator are
+# compiled on top of the installed build's objects). The installed build here is the host-only one
+# (-Dcuda=disabled: nvcc would add its compile to every run; docs/python.md gives the CUDA build's
+# figures). The torch tier (test/python/torch/) is scripts/python-heavy.sh's.
 #
 #   scripts/python-ci.sh [pytest args...]     exit status: pytest's (1 for a failed install or import)
 # Prints "python-ci: N passed, N failed, N skipped" last.
@@ -25,7 +29,8 @@ ext=$("$VENV/bin/python" -c 'import sysconfig; print(sysconfig.get_config_var("E
 # --no-build-isolation: the build uses the venv's pinned meson-python/nanobind (no download per
 # run) and keeps build-python, so a rerun only relinks what changed.
 if ! "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
-    -Cbuild-dir=build-python "-Ccompile-args=python/_qtl$ext" . ; then
+    -Cbuild-dir=build-python -Csetup-args=-Dcuda=disabled -Csetup-args=-Dpython_sim=true \
+    "-Ccompile-args=python/_qtl$ext" "-Ccompile-args=python/sim/_qtl$ext" . ; then
   echo "python-ci: 0 passed, 1 failed, 0 skipped (pip install . failed)"
   exit 1
 fi
@@ -35,15 +40,33 @@ if ! (cd / && "$VENV/bin/python" -c "import qtl; print(qtl.scalar_types.uint4b8.
   echo "python-ci: 0 passed, 1 failed, 0 skipped (import qtl failed)"
   exit 1
 fi
-set +e
-out=$(cd test/python && "$VENV/bin/python" -m pytest -q -p no:cacheprovider --rootdir=. . "$@" 2>&1)
-rc=$?
-set -e
-echo "$out" | tail -25
-passed=$(echo "$out" | grep -oE '[0-9]+ passed' | tail -1 | grep -oE '[0-9]+' || echo 0)
-failed=0
-for n in $(echo "$out" | tail -1 | grep -oE '[0-9]+ (failed|errors?)' | grep -oE '[0-9]+'); do failed=$((failed + n)); done
-skipped=$(echo "$out" | tail -1 | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
-if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then failed=1; fi
-echo "python-ci: ${passed:-0} passed, ${failed} failed, ${skipped:-0} skipped"
+passed=0 failed=0 skipped=0 rc=0
+# run_tier LABEL [env...] -- pytest args: one pytest run, its counts added to the totals
+run_tier() {
+  local label=$1 out trc p f=0 s
+  shift
+  set +e
+  out=$(cd test/python && env "$@" 2>&1)
+  trc=$?
+  set -e
+  echo "$out" | tail -25
+  p=$(echo "$out" | tail -1 | grep -oE '[0-9]+ passed' | grep -oE '[0-9]+' || echo 0)
+  for n in $(echo "$out" | tail -1 | grep -oE '[0-9]+ (failed|errors?)' | grep -oE '[0-9]+'); do f=$((f + n)); done
+  s=$(echo "$out" | tail -1 | grep -oE '[0-9]+ skipped' | grep -oE '[0-9]+' || echo 0)
+  if [ "$trc" -ne 0 ] && [ "$f" -eq 0 ]; then f=1; fi
+  echo "python-ci: $label: ${p:-0} passed, $f failed, ${s:-0} skipped"
+  passed=$((passed + ${p:-0})) failed=$((failed + f)) skipped=$((skipped + ${s:-0}))
+  if [ "$trc" -ne 0 ]; then rc=$trc; fi
+}
+run_tier "installed package" "$VENV/bin/python" -m pytest -q -p no:cacheprovider --rootdir=. . "$@"
+# The device tier: the test build's extension beside the package's Python files.
+start=$SECONDS
+sim_pkg=build-python/sim-package/qtl
+rm -rf "$sim_pkg" && mkdir -p "$sim_pkg"
+cp python/qtl/*.py python/qtl/*.pyi "$sim_pkg/"
+cp "build-python/python/sim/_qtl$ext" "$sim_pkg/"
+run_tier "device tier (simulated device)" PYTHONPATH="$PWD/build-python/sim-package" \
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider --rootdir=. test_device.py "$@"
+echo "python-ci: the device tier ran in $((SECONDS - start)) s"
+echo "python-ci: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit $rc

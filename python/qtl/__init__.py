@@ -5,11 +5,17 @@ arrays; torch tensors in, torch tensors out).
     import qtl
     w_ref, w_q, w_s, w_zp = qtl.quantize_weights(w, qtl.scalar_types.uint4b8, 128)
 
+CUDA arrays (torch CUDA tensors, CuPy, any DLPack producer on a CUDA device) run on the device in
+the CUDA build (``qtl.cuda_available()``), on the caller's stream; docs/python.md lists which
+functions have a device path.
+
 Errors are ``qtl.Error`` (a ``ValueError``) and its subclasses, mirroring ``qtl::error``;
 ``qtl.DTypeError`` is also a ``TypeError``.
 """
 
 from types import SimpleNamespace as _Namespace
+
+from . import _qtl
 
 from ._qtl import (  # noqa: F401
     ConfigError,
@@ -104,6 +110,8 @@ try:  # only where the build had the tool's command library (nlohmann-json)
 except ImportError:
     pass
 from ._qtl import _named_scalar_types, _noop  # noqa: F401  (_noop: the benchmark's call baseline)
+# CUDA arrays (DLPack on a CUDA device): the CUDA build runs the ops with kernels on the device.
+from ._qtl import DeviceArray, cuda_available  # noqa: F401
 
 
 
@@ -141,6 +149,34 @@ def replace_parameter(mod, name, new):
         if not isinstance(new, torch.nn.Parameter):
             new = torch.nn.Parameter(new, requires_grad=False)
         mod.register_parameter(name, torch.nn.Parameter(new, requires_grad=False))
+
+
+class cuda_stream:
+    """``with qtl.cuda_stream(s):`` runs the ops on CUDA arrays on stream ``s`` in this thread: a
+    ``torch.cuda.Stream`` or ``cupy.cuda.Stream`` (by ``cuda_stream`` / ``ptr``), or a raw
+    ``cudaStream_t`` as an int (DLPack's: 1 is the legacy default stream); the arrays are exported
+    to it (``__dlpack__(stream=...)``), so their producer orders its work before. Outside, torch
+    tensors run on torch's current stream and other producers' arrays on the legacy default
+    stream. Outputs of torch tensors come from torch's allocator, on torch's current stream."""
+
+    def __init__(self, stream):
+        for attr in ("cuda_stream", "ptr"):
+            if hasattr(stream, attr):
+                stream = getattr(stream, attr)
+                break
+        if not isinstance(stream, int) or stream < 0:
+            raise DTypeError(f"qtl.cuda_stream: expected a CUDA stream or its handle (an int >= 0), got "
+                             f"{type(stream).__name__}")
+        self._stream = stream
+        self._previous = None
+
+    def __enter__(self):
+        self._previous = _qtl._set_cuda_stream(self._stream)
+        return self
+
+    def __exit__(self, *exc):
+        _qtl._set_cuda_stream(self._previous)
+        return False
 
 
 #: The 16 named scalar types (vLLM's ``scalar_types``) plus the aliases ``bfloat16``, ``float16``.

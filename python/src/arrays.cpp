@@ -8,6 +8,8 @@
 
 #include <sys/mman.h>
 
+#include <nanobind/stl/string.h>
+
 // numpy's C API, for numpy outputs (nanobind's export goes through Python calls: ~1.5 µs a call,
 // docs/performance.md); imported on the first numpy output, nanobind's export where it fails.
 #define PY_ARRAY_UNIQUE_SYMBOL qtl_py_numpy_api
@@ -241,7 +243,87 @@ void array_in::check_writable() const {
   }
 }
 
-array_in take(nb::handle obj, char const* name) {
+namespace {
+
+thread_local std::optional<std::uintptr_t> stream_override;
+
+/// The device part of take(): checks where the array is, picks the stream and has the producer
+/// order the array's memory before it (`__dlpack__(stream=...)`, DLPack's protocol).
+void take_device(array_in& a, bool device_ok) {
+  std::string const name = a.name;
+  if (a.nd.device_type() != nb::device::cuda::value) {
+    throw qtl::unsupported_error(name + ": is on DLPack device type " + std::to_string(a.nd.device_type()) +
+                                 "; qtl takes CPU and CUDA arrays");
+  }
+  device::backend const* table = device::get();
+  if (table == nullptr) {
+    throw qtl::unsupported_error(name +
+                                 ": is a CUDA array, and this build of qtl is host-only "
+                                 "(qtl.cuda_available() is False); install the CUDA build with the CUDA "
+                                 "Toolkit's nvcc on PATH: `pip install .` (QTL_CUDA_ARCHS=9.0,10.0 for "
+                                 "other GPUs), or pass a CPU array");
+  }
+  if (!device_ok) {
+    throw qtl::unsupported_error(name +
+                                 ": is a CUDA array, and this function runs on host arrays only "
+                                 "(docs/python.md lists those with a device path); pass a CPU array");
+  }
+  a.device = static_cast<int>(a.nd.device_id());
+  int current = -1;
+  if (int const err = table->current_device(&current); err != 0) {
+    throw qtl::unsupported_error(
+        name + ": is a CUDA array, but the CUDA runtime has no usable device: " + table->error_string(err));
+  }
+  if (a.device != current) {
+    throw qtl::value_error(name + ": is on cuda:" + std::to_string(a.device) + " but the current device is cuda:" +
+                           std::to_string(current) + "; call under torch.cuda.device(" + std::to_string(a.device) +
+                           ") (or cupy.cuda.Device(...)), or move the array");
+  }
+  a.check_contiguous();
+  std::uintptr_t dl_stream = 1;  // DLPack's legacy default stream
+  bool reexport = true;
+  if (stream_override) {
+    dl_stream = *stream_override;
+  } else if (a.from == kind::torch) {
+    // torch's current stream: its tensors are ordered on it already, so no new export is needed
+    nb::object s = torch_attr("cuda").attr("current_stream")(a.device);
+    dl_stream = nb::cast<std::uintptr_t>(s.attr("cuda_stream"));
+    reexport = false;
+  }
+  if (reexport) {
+    nb::object capsule = a.src.attr("__dlpack__")(nb::arg("stream") = dl_stream == 0 ? 1 : dl_stream);
+    if (!nb::try_cast(capsule, a.nd, false)) {
+      throw dtype_error(name + ": its __dlpack__(stream=...) did not return a DLPack capsule");
+    }
+  }
+  // DLPack's 1 and 0 are the legacy default stream (the null handle); 2 is cudaStreamPerThread.
+  a.stream = dl_stream <= 1 ? nullptr : reinterpret_cast<device::stream_t>(dl_stream);
+}
+
+std::string place_name(array_in const& a) {
+  return a.on_device() ? "cuda:" + std::to_string(a.device) : std::string("the host");
+}
+
+}  // namespace
+
+std::optional<std::uintptr_t> set_cuda_stream(std::optional<std::uintptr_t> stream) {
+  return std::exchange(stream_override, stream);
+}
+
+void check_same_place(std::string_view op, array_in const& a, array_in const& b) {
+  if (a.device != b.device) {
+    throw qtl::value_error(std::string(op) + ": " + a.name + " is on " + place_name(a) + " but " + b.name + " on " +
+                           place_name(b) + "; pass every array on one device");
+  }
+}
+
+void check_scalar_place(std::string_view op, array_in const& a, array_in const& scalar) {
+  if (scalar.ndim() > 0 || scalar.on_device()) {
+    check_same_place(op, a, scalar);
+  }
+}
+
+array_in take(nb::handle obj, char const* name, bool device_ok) {
   array_in a;
   a.name = name;
   a.from = is_torch(obj) ? kind::torch : kind::numpy;
@@ -272,13 +354,11 @@ array_in take(nb::handle obj, char const* name) {
                         "supported dtype, got " + type_name_of(obj) + (dn.empty() ? "" : " of dtype " + dn));
     }
   }
-  if (a.nd.device_type() != nb::device::cpu::value) {
-    throw qtl::unsupported_error(std::string(name) + ": is a device array (DLPack device type " +
-                                 std::to_string(a.nd.device_type()) +
-                                 "); device arrays are not supported in this build of qtl (CPU only)");
-  }
   a.type = forced != elem::other ? forced : classify(a.nd.dtype());
   a.src = std::move(o);
+  if (a.nd.device_type() != nb::device::cpu::value) {
+    take_device(a, device_ok);
+  }
   return a;
 }
 
@@ -371,22 +451,61 @@ struct huge_buffer {
 
 }  // namespace
 
-array_out::array_out(elem type, std::vector<index_t> shape) : type_(type), shape_(std::move(shape)) {
-  std::size_t n = elem_size(type_);
-  for (index_t e : shape_) {
+namespace {
+std::size_t checked_bytes(elem type, std::vector<index_t> const& shape) {
+  std::size_t n = elem_size(type);
+  for (index_t e : shape) {
     if (e < 0) {
       throw qtl::shape_error("qtl: negative output extent " + std::to_string(e));
     }
     n *= static_cast<std::size_t>(e);
   }
-  data_ = allocate(n);
+  return n;
+}
+}  // namespace
+
+array_out::array_out(elem type, std::vector<index_t> shape) : type_(type), shape_(std::move(shape)) {
+  data_ = allocate(checked_bytes(type_, shape_));
 }
 
-array_out::array_out(array_out&& o) noexcept : type_(o.type_), shape_(std::move(o.shape_)), data_(o.data_) {
+array_out::array_out(elem type, std::vector<index_t> shape, array_in const& like)
+    : type_(type), shape_(std::move(shape)) {
+  if (!like.on_device()) {
+    data_ = allocate(checked_bytes(type_, shape_));
+    return;
+  }
+  std::size_t const n = checked_bytes(type_, shape_);
+  device_ = like.device;
+  if (like.from == kind::torch) {
+    // torch's caching allocator, on the tensor's device and torch's current stream
+    nb::object dt = torch_attr(type_ == elem::fp8_e4m3 ? "float8_e4m3fn" : elem_name(type_));
+    nb::list dims;
+    for (index_t e : shape_) {
+      dims.append(e);
+    }
+    tensor_ = torch_attr("empty")(nb::tuple(dims), nb::arg("dtype") = dt, nb::arg("device") = like.src.attr("device"));
+    data_ = reinterpret_cast<void*>(nb::cast<std::uintptr_t>(tensor_.attr("data_ptr")()));
+    return;
+  }
+  device::backend const& table = *device::get();
+  if (int const err = table.malloc(&data_, n); err != 0) {
+    data_ = nullptr;
+    throw qtl::error("qtl: cudaMalloc of " + std::to_string(n) + " bytes failed: " + table.error_string(err));
+  }
+}
+
+array_out::array_out(array_out&& o) noexcept
+    : type_(o.type_), shape_(std::move(o.shape_)), data_(o.data_), device_(o.device_), tensor_(std::move(o.tensor_)) {
   o.data_ = nullptr;
 }
 
 array_out::~array_out() {
+  if (device_ >= 0) {
+    if (data_ != nullptr && !tensor_.is_valid()) {
+      device::get()->free(data_);
+    }
+    return;
+  }
   if (data_ != nullptr) {
     if (bytes() >= huge_from) {
       cache().give(data_, rounded_size(bytes()));
@@ -419,6 +538,9 @@ index_t array_out::size() const {
 }
 
 nb::object array_out::release(kind k) {
+  if (device_ >= 0) {
+    return release_device();
+  }
   nb::capsule owner;
   if (bytes() >= huge_from) {
     auto* hb = new huge_buffer{data_, rounded_size(bytes())};
@@ -477,17 +599,63 @@ nb::object array_out::release(kind k) {
   return out;
 }
 
+nb::object array_out::release_device() {
+  if (tensor_.is_valid()) {
+    data_ = nullptr;
+    return std::move(tensor_);
+  }
+  void* p = std::exchange(data_, nullptr);
+  nb::capsule owner(p, [](void* q) noexcept { device::get()->free(q); });
+  std::vector<std::size_t> shape(shape_.begin(), shape_.end());
+  // fp8 as its uint8 codes (DLPack producers other than torch have no common fp8 code)
+  return nb::cast(device_array{nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr, dlpack_of(type_),
+                                             nb::device::cuda::value, device_)});
+}
+
+void bind_device_array(nb::module_& m) {
+  nb::class_<device_array>(m, "DeviceArray",
+                           "A CUDA array made by qtl (DLPack: torch.from_dlpack / cupy.from_dlpack view it).")
+      .def(
+          "__dlpack__",
+          [](device_array const& a, nb::handle /*stream*/, nb::handle /*max_version*/, nb::handle /*dl_device*/,
+             nb::handle /*copy*/) {
+            // qtl's kernels are enqueued on the stream the inputs were exported to; a consumer on
+            // another stream orders itself after it (DLPack leaves that to the producer).
+            return nb::cast(a.nd);
+          },
+          nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
+          nb::arg("copy") = nb::none())
+      .def("__dlpack_device__",
+           [](device_array const& a) { return nb::make_tuple(a.nd.device_type(), a.nd.device_id()); })
+      .def_prop_ro("shape",
+                   [](device_array const& a) {
+                     nb::list l;
+                     for (std::size_t d = 0; d < a.nd.ndim(); ++d) {
+                       l.append(a.nd.shape(d));
+                     }
+                     return nb::tuple(l);
+                   })
+      .def_prop_ro("dtype", [](device_array const& a) { return std::string(elem_name(classify(a.nd.dtype()))); });
+}
+
 float scalar_float(nb::handle obj, char const* name) {
   if (PyFloat_Check(obj.ptr()) || PyLong_Check(obj.ptr())) {
     return static_cast<float>(nb::cast<double>(obj));
   }
-  array_in a = take(obj, name);
+  array_in a = take(obj, name, true);  // a device scalar is read back below
   a.check_type({elem::f32});
   if (a.nd.size() != 1) {
     throw qtl::shape_error(std::string(name) + ": expected one value (0-dim or [1]), got shape " + a.shape());
   }
   float v;
-  std::memcpy(&v, a.nd.data(), sizeof v);
+  if (a.on_device()) {
+    device::backend const& table = *device::get();
+    if (int const err = table.copy_to_host(&v, a.nd.data(), sizeof v, a.stream); err != 0) {
+      throw qtl::error(std::string(name) + ": reading it from the device failed: " + table.error_string(err));
+    }
+  } else {
+    std::memcpy(&v, a.nd.data(), sizeof v);
+  }
   return v;
 }
 

@@ -14,6 +14,12 @@
 /// freed ones (`set_buffer_cache`) before new huge pages.
 /// bf16 and fp8 outputs become torch.bfloat16 / torch.float8_e4m3fn for torch, and ml_dtypes'
 /// types for numpy where ml_dtypes is installed (else their storage: uint16 / uint8 codes).
+///
+/// Device arrays (DLPack on a CUDA device, in a build with a device table: device.hpp) must be
+/// C-contiguous and on the current device, and every array of one call on that device; the op runs
+/// its kernel on the caller's stream (`array_in::stream`) and its outputs are allocated there: by
+/// torch.empty for torch tensors (torch's caching allocator), else by cudaMalloc, returned as a
+/// DLPack array (nanobind's ndarray; fp8 outputs as their uint8 codes).
 
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
@@ -29,6 +35,8 @@
 #include <qtl/numeric.hpp>
 #include <qtl/parallel.hpp>
 #include <qtl/view.hpp>
+
+#include "device.hpp"
 
 namespace qtl::py {
 
@@ -55,7 +63,11 @@ struct array_in {
   nb::object src;          ///< the object `nd` views (after a storage re-view)
   elem type = elem::other;
   kind from = kind::numpy;
-  char const* name = "";  ///< the parameter's name, for messages
+  char const* name = "";              ///< the parameter's name, for messages
+  int device = -1;                    ///< the CUDA device of a device array, -1 on the host
+  device::stream_t stream = nullptr;  ///< a device array's stream: the op's kernels run on it
+
+  bool on_device() const { return device >= 0; }
 
   index_t ndim() const { return static_cast<index_t>(nd.ndim()); }
   index_t dim(index_t d) const { return static_cast<index_t>(nd.shape(static_cast<std::size_t>(d))); }
@@ -98,14 +110,43 @@ struct array_in {
 };
 
 /// Converts `obj` (the argument `name`) into an `array_in`; raises qtl.DTypeError (TypeError) for a
-/// non-array, qtl.UnsupportedError for a device array in this CPU-only build.
-array_in take(nb::handle obj, char const* name);
+/// non-array; for a device array, qtl.UnsupportedError in a host-only build or for a device other
+/// than CUDA's, qtl.InvalidValueError for a device other than the current one, qtl.ShapeError for a
+/// non-contiguous one. Only a binding with a device path passes `device_ok`: elsewhere a CUDA array
+/// raises qtl.UnsupportedError (the host loops must never read device memory).
+array_in take(nb::handle obj, char const* name, bool device_ok = false);
+
+/// Throws qtl.InvalidValueError unless `b` lives where `a` does (both on the host, or both on one
+/// device): "<op>: w is on cuda:0 but g_idx on the host; pass every array on one device".
+void check_same_place(std::string_view op, array_in const& a, array_in const& b);
+
+/// As check_same_place for a scale beside `a`, except that a 0-dim host scalar goes with a device
+/// array (as in torch).
+void check_scalar_place(std::string_view op, array_in const& a, array_in const& scalar);
+
+/// The stream device arrays are exported on and kernels run on, as a DLPack stream value (1: the
+/// legacy default stream), or none (the producer's: torch's current stream, else the legacy default).
+std::optional<std::uintptr_t> set_cuda_stream(std::optional<std::uintptr_t> stream);
+
+/// A CUDA array qtl made for a producer without an allocator of its own (anything but torch), and
+/// the simulated device's arrays (qtl._sim): Python's qtl.DeviceArray, a DLPack producer
+/// (`__dlpack__`, `__dlpack_device__`) that `torch.from_dlpack` / `cupy.from_dlpack` view without a
+/// copy. It owns its cudaMalloc buffer through `nd`.
+struct device_array {
+  nb::ndarray<> nd;
+};
+
+/// Registers qtl.DeviceArray.
+void bind_device_array(nb::module_& m);
 
 /// A new uninitialised output buffer of `shape`, element type `type`, on a 64-byte line (2 MiB
 /// and transparent huge pages from 4 MiB on).
 class array_out {
  public:
   array_out(elem type, std::vector<index_t> shape);
+  /// An output where `like` lives: on the host as above, or on `like`'s device (torch.empty for a
+  /// torch tensor, else cudaMalloc).
+  array_out(elem type, std::vector<index_t> shape, array_in const& like);
   array_out(array_out&&) noexcept;
   array_out& operator=(array_out&&) = delete;
   array_out(array_out const&) = delete;
@@ -122,14 +163,40 @@ class array_out {
   index_t size() const;
   std::size_t bytes() const;
 
-  /// The Python array (numpy, or torch for `k == torch`); the buffer is handed over.
+  /// The Python array (numpy, or torch for `k == torch`; a device output: the torch tensor, or a
+  /// DLPack array over the cudaMalloc buffer); the buffer is handed over.
   nb::object release(kind k);
 
  private:
+  nb::object release_device();
+
   elem type_;
   std::vector<index_t> shape_;
   void* data_ = nullptr;
+  int device_ = -1;    // a device buffer's device
+  nb::object tensor_;  // a torch device output: the tensor that owns data_
 };
+
+/// Runs an op where its arrays live, without the GIL: `host()` on the host; for device arrays
+/// `kernel(table, stream)`, the launcher's status, on `lead`'s stream. A failed launch raises
+/// qtl.Error "<op>: CUDA: <the runtime's message>".
+template <class Host, class Kernel>
+void run_on(array_in const& lead, std::string_view op, Host&& host, Kernel&& kernel) {
+  if (!lead.on_device()) {
+    nb::gil_scoped_release nogil;
+    host();
+    return;
+  }
+  device::backend const& table = *device::get();  // take() refuses device arrays where it is null
+  int err;
+  {
+    nb::gil_scoped_release nogil;
+    err = kernel(table, lead.stream);
+  }
+  if (err != 0) {
+    throw qtl::error(std::string(op) + ": CUDA: " + table.error_string(err));
+  }
+}
 
 /// Bytes of freed outputs of 4 MiB and more kept for reuse by default (`qtl.set_buffer_cache`).
 inline constexpr std::size_t default_buffer_cache_bytes = std::size_t{256} << 20;

@@ -39,7 +39,7 @@ namespace {
 
 nb::object scaled_fp8_quant(nb::handle in_obj, nb::handle scale_obj, std::optional<index_t> num_token_padding,
                             bool per_token) {
-  array_in in = take(in_obj, "input");
+  array_in in = take(in_obj, "input", true);
   in.check_rank(2);
   index_t const m = in.dim(0);
   index_t const n = in.dim(1);
@@ -52,22 +52,38 @@ nb::object scaled_fp8_quant(nb::handle in_obj, nb::handle scale_obj, std::option
     // The reference ignores use_per_token_if_dynamic when a scale is given: so does qtl.
     per_token = false;
   }
+  if (is_static && !PyFloat_Check(scale_obj.ptr()) && !PyLong_Check(scale_obj.ptr())) {
+    check_scalar_place("qtl.scaled_fp8_quant", in, take(scale_obj, "scale", true));
+  }
   float const static_scale = is_static ? scalar_float(scale_obj, "scale") : 0.0f;
   index_t const rows = std::max(m, pad);
-  array_out out(elem::fp8_e4m3, {rows, n});
-  array_out scale(elem::f32, per_token ? std::vector<index_t>{rows, 1} : std::vector<index_t>{1});
+  array_out out(elem::fp8_e4m3, {rows, n}, in);
+  array_out scale(elem::f32, per_token ? std::vector<index_t>{rows, 1} : std::vector<index_t>{1}, in);
   with_float(in, [&]<class T>(std::type_identity<T>) {
     auto const iv = in.v2<T const>();
     auto const ov = out.v2<float8_e4m3fn_t>();
-    nb::gil_scoped_release nogil;
-    if (is_static) {
-      qtl::scaled_fp8_quant_static(iv, static_scale, ov);
-      scale.data<float>()[0] = static_scale;
-    } else if (per_token) {
-      qtl::scaled_fp8_quant_per_token(iv, ov, scale.v1<float>());
-    } else {
-      scale.data<float>()[0] = qtl::scaled_fp8_quant_dynamic(iv, ov);
-    }
+    auto const host = [&] {
+      if (is_static) {
+        qtl::scaled_fp8_quant_static(iv, static_scale, ov);
+        scale.data<float>()[0] = static_scale;
+      } else if (per_token) {
+        qtl::scaled_fp8_quant_per_token(iv, ov, scale.v1<float>());
+      } else {
+        scale.data<float>()[0] = qtl::scaled_fp8_quant_dynamic(iv, ov);
+      }
+    };
+    run_on(in, "qtl.scaled_fp8_quant", host, [&](device::backend const& b, device::stream_t s) {
+      if (is_static) {  // the scale returned is the one given, on the device as the output
+        if (int const err = b.copy_to_device(scale.data<void>(), &static_scale, sizeof(float), s); err != 0) {
+          return err;
+        }
+      }
+      auto const mode = is_static   ? device::fp8_mode::static_scale
+                        : per_token ? device::fp8_mode::per_token
+                                    : device::fp8_mode::dynamic;
+      return b.scaled_fp8_quant(mode, device::float_type_of<T>(), in.nd.data(), m, n, ov.data, rows,
+                                scale.data<float>(), s);
+    });
   });
   return nb::make_tuple(out.release(in.from), scale.release(in.from));
 }
@@ -84,12 +100,14 @@ view2d<float8_e4m3fn_t const> flat_fp8(array_in const& a) {
 }
 
 nb::object per_tensor_dequantize(nb::handle t_obj, nb::handle inv_obj) {
-  array_in t = take(t_obj, "tensor");
+  array_in t = take(t_obj, "tensor", true);
   t.check_type({elem::fp8_e4m3, elem::u8});  // uint8: the fp8 codes (numpy without ml_dtypes)
   // torch: float16 * (Python float or 0-dim tensor) stays float16; * a [1] tensor promotes to float32.
   bool promote = false;
   if (!PyFloat_Check(inv_obj.ptr()) && !PyLong_Check(inv_obj.ptr())) {
-    promote = take(inv_obj, "inv_scale").ndim() > 0;
+    array_in const inv_a = take(inv_obj, "inv_scale", true);
+    promote = inv_a.ndim() > 0;
+    check_scalar_place("qtl.per_tensor_dequantize", t, inv_a);
   }
   float const inv = scalar_float(inv_obj, "inv_scale");
   std::vector<index_t> shape;
@@ -97,15 +115,17 @@ nb::object per_tensor_dequantize(nb::handle t_obj, nb::handle inv_obj) {
     shape.push_back(t.dim(d));
   }
   auto const tv = flat_fp8(t);
-  array_out out(promote ? elem::f32 : elem::f16, shape);
-  {
-    nb::gil_scoped_release nogil;
+  array_out out(promote ? elem::f32 : elem::f16, shape, t);
+  auto const host = [&] {
     if (promote) {
       qtl::per_tensor_dequantize<float>(tv, inv, make_view(out.data<float>(), tv.extent[0], tv.extent[1]));
     } else {
       qtl::per_tensor_dequantize<half_t>(tv, inv, make_view(out.data<half_t>(), tv.extent[0], tv.extent[1]));
     }
-  }
+  };
+  run_on(t, "qtl.per_tensor_dequantize", host, [&](device::backend const& b, device::stream_t s) {
+    return b.per_tensor_dequantize(tv, inv, out.data<void>(), promote, s);
+  });
   return out.release(t.from);
 }
 

@@ -56,36 +56,39 @@ view<T, R> out_view(array_out const& o, std::vector<index_t> const& shape) {
   return v;
 }
 
-nb::object swizzle_blockscale(nb::handle s_obj) {
-  array_in s = take(s_obj, "scale");
-  s.check_type({elem::u8, elem::fp8_e4m3});
-  return with_rank<2>(s, [&]<int R>() -> nb::object {
-    auto shape = s.extents();
-    shape[R - 2] = qtl::layout_128x4::pad_rows(shape[R - 2]);
-    shape[R - 1] = qtl::layout_128x4::pad_cols(shape[R - 1]);
-    array_out out(s.type, shape);
-    {
-      auto const iv = s.as_view<std::uint8_t const, R>();
-      nb::gil_scoped_release nogil;
-      qtl::swizzle_blockscale(iv, out_view<std::uint8_t, R>(out, shape));
-    }
-    return out.release(s.from);
-  });
+/// A [M, K] view as [1, M, K] (a [B, M, K] one as it is): the device table's blockscale shape.
+template <class T, int R>
+view<T, 3> batched(view<T, R> v) {
+  if constexpr (R == 3) {
+    return v;
+  } else {
+    return view<T, 3>{v.data, {1, v.extent[0], v.extent[1]}, {v.extent[0] * v.stride[0], v.stride[0], v.stride[1]}};
+  }
 }
 
-nb::object unswizzle_blockscale(nb::handle s_obj, index_t rows, index_t cols) {
-  array_in s = take(s_obj, "scale");
+/// swizzle_blockscale (`swizzle`: to the padded 128x4 layout) or unswizzle_blockscale (back to
+/// [.., rows, cols]) of byte scales.
+nb::object blockscale(bool swizzle, nb::handle s_obj, index_t rows = 0, index_t cols = 0) {
+  array_in s = take(s_obj, "scale", true);
   s.check_type({elem::u8, elem::fp8_e4m3});
   return with_rank<2>(s, [&]<int R>() -> nb::object {
     auto shape = s.extents();
-    shape[R - 2] = rows;
-    shape[R - 1] = cols;
-    array_out out(s.type, shape);
-    {
-      auto const iv = s.as_view<std::uint8_t const, R>();
-      nb::gil_scoped_release nogil;
-      qtl::unswizzle_blockscale(iv, out_view<std::uint8_t, R>(out, shape));
-    }
+    shape[R - 2] = swizzle ? qtl::layout_128x4::pad_rows(shape[R - 2]) : rows;
+    shape[R - 1] = swizzle ? qtl::layout_128x4::pad_cols(shape[R - 1]) : cols;
+    array_out out(s.type, shape, s);
+    auto const iv = s.as_view<std::uint8_t const, R>();
+    auto const ov = out_view<std::uint8_t, R>(out, shape);
+    auto const host = [&] {
+      if (swizzle) {
+        qtl::swizzle_blockscale(iv, ov);
+      } else {
+        qtl::unswizzle_blockscale(iv, ov);
+      }
+    };
+    run_on(s, swizzle ? "qtl.swizzle_blockscale" : "qtl.unswizzle_blockscale", host,
+           [&](device::backend const& t, device::stream_t st) {
+             return t.blockscale(swizzle, batched(iv), batched(ov), st);
+           });
     return out.release(s.from);
   });
 }
@@ -147,8 +150,11 @@ nb::object reorder_w1w3_to_w3w1(nb::handle w_obj, nb::handle s_obj, int dim) {
 }  // namespace
 
 void bind_layout(nb::module_& m) {
-  m.def("swizzle_blockscale", &swizzle_blockscale, nb::arg("scale"));
-  m.def("unswizzle_blockscale", &unswizzle_blockscale, nb::arg("scale"), nb::arg("rows"), nb::arg("cols"));
+  m.def(
+      "swizzle_blockscale", [](nb::handle s) { return blockscale(true, s); }, nb::arg("scale"));
+  m.def(
+      "unswizzle_blockscale", [](nb::handle s, index_t rows, index_t cols) { return blockscale(false, s, rows, cols); },
+      nb::arg("scale"), nb::arg("rows"), nb::arg("cols"));
   m.def("swap_w13_to_w31", &swap_w13_to_w31, nb::arg("x"));
   m.def("reorder_w1w3_to_w3w1", &reorder_w1w3_to_w3w1, nb::arg("weight"), nb::arg("scale"), nb::arg("dim") = -2);
 }

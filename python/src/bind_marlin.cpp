@@ -25,6 +25,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 #include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
 #include <qtl/marlin_fp.hpp>
@@ -68,18 +69,19 @@ nb::object to_array(host_tensor<T, 2> const& t, kind k) {
   return out.release(k);
 }
 
-/// perm / sort_indices: None or an empty array (no act-order), else int32 [size_k].
+/// perm / sort_indices: None or an empty array (no act-order), else int32 [size_k] (a CUDA array
+/// only with `device_ok`).
 struct perm_in {
   std::optional<array_in> a;
   view1d<std::int32_t const> v{};
 };
 
-perm_in take_perm(char const* op, nb::handle obj, index_t size_k) {
+perm_in take_perm(char const* op, nb::handle obj, index_t size_k, bool device_ok = false) {
   perm_in p;
   if (obj.is_none()) {
     return p;
   }
-  p.a = take(obj, "perm");
+  p.a = take(obj, "perm", device_ok);
   p.a->check_type({elem::i32});
   p.a->check_rank(1);
   if (p.a->dim(0) == 0) {
@@ -93,10 +95,20 @@ perm_in take_perm(char const* op, nb::handle obj, index_t size_k) {
   return p;
 }
 
+/// A device perm's host copy, for the host's permutation check (the kernels do not check it).
+std::vector<std::int32_t> host_copy(array_in const& a) {
+  std::vector<std::int32_t> h(static_cast<std::size_t>(a.nd.size()));
+  device::backend const& table = *device::get();
+  if (int const err = table.copy_to_host(h.data(), a.nd.data(), h.size() * sizeof(std::int32_t), a.stream); err != 0) {
+    throw qtl::error(std::string(a.name) + ": reading it from the device failed: " + table.error_string(err));
+  }
+  return h;
+}
+
 nb::object gptq_marlin_repack(nb::handle w_obj, nb::handle perm_obj, index_t size_k, index_t size_n, int num_bits,
                               bool a8) {
   char const* op = "gptq_marlin_repack";
-  array_in w = take(w_obj, "b_q_weight");
+  array_in w = take(w_obj, "b_q_weight", true);
   w.check_type({elem::i32});
   return with_layout(op, num_bits, a8, [&]<int Bits, act_width A>() {
     using L = qtl::marlin::layout<Bits, A>;
@@ -105,15 +117,25 @@ nb::object gptq_marlin_repack(nb::handle w_obj, nb::handle perm_obj, index_t siz
                  sizes(size_k, size_n) + ": size_k is not a multiple of the pack factor " + std::to_string(L::pack));
     }
     check_shape(op, w, size_k / L::pack, size_n, sizes(size_k, size_n));
-    perm_in const perm = take_perm(op, perm_obj, size_k);
-    qtl::marlin::check_kn<L>(qtl::marlin::op_name("repack_gptq", Bits, A), size_k, size_n);
-    array_out out(elem::i32, {L::marlin_rows(size_k), L::marlin_cols(size_n)});
+    perm_in const perm = take_perm(op, perm_obj, size_k, true);
+    if (perm.a) {
+      check_same_place("qtl.gptq_marlin_repack", w, *perm.a);
+    }
+    std::string const fn = qtl::marlin::op_name("repack_gptq", Bits, A);
+    qtl::marlin::check_kn<L>(fn, size_k, size_n);
+    if (w.on_device() && perm.v.extent[0] != 0) {
+      // the host's permutation check on a copy: the kernel would read out of bounds
+      std::vector<std::int32_t> const h = host_copy(*perm.a);
+      qtl::marlin::detail::check_sort_indices<L>(fn, make_view(h.data(), size_k), size_k);
+    }
+    array_out out(elem::i32, {L::marlin_rows(size_k), L::marlin_cols(size_n)}, w);
     auto const wv = w.v2<std::int32_t const>();
     auto const ov = out.v2<std::int32_t>();
-    {
-      nb::gil_scoped_release nogil;
-      qtl::marlin::repack_gptq<Bits, A>(wv, perm.v, ov);
-    }
+    run_on(
+        w, "qtl.gptq_marlin_repack", [&] { qtl::marlin::repack_gptq<Bits, A>(wv, perm.v, ov); },
+        [&](device::backend const& t, device::stream_t s) {
+          return t.marlin_repack(false, Bits, L::a8, wv, perm.v.extent[0] != 0 ? perm.v.data : nullptr, ov, s);
+        });
     return out.release(w.from);
   });
 }
@@ -141,7 +163,7 @@ nb::object unmarlin_gptq(nb::handle m_obj, nb::handle perm_obj, index_t size_k, 
 
 nb::object awq_marlin_repack(nb::handle w_obj, index_t size_k, index_t size_n, int num_bits, bool a8) {
   char const* op = "awq_marlin_repack";
-  array_in w = take(w_obj, "b_q_weight");
+  array_in w = take(w_obj, "b_q_weight", true);
   w.check_type({elem::i32});
   return with_layout(op, num_bits, a8, [&]<int Bits, act_width A>() {
     using L = qtl::marlin::layout<Bits, A>;
@@ -151,13 +173,14 @@ nb::object awq_marlin_repack(nb::handle w_obj, index_t size_k, index_t size_n, i
     }
     check_shape(op, w, size_k, size_n / L::pack, sizes(size_k, size_n));
     qtl::marlin::check_kn<L>(qtl::marlin::op_name("repack_awq", Bits, A), size_k, size_n);
-    array_out out(elem::i32, {L::marlin_rows(size_k), L::marlin_cols(size_n)});
+    array_out out(elem::i32, {L::marlin_rows(size_k), L::marlin_cols(size_n)}, w);
     auto const wv = w.v2<std::int32_t const>();
     auto const ov = out.v2<std::int32_t>();
-    {
-      nb::gil_scoped_release nogil;
-      qtl::marlin::repack_awq<Bits, A>(wv, ov);
-    }
+    run_on(
+        w, "qtl.awq_marlin_repack", [&] { qtl::marlin::repack_awq<Bits, A>(wv, ov); },
+        [&](device::backend const& t, device::stream_t s) {
+          return t.marlin_repack(true, Bits, L::a8, wv, nullptr, ov, s);
+        });
     return out.release(w.from);
   });
 }

@@ -14,26 +14,26 @@
 namespace qtl::py {
 namespace {
 
-enum class pack_kind { pack_cols, pack_rows, unpack_cols, unpack_rows, awq_pack };
+using pack_kind = device::pack_op;
 
 char const* op_name(pack_kind k) {
   switch (k) {
-    case pack_kind::pack_cols: return "pack_cols";
-    case pack_kind::pack_rows: return "pack_rows";
-    case pack_kind::unpack_cols: return "unpack_cols";
-    case pack_kind::awq_pack: return "awq_pack";
-    default: return "unpack_rows";
+    case pack_kind::pack_cols: return "qtl.pack_cols";
+    case pack_kind::pack_rows: return "qtl.pack_rows";
+    case pack_kind::unpack_cols: return "qtl.unpack_cols";
+    case pack_kind::awq_pack: return "qtl.awq_pack";
+    default: return "qtl.unpack_rows";
   }
 }
 
 nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t size_n) {
   bool const packing = k != pack_kind::unpack_cols && k != pack_kind::unpack_rows;
   bool const along_cols = k != pack_kind::pack_rows && k != pack_kind::unpack_rows;
-  array_in in = take(x, packing ? "q_w" : "packed_q_w");
+  array_in in = take(x, packing ? "q_w" : "packed_q_w", true);
   in.check_type({elem::i32});
   in.check_rank(2);
   if (num_bits <= 0 || 32 % num_bits != 0) {
-    throw qtl::unsupported_error(std::string("qtl.") + op_name(k) + ": num_bits = " + std::to_string(num_bits) +
+    throw qtl::unsupported_error(std::string(op_name(k)) + ": num_bits = " + std::to_string(num_bits) +
                                  " does not divide 32; supported: 1, 2, 4, 8, 16, 32");
   }
   if (k == pack_kind::awq_pack && num_bits != 4 && num_bits != 8) {  // vLLM raises so too
@@ -48,7 +48,7 @@ nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t 
   }
   index_t const packed_dim = along_cols ? size_n : size_k;
   if (size_k < 0 || size_n < 0 || packed_dim % pf != 0 || in.dim(0) != want_r || in.dim(1) != want_c) {
-    throw qtl::shape_error(std::string("qtl.") + op_name(k) + ": " + in.name + " has shape " + in.shape() +
+    throw qtl::shape_error(std::string(op_name(k)) + ": " + in.name + " has shape " + in.shape() +
                            "; size_k = " + std::to_string(size_k) + ", size_n = " + std::to_string(size_n) +
                            " with pack factor " + std::to_string(pf) + " need " + qtl::shape_string(want_r, want_c) +
                            " and " + (along_cols ? "size_n" : "size_k") + " a multiple of the pack factor");
@@ -58,11 +58,10 @@ nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t 
   if (packing) {
     (along_cols ? out_c : out_r) /= pf;
   }
-  array_out out(elem::i32, {out_r, out_c});
+  array_out out(elem::i32, {out_r, out_c}, in);
   auto const iv = in.v2<std::int32_t const>();
   auto const ov = out.v2<std::int32_t>();
-  {
-    nb::gil_scoped_release nogil;
+  auto const host = [&] {
     qtl::dispatch_bits<1, 2, 4, 8, 16, 32>(num_bits, [&]<int B>() {
       switch (k) {
         case pack_kind::pack_cols: qtl::pack_cols<B>(iv, ov); break;
@@ -78,7 +77,9 @@ nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t 
           break;
       }
     });
-  }
+  };
+  run_on(in, op_name(k), host,
+         [&](device::backend const& t, device::stream_t s) { return t.pack(k, num_bits, iv, ov, s); });
   return out.release(in.from);
 }
 
@@ -86,7 +87,7 @@ nb::object run(pack_kind k, nb::handle x, int num_bits, index_t size_k, index_t 
 // int32 array of any rank.
 nb::object run_dim(bool packing, nb::handle x, nb::handle wtype, index_t packed_dim) {
   char const* const op = packing ? "qtl.pack_quantized_values_into_int32" : "qtl.unpack_quantized_values_into_int32";
-  array_in in = take(x, "w_q");
+  array_in in = take(x, "w_q", true);
   in.check_type({elem::i32});
   in.check_contiguous();
   scalar_type const t = scalar_type_of(wtype, "wtype");
@@ -98,11 +99,10 @@ nb::object run_dim(bool packing, nb::handle x, nb::handle wtype, index_t packed_
   auto const e = qtl::split_at_dim(shape, packed_dim);
   index_t const pf = 32 / static_cast<index_t>(t.size_bits());
   shape[static_cast<std::size_t>(packed_dim)] = packing ? e[1] / pf : e[1] * pf;
-  array_out out(elem::i32, shape);
+  array_out out(elem::i32, shape, in);
   auto const iv = make_view(static_cast<std::int32_t const*>(in.nd.data()), e[0], e[1], e[2]);
   auto const ov = make_view(out.data<std::int32_t>(), e[0], shape[static_cast<std::size_t>(packed_dim)], e[2]);
-  {
-    nb::gil_scoped_release nogil;
+  auto const host = [&] {
     qtl::dispatch_pack_type(t, [&]<scalar_type T>(scalar_constant<T>) {
       if (packing) {
         qtl::pack_quantized_values_into_int32<T>(iv, ov);
@@ -110,7 +110,8 @@ nb::object run_dim(bool packing, nb::handle x, nb::handle wtype, index_t packed_
         qtl::unpack_quantized_values_into_int32<T>(iv, ov);
       }
     });
-  }
+  };
+  run_on(in, op, host, [&](device::backend const& b, device::stream_t s) { return b.pack_dim(packing, t, iv, ov, s); });
   return out.release(in.from);
 }
 

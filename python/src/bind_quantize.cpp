@@ -81,7 +81,7 @@ index_t min_columns(index_t rows) { return rows > 0 ? (min_slice_elements + rows
 nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::optional<index_t> group_size,
                             bool zero_points, bool zp_after, std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = take(w_obj, "w");
+  array_in w = take(w_obj, "w", true);
   w.check_rank(2);
   scalar_type const q = scalar_type_of(quant_type, "quant_type");
   if (!q.is_integer()) {
@@ -93,34 +93,50 @@ nb::object quantize_weights(nb::handle w_obj, nb::handle quant_type, std::option
   index_t const n = w.dim(1);
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
     auto const wv = w.v2<T const>();
-    array_out w_q(elem::i32, {k, n});
+    array_out w_q(elem::i32, {k, n}, w);
+    // the device kernels' arguments: the same outputs, whole
+    auto const call = [&](array_out const& w_ref, array_out const* w_s, array_out const* w_zp, index_t g) {
+      return device::quantize_call{q, device::float_type_of<T>(), w.nd.data(), k, n, group_size, g,
+                                   w_ref.data<void>(), w_q.data<std::int32_t>(),
+                                   w_s != nullptr ? w_s->data<void>() : nullptr,
+                                   w_zp != nullptr ? w_zp->data<std::int32_t>() : nullptr, opt};
+    };
     if (!group_size) {
-      array_out w_ref(elem::f32, {k, n});
-      with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
-        nb::gil_scoped_release nogil;
-        qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
-          qtl::quantize_weights<Q>(column_slice(wv, lo, hi), std::nullopt,
-                                   qtl::quantize_outputs<float>{column_slice(w_ref.v2<float>(), lo, hi),
-                                                                column_slice(w_q.v2<std::int32_t>(), lo, hi), {}, {}},
-                                   opt);
+      array_out w_ref(elem::f32, {k, n}, w);
+      auto const host = [&] {
+        with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
+          qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+            qtl::quantize_weights<Q>(
+                column_slice(wv, lo, hi), std::nullopt,
+                qtl::quantize_outputs<float>{
+                    column_slice(w_ref.v2<float>(), lo, hi), column_slice(w_q.v2<std::int32_t>(), lo, hi), {}, {}},
+                opt);
+          });
         });
+      };
+      run_on(w, "qtl.quantize_weights", host, [&](device::backend const& b, device::stream_t s) {
+        return b.quantize_weights(call(w_ref, nullptr, nullptr, 0), s);
       });
       return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), nb::none(), nb::none());
     }
     index_t const g = group_rows(k, *group_size);
-    array_out w_ref(elem_of<T>(), {k, n});
-    array_out w_s(elem_of<T>(), {g, n});
-    array_out w_zp(elem::i32, {zero_points ? g : 0, n});
-    with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
-      nb::gil_scoped_release nogil;
-      qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
-        qtl::quantize_weights<Q>(column_slice(wv, lo, hi), *group_size,
-                                 qtl::quantize_outputs<T>{column_slice(w_ref.v2<T>(), lo, hi),
-                                                          column_slice(w_q.v2<std::int32_t>(), lo, hi),
-                                                          column_slice(w_s.v2<T>(), lo, hi),
-                                                          column_slice(w_zp.v2<std::int32_t>(), lo, hi)},
-                                 opt);
+    array_out w_ref(elem_of<T>(), {k, n}, w);
+    array_out w_s(elem_of<T>(), {g, n}, w);
+    array_out w_zp(elem::i32, {zero_points ? g : 0, n}, w);
+    auto const host = [&] {
+      with_int_type(q, [&]<scalar_type Q>(scalar_constant<Q>) {
+        qtl::for_each_slice(n, column_align, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
+          qtl::quantize_weights<Q>(
+              column_slice(wv, lo, hi), *group_size,
+              qtl::quantize_outputs<T>{column_slice(w_ref.v2<T>(), lo, hi),
+                                       column_slice(w_q.v2<std::int32_t>(), lo, hi), column_slice(w_s.v2<T>(), lo, hi),
+                                       column_slice(w_zp.v2<std::int32_t>(), lo, hi)},
+              opt);
+        });
       });
+    };
+    run_on(w, "qtl.quantize_weights", host, [&](device::backend const& b, device::stream_t s) {
+      return b.quantize_weights(call(w_ref, &w_s, &w_zp, g), s);
     });
     nb::object zp = zero_points ? w_zp.release(w.from) : nb::none();
     return nb::make_tuple(w_ref.release(w.from), w_q.release(w.from), w_s.release(w.from), zp);

@@ -39,8 +39,10 @@ void bind_convert(nb::module_& m);
 /// library (QTL_PY_COMMANDS).
 void bind_checkpoint(nb::module_& m);
 
+/// cuda_available, the device table's extras (device.hpp) and the stream setting of qtl.cuda_stream.
+void bind_device(nb::module_& m);
+
 /// A qtl.ScalarType, vLLM's/sgl-kernel's ScalarType (by its `id`), or a type name.
 scalar_type scalar_type_of(nb::handle obj, char const* name);
-
 
 }  // namespace qtl::py

@@ -1,6 +1,7 @@
 // qtl._qtl: the module, the qtl.Error hierarchy, qtl.ScalarType / qtl.scalar_types (vLLM's
 // fields and ids, from qtl/scalar_type.hpp), and the no-op binding the benchmark compares to.
 
+#include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 
 #include <qtl/scalar_type.hpp>
@@ -86,6 +87,21 @@ void bind_scalar_types(nb::module_& m) {
 
 }  // namespace
 
+void bind_device(nb::module_& m) {
+  device::backend const* table = device::get();
+  bind_device_array(m);
+  m.def(
+      "cuda_available", [table] { return table != nullptr; },
+      "True where this build runs the ops on CUDA arrays (built with nvcc), False in the host-only build.");
+  m.attr("_device_backend") = table != nullptr ? nb::str(table->name) : nb::none();
+  m.def(
+      "_set_cuda_stream", [](std::optional<std::uintptr_t> s) { return set_cuda_stream(s); }, nb::arg("stream").none(),
+      "Sets this thread's stream for CUDA arrays (a DLPack stream value; None: the producer's); returns the previous.");
+  if (table != nullptr && table->bind_extras != nullptr) {
+    table->bind_extras(m.ptr());
+  }
+}
+
 scalar_type scalar_type_of(nb::handle obj, char const* name) {
   scalar_type t;
   if (nb::try_cast(obj, t, false)) {
@@ -131,6 +147,7 @@ NB_MODULE(_qtl, m) {
         "free what is kept); returns the previous limit.");
   bind_marlin(m);
   bind_convert(m);
+  bind_device(m);
 #ifdef QTL_PY_COMMANDS
   bind_checkpoint(m);
 #endif

@@ -1,0 +1,108 @@
+#pragma once
+/// \file
+/// The device path of qtl._qtl: the table of CUDA runtime calls and kernel launchers that the
+/// bindings use for arrays on a CUDA device. It is filled in by one translation unit chosen by the
+/// build: `device_kernels.cu` compiled by nvcc (the CUDA build), the same file compiled by g++
+/// against the simulated device of test/support/cuda_sim (the test build), or `device_none.cpp`
+/// (the host-only build, where `backend()` is null and device arrays are refused). Nothing here
+/// includes a CUDA header: the binding files stay plain C++, compiled once for every build.
+///
+/// Launchers take device views and a stream (a `cudaStream_t` as `void*`), enqueue, and return the
+/// `cudaError_t` as an int (0: success); they never synchronise. Host-side argument checks stay in
+/// the bindings, shared with the host path.
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <type_traits>
+
+#include <qtl/element/quantize.hpp>
+#include <qtl/numeric.hpp>
+#include <qtl/scalar_type.hpp>
+#include <qtl/view.hpp>
+
+namespace qtl::py::device {
+
+/// A CUDA stream handle (`cudaStream_t`), opaque to the bindings.
+using stream_t = void*;
+
+/// Which of the four 2-D packings (qtl/pack.hpp) and AWQ's (qtl/pack_nd.hpp).
+enum class pack_op : std::uint8_t { pack_cols, pack_rows, unpack_cols, unpack_rows, awq_pack };
+
+/// A float weight's element type.
+enum class float_type : std::uint8_t { f32, f16, bf16 };
+
+/// The float_type of float, half_t or bfloat16_t.
+template <class T>
+constexpr float_type float_type_of() {
+  return std::is_same_v<T, half_t>       ? float_type::f16
+         : std::is_same_v<T, bfloat16_t> ? float_type::bf16
+                                         : float_type::f32;
+}
+
+/// The arguments of quantize_weights on the device (all C-contiguous device memory): w (k, n) of
+/// `type`; w_ref (k, n) and w_s (groups, n) of `type` (w_ref float32 when ungrouped: no
+/// group_size), w_q (k, n), w_zp (groups, n) when `opt.zero_points`.
+struct quantize_call {
+  scalar_type q;
+  float_type type;
+  void const* w;
+  index_t k, n;
+  std::optional<index_t> group_size;
+  index_t groups;
+  void* w_ref;
+  std::int32_t* w_q;
+  void* w_s;
+  std::int32_t* w_zp;
+  quantize_options opt;
+};
+
+/// scaled_fp8_quant's three modes.
+enum class fp8_mode : std::uint8_t { static_scale, dynamic, per_token };
+
+/// The runtime calls and the kernel launchers of one build, one entry per op family.
+struct backend {
+  char const* name;  ///< "cuda" or "cuda-sim"
+  /// cudaGetDevice: the calling thread's current device.
+  int (*current_device)(int* device);
+  /// cudaMalloc / cudaFree (for outputs of producers without an allocator of their own).
+  int (*malloc)(void** p, std::size_t bytes);
+  void (*free)(void* p);
+  /// Device-to-host copy ordered on `stream`, then a wait for it (for scalar arguments).
+  int (*copy_to_host)(void* dst, void const* src, std::size_t bytes, stream_t stream);
+  /// Host-to-device copy ordered on `stream` (the source may be reused on return).
+  int (*copy_to_device)(void* dst, void const* src, std::size_t bytes, stream_t stream);
+  char const* (*error_string)(int err);
+
+  /// qtl::cuda::pack_cols / pack_rows / unpack_cols / unpack_rows / awq_pack<bits>.
+  int (*pack)(pack_op op, int bits, view2d<std::int32_t const> in, view2d<std::int32_t> out, stream_t stream);
+  /// qtl::cuda::pack_quantized_values_into_int32<t> (`packing`) or its inverse.
+  int (*pack_dim)(bool packing, scalar_type t, view3d<std::int32_t const> in, view3d<std::int32_t> out,
+                  stream_t stream);
+
+  /// qtl::cuda::swizzle_blockscale (`swizzle`) or unswizzle_blockscale of byte scales, [B, M, K].
+  int (*blockscale)(bool swizzle, view3d<std::uint8_t const> in, view3d<std::uint8_t> out, stream_t stream);
+  /// qtl::cuda::per_tensor_dequantize: `out` (contiguous, t's extents) float32 or float16.
+  int (*per_tensor_dequantize)(view2d<float8_e4m3fn_t const> t, float inv_scale, void* out, bool f32_out,
+                               stream_t stream);
+  /// qtl::cuda::quantize_weights<c.q> (the integer types of qtl.quantize_weights).
+  int (*quantize_weights)(quantize_call const& c, stream_t stream);
+
+  /// qtl::cuda::marlin::repack_gptq<bits, a8> (with `perm`, device int32 [K], or null) or repack_awq.
+  int (*marlin_repack)(bool awq, int bits, bool a8, view2d<std::int32_t const> w, std::int32_t const* perm,
+                       view2d<std::int32_t> out, stream_t stream);
+
+  /// qtl::cuda::scaled_fp8_quant_static (`scale` holds the scale), _dynamic (`scale` gets it) or
+  /// _per_token (`scale` gets out's rows of scales): `in` (m, n) of `type`, `out` (rows >= m, n).
+  int (*scaled_fp8_quant)(fp8_mode mode, float_type type, void const* in, index_t m, index_t n, float8_e4m3fn_t* out,
+                          index_t rows, float* scale, stream_t stream);
+
+  /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
+  /// elsewhere.
+  void (*bind_extras)(void* module);  // a PyObject*
+};
+
+/// This build's table; null in the host-only build.
+backend const* get();
+
+}  // namespace qtl::py::device

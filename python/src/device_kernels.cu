@@ -1,0 +1,193 @@
+// The device table (device.hpp) of the CUDA build: the runtime calls and the launchers of
+// include/qtl/cuda/. The test build compiles this file with g++ against the simulated device
+// (QTL_CUDA_SIM), with qtl._sim from sim_producer.cpp as its extra bindings.
+// Only the kernels the bindings call are instantiated here: keep the dispatch sets the host
+// bindings' (one instantiation per supported width or type).
+
+#include <cuda_runtime.h>
+
+#include <qtl/cuda/blockscale.cuh>
+#include <qtl/cuda/fp8.cuh>
+#include <qtl/cuda/marlin.cuh>
+#include <qtl/cuda/pack.cuh>
+#include <qtl/cuda/pack_nd.cuh>
+#include <qtl/cuda/quantize.cuh>
+#include <qtl/dispatch.hpp>
+#include <qtl/pack_nd.hpp>
+
+#include "device.hpp"
+
+namespace qtl::py::device {
+#ifdef QTL_CUDA_SIM
+void bind_sim(void* module);  // sim_producer.cpp
+/// The stream of the last launch, for qtl._sim.last_stream() (the simulator runs work at enqueue).
+stream_t last_stream = nullptr;
+#endif
+
+namespace {
+
+cudaStream_t as_stream(stream_t s) {
+#ifdef QTL_CUDA_SIM
+  last_stream = s;
+#endif
+  return static_cast<cudaStream_t>(s);
+}
+
+int current_device(int* d) { return static_cast<int>(cudaGetDevice(d)); }
+
+int device_malloc(void** p, std::size_t bytes) { return static_cast<int>(cudaMalloc(p, bytes == 0 ? 1 : bytes)); }
+
+void device_free(void* p) { static_cast<void>(cudaFree(p)); }
+
+int copy_to_host(void* dst, void const* src, std::size_t bytes, stream_t s) {
+  auto const stream = static_cast<cudaStream_t>(s);
+  cudaError_t e = cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToHost, stream);
+  if (e == cudaSuccess) {
+    e = cudaStreamSynchronize(stream);
+  }
+  return static_cast<int>(e);
+}
+
+int copy_to_device(void* dst, void const* src, std::size_t bytes, stream_t s) {
+  return static_cast<int>(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, static_cast<cudaStream_t>(s)));
+}
+
+char const* error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
+
+int pack(pack_op op, int bits, view2d<std::int32_t const> in, view2d<std::int32_t> out, stream_t s) {
+  auto const stream = as_stream(s);
+  return static_cast<int>(qtl::dispatch_bits<1, 2, 4, 8, 16, 32>(bits, [&]<int B>() -> cudaError_t {
+    switch (op) {
+      case pack_op::pack_cols: return qtl::cuda::pack_cols<B>(in, out, stream);
+      case pack_op::pack_rows: return qtl::cuda::pack_rows<B>(in, out, stream);
+      case pack_op::unpack_cols: return qtl::cuda::unpack_cols<B>(in, out, stream);
+      case pack_op::unpack_rows: return qtl::cuda::unpack_rows<B>(in, out, stream);
+      case pack_op::awq_pack:
+        if constexpr (B == 4 || B == 8) {
+          return qtl::cuda::awq_pack<B>(in, out, stream);
+        }
+        break;
+    }
+    return cudaErrorInvalidValue;  // awq_pack of another width: the binding refuses it first
+  }));
+}
+
+int pack_dim(bool packing, scalar_type t, view3d<std::int32_t const> in, view3d<std::int32_t> out, stream_t s) {
+  auto const stream = as_stream(s);
+  return static_cast<int>(qtl::dispatch_pack_type(t, [&]<scalar_type T>(scalar_constant<T>) {
+    return packing ? qtl::cuda::pack_quantized_values_into_int32<T>(in, out, stream)
+                   : qtl::cuda::unpack_quantized_values_into_int32<T>(in, out, stream);
+  }));
+}
+
+int blockscale(bool swizzle, view3d<std::uint8_t const> in, view3d<std::uint8_t> out, stream_t s) {
+  auto const stream = as_stream(s);
+  return static_cast<int>(swizzle ? qtl::cuda::swizzle_blockscale(in, out, stream)
+                                  : qtl::cuda::unswizzle_blockscale(in, out, stream));
+}
+
+int per_tensor_dequantize(view2d<float8_e4m3fn_t const> t, float inv, void* out, bool f32_out, stream_t s) {
+  auto const stream = as_stream(s);
+  index_t const k = t.extent[0];
+  index_t const n = t.extent[1];
+  return static_cast<int>(
+      f32_out ? qtl::cuda::per_tensor_dequantize(t, inv, make_view(static_cast<float*>(out), k, n), stream)
+              : qtl::cuda::per_tensor_dequantize(t, inv, make_view(static_cast<half_t*>(out), k, n), stream));
+}
+
+template <class T>
+int quantize_typed(quantize_call const& c, cudaStream_t stream) {
+  auto const w = make_view(static_cast<T const*>(c.w), c.k, c.n);
+  auto const w_q = make_view(c.w_q, c.k, c.n);
+  // the same integer types as the host binding's (bind_quantize.cpp)
+  return static_cast<int>(
+      qtl::dispatch_scalar_type<qtl::int4, qtl::uint4, qtl::int8, qtl::uint8, qtl::uint2b2, qtl::uint3b4, qtl::uint4b8,
+                                qtl::uint8b128>(c.q, [&]<scalar_type Q>(scalar_constant<Q>) -> cudaError_t {
+        if (!c.group_size) {
+          qtl::quantize_outputs<float> out{make_view(static_cast<float*>(c.w_ref), c.k, c.n), w_q, {}, {}};
+          return qtl::cuda::quantize_weights<Q>(w, std::nullopt, out, c.opt, stream);
+        }
+        qtl::quantize_outputs<T> out{make_view(static_cast<T*>(c.w_ref), c.k, c.n), w_q,
+                                     make_view(static_cast<T*>(c.w_s), c.groups, c.n),
+                                     make_view(c.w_zp, c.opt.zero_points ? c.groups : 0, c.n)};
+        return qtl::cuda::quantize_weights<Q>(w, c.group_size, out, c.opt, stream);
+      }));
+}
+
+int quantize_weights(quantize_call const& c, stream_t s) {
+  auto const stream = as_stream(s);
+  switch (c.type) {
+    case float_type::f16: return quantize_typed<half_t>(c, stream);
+    case float_type::bf16: return quantize_typed<bfloat16_t>(c, stream);
+    default: return quantize_typed<float>(c, stream);
+  }
+}
+
+int marlin_repack(bool awq, int bits, bool a8, view2d<std::int32_t const> w, std::int32_t const* perm,
+                  view2d<std::int32_t> out, stream_t s) {
+  auto const stream = as_stream(s);
+  return static_cast<int>(qtl::dispatch_bits<4, 8>(bits, [&]<int B>() {
+    using qtl::marlin::act_width;
+    if (awq) {
+      return a8 ? qtl::cuda::marlin::repack_awq<B, act_width::a8>(w, out, stream)
+                : qtl::cuda::marlin::repack_awq<B, act_width::a16>(w, out, stream);
+    }
+    return a8 ? qtl::cuda::marlin::repack_gptq<B, act_width::a8>(w, perm, out, stream)
+              : qtl::cuda::marlin::repack_gptq<B, act_width::a16>(w, perm, out, stream);
+  }));
+}
+
+template <class T>
+cudaError_t fp8_typed(fp8_mode mode, void const* in, index_t m, index_t n, float8_e4m3fn_t* out, index_t rows,
+                      float* scale, cudaStream_t stream) {
+  auto const iv = make_view(static_cast<T const*>(in), m, n);
+  auto const ov = make_view(out, rows, n);
+  switch (mode) {
+    case fp8_mode::static_scale: return qtl::cuda::scaled_fp8_quant_static(iv, scale, ov, {}, stream);
+    case fp8_mode::dynamic: return qtl::cuda::scaled_fp8_quant_dynamic(iv, ov, scale, {}, stream);
+    default: return qtl::cuda::scaled_fp8_quant_per_token(iv, ov, scale, {}, stream);
+  }
+}
+
+int scaled_fp8_quant(fp8_mode mode, float_type type, void const* in, index_t m, index_t n, float8_e4m3fn_t* out,
+                     index_t rows, float* scale, stream_t s) {
+  auto const stream = as_stream(s);
+  switch (type) {
+    case float_type::f16: return static_cast<int>(fp8_typed<half_t>(mode, in, m, n, out, rows, scale, stream));
+    case float_type::bf16: return static_cast<int>(fp8_typed<bfloat16_t>(mode, in, m, n, out, rows, scale, stream));
+    default: return static_cast<int>(fp8_typed<float>(mode, in, m, n, out, rows, scale, stream));
+  }
+}
+
+}  // namespace
+
+backend const* get() {
+  static constexpr backend table{
+#ifdef QTL_CUDA_SIM
+      .name = "cuda-sim",
+#else
+      .name = "cuda",
+#endif
+      .current_device = &current_device,
+      .malloc = &device_malloc,
+      .free = &device_free,
+      .copy_to_host = &copy_to_host,
+      .copy_to_device = &copy_to_device,
+      .error_string = &error_string,
+      .pack = &pack,
+      .pack_dim = &pack_dim,
+      .blockscale = &blockscale,
+      .per_tensor_dequantize = &per_tensor_dequantize,
+      .quantize_weights = &quantize_weights,
+      .marlin_repack = &marlin_repack,
+      .scaled_fp8_quant = &scaled_fp8_quant,
+#ifdef QTL_CUDA_SIM
+      .bind_extras = &bind_sim,
+#else
+      .bind_extras = nullptr,
+#endif
+  };
+  return &table;
+}
+
+}  // namespace qtl::py::device

@@ -1,0 +1,341 @@
+"""The device tier: CUDA arrays in, CUDA arrays out. In the test build of the extension against the
+simulated device (scripts/python-ci.sh builds it: qtl._sim hands out "device" arrays in the
+simulator's cudaMalloc memory), every device-capable function runs on device arrays and must equal
+the host path bit for bit; the wrong-device, mixed, non-contiguous and stream cases raise or
+behave as documented. In the host-only build, a CUDA array is refused with how to get the CUDA
+build."""
+
+import ctypes
+
+import numpy as np
+import pytest
+
+import qtl
+
+st = qtl.scalar_types
+sim = getattr(qtl._qtl, "_sim", None)
+needs_sim = pytest.mark.skipif(sim is None, reason="needs the test build against the simulated device")
+rng = np.random.default_rng(35)
+
+
+class Producer:
+    """A DLPack producer over a simulated-device array that records the streams its consumer asks
+    for (as CuPy or torch do, it would order its work before that stream)."""
+
+    def __init__(self, host, device_id=0):
+        self.array = sim.from_host(np.require(host, requirements="C"), device_id)  # keeps 0-dim
+        self.streams = []
+
+    def __dlpack__(self, stream=None, **kwargs):
+        self.streams.append(stream)
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def on_device(fn, *args, **kwargs):
+    """fn on device copies of the array arguments; the outputs copied back to the host."""
+    dev = [Producer(a) if isinstance(a, np.ndarray) else a for a in args]
+    out = fn(*dev, **kwargs)
+    outs = out if isinstance(out, tuple) else (out,)
+    for o in outs:
+        assert isinstance(o, qtl._qtl.DeviceArray) and o.__dlpack_device__() == (2, 0)
+    host = tuple(sim.to_host(o) for o in outs)
+    return host if isinstance(out, tuple) else host[0]
+
+
+def assert_same(dev, host):
+    """Bit for bit: same dtype (by item size: device fp8 comes back as its uint8 codes), same bytes."""
+    dev, host = np.asarray(dev), np.asarray(host)
+    assert dev.shape == host.shape and dev.dtype.itemsize == host.dtype.itemsize
+    assert dev.tobytes() == host.tobytes()
+
+
+# --- any build ----------------------------------------------------------------------------------
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = [("data", ctypes.c_void_p), ("device_type", ctypes.c_int32), ("device_id", ctypes.c_int32),
+                ("ndim", ctypes.c_int32), ("code", ctypes.c_uint8), ("bits", ctypes.c_uint8),
+                ("lanes", ctypes.c_uint16), ("shape", ctypes.POINTER(ctypes.c_int64)),
+                ("strides", ctypes.c_void_p), ("byte_offset", ctypes.c_uint64), ("manager_ctx", ctypes.c_void_p),
+                ("deleter", ctypes.c_void_p)]
+
+
+class CudaCapsuleProducer:
+    """A DLPack producer of an int32 array that claims to be on CUDA device 0 (ctypes only, so it
+    exists in every build; its data pointer is never dereferenced: only the host-only refusal uses
+    it)."""
+
+    _name = b"dltensor"
+
+    def __init__(self, shape):
+        self._shape = (ctypes.c_int64 * len(shape))(*shape)
+        self._tensor = _DLTensor(data=0x1000, device_type=2, device_id=0, ndim=len(shape), code=0, bits=32,
+                                 lanes=1, shape=self._shape)
+
+    def __dlpack__(self, stream=None, **kwargs):
+        new = ctypes.pythonapi.PyCapsule_New
+        new.restype, new.argtypes = ctypes.py_object, [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_void_p]
+        return new(ctypes.addressof(self._tensor), self._name, None)
+
+    def __dlpack_device__(self):
+        return (2, 0)
+
+
+def test_cuda_available_says_which_build():
+    assert qtl.cuda_available() is (qtl._qtl._device_backend is not None)
+    if sim is not None:
+        assert qtl._qtl._device_backend == "cuda-sim"
+
+
+@pytest.mark.skipif(qtl.cuda_available(), reason="the host-only build's refusal")
+def test_host_only_build_refuses_cuda_arrays_with_how_to_get_the_cuda_build():
+    with pytest.raises(qtl.UnsupportedError, match=r"q_w: is a CUDA array.*host-only.*nvcc on PATH.*pip install"):
+        qtl.pack_cols(CudaCapsuleProducer((4, 8)), 4, 4, 8)
+
+
+def test_cuda_stream_takes_handles_and_stream_objects():
+    class TorchLike:
+        cuda_stream = 7
+
+    with pytest.raises(qtl.DTypeError, match="cuda_stream"):
+        qtl.cuda_stream("default")
+    with qtl.cuda_stream(TorchLike()) as s:
+        assert s._stream == 7
+
+
+# --- packing --------------------------------------------------------------------------------------
+
+PACKERS = [("pack_cols", qtl.pack_cols, True), ("pack_rows", qtl.pack_rows, True),
+           ("gptq_pack", qtl.gptq_pack, True), ("unpack_cols", qtl.unpack_cols, False),
+           ("unpack_rows", qtl.unpack_rows, False)]
+
+
+@needs_sim
+@pytest.mark.parametrize("bits", [1, 2, 4, 8, 16, 32])
+@pytest.mark.parametrize("name,fn,packing", PACKERS, ids=[p[0] for p in PACKERS])
+def test_packing_on_device_equals_host(name, fn, packing, bits):
+    k, n = 64, 96  # both multiples of every pack factor, and rows not 16-byte multiples for 32-bit codes
+    pf = 32 // bits
+    if packing:
+        x = rng.integers(0, 1 << bits, size=(k, n), dtype=np.int64).astype(np.int32)
+    else:
+        shape = (k, n // pf) if "cols" in name else (k // pf, n)
+        x = rng.integers(-2**31, 2**31, size=shape, dtype=np.int64).astype(np.int32)
+    assert_same(on_device(fn, x, bits, k, n), fn(x, bits, k, n))
+
+
+@needs_sim
+@pytest.mark.parametrize("bits", [4, 8])
+def test_awq_pack_on_device_equals_host(bits):
+    x = rng.integers(0, 1 << bits, size=(32, 64), dtype=np.int32)
+    assert_same(on_device(qtl.awq_pack, x, bits, 32, 64), qtl.awq_pack(x, bits, 32, 64))
+
+
+@needs_sim
+@pytest.mark.parametrize("wtype", ["int4", "uint4", "int8", "uint8", "uint2b2", "uint4b8", "uint8b128"])
+@pytest.mark.parametrize("packed_dim", [0, 1, 2])
+def test_pack_quantized_values_on_device_equals_host(wtype, packed_dim):
+    t = getattr(st, wtype)
+    shape = [16, 16, 32]  # every extent a multiple of every pack factor
+    lo = -(1 << (t.size_bits - 1)) if t.signed else 0
+    codes = rng.integers(lo, lo + (1 << t.size_bits), size=shape, dtype=np.int32)
+    packed = qtl.pack_quantized_values_into_int32(codes, t, packed_dim)
+    assert_same(on_device(qtl.pack_quantized_values_into_int32, codes, t, packed_dim), packed)
+    assert_same(on_device(qtl.unpack_quantized_values_into_int32, packed, t, packed_dim),
+                qtl.unpack_quantized_values_into_int32(packed, t, packed_dim))
+
+
+@needs_sim
+def test_empty_device_arrays():
+    x = np.zeros((0, 16), dtype=np.int32)
+    out = on_device(qtl.pack_cols, x, 4, 0, 16)
+    assert out.shape == (0, 2)
+
+
+# --- quantize_weights ---------------------------------------------------------------------------
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("wtype,group_size,zero_points", [
+    ("uint4b8", None, False), ("uint4b8", 128, False), ("uint4b8", -1, False), ("uint8b128", 64, False),
+    ("uint4", 128, True), ("uint4", -1, True), ("int8", 32, False), ("uint2b2", 128, False), ("uint3b4", 32, False),
+    ("int4", None, False), ("uint8", 64, True)])
+def test_quantize_weights_on_device_equals_host(dtype, wtype, group_size, zero_points):
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    w = rng.standard_normal((256, 80)).astype(dt)
+    t = getattr(st, wtype)
+    host = qtl.quantize_weights(w, t, group_size, zero_points=zero_points)
+    x = sim.from_host(w.view(np.uint16), bfloat16=True) if dtype == "bfloat16" else sim.from_host(w)
+    d = qtl.quantize_weights(x, t, group_size, zero_points=zero_points)
+    assert len(d) == len(host) == 4
+    for x, y in zip(host, d):
+        if x is None:
+            assert y is None
+        else:
+            assert_same(sim.to_host(y), x)
+
+
+# --- swizzles and fp8 -----------------------------------------------------------------------------
+
+@needs_sim
+@pytest.mark.parametrize("shape", [(130, 9), (128, 4), (3, 200, 5), (0, 4)])
+def test_blockscale_swizzles_on_device_equal_host(shape):
+    s = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    sw = qtl.swizzle_blockscale(s)
+    assert_same(on_device(qtl.swizzle_blockscale, s), sw)
+    assert_same(on_device(qtl.unswizzle_blockscale, sw, shape[-2], shape[-1]), s)
+
+
+@needs_sim
+@pytest.mark.parametrize("inv_scale", [0.37, np.array(0.37, dtype=np.float32), np.array([0.37], dtype=np.float32)])
+def test_per_tensor_dequantize_on_device_equals_host(inv_scale):
+    import ml_dtypes
+
+    codes = rng.integers(0, 256, size=(33, 17), dtype=np.uint8)
+    codes[codes & 0x7F == 0x7F] = 0  # no NaN codes: their payload is the platform's
+    host = qtl.per_tensor_dequantize(codes.view(ml_dtypes.float8_e4m3fn), inv_scale)
+    dev_scale = Producer(inv_scale) if isinstance(inv_scale, np.ndarray) else inv_scale
+    dev = qtl.per_tensor_dequantize(Producer(codes), dev_scale)
+    assert_same(sim.to_host(dev), host)
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("mode", ["static", "static_device_scale", "dynamic", "per_token"])
+@pytest.mark.parametrize("padding", [None, 40])
+def test_scaled_fp8_quant_on_device_equals_host(dtype, mode, padding):
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    x = (rng.standard_normal((33, 48)) * 50).astype(dt)
+    x[0, :4] = 0
+    scale = {"static": 0.37, "static_device_scale": np.array([0.37], dtype=np.float32)}.get(mode)
+    per_token = mode == "per_token"
+    host = qtl.scaled_fp8_quant(x, scale, num_token_padding=padding, use_per_token_if_dynamic=per_token)
+    dx = sim.from_host(x.view(np.uint16), bfloat16=True) if dtype == "bfloat16" else Producer(x)
+    ds = Producer(scale) if isinstance(scale, np.ndarray) else scale
+    dev = qtl.scaled_fp8_quant(dx, ds, num_token_padding=padding, use_per_token_if_dynamic=per_token)
+    assert_same(sim.to_host(dev[0]), host[0])
+    assert_same(sim.to_host(dev[1]), host[1])
+
+
+@needs_sim
+def test_mixed_host_and_device_arrays_are_refused():
+    codes = rng.integers(0, 0x70, size=(8, 8), dtype=np.uint8)
+    one = np.array([0.5], dtype=np.float32)
+    with pytest.raises(qtl.InvalidValueError,
+                       match=r"per_tensor_dequantize: tensor is on cuda:0 but inv_scale on the host; pass every array"):
+        qtl.per_tensor_dequantize(Producer(codes), one)
+    with pytest.raises(qtl.InvalidValueError, match=r"tensor is on the host but inv_scale on cuda:0"):
+        qtl.per_tensor_dequantize(codes, Producer(one))
+    with pytest.raises(qtl.InvalidValueError, match=r"scaled_fp8_quant: input is on cuda:0 but scale on the host"):
+        qtl.scaled_fp8_quant(Producer(codes.astype(np.float32)), one)
+    # a 0-dim host scalar goes with a device tensor, as in torch
+    out = qtl.per_tensor_dequantize(Producer(codes), np.array(0.5, dtype=np.float32))
+    assert_same(sim.to_host(out), qtl.per_tensor_dequantize(codes, 0.5))
+    x = codes.astype(np.float32)
+    q, s = qtl.scaled_fp8_quant(Producer(x), np.array(0.5, dtype=np.float32))
+    assert_same(sim.to_host(q), qtl.scaled_fp8_quant(x, 0.5)[0])
+
+
+# --- Marlin repack --------------------------------------------------------------------------------
+
+@needs_sim
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("a8", [False, True])
+@pytest.mark.parametrize("act_order", [False, True])
+def test_gptq_marlin_repack_on_device_equals_host(bits, a8, act_order):
+    if a8 and act_order:
+        pytest.skip("the A8 layout takes no act-order (refused on both paths)")
+    k, n = 128, 128
+    words = rng.integers(-2**31, 2**31, size=(k * bits // 32, n), dtype=np.int64).astype(np.int32)
+    perm = rng.permutation(k).astype(np.int32) if act_order else np.zeros(0, dtype=np.int32)
+    host = qtl.gptq_marlin_repack(words, perm, k, n, bits, is_a_8bit=a8)
+    assert_same(on_device(qtl.gptq_marlin_repack, words, perm, k, n, bits, is_a_8bit=a8), host)
+
+
+@needs_sim
+def test_gptq_marlin_repack_checks_a_device_perm_on_the_host():
+    k, n = 128, 64
+    words = rng.integers(0, 2**31, size=(k // 8, n), dtype=np.int32)
+    perm = np.arange(k, dtype=np.int32)
+    perm[5] = 4  # a repeat: the kernel would take it
+    with pytest.raises(qtl.InvalidValueError, match=r"sort_indices\[5\] = 4 repeats an earlier entry"):
+        qtl.gptq_marlin_repack(Producer(words), Producer(perm), k, n, 4)
+    with pytest.raises(qtl.InvalidValueError, match=r"b_q_weight is on cuda:0 but perm on the host"):
+        qtl.gptq_marlin_repack(Producer(words), np.arange(k, dtype=np.int32), k, n, 4)
+
+
+@needs_sim
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("a8", [False, True])
+def test_awq_marlin_repack_on_device_equals_host(bits, a8):
+    k, n = 128, 128
+    words = rng.integers(-2**31, 2**31, size=(k, n * bits // 32), dtype=np.int64).astype(np.int32)
+    host = qtl.awq_marlin_repack(words, k, n, bits, is_a_8bit=a8)
+    assert_same(on_device(qtl.awq_marlin_repack, words, k, n, bits, is_a_8bit=a8), host)
+
+
+# --- where the arrays are -----------------------------------------------------------------------
+
+@needs_sim
+def test_array_on_another_device_than_the_current_one_is_refused():
+    x = Producer(np.zeros((8, 8), dtype=np.int32), device_id=1)
+    with pytest.raises(qtl.InvalidValueError, match=r"q_w: is on cuda:1 but the current device is cuda:0"):
+        qtl.pack_cols(x, 4, 8, 8)
+
+
+@needs_sim
+def test_functions_without_a_device_path_refuse_device_arrays():
+    x = Producer(np.zeros((8, 8), dtype=np.float16))
+    with pytest.raises(qtl.UnsupportedError, match=r"x: is a CUDA array, and this function runs on host arrays only"):
+        qtl.swap_w13_to_w31(x)
+
+
+@needs_sim
+def test_non_contiguous_device_view_is_refused():
+    x = sim.transposed(sim.from_host(np.zeros((8, 16), dtype=np.int32)))
+    with pytest.raises(qtl.ShapeError, match=r"q_w: must be contiguous"):
+        qtl.pack_cols(x, 4, 16, 8)
+
+
+# --- streams ----------------------------------------------------------------------------------------
+
+@needs_sim
+def test_default_stream_is_the_legacy_default_one():
+    x = Producer(rng.integers(0, 16, size=(8, 16), dtype=np.int32))
+    qtl.pack_cols(x, 4, 8, 16)
+    assert x.streams[-1] == 1  # DLPack's legacy default stream, asked of the producer
+    assert sim.last_stream() == 0  # and the kernel enqueued on it (the null handle)
+
+
+@needs_sim
+def test_cuda_stream_orders_the_export_and_runs_the_kernel_on_it():
+    x = Producer(rng.integers(0, 16, size=(8, 16), dtype=np.int32))
+
+    class StreamLike:  # torch.cuda.Stream's attribute
+        cuda_stream = 0x5000
+
+    with qtl.cuda_stream(StreamLike()):
+        out = qtl.pack_cols(x, 4, 8, 16)
+        assert x.streams[-1] == 0x5000 and sim.last_stream() == 0x5000
+        with qtl.cuda_stream(0x6000):
+            qtl.pack_rows(x, 4, 8, 16)
+            assert x.streams[-1] == 0x6000 and sim.last_stream() == 0x6000
+        qtl.pack_rows(x, 4, 8, 16)
+        assert x.streams[-1] == 0x5000  # the outer stream again
+    qtl.pack_cols(x, 4, 8, 16)
+    assert x.streams[-1] == 1 and sim.last_stream() == 0
+    assert_same(sim.to_host(out), qtl.pack_cols(sim.to_host(x.array), 4, 8, 16))
+
+
+@needs_sim
+def test_device_outputs_feed_device_inputs():
+    x = rng.integers(0, 16, size=(16, 32), dtype=np.int32)
+    packed = qtl.pack_cols(Producer(x), 4, 16, 32)
+    assert packed.shape == (16, 4) and packed.dtype == "int32"
+    assert_same(sim.to_host(qtl.unpack_cols(packed, 4, 16, 32)), x)
