@@ -13,15 +13,15 @@
 // memcpy benchmarks copy a buffer as large as the operation's input and count twice its size.
 // Buffers are allocated (and touched) outside the timed loop, once per benchmark.
 
-#include <qtl/moe.hpp>
-
-#include "support/memcpy_baseline.hpp"
-#include "support/random_bytes.hpp"
-
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
 #include <vector>
+
+#include <qtl/moe.hpp>
+
+#include "support/memcpy_baseline.hpp"
+#include "support/random_bytes.hpp"
 
 namespace {
 
@@ -60,9 +60,7 @@ void count(benchmark::State& state, std::size_t in, std::size_t out) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(in + out));
 }
 
-void bm_memcpy_moe(benchmark::State& state) {
-  qtl_bench::memcpy_baseline(state, bytes_of(layer(state.range(0) != 0)));
-}
+void bm_memcpy_moe(benchmark::State& state) { qtl_bench::memcpy_baseline(state, bytes_of(layer(state.range(0) != 0))); }
 BENCHMARK(bm_memcpy_moe)->Name("BM_memcpy_moe/not_gated")->Arg(0)->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_memcpy_moe)->Name("BM_memcpy_moe/gated")->Arg(1)->Unit(benchmark::kMillisecond);
 

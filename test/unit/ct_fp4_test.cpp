@@ -203,7 +203,7 @@ TEST_CASE("ct_mxfp8_quantize: CT's power of two turns up at a significand of 1.7
   index_t const n = 2;
   index_t const k = 32;
   std::vector<float> w(static_cast<std::size_t>(n * k), 0.5f);
-  w[3] = 1.74f;       // row 0: 2^0 / 2^8
+  w[3] = 1.74f;  // row 0: 2^0 / 2^8
   w[5] = -0.0f;
   w[k + 3] = -1.75f;  // row 1: 2^1 / 2^8
   std::vector<qtl::float8_e4m3fn_t> v(w.size());
@@ -218,8 +218,8 @@ TEST_CASE("ct_mxfp8_quantize: CT's power of two turns up at a significand of 1.7
   CHECK(v[k].bits == 0x68);      // 0.5 * 128 = 64
 }
 
-TEMPLATE_TEST_CASE("ct_mxfp8_quantize refuses NaN and Inf naming row and column, unless allowed", "[ct][mxfp8]",
-                   float, half_t, bfloat16_t) {
+TEMPLATE_TEST_CASE("ct_mxfp8_quantize refuses NaN and Inf naming row and column, unless allowed", "[ct][mxfp8]", float,
+                   half_t, bfloat16_t) {
   index_t const n = 4;
   index_t const k = 64;
   auto w = weights<TestType>(n, k, 5);
@@ -234,9 +234,9 @@ TEMPLATE_TEST_CASE("ct_mxfp8_quantize refuses NaN and Inf naming row and column,
   run(true);
   CHECK(s[2 * 2 + 1].bits == 254);
   CHECK(v[static_cast<std::size_t>(2 * k + 37)].bits == 0x7F);
-  CHECK_THROWS_AS(qtl::ct_mxfp8_quantize(cview(w, n, 48), qtl::make_view(v.data(), n, 48),
-                                         qtl::make_view(s.data(), n, 1)),
-                  qtl::shape_error);
+  CHECK_THROWS_AS(
+      qtl::ct_mxfp8_quantize(cview(w, n, 48), qtl::make_view(v.data(), n, 48), qtl::make_view(s.data(), n, 1)),
+      qtl::shape_error);
 }
 
 TEMPLATE_TEST_CASE("ct_nvfp4_quantize is block_quantize<nvfp4> with CT's zero-block scale and +0 code", "[ct][fp4]",

@@ -125,14 +125,10 @@ struct moe_row_map {
 
   QTL_HOST_DEVICE constexpr index_t source(index_t n) const {
     switch (k) {
-      case kind::padded:
-        return padded_row_source(n, a, b);
-      case kind::interleave_linear_and_gate:
-        return interleave_linear_and_gate_source(n, a, b);
-      case kind::w13_to_w31:
-        return w13_to_w31_source(n, a, false);
-      default:
-        return w13_to_w31_source(n, a, true);
+      case kind::padded: return padded_row_source(n, a, b);
+      case kind::interleave_linear_and_gate: return interleave_linear_and_gate_source(n, a, b);
+      case kind::w13_to_w31: return w13_to_w31_source(n, a, false);
+      default: return w13_to_w31_source(n, a, true);
     }
   }
 };

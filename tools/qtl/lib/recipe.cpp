@@ -91,8 +91,8 @@ quantize_options group_options(ojson const& g, std::string const& where) {
       (v.get<bool>() ? o.sym : o.asym) = true;
     } else if (key == "fp8_scheme" && o.format == "fp8") {
       if (!v.is_string() || (v != "tensor" && v != "channel" && v != "ct-block")) {
-        throw config_error(at + " must be \"tensor\", \"channel\" or \"ct-block\" (compressed-tensors' FP8 forms), not " +
-                           v.dump());
+        throw config_error(
+            at + " must be \"tensor\", \"channel\" or \"ct-block\" (compressed-tensors' FP8 forms), not " + v.dump());
       }
       o.fp8_scheme = v.get<std::string>();
     } else if (key == "group_size" || key == "symmetric" || key == "fp8_scheme") {
@@ -231,15 +231,16 @@ std::optional<std::size_t> recipe_group_of(recipe const& r, std::string const& n
     auto const said = [&](std::optional<std::size_t> g, std::string const& t) {
       return g ? r.groups[*g].name + " ('" + t + "')" : std::string("no group");
     };
-    conflict = "--recipe " + r.path.string() + ": " + qtl::io::printable(name) + ": compressed-tensors " +
-                     "(transformers) takes " + said(ct, ct_target) +
-                     " (exact names, then regexes in sorted order, then classes), vLLM takes " + said(vllm, vllm_target) +
-                     " for " + qtl::io::printable(engine_name) +
-                     " (the first target in the config's order matching it, then classes); make the groups' targets "
-                     "not overlap" +
-               (engine_name != name ? std::string(" (vLLM asks with the fused layer's name: let the shard's target match ") +
-                                          qtl::io::printable(engine_name) + " too)"
-                                    : std::string());
+    conflict =
+        "--recipe " + r.path.string() + ": " + qtl::io::printable(name) + ": compressed-tensors " +
+        "(transformers) takes " + said(ct, ct_target) +
+        " (exact names, then regexes in sorted order, then classes), vLLM takes " + said(vllm, vllm_target) + " for " +
+        qtl::io::printable(engine_name) +
+        " (the first target in the config's order matching it, then classes); make the groups' targets "
+        "not overlap" +
+        (engine_name != name ? std::string(" (vLLM asks with the fused layer's name: let the shard's target match ") +
+                                   qtl::io::printable(engine_name) + " too)"
+                             : std::string());
   }
   if (!ct) {
     why = "matched by no recipe group";

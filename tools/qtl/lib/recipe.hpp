@@ -42,16 +42,16 @@ namespace qtl::tool {
 
 /// One target of a recipe group or ignore list, compiled.
 struct recipe_target {
-  std::string text;                  ///< as written
-  std::shared_ptr<qtl::regex> re;    ///< `re:` targets
-  bool linear_class = false;         ///< "Linear"
+  std::string text;                ///< as written
+  std::shared_ptr<qtl::regex> re;  ///< `re:` targets
+  bool linear_class = false;       ///< "Linear"
 };
 
 /// One group of a recipe.
 struct recipe_group {
-  std::string name;                  ///< the config group's name
+  std::string name;  ///< the config group's name
   std::vector<recipe_target> targets;
-  quantize_options options;          ///< format, group_size, sym/asym, fp8_scheme (nothing else set)
+  quantize_options options;  ///< format, group_size, sym/asym, fp8_scheme (nothing else set)
 };
 
 /// A recipe read from its file.
