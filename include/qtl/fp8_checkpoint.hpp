@@ -34,38 +34,13 @@
 #include <type_traits>
 
 #include <qtl/ct_quantize.hpp>
+#include <qtl/element/fp8_checkpoint.hpp>
 #include <qtl/error.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
 
 namespace qtl {
-
-/// How an FP8 checkpoint's weight scales are laid out.
-enum class fp8_checkpoint_scheme : std::uint8_t { tensor, channel, block };
-
-/// Whose rule turns a block's amax into its scale (see the file comment).
-enum class fp8_block_rule : std::uint8_t { hf, compressed_tensors };
-
-/// What `fp8_checkpoint_quantize` computes, and how it treats non-finite weights.
-struct fp8_checkpoint_options {
-  fp8_checkpoint_scheme scheme = fp8_checkpoint_scheme::block;
-  fp8_block_rule rule = fp8_block_rule::hf;  ///< block scheme only
-  index_t block_n = 128;                     ///< block rows (block scheme)
-  index_t block_k = 128;                     ///< block columns (block scheme)
-  std::optional<float> tensor_amax;          ///< tensor scheme: the amax to scale by (a fused group's)
-  bool allow_nonfinite = false;              ///< quantize NaN/Inf weights instead of refusing them
-  index_t first_row = 0;                     ///< the row of W that w's row 0 is (only names rows in errors)
-};
-
-/// The scale of a block whose largest |x| is `amax` by `rule` (see the file comment).
-inline float fp8_block_scale(fp8_block_rule rule, float amax) {
-  if (rule == fp8_block_rule::hf) {
-    return std::max(amax, 1e-12f) / 448.0f;
-  }
-  float const s = amax / 448.0f;
-  return s == 0.0f ? std::numeric_limits<float>::epsilon() : s;
-}
 
 /// The number of scales `fp8_checkpoint_quantize` writes for a weight of `rows` x `cols`.
 /// @throws shape_error for block sizes that are not positive (block scheme)
