@@ -3,7 +3,7 @@
 beside `cp -r` of the same bytes on equal terms, with the tool's page faults and peak RSS.
 
     bench/qtl_quantize_bench.py QTL [--size-mb 1100] [--threads 2] [--repeat 5] [--dir /dev/shm]
-                                    [--only gptq,fp8] [--peers]
+                                    [--only gptq,fp8] [--peers] [--sync]
 
 The checkpoint (made once in a temporary folder under DIR, a tmpfs by default, so that neither
 side pays for a disk): Qwen3-1.7B's shapes (hidden 2048, intermediate 6144, 16 query heads and
@@ -191,6 +191,8 @@ def main():
     ap.add_argument("--dir", default="/dev/shm" if os.path.isdir("/dev/shm") else None)
     ap.add_argument("--only", default="", help="comma-separated substrings of the job names to run")
     ap.add_argument("--peers", action="store_true", help="also run the importable peers once per scheme")
+    ap.add_argument("--sync", action="store_true",
+                    help="time `cp -r` followed by `sync` (for a DIR on a disk: qtl fsyncs every file it writes)")
     a = ap.parse_args()
     qtl = os.path.abspath(a.qtl)
     only = [s for s in a.only.split(",") if s]
@@ -233,7 +235,10 @@ def main():
             for label, _, cmd in jobs:
                 for side in ("cp", "qtl"):
                     shutil.rmtree(out, ignore_errors=True)
-                    m = run(["cp", "-r", base[label][0], out] if side == "cp" else cmd)
+                    copy = ["cp", "-r", base[label][0], out]
+                    if args.sync:  # qtl fsyncs what it writes; the copy's data reaches the disk too
+                        copy = ["sh", "-c", 'cp -r "$0" "$1" && sync', base[label][0], out]
+                    m = run(copy if side == "cp" else cmd)
                     if r > 0:
                         samples[label][side].append(m)
         shutil.rmtree(out, ignore_errors=True)

@@ -393,7 +393,7 @@ nb::object fp8_checkpoint_quantize(nb::handle w_obj, std::string const& scheme, 
       bool const block = opt.scheme == qtl::fp8_checkpoint_scheme::block;
       index_t const align = block ? opt.block_n : 1;
       index_t const per_band = block ? (k + opt.block_k - 1) / opt.block_k : 1;
-      std::span<float> const all(scales.v2<float>().data, static_cast<std::size_t>(count));
+      std::span<float> const all(scales.data<float>(), static_cast<std::size_t>(count));
       qtl::for_each_slice(n, align, std::max(align, min_columns(k)), nthreads, [&](index_t r0, index_t r1) {
         qtl::fp8_checkpoint_options o = opt;
         o.first_row = r0;
