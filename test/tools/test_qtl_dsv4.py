@@ -35,6 +35,7 @@ in Python (convert_py).
 """
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -366,6 +367,34 @@ def body(tmp):
             "--to bf16 on a value below bf16's range")
     rc, _, err = run("convert", tiny, os.path.join(tmp, "tiny_fp8"), "--to", "fp8-ue8m0")
     check(rc == 0, "fp8-ue8m0 copies the FP8 weight whose scale is 2^-127 (%s)" % err.strip())
+
+    # the edges of bf16's range, under which --to bf16 checks no element: expert scale codes 0 and
+    # 252 and FP8 block codes 3 and 246 convert exactly (every element checked here); an expert code
+    # 253 over a 6 and an FP8 code 247 over a 448 are beyond bf16's range and refused
+    def edited(folder, changes):
+        st.write_checkpoint(folder, [(n,) + ((v[0], v[1], changes[n](v[2])) if n in changes else v)
+                                     for n, v in t.items()], 2)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        return folder
+
+    expert, fp8w = "layers.0.ffn.experts.1.w2", "layers.0.attn.wo_b"
+    edges = edited(os.path.join(tmp, "edges"), {expert + ".scale": lambda b: bytes([0, 252]) + b[2:],
+                                                fp8w + ".scale": lambda b: bytes([3, 246, 3, 246])})
+    out = os.path.join(tmp, "edges_bf16")
+    rc, _, err = run("convert", edges, out, "--to", "bf16")
+    check(rc == 0, "bf16 at the edges of its range: exit 0 (%s)" % err.strip())
+    if rc == 0:
+        check_bf16(out, read_checkpoint(edges)[0])
+    for name, changes, needles in (
+            (expert, {expert + ".scale": lambda b: bytes([253]) + b[1:], expert + ".weight": lambda b: b"\x07" + b[1:]},
+             ["element (0, 0)", "beyond bf16's range"]),
+            (fp8w, {fp8w + ".scale": lambda b: bytes([247]) + b[1:], fp8w + ".weight": lambda b: b"\x7e" + b[1:]},
+             ["block (0, 0, 0)", "dequantizes to NaN or Inf"])):
+        over = edited(os.path.join(tmp, "over"), changes)
+        refused(tmp, over, ["--to", "bf16"], 2, [name + ".weight"] + needles,
+                "--to bf16 on %s beyond bf16's range" % name)
+        shutil.rmtree(over)
 
     # a NaN code in an FP8 weight: MXFP4 and NVFP4 cannot encode it
     nan = os.path.join(tmp, "nan")

@@ -59,6 +59,7 @@
 // instant one complete checkpoint, and a failure or a signal leaves the old one.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
@@ -240,9 +241,51 @@ void check_bf16_exact(std::span<bfloat16_t const> out, std::int64_t row0, std::i
   }
 }
 
+/// `block_dequantize<mxfp4>` to bf16 tabulated: the bf16 bits of each e2m1 code (0..15) under
+/// each E8M0 scale code, made by that function itself (so an element looked up here has its
+/// bytes), and per scale code whether all 16 are the exact value e2m1(c) * 2^(e - 127). They are
+/// for e <= 252: two significant bits, 0.5 * 2^-127 a bf16 subnormal and 6 * 2^125 below bf16's
+/// largest; 253 and 254 overflow for the largest codes, 255 is NaN.
+struct e2m1_bf16_table {
+  std::array<std::array<std::uint16_t, 16>, 256> bits{};
+  std::array<bool, 256> exact{};
+
+  e2m1_bf16_table() {
+    std::array<float4_e2m1x2_t, 16> codes{};  // one group: codes 0..15, twice
+    for (int c = 0; c < 16; ++c) {
+      codes[static_cast<std::size_t>(c)].bits = static_cast<std::uint8_t>(2 * c % 16 | (2 * c + 1) % 16 << 4);
+    }
+    std::array<bfloat16_t, 32> out{};
+    for (int e = 0; e < 256; ++e) {
+      float8_e8m0fnu_t const sc{static_cast<std::uint8_t>(e)};
+      qtl::block_dequantize<mxfp4>(make_view(static_cast<float4_e2m1x2_t const*>(codes.data()), 1, 16),
+                                   std::span(&sc, 1), 1.0f, make_view(out.data(), 1, 32));
+      exact[static_cast<std::size_t>(e)] = e != 0xFF;
+      for (int c = 0; c < 16; ++c) {
+        std::uint16_t const b = out[static_cast<std::size_t>(c)].bits;
+        bits[static_cast<std::size_t>(e)][static_cast<std::size_t>(c)] = b;
+        exact[static_cast<std::size_t>(e)] =
+            exact[static_cast<std::size_t>(e)] &&
+            static_cast<double>(bf16_to_float(b)) == std::ldexp(static_cast<double>(e2m1_to_float(c)), e - 127);
+      }
+    }
+  }
+  static e2m1_bf16_table const& get() {
+    static e2m1_bf16_table const t;
+    return t;
+  }
+};
+
+/// Whether an FP8 block whose scale is `s` dequantizes exactly to bf16 without a check: an E8M0
+/// scale 2^(b - 127) with 3 <= b <= 246 (e4m3fn values are multiples of 2^-9 with four
+/// significant bits, at most 448: times 2^(b - 127) they are multiples of bf16's least subnormal
+/// 2^-133 and below its largest).
+bool bf16_exact_block(float s) { return s >= 0x1p-124f && s <= 0x1p119f; }
+
 /// DeepSeek-V4's routed expert `l` (MXFP4: I8 codes [N, K/2], F8_E8M0 scales [N, K/32]), one
 /// matrix at a time: fp8-ue8m0 the lossless cast (`cast_e2m1fn_to_e4m3fn`, which names a block it
-/// cannot cast), bf16 the exact dequant (`block_dequantize<mxfp4>`, checked exact).
+/// cannot cast), bf16 the exact dequant (`block_dequantize<mxfp4>` by `e2m1_bf16_table`, each
+/// element checked where a scale code is not exact for every code).
 void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
   cv::block_grid const& g = l.grid;
   auto const x_all = codes_of(*l.weight);
@@ -264,14 +307,25 @@ void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
       write_out(c, l.outs[1], sf.data(), scount, gi * scount);
     } else {
       auto const bf = thread_scratch<bfloat16_t>(count);
-      qtl::block_dequantize<mxfp4>(make_view(reinterpret_cast<float4_e2m1x2_t const*>(x.data()), g.n, g.k / 2),
-                                   std::span(reinterpret_cast<float8_e8m0fnu_t const*>(s.data()), s.size()), 1.0f,
-                                   make_view(bf.data(), g.n, g.k));
-      check_bf16_exact(bf, gi * g.n, g.k, c.allow_nonfinite, [&](std::size_t i) {
-        std::uint8_t const e = s[i / cv::e2m1_scale_group];
-        auto const code = static_cast<std::uint8_t>(x[i / 2] >> (i % 2 * 4) & 15u);
-        return e == 0xFF ? std::nan("") : std::ldexp(static_cast<double>(e2m1_to_float(code)), int(e) - 127);
-      });
+      auto const& table = e2m1_bf16_table::get();
+      bool exact = true;
+      for (std::size_t gr = 0; gr < s.size(); ++gr) {
+        auto const& row = table.bits[s[gr]];
+        exact = exact && table.exact[s[gr]];
+        std::uint8_t const* in = x.data() + gr * cv::e2m1_scale_group / 2;
+        bfloat16_t* o = bf.data() + gr * cv::e2m1_scale_group;
+        for (int j = 0; j < cv::e2m1_scale_group / 2; ++j) {
+          o[2 * j].bits = row[in[j] & 15u];
+          o[2 * j + 1].bits = row[in[j] >> 4];
+        }
+      }
+      if (!exact) {
+        check_bf16_exact(bf, gi * g.n, g.k, c.allow_nonfinite, [&](std::size_t i) {
+          std::uint8_t const e = s[i / cv::e2m1_scale_group];
+          auto const code = static_cast<std::uint8_t>(x[i / 2] >> (i % 2 * 4) & 15u);
+          return e == 0xFF ? std::nan("") : std::ldexp(static_cast<double>(e2m1_to_float(code)), int(e) - 127);
+        });
+      }
       write_out(c, l.outs[0], bf.data(), count * 2, gi * count * 2);
     }
   }
@@ -314,7 +368,7 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
       case target::bf16: {
         auto const bf = thread_scratch<bfloat16_t>(count);
         cv::block_quant_dequant<bfloat16_t>(q, s, slice, bf);
-        if (e8m0_scales) {
+        if (e8m0_scales && !std::all_of(s.begin(), s.end(), bf16_exact_block)) {
           check_bf16_exact(bf, n0, g.k, c.allow_nonfinite, [&](std::size_t i) {
             std::int64_t const r = static_cast<std::int64_t>(i) / g.k;
             std::int64_t const col = static_cast<std::int64_t>(i) % g.k;
