@@ -6,10 +6,12 @@
 // own function (test/data/golden/make_dsv4_cases.py); and qtl/deepgemm_e8m0.hpp, the DeepGEMM
 // packing of DeepSeek-V4's E8M0 block scales: the golden cases recorded from vLLM's function
 // (make_dsv4_deepgemm_cases.py), the float packer on the upcast codes, the bmm view's shapes and
-// the refused codes.
+// the refused codes; and qtl/e2m1_to_bf16.hpp (the experts to BF16) against block_dequantize<mxfp4>
+// under every scale code, its executor against its portable loop, and its exactness flag.
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +20,7 @@
 #include <e2m1_to_e4m3_cases.hpp>
 
 #include <qtl/deepgemm_e8m0.hpp>
+#include <qtl/e2m1_to_bf16.hpp>
 #include <qtl/e2m1_to_e4m3.hpp>
 #include <qtl/x86/isa.hpp>
 
@@ -279,4 +282,40 @@ TEST_CASE("deepgemm_post_process_e8m0 refuses codes 0 and 255 and wrong sizes, w
   CHECK_THROWS_AS(cv::deepgemm_post_process_e8m0(bytes(7, 127), l, out), qtl::shape_error);
   std::vector<std::int32_t> short_out(out.size() - 1);
   CHECK_THROWS_AS(cv::deepgemm_post_process_e8m0(bytes(8, 127), l, short_out), qtl::shape_error);
+}
+
+TEST_CASE("mxfp4_to_bf16 is block_dequantize<mxfp4> to bf16 under every scale code, executor and portable loop",
+          "[e2m1_to_bf16]") {
+  std::mt19937 rng(2211);
+  std::int64_t const rows = 256, k = 96;  // 768 groups: every scale code three times
+  bytes x(static_cast<std::size_t>(rows * k / 2)), sc(static_cast<std::size_t>(rows * k / 32));
+  for (auto& b : x) b = static_cast<std::uint8_t>(rng());
+  for (std::size_t i = 0; i < sc.size(); ++i) sc[i] = static_cast<std::uint8_t>(i % 256);
+  std::vector<qtl::bfloat16_t> want(static_cast<std::size_t>(rows * k));
+  qtl::block_dequantize<qtl::mxfp4>(qtl::make_view(reinterpret_cast<qtl::float4_e2m1x2_t const*>(x.data()), rows, k / 2),
+                                    std::span(reinterpret_cast<qtl::float8_e8m0fnu_t const*>(sc.data()), sc.size()),
+                                    1.0f, qtl::make_view(want.data(), rows, k));
+  auto bits = [](std::vector<qtl::bfloat16_t> const& v) {
+    std::vector<std::uint16_t> b(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) b[i] = v[i].bits;
+    return b;
+  };
+  for (bool const portable : {false, true}) {
+    INFO("portable " << portable);
+    std::optional<qtl::x86::scoped_level_cap> cap;
+    if (portable) cap.emplace(qtl::x86::level::portable);
+    std::vector<qtl::bfloat16_t> got(want.size());
+    CHECK_FALSE(cv::mxfp4_to_bf16(x, sc, got));  // codes 253..255 are among the scales
+    CHECK(bits(got) == bits(want));
+  }
+  // the exactness flag: codes up to 252 exact for every e2m1 code, 253.. not
+  auto const& t = cv::e2m1_bf16_table::get();
+  for (int e = 0; e < 256; ++e) {
+    CHECK(t.exact[static_cast<std::size_t>(e)] == (e <= 252));
+  }
+  bytes low(sc.size());
+  for (std::size_t i = 0; i < low.size(); ++i) low[i] = static_cast<std::uint8_t>(i % 253);
+  std::vector<qtl::bfloat16_t> got(want.size());
+  CHECK(cv::mxfp4_to_bf16(x, low, got));
+  CHECK_THROWS_AS(cv::mxfp4_to_bf16(x, bytes(sc.size() - 1), got), qtl::shape_error);
 }

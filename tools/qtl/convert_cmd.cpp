@@ -62,6 +62,7 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -69,6 +70,7 @@
 
 #include <qtl/convert.hpp>
 #include <qtl/dispatch.hpp>
+#include <qtl/e2m1_to_bf16.hpp>
 #include <qtl/e2m1_to_e4m3.hpp>
 #include <qtl/fp4.hpp>
 
@@ -241,41 +243,6 @@ void check_bf16_exact(std::span<bfloat16_t const> out, std::int64_t row0, std::i
   }
 }
 
-/// `block_dequantize<mxfp4>` to bf16 tabulated: the bf16 bits of each e2m1 code (0..15) under
-/// each E8M0 scale code, made by that function itself (so an element looked up here has its
-/// bytes), and per scale code whether all 16 are the exact value e2m1(c) * 2^(e - 127). They are
-/// for e <= 252: two significant bits, 0.5 * 2^-127 a bf16 subnormal and 6 * 2^125 below bf16's
-/// largest; 253 and 254 overflow for the largest codes, 255 is NaN.
-struct e2m1_bf16_table {
-  std::array<std::array<std::uint16_t, 16>, 256> bits{};
-  std::array<bool, 256> exact{};
-
-  e2m1_bf16_table() {
-    std::array<float4_e2m1x2_t, 16> codes{};  // one group: codes 0..15, twice
-    for (int c = 0; c < 16; ++c) {
-      codes[static_cast<std::size_t>(c)].bits = static_cast<std::uint8_t>(2 * c % 16 | (2 * c + 1) % 16 << 4);
-    }
-    std::array<bfloat16_t, 32> out{};
-    for (int e = 0; e < 256; ++e) {
-      float8_e8m0fnu_t const sc{static_cast<std::uint8_t>(e)};
-      qtl::block_dequantize<mxfp4>(make_view(static_cast<float4_e2m1x2_t const*>(codes.data()), 1, 16),
-                                   std::span(&sc, 1), 1.0f, make_view(out.data(), 1, 32));
-      exact[static_cast<std::size_t>(e)] = e != 0xFF;
-      for (int c = 0; c < 16; ++c) {
-        std::uint16_t const b = out[static_cast<std::size_t>(c)].bits;
-        bits[static_cast<std::size_t>(e)][static_cast<std::size_t>(c)] = b;
-        exact[static_cast<std::size_t>(e)] =
-            exact[static_cast<std::size_t>(e)] &&
-            static_cast<double>(bf16_to_float(b)) == std::ldexp(static_cast<double>(e2m1_to_float(c)), e - 127);
-      }
-    }
-  }
-  static e2m1_bf16_table const& get() {
-    static e2m1_bf16_table const t;
-    return t;
-  }
-};
-
 /// Whether an FP8 block whose scale is `s` dequantizes exactly to bf16 without a check: an E8M0
 /// scale 2^(b - 127) with 3 <= b <= 246 (e4m3fn values are multiples of 2^-9 with four
 /// significant bits, at most 448: times 2^(b - 127) they are multiples of bf16's least subnormal
@@ -284,8 +251,8 @@ bool bf16_exact_block(float s) { return s >= 0x1p-124f && s <= 0x1p119f; }
 
 /// DeepSeek-V4's routed expert `l` (MXFP4: I8 codes [N, K/2], F8_E8M0 scales [N, K/32]), one
 /// matrix at a time: fp8-ue8m0 the lossless cast (`cast_e2m1fn_to_e4m3fn`, which names a block it
-/// cannot cast), bf16 the exact dequant (`block_dequantize<mxfp4>` by `e2m1_bf16_table`, each
-/// element checked where a scale code is not exact for every code).
+/// cannot cast), bf16 the exact dequant (`mxfp4_to_bf16`, each element checked where a scale
+/// code is not exact for every code).
 void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
   cv::block_grid const& g = l.grid;
   auto const x_all = codes_of(*l.weight);
@@ -307,18 +274,7 @@ void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
       write_out(c, l.outs[1], sf.data(), scount, gi * scount);
     } else {
       auto const bf = thread_scratch<bfloat16_t>(count);
-      auto const& table = e2m1_bf16_table::get();
-      bool exact = true;
-      for (std::size_t gr = 0; gr < s.size(); ++gr) {
-        auto const& row = table.bits[s[gr]];
-        exact = exact && table.exact[s[gr]];
-        std::uint8_t const* in = x.data() + gr * cv::e2m1_scale_group / 2;
-        bfloat16_t* o = bf.data() + gr * cv::e2m1_scale_group;
-        for (int j = 0; j < cv::e2m1_scale_group / 2; ++j) {
-          o[2 * j].bits = row[in[j] & 15u];
-          o[2 * j + 1].bits = row[in[j] >> 4];
-        }
-      }
+      bool const exact = cv::mxfp4_to_bf16(x, s, bf);
       if (!exact) {
         check_bf16_exact(bf, gi * g.n, g.k, c.allow_nonfinite, [&](std::size_t i) {
           std::uint8_t const e = s[i / cv::e2m1_scale_group];
@@ -404,6 +360,31 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
   release(l.scale->bytes);
 }
 
+/// Whether FP8 weight `l` with E8M0 block scales `s` dequantizes to finite bf16 values, known
+/// without a pass over its blocks: no NaN code (0x7F, 0xFF) and every scale `bf16_exact_block`
+/// (448 times it is below bf16's largest).
+bool finite_e8m0_layer(fp8_layer const& l, std::span<float const> s) {
+  if (l.scale->type != dtype::F8_E8M0 || !std::all_of(s.begin(), s.end(), bf16_exact_block)) {
+    return false;
+  }
+  // eight codes a step: a byte's low seven bits are all ones (0x7F, 0xFF) exactly when adding 1
+  // to them carries into its high bit (no carry crosses bytes: each sum is at most 0x80)
+  auto const q = codes_of(*l.weight);
+  constexpr std::uint64_t low7 = 0x7F7F7F7F7F7F7F7Full;
+  constexpr std::uint64_t ones = 0x0101010101010101ull;
+  std::uint64_t hit = 0;
+  std::size_t i = 0;
+  for (; i + 8 <= q.size(); i += 8) {
+    std::uint64_t w;
+    std::memcpy(&w, q.data() + i, 8);
+    hit |= (w & low7) + ones;
+  }
+  for (; i < q.size(); ++i) {
+    hit |= static_cast<std::uint64_t>((q[i] & 0x7Fu) + 1u);
+  }
+  return (hit & 0x8080808080808080ull) == 0;
+}
+
 void run_job(worker_context const& c, convert_job& j) {
   if (j.copy != nullptr) {
     shard_plan const& s = c.shards[j.copy_out.shard];
@@ -417,6 +398,9 @@ void run_job(worker_context const& c, convert_job& j) {
         continue;  // no NaN code; the cast and the bf16 check refuse a NaN scale
       }
       float_scales const scales(*l.scale);
+      if (finite_e8m0_layer(l, scales.span())) {
+        continue;
+      }
       try {
         (void)cv::fp8_block_bf16_amax(codes_of(*l.weight), scales.span(), l.grid);
       } catch (qtl::value_error const& e) {
