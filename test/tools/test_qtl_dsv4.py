@@ -402,8 +402,10 @@ def body(tmp):
                               for n, v in t.items()], 2)
     with open(os.path.join(nan, "config.json"), "w") as f:
         json.dump(config, f)
-    for to in ("mxfp4", "nvfp4"):
+    for to in ("mxfp4", "nvfp4", "bf16"):
         refused(tmp, nan, ["--to", to], 2, ["layers.1.attn.wo_b.weight", "NaN"], "--to %s on a NaN code" % to)
+    nan_last = edited(os.path.join(tmp, "nan_last"), {"layers.1.attn.wq_b.weight": lambda b: b[:-1] + b"\xff"})
+    refused(tmp, nan_last, ["--to", "bf16"], 2, ["layers.1.attn.wq_b.weight", "NaN"], "--to bf16 on a last NaN code")
 
     # 5. --to mxfp4, 6. --to nvfp4, 7. the DeepGEMM packing of the E8M0 scales
     check_fp4_targets(tmp, src, config, ins)

@@ -62,7 +62,6 @@
 #include <array>
 #include <chrono>
 #include <cmath>
-#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -360,31 +359,6 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
   release(l.scale->bytes);
 }
 
-/// Whether FP8 weight `l` with E8M0 block scales `s` dequantizes to finite bf16 values, known
-/// without a pass over its blocks: no NaN code (0x7F, 0xFF) and every scale `bf16_exact_block`
-/// (448 times it is below bf16's largest).
-bool finite_e8m0_layer(fp8_layer const& l, std::span<float const> s) {
-  if (l.scale->type != dtype::F8_E8M0 || !std::all_of(s.begin(), s.end(), bf16_exact_block)) {
-    return false;
-  }
-  // eight codes a step: a byte's low seven bits are all ones (0x7F, 0xFF) exactly when adding 1
-  // to them carries into its high bit (no carry crosses bytes: each sum is at most 0x80)
-  auto const q = codes_of(*l.weight);
-  constexpr std::uint64_t low7 = 0x7F7F7F7F7F7F7F7Full;
-  constexpr std::uint64_t ones = 0x0101010101010101ull;
-  std::uint64_t hit = 0;
-  std::size_t i = 0;
-  for (; i + 8 <= q.size(); i += 8) {
-    std::uint64_t w;
-    std::memcpy(&w, q.data() + i, 8);
-    hit |= (w & low7) + ones;
-  }
-  for (; i < q.size(); ++i) {
-    hit |= static_cast<std::uint64_t>((q[i] & 0x7Fu) + 1u);
-  }
-  return (hit & 0x8080808080808080ull) == 0;
-}
-
 void run_job(worker_context const& c, convert_job& j) {
   if (j.copy != nullptr) {
     shard_plan const& s = c.shards[j.copy_out.shard];
@@ -398,9 +372,6 @@ void run_job(worker_context const& c, convert_job& j) {
         continue;  // no NaN code; the cast and the bf16 check refuse a NaN scale
       }
       float_scales const scales(*l.scale);
-      if (finite_e8m0_layer(l, scales.span())) {
-        continue;
-      }
       try {
         (void)cv::fp8_block_bf16_amax(codes_of(*l.weight), scales.span(), l.grid);
       } catch (qtl::value_error const& e) {
