@@ -175,7 +175,6 @@ QTL_KERNEL void cast_kernel(float const* x, cv::block_grid grid, std::uint8_t* q
   }
 }
 
-// A defaulted template parameter, as every header kernel without one of its own (QTL_KERNEL in qtl/macros.hpp).
 /// `Scale`: float powers of two, or E8M0 codes (qtl/cuda/deepgemm_e8m0.cuh).
 template <class Scale = float>
 QTL_KERNEL void pack_kernel(Scale const* sf, cv::dg_packed_layout l, std::int32_t* out) {
