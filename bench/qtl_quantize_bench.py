@@ -146,6 +146,52 @@ def run(cmd):
     return dt, ru.ru_minflt, ru.ru_majflt, ru.ru_maxrss / 1024.0
 
 
+def alternate(jobs, tmp, out, repeat, sync=False):
+    """Runs `jobs` ((label, input folder, command writing `out`)) beside `cp -r` of each one's
+    baseline: its input, or a copy (in `tmp`) of its output where that is larger (`sync`: `cp -r`
+    then `sync`, for a folder on a disk, where qtl fsyncs what it writes). Each round runs cp then
+    the job, for every job, removing `out` between runs; the first round warms up and is dropped.
+    Returns ({label: (baseline folder, "input"|"output")}, {label: {"cp"|"qtl": [run()]}})."""
+    base = {}
+    for label, job_in, cmd in jobs:
+        shutil.rmtree(out, ignore_errors=True)
+        run(cmd)
+        if folder_bytes(out) > folder_bytes(job_in):
+            kept = os.path.join(tmp, "out_of_" + label.replace(" ", "_"))
+            shutil.copytree(out, kept)
+            base[label] = (kept, "output")
+        else:
+            base[label] = (job_in, "input")
+    samples = {label: {"cp": [], "qtl": []} for label, _, _ in jobs}
+    for r in range(repeat + 1):
+        for label, _, cmd in jobs:
+            for side in ("cp", "qtl"):
+                shutil.rmtree(out, ignore_errors=True)
+                copy = ["cp", "-r", base[label][0], out]
+                if sync:
+                    copy = ["sh", "-c", 'cp -r "$0" "$1" && sync', base[label][0], out]
+                m = run(copy if side == "cp" else cmd)
+                if r > 0:
+                    samples[label][side].append(m)
+    shutil.rmtree(out, ignore_errors=True)
+    return base, samples
+
+
+def print_table(jobs, base, samples):
+    """The table of the file comment: medians of `alternate`'s samples."""
+    print("| job | qtl s | cp -r s (of) | x cp | best | minflt | majflt | peak RSS MiB |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    for label, _, _ in jobs:
+        q = samples[label]["qtl"]
+        c = samples[label]["cp"]
+        tq = statistics.median(x[0] for x in q)
+        tc = statistics.median(x[0] for x in c)
+        print("| %s | %.3f | %.3f (%s) | %.2f | %.2f | %d | %d | %.0f |" % (
+            label, tq, tc, base[label][1], tc / tq, min(x[0] for x in c) / min(x[0] for x in q),
+            statistics.median(x[1] for x in q), statistics.median(x[2] for x in q),
+            statistics.median(x[3] for x in q)))
+
+
 def peers_available():
     return {name: importlib.util.find_spec(mod) is not None
             for name, mod in (("llm-compressor", "llmcompressor"), ("AutoRound", "auto_round"))}
@@ -219,46 +265,14 @@ def main():
             run([qtl, "quantize", src, fp8, "--format", "fp8", "--fp8-scheme", "block", "--threads", t])
             jobs += [("convert " + c, fp8, [qtl, "convert", fp8, out, "--to", c, "--threads", t]) for c in CONVERT]
         jobs = [j for j in jobs if not only or any(s in j[0] for s in only)]
-        # the baseline of each job: its input, or a copy of its output where that is larger
-        base = {}
-        for label, job_in, cmd in jobs:
-            shutil.rmtree(out, ignore_errors=True)
-            run(cmd)
-            if folder_bytes(out) > folder_bytes(job_in):
-                kept = os.path.join(tmp, "out_of_" + label.replace(" ", "_"))
-                shutil.copytree(out, kept)
-                base[label] = (kept, "output")
-            else:
-                base[label] = (job_in, "input")
-        samples = {label: {"cp": [], "qtl": []} for label, _, _ in jobs}
-        for r in range(a.repeat + 1):
-            for label, _, cmd in jobs:
-                for side in ("cp", "qtl"):
-                    shutil.rmtree(out, ignore_errors=True)
-                    copy = ["cp", "-r", base[label][0], out]
-                    if args.sync:  # qtl fsyncs what it writes; the copy's data reaches the disk too
-                        copy = ["sh", "-c", 'cp -r "$0" "$1" && sync', base[label][0], out]
-                    m = run(copy if side == "cp" else cmd)
-                    if r > 0:
-                        samples[label][side].append(m)
-        shutil.rmtree(out, ignore_errors=True)
+        base, samples = alternate(jobs, tmp, out, a.repeat, a.sync)
         print("checkpoint: %.2f GB of bf16 (Qwen3-1.7B shapes, %d layers, vocabulary %d, %d shards) in %s"
               % (total / 1e9, layers, vocab, SHARDS, a.dir or tempfile.gettempdir()))
         if os.path.isdir(fp8):
             print("convert input: its FP8-block form, %.2f GB" % (folder_bytes(fp8) / 1e9))
         print("qtl --threads %d; medians of %d alternated rounds after one warm-up; load average %s"
               % (a.threads, a.repeat, " ".join("%.1f" % x for x in os.getloadavg())))
-        print("| job | qtl s | cp -r s (of) | x cp | best | minflt | majflt | peak RSS MiB |")
-        print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-        for label, _, _ in jobs:
-            q = samples[label]["qtl"]
-            c = samples[label]["cp"]
-            tq = statistics.median(x[0] for x in q)
-            tc = statistics.median(x[0] for x in c)
-            print("| %s | %.3f | %.3f (%s) | %.2f | %.2f | %d | %d | %.0f |" % (
-                label, tq, tc, base[label][1], tc / tq, min(x[0] for x in c) / min(x[0] for x in q),
-                statistics.median(x[1] for x in q), statistics.median(x[2] for x in q),
-                statistics.median(x[3] for x in q)))
+        print_table(jobs, base, samples)
         have = peers_available()
         print("peers in %s: %s" % (sys.executable, ", ".join(
             "%s %s" % (n, "importable" if ok else "absent") for n, ok in have.items())))

@@ -393,37 +393,38 @@ inline dg_packed_layout deepgemm_layout(std::int64_t groups, std::int64_t mn, st
   return dg_packed_layout{groups, mn, k_blocks};
 }
 
-/// DeepGEMM `transform_sf_into_required_layout` (recipe (1,128,128), SM100, its torch path): the
-/// power-of-two scales sf [G, ceil(N/128), kb] broadcast to N rows and packed four K-blocks to an
-/// int32, MN-major (`dg_packed_layout`); pad rows are 0.
-/// @throws shape_error (sizes), value_error naming the first scale that is not a positive normal
-///         power of two (DeepGEMM's kernels trap on it; its torch path would floor it)
-inline void deepgemm_pack_ue8m0(std::span<float const> sf, dg_packed_layout const& l, std::span<std::int32_t> out) {
+namespace detail {
+/// What `is_ue8m0_packable` refused, for the packers' messages.
+inline std::string unpackable_scale(float s) {
+  char buf[9];
+  std::uint32_t b = float_to_bits(s);
+  for (int d = 7; d >= 0; --d, b >>= 4) buf[d] = "0123456789abcdef"[b & 0xF];
+  buf[8] = 0;
+  return "(bits 0x" + std::string(buf) + ") is not a positive normal power of two";
+}
+inline std::string unpackable_scale(std::uint8_t code) {
+  return "(E8M0 code " + std::to_string(code) + ", which upcasts to " + (code == 0 ? "0.0" : "Inf") +
+         ") is not a positive normal power of two";
+}
+
+/// The DeepGEMM packing of scales of type `Scale` (float powers of two or E8M0 codes), for `op`.
+template <class Scale>
+void deepgemm_pack(char const* op, std::span<Scale const> sf, dg_packed_layout const& l, std::span<std::int32_t> out) {
   std::int64_t const nb = l.scale_rows();
   if (l.groups < 0 || l.mn < 1 || l.k_blocks < 1) {
-    detail::fail_shape("deepgemm_pack_ue8m0", "N = " + std::to_string(l.mn) + " and kb = " +
-                                                  std::to_string(l.k_blocks) + " must be positive");
+    fail_shape(op, "N = " + std::to_string(l.mn) + " and kb = " + std::to_string(l.k_blocks) + " must be positive");
   }
   if (static_cast<std::int64_t>(sf.size()) != l.groups * nb * l.k_blocks) {
-    detail::fail_shape("deepgemm_pack_ue8m0", "the scales have " + std::to_string(sf.size()) + " elements; N = " +
-                                                  std::to_string(l.mn) + " needs ceil(N/128) = " + std::to_string(nb) +
-                                                  " rows of kb = " + std::to_string(l.k_blocks));
+    fail_shape(op, "the scales have " + std::to_string(sf.size()) + " elements; N = " + std::to_string(l.mn) +
+                       " needs ceil(N/128) = " + std::to_string(nb) + " rows of kb = " + std::to_string(l.k_blocks));
   }
   if (static_cast<std::int64_t>(out.size()) != l.words()) {
-    detail::fail_shape("deepgemm_pack_ue8m0", "the output has " + std::to_string(out.size()) + " words, the layout " +
-                                                  std::to_string(l.words()));
+    fail_shape(op, "the output has " + std::to_string(out.size()) + " words, the layout " + std::to_string(l.words()));
   }
   for (std::size_t i = 0; i < sf.size(); ++i) {
     if (!is_ue8m0_packable(sf[i])) {
-      throw value_error("qtl::convert::deepgemm_pack_ue8m0: scale " + std::to_string(i) + " (bits 0x" +
-                        [&] {
-                          char buf[9];
-                          std::uint32_t b = float_to_bits(sf[i]);
-                          for (int d = 7; d >= 0; --d, b >>= 4) buf[d] = "0123456789abcdef"[b & 0xF];
-                          buf[8] = 0;
-                          return std::string(buf);
-                        }() +
-                        ") is not a positive normal power of two");
+      throw value_error(std::string("qtl::convert::") + op + ": scale " + std::to_string(i) + " " +
+                        unpackable_scale(sf[i]));
     }
   }
   std::int64_t const A = l.aligned_mn();
@@ -444,6 +445,16 @@ inline void deepgemm_pack_ue8m0(std::span<float const> sf, dg_packed_layout cons
       }
     }
   }
+}
+}  // namespace detail
+
+/// DeepGEMM `transform_sf_into_required_layout` (recipe (1,128,128), SM100, its torch path): the
+/// power-of-two scales sf [G, ceil(N/128), kb] broadcast to N rows and packed four K-blocks to an
+/// int32, MN-major (`dg_packed_layout`); pad rows are 0.
+/// @throws shape_error (sizes), value_error naming the first scale that is not a positive normal
+///         power of two (DeepGEMM's kernels trap on it; its torch path would floor it)
+inline void deepgemm_pack_ue8m0(std::span<float const> sf, dg_packed_layout const& l, std::span<std::int32_t> out) {
+  detail::deepgemm_pack("deepgemm_pack_ue8m0", sf, l, out);
 }
 
 /// The inverse of the packing (sglang `_unpack_ue8m0_scale_for_triton`, any N): from the storage

@@ -88,6 +88,7 @@ from ._qtl import (  # noqa: F401
     block_quant_dequant,
     cast_e2m1fn_to_e4m3fn,
     deepgemm_pack_ue8m0,
+    deepgemm_post_process_e8m0,
     deepgemm_unpack_ue8m0,
     fp8_block_to_mxfp4,
     fp8_block_to_nvfp4,

@@ -35,6 +35,19 @@
 #include "bindings.hpp"
 
 namespace qtl::py {
+
+nb::object byte_view(nb::handle obj) {
+  if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) {
+    return nb::borrow(obj);
+  }
+  auto const dn = nb::cast<std::string>(obj.attr("dtype").attr("__str__")());
+  if (dn != "int8" && dn != "torch.int8" && dn != "float8_e8m0fnu" && dn != "torch.float8_e8m0fnu") {
+    return nb::borrow(obj);
+  }
+  bool const torch = dn.starts_with("torch.");
+  return obj.attr("view")(nb::module_::import_(torch ? "torch" : "numpy").attr("uint8"));
+}
+
 namespace {
 
 namespace cv = qtl::convert;
@@ -282,20 +295,6 @@ nb::object fp8_block_to_nvfp4(nb::handle q_obj, nb::handle s_obj, block_pair blo
     global.data<float>()[0] = gs;
   }
   return nb::make_tuple(packed.release(in.q.from), scales.release(in.q.from), global.release(in.q.from));
-}
-
-/// `obj` viewed as its bytes when it is an int8 or float8_e8m0fnu array (types the bindings' arrays
-/// do not carry), else itself.
-nb::object byte_view(nb::handle obj) {
-  if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) {
-    return nb::borrow(obj);
-  }
-  auto const dn = nb::cast<std::string>(obj.attr("dtype").attr("__str__")());
-  if (dn != "int8" && dn != "torch.int8" && dn != "float8_e8m0fnu" && dn != "torch.float8_e8m0fnu") {
-    return nb::borrow(obj);
-  }
-  bool const torch = dn.starts_with("torch.");
-  return obj.attr("view")(nb::module_::import_(torch ? "torch" : "numpy").attr("uint8"));
 }
 
 nb::object cast_e2m1fn_to_e4m3fn(nb::handle x_obj, nb::handle s_obj, std::optional<int> threads) {

@@ -35,12 +35,18 @@ void bind_marlin(nb::module_& m);
 /// fp8_block_to_mxfp4/nvfp4 (qtl/convert.hpp).
 void bind_convert(nb::module_& m);
 
+/// deepgemm_post_process_e8m0 (qtl/deepgemm_e8m0.hpp): DeepSeek-V4's E8M0 block scales packed.
+void bind_dsv4(nb::module_& m);
+
 /// quantize_checkpoint (tools/qtl/lib/checkpoint.hpp); only where the build has the tool's command
 /// library (QTL_PY_COMMANDS).
 void bind_checkpoint(nb::module_& m);
 
 /// cuda_available, the device table's extras (device.hpp) and the stream setting of qtl.cuda_stream.
 void bind_device(nb::module_& m);
+/// `obj` viewed as its bytes when it is an int8 or float8_e8m0fnu array (types the bindings' arrays
+/// do not carry), else itself.
+nb::object byte_view(nb::handle obj);
 
 /// A qtl.ScalarType, vLLM's/sgl-kernel's ScalarType (by its `id`), or a type name.
 scalar_type scalar_type_of(nb::handle obj, char const* name);

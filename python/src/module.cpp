@@ -148,6 +148,7 @@ NB_MODULE(_qtl, m) {
   bind_marlin(m);
   bind_convert(m);
   bind_device(m);
+  bind_dsv4(m);
 #ifdef QTL_PY_COMMANDS
   bind_checkpoint(m);
 #endif

@@ -1,8 +1,10 @@
 // <qtl/cuda/e2m1_to_e4m3.cuh> against the host op of <qtl/e2m1_to_e4m3.hpp>, bit for bit: the
 // golden cases 2200-2203 (recorded from sglang's cast_e2m1fn_to_e4m3fn) replayed on the device,
 // random stacks with partial blocks and scale spreads up to 2^14 in one launch each, the
-// `inexact` flag on the blocks the host op refuses, and the launcher's errors. The shared main
-// exits 77 (skipped) without a GPU.
+// `inexact` flag on the blocks the host op refuses, and the launcher's errors; and
+// <qtl/cuda/deepgemm_e8m0.cuh> (DeepGEMM's packing of the E8M0 block scales) on the golden
+// deepgemm-post-process-e8m0 cases (recorded from vLLM's function) and random layouts against the
+// host op. The shared main exits 77 (skipped) without a GPU.
 
 #include <cstdint>
 #include <random>
@@ -12,6 +14,7 @@
 #include <device_buffer.hpp>
 #include <e2m1_to_e4m3_cases.hpp>
 
+#include <qtl/cuda/deepgemm_e8m0.cuh>
 #include <qtl/cuda/e2m1_to_e4m3.cuh>
 #include <qtl/e2m1_to_e4m3.hpp>
 
@@ -125,4 +128,32 @@ TEST_CASE("cuda cast_e2m1fn_to_e4m3fn launcher rejects what the host op rejects"
   CHECK(cc::cast_e2m1fn_to_e4m3fn(nullptr, sc.ptr, {1, 1, 128, {128, 128}}, q.ptr, s.ptr) == cudaErrorInvalidValue);
   CHECK(cc::cast_e2m1fn_to_e4m3fn(nullptr, nullptr, {0, 1, 128, {128, 128}}, nullptr, nullptr) == cudaSuccess);
   REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+}
+
+namespace {
+
+std::vector<std::int32_t> device_dg_pack(bytes const& sc, cv::dg_packed_layout const& l) {
+  device_buffer<std::uint8_t> const ds(sc);
+  device_buffer<std::int32_t> dout(std::vector<std::int32_t>(static_cast<std::size_t>(l.words()), 0x5A5A5A5A));
+  REQUIRE(qtl::cuda::convert::deepgemm_post_process_e8m0(ds.ptr, l, dout.ptr) == cudaSuccess);
+  return dout.get();
+}
+
+}  // namespace
+
+TEST_CASE("cuda deepgemm_post_process_e8m0 reproduces every golden case and the host op", "[cuda][deepgemm_e8m0]") {
+  for (auto const& [name, c] : qtl_test::e2m1::golden_dg_packs()) {
+    INFO(name);
+    CHECK(device_dg_pack(c.scale, c.layout) == c.want);
+  }
+  std::mt19937 rng(2205);
+  for (auto const& l : {cv::deepgemm_post_process_layout(3, 257, 1000), cv::deepgemm_post_process_layout(1, 2048, 1024, 4)}) {
+    bytes sc(static_cast<std::size_t>(l.groups * l.scale_rows() * l.k_blocks));
+    for (auto& b : sc) b = static_cast<std::uint8_t>(1 + rng() % 254);
+    std::vector<std::int32_t> want(static_cast<std::size_t>(l.words()));
+    cv::deepgemm_post_process_e8m0(sc, l, want);
+    CHECK(device_dg_pack(sc, l) == want);
+  }
+  CHECK(qtl::cuda::convert::deepgemm_post_process_e8m0(nullptr, cv::deepgemm_layout(1, 128, 1), nullptr) ==
+        cudaErrorInvalidValue);
 }

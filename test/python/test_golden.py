@@ -194,6 +194,9 @@ def run_marlin_convert_case(op, p, x):
         return dict(zip(("weight", "weight_scale_inv"), r))
     if op == "deepgemm-pack-ue8m0":
         return {"weight_scale_inv": qtl.deepgemm_pack_ue8m0(x["weight_scale_inv"], p["mn"])}
+    if op == "deepgemm-post-process-e8m0":
+        w, s = qtl.deepgemm_post_process_e8m0(x["weight"], x["scale"], p.get("bmm-batch", 0))
+        return {"weight": w, "scale": s}
     if op == "deepgemm-unpack-ue8m0":
         return {"weight_scale_inv": qtl.deepgemm_unpack_ue8m0(x["weight_scale_inv"], p["k-blocks"])}
     if op == "fp8-block-to-mxfp4":

@@ -2,7 +2,7 @@
 test_qtl_dsv4.py. Standard library only (safetensors_py writes the files).
 
 Usage: make_dsv4_checkpoint.py OUT_DIR [--variant flash|flash-base|v4.1] [--shards N] [--seed S]
-                               [--inexact]
+                               [--inexact] [--scale S]
 
 The form (docs/spec/deepseek_v4.md):
   config.json   quantization_config {"quant_method": "fp8", "fmt": "e4m3", "scale_fmt": "ue8m0",
@@ -18,6 +18,8 @@ The form (docs/spec/deepseek_v4.md):
 
 Some dimensions are not multiples of 128 (partial blocks, which the engines do not take but QTL
 does), and one expert group's scale lies 2^26 below its block's top with zero codes (exact).
+--scale S multiplies every dimension (hidden, intermediate, the attention ranks, vocabulary) by S
+for benchmarks: about 1.25 MB x S^2 (S = 29: 1.07 GB).
 Variants, for the refusals of other releases:
   flash-base  "expert_dtype": "fp8": experts F8_E4M3 [out, in] with F32 128x128 block scales
   v4.1        "weight_block_size": [32, 32]: every F8_E4M3 weight's scales per 32x32 block
@@ -48,55 +50,59 @@ def cdiv(a, b):
     return (a + b - 1) // b
 
 
-def linears():
+def linears(scale=1):
     """(name, out, in, routed expert?) of every quantized linear layer."""
+    h, inter, q_rank, kv_rank, o_rank = H * scale, INTER * scale, 192 * scale, 160 * scale, 128 * scale
     out = []
     for i in range(LAYERS):
         p = "layers.%d." % i
-        out += [(p + "attn.wq_a", 192, H, False), (p + "attn.wq_b", H, 192, False), (p + "attn.wkv", 160, H, False),
-                (p + "attn.wo_a", H, 128, False), (p + "attn.wo_b", H, H, False)]
+        out += [(p + "attn.wq_a", q_rank, h, False), (p + "attn.wq_b", h, q_rank, False),
+                (p + "attn.wkv", kv_rank, h, False), (p + "attn.wo_a", h, o_rank, False), (p + "attn.wo_b", h, h, False)]
         for e in range(E):
             q = p + "ffn.experts.%d." % e
-            out += [(q + "w1", INTER, H, True), (q + "w2", H, INTER, True), (q + "w3", INTER, H, True)]
+            out += [(q + "w1", inter, h, True), (q + "w2", h, inter, True), (q + "w3", inter, h, True)]
         q = p + "ffn.shared_experts."
-        out += [(q + "w1", INTER, H, False), (q + "w2", H, INTER, False), (q + "w3", INTER, H, False)]
+        out += [(q + "w1", inter, h, False), (q + "w2", h, inter, False), (q + "w3", inter, h, False)]
     return out
 
 
-def make(folder, variant="flash", shards=2, seed=4, inexact=False):
+def make(folder, variant="flash", shards=2, seed=4, inexact=False, scale=1):
     """Writes the checkpoint into `folder` (see the file comment); returns its config."""
     rnd = random.Random(seed)
     block = 32 if variant == "v4.1" else 128
     finite = [c for c in range(256) if c not in (0x7F, 0xFF)]
+    h, v, inter, q_rank, kv_rank = H * scale, V * scale, INTER * scale, 192 * scale, 160 * scale
     tensors = []
 
     def rbytes(n, choices=None):
-        if choices is None:
-            return bytes(rnd.getrandbits(8) for _ in range(n))
-        return bytes(rnd.choice(choices) for _ in range(n))
+        """n random bytes, or n bytes of `choices` (each random byte mapped to one of them)."""
+        b = rnd.randbytes(n)
+        return b if choices is None else b.translate(bytes(choices[i % len(choices)] for i in range(256)))
 
     def bf16(name, shape):
         n = 1
         for d in shape:
             n *= d
-        # small normal bf16 values: sign, exponent 110..125, random mantissa
-        vals = [(rnd.getrandbits(1) << 15) | (rnd.randint(110, 125) << 7) | rnd.getrandbits(7) for _ in range(n)]
-        tensors.append((name, "BF16", shape, struct.pack("<%dH" % n, *vals)))
+        # small normal bf16 values: sign, exponent 110..125, random mantissa (the high byte holds
+        # the sign and the exponent's top 7 bits, 55..62; the low byte's top bit is its last)
+        b = bytearray(rbytes(2 * n))
+        b[1::2] = bytes(b[1::2]).translate(bytes((i & 0x80) | (55 + i % 8) for i in range(256)))
+        tensors.append((name, "BF16", shape, bytes(b)))
 
     def f32(name, shape):
         tensors.append((name, "F32", shape, struct.pack("<%df" % shape[0], *[rnd.gauss(0, 1) for _ in range(shape[0])])))
 
-    bf16("embed.weight", [V, H])
+    bf16("embed.weight", [v, h])
     for i in range(LAYERS):
         p = "layers.%d." % i
-        bf16(p + "attn_norm.weight", [H])
-        bf16(p + "attn.q_norm.weight", [192])
-        bf16(p + "attn.kv_norm.weight", [160])
+        bf16(p + "attn_norm.weight", [h])
+        bf16(p + "attn.q_norm.weight", [q_rank])
+        bf16(p + "attn.kv_norm.weight", [kv_rank])
         f32(p + "attn.attn_sink", [4])
-        bf16(p + "ffn_norm.weight", [H])
-        bf16(p + "ffn.gate.weight", [E, H])
+        bf16(p + "ffn_norm.weight", [h])
+        bf16(p + "ffn.gate.weight", [E, h])
         f32(p + "ffn.gate.bias", [E])
-    for name, n, k, expert in linears():
+    for name, n, k, expert in linears(scale):
         if expert and variant != "flash-base":
             codes = bytearray(rbytes(n * k // 2))
             scales = bytearray(rbytes(n * k // 32, list(range(116, 125))))
@@ -119,14 +125,14 @@ def make(folder, variant="flash", shards=2, seed=4, inexact=False):
             tensors.append((name + ".weight", "F8_E4M3", [n, k], rbytes(n * k, finite)))
             shape = [cdiv(n, block), cdiv(k, block)]
             tensors.append((name + ".scale", "F8_E8M0", shape, rbytes(shape[0] * shape[1], list(range(112, 122)))))
-    bf16("norm.weight", [H])
-    bf16("head.weight", [V, H])
+    bf16("norm.weight", [h])
+    bf16("head.weight", [v, h])
     st.write_checkpoint(folder, tensors, shards)
 
     qc = dict(QUANT_CONFIG)
-    config = {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "hidden_size": H,
-              "vocab_size": V, "num_hidden_layers": LAYERS, "n_routed_experts": E, "moe_intermediate_size": INTER,
-              "q_lora_rank": 192, "torch_dtype": "bfloat16", "expert_dtype": "fp4", "quantization_config": qc}
+    config = {"architectures": ["DeepseekV4ForCausalLM"], "model_type": "deepseek_v4", "hidden_size": h,
+              "vocab_size": v, "num_hidden_layers": LAYERS, "n_routed_experts": E, "moe_intermediate_size": inter,
+              "q_lora_rank": q_rank, "torch_dtype": "bfloat16", "expert_dtype": "fp4", "quantization_config": qc}
     if variant == "flash-base":
         config["expert_dtype"] = "fp8"
     if variant == "v4.1":
@@ -146,8 +152,9 @@ def main():
     ap.add_argument("--shards", type=int, default=2)
     ap.add_argument("--seed", type=int, default=4)
     ap.add_argument("--inexact", action="store_true")
+    ap.add_argument("--scale", type=int, default=1, help="every dimension times S (benchmarks)")
     a = ap.parse_args()
-    make(a.out_dir, a.variant, a.shards, a.seed, a.inexact)
+    make(a.out_dir, a.variant, a.shards, a.seed, a.inexact, a.scale)
 
 
 if __name__ == "__main__":

@@ -16,13 +16,26 @@ in Python (convert_py).
      expert_dtype.
   3. Refusals (exit 2, a message naming what, no output folder): a block the cast cannot hold
      (named: tensor, block, element); V4-Flash-Base's form (expert_dtype "fp8"); V4.1's 32x32
-     blocks; --to mxfp4; an expert without its scales; --to bf16 on a value bf16 cannot hold (an
-     e4m3 subnormal under a scale of 2^-127); and the flags that do not apply (exit 1).
+     blocks; an expert without its scales; --to bf16 on a value bf16 cannot hold (an e4m3
+     subnormal under a scale of 2^-127); --to mxfp4 and nvfp4 on a NaN code; and the flags that do
+     not apply (exit 1).
   4. `qtl op cast-e2m1fn-to-e4m3fn` on a block it cannot cast losslessly: exit 2 naming the block,
      no output file.
+  5. --to mxfp4 (the op comparisons on layer 0's weights): every FP8 weight I8 [out, in/2] with F8_E8M0 [out, in/32] scales under its own
+     names, bytes equal to `qtl op fp8-block-to-mxfp4` (golden-tested against sglang's
+     quantize_block_fp8_weight_to_mxfp4, on E8M0 scales too) on that weight with its scales
+     decoded to F32 (2^(b-127)); the experts and everything else byte for byte; config unchanged.
+  6. --to nvfp4: every FP8 weight U8 [out, in/2], F8_E4M3 [out, in/16] scales and an F32 [1]
+     global_scale, bytes equal to `qtl op fp8-block-to-nvfp4` with that global scale; the shared
+     experts' w1 and w3 share theirs, which is the op's on the two stacked, and an unfused layer's
+     is the op's on it alone; the experts and the rest byte for byte.
+  7. `qtl op deepgemm-post-process-e8m0` (vLLM's DeepGEMM packing of E8M0 scales, golden-tested)
+     on every FP8 weight of layer 0 and on wo_a viewed as 2 matrices (--bmm-batch 2),
+     against a packing written here; codes 0 and 255 and a bmm view that does not divide refused.
 """
 import json
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -140,6 +153,141 @@ def check_bf16(out, ins):
             check(got.get(name) == t, "%s: copied byte for byte" % name)
 
 
+def fp8_weights(tensors):
+    return [n for n, (dt, _, _) in tensors.items() if dt == "F8_E4M3"]
+
+
+def f32_scales(codes):
+    """E8M0 codes as the F32 values they stand for, 2^(b-127) (exact; none is 255 here)."""
+    return struct.pack("<%df" % len(codes), *(2.0 ** (b - 127) for b in codes))
+
+
+def run_op(tmp, op, tensors, *flags):
+    """`qtl op OP` on `tensors` ((name, dtype, shape, bytes)); the outputs, or None."""
+    op_in = os.path.join(tmp, "op_in.safetensors")
+    op_out = os.path.join(tmp, "op_out.safetensors")
+    with open(op_in, "wb") as f:
+        f.write(st.build(tensors))
+    if os.path.exists(op_out):
+        os.remove(op_out)
+    rc, _, err = run("op", op, op_in, op_out, *flags)
+    check(rc == 0, "qtl op %s: exit 0 (%s)" % (op, err.strip()))
+    return st.read(op_out)[0] if rc == 0 else None
+
+
+def check_fp4_targets(tmp, src, config, ins):
+    fp8 = fp8_weights(ins)
+    check(len(fp8) == 8 * dsv4.LAYERS, "the checkpoint has %d FP8 weights" % (8 * dsv4.LAYERS))
+    for to in ("mxfp4", "nvfp4"):
+        out = os.path.join(tmp, to)
+        rc, sout, err = run("convert", src, out, "--to", to, "--threads", "2")
+        check(rc == 0, "%s: exit 0 (%s)" % (to, err.strip()))
+        if rc != 0:
+            continue
+        check("%d layers converted" % len(fp8) in sout, "%s: the summary counts the FP8 weights: %r" % (to, sout[-200:]))
+        got, _ = read_checkpoint(out)
+        with open(os.path.join(out, "config.json")) as f:
+            check(json.load(f) == config, "%s: config unchanged" % to)
+        extra = [n[:-len(".weight")] + ".global_scale" for n in fp8] if to == "nvfp4" else []
+        check(sorted(got) == sorted(list(ins) + extra), "%s: the input's names%s" % (to, " and L.global_scale" if extra else ""))
+        for name, t in ins.items():
+            if name not in fp8 and name[:-len(".scale")] + ".weight" not in fp8:
+                check(got.get(name) == t, "%s: %s copied byte for byte" % (to, name))
+        globals_ = {}
+        for name in fp8:
+            if not name.startswith("layers.0."):  # the op on one layer's weights (each costs a process)
+                continue
+            module = name[:-len(".weight")]
+            _, (n, k), q = ins[name]
+            sc = ins[module + ".scale"][2]
+            weight = [("weight", "F8_E4M3", [n, k], q),
+                      ("weight_scale_inv", "F32", [cdiv(n, 128), cdiv(k, 128)], f32_scales(sc))]
+            if to == "mxfp4":
+                check(got[name][:2] == ("I8", [n, k // 2]) and got[module + ".scale"][:2] == ("F8_E8M0", [n, k // 32]),
+                      "mxfp4: %s I8 [%d, %d] with F8_E8M0 [%d, %d] scales" % (name, n, k // 2, n, k // 32))
+                want = run_op(tmp, "fp8-block-to-mxfp4", weight)
+                if want is not None:
+                    check(got[name][2] == want["weight"][2] and got[module + ".scale"][2] == want["weight_scale"][2],
+                          "mxfp4: %s equals qtl op fp8-block-to-mxfp4 on its F32-decoded scales" % name)
+                continue
+            gs = got[module + ".global_scale"]
+            check(got[name][:2] == ("U8", [n, k // 2]) and got[module + ".scale"][:2] == ("F8_E4M3", [n, k // 16])
+                  and gs[:2] == ("F32", [1]), "nvfp4: %s U8 [%d, %d], F8_E4M3 [%d, %d], F32 [1]"
+                  % (name, n, k // 2, n, k // 16))
+            globals_[module] = gs[2]
+            want = run_op(tmp, "fp8-block-to-nvfp4", weight + [("global_scale", "F32", [], gs[2])])
+            if want is not None:
+                check(got[name][2] == want["weight"][2] and got[module + ".scale"][2] == want["weight_scale"][2],
+                      "nvfp4: %s equals qtl op fp8-block-to-nvfp4 with its global scale" % name)
+        if to == "nvfp4":
+            p = "layers.0."
+            w1, w3 = (ins[p + "ffn.shared_experts.%s.weight" % w] for w in ("w1", "w3"))
+            s1, s3 = (ins[p + "ffn.shared_experts.%s.scale" % w][2] for w in ("w1", "w3"))
+            n, k = w1[1]
+            both = run_op(tmp, "fp8-block-to-nvfp4",
+                          [("weight", "F8_E4M3", [2, n, k], w1[2] + w3[2]),
+                           ("weight_scale_inv", "F32", [2, cdiv(n, 128), cdiv(k, 128)], f32_scales(s1 + s3))])
+            g1, g3 = globals_[p + "ffn.shared_experts.w1"], globals_[p + "ffn.shared_experts.w3"]
+            check(g1 == g3 and both is not None and both["global_scale"][2] == g1,
+                  "nvfp4: %sffn.shared_experts w1 and w3 share the global scale of the two stacked" % p)
+            wo_b, s = ins[p + "attn.wo_b.weight"], ins[p + "attn.wo_b.scale"][2]
+            alone = run_op(tmp, "fp8-block-to-nvfp4",
+                           [("weight", "F8_E4M3", wo_b[1], wo_b[2]),
+                            ("weight_scale_inv", "F32", [cdiv(wo_b[1][0], 128), cdiv(wo_b[1][1], 128)],
+                             f32_scales(s))])
+            check(alone is not None and alone["global_scale"][2] == globals_[p + "attn.wo_b"],
+                  "nvfp4: %sattn.wo_b has its own global scale" % p)
+
+
+def deepgemm_words(codes, groups, rows, kb):
+    """DeepGEMM's packed storage [groups, P, A] of E8M0 codes [groups, ceil(rows/128), kb]:
+    word (g, p, n) holds in byte t the code of block (n / 128, 4p + t), 0 past kb or rows."""
+    P, A, nb = cdiv(kb, 4), cdiv(rows, 4) * 4, cdiv(rows, 128)
+    words = []
+    for g in range(groups):
+        for p in range(P):
+            for n in range(A):
+                w = 0
+                for t in range(4):
+                    j = 4 * p + t
+                    if n < rows and j < kb:
+                        w |= codes[(g * nb + n // 128) * kb + j] << (8 * t)
+                words.append(w)
+    return struct.pack("<%dI" % len(words), *words)
+
+
+def check_deepgemm(tmp, ins):
+    for name in fp8_weights(ins):
+        if not name.startswith("layers.0."):  # one layer's weights (each costs a process)
+            continue
+        _, (n, k), q = ins[name]
+        sc = ins[name[:-len(".weight")] + ".scale"][2]
+        tensors = [("weight", "F8_E4M3", [n, k], q), ("scale", "F8_E8M0", [cdiv(n, 128), cdiv(k, 128)], sc)]
+        got = run_op(tmp, "deepgemm-post-process-e8m0", tensors)
+        kb = cdiv(k, 128)
+        if got is not None:
+            check(got["weight"] == ("F8_E4M3", [n, k], q), "deepgemm: %s's weight unchanged" % name)
+            check(got["scale"] == ("I32", [cdiv(kb, 4), cdiv(n, 4) * 4], deepgemm_words(sc, 1, n, kb)),
+                  "deepgemm: %s's scales packed as DeepGEMM's layout" % name)
+        if name.endswith("attn.wo_a.weight"):  # vLLM's is_bmm view of wo_a: 2 matrices [n/2, k]
+            got = run_op(tmp, "deepgemm-post-process-e8m0", tensors, "--bmm-batch", "2")
+            if got is not None:
+                check(got["weight"] == ("F8_E4M3", [2, n // 2, k], q), "deepgemm: %s viewed [2, %d, %d]" % (name, n // 2, k))
+                check(got["scale"] == ("I32", [2, cdiv(kb, 4), n // 2], deepgemm_words(sc, 2, n // 2, kb)),
+                      "deepgemm: %s's scales packed as 2 matrices" % name)
+            op_in = os.path.join(tmp, "op_in.safetensors")
+            for flags, bad, needles in ((["--bmm-batch", "3"], sc, ["cannot be viewed as 3"]),
+                                        ([], b"\x00" + sc[1:], ["scale 0", "E8M0 code 0"]),
+                                        ([], sc[:-1] + b"\xff", ["scale %d" % (len(sc) - 1), "E8M0 code 255"])):
+                with open(op_in, "wb") as f:
+                    f.write(st.build([tensors[0], ("scale", "F8_E8M0", tensors[1][2], bad)]))
+                op_out = os.path.join(tmp, "refused.safetensors")
+                rc, _, err = run("op", "deepgemm-post-process-e8m0", op_in, op_out, *flags)
+                check(rc == 2 and err.startswith("qtl: error: ") and all(s in err for s in needles)
+                      and not os.path.exists(op_out),
+                      "deepgemm %s: exit 2 naming %s, no output (%d: %s)" % (flags, needles, rc, err.strip()))
+
+
 def refused(tmp, src, args, code, needles, what):
     out = os.path.join(tmp, "refused")
     rc, _, err = run("convert", src, out, *args)
@@ -197,7 +345,8 @@ def body(tmp):
     v41 = os.path.join(tmp, "v41")
     dsv4.make(v41, variant="v4.1")
     refused(tmp, v41, ["--to", "bf16"], 2, ["weight_block_size", "[32,32]", "V4.1"], "V4.1")
-    refused(tmp, src, ["--to", "mxfp4"], 2, ["--to mxfp4"], "--to mxfp4 on DeepSeek-V4's form")
+    refused(tmp, src, ["--to", "mxfp4", "--allow-nonfinite"], 1, ["--allow-nonfinite"],
+            "--allow-nonfinite --to mxfp4 on DeepSeek-V4's form")
     refused(tmp, src, ["--to", "fp8-ue8m0", "--recipe", "vllm"], 1, ["--recipe"], "--recipe on DeepSeek-V4's form")
     refused(tmp, src, ["--to", "fp8-ue8m0", "--allow-nonfinite"], 1, ["--allow-nonfinite"],
             "--allow-nonfinite --to fp8-ue8m0 on DeepSeek-V4's form")
@@ -221,6 +370,49 @@ def body(tmp):
             "--to bf16 on a value below bf16's range")
     rc, _, err = run("convert", tiny, os.path.join(tmp, "tiny_fp8"), "--to", "fp8-ue8m0")
     check(rc == 0, "fp8-ue8m0 copies the FP8 weight whose scale is 2^-127 (%s)" % err.strip())
+
+    # the edges of bf16's range, under which --to bf16 checks no element: expert scale codes 0 and
+    # 252 and FP8 block codes 3 and 246 convert exactly (every element checked here); an expert code
+    # 253 over a 6 and an FP8 code 247 over a 448 are beyond bf16's range and refused
+    def edited(folder, changes):
+        st.write_checkpoint(folder, [(n,) + ((v[0], v[1], changes[n](v[2])) if n in changes else v)
+                                     for n, v in t.items()], 2)
+        with open(os.path.join(folder, "config.json"), "w") as f:
+            json.dump(config, f)
+        return folder
+
+    expert, fp8w = "layers.0.ffn.experts.1.w2", "layers.0.attn.wo_b"
+    edges = edited(os.path.join(tmp, "edges"), {expert + ".scale": lambda b: bytes([0, 252]) + b[2:],
+                                                fp8w + ".scale": lambda b: bytes([3, 246, 3, 246])})
+    out = os.path.join(tmp, "edges_bf16")
+    rc, _, err = run("convert", edges, out, "--to", "bf16")
+    check(rc == 0, "bf16 at the edges of its range: exit 0 (%s)" % err.strip())
+    if rc == 0:
+        check_bf16(out, read_checkpoint(edges)[0])
+    for name, changes, needles in (
+            (expert, {expert + ".scale": lambda b: bytes([253]) + b[1:], expert + ".weight": lambda b: b"\x07" + b[1:]},
+             ["element (0, 0)", "beyond bf16's range"]),
+            (fp8w, {fp8w + ".scale": lambda b: bytes([247]) + b[1:], fp8w + ".weight": lambda b: b"\x7e" + b[1:]},
+             ["block (0, 0, 0)", "dequantizes to NaN or Inf"])):
+        over = edited(os.path.join(tmp, "over"), changes)
+        refused(tmp, over, ["--to", "bf16"], 2, [name + ".weight"] + needles,
+                "--to bf16 on %s beyond bf16's range" % name)
+        shutil.rmtree(over)
+
+    # a NaN code in an FP8 weight: MXFP4 and NVFP4 cannot encode it
+    nan = os.path.join(tmp, "nan")
+    st.write_checkpoint(nan, [(n,) + ((v[0], v[1], b"\x7f" + v[2][1:]) if n == "layers.1.attn.wo_b.weight" else v)
+                              for n, v in t.items()], 2)
+    with open(os.path.join(nan, "config.json"), "w") as f:
+        json.dump(config, f)
+    for to in ("mxfp4", "nvfp4", "bf16"):
+        refused(tmp, nan, ["--to", to], 2, ["layers.1.attn.wo_b.weight", "NaN"], "--to %s on a NaN code" % to)
+    nan_last = edited(os.path.join(tmp, "nan_last"), {"layers.1.attn.wq_b.weight": lambda b: b[:-1] + b"\xff"})
+    refused(tmp, nan_last, ["--to", "bf16"], 2, ["layers.1.attn.wq_b.weight", "NaN"], "--to bf16 on a last NaN code")
+
+    # 5. --to mxfp4, 6. --to nvfp4, 7. the DeepGEMM packing of the E8M0 scales
+    check_fp4_targets(tmp, src, config, ins)
+    check_deepgemm(tmp, ins)
 
     # 4. qtl op on a block it cannot cast losslessly
     op_in = os.path.join(tmp, "op_bad.safetensors")

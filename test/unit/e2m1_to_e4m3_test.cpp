@@ -3,9 +3,15 @@
 // scale (decoded both sides), refusals that name the block and leave the output untouched, a
 // per-element reference on random stacks with partial blocks, thread counts, the x86 executor
 // against the portable loop, the argument checks, and the golden cases recorded from sglang's
-// own function (test/data/golden/make_dsv4_cases.py).
+// own function (test/data/golden/make_dsv4_cases.py); and qtl/deepgemm_e8m0.hpp, the DeepGEMM
+// packing of DeepSeek-V4's E8M0 block scales: the golden cases recorded from vLLM's function
+// (make_dsv4_deepgemm_cases.py), the float packer on the upcast codes, the bmm view's shapes and
+// the refused codes; and qtl/e2m1_to_bf16.hpp (the experts to BF16) against block_dequantize<mxfp4>
+// under every scale code, its executor against its portable loop, and its exactness flag.
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -13,6 +19,8 @@
 #include <catch2/catch.hpp>
 #include <e2m1_to_e4m3_cases.hpp>
 
+#include <qtl/deepgemm_e8m0.hpp>
+#include <qtl/e2m1_to_bf16.hpp>
 #include <qtl/e2m1_to_e4m3.hpp>
 #include <qtl/x86/isa.hpp>
 
@@ -211,4 +219,103 @@ TEST_CASE("cast_e2m1fn_to_e4m3fn reproduces every golden cast-e2m1fn-to-e4m3fn c
     CHECK(got.q == c.want_q);
     CHECK(got.s == c.want_s);
   }
+}
+
+TEST_CASE("deepgemm_post_process_e8m0 reproduces every golden deepgemm-post-process-e8m0 case",
+          "[deepgemm_e8m0][golden]") {
+  auto const cases = qtl_test::e2m1::golden_dg_packs();
+  REQUIRE(cases.size() >= 4);
+  for (auto const& [name, c] : cases) {
+    INFO(name);
+    std::vector<std::int32_t> got(static_cast<std::size_t>(c.layout.words()), 0x5A5A5A5A);
+    cv::deepgemm_post_process_e8m0(c.scale, c.layout, got);
+    CHECK(got == c.want);
+  }
+}
+
+TEST_CASE("deepgemm_post_process_e8m0 packs as deepgemm_pack_ue8m0 packs the upcast codes", "[deepgemm_e8m0]") {
+  std::mt19937 rng(2204);
+  for (auto const& [groups, n, k] : {std::array<std::int64_t, 3>{1, 1, 1}, {1, 130, 300}, {3, 257, 1000}, {2, 4, 129}}) {
+    auto const l = cv::deepgemm_post_process_layout(groups, n, k);
+    CHECK(l.k_blocks == (k + 127) / 128);
+    bytes sc(static_cast<std::size_t>(groups * l.scale_rows() * l.k_blocks));
+    std::vector<float> up(sc.size());
+    for (std::size_t i = 0; i < sc.size(); ++i) {
+      sc[i] = static_cast<std::uint8_t>(1 + rng() % 254);
+      up[i] = cv::ue8m0_decode(sc[i]);  // vLLM's _upcast_e8m0_to_fp32
+    }
+    std::vector<std::int32_t> a(static_cast<std::size_t>(l.words())), b(a.size());
+    cv::deepgemm_post_process_e8m0(sc, l, a);
+    cv::deepgemm_pack_ue8m0(up, l, b);
+    CHECK(a == b);
+  }
+}
+
+TEST_CASE("deepgemm_post_process_layout takes the shapes vLLM's bmm view takes", "[deepgemm_e8m0]") {
+  auto const wo_a = cv::deepgemm_post_process_layout(1, 8192, 4096, 8);  // V4-Flash: 8 groups of 1024 rows
+  CHECK(wo_a.groups == 8);
+  CHECK(wo_a.mn == 1024);
+  CHECK(wo_a.k_blocks == 32);
+  CHECK_THROWS_AS(cv::deepgemm_post_process_layout(1, 1000, 512, 4), qtl::shape_error);  // N % B
+  CHECK_THROWS_AS(cv::deepgemm_post_process_layout(1, 768, 512, 4), qtl::shape_error);   // N/B = 192
+  CHECK_THROWS_AS(cv::deepgemm_post_process_layout(1, 1024, 500, 4), qtl::shape_error);  // K % 128
+  CHECK_THROWS_AS(cv::deepgemm_post_process_layout(2, 1024, 512, 4), qtl::shape_error);  // a stack
+  CHECK_THROWS_AS(cv::deepgemm_post_process_layout(1, 0, 512), qtl::shape_error);
+  CHECK_THROWS_AS(cv::deepgemm_post_process_layout(1, 128, 128, -1), qtl::shape_error);
+}
+
+TEST_CASE("deepgemm_post_process_e8m0 refuses codes 0 and 255 and wrong sizes, writing nothing", "[deepgemm_e8m0]") {
+  auto const l = cv::deepgemm_post_process_layout(1, 256, 512);
+  for (std::uint8_t const bad : {std::uint8_t{0}, std::uint8_t{255}}) {
+    bytes sc(8, 127);
+    sc[5] = bad;
+    std::vector<std::int32_t> out(static_cast<std::size_t>(l.words()), 7);
+    try {
+      cv::deepgemm_post_process_e8m0(sc, l, out);
+      FAIL("accepted code " << int(bad));
+    } catch (qtl::value_error const& e) {
+      CHECK_THAT(e.what(), Catch::Contains("scale 5 (E8M0 code " + std::to_string(bad)));
+    }
+    CHECK(out == std::vector<std::int32_t>(out.size(), 7));
+  }
+  std::vector<std::int32_t> out(static_cast<std::size_t>(l.words()));
+  CHECK_THROWS_AS(cv::deepgemm_post_process_e8m0(bytes(7, 127), l, out), qtl::shape_error);
+  std::vector<std::int32_t> short_out(out.size() - 1);
+  CHECK_THROWS_AS(cv::deepgemm_post_process_e8m0(bytes(8, 127), l, short_out), qtl::shape_error);
+}
+
+TEST_CASE("mxfp4_to_bf16 is block_dequantize<mxfp4> to bf16 under every scale code, executor and portable loop",
+          "[e2m1_to_bf16]") {
+  std::mt19937 rng(2211);
+  std::int64_t const rows = 256, k = 96;  // 768 groups: every scale code three times
+  bytes x(static_cast<std::size_t>(rows * k / 2)), sc(static_cast<std::size_t>(rows * k / 32));
+  for (auto& b : x) b = static_cast<std::uint8_t>(rng());
+  for (std::size_t i = 0; i < sc.size(); ++i) sc[i] = static_cast<std::uint8_t>(i % 256);
+  std::vector<qtl::bfloat16_t> want(static_cast<std::size_t>(rows * k));
+  qtl::block_dequantize<qtl::mxfp4>(qtl::make_view(reinterpret_cast<qtl::float4_e2m1x2_t const*>(x.data()), rows, k / 2),
+                                    std::span(reinterpret_cast<qtl::float8_e8m0fnu_t const*>(sc.data()), sc.size()),
+                                    1.0f, qtl::make_view(want.data(), rows, k));
+  auto bits = [](std::vector<qtl::bfloat16_t> const& v) {
+    std::vector<std::uint16_t> b(v.size());
+    for (std::size_t i = 0; i < v.size(); ++i) b[i] = v[i].bits;
+    return b;
+  };
+  for (bool const portable : {false, true}) {
+    INFO("portable " << portable);
+    std::optional<qtl::x86::scoped_level_cap> cap;
+    if (portable) cap.emplace(qtl::x86::level::portable);
+    std::vector<qtl::bfloat16_t> got(want.size());
+    CHECK_FALSE(cv::mxfp4_to_bf16(x, sc, got));  // codes 253..255 are among the scales
+    CHECK(bits(got) == bits(want));
+  }
+  // the exactness flag: codes up to 252 exact for every e2m1 code, 253.. not
+  auto const& t = cv::e2m1_bf16_table::get();
+  for (int e = 0; e < 256; ++e) {
+    CHECK(t.exact[static_cast<std::size_t>(e)] == (e <= 252));
+  }
+  bytes low(sc.size());
+  for (std::size_t i = 0; i < low.size(); ++i) low[i] = static_cast<std::uint8_t>(i % 253);
+  std::vector<qtl::bfloat16_t> got(want.size());
+  CHECK(cv::mxfp4_to_bf16(x, low, got));
+  CHECK_THROWS_AS(cv::mxfp4_to_bf16(x, bytes(sc.size() - 1), got), qtl::shape_error);
 }

@@ -41,6 +41,12 @@
 //              everything else copied byte for byte; config: `expert_dtype: "fp8"`
 //   bf16       every quantized weight BF16 [N, K], exact (a value bf16 cannot hold is refused),
 //              its L.scale dropped; config: quantization_config and expert_dtype dropped
+//   mxfp4      each FP8 weight as sglang's quantize_block_fp8_weight_to_mxfp4 on its E8M0 scales
+//              (L.weight I8 [N, K/2], L.scale F8_E8M0 [N, K/32]: the experts' form), the experts
+//              copied; config unchanged
+//   nvfp4      each FP8 weight by fp8_block_to_nvfp4 (L.weight U8 [N, K/2], L.scale F8_E4M3
+//              [N, K/16], L.global_scale F32 [1], shared by a fused layer's shards), the experts
+//              copied; config unchanged
 // Everything else is copied unchanged; the shards keep their names (a shard left empty is dropped;
 // a single-file input becomes model.safetensors), each shard's tensors ordered by element size (4-,
 // 2-, then 1-byte) so that every tensor stays aligned; two output tensors of one name are refused;
@@ -53,6 +59,7 @@
 // instant one complete checkpoint, and a failure or a signal leaves the old one.
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
@@ -62,6 +69,7 @@
 
 #include <qtl/convert.hpp>
 #include <qtl/dispatch.hpp>
+#include <qtl/e2m1_to_bf16.hpp>
 #include <qtl/e2m1_to_e4m3.hpp>
 #include <qtl/fp4.hpp>
 
@@ -234,9 +242,16 @@ void check_bf16_exact(std::span<bfloat16_t const> out, std::int64_t row0, std::i
   }
 }
 
+/// Whether an FP8 block whose scale is `s` dequantizes exactly to bf16 without a check: an E8M0
+/// scale 2^(b - 127) with 3 <= b <= 246 (e4m3fn values are multiples of 2^-9 with four
+/// significant bits, at most 448: times 2^(b - 127) they are multiples of bf16's least subnormal
+/// 2^-133 and below its largest).
+bool bf16_exact_block(float s) { return s >= 0x1p-124f && s <= 0x1p119f; }
+
 /// DeepSeek-V4's routed expert `l` (MXFP4: I8 codes [N, K/2], F8_E8M0 scales [N, K/32]), one
 /// matrix at a time: fp8-ue8m0 the lossless cast (`cast_e2m1fn_to_e4m3fn`, which names a block it
-/// cannot cast), bf16 the exact dequant (`block_dequantize<mxfp4>`, checked exact).
+/// cannot cast), bf16 the exact dequant (`mxfp4_to_bf16`, each element checked where a scale
+/// code is not exact for every code).
 void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
   cv::block_grid const& g = l.grid;
   auto const x_all = codes_of(*l.weight);
@@ -258,14 +273,14 @@ void convert_mxfp4_layer(worker_context const& c, fp8_layer const& l) {
       write_out(c, l.outs[1], sf.data(), scount, gi * scount);
     } else {
       auto const bf = thread_scratch<bfloat16_t>(count);
-      qtl::block_dequantize<mxfp4>(make_view(reinterpret_cast<float4_e2m1x2_t const*>(x.data()), g.n, g.k / 2),
-                                   std::span(reinterpret_cast<float8_e8m0fnu_t const*>(s.data()), s.size()), 1.0f,
-                                   make_view(bf.data(), g.n, g.k));
-      check_bf16_exact(bf, gi * g.n, g.k, c.allow_nonfinite, [&](std::size_t i) {
-        std::uint8_t const e = s[i / cv::e2m1_scale_group];
-        auto const code = static_cast<std::uint8_t>(x[i / 2] >> (i % 2 * 4) & 15u);
-        return e == 0xFF ? std::nan("") : std::ldexp(static_cast<double>(e2m1_to_float(code)), int(e) - 127);
-      });
+      bool const exact = cv::mxfp4_to_bf16(x, s, bf);
+      if (!exact) {
+        check_bf16_exact(bf, gi * g.n, g.k, c.allow_nonfinite, [&](std::size_t i) {
+          std::uint8_t const e = s[i / cv::e2m1_scale_group];
+          auto const code = static_cast<std::uint8_t>(x[i / 2] >> (i % 2 * 4) & 15u);
+          return e == 0xFF ? std::nan("") : std::ldexp(static_cast<double>(e2m1_to_float(code)), int(e) - 127);
+        });
+      }
       write_out(c, l.outs[0], bf.data(), count * 2, gi * count * 2);
     }
   }
@@ -308,7 +323,7 @@ void convert_layer(worker_context const& c, fp8_layer const& l, float global_sca
       case target::bf16: {
         auto const bf = thread_scratch<bfloat16_t>(count);
         cv::block_quant_dequant<bfloat16_t>(q, s, slice, bf);
-        if (e8m0_scales) {
+        if (e8m0_scales && !std::all_of(s.begin(), s.end(), bf16_exact_block)) {
           check_bf16_exact(bf, n0, g.k, c.allow_nonfinite, [&](std::size_t i) {
             std::int64_t const r = static_cast<std::int64_t>(i) / g.k;
             std::int64_t const col = static_cast<std::int64_t>(i) % g.k;
@@ -587,15 +602,46 @@ struct convert_plan {
   std::size_t layers = 0;  ///< FP8 layers converted
 };
 
+/// The config of the fused layers of --to nvfp4: `cfg`'s packed_modules_mapping, else the
+/// engines' default.
+quant_config fused_layers(std::optional<quant_config> const& cfg) {
+  quant_config fused_cfg = cfg.value_or(quant_config{});
+  if (fused_cfg.packed_modules_mapping.empty()) {
+    fused_cfg.packed_modules_mapping = default_packed_modules_mapping();
+  }
+  return fused_cfg;
+}
+
+/// Adds the job of layer `l` to `p`: its own, or with --to nvfp4 the job of its fused layer
+/// (`layer_job`: fused layer -> job), whose shards share one global scale as qtl quantize writes
+/// them (scale_group_name: q/k/v, gate/up, each expert's gate/up, w1/w3, q_a/kv_a).
+void add_layer_job(convert_plan& p, std::map<std::string, std::size_t>& layer_job, compiled_config const& fused_cc,
+                   fp8_layer l, target to) {
+  std::uint64_t const bytes = l.weight->bytes.size() + l.scale->bytes.size();
+  ++p.layers;
+  if (to == target::nvfp4) {
+    std::string const group = scale_group_name(fused_cc, l.module);
+    auto const it = group.empty() ? layer_job.end() : layer_job.find(group);
+    if (it != layer_job.end()) {
+      p.jobs[it->second].layers.push_back(std::move(l));
+      p.jobs[it->second].in_bytes += bytes;
+      return;
+    }
+    if (!group.empty()) {
+      layer_job[group] = p.jobs.size();
+    }
+  }
+  convert_job j;
+  j.layers.push_back(std::move(l));
+  j.in_bytes = bytes;
+  p.jobs.push_back(std::move(j));
+}
+
 /// Every input tensor's job and outputs, added to `task.shards`. @throws data_error for a
 /// tensor that is not part of an FP8 block checkpoint, and when there is no FP8 layer in `in`
 convert_plan plan_convert(checkpoint_job& task, block_config const& bc, target to, std::string const& in) {
   using qtl::io::printable;
-  // The fused layers of --to nvfp4: the config's packed_modules_mapping, else the engines' default.
-  quant_config fused_cfg = bc.cfg.value_or(quant_config{});
-  if (fused_cfg.packed_modules_mapping.empty()) {
-    fused_cfg.packed_modules_mapping = default_packed_modules_mapping();
-  }
+  quant_config const fused_cfg = fused_layers(bc.cfg);
   compiled_config const fused_cc(fused_cfg);
   std::map<std::string, std::size_t> shard_of;  // tensor name -> input shard
   for (auto const& e : task.ckpt.tensors()) {
@@ -622,26 +668,7 @@ convert_plan plan_convert(checkpoint_job& task, block_config const& bc, target t
     if (!module.empty() && t.type == dtype::F8_E4M3) {
       fp8_layer l = fp8_layer_of(t, module, task.ckpt, bc, sg, to);
       add_layer_outputs(task.shards, l, e.shard, shard_of[l.scale->name], to);
-      std::uint64_t const bytes = t.bytes.size() + l.scale->bytes.size();
-      ++p.layers;
-      if (to == target::nvfp4) {
-        // The shards of a fused layer share one global scale, as qtl quantize writes them
-        // (scale_group_name: q/k/v, gate/up, each expert's gate/up, w1/w3, q_a/kv_a).
-        std::string const group = scale_group_name(fused_cc, module);
-        auto const it = group.empty() ? layer_job.end() : layer_job.find(group);
-        if (it != layer_job.end()) {
-          p.jobs[it->second].layers.push_back(std::move(l));
-          p.jobs[it->second].in_bytes += bytes;
-          continue;
-        }
-        if (!group.empty()) {
-          layer_job[group] = p.jobs.size();
-        }
-      }
-      convert_job j;
-      j.layers.push_back(std::move(l));
-      j.in_bytes = bytes;
-      p.jobs.push_back(std::move(j));
+      add_layer_job(p, layer_job, fused_cc, std::move(l), to);
       continue;
     }
     if (t.type == dtype::F8_E4M3 || t.type == dtype::F8_E5M2) {
@@ -707,12 +734,6 @@ void check_dsv4(checkpoint_job const& task, convert_args const& a, target to) {
                        value.dump());
     }
   }
-  if (to == target::mxfp4 || to == target::nvfp4) {
-    throw data_error(cfg +
-                     ": DeepSeek-V4's form converts --to fp8-ue8m0 (its MXFP4 experts cast to FP8 blocks "
-                     "losslessly) or --to bf16; --to " +
-                     a.to + " is not done on it");
-  }
   if (to == target::fp8_ue8m0 && (a.recipe_opt->count() > 0 || a.canonical || a.allow_nonfinite)) {
     throw usage_error(
         "--recipe, --canonical and --allow-nonfinite do not apply to DeepSeek-V4's form --to fp8-ue8m0: "
@@ -754,16 +775,26 @@ fp8_layer dsv4_layer_of(tensor_info const& t, std::string const& module, qtl::io
   return l;
 }
 
-/// The plan of DeepSeek-V4's form (the names kept): --to fp8-ue8m0 casts each MXFP4 expert to FP8
-/// blocks (L.weight F8_E4M3 [N, K], L.scale F8_E8M0 [ceil(N/128), ceil(K/128)]) and copies every
-/// other tensor; --to bf16 writes every quantized weight as BF16 L.weight and drops its L.scale.
+/// The plan of DeepSeek-V4's form (the names kept). By target, the MXFP4 experts (I8 L.weight):
+/// fp8-ue8m0 casts each to FP8 blocks (L.weight F8_E4M3 [N, K], L.scale F8_E8M0 [ceil(N/128),
+/// ceil(K/128)]), bf16 dequantizes it (BF16 L.weight, L.scale dropped), mxfp4 and nvfp4 copy them;
+/// the FP8 weights (F8_E4M3 L.weight): fp8-ue8m0 copies them, bf16 dequantizes them, mxfp4 writes
+/// L.weight I8 [N, K/2] and L.scale F8_E8M0 [N, K/32] (the experts' form), nvfp4 L.weight U8
+/// [N, K/2], L.scale F8_E4M3 [N, K/16] and L.global_scale F32 [1] (one per fused layer).
 /// @throws data_error for a tensor that is not part of the form, and when there is nothing to convert
 convert_plan plan_dsv4(checkpoint_job& task, target to, std::string const& in) {
   using qtl::io::printable;
+  using qtl::io::shape_string;
   std::map<std::string, std::size_t> shard_of;  // tensor name -> input shard
   for (auto const& e : task.ckpt.tensors()) {
     shard_of[e.tensor->name] = e.shard;
   }
+  bool const to_fp4 = to == target::mxfp4 || to == target::nvfp4;
+  // Which weights are converted: the experts (fp8-ue8m0, bf16), the FP8 weights (bf16, mxfp4, nvfp4).
+  auto const converted = [&](dtype weight) { return weight == dtype::I8 ? !to_fp4 : to != target::fp8_ue8m0; };
+  quant_config const fused_cfg = fused_layers(std::nullopt);
+  compiled_config const fused_cc(fused_cfg);
+  std::map<std::string, std::size_t> layer_job;
   convert_plan p;
   for (auto const& e : task.ckpt.tensors()) {
     tensor_info const& t = *e.tensor;
@@ -775,7 +806,7 @@ convert_plan plan_dsv4(checkpoint_job& task, target to, std::string const& in) {
         throw data_error(printable(name) + ": scales without an I8 or F8_E4M3 weight '" + printable(module) +
                          ".weight'");
       }
-      if (w->type == dtype::I8 || to == target::bf16) {
+      if (converted(w->type)) {
         continue;  // converted with its weight
       }
     } else if (quantized) {
@@ -785,33 +816,52 @@ convert_plan plan_dsv4(checkpoint_job& task, target to, std::string const& in) {
                          " tensor that is not a quantized weight of DeepSeek-V4's form (L.weight with L.scale)");
       }
       fp8_layer l = dsv4_layer_of(t, module, task.ckpt);
-      if (l.mxfp4 || to == target::bf16) {
-        if (to == target::bf16) {
-          l.outs = {add_output(task.shards, e.shard, name, name, dtype::BF16, shape_of(l.grid.n, l.grid.k))};
-        } else {
-          l.outs = {add_output(task.shards, e.shard, name, name, dtype::F8_E4M3, shape_of(l.grid.n, l.grid.k)),
-                    add_output(task.shards, shard_of[l.scale->name], name, l.scale->name, dtype::F8_E8M0,
-                               shape_of(l.grid.n_blocks(), l.grid.k_blocks()))};
+      if (converted(t.type)) {
+        cv::block_grid const& g = l.grid;
+        std::size_t const ss = shard_of[l.scale->name];
+        auto out = [&](std::size_t shard, std::string out_name, dtype type, std::vector<std::int64_t> shape) {
+          return add_output(task.shards, shard, name, std::move(out_name), type, std::move(shape));
+        };
+        std::int64_t const group = to == target::mxfp4 ? cv::mxfp4_block : 16;
+        if (to_fp4 && g.k % group != 0) {
+          throw data_error(printable(name) + ": K = " + std::to_string(g.k) + " is not a multiple of " +
+                           std::to_string(group) + " (" + (to == target::mxfp4 ? "MXFP4" : "NVFP4") + " blocks)");
         }
-        convert_job j;
-        j.in_bytes = t.bytes.size() + l.scale->bytes.size();
-        j.layers.push_back(std::move(l));
-        p.jobs.push_back(std::move(j));
-        ++p.layers;
+        switch (to) {
+          case target::fp8_ue8m0:
+            l.outs = {out(e.shard, name, dtype::F8_E4M3, shape_of(g.n, g.k)),
+                      out(ss, l.scale->name, dtype::F8_E8M0, shape_of(g.n_blocks(), g.k_blocks()))};
+            break;
+          case target::bf16:
+            l.outs = {out(e.shard, name, dtype::BF16, shape_of(g.n, g.k))};
+            break;
+          case target::mxfp4:
+            l.outs = {out(e.shard, name, dtype::I8, shape_of(g.n, g.k / 2)),
+                      out(ss, l.scale->name, dtype::F8_E8M0, shape_of(g.n, g.k / cv::mxfp4_block))};
+            break;
+          case target::nvfp4:
+            l.outs = {out(e.shard, name, dtype::U8, shape_of(g.n, g.k / 2)),
+                      out(ss, l.scale->name, dtype::F8_E4M3, shape_of(g.n, g.k / 16)),
+                      out(ss, module + ".global_scale", dtype::F32, {1})};
+            break;
+        }
+        add_layer_job(p, layer_job, fused_cc, std::move(l), to);
         continue;
       }
     } else if (t.type == dtype::F8_E5M2 || t.type == dtype::F8_E8M0) {
       throw data_error(printable(name) + ": an " + std::string(qtl::io::dtype_name(t.type)) +
                        " tensor that is not part of DeepSeek-V4's form (FP8 weights are F8_E4M3, scales L.scale)");
     }
-    convert_job j;  // copied byte for byte: everything else, and the FP8 weights of --to fp8-ue8m0
+    convert_job j;  // copied byte for byte: everything else, and the quantized weights --to leaves
     j.copy = &t;
     j.copy_out = add_output(task.shards, e.shard, name, name, t.type, t.shape);
     j.in_bytes = t.bytes.size();
     p.jobs.push_back(std::move(j));
   }
   if (p.layers == 0) {
-    throw data_error(in + (to == target::bf16 ? ": no quantized weights" : ": no MXFP4 experts (I8 L.weight)") +
+    throw data_error(in + (to == target::bf16    ? ": no quantized weights"
+                           : to_fp4              ? ": no FP8 weights (F8_E4M3 L.weight)"
+                                                 : ": no MXFP4 experts (I8 L.weight)") +
                      " in DeepSeek-V4's form: nothing to convert");
   }
   return p;
@@ -819,12 +869,13 @@ convert_plan plan_dsv4(checkpoint_job& task, target to, std::string const& in) {
 
 /// The output config of DeepSeek-V4's form: fp8-ue8m0 keeps the quantization_config (every weight
 /// is now FP8 128x128 blocks with E8M0 scales) and sets `expert_dtype: "fp8"` (the routed experts'
-/// dtype, which vLLM reads); bf16 drops both.
+/// dtype, which vLLM reads); bf16 drops both; mxfp4 and nvfp4 keep both as they are (no engine
+/// config names FP4 attention weights: docs/spec/deepseek_v4.md §3).
 void set_dsv4_config(ojson& model_config, target to) {
   if (to == target::bf16) {
     model_config.erase("quantization_config");
     model_config.erase("expert_dtype");
-  } else {
+  } else if (to == target::fp8_ue8m0) {
     model_config["expert_dtype"] = "fp8";
   }
 }
@@ -953,7 +1004,7 @@ command define_convert(CLI::App& app) {
   auto* cmd = app.add_subcommand(
       "convert", "the engines' load-time converters run offline on a whole FP8-block checkpoint: power-of-two "
                  "(UE8M0) scales, BF16, MXFP4 or NVFP4; DeepSeek-V4's own form (MXFP4 experts) to FP8 "
-                 "blocks or BF16");
+                 "blocks, BF16, or its FP8 weights to MXFP4 or NVFP4");
   add_checkpoint_paths(cmd, a->in, a->out_dir);
   cmd->add_option("--to", a->to, "fp8-ue8m0, bf16, mxfp4 or nvfp4")
       ->required()

@@ -18,6 +18,9 @@
 //   cast-e2m1fn-to-e4m3fn weight I8|U8 [..,N,K/2] (MXFP4 codes), scale F8_E8M0|U8 [..,N,K/32]
 //                         -> weight F8_E4M3 [..,N,K], scale F8_E8M0 [..,ceil(N/128),ceil(K/128)]
 //                         (DeepSeek-V4's lossless cast; a block it cannot cast exactly is refused)
+//   deepgemm-post-process-e8m0 [--bmm-batch B]   weight F8_E4M3 [N,K] ([E,N,K]), scale F8_E8M0|U8
+//                         [ceil(N/128),ceil(K/128)] ([E,..]) -> weight unchanged ([B,N/B,K] with B),
+//                         scale I32 [P,A] ([E,P,A], [B,P,A]): vLLM's DeepGEMM packing of E8M0 scales
 //
 // The contract is test/data/golden/README.md; sizes the operation cannot take are the library's
 // shape_error (exit 2).
@@ -25,6 +28,7 @@
 #include <algorithm>
 
 #include <qtl/convert.hpp>
+#include <qtl/deepgemm_e8m0.hpp>
 #include <qtl/dispatch.hpp>
 #include <qtl/e2m1_to_e4m3.hpp>
 
@@ -335,11 +339,45 @@ op_spec e2m1_cast_op() {
           }};
 }
 
+op_spec dg_e8m0_op() {
+  return {"deepgemm-post-process-e8m0",
+          "FP8 block weight with E8M0 scales -> DeepGEMM's packed int32 scales, no requant, as vLLM's "
+          "deepgemm_post_process_fp8_weight_block (--bmm-batch: its is_bmm view of a 2-D weight)",
+          [](CLI::App& cmd) -> op_runner {
+            auto bmm = std::make_shared<std::int64_t>(0);
+            cmd.add_option("--bmm-batch", *bmm, "B: view the 2-D weight as B matrices [N/B, K] (wo_a); 0: no view");
+            return [bmm](op_io& io) {
+              auto const& w = io.tensor("weight", {dtype::F8_E4M3}, {2, 3});
+              auto const& s = io.tensor("scale", {dtype::F8_E8M0, dtype::U8}, {2, 3});
+              bool const experts = w.shape.size() == 3;
+              if (*bmm < 0 || (*bmm > 0 && experts)) {
+                throw usage_error("--bmm-batch " + std::to_string(*bmm) + ": a positive batch, of a 2-D weight");
+              }
+              auto const g = grid_of(w, {128, 128});
+              if (s.shape != scale_shape(g, experts)) {
+                throw data_error(io.where("scale") + " has shape " + qtl::io::shape_string(s.shape) + "; weight " +
+                                 qtl::io::shape_string(w.shape) + " has 128x128 blocks " +
+                                 qtl::io::shape_string(scale_shape(g, experts)));
+              }
+              auto const l = cv::deepgemm_post_process_layout(g.groups, g.n, g.k, *bmm);
+              std::vector<std::int32_t> out(static_cast<std::size_t>(l.words()));
+              cv::deepgemm_post_process_e8m0(codes(s), l, out);
+              auto const q = codes(w);
+              io.emit("weight", dtype::F8_E4M3, *bmm > 0 ? shape_of(*bmm, g.n / *bmm, g.k) : w.shape,
+                      std::vector<std::uint8_t>(q.begin(), q.end()));
+              io.emit("scale", dtype::I32,
+                      experts || *bmm > 0 ? shape_of(l.groups, l.packed_k(), l.aligned_mn())
+                                          : shape_of(l.packed_k(), l.aligned_mn()),
+                      std::move(out));
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> convert_ops() {
   return {block_quant_dequant_op(), requant_op(), pack_op(), unpack_op(), mxfp4_op(), nvfp4_op(), cast_op(),
-          e2m1_cast_op()};
+          e2m1_cast_op(), dg_e8m0_op()};
 }
 
 }  // namespace qtl::tool

@@ -175,9 +175,9 @@ QTL_KERNEL void cast_kernel(float const* x, cv::block_grid grid, std::uint8_t* q
   }
 }
 
-// A defaulted template parameter, as every header kernel without one of its own (QTL_KERNEL in qtl/macros.hpp).
-template <class = void>
-QTL_KERNEL void pack_kernel(float const* sf, cv::dg_packed_layout l, std::int32_t* out) {
+/// `Scale`: float powers of two, or E8M0 codes (qtl/cuda/deepgemm_e8m0.cuh).
+template <class Scale = float>
+QTL_KERNEL void pack_kernel(Scale const* sf, cv::dg_packed_layout l, std::int32_t* out) {
   std::int64_t const A = l.aligned_mn();
   std::int64_t const P = l.packed_k();
   std::int64_t const nb = l.scale_rows();
@@ -306,18 +306,27 @@ cudaError_t per_block_cast_to_fp8(float const* x, cv::block_grid const& grid, st
   return launch(detail::cast_kernel<Rule>, blocks, detail::threads, 0, stream, x, grid, q, s);
 }
 
-/// `qtl::convert::deepgemm_pack_ue8m0` on the device: sf [G, ceil(N/128), kb] -> out [G, P, A];
-/// pad rows 0. Precondition (not checked here): every scale a positive normal power of two.
-inline cudaError_t deepgemm_pack_ue8m0(float const* sf, cv::dg_packed_layout const& l, std::int32_t* out,
-                                       cudaStream_t stream = nullptr) {
+namespace detail {
+/// The packing launcher of both scale types: `cudaErrorInvalidValue` for a bad layout or null
+/// pointers with words to write.
+template <class Scale>
+cudaError_t deepgemm_pack(Scale const* sf, cv::dg_packed_layout const& l, std::int32_t* out, cudaStream_t stream) {
   if (l.groups < 0 || l.mn < 1 || l.k_blocks < 1 || (l.groups > 0 && (sf == nullptr || out == nullptr))) {
     return cudaErrorInvalidValue;
   }
   if (l.words() == 0) {
     return cudaSuccess;
   }
-  unsigned const blocks = detail::grid_stride_blocks(l.words(), detail::threads, launch_policy::grid_stride_cap);
-  return launch(detail::pack_kernel<>, blocks, detail::threads, 0, stream, sf, l, out);
+  unsigned const blocks = grid_stride_blocks(l.words(), threads, launch_policy::grid_stride_cap);
+  return launch(pack_kernel<Scale>, blocks, threads, 0, stream, sf, l, out);
+}
+}  // namespace detail
+
+/// `qtl::convert::deepgemm_pack_ue8m0` on the device: sf [G, ceil(N/128), kb] -> out [G, P, A];
+/// pad rows 0. Precondition (not checked here): every scale a positive normal power of two.
+inline cudaError_t deepgemm_pack_ue8m0(float const* sf, cv::dg_packed_layout const& l, std::int32_t* out,
+                                       cudaStream_t stream = nullptr) {
+  return detail::deepgemm_pack(sf, l, out, stream);
 }
 
 /// `qtl::convert::deepgemm_unpack_ue8m0` on the device: [G, P, A] -> sf [G, ceil(A/128), kb].

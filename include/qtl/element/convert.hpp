@@ -293,9 +293,16 @@ QTL_HOST_DEVICE constexpr bool is_ue8m0_packable(float s) {
 QTL_HOST_DEVICE constexpr float ue8m0_decode(std::uint8_t b) {
   return bits_to_float(static_cast<std::uint32_t>(b) << 23);
 }
-/// Word p of one block row `row` [kb] of power-of-two scales: byte t = ue8m0_byte(row[4p+t]),
-/// 0 past kb (little-endian, K-block 4p in the low byte).
-QTL_HOST_DEVICE constexpr std::int32_t dg_pack_word(float const* row, std::int64_t k_blocks, std::int64_t p) {
+/// The packed byte of an E8M0 scale code (DeepSeek-V4's `F8_E8M0` scales): the code itself. vLLM's
+/// `_upcast_e8m0_to_fp32` makes it the float b << 23, whose exponent field the packer takes.
+QTL_HOST_DEVICE constexpr std::uint8_t ue8m0_byte(std::uint8_t e8m0) { return e8m0; }
+/// True for the E8M0 codes whose upcast DeepGEMM's kernels accept: 1..254 (0 upcasts to +0.0,
+/// 255 to +Inf).
+QTL_HOST_DEVICE constexpr bool is_ue8m0_packable(std::uint8_t e8m0) { return is_ue8m0_packable(ue8m0_decode(e8m0)); }
+/// Word p of one block row `row` [kb] of scales (power-of-two floats or E8M0 codes): byte t =
+/// ue8m0_byte(row[4p+t]), 0 past kb (little-endian, K-block 4p in the low byte).
+template <class Scale>
+QTL_HOST_DEVICE constexpr std::int32_t dg_pack_word(Scale const* row, std::int64_t k_blocks, std::int64_t p) {
   std::uint32_t w = 0;
   for (int t = 0; t < 4; ++t) {
     std::int64_t const j = 4 * p + t;

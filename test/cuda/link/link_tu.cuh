@@ -25,6 +25,7 @@ int QTL_LINK_TU() {
   failures += qtl::cuda::convert::block_quant_dequant<float>(nullptr, nullptr, grid, nullptr) != cudaSuccess;
   qtl::convert::dg_packed_layout const layout{};
   failures += qtl::cuda::convert::deepgemm_pack_ue8m0(nullptr, layout, nullptr) != cudaSuccess;
+  failures += qtl::cuda::convert::deepgemm_post_process_e8m0(nullptr, layout, nullptr) != cudaSuccess;
   failures += qtl::cuda::convert::fp8_block_to_mxfp4(nullptr, nullptr, grid, nullptr, nullptr) != cudaSuccess;
   std::int32_t* words = nullptr;
   failures += qtl::cuda::marlin::repack_gptq<4>(qtl::make_view(codes, index_t{0}, index_t{0}), nullptr,
