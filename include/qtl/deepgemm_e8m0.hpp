@@ -34,8 +34,8 @@ inline dg_packed_layout deepgemm_post_process_layout(std::int64_t groups, std::i
                                                      std::int64_t bmm_batch = 0) {
   char const* op = "deepgemm_post_process_e8m0";
   if (groups < 0 || n < 1 || k < 1 || bmm_batch < 0) {
-    detail::fail_shape(op, "G = " + std::to_string(groups) + ", N = " + std::to_string(n) + ", K = " +
-                               std::to_string(k) + " and the bmm batch " + std::to_string(bmm_batch) +
+    detail::fail_shape(op, "G = " + std::to_string(groups) + ", N = " + std::to_string(n) +
+                               ", K = " + std::to_string(k) + " and the bmm batch " + std::to_string(bmm_batch) +
                                ": the extents must be positive");
   }
   if (bmm_batch == 0) {

@@ -82,8 +82,8 @@ inline bool mxfp4_to_bf16(std::span<std::uint8_t const> x, std::span<std::uint8_
   auto const& t = e2m1_bf16_table::get();
   auto const groups = static_cast<std::int64_t>(scale.size());
   auto* o = reinterpret_cast<std::uint16_t*>(out.data());
-  for (std::int64_t j = qtl::detail::e2m1_bf16_x86::dequant_row(x.data(), scale.data(), t.lo, t.hi, groups, o); j < groups;
-       ++j) {
+  for (std::int64_t j = qtl::detail::e2m1_bf16_x86::dequant_row(x.data(), scale.data(), t.lo, t.hi, groups, o);
+       j < groups; ++j) {
     std::uint8_t const e = scale[static_cast<std::size_t>(j)];
     for (int i = 0; i < 16; ++i) {
       std::uint8_t const b = x[static_cast<std::size_t>(j * 16 + i)];

@@ -50,7 +50,8 @@ nb::object deepgemm_post_process_e8m0(nb::handle w_obj, nb::handle s_obj, index_
     nb::gil_scoped_release nogil;
     cv::deepgemm_post_process_e8m0(sv, l, std::span(out.data<std::int32_t>(), static_cast<std::size_t>(out.size())));
   }
-  nb::object const wq = bmm > 0 ? nb::borrow(w_obj).attr("reshape")(nb::make_tuple(bmm, n / bmm, k)) : nb::borrow(w_obj);
+  nb::object const wq =
+      bmm > 0 ? nb::borrow(w_obj).attr("reshape")(nb::make_tuple(bmm, n / bmm, k)) : nb::borrow(w_obj);
   return nb::make_tuple(wq, out.release(w.from));
 }
 

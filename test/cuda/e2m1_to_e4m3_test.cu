@@ -147,7 +147,8 @@ TEST_CASE("cuda deepgemm_post_process_e8m0 reproduces every golden case and the 
     CHECK(device_dg_pack(c.scale, c.layout) == c.want);
   }
   std::mt19937 rng(2205);
-  for (auto const& l : {cv::deepgemm_post_process_layout(3, 257, 1000), cv::deepgemm_post_process_layout(1, 2048, 1024, 4)}) {
+  for (auto const& l :
+       {cv::deepgemm_post_process_layout(3, 257, 1000), cv::deepgemm_post_process_layout(1, 2048, 1024, 4)}) {
     bytes sc(static_cast<std::size_t>(l.groups * l.scale_rows() * l.k_blocks));
     for (auto& b : sc) b = static_cast<std::uint8_t>(1 + rng() % 254);
     std::vector<std::int32_t> want(static_cast<std::size_t>(l.words()));

@@ -235,7 +235,8 @@ TEST_CASE("deepgemm_post_process_e8m0 reproduces every golden deepgemm-post-proc
 
 TEST_CASE("deepgemm_post_process_e8m0 packs as deepgemm_pack_ue8m0 packs the upcast codes", "[deepgemm_e8m0]") {
   std::mt19937 rng(2204);
-  for (auto const& [groups, n, k] : {std::array<std::int64_t, 3>{1, 1, 1}, {1, 130, 300}, {3, 257, 1000}, {2, 4, 129}}) {
+  for (auto const& [groups, n, k] :
+       {std::array<std::int64_t, 3>{1, 1, 1}, {1, 130, 300}, {3, 257, 1000}, {2, 4, 129}}) {
     auto const l = cv::deepgemm_post_process_layout(groups, n, k);
     CHECK(l.k_blocks == (k + 127) / 128);
     bytes sc(static_cast<std::size_t>(groups * l.scale_rows() * l.k_blocks));
@@ -292,9 +293,10 @@ TEST_CASE("mxfp4_to_bf16 is block_dequantize<mxfp4> to bf16 under every scale co
   for (auto& b : x) b = static_cast<std::uint8_t>(rng());
   for (std::size_t i = 0; i < sc.size(); ++i) sc[i] = static_cast<std::uint8_t>(i % 256);
   std::vector<qtl::bfloat16_t> want(static_cast<std::size_t>(rows * k));
-  qtl::block_dequantize<qtl::mxfp4>(qtl::make_view(reinterpret_cast<qtl::float4_e2m1x2_t const*>(x.data()), rows, k / 2),
-                                    std::span(reinterpret_cast<qtl::float8_e8m0fnu_t const*>(sc.data()), sc.size()),
-                                    1.0f, qtl::make_view(want.data(), rows, k));
+  qtl::block_dequantize<qtl::mxfp4>(
+      qtl::make_view(reinterpret_cast<qtl::float4_e2m1x2_t const*>(x.data()), rows, k / 2),
+      std::span(reinterpret_cast<qtl::float8_e8m0fnu_t const*>(sc.data()), sc.size()), 1.0f,
+      qtl::make_view(want.data(), rows, k));
   auto bits = [](std::vector<qtl::bfloat16_t> const& v) {
     std::vector<std::uint16_t> b(v.size());
     for (std::size_t i = 0; i < v.size(); ++i) b[i] = v[i].bits;

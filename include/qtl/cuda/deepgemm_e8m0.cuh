@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
 #include <qtl/cuda/convert.cuh>
 #include <qtl/deepgemm_e8m0.hpp>
 

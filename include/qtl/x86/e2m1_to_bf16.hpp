@@ -48,8 +48,9 @@ QTL_X86_AVX2 inline std::int64_t dequant_row_avx2(std::uint8_t const* x, std::ui
 
 /// The leading groups of one row an executor dequantizes (see `dequant_row_avx2`); returns how many.
 inline std::int64_t dequant_row([[maybe_unused]] std::uint8_t const* x, [[maybe_unused]] std::uint8_t const* scale,
-                                [[maybe_unused]] std::uint8_t const (*lo)[16], [[maybe_unused]] std::uint8_t const (*hi)[16],
-                                [[maybe_unused]] std::int64_t groups, [[maybe_unused]] std::uint16_t* out) {
+                                [[maybe_unused]] std::uint8_t const (*lo)[16],
+                                [[maybe_unused]] std::uint8_t const (*hi)[16], [[maybe_unused]] std::int64_t groups,
+                                [[maybe_unused]] std::uint16_t* out) {
 #if QTL_X86
   if (convert_x86::has_avx2()) {
     return dequant_row_avx2(x, scale, lo, hi, groups, out);
