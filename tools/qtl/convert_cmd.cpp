@@ -890,6 +890,9 @@ worker_pool_jobs converter_jobs(std::vector<convert_job>& jobs, worker_context c
     convert_job const& j = jobs[i];
     return qtl::io::printable(j.copy != nullptr ? j.copy->name : j.layers.front().weight->name);
   };
+  pool.file = [&jobs](std::size_t i) {
+    return jobs[i].copy != nullptr ? jobs[i].copy_out.shard : jobs[i].layers.front().outs.front().shard;
+  };
   return pool;
 }
 

@@ -935,6 +935,7 @@ worker_pool_jobs writer_jobs(std::vector<job>& jobs, std::vector<shard_plan> con
   };
   pool.bytes = [&jobs](std::size_t i) { return input_bytes(jobs[i]); };
   pool.describe = [&jobs](std::size_t i) { return jobs[i].in->name; };
+  pool.file = [&jobs](std::size_t i) { return jobs[i].shard; };
   return pool;
 }
 

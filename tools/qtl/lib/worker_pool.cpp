@@ -1,8 +1,11 @@
 #include "worker_pool.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <exception>
 #include <mutex>
+#include <numeric>
+#include <vector>
 
 #include <qtl/parallel.hpp>
 
@@ -14,6 +17,24 @@ worker_pool_result run_worker_pool(unsigned threads, worker_pool_jobs const& job
   for (std::size_t i = 0; i < jobs.count; ++i) {
     total += jobs.bytes ? jobs.bytes(i) : 0;
   }
+  std::vector<std::size_t> order(jobs.count);  // the i-th job handed out
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  if (jobs.file) {
+    std::vector<std::vector<std::size_t>> by_file;
+    for (std::size_t i = 0; i < jobs.count; ++i) {
+      std::size_t const f = jobs.file(i);
+      by_file.resize(std::max(by_file.size(), f + 1));
+      by_file[f].push_back(i);
+    }
+    order.clear();
+    for (std::size_t round = 0; order.size() < jobs.count; ++round) {
+      for (auto const& in_file : by_file) {
+        if (round < in_file.size()) {
+          order.push_back(in_file[round]);
+        }
+      }
+    }
+  }
   worker_pool_result result;
   std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> done_bytes{0};
@@ -22,10 +43,11 @@ worker_pool_result run_worker_pool(unsigned threads, worker_pool_jobs const& job
   std::mutex progress_mu;
   auto const worker = [&]() {
     for (;;) {
-      std::size_t const i = next.fetch_add(1);
-      if (i >= jobs.count || failed.load()) {
+      std::size_t const taken = next.fetch_add(1);
+      if (taken >= jobs.count || failed.load()) {
         return;
       }
+      std::size_t const i = order[taken];
       try {
         jobs.run(i);
       } catch (std::exception const& e) {

@@ -25,6 +25,11 @@ struct worker_pool_jobs {
   std::function<void(std::size_t)> run;              ///< does job i (may throw std::exception)
   std::function<std::uint64_t(std::size_t)> bytes;   ///< the input bytes of job i (for progress)
   std::function<std::string(std::size_t)> describe;  ///< the name of job i in an error
+  /// The output file job i writes (optional). When set, jobs are handed out round robin over the
+  /// files, each file's jobs in their order: a file takes one `pwrite` at a time (the kernel locks
+  /// its inode), so two workers writing one file wait for each other's copy into the page cache,
+  /// and on different files they do not.
+  std::function<std::size_t(std::size_t)> file;
   /// Called after each job, one call at a time, with the bytes of the jobs done so far and of all.
   std::function<void(std::uint64_t done, std::uint64_t total)> progress;
   /// Called once, before any job runs, when only `started` of `asked` threads could be created.
