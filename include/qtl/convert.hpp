@@ -24,6 +24,7 @@
 /// output bytes do not depend on it.
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -641,11 +642,13 @@ inline float nvfp4_shared_global_scale(float amax) {
 ///   x ≈ e2m1(code) * float(scale) / global_scale
 ///
 /// Converted one block row at a time (memory: one block row of BF16). NaN or Inf in the dequant is
-/// refused (NVFP4's encoders would saturate it).
+/// refused (NVFP4's encoders would saturate it), by a pass over each block row's codes, unless
+/// `checked` says the caller's `fp8_block_bf16_amax` over the same codes and scales (the pass a
+/// global scale comes from, which refuses them) already ran: then that pass is not repeated.
 /// @throws shape_error (K % 16, sizes), value_error (non-finite dequant, bad global scale)
 inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
                                float global_scale, std::span<float4_e2m1x2_t> packed,
-                               std::span<float8_e4m3fn_t> scales, int threads = 1) {
+                               std::span<float8_e4m3fn_t> scales, int threads = 1, bool checked = false) {
   detail::check_grid("fp8_block_to_nvfp4", g, q.size(), s.size());
   constexpr std::int64_t nvfp4_block = qtl::nvfp4::block_size;
   if (g.k % nvfp4_block != 0) {
@@ -662,12 +665,14 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
     return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
       auto const n = static_cast<std::size_t>(sub.elements());
       fp8_block_to_nvfp4(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub, global_scale,
-                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / nvfp4_block, n / nvfp4_block));
+                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / nvfp4_block, n / nvfp4_block), 1,
+                         checked);
     });
   }
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
-  std::vector<bfloat16_t> rows(static_cast<std::size_t>(g.block.n * g.k));
+  auto const rows_buffer = std::make_unique_for_overwrite<bfloat16_t[]>(static_cast<std::size_t>(g.block.n * g.k));
+  std::span<bfloat16_t> const rows(rows_buffer.get(), static_cast<std::size_t>(g.block.n * g.k));
   for (std::int64_t gi = 0; gi < g.groups; ++gi) {
     for (std::int64_t bi = 0; bi < nb; ++bi) {
       std::int64_t const n0 = bi * g.block.n;
@@ -680,10 +685,12 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
       auto const s_slice = s.subspan(static_cast<std::size_t>((gi * nb + bi) * kb), static_cast<std::size_t>(kb));
       block_quant_dequant<bfloat16_t>(q_slice, s_slice, slice, bf);
       bool finite = true;
-      try {
-        (void)fp8_block_bf16_amax(q_slice, s_slice, slice);  // a pass over the codes: every dequant finite
-      } catch (value_error const&) {
-        finite = false;
+      if (!checked) {
+        try {
+          (void)fp8_block_bf16_amax(q_slice, s_slice, slice);  // a pass over the codes: every dequant finite
+        } catch (value_error const&) {
+          finite = false;
+        }
       }
       for (std::size_t i = 0; !finite && i < count; ++i) {  // name the first element that is not
         if ((bf[i].bits & 0x7F80u) == 0x7F80u) {
