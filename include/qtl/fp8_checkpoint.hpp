@@ -6,7 +6,7 @@
 ///   scheme   scales                      scale of its elements                     codes
 ///   tensor   [1]                         fp8_scale_from_amax(amax of W, or the      scaled_fp8_quant_static
 ///                                        given amax of a fused group: amax / 448)
-///   channel  [N] (the checkpoint [N, 1]) scaled_fp8_quant_per_token's (vLLM's)       scaled_fp8_quant_per_token
+///   channel  [N] (the checkpoint [N, 1]) scaled_fp8_quant_per_token's (amax / 448)  scaled_fp8_quant_per_token
 ///   block    [⌈N/bn⌉, ⌈K/bk⌉]            by `fp8_block_rule` of the block's amax:   scaled_fp8_quant_static
 ///                                        hf: max(amax, 1e-12) / 448 (HF `fp8`,        of the block
 ///                                        DeepSeek-V3, Qwen3-FP8); compressed_tensors:
@@ -16,7 +16,7 @@
 /// Every amax pass also finds a NaN or an infinity, refused unless `allow_nonfinite` (then
 /// quantized as the quantizers do). With a given tensor amax the caller's pass did that.
 ///
-/// The codes are those of vLLM's static quantizer, x · fl(1/s), for every scheme and rule. Against
+/// The codes are x · fl(1/s) (the static and per-token quantizers' default), for every scheme and rule. Against
 /// compressed-tensors' compressor (x / s plus a zero point of 0): a -0.0 weight is code 0x80 here
 /// and +0 there (both decode to 0), and the two roundings can differ by one code where they
 /// straddle a code boundary (none in the golden cases 2480-2482).

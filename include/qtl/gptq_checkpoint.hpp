@@ -96,7 +96,8 @@ half_t f16_scale(float s, T const* x, index_t gs, index_t r, index_t c0) {
 /// @throws value_error for a NaN or infinite weight (naming row first_row + r and its column) unless
 ///   `opt.allow_nonfinite`, for a scale F16 cannot hold (naming the row and columns), for bits
 ///   other than 4 or 8; shape_error for a group size that does not divide K or is not a multiple of
-///   32 / bits, or outputs of other shapes. Rows before a refused one are written.
+///   32 / bits, or outputs of other shapes. After a refusal the outputs hold part of the rows
+///   before the refused one (qweight is stored 16 rows at a time).
 template <class T>
 void gptq_checkpoint_quantize(view2d<T const> w, gptq_checkpoint_outputs const& out,
                               gptq_checkpoint_options const& opt = {}) {
