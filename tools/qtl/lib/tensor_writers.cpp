@@ -1,6 +1,6 @@
 // The per-format tensor writers of `qtl quantize` (see tensor_writers.hpp). Every number comes
-// from the library's ops (qtl/quantize.hpp, qtl/pack.hpp, qtl/fp8.hpp); this file slices, lays
-// out and writes.
+// from the library's checkpoint ops (qtl/gptq_checkpoint.hpp, qtl/ct_quantize.hpp, qtl/ct_fp4.hpp,
+// qtl/ct_mxfp8.hpp, qtl/fp8_checkpoint.hpp) and qtl/pack.hpp; this file slices, lays out and writes.
 
 #include "tensor_writers.hpp"
 
@@ -24,7 +24,6 @@
 #include <qtl/fp8_checkpoint.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/quantize.hpp>
-#include <qtl/transpose.hpp>
 
 #include "../common.hpp"
 #include "scratch.hpp"
