@@ -20,11 +20,14 @@
 /// falls below T's smallest normal, where both give E4M3 ±0 with x's sign. A block holding NaN or
 /// Inf is refused (`ct_fp4_options::allow_nonfinite` quantizes it: scale byte 254 for NaN, Inf
 /// beyond 1.75 · 2^emax; NaN elements the E4M3 NaN 0x7F, ±Inf ±448). Rows are independent: a caller
-/// may run any slice of rows, `first_row` naming the slice's place in errors.
+/// may run any slice of rows, `first_row` naming the slice's place in errors. bf16 rows go 16
+/// blocks at a time through an AVX-512 executor where the CPU has one (`qtl/x86/fp4.hpp`, the same
+/// bytes; test/unit/ct_fp4_test.cpp compares them).
 
 #include <cstdint>
 #include <string>
 #include <tuple>
+#include <type_traits>
 
 #include <qtl/ct_fp4.hpp>
 #include <qtl/ct_quantize.hpp>
@@ -59,7 +62,11 @@ void ct_mxfp8_quantize(view2d<T const> w, view2d<float8_e4m3fn_t> values, view2d
   detail::ct::check_output(fn, "scales", scales, m, k / bs);
   for (index_t i = 0; i < m; ++i) {
     T const* row = &w(i, 0);
-    for (index_t b = 0; b < k / bs; ++b) {
+    index_t first = 0;  // the blocks an x86 executor did
+    if constexpr (std::is_same_v<T, bfloat16_t>) {
+      first = detail::fp4_x86::ct_mxfp8_row(row, &values(i, 0), &scales(i, 0).bits, k / bs);
+    }
+    for (index_t b = first; b < k / bs; ++b) {
       T const* x = row + b * bs;
       auto const [mx, mn] = nan_max_min(x, bs);
       float const amax = detail::qnt::nan_max(mx, -mn);

@@ -8,6 +8,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <catch2/catch.hpp>
@@ -66,6 +67,28 @@ std::uint8_t nibble(std::vector<float4_e2m1x2_t> const& v, index_t i) {
   return static_cast<std::uint8_t>(v[static_cast<std::size_t>(i / 2)].bits >> (i % 2 * 4) & 0xF);
 }
 
+/// bf16 rows of 32-element blocks for the AVX-512 MX executors (k/32 = 35 blocks a row: two
+/// 16-block steps and three left): block maxima at the scale rules' edges (zero and -0, bf16
+/// subnormals and 2^-126, significands just below and at 1.75, the largest finite bf16), then
+/// blocks of their own ranges; elements that underflow bf16 under their block's scale (CT's +0
+/// code for MXFP4).
+std::vector<bfloat16_t> mx_executor_edges(index_t n, index_t k) {
+  auto w = qtl_test::block_ranged_normal<bfloat16_t>(n, k, 11, 40);
+  float const maxima[] = {0.0f,       0x1p-133f,   0x1p-126f,  0x1.cp-126f, 0x1.bep3f, 0x1.cp3f,
+                          0x1.cp-10f, 0x1.fep127f, 0x1.cp127f, 1.0f,        0x1.8p0f,  6.9f};
+  for (index_t r = 0; r < n; ++r) {
+    for (index_t b = 0; b < 12; ++b) {
+      float const mx = maxima[(r + b) % 12];
+      for (index_t e = 0; e < 32; ++e) {
+        float const v = e == r % 32 ? (b % 2 == 0 ? mx : -mx) : (e % 3 == 0 ? -mx * 0x1p-140f : mx * 0.3f);
+        w[static_cast<std::size_t>(r * k + b * 32 + e)] = qtl::from_float<bfloat16_t>(v);
+      }
+    }
+  }
+  w[17] = qtl::from_float<bfloat16_t>(-0.0f);
+  return w;
+}
+
 }  // namespace
 
 TEMPLATE_TEST_CASE("ct_mxfp4_quantize equals the element rules walked one element at a time", "[ct][fp4]", float,
@@ -110,25 +133,11 @@ TEST_CASE("ct_mxfp4_quantize: CT's scale rounds a block max of 6.9 down to 2^0 a
 }
 
 TEST_CASE("ct_mxfp4_quantize: bf16 rows by the AVX-512 executor equal the portable loop", "[ct][fp4]") {
-  // 35 blocks a row (two 16-block steps and three left), block maxima at the scale rule's edges:
-  // zero and -0, bf16 subnormals and 2^-126, significands just below and at 1.75, the largest
-  // finite bf16; elements that underflow bf16 under their block's scale (CT's +0 code); a NaN and an
-  // Inf in later rows (the executor stops at their step, the loop refuses or quantizes them)
+  // with a NaN and an Inf in later rows: the executor stops at their step, the loop refuses or
+  // quantizes them
   index_t const n = 8;
   index_t const k = 35 * 32;
-  auto w = qtl_test::block_ranged_normal<bfloat16_t>(n, k, 11, 40);
-  float const maxima[] = {0.0f,       0x1p-133f,   0x1p-126f,  0x1.cp-126f, 0x1.bep3f, 0x1.cp3f,
-                          0x1.cp-10f, 0x1.fep127f, 0x1.cp127f, 1.0f,        0x1.8p0f,  6.9f};
-  for (index_t r = 0; r < n; ++r) {
-    for (index_t b = 0; b < 12; ++b) {
-      float const mx = maxima[(r + b) % 12];
-      for (index_t e = 0; e < 32; ++e) {
-        float const v = e == r % 32 ? (b % 2 == 0 ? mx : -mx) : (e % 3 == 0 ? -mx * 0x1p-140f : mx * 0.3f);
-        w[static_cast<std::size_t>(r * k + b * 32 + e)] = qtl::from_float<bfloat16_t>(v);
-      }
-    }
-  }
-  w[17] = qtl::from_float<bfloat16_t>(-0.0f);
+  auto const w = mx_executor_edges(n, k);
   auto const fast = run_mxfp4(w, n, k);
   fp4_out<bfloat16_t> slow;
   {
@@ -216,6 +225,38 @@ TEST_CASE("ct_mxfp8_quantize: CT's power of two turns up at a significand of 1.7
   CHECK(v[5].bits == 0x80);      // -0.0 kept
   CHECK(v[k + 3].bits == 0xF6);  // -1.75 * 128 = -224, exact
   CHECK(v[k].bits == 0x68);      // 0.5 * 128 = 64
+}
+
+TEST_CASE("ct_mxfp8_quantize: bf16 rows by the AVX-512 executor equal the portable loop", "[ct][mxfp8]") {
+  // with a NaN and an Inf in later rows: the executor stops at their step, the loop refuses or
+  // quantizes them
+  index_t const n = 8;
+  index_t const k = 35 * 32;
+  auto const run = [&](std::vector<bfloat16_t> const& w, bool allow) {
+    std::pair out{std::vector<qtl::float8_e4m3fn_t>(w.size()),
+                  std::vector<qtl::float8_e8m0fnu_t>(static_cast<std::size_t>(n * k / 32))};
+    qtl::ct_mxfp8_quantize(cview(w, n, k), qtl::make_view(out.first.data(), n, k),
+                           qtl::make_view(out.second.data(), n, k / 32), {allow, 0});
+    return out;
+  };
+  auto const same = [&](std::vector<bfloat16_t> const& w, bool allow) {
+    auto const fast = run(w, allow);
+    qtl::x86::scoped_level_cap cap(qtl::x86::level::avx2);
+    auto const slow = run(w, allow);
+    for (std::size_t i = 0; i < fast.second.size(); ++i) {
+      REQUIRE(fast.second[i].bits == slow.second[i].bits);
+    }
+    for (std::size_t i = 0; i < fast.first.size(); ++i) {
+      CAPTURE(i);
+      REQUIRE(fast.first[i].bits == slow.first[i].bits);
+    }
+  };
+  auto w = mx_executor_edges(n, k);
+  same(w, false);
+  w[static_cast<std::size_t>(5 * k + 20 * 32 + 3)] = qtl::from_float<bfloat16_t>(std::nanf(""));
+  w[static_cast<std::size_t>(6 * k + 2)] = qtl::from_float<bfloat16_t>(std::numeric_limits<float>::infinity());
+  same(w, true);
+  CHECK_THROWS_WITH(run(w, false), Catch::Contains("element [5, 643] is NaN"));
 }
 
 TEMPLATE_TEST_CASE("ct_mxfp8_quantize refuses NaN and Inf naming row and column, unless allowed", "[ct][mxfp8]", float,

@@ -79,8 +79,8 @@ inline void block_scales4(__m128 vmax, float global_scale, float inv_gs, __m128i
     codes = fp8_encode4<float8_e4m3fn_t, fp8_nan::to_max>(_mm_mul_ps(_mm_set1_ps(global_scale), unit));
     __m128i const e = _mm_and_si128(_mm_srli_epi32(codes, 3), c32(0xFu));
     __m128i const m = _mm_and_si128(codes, c32(0x7u));
-    __m128 const normal = _mm_castsi128_ps(_mm_or_si128(_mm_slli_epi32(_mm_add_epi32(e, c32(120u)), 23),
-                                                        _mm_slli_epi32(m, 20)));
+    __m128 const normal =
+        _mm_castsi128_ps(_mm_or_si128(_mm_slli_epi32(_mm_add_epi32(e, c32(120u)), 23), _mm_slli_epi32(m, 20)));
     __m128 const subnormal = _mm_mul_ps(_mm_cvtepi32_ps(m), _mm_set1_ps(0x1p-9f));  // exact
     __m128 const is_subnormal = _mm_castsi128_ps(_mm_cmpeq_epi32(e, _mm_setzero_si128()));
     __m128 const sf = _mm_or_ps(_mm_and_ps(is_subnormal, subnormal), _mm_andnot_ps(is_subnormal, normal));
@@ -100,8 +100,8 @@ inline void block_scales4(__m128 vmax, float global_scale, float inv_gs, __m128i
     codes = code;
     // os = vmax == 0 ? 0 : 2^(127 - code), 2^-127 (subnormal) for code 254
     __m128i const ee = _mm_sub_epi32(c32(254u), code);
-    __m128i const r = _mm_or_si128(_mm_slli_epi32(ee, 23), _mm_and_si128(_mm_cmpeq_epi32(ee, _mm_setzero_si128()),
-                                                                          c32(0x00400000u)));
+    __m128i const r =
+        _mm_or_si128(_mm_slli_epi32(ee, 23), _mm_and_si128(_mm_cmpeq_epi32(ee, _mm_setzero_si128()), c32(0x00400000u)));
     os = _mm_andnot_ps(_mm_cmpeq_ps(vmax, _mm_setzero_ps()), _mm_castsi128_ps(r));
   } else {
     static_assert(qtl::detail::no_block_rule<F>, "qtl x86 block executor: no rule for this scale type");
@@ -112,7 +112,7 @@ inline void block_scales4(__m128 vmax, float global_scale, float inv_gs, __m128i
 // apply.
 template <class F, class T>
 bool block_codes_sse2(T const* x, typename F::element* o, float os) {
-  if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>) && F::block_size % 8 == 0) {
+  if constexpr ((std::is_same_v<T, float> || std::is_same_v<T, bfloat16_t>)&&F::block_size % 8 == 0) {
     __m128 const vos = _mm_set1_ps(os);
     for (int j = 0; j < F::block_size; j += 8) {
       __m128 lo;
@@ -174,8 +174,8 @@ QTL_X86_AVX2 void e2m1_block_codes_avx2(T const* x, float4_e2m1x2_t* o, float os
     __m256i const c1 = e2m1_encode8(_mm256_mul_ps(load8(x + j + 8), vos));
     // int16 [c0 .. c15] (see quantize_row_avx2); each int32 lane c_even | c_odd << 16 -> one byte
     __m256i const w = _mm256_permute4x64_epi64(_mm256_packs_epi32(c0, c1), 0xD8);
-    __m256i const b32 = _mm256_or_si256(_mm256_and_si256(w, c32(0xFu)),
-                                        _mm256_and_si256(_mm256_srli_epi32(w, 12), c32(0xF0u)));
+    __m256i const b32 =
+        _mm256_or_si256(_mm256_and_si256(w, c32(0xFu)), _mm256_and_si256(_mm256_srli_epi32(w, 12), c32(0xF0u)));
     __m128i const b16 = _mm_packs_epi32(_mm256_castsi256_si128(b32), _mm256_extracti128_si256(b32, 1));
     _mm_storel_epi64(reinterpret_cast<__m128i*>(o + j / 2), _mm_packus_epi16(b16, b16));
   }
@@ -235,8 +235,8 @@ QTL_X86_AVX512_VBMI inline void block_scales16(__m512 vmax, float global_scale, 
     codes = fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(_mm512_mul_ps(_mm512_set1_ps(global_scale), unit));
     // float(sf): the code shifted left by 7 is the fp16 of sf * 2^-8 (exponent bias 15 = 7 + 8,
     // subnormals included), converted exactly, times 2^8
-    __m512 const sf = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_slli_epi32(codes, 7))),
-                                    _mm512_set1_ps(256.0f));
+    __m512 const sf =
+        _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(_mm512_slli_epi32(codes, 7))), _mm512_set1_ps(256.0f));
     __m512 const r = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(sf, _mm512_set1_ps(inv_gs)));
     os = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(sf, _mm512_setzero_ps(), _CMP_EQ_OQ), _mm512_setzero_ps());
   } else if constexpr (F::e8m0_scales) {
@@ -245,8 +245,7 @@ QTL_X86_AVX512_VBMI inline void block_scales16(__m512 vmax, float global_scale, 
     __m512i const bits = _mm512_castps_si512(unit);
     __m512i const e = _mm512_srli_epi32(bits, 23);
     __m512i const frac = _mm512_and_si512(bits, z32(0x7fffffu));
-    __m512i const limit =
-        _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), z32(0x400000u));
+    __m512i const limit = _mm512_maskz_mov_epi32(_mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), z32(0x400000u));
     __m512i code = _mm512_mask_add_epi32(e, _mm512_cmpgt_epu32_mask(frac, limit), e, z32(1u));
     code = _mm512_min_epu32(code, z32(254u));  // codes reach 255 at most: 255 -> 254
     codes = code;
@@ -293,8 +292,8 @@ QTL_X86_AVX512_VBMI inline void block_elements16_avx512(bfloat16_t const* x, typ
       // (the odd codes in a variable of their own: at -O0 GCC's _mm512_slli_epi32 is a macro,
       // and the template argument list's comma would split its arguments)
       __m512i const odd_codes = fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(odd);
-      __m512i const c = _mm512_or_si512(fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(even),
-                                        _mm512_slli_epi32(odd_codes, 8));
+      __m512i const c =
+          _mm512_or_si512(fp8_encode16<float8_e4m3fn_t, fp8_nan::to_max>(even), _mm512_slli_epi32(odd_codes, 8));
       _mm256_storeu_si256(reinterpret_cast<__m256i*>(o + 32 * w), _mm512_cvtepi32_epi16(c));
     } else {
       static_assert(qtl::detail::no_block_rule<F>, "qtl x86 block executor: no rule for this element type");
@@ -347,36 +346,79 @@ QTL_X86_AVX512_VBMI index_t block_quantize_row_avx512(bfloat16_t const* row, typ
   return end;
 }
 
+// Whether the 16 32-element bf16 blocks at `x` hold a NaN or an infinity (|x| bits >= 0x7F80).
+QTL_X86_AVX512_VBMI inline bool ct_mx_step_nonfinite(bfloat16_t const* x) {
+  __m512i top = _mm512_setzero_si512();
+  for (int v = 0; v < 16; ++v) {
+    top = _mm512_max_epu16(top, _mm512_and_si512(_mm512_loadu_si512(x + 32 * v), _mm512_set1_epi16(0x7fff)));
+  }
+  return _mm512_cmpge_epu16_mask(top, _mm512_set1_epi16(0x7f80)) != 0;
+}
+
+// `ct_mx_scale_code<bfloat16_t>(amax, Offset)` of 16 finite block maxima (float lanes, as
+// `block_vmax16_bf16` gives them) and their output scales `os` = `e8m0_reciprocal(c)`: with t =
+// the max's exponent field + 1 when its significand is >= 1.75, c = max(t - Offset, 0), but 254
+// for t = 255; os = 2^(127 - c), 2^-127 (subnormal) for c = 254.
+template <int Offset>
+QTL_X86_AVX512_VBMI inline __m512i ct_mx_codes16(__m512 vmax, __m512& os) {
+  __m512i const bits = _mm512_castps_si512(vmax);
+  __m512i const up =
+      _mm512_maskz_mov_epi32(_mm512_cmpge_epu32_mask(_mm512_and_si512(bits, z32(0x7fffffu)), z32(0x600000u)), z32(1u));
+  __m512i const t = _mm512_add_epi32(_mm512_srli_epi32(bits, 23), up);
+  __m512i code = _mm512_max_epi32(_mm512_sub_epi32(t, z32(Offset)), _mm512_setzero_si512());
+  code = _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(t, z32(255u)), z32(254u));
+  __m512i const e = _mm512_sub_epi32(z32(254u), code);
+  os = _mm512_castsi512_ps(_mm512_mask_mov_epi32(_mm512_slli_epi32(e, 23),
+                                                 _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), z32(0x00400000u)));
+  return code;
+}
+
 // compressed-tensors' MXFP4 (`qtl::ct_mxfp4_quantize`) of the first `kb - kb % 16` 32-element
 // blocks of one bf16 row, 16 blocks a step, up to the first step that holds a NaN or an infinity
 // (the portable loop refuses or quantizes it); returns how many blocks it did. A step's scale
-// codes are `ct_mx_scale_code<bfloat16_t>` of its block maxima on 16 lanes: with t = the max's
-// exponent field + 1 when its significand is >= 1.75, c = max(t - 2, 0), but 254 for t = 255;
-// its elements `block_elements16_avx512<mxfp4>` under os = `e8m0_reciprocal(c)`. The -0 codes of
-// elements that underflow bf16 stay for the caller's `clear_zero_codes`.
+// codes are `ct_mx_codes16<2>` of its block maxima, its elements `block_elements16_avx512<mxfp4>`
+// under their os. The -0 codes of elements that underflow bf16 stay for the caller's
+// `clear_zero_codes`.
 QTL_X86_AVX512_VBMI inline index_t ct_mxfp4_row_avx512(bfloat16_t const* row, float4_e2m1x2_t* out,
                                                        std::uint8_t* scales, index_t kb) {
   index_t const end = kb - kb % 16;
   for (index_t b = 0; b < end; b += 16) {
     bfloat16_t const* const x = row + b * 32;
-    __m512i top = _mm512_setzero_si512();  // the step's largest |x| bits: NaN and Inf are >= 0x7F80
-    for (int v = 0; v < 16; ++v) {
-      top = _mm512_max_epu16(top, _mm512_and_si512(_mm512_loadu_si512(x + 32 * v), _mm512_set1_epi16(0x7fff)));
-    }
-    if (_mm512_cmpge_epu16_mask(top, _mm512_set1_epi16(0x7f80)) != 0) {
+    if (ct_mx_step_nonfinite(x)) {
       return b;
     }
-    __m512i const bits = _mm512_castps_si512(block_vmax16_bf16<32>(x));
-    __m512i const up = _mm512_maskz_mov_epi32(
-        _mm512_cmpge_epu32_mask(_mm512_and_si512(bits, z32(0x7fffffu)), z32(0x600000u)), z32(1u));
-    __m512i const t = _mm512_add_epi32(_mm512_srli_epi32(bits, 23), up);
-    __m512i code = _mm512_max_epi32(_mm512_sub_epi32(t, z32(2u)), _mm512_setzero_si512());
-    code = _mm512_mask_mov_epi32(code, _mm512_cmpeq_epi32_mask(t, z32(255u)), z32(254u));
-    __m512i const e = _mm512_sub_epi32(z32(254u), code);  // os = 2^(e - 127), 2^-127 for e = 0
-    __m512 const os = _mm512_castsi512_ps(_mm512_mask_mov_epi32(
-        _mm512_slli_epi32(e, 23), _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512()), z32(0x00400000u)));
+    __m512 os;
+    __m512i const code = ct_mx_codes16<2>(block_vmax16_bf16<32>(x), os);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + b), _mm512_cvtepi32_epi8(code));
     block_elements16_avx512<mxfp4>(x, out + b * 16, os, b + 16 < end ? x + 512 : nullptr);
+  }
+  return end;
+}
+
+// compressed-tensors' MXFP8 (`qtl::ct_mxfp8_quantize`) of the first `kb - kb % 16` 32-element
+// blocks of one bf16 row, 16 blocks a step, up to the first step that holds a NaN or an infinity;
+// returns how many blocks it did. Scale codes `ct_mx_codes16<8>`; each element
+// `fp8_saturate_encode<e4m3, propagate>(x * os)`, 16 at a time in the row's order (the sign of a
+// product that underflows stays, as the portable loop's).
+QTL_X86_AVX512_VBMI inline index_t ct_mxfp8_row_avx512(bfloat16_t const* row, float8_e4m3fn_t* out,
+                                                       std::uint8_t* scales, index_t kb) {
+  index_t const end = kb - kb % 16;
+  for (index_t b = 0; b < end; b += 16) {
+    bfloat16_t const* const x = row + b * 32;
+    if (ct_mx_step_nonfinite(x)) {
+      return b;
+    }
+    __m512 os;
+    __m512i const code = ct_mx_codes16<8>(block_vmax16_bf16<32>(x), os);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + b), _mm512_cvtepi32_epi8(code));
+    alignas(64) float s[16];
+    _mm512_store_ps(s, os);
+    for (int h = 0; h < 32; ++h) {  // 16 elements a step: block h / 2
+      __m512i const raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + 16 * h)));
+      __m512 const v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)), _mm512_set1_ps(s[h / 2]));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + b * 32 + 16 * h),
+                       _mm512_cvtepi32_epi8(fp8_encode16<float8_e4m3fn_t, fp8_nan::propagate>(v)));
+    }
   }
   return end;
 }
@@ -456,6 +498,18 @@ inline index_t ct_mxfp4_row([[maybe_unused]] bfloat16_t const* row, [[maybe_unus
 #if QTL_X86
   if (x86::fp8_has_avx512()) {
     return x86::ct_mxfp4_row_avx512(row, out, scales, kb);
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  return 0;
+}
+
+/// The leading blocks of a bf16 row of `ct_mxfp8_quantize` an x86 executor takes (AVX-512, 16
+/// blocks a step, up to a step holding NaN or Inf: `x86::ct_mxfp8_row_avx512`); returns how many.
+inline index_t ct_mxfp8_row([[maybe_unused]] bfloat16_t const* row, [[maybe_unused]] float8_e4m3fn_t* out,
+                            [[maybe_unused]] std::uint8_t* scales, [[maybe_unused]] index_t kb) {
+#if QTL_X86
+  if (x86::fp8_has_avx512()) {
+    return x86::ct_mxfp8_row_avx512(row, out, scales, kb);
   }
 #endif  // ^^^ QTL_X86 ^^^
   return 0;
