@@ -1,5 +1,5 @@
-// <qtl/cuda/ct_quantize.cuh> against the host ops of <qtl/ct_quantize.hpp> and <qtl/ct_fp4.hpp>,
-// bit for bit: the golden cases 1924-1943 (recorded from compressed-tensors) replayed on the
+// <qtl/cuda/ct_quantize.cuh> against the host ops of <qtl/ct_quantize.hpp>, <qtl/ct_fp4.hpp> and
+// <qtl/ct_mxfp8.hpp>, bit for bit: the golden cases (recorded from compressed-tensors) replayed on the
 // device, then random weights of every dtype, 4 and 8 bits, symmetric and asymmetric, groups and
 // channels, NaN/Inf (the `nonfinite` flag) and launcher errors. The shared main exits 77
 // (skipped) without a GPU.
@@ -15,6 +15,7 @@
 #include <golden.hpp>
 
 #include <qtl/ct_fp4.hpp>
+#include <qtl/ct_mxfp8.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/cuda/ct_quantize.cuh>
 #include <qtl/fp8.hpp>
@@ -92,6 +93,27 @@ void check_fp4(std::vector<T> const& w, index_t n, index_t k, bool allow = false
   CHECK(qtl_test::raw(ds.get()) == qtl_test::raw(scales));
 }
 
+/// Device and host ct_mxfp8_quantize of w [n, k]; `allow` lets the host quantize NaN/Inf, whose
+/// presence the device reports in its flag.
+template <class T>
+void check_mxfp8(std::vector<T> const& w, index_t n, index_t k, bool allow = false) {
+  INFO("mxfp8 [" << n << ", " << k << "]");
+  std::vector<qtl::float8_e4m3fn_t> values(w.size());
+  std::vector<qtl::float8_e8m0fnu_t> scales(static_cast<std::size_t>(n * k / 32));
+  qtl::ct_mxfp8_quantize(qtl_test::cview(w, n, k), make_view(values.data(), n, k), make_view(scales.data(), n, k / 32),
+                         {allow, 0});
+  device_buffer<T> const dw(w);
+  device_buffer<qtl::float8_e4m3fn_t> dv(values.size());
+  device_buffer<qtl::float8_e8m0fnu_t> ds(scales.size());
+  device_buffer<int> flag(std::vector<int>{0});
+  CUDA_REQUIRE(qtl::cuda::ct_mxfp8_quantize(make_view(static_cast<T const*>(dw.ptr), n, k), dv.view(n, k),
+                                            ds.view(n, k / 32), static_cast<int*>(flag.ptr)));
+  REQUIRE(cudaDeviceSynchronize() == cudaSuccess);
+  CHECK(qtl_test::raw(dv.get()) == qtl_test::raw(values));
+  CHECK(qtl_test::raw(ds.get()) == qtl_test::raw(scales));
+  CHECK(flag.get()[0] == (allow ? 1 : 0));
+}
+
 /// `f(w, n, k)` with the golden case's weight as T.
 template <class F>
 void with_golden_weight(qtl::test::golden_case const& c, F&& f) {
@@ -151,6 +173,20 @@ TEST_CASE("cuda ct_nvfp4_quantize and ct_mxfp4_quantize equal the host ops", "[c
   check_fp4<qtl::mxfp4>(w, 4, 64, true);
 }
 
+TEST_CASE("cuda ct_mxfp8_quantize equals the host op", "[cuda][ct][mxfp8]") {
+  for (auto const& c : qtl::test::golden_cases("ct-mxfp8-quantize")) {
+    INFO(c.name);
+    with_golden_weight(c, [&](auto const& w, index_t n, index_t k) { check_mxfp8(w, n, k); });
+  }
+  check_mxfp8(qtl_test::block_ranged_normal<qtl::bfloat16_t>(40, 512, 8, 20), 40, 512);
+  check_mxfp8(qtl_test::block_ranged_normal<qtl::half_t>(7, 96, 5, 6), 7, 96);
+  check_mxfp8(qtl_test::block_ranged_normal<float>(5, 160, 9, 30), 5, 160);
+  auto w = qtl_test::block_ranged_normal<qtl::bfloat16_t>(4, 64, 10, 3);
+  w[33] = qtl::from_float<qtl::bfloat16_t>(std::nanf(""));
+  w[130] = qtl::from_float<qtl::bfloat16_t>(-std::numeric_limits<float>::infinity());
+  check_mxfp8(w, 4, 64, true);
+}
+
 TEST_CASE("cuda ct launchers reject what the host ops reject", "[cuda][ct]") {
   device_buffer<float> w(4 * 64);
   device_buffer<std::int32_t> p(4 * 8);
@@ -171,4 +207,9 @@ TEST_CASE("cuda ct launchers reject what the host ops reject", "[cuda][ct]") {
   CHECK(qtl::cuda::ct_mxfp4_quantize(make_view(static_cast<float const*>(w.ptr), 4, 48), v.view(4, 24),
                                      s8.view(4, 1)) == cudaErrorInvalidValue);
   CUDA_REQUIRE(qtl::cuda::ct_mxfp4_quantize(wv, v.view(4, 32), s8.view(4, 2)));
+  device_buffer<qtl::float8_e4m3fn_t> v8(4 * 64);
+  CHECK(qtl::cuda::ct_mxfp8_quantize(make_view(static_cast<float const*>(w.ptr), 4, 48), v8.view(4, 48),
+                                     s8.view(4, 1)) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::ct_mxfp8_quantize(wv, v8.view(4, 64), s8.view(4, 1)) == cudaErrorInvalidValue);
+  CUDA_REQUIRE(qtl::cuda::ct_mxfp8_quantize(wv, v8.view(4, 64), s8.view(4, 2)));
 }

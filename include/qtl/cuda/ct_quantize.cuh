@@ -1,17 +1,19 @@
 #pragma once
 /// \file
 /// CUDA kernels and stream-ordered launchers for compressed-tensors' checkpoint recipes:
-/// `qtl::cuda::ct_pack_quantize` (qtl/ct_quantize.hpp), `ct_nvfp4_quantize` and
-/// `ct_mxfp4_quantize` (qtl/ct_fp4.hpp), on the checkpoint's row-major W [N, K]. They run the
-/// element functions the host loops run (`ct_int_group_params`, `ct_int_code`,
-/// `block_scale_code`, `block_output_scale`, `block_element_code`, `ct_mx_scale_code`), so the
-/// outputs equal the host's bit for bit, in the same layouts.
+/// `qtl::cuda::ct_pack_quantize` (qtl/ct_quantize.hpp), `ct_nvfp4_quantize`, `ct_mxfp4_quantize`
+/// (qtl/ct_fp4.hpp) and `ct_mxfp8_quantize` (qtl/ct_mxfp8.hpp), on the checkpoint's row-major
+/// W [N, K]. They run the element functions the host loops run (`ct_int_group_params`,
+/// `ct_int_code`, `block_scale_code`, `block_output_scale`, `block_element_code`,
+/// `ct_mx_scale_code`, `fp8_saturate_encode`), so the outputs equal the host's bit for bit, in the
+/// same layouts.
 ///
 ///   ct_pack_quantize   two launches: one thread per (row, group) finds the group's max and min
 ///                      and writes its scale (and zero point); then one thread per output word
 ///                      reads its pf weights and their groups' scale and zero point back (exact:
 ///                      the scale is a T value, the zero point an integer) and packs the codes.
-///   ct_*fp4_quantize   one thread per (row, block): the block's max, its scale byte, its codes.
+///   ct_*fp4_quantize,  one thread per (row, block): the block's max, its scale byte, its codes.
+///   ct_mxfp8_quantize
 ///
 /// Non-finite weights: the host ops refuse them unless asked not to; a kernel cannot throw, so
 /// these quantize them as the host does with `allow_nonfinite` and, when `nonfinite` is not null,
@@ -138,6 +140,32 @@ QTL_KERNEL void ct_fp4_kernel(view2d<T const> w, float global_scale, view2d<floa
   });
 }
 
+/// One thread per (row, 32-element block) of compressed-tensors MXFP8: `ct_mx_scale_code<T>(amax,
+/// 8)`, then each element `fp8_saturate_encode<e4m3, propagate>(x * 2^(127 - c))`.
+template <class T>
+QTL_KERNEL void ct_mxfp8_kernel(view2d<T const> w, view2d<float8_e4m3fn_t> values, view2d<float8_e8m0fnu_t> scales,
+                                int* nonfinite) {
+  constexpr index_t bs = 32;
+  grid_stride_cells(scales.extent[0], scales.extent[1], [&](index_t r, index_t b) {
+    T const* x = &w(r, b * bs);
+    index_t const s = w.stride[1];
+    float mx = 0.0f;
+    float mn = 0.0f;
+    ct_max_min(x, bs, s, mx, mn);
+    float const amax = qtl::detail::qnt::nan_max(mx, -mn);
+    if (nonfinite != nullptr && !is_finite(amax)) {
+      *nonfinite = 1;
+    }
+    std::uint8_t const sc = ct_mx_scale_code<T>(amax, 8);
+    scales(r, b).bits = sc;
+    float const os = e8m0_reciprocal(sc);
+    for (index_t e = 0; e < bs; ++e) {
+      values(r, b * bs + e).bits =
+          fp8_saturate_encode<float8_e4m3fn_t, fp8_nan::propagate>(qtl::detail::mul_rn(to_float(x[e * s]), os));
+    }
+  });
+}
+
 template <class V>
 bool ct_unit_stride(V const& v) {
   return v.extent[1] <= 1 || v.stride[1] == 1;
@@ -220,6 +248,25 @@ template <class T>
 cudaError_t ct_mxfp4_quantize(view2d<T const> w, view2d<float4_e2m1x2_t> values, view2d<float8_e8m0fnu_t> scales,
                               int* nonfinite = nullptr, cudaStream_t stream = nullptr) {
   return detail::launch_ct_fp4<mxfp4>(w, 1.0f, values, scales, nonfinite, stream);
+}
+
+/// GPU `qtl::ct_mxfp8_quantize` of W [M, K] (K a multiple of 32): E4M3 `values` [M, K], E8M0
+/// `scales` [M, K/32], on `stream`. See the file comment for `nonfinite`.
+template <class T>
+cudaError_t ct_mxfp8_quantize(view2d<T const> w, view2d<float8_e4m3fn_t> values, view2d<float8_e8m0fnu_t> scales,
+                              int* nonfinite = nullptr, cudaStream_t stream = nullptr) {
+  index_t const m = w.extent[0];
+  index_t const k = w.extent[1];
+  if (k % 32 != 0 || values.extent[0] != m || values.extent[1] != k || scales.extent[0] != m ||
+      scales.extent[1] != k / 32 || !detail::ct_unit_stride(w) || detail::null_with_data(w) ||
+      detail::null_with_data(values) || detail::null_with_data(scales)) {
+    return cudaErrorInvalidValue;
+  }
+  if (scales.size() == 0) {
+    return cudaSuccess;
+  }
+  return launch(detail::ct_mxfp8_kernel<T>, dim3(detail::ct_blocks(scales.size())), detail::ct_threads, 0, stream, w,
+                values, scales, nonfinite);
 }
 
 }  // namespace qtl::cuda
