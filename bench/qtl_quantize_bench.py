@@ -50,11 +50,12 @@ QUANTIZE = [
     ("quantize fp8 channel", ["--format", "fp8", "--fp8-scheme", "channel"]),
     ("quantize fp8 block", ["--format", "fp8", "--fp8-scheme", "block"]),
     ("quantize fp8 ct-block", ["--format", "fp8", "--fp8-scheme", "ct-block"]),
+    ("quantize mxfp8", ["--format", "mxfp8"]),
 ]
 CONVERT = ["fp8-ue8m0", "bf16", "mxfp4", "nvfp4"]
 # llm-compressor's schemes for the formats qtl writes in the same layout
 PEER_SCHEMES = {"w4a16": "W4A16", "w8a16": "W8A16", "nvfp4": "NVFP4A16", "mxfp4": "MXFP4A16",
-                "fp8 ct-block": "FP8_BLOCK", "fp8 channel": "FP8_DYNAMIC"}
+                "fp8 ct-block": "FP8_BLOCK", "fp8 channel": "FP8_DYNAMIC", "mxfp8": "MXFP8A16"}
 
 
 def bf16_block(n, seed):
