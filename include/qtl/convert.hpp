@@ -62,15 +62,13 @@ namespace detail {
 /// Checks the grid, the element count and the scale count.
 inline void check_grid(std::string const& op, block_grid const& g, std::size_t elements, std::size_t scales) {
   if (g.block.n <= 0 || g.block.k <= 0) {
-    fail_shape(op, "block size " + std::to_string(g.block.n) + "x" + std::to_string(g.block.k) +
-                       " must be positive");
+    fail_shape(op, "block size " + std::to_string(g.block.n) + "x" + std::to_string(g.block.k) + " must be positive");
   }
   if (g.groups < 0 || g.n < 0 || g.k < 0) {
     fail_shape(op, "negative extent");
   }
   if (static_cast<std::int64_t>(elements) != g.elements()) {
-    fail_shape(op, "the weight has " + std::to_string(elements) + " elements, G*N*K = " +
-                       std::to_string(g.elements()));
+    fail_shape(op, "the weight has " + std::to_string(elements) + " elements, G*N*K = " + std::to_string(g.elements()));
   }
   if (static_cast<std::int64_t>(scales) != g.scales()) {
     fail_shape(op, "the scales have " + std::to_string(scales) + " elements; ceil(N/BN) x ceil(K/BK) = " +
@@ -129,8 +127,7 @@ void for_each_row_slice(block_grid const& g, int threads, F&& f) {
 
 /// The largest code magnitude (c & 0x7F) of a rows x cols block of FP8 codes (row stride
 /// `stride`): the x86 executor scans the leading columns, the loop the rest.
-inline std::uint8_t block_code_top(std::uint8_t const* in, std::int64_t stride, std::int64_t rows,
-                                   std::int64_t cols) {
+inline std::uint8_t block_code_top(std::uint8_t const* in, std::int64_t stride, std::int64_t rows, std::int64_t cols) {
   std::uint8_t top = 0;
   std::int64_t const scanned = qtl::detail::convert_x86::block_top(in, stride, rows, cols, top);
   for (std::int64_t r = 0; r < rows; ++r) {
@@ -220,6 +217,8 @@ void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const>
   std::int64_t const kb = g.k_blocks();
   // Each block's 256 possible outputs, computed once per block: the element loop is a lookup.
   std::vector<Out> table(static_cast<std::size_t>(kb) * 256);
+  std::vector<std::uint8_t> lo(std::is_same_v<Out, bfloat16_t> ? table.size() : 0);  // bf16: low bytes
+  std::vector<std::uint8_t> hi(lo.size());                                           // and high bytes
   for (std::int64_t gi = 0; gi < g.groups; ++gi) {
     for (std::int64_t bi = 0; bi < nb; ++bi) {
       float const* srow = s.data() + (gi * nb + bi) * kb;
@@ -237,22 +236,28 @@ void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const>
       }
       std::int64_t const r0 = bi * g.block.n;
       std::int64_t const r1 = r0 + g.block.n < g.n ? r0 + g.block.n : g.n;
+      if constexpr (std::is_same_v<Out, bfloat16_t>) {  // bf16 x86 executors: two byte tables
+        for (std::size_t c = 0; c < table.size(); ++c) {
+          lo[c] = static_cast<std::uint8_t>(table[c].bits & 0xFFu);
+          hi[c] = static_cast<std::uint8_t>(table[c].bits >> 8);
+        }
+        std::size_t const at = static_cast<std::size_t>((gi * g.n + r0) * g.k);
+        if (qtl::detail::convert_x86::translate_rows16(q.data() + at, reinterpret_cast<std::uint16_t*>(out.data() + at),
+                                                       r1 - r0, g.k, g.block.k, lo.data(), hi.data())) {
+          continue;  // the whole block row, row by row
+        }
+      }
       for (std::int64_t bj = 0; bj < kb; ++bj) {
         Out const* t = table.data() + bj * 256;
         std::int64_t const k0 = bj * g.block.k;
         std::int64_t const k1 = k0 + g.block.k < g.k ? k0 + g.block.k : g.k;
         std::size_t const at = static_cast<std::size_t>((gi * g.n + r0) * g.k + k0);
-        std::int64_t done = 0;  // the leading columns of the block an x86 executor takes (bf16: two byte tables)
+        std::int64_t done = 0;  // the leading columns of the block an x86 executor takes
         if constexpr (std::is_same_v<Out, bfloat16_t>) {
           if (qtl::detail::convert_x86::has_avx2()) {
-            std::uint8_t lo[256];
-            std::uint8_t hi[256];
-            for (int c = 0; c < 256; ++c) {
-              lo[c] = static_cast<std::uint8_t>(t[c].bits & 0xFFu);
-              hi[c] = static_cast<std::uint8_t>(t[c].bits >> 8);
-            }
             done = qtl::detail::convert_x86::translate_block16(
-                q.data() + at, reinterpret_cast<std::uint16_t*>(out.data() + at), g.k, r1 - r0, k1 - k0, lo, hi);
+                q.data() + at, reinterpret_cast<std::uint16_t*>(out.data() + at), g.k, r1 - r0, k1 - k0,
+                lo.data() + bj * 256, hi.data() + bj * 256);
           }
         }
         for (std::int64_t n = r0; n < r1; ++n) {
@@ -272,12 +277,12 @@ void block_quant_dequant(std::span<std::uint8_t const> q, std::span<float const>
 /// q = e4m3(fl(x * fl(1/sf))) (torch's cast: RNE, not saturating).
 /// @throws shape_error when the sizes do not match the grid
 template <pow2_rule Rule>
-void per_block_cast_to_fp8(std::span<float const> x, block_grid const& g, std::span<std::uint8_t> q,
-                           std::span<float> s, int threads = 1) {
+void per_block_cast_to_fp8(std::span<float const> x, block_grid const& g, std::span<std::uint8_t> q, std::span<float> s,
+                           int threads = 1) {
   detail::check_grid("per_block_cast_to_fp8", g, x.size(), s.size());
   if (q.size() != x.size()) {
-    detail::fail_shape("per_block_cast_to_fp8", "the codes have " + std::to_string(q.size()) +
-                                                    " elements, the input " + std::to_string(x.size()));
+    detail::fail_shape("per_block_cast_to_fp8", "the codes have " + std::to_string(q.size()) + " elements, the input " +
+                                                    std::to_string(x.size()));
   }
   if (threads > 1) {
     return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
@@ -436,7 +441,8 @@ void deepgemm_pack(char const* op, std::span<Scale const> sf, dg_packed_layout c
       std::int32_t* out_row = out.data() + l.word(g, p, 0);
       for (std::int64_t i = 0; i < nb; ++i) {
         std::int32_t const w = dg_pack_word(sf.data() + (g * nb + i) * l.k_blocks, l.k_blocks, p);
-        std::int64_t const n1 = (i + 1) * dg_packed_layout::rows_per_scale < l.mn ? (i + 1) * dg_packed_layout::rows_per_scale : l.mn;
+        std::int64_t const n1 =
+            (i + 1) * dg_packed_layout::rows_per_scale < l.mn ? (i + 1) * dg_packed_layout::rows_per_scale : l.mn;
         for (std::int64_t n = i * dg_packed_layout::rows_per_scale; n < n1; ++n) {
           out_row[n] = w;
         }
@@ -465,8 +471,8 @@ inline void deepgemm_pack_ue8m0(std::span<float const> sf, dg_packed_layout cons
 inline void deepgemm_unpack_ue8m0(std::span<std::int32_t const> packed, std::int64_t groups, std::int64_t P,
                                   std::int64_t A, std::int64_t k_blocks, std::span<float> sf) {
   if (P < 1 || A < 1 || groups < 0) {
-    detail::fail_shape("deepgemm_unpack_ue8m0", "P = " + std::to_string(P) + " and A = " + std::to_string(A) +
-                                                    " must be positive");
+    detail::fail_shape("deepgemm_unpack_ue8m0",
+                       "P = " + std::to_string(P) + " and A = " + std::to_string(A) + " must be positive");
   }
   if (k_blocks < 4 * P - 3 || k_blocks > 4 * P) {
     detail::fail_shape("deepgemm_unpack_ue8m0", "kb = " + std::to_string(k_blocks) + " does not fit P = " +
@@ -481,7 +487,8 @@ inline void deepgemm_unpack_ue8m0(std::span<std::int32_t const> packed, std::int
     for (std::int64_t i = 0; i < rows; ++i) {
       for (std::int64_t j = 0; j < k_blocks; ++j) {
         std::int32_t const w = packed[static_cast<std::size_t>((g * P + j / 4) * A + 128 * i)];
-        sf[static_cast<std::size_t>((g * rows + i) * k_blocks + j)] = ue8m0_decode(packed_byte(w, static_cast<int>(j % 4)));
+        sf[static_cast<std::size_t>((g * rows + i) * k_blocks + j)] =
+            ue8m0_decode(packed_byte(w, static_cast<int>(j % 4)));
       }
     }
   }
@@ -602,14 +609,23 @@ inline float fp8_block_bf16_amax(std::span<std::uint8_t const> q, std::span<floa
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
   float amax = 0.0f;
+  std::vector<std::uint8_t> tops(static_cast<std::size_t>(kb));  // of the current block row
   detail::for_each_block(g, [&](std::int64_t gi, std::int64_t bi, std::int64_t bj, std::int64_t n0, std::int64_t n1,
-                                std::int64_t k0, std::int64_t k1) {
-    std::uint8_t const top = detail::block_code_top(q.data() + (gi * g.n + n0) * g.k + k0, g.k, n1 - n0, k1 - k0);
+                                std::int64_t, std::int64_t) {
+    std::uint8_t const* row0 = q.data() + (gi * g.n + n0) * g.k;
+    if (bj == 0 && !qtl::detail::convert_x86::block_row_tops(row0, n1 - n0, g.k, g.block.k, tops.data())) {
+      for (std::int64_t j = 0; j < kb; ++j) {  // block by block
+        std::int64_t const c0 = j * g.block.k;
+        std::int64_t const c1 = c0 + g.block.k < g.k ? c0 + g.block.k : g.k;
+        tops[static_cast<std::size_t>(j)] = detail::block_code_top(row0 + c0, g.k, n1 - n0, c1 - c0);
+      }
+    }
+    std::uint8_t const top = tops[static_cast<std::size_t>(bj)];
     float const scale = s[static_cast<std::size_t>((gi * nb + bi) * kb + bj)];
     float const v = dequant_element_as<dequant_precision::bf16>(top, scale);
     if (!(v - v == 0.0f) || !(scale - scale == 0.0f)) {
-      throw value_error("qtl::convert::fp8_block_bf16_amax: block (" + std::to_string(gi) + ", " +
-                        std::to_string(bi) + ", " + std::to_string(bj) + ") dequantizes to NaN or Inf");
+      throw value_error("qtl::convert::fp8_block_bf16_amax: block (" + std::to_string(gi) + ", " + std::to_string(bi) +
+                        ", " + std::to_string(bj) + ") dequantizes to NaN or Inf");
     }
     float const a = v < 0.0f ? -v : v;
     amax = a > amax ? a : amax;
@@ -647,8 +663,8 @@ inline float nvfp4_shared_global_scale(float amax) {
 /// global scale comes from, which refuses them) already ran: then that pass is not repeated.
 /// @throws shape_error (K % 16, sizes), value_error (non-finite dequant, bad global scale)
 inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
-                               float global_scale, std::span<float4_e2m1x2_t> packed,
-                               std::span<float8_e4m3fn_t> scales, int threads = 1, bool checked = false) {
+                               float global_scale, std::span<float4_e2m1x2_t> packed, std::span<float8_e4m3fn_t> scales,
+                               int threads = 1, bool checked = false) {
   detail::check_grid("fp8_block_to_nvfp4", g, q.size(), s.size());
   constexpr std::int64_t nvfp4_block = qtl::nvfp4::block_size;
   if (g.k % nvfp4_block != 0) {
@@ -665,8 +681,7 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
     return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
       auto const n = static_cast<std::size_t>(sub.elements());
       fp8_block_to_nvfp4(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub, global_scale,
-                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / nvfp4_block, n / nvfp4_block), 1,
-                         checked);
+                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / nvfp4_block, n / nvfp4_block), 1, checked);
     });
   }
   std::int64_t const nb = g.n_blocks();
@@ -700,8 +715,7 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
         }
       }
       qtl::block_quantize<qtl::nvfp4, qtl::layout_linear>(
-          make_view(static_cast<bfloat16_t const*>(rows.data()), m, g.k),
-          make_view(packed.data() + at / 2, m, g.k / 2),
+          make_view(static_cast<bfloat16_t const*>(rows.data()), m, g.k), make_view(packed.data() + at / 2, m, g.k / 2),
           scales.subspan(at / nvfp4_block, count / nvfp4_block), global_scale);
     }
   }

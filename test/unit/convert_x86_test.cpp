@@ -1,6 +1,6 @@
-// The x86 executors of qtl/convert.hpp (qtl/x86/convert.hpp, AVX2) against the portable loops, bit
-// for bit, through the public functions: each case runs the same call with the executor capped at
-// `portable` and uncapped, and compares every output byte, or the error message where the portable
+// The x86 executors of qtl/convert.hpp (qtl/x86/convert.hpp, AVX2 and AVX-512) against the portable
+// loops, bit for bit, through the public functions: each case runs the same call with the executors
+// capped at `portable`, at `avx2` and uncapped, and compares every output byte, or the error message where the portable
 // loop refuses the input. Inputs: every code in every block, random blocks with NaN codes, zero
 // and sign-only blocks, scales that are 0, -0, negative, subnormal, huge, Inf or NaN, partial
 // blocks, block widths that are and are not multiples of 32, K with a tail past the last vector,
@@ -8,12 +8,7 @@
 // the element function on every code magnitude, for scales around powers of two and every exponent
 // that occurs. Skipped (with a warning) on CPUs without AVX2, and empty under QTL_NO_SIMD (the
 // portable loops are all there is).
-#include <qtl/convert.hpp>
-
-#include <catch2/catch.hpp>
-
-#include "skip.hpp"
-
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -22,6 +17,12 @@
 #include <random>
 #include <string>
 #include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <qtl/convert.hpp>
+
+#include "skip.hpp"
 
 #if QTL_X86
 
@@ -41,26 +42,28 @@ bool have_avx2() {
   return true;
 }
 
-/// Every output byte of `f` (or its error message), capped at `portable`, then uncapped.
-std::string run(std::function<std::string()> const& f, bool portable) {
-  if (portable) {
-    qtl::x86::scoped_level_cap const cap(qtl::x86::level::portable);
+/// Every output byte of `f` (or its error message) with the executors capped at `cap`.
+std::string run(std::function<std::string()> const& f, qtl::x86::level cap) {
+  qtl::x86::scoped_level_cap const capped(cap);
+  if (cap == qtl::x86::level::portable) {
     REQUIRE_FALSE(qtl::detail::convert_x86::has_avx2());
-    return f();
   }
   return f();
 }
 
+/// `f` uncapped (AVX-512 where the CPU has it) and capped at AVX2 equal to `f` capped at `portable`.
 void check_agree(std::function<std::string()> const& f) {
-  std::string const want = run(f, true);
-  std::string const got = run(f, false);
-  REQUIRE(got.size() == want.size());
-  std::size_t first = 0;
-  while (first < got.size() && got[first] == want[first]) ++first;
-  INFO("first differing byte " << first << " of " << got.size() << ": portable "
-                               << (first < got.size() ? int(static_cast<std::uint8_t>(want[first])) : -1) << ", executor "
-                               << (first < got.size() ? int(static_cast<std::uint8_t>(got[first])) : -1));
-  CHECK(first == got.size());
+  std::string const want = run(f, qtl::x86::level::portable);
+  for (auto const cap : {qtl::x86::level::avx2, qtl::x86::level::avx512}) {
+    std::string const got = run(f, cap);
+    REQUIRE(got.size() == want.size());
+    std::size_t first = 0;
+    while (first < got.size() && got[first] == want[first]) ++first;
+    INFO("cap " << static_cast<int>(cap) << ": first differing byte " << first << " of " << got.size() << ": portable "
+                << (first < got.size() ? int(static_cast<std::uint8_t>(want[first])) : -1) << ", executor "
+                << (first < got.size() ? int(static_cast<std::uint8_t>(got[first])) : -1));
+    CHECK(first == got.size());
+  }
 }
 
 template <class T>
@@ -168,6 +171,37 @@ TEST_CASE("convert x86: block_quant_dequant of every code under every scale clas
       cv::block_quant_dequant<qtl::bfloat16_t>(q, sv, g, out);
       return as_bytes(out);
     });
+  }
+}
+
+TEST_CASE("convert x86: fp8_block_bf16_amax finds a block's largest code in any of its rows", "[convert][x86]") {
+  if (!have_avx2()) return;
+  std::mt19937 rng(13);
+  for (auto const& g : grids()) {
+    // small codes everywhere; block b holds the one large code, in its first, a middle or its last
+    // row, under the largest scale: the amax is that code's dequant
+    for (std::int64_t b = 0; b < g.groups * g.n_blocks() * g.k_blocks(); ++b) {
+      std::int64_t const gi = b / (g.n_blocks() * g.k_blocks());
+      std::int64_t const bi = b / g.k_blocks() % g.n_blocks();
+      std::int64_t const bj = b % g.k_blocks();
+      std::int64_t const n0 = bi * g.block.n;
+      std::int64_t const rows = std::min<std::int64_t>(g.block.n, g.n - n0);
+      std::int64_t const c0 = bj * g.block.k;
+      std::int64_t const cols = std::min<std::int64_t>(g.block.k, g.k - c0);
+      for (std::int64_t r : {std::int64_t{0}, rows / 2, rows - 1}) {
+        weight w = make_weight(rng, g, 0.0, {1.0f});
+        for (auto& c : w.q) c &= 0xBF;  // magnitudes below 0x40
+        std::int64_t const col = c0 + static_cast<std::int64_t>(rng() % static_cast<unsigned>(cols));
+        w.q[static_cast<std::size_t>((gi * g.n + n0 + r) * g.k + col)] = 0xD5;  // -(0x55)
+        w.s[static_cast<std::size_t>(b)] = 1024.0f;
+        float const want = std::fabs(cv::dequant_element_as<cv::dequant_precision::bf16>(std::uint8_t{0x55}, 1024.0f));
+        check_agree([&] {
+          float const amax = cv::fp8_block_bf16_amax(w.q, w.s, g);
+          CHECK(amax == want);
+          return as_bytes(std::vector<float>{amax});
+        });
+      }
+    }
   }
 }
 

@@ -3,8 +3,9 @@
 /// The x86 executors of the load-time converters (`qtl/convert.hpp` calls them through the entry
 /// points `detail::convert_x86` at the end, which choose by the CPU and `qtl::x86::level_cap()`;
 /// where `QTL_X86` is 0, or the CPU has no AVX2, they do nothing and the portable loops do
-/// everything). AVX2 only: the converters' inner loops are byte lookups, which AVX2's `pshufb`
-/// does 32 at a time (AVX-512 forms are not written: the build host has no AVX-512 to test them).
+/// everything). The converters' inner loops are byte lookups, which AVX2's `pshufb` does 32 at a
+/// time from 16-entry tables, and AVX-512 VBMI's `vpermi2b` 64 at a time from 128-entry ones (the
+/// table lookups, where the CPU has it; the other executors are AVX2 only).
 ///
 /// * 256-entry byte tables (the requant's per-block code map, the BF16 dequant's per-block table
 ///   as two byte tables): a code c = 16h + l, h < 8, of one 128-code half is looked up as the xor
@@ -30,10 +31,11 @@
 /// those of the portable loops (test/unit/convert_x86_test.cpp compares them).
 
 #include <cstdint>
+#include <vector>
+
 #include <qtl/element/convert.hpp>
 #include <qtl/x86/fp8.hpp>
 #include <qtl/x86/isa.hpp>
-#include <vector>
 
 namespace qtl::detail {
 
@@ -123,19 +125,34 @@ QTL_X86_AVX2 inline V max_words(V a, V b) {
   }
 }
 
+/// Prefetches row r + 16 of a block (its first `bytes` bytes) while row r is worked on. A block's
+/// rows are a tensor row apart, usually more than a page, where the hardware prefetchers do not
+/// follow: without this each row of a block waits for memory (docs/performance.md, convert).
+inline void prefetch_row_ahead(void const* base, std::int64_t stride_bytes, std::int64_t r, std::int64_t rows,
+                               std::int64_t bytes) {
+  constexpr std::int64_t ahead = 16;
+  if (r + ahead < rows) {
+    char const* p = static_cast<char const*>(base) + (r + ahead) * stride_bytes;
+    for (std::int64_t b = 0; b < bytes; b += 64) {
+      _mm_prefetch(p + b, _MM_HINT_T0);
+    }
+  }
+}
+
 /// The largest magnitude bits (a word's bits but the sign bit: an fp8 code & 0x7F, a float's bits
 /// & 0x7FFFFFFF, whose NaNs exceed Inf, so that their integer max is the NaN-propagating amax)
 /// of a rows x cols block of T (row stride `stride`) over its first cols - cols % (32 /
 /// sizeof(T)) columns, folded into `top`; returns how many columns it read.
 template <class T, class W>
-QTL_X86_AVX2 inline std::int64_t block_top_avx2(T const* x, std::int64_t stride, std::int64_t rows,
-                                                std::int64_t cols, W& top) {
+QTL_X86_AVX2 inline std::int64_t block_top_avx2(T const* x, std::int64_t stride, std::int64_t rows, std::int64_t cols,
+                                                W& top) {
   static_assert(sizeof(T) == sizeof(W) && (sizeof(W) == 1 || sizeof(W) == 4));
   constexpr std::int64_t lanes = 32 / sizeof(W);
   std::int64_t const vec = cols - cols % lanes;
   __m256i const mag_mask = sizeof(W) == 1 ? _mm256_set1_epi8(0x7F) : _mm256_set1_epi32(0x7FFFFFFF);
   __m256i m = _mm256_setzero_si256();
   for (std::int64_t r = 0; r < rows; ++r) {
+    prefetch_row_ahead(x, stride * std::int64_t{sizeof(T)}, r, rows, vec * std::int64_t{sizeof(T)});
     for (std::int64_t c = 0; c < vec; c += lanes) {
       __m256i const v = _mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + r * stride + c));
       m = max_words<W>(m, _mm256_and_si256(v, mag_mask));
@@ -152,6 +169,43 @@ QTL_X86_AVX2 inline std::int64_t block_top_avx2(T const* x, std::int64_t stride,
   auto const t = static_cast<W>(_mm_cvtsi128_si32(h));
   top = t > top ? t : top;
   return vec;
+}
+
+/// `block_top_avx2` of every block of a block row at once, row by row: `rows` rows of `k` FP8
+/// codes, blocks `bk` wide (bk a multiple of 32 dividing k), the largest code magnitude of block
+/// j to `tops[j]`. Walking the rows in memory order keeps the hardware prefetchers streaming, where
+/// block by block each row of a block is a tensor row (often a page) away from the last.
+QTL_X86_AVX2 inline void block_row_tops_avx2(std::uint8_t const* q, std::int64_t rows, std::int64_t k, std::int64_t bk,
+                                             std::uint8_t* tops) {
+  constexpr std::int64_t chunk = 64;  // block columns a sweep over the rows holds (2 KiB of maxima)
+  __m256i const mag_mask = _mm256_set1_epi8(0x7F);
+  std::int64_t const kb = k / bk;
+  for (std::int64_t j0 = 0; j0 < kb; j0 += chunk) {
+    std::int64_t const j1 = j0 + chunk < kb ? j0 + chunk : kb;
+    __m256i m[chunk];
+    for (std::int64_t j = j0; j < j1; ++j) {
+      m[j - j0] = _mm256_setzero_si256();
+    }
+    for (std::int64_t r = 0; r < rows; ++r) {
+      std::uint8_t const* row = q + r * k;
+      for (std::int64_t j = j0; j < j1; ++j) {
+        __m256i acc = m[j - j0];
+        for (std::int64_t c = j * bk; c < (j + 1) * bk; c += 32) {
+          acc = _mm256_max_epu8(
+              acc, _mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(row + c)), mag_mask));
+        }
+        m[j - j0] = acc;
+      }
+    }
+    for (std::int64_t j = j0; j < j1; ++j) {
+      __m128i h = _mm_max_epu8(_mm256_castsi256_si128(m[j - j0]), _mm256_extracti128_si256(m[j - j0], 1));
+      h = _mm_max_epu8(h, _mm_srli_si128(h, 8));
+      h = _mm_max_epu8(h, _mm_srli_si128(h, 4));
+      h = _mm_max_epu8(h, _mm_srli_si128(h, 2));
+      h = _mm_max_epu8(h, _mm_srli_si128(h, 1));
+      tops[j] = static_cast<std::uint8_t>(_mm_cvtsi128_si32(h));
+    }
+  }
 }
 
 /// out[r][c] = table[in[r][c]] for the first cols - cols % 32 columns of a rows x cols block;
@@ -322,6 +376,89 @@ QTL_X86_AVX2 inline std::int64_t mxfp4_rows_avx2(std::uint8_t const* q, std::int
   return rows;
 }
 
+/// The AVX-512 VBMI forms of `translate_block_avx2` and `translate_block16_avx2` (same contracts,
+/// 64 columns a step, returning cols - cols % 64): `vpermi2b` looks a byte up in a 128-entry table
+/// (two registers) by its low 7 bits, so a 256-entry table is two lookups and a blend by bit 7.
+struct byte_lut512 {
+  __m512i t[4];  // entries 0-63, 64-127, 128-191, 192-255
+};
+QTL_X86_AVX512_VBMI inline byte_lut512 byte_lut512_load(std::uint8_t const* table) {
+  byte_lut512 l;
+  for (int i = 0; i < 4; ++i) {
+    l.t[i] = _mm512_loadu_si512(table + 64 * i);
+  }
+  return l;
+}
+QTL_X86_AVX512_VBMI inline __m512i byte_lut512_lookup(byte_lut512 const& l, __m512i v) {
+  __m512i const low = _mm512_permutex2var_epi8(l.t[0], v, l.t[1]);
+  __m512i const high = _mm512_permutex2var_epi8(l.t[2], v, l.t[3]);
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(v), low, high);
+}
+
+QTL_X86_AVX512_VBMI inline std::int64_t translate_block_avx512(std::uint8_t const* in, std::uint8_t* out,
+                                                               std::int64_t stride, std::int64_t rows,
+                                                               std::int64_t cols, std::uint8_t const* table) {
+  byte_lut512 const t = byte_lut512_load(table);
+  std::int64_t const vec = cols - cols % 64;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    prefetch_row_ahead(in, stride, r, rows, vec);
+    for (std::int64_t c = 0; c < vec; c += 64) {
+      _mm512_storeu_si512(out + r * stride + c, byte_lut512_lookup(t, _mm512_loadu_si512(in + r * stride + c)));
+    }
+  }
+  return vec;
+}
+
+/// The 64 words of a step from their low bytes `l` and high bytes `h`: the unpacks interleave
+/// within 128-bit lanes (words 0-7 | 16-23 | 32-39 | 48-55 and 8-15 | ...); the two-source qword
+/// permutes put the lanes back in order.
+QTL_X86_AVX512_VBMI inline std::int64_t translate_block16_avx512(std::uint8_t const* in, std::uint16_t* out,
+                                                                 std::int64_t stride, std::int64_t rows,
+                                                                 std::int64_t cols, std::uint8_t const* lo_table,
+                                                                 std::uint8_t const* hi_table) {
+  byte_lut512 const lo = byte_lut512_load(lo_table);
+  byte_lut512 const hi = byte_lut512_load(hi_table);
+  __m512i const first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  __m512i const second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  std::int64_t const vec = cols - cols % 64;
+  for (std::int64_t r = 0; r < rows; ++r) {
+    prefetch_row_ahead(in, stride, r, rows, vec);
+    for (std::int64_t c = 0; c < vec; c += 64) {
+      __m512i const v = _mm512_loadu_si512(in + r * stride + c);
+      __m512i const l = byte_lut512_lookup(lo, v);
+      __m512i const h = byte_lut512_lookup(hi, v);
+      __m512i const a = _mm512_unpacklo_epi8(l, h);
+      __m512i const b = _mm512_unpackhi_epi8(l, h);
+      _mm512_storeu_si512(out + r * stride + c, _mm512_permutex2var_epi64(a, first, b));
+      _mm512_storeu_si512(out + r * stride + c + 32, _mm512_permutex2var_epi64(a, second, b));
+    }
+  }
+  return vec;
+}
+/// `translate_block16_avx512` of every block of a block row at once, row by row (the reason at
+/// `block_row_tops_avx2`): `rows` rows of `k` codes, blocks `bk` wide (bk a multiple of 64
+/// dividing k), block j by the byte tables at lo + 256 j and hi + 256 j.
+QTL_X86_AVX512_VBMI inline void translate_rows16_avx512(std::uint8_t const* in, std::uint16_t* out, std::int64_t rows,
+                                                        std::int64_t k, std::int64_t bk, std::uint8_t const* lo,
+                                                        std::uint8_t const* hi) {
+  __m512i const first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  __m512i const second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t j = 0; j < k / bk; ++j) {
+      byte_lut512 const l = byte_lut512_load(lo + 256 * j);
+      byte_lut512 const h = byte_lut512_load(hi + 256 * j);
+      for (std::int64_t c = j * bk; c < (j + 1) * bk; c += 64) {
+        __m512i const v = _mm512_loadu_si512(in + r * k + c);
+        __m512i const lv = byte_lut512_lookup(l, v);
+        __m512i const hv = byte_lut512_lookup(h, v);
+        __m512i const a = _mm512_unpacklo_epi8(lv, hv);
+        __m512i const b = _mm512_unpackhi_epi8(lv, hv);
+        _mm512_storeu_si512(out + r * k + c, _mm512_permutex2var_epi64(a, first, b));
+        _mm512_storeu_si512(out + r * k + c + 32, _mm512_permutex2var_epi64(a, second, b));
+      }
+    }
+  }
+}
 }  // namespace x86
 #endif  // ^^^ QTL_X86 ^^^
 
@@ -350,11 +487,44 @@ inline std::int64_t block_top([[maybe_unused]] std::uint8_t const* q, [[maybe_un
   return 0;
 }
 
+/// The largest code magnitude of every block of a block row (`x86::block_row_tops_avx2`); false,
+/// with nothing done, where no executor takes it (then the caller goes block by block).
+inline bool block_row_tops([[maybe_unused]] std::uint8_t const* q, [[maybe_unused]] std::int64_t rows,
+                           [[maybe_unused]] std::int64_t k, [[maybe_unused]] std::int64_t bk,
+                           [[maybe_unused]] std::uint8_t* tops) {
+#if QTL_X86
+  if (has_avx2() && bk % 32 == 0 && k % bk == 0) {
+    x86::block_row_tops_avx2(q, rows, k, bk, tops);
+    return true;
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  return false;
+}
+
+/// The 16-bit lookup of a whole block row, row by row, block j by the byte tables at lo + 256 j
+/// and hi + 256 j (`x86::translate_rows16_avx512`); false, with nothing done, where no executor
+/// takes it.
+inline bool translate_rows16([[maybe_unused]] std::uint8_t const* in, [[maybe_unused]] std::uint16_t* out,
+                             [[maybe_unused]] std::int64_t rows, [[maybe_unused]] std::int64_t k,
+                             [[maybe_unused]] std::int64_t bk, [[maybe_unused]] std::uint8_t const* lo,
+                             [[maybe_unused]] std::uint8_t const* hi) {
+#if QTL_X86
+  if (x86::fp8_has_avx512() && bk % 64 == 0 && k % bk == 0) {
+    x86::translate_rows16_avx512(in, out, rows, k, bk, lo, hi);
+    return true;
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  return false;
+}
+
 /// The leading columns of `out = table[in]` over a block; returns how many.
 inline std::int64_t translate_block([[maybe_unused]] std::uint8_t const* in, [[maybe_unused]] std::uint8_t* out,
                                     [[maybe_unused]] std::int64_t stride, [[maybe_unused]] std::int64_t rows,
                                     [[maybe_unused]] std::int64_t cols, [[maybe_unused]] std::uint8_t const* table) {
 #if QTL_X86
+  if (x86::fp8_has_avx512()) {
+    return x86::translate_block_avx512(in, out, stride, rows, cols, table);
+  }
   if (has_avx2()) {
     return x86::translate_block_avx2(in, out, stride, rows, cols, table);
   }
@@ -368,6 +538,9 @@ inline std::int64_t translate_block16([[maybe_unused]] std::uint8_t const* in, [
                                       [[maybe_unused]] std::int64_t cols, [[maybe_unused]] std::uint8_t const* lo,
                                       [[maybe_unused]] std::uint8_t const* hi) {
 #if QTL_X86
+  if (x86::fp8_has_avx512()) {
+    return x86::translate_block16_avx512(in, out, stride, rows, cols, lo, hi);
+  }
   if (has_avx2()) {
     // half the lookups where the table is sign-symmetric but for code 0xFF (any finite scale)
     bool symmetric = true;
