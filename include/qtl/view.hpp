@@ -63,8 +63,7 @@ struct view {
   /// The same memory as a view of `T const` (a template, so that `view<T const>` declares no
   /// conversion to itself, which nvcc warns about even when it is constrained away).
   template <class U>
-    requires(std::is_same_v<U, T const> && !std::is_const_v<T>)
-  QTL_HOST_DEVICE constexpr operator view<U, Rank>() const {
+  requires(std::is_same_v<U, T const> && !std::is_const_v<T>) QTL_HOST_DEVICE constexpr operator view<U, Rank>() const {
     view<U, Rank> v;
     v.data = data;
     for (int d = 0; d < Rank; ++d) {
@@ -156,6 +155,18 @@ QTL_HOST_DEVICE constexpr view2d<T> batch_item(view3d<T> v, index_t i) {
   return r;
 }
 
+/// Columns [lo, hi) of `v` (0 <= lo <= hi <= its extent 1): the [rows, hi - lo] view at v(0, lo)
+/// with v's strides, as where a slice of W's rows is quantized into its columns of a transposed
+/// output.
+template <class T>
+QTL_HOST_DEVICE constexpr view2d<T> column_slice(view2d<T> v, index_t lo, index_t hi) {
+  if (hi > lo) {
+    v.data += lo * v.stride[1];
+  }
+  v.extent[1] = hi - lo;
+  return v;
+}
+
 /// "[e0, e1, ...]": the extents of a view, for error messages (torch prints shapes alike).
 inline std::string shape_string(index_t const* extents, int rank) {
   // Appended piece by piece: GCC 12 at -O3 warns falsely (-Wrestrict) on `"[" + std::string`.
@@ -191,9 +202,9 @@ struct aligned_allocator {
     if (n > static_cast<std::size_t>(-1) / sizeof(T)) {
       throw std::bad_array_new_length();
     }
-    return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t{buffer_alignment}));
+    return static_cast<T*>(::operator new (n * sizeof(T), std::align_val_t{buffer_alignment}));
   }
-  void deallocate(T* p, std::size_t) noexcept { ::operator delete(p, std::align_val_t{buffer_alignment}); }
+  void deallocate(T* p, std::size_t) noexcept { ::operator delete (p, std::align_val_t{buffer_alignment}); }
   friend constexpr bool operator==(aligned_allocator, aligned_allocator) noexcept { return true; }
 };
 
@@ -203,8 +214,8 @@ using aligned_vector = std::vector<T, aligned_allocator<T>>;
 
 /// An `aligned_vector` equals a `std::vector` (of any other allocator) holding the same elements.
 template <class T, class A>
-  requires(!std::is_same_v<A, aligned_allocator<T>>)
-bool operator==(aligned_vector<T> const& a, std::vector<T, A> const& b) {
+requires(!std::is_same_v<A, aligned_allocator<T>>) bool operator==(aligned_vector<T> const& a,
+                                                                   std::vector<T, A> const& b) {
   return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin());
 }
 

@@ -131,9 +131,7 @@ TEST_CASE("cuda gptq_checkpoint_quantize: a column slice of wider outputs, launc
   device_buffer<half_t> ds(static_cast<std::size_t>(k / 32 * n));
   device_buffer<std::int32_t> dz(static_cast<std::size_t>(k / 32 * n));
   auto columns = [&]<class U>(U* whole, index_t rows) {
-    qtl::view2d<U> v = make_view(whole + r0, rows, c);
-    v.stride[0] = n;
-    return v;
+    return qtl::column_slice(make_view(whole, rows, n), r0, r0 + c);
   };
   auto const rows = make_view(static_cast<qtl::bfloat16_t const*>(dw.ptr) + r0 * k, c, k);
   CUDA_REQUIRE(qtl::cuda::gptq_checkpoint_quantize(rows, 4, 32, gptq_rule::symmetric, columns(dq.ptr, k / 8),

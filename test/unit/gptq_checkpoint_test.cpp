@@ -54,9 +54,7 @@ gptq_out run(std::vector<T> const& w, index_t n, index_t k, qtl::gptq_checkpoint
     index_t const r0 = at[i];
     index_t const c = at[i + 1] - r0;
     auto columns = [&]<class U>(U* whole, index_t rows) {
-      qtl::view2d<U> v = qtl::make_view(whole + r0, rows, c);
-      v.stride[0] = n;
-      return v;
+      return qtl::column_slice(qtl::make_view(whole, rows, n), r0, r0 + c);
     };
     opt.first_row = r0;
     qtl::gptq_checkpoint_quantize(

@@ -1,10 +1,10 @@
 // qtl/view.hpp: views over caller memory, and host_tensor's cache-line-aligned storage.
-#include <qtl/view.hpp>
+#include <cstdint>
+#include <vector>
 
 #include <catch2/catch.hpp>
 
-#include <cstdint>
-#include <vector>
+#include <qtl/view.hpp>
 
 using qtl::index_t;
 
@@ -83,3 +83,17 @@ TEST_CASE("views_overlap compares the byte ranges the elements occupy", "[view]"
   CHECK_FALSE(qtl::views_overlap(qtl::make_view(m.data(), 0), whole));
 }
 
+TEST_CASE("column_slice keeps the strides and moves to column lo", "[view]") {
+  int data[3 * 5] = {};
+  auto const v = qtl::make_view(data, 3, 5);
+  auto const c = qtl::column_slice(v, 1, 4);
+  CHECK(c.data == data + 1);
+  CHECK(c.extent[0] == 3);
+  CHECK(c.extent[1] == 3);
+  CHECK(c.stride[0] == 5);
+  CHECK(&c(2, 2) == &v(2, 3));
+  auto const empty = qtl::column_slice(qtl::make_view(static_cast<int*>(nullptr), 0, 0), 0, 0);
+  CHECK(empty.data == nullptr);
+  CHECK(empty.extent[1] == 0);
+  static_assert(qtl::column_slice(qtl::make_view(static_cast<int*>(nullptr), 0, 4), 2, 2).extent[1] == 0);
+}

@@ -142,9 +142,7 @@ void gptq_rows(job& j, view2d<T const> w, shard_plan const& s) {
     view2d<T const> rows = make_view(&w(n0, 0), c, k);
     rows.stride[0] = w.stride[0];
     auto const columns = [&]<class U>(U* whole, index_t extent0) {  // columns n0 .. n0 + c of [extent0, N]
-      view2d<U> v = make_view(whole + n0, extent0, c);
-      v.stride[0] = n;
-      return v;
+      return column_slice(make_view(whole, extent0, n), n0, n0 + c);
     };
     opt.first_row = n0;
     try {
