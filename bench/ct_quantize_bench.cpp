@@ -2,7 +2,7 @@
 // (docs/performance.md's contract), one core, on a 4096 x 4096 bf16 weight (32 MiB) in slices of
 // 256 rows as `qtl quantize --format w4a16|w8a16` runs it: int4 and int8, symmetric and
 // asymmetric, groups of 128 and per channel; and the FP4 recipes of qtl/ct_fp4.hpp (NVFP4 given
-// its global scale, MXFP4) on the same weight.
+// its global scale, MXFP4) and MXFP8 (qtl/ct_mxfp8.hpp) on the same weight.
 //
 // bytes_per_second counts the input read once and the outputs written once: 2 B/element in,
 // bits/8 B/element of codes, the scales (and zero points) out. Times are CPU times of the one
@@ -23,6 +23,7 @@
 #include <vector>
 
 #include <qtl/ct_fp4.hpp>
+#include <qtl/ct_mxfp8.hpp>
 #include <qtl/ct_quantize.hpp>
 #include <qtl/fp8.hpp>
 #include <qtl/pack.hpp>
@@ -108,6 +109,23 @@ void bm_fp4(benchmark::State& state) {
   state.SetBytesProcessed(state.iterations() * (rows * cols * 2 + rows * cols / 2 + rows * cols / F::block_size));
 }
 
+/// qtl::ct_mxfp8_quantize of the weight in slices of 256 rows; bytes: the bf16 input, the E4M3
+/// codes and the scale bytes.
+void bm_mxfp8(benchmark::State& state) {
+  auto const& w = weight();
+  std::vector<qtl::float8_e4m3fn_t> values(static_cast<std::size_t>(slice * cols));
+  std::vector<qtl::float8_e8m0fnu_t> scales(static_cast<std::size_t>(slice * cols / qtl::ct_mxfp8_block));
+  for (auto _ : state) {
+    for (index_t n0 = 0; n0 < rows; n0 += slice) {
+      qtl::ct_mxfp8_quantize(qtl::make_view(w.data() + n0 * cols, slice, cols),
+                             qtl::make_view(values.data(), slice, cols),
+                             qtl::make_view(scales.data(), slice, cols / qtl::ct_mxfp8_block));
+      benchmark::ClobberMemory();
+    }
+  }
+  state.SetBytesProcessed(state.iterations() * (rows * cols * 3 + rows * cols / qtl::ct_mxfp8_block));
+}
+
 // ---- the tool's loop before the op, for the A/B only --------------------------------------------
 
 void old_check_finite(bfloat16_t const* w) {
@@ -184,6 +202,7 @@ int const registered = [] {
   }
   benchmark::RegisterBenchmark("BM_ct_fp4/nvfp4", bm_fp4<qtl::nvfp4>)->Unit(benchmark::kMillisecond);
   benchmark::RegisterBenchmark("BM_ct_fp4/mxfp4", bm_fp4<qtl::mxfp4>)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("BM_ct_mxfp8", bm_mxfp8)->Unit(benchmark::kMillisecond);
   return 0;
 }();
 
