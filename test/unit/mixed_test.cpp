@@ -492,7 +492,7 @@ TEST_CASE("real ModelOpt configs in the engines' own layer names", "[mixed][mode
   // sglang's Qwen3.5 renames model.language_model. to model. at load and has no
   // hf_to_sglang_mapper for the keys: no key names one of its layers, every layer is built
   // unquantized (the FP8 attention and DeltaNet projections included).
-  for (char const* m : {"model.layers.3.self_attn.qkv_proj", "model.layers.3.self_attn.o_proj",
+  for (char const* m : {"model.layers.3.self_attn.qkv_proj", "model.layers.3.qkv_proj", "model.layers.3.o_proj",
                         "model.layers.0.linear_attn.in_proj_qkvz", "model.layers.0.linear_attn.out_proj",
                         "model.layers.0.mlp.experts", "model.layers.0.mlp.shared_expert.gate_up_proj"}) {
     INFO(m);
