@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
 #include <set>
 #include <sstream>
@@ -289,6 +290,18 @@ qtl::packed_mapping const qwen3_5_packed = {{"qkv_proj", {"q_proj", "k_proj", "v
                                             {"in_proj_qkvz", {"in_proj_qkv", "in_proj_z"}},
                                             {"in_proj_ba", {"in_proj_b", "in_proj_a"}}};
 
+/// An MoE block's projections: `shared` + leaf (the shared expert), and `routed` + E + "." + leaf
+/// for each of the `experts` routed experts.
+void add_experts(std::vector<std::string>& out, std::string const& shared, std::string const& routed,
+                 std::initializer_list<char const*> leaves, int experts) {
+  for (char const* leaf : leaves) {
+    out.push_back(shared + leaf);
+    for (int e = 0; e != experts; ++e) {
+      out.push_back(routed + std::to_string(e) + "." + leaf);
+    }
+  }
+}
+
 /// The linear modules of a Qwen3.5/3.6 checkpoint (`Qwen3_5ForConditionalGeneration`, or the MoE
 /// one when `experts` > 0): `layers` decoder layers, every fourth (`full_attention_interval` 4)
 /// full attention and the others Gated DeltaNet, a 27-block vision tower, one MTP layer.
@@ -303,12 +316,7 @@ std::vector<std::string> qwen3_5_modules(int layers, int experts) {
     }
     out.push_back(p + "mlp.gate");
     out.push_back(p + "mlp.shared_expert_gate");
-    for (char const* leaf : {"gate_proj", "up_proj", "down_proj"}) {
-      out.push_back(p + "mlp.shared_expert." + leaf);
-      for (int e = 0; e != experts; ++e) {
-        out.push_back(p + "mlp.experts." + std::to_string(e) + "." + leaf);
-      }
-    }
+    add_experts(out, p + "mlp.shared_expert.", p + "mlp.experts.", {"gate_proj", "up_proj", "down_proj"}, experts);
   };
   for (int i = 0; i != layers; ++i) {
     std::string const p = "model.language_model.layers." + std::to_string(i) + ".";
@@ -350,12 +358,7 @@ std::vector<std::string> deepseek_v4_modules(int layers, int experts) {
       out.push_back(p + "attn." + leaf);
     }
     out.push_back(p + "ffn.gate");
-    for (char const* leaf : {"w1", "w2", "w3"}) {
-      out.push_back(p + "ffn.shared_experts." + leaf);
-      for (int e = 0; e != experts; ++e) {
-        out.push_back(p + "ffn.experts." + std::to_string(e) + "." + leaf);
-      }
-    }
+    add_experts(out, p + "ffn.shared_experts.", p + "ffn.experts.", {"w1", "w2", "w3"}, experts);
   };
   for (int i = 0; i != layers; ++i) {
     block("layers." + std::to_string(i) + ".");
