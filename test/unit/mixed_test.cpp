@@ -385,8 +385,17 @@ std::string engine_layer(qtl::compiled_config const& cc, std::string const& m) {
 struct real_case {
   char const* file;
   std::vector<std::string> modules;
-  std::size_t keys;  // quantized_layers entries
+  std::size_t keys;                        // quantized_layers entries
+  bool (*excluded)(std::string const& m);  // whether the config's exclude patterns cover `m`
 };
+
+bool mtp(std::string const& m) { return m.starts_with("mtp"); }
+
+/// DeepSeek-V4-Flash-NVFP4's `*.attn.*`, `*.ffn.shared_experts.*`, `head`, `mtp.*`.
+bool dsv4_excluded(std::string const& m) {
+  return m.starts_with("mtp.") || m.find(".attn.") != std::string::npos ||
+         m.find(".shared_experts.") != std::string::npos || m == "head";
+}
 
 /// Checks every module of `rc` under vLLM's and sglang's ModelOpt mixed loaders against the
 /// config's entry for it (the module's own key, or its fused MoE layer's); returns how many
@@ -414,10 +423,7 @@ std::size_t check_real_modelopt(real_case const& rc) {
       keys_used.insert(key);
     }
     std::string const layer = engine_layer(cc, m);
-    bool const excluded =
-        m.starts_with("mtp") ||
-        (std::string_view(rc.file).find("DeepSeek") != std::string::npos &&
-         (m.find(".attn.") != std::string::npos || m.find(".shared_experts.") != std::string::npos || m == "head"));
+    bool const excluded = rc.excluded(m);
     for (qtl::consumer const c : {qtl::consumer::vllm_modelopt, qtl::consumer::sglang_modelopt}) {
       auto [pos, fresh] = decided_layers.try_emplace({layer, c});
       if (fresh) {
@@ -462,14 +468,18 @@ TEST_CASE("real ModelOpt MIXED_PRECISION configs: every module decided as vLLM a
   // The layers vLLM builds: 30 DeltaNet layers (in_proj_qkvz, in_proj_ba, out_proj), 10 attention
   // layers (qkv_proj, o_proj), in each the router, shared-expert gate, gate_up_proj, down_proj
   // and fused experts; lm_head; 27 vision blocks of 4 and the merger's 2; the MTP layer's 8.
-  CHECK(check_real_modelopt({"nvidia_Qwen3.6-35B-A3B-NVFP4_hf_quant_config.json", qwen3_5_modules(40, 256), 291}) ==
-        30 * 3 + 10 * 2 + 40 * 5 + 1 + 27 * 4 + 2 + 8);
+  CHECK(check_real_modelopt({"nvidia_Qwen3.6-35B-A3B-NVFP4_hf_quant_config.json", qwen3_5_modules(40, 256), 291,
+                             mtp}) == 30 * 3 + 10 * 2 + 40 * 5 + 1 + 27 * 4 + 2 + 8);
   // nvidia/Qwen3.6-27B-NVFP4: 64 dense layers, W4A16_NVFP4 MLPs (gate_up_proj from its shards).
-  CHECK(check_real_modelopt({"nvidia_Qwen3.6-27B-NVFP4_hf_quant_config.json", qwen3_5_modules(64, 0), 401}) > 0);
+  // Layers: 48 DeltaNet of 3, 16 attention of 2, 64 MLPs of 2, lm_head, vision 110, MTP 5.
+  CHECK(check_real_modelopt({"nvidia_Qwen3.6-27B-NVFP4_hf_quant_config.json", qwen3_5_modules(64, 0), 401, mtp}) ==
+        48 * 3 + 16 * 2 + 64 * 2 + 1 + 27 * 4 + 2 + 5);
   // nvidia/DeepSeek-V4-Flash-NVFP4: 43 layers; only the routed experts are in the map (NVFP4),
   // attention, shared experts, head and MTP are excluded by pattern.
-  CHECK(check_real_modelopt({"nvidia_DeepSeek-V4-Flash-NVFP4_hf_quant_config.json", deepseek_v4_modules(43, 256), 43}) >
-        0);
+  // Layers: 44 blocks (43 and MTP) of 5 attention, router, 3 shared-expert and the fused experts;
+  // head.
+  CHECK(check_real_modelopt({"nvidia_DeepSeek-V4-Flash-NVFP4_hf_quant_config.json", deepseek_v4_modules(43, 256), 43,
+                             dsv4_excluded}) == 44 * 10 + 1);
 }
 
 TEST_CASE("real ModelOpt configs in the engines' own layer names", "[mixed][modelopt][real]") {
