@@ -14,6 +14,11 @@
      algorithm and the quantized_layers key that decided it, a fused layer decided from its
      shards, experts from their `experts` key, algorithms a loader has no method for.
   4. inspect names the mixed config's groups and algorithms.
+  5. Three published ModelOpt MIXED_PRECISION configs (test/data/mixed/real/, verbatim): a
+     checkpoint with every linear module a model of that config has (names generated from the
+     model's layer count, attention pattern, experts, vision tower and MTP layer), explained for
+     vLLM and sglang: each module's decision (as the fused layer or the fused MoE layer the engine
+     builds from it) against the config's own entry for the module.
 
 Usage: test_qtl_mixed.py QTL
 """
@@ -224,10 +229,140 @@ def test_modelopt(tmp):
     check(rc == 3 and "disagree" in out and sh in out, "qwen3.6: lint reports the loaders' disagreement: %s" % out)
 
 
+# vLLM's Qwen3.5 packed_modules_mapping (Qwen3_5ForCausalLMBase, models/qwen3_5.py).
+QWEN3_5_PACKED = {"qkv_proj": ["q_proj", "k_proj", "v_proj"], "gate_up_proj": ["gate_proj", "up_proj"],
+                  "in_proj_qkvz": ["in_proj_qkv", "in_proj_z"], "in_proj_ba": ["in_proj_b", "in_proj_a"]}
+
+
+def qwen3_5_modules(layers, experts):
+    """The linear modules of a Qwen3.5/3.6 checkpoint: every fourth layer full attention, the
+    others Gated DeltaNet; MoE MLPs with the experts numbered `experts` (each decided as the fused
+    MoE layer: the unit test takes all of them, this one the first and the last), else dense; 27
+    vision blocks; one MTP layer."""
+    out = []
+
+    def mlp(p):
+        if not experts:
+            out.extend(p + "mlp." + leaf for leaf in ("gate_proj", "up_proj", "down_proj"))
+            return
+        out.extend([p + "mlp.gate", p + "mlp.shared_expert_gate"])
+        for leaf in ("gate_proj", "up_proj", "down_proj"):
+            out.append(p + "mlp.shared_expert." + leaf)
+            out.extend("%smlp.experts.%d.%s" % (p, e, leaf) for e in experts)
+
+    for i in range(layers):
+        p = "model.language_model.layers.%d." % i
+        if i % 4 == 3:
+            out.extend(p + "self_attn." + leaf for leaf in ("q_proj", "k_proj", "v_proj", "o_proj"))
+        else:
+            out.extend(p + "linear_attn." + leaf for leaf in ("in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a",
+                                                              "out_proj"))
+        mlp(p)
+    out.append("lm_head")
+    for b in range(27):
+        out.extend("model.visual.blocks.%d.%s" % (b, leaf)
+                   for leaf in ("attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"))
+    out.extend(["model.visual.merger.linear_fc1", "model.visual.merger.linear_fc2", "mtp.fc"])
+    out.extend("mtp.layers.0.self_attn." + leaf for leaf in ("q_proj", "k_proj", "v_proj", "o_proj"))
+    mlp("mtp.layers.0.")
+    return out
+
+
+def deepseek_v4_modules(layers, experts):
+    """The linear modules of a DeepSeek-V4 checkpoint in DeepSeek's names (the experts numbered
+    `experts`), one MTP layer."""
+    out = []
+    for p in ["layers.%d." % i for i in range(layers)] + ["mtp.0."]:
+        out.extend(p + "attn." + leaf for leaf in ("wq_a", "wq_b", "wkv", "wo_a", "wo_b"))
+        out.append(p + "ffn.gate")
+        for leaf in ("w1", "w2", "w3"):
+            out.append(p + "ffn.shared_experts." + leaf)
+            out.extend("%sffn.experts.%d.%s" % (p, e, leaf) for e in experts)
+        if p == "layers.%d." % (layers - 1):
+            out.append("head")
+    return out
+
+
+def expert_parent(module):
+    """X.experts for X.experts.E.leaf, else None."""
+    parts = module.split(".")
+    if len(parts) > 3 and parts[-3] == "experts" and parts[-2].isdigit():
+        return ".".join(parts[:-2])
+    return None
+
+
+def check_real_config(tmp, name, modules, excluded):
+    """Explains a checkpoint of `modules` under the real config `name` for vLLM and sglang and
+    checks each row against the config's entry for the module (`excluded(module)`: the config's
+    exclude patterns cover it). Returns the number of rows."""
+    folder = os.path.join(tmp, name)
+    os.makedirs(folder)
+    q = json.load(open(os.path.join(DATA, "real", name)))["quantization"]
+    layers = q["quantized_layers"]
+    with open(os.path.join(folder, "hf_quant_config.json"), "wb") as f:
+        f.write(open(os.path.join(DATA, "real", name), "rb").read())
+    with open(os.path.join(folder, "model.safetensors"), "wb") as f:
+        f.write(st.build([(m + ".weight", "BF16", [1, 1], bytes(2)) for m in modules]))
+    mapping = os.path.join(tmp, "qwen3_5_packed.json")
+    with open(mapping, "w") as f:
+        json.dump(QWEN3_5_PACKED, f)
+    rows = []
+    for consumer in ("vllm_modelopt", "sglang_modelopt"):
+        rows += explain("--checkpoint", folder, "--packed-modules-mapping", mapping, "--consumer", consumer)
+    check(len(rows) == 2 * len(modules), "%s: one row per module and loader (%d)" % (name, len(rows)))
+    used = set()
+    bad = []
+    for r in rows:
+        m, vllm = r["module"], r["consumer"] == "vllm_modelopt"
+        key = m if m in layers else expert_parent(m)
+        algo = layers[key]["quant_algo"] if key in layers else None
+        if algo:
+            used.add(key)
+        if r.get("kept"):
+            ok = m.endswith("gate") and not algo  # the MoE routers: not in the map either
+        elif excluded(m):
+            ok = r["skipped"] and r["rule"] in q["exclude_modules"]
+        elif algo is None:
+            ok = r["skipped"] and r["rule"] is None and r["scheme"] is None
+        elif not vllm and m == "lm_head":
+            ok = r["skipped"]  # sglang's ParallelLMHead is no LinearBase
+        elif algo in ("FP8", "NVFP4") or (vllm and algo == "W4A16_NVFP4"):
+            ok = (not r["skipped"] and r["scheme"] == algo and r["bits"] == (8 if algo == "FP8" else 4) and
+                  r["group_size"] == (None if algo == "FP8" else 16))
+        else:
+            ok = r["skipped"] and r["scheme"] == algo + " (no method for it in this loader: built unquantized)"
+        ok = ok and r["error"] is None
+        if not ok:
+            bad.append(r)
+    check(not bad, "%s: %d rows differ from the config's entries, e.g. %s" % (name, len(bad), bad[:3]))
+    check(used == set(layers), "%s: every quantized_layers entry names a module (%d of %d)" %
+          (name, len(used), len(layers)))
+    return len(rows)
+
+
+def test_real_modelopt(tmp):
+    n = check_real_config(tmp, "nvidia_Qwen3.6-35B-A3B-NVFP4_hf_quant_config.json", qwen3_5_modules(40, (0, 255)),
+                          lambda m: m.startswith("mtp"))
+    n += check_real_config(tmp, "nvidia_Qwen3.6-27B-NVFP4_hf_quant_config.json", qwen3_5_modules(64, ()),
+                           lambda m: m.startswith("mtp"))
+    n += check_real_config(tmp, "nvidia_DeepSeek-V4-Flash-NVFP4_hf_quant_config.json",
+                           deepseek_v4_modules(43, (0, 255)),
+                           lambda m: (m.startswith("mtp.") or ".attn." in m or ".shared_experts." in m or
+                                      m == "head"))
+    # Modules: attention (10 layers of 4, 30 of 5 for 40 layers; 16 and 48 for 64), MLP (11 per MoE
+    # layer: router, shared-expert gate, 3 shared, 2 experts of 3; 3 dense), lm_head, 27 vision
+    # blocks of 4 and 2 merger linears, MTP (fc, 4 attention, the MLP); DeepSeek: 44 blocks of 15
+    # (5 attention, router, 3 shared, 2 experts of 3) and head. Two loaders each.
+    qwen_moe = 10 * 4 + 30 * 5 + 40 * 11 + 1 + 27 * 4 + 2 + 1 + 4 + 11
+    qwen_dense = 16 * 4 + 48 * 5 + 64 * 3 + 1 + 27 * 4 + 2 + 1 + 4 + 3
+    check(n == 2 * (qwen_moe + qwen_dense + 44 * 15 + 1), "real configs: every module explained (%d rows)" % n)
+
+
 def main(tmp):
     test_llmc_checkpoint(tmp)
     test_overlap(tmp)
     test_modelopt(tmp)
+    test_real_modelopt(tmp)
 
 
 run_in_temp_dir("qtl_mixed_", main)

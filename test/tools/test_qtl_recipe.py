@@ -12,6 +12,10 @@ test/data/llmcompressor/input:
   - against llm-compressor's model_free_ptq given the same config groups (recorded in
     test/data/llmcompressor/RECIPE.*): each group's tensors as test_qtl_llmc.py requires of its
     single scheme (equal, or llmc_rules' known relation), the rest equal;
+  - "form": "modelopt": a ModelOpt MIXED_PRECISION checkpoint (config.json and hf_quant_config.json,
+    quantized_layers W4A16_NVFP4 group 16): each module's weight and weight_scale the bytes of
+    --format nvfp4's weight_packed and weight_scale, weight_scale_2 = 1 / weight_global_scale;
+    read back by qtl explain as vLLM's and sglang's ModelOpt mixed loaders decide it;
   - malformed recipes: exit 2 with a message naming the file and key; flags beside --recipe:
     exit 1; random mutations of a valid recipe: exit 0, 1 or 2, never a crash, no output left on
     failure.
@@ -22,6 +26,7 @@ import json
 import os
 import random
 import re
+import struct
 import subprocess
 import sys
 
@@ -182,6 +187,10 @@ BAD = [
                               {"targets": ["lm_head"], "format": "fp8", "name": "a"}]}, "a second group named \"a\""),
     ("ignore not list", {"groups": [{"targets": ["Linear"], "format": "w4a16"}], "ignore": "lm_head"},
      "ignore must be a list"),
+    ("unknown form", {"form": "gguf", "groups": [{"targets": ["Linear"], "format": "nvfp4"}]},
+     "form must be \"compressed-tensors\" or \"modelopt\""),
+    ("modelopt fp8", {"form": "modelopt", "groups": [{"targets": ["Linear"], "format": "fp8"}]},
+     "groups[0].format \"fp8\": the modelopt form writes nvfp4 only"),
 ]
 
 
@@ -266,6 +275,56 @@ def test_llmc(tmp):
     check(sorted(qc["config_groups"]) == sorted(theirs_qc["config_groups"]), "the same config groups")
 
 
+def test_modelopt(tmp):
+    recipe = {"form": "modelopt", "groups": [{"targets": ["re:.*mlp\\.(gate|up|down)_proj$"], "format": "nvfp4"},
+                                             {"targets": [L + "self_attn.o_proj"], "format": "nvfp4"}],
+              "ignore": ["lm_head"]}
+    p, ours, qc = quantize(tmp, "modelopt", [], recipe)
+    check(p.returncode == 0, "modelopt recipe: rc %d: %s" % (p.returncode, p.stderr))
+    if ours is None:
+        return
+    p, single, _ = quantize(tmp, "nvfp4_single", ["--format", "nvfp4"])
+    written = MLP + [L + "self_attn.o_proj"]
+    for m in written:
+        w, s2 = ours.get(m + ".weight"), ours.get(m + ".weight_scale_2")
+        gs = single[m + ".weight_global_scale"]
+        check(w == single[m + ".weight_packed"] and ours.get(m + ".weight_scale") == single[m + ".weight_scale"],
+              "%s: weight and weight_scale the bytes of --format nvfp4's weight_packed and weight_scale" % m)
+        expected = struct.pack("<f", 1.0 / struct.unpack("<f", gs[2])[0])
+        check(s2 is not None and s2[:2] == ("F32", []) and s2[2] == expected,
+              "%s: weight_scale_2 F32 [] = 1 / weight_global_scale: %s, %s" % (m, s2, gs))
+        check(not tensors_of(ours, m).keys() - {m + ".weight", m + ".weight_scale", m + ".weight_scale_2"},
+              "%s: ModelOpt's tensor names only: %s" % (m, sorted(tensors_of(ours, m))))
+    inp = llmc_rules.read_folder(INPUT)
+    for m in ATTN[:3] + ["lm_head"]:
+        check(tensors_of(ours, m) == {m + ".weight": inp[m + ".weight"]}, "%s: copied unquantized" % m)
+    layers = {m: {"quant_algo": "W4A16_NVFP4", "group_size": 16} for m in written}
+    check(qc["quant_method"] == "modelopt" and qc["quant_algo"] == "MIXED_PRECISION" and
+          qc["quantized_layers"] == layers and qc["ignore"] == [], "config.json's quantization_config: %s" % qc)
+    with open(os.path.join(tmp, "modelopt", "hf_quant_config.json")) as f:
+        hf = json.load(f)
+    check(hf["quantization"] == {"quant_algo": "MIXED_PRECISION", "kv_cache_quant_algo": None, "exclude_modules": [],
+                                 "quantized_layers": layers}, "hf_quant_config.json: %s" % hf)
+    # Read back as the ModelOpt mixed loaders read it: vLLM builds every written module (the fused
+    # gate_up_proj from its shards' keys) W4A16_NVFP4 and leaves the rest unquantized; sglang has no
+    # W4A16_NVFP4 method.
+    r = subprocess.run([QTL, "explain", "--checkpoint", os.path.join(tmp, "modelopt"), "--consumer", "all",
+                        "--json"], capture_output=True, text=True)
+    rows = [json.loads(x) for x in r.stdout.splitlines() if x.strip()]
+    vllm = {x["module"]: x for x in rows if x["consumer"] == "vllm_modelopt"}
+    sglang = {x["module"]: x for x in rows if x["consumer"] == "sglang_modelopt"}
+    check(r.returncode == 0 and all(vllm[m]["scheme"] == "W4A16_NVFP4" and vllm[m]["bits"] == 4 and
+                                    vllm[m]["group_size"] == 16 and not vllm[m]["skipped"] for m in written),
+          "explain: vLLM loads the written modules W4A16_NVFP4: %s" % [vllm.get(m) for m in written])
+    check(all(vllm[m]["skipped"] and vllm[m]["scheme"] is None for m in ATTN[:3] + ["lm_head"]),
+          "explain: vLLM leaves the others unquantized")
+    check(all(sglang[m]["skipped"] and "no method" in (sglang[m]["scheme"] or "") for m in written),
+          "explain: sglang has no W4A16_NVFP4 method")
+    r = subprocess.run([QTL, "inspect", os.path.join(tmp, "modelopt")], capture_output=True, text=True)
+    check(r.returncode == 0 and "NVFP4 (ModelOpt, group 16): 4 modules" in r.stdout and
+          "W4A16_NVFP4: 4 quantized_layers entries" in r.stdout, "inspect: %s" % r.stdout[-400:])
+
+
 def test_mxfp8(tmp):
     """--format mxfp8 and a recipe's mxfp8 group: compressed-tensors mxfp8-quantized, each layer's
     weight (E4M3) and weight_scale (E8M0) those of `qtl op ct-mxfp8-quantize` (whose golden cases
@@ -304,6 +363,7 @@ def test_mxfp8(tmp):
 def main():
     def tests(tmp):
         test_mixed(tmp)
+        test_modelopt(tmp)
         test_mxfp8(tmp)
         test_llmc(tmp)
         test_resolution(tmp)

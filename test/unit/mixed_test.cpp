@@ -3,11 +3,16 @@
 // test/data/mixed decided as the readers decide it: the compressed-tensors library against its
 // own recorded decisions (ct_library_expected.json, made by make_ct_library_cases.py), vLLM and
 // sglang by the rules of their loaders (docs/spec/mixed_precision.md).
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <map>
+#include <set>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include <catch2/catch.hpp>
 #include <nlohmann/json.hpp>
@@ -269,4 +274,244 @@ TEST_CASE("ModelOpt MIXED_PRECISION: where vLLM and sglang differ", "[mixed][mod
   qtl::decision const ve = decided(mc, consumer::vllm_modelopt, "model.layers.0.self_attn.qkv_proj");
   CHECK(ve.skipped);  // vLLM asks its exclude list first
   CHECK_FALSE(ve.error);
+}
+
+// Real published ModelOpt MIXED_PRECISION configs (test/data/mixed/real/, copied verbatim; the
+// sources are in test/data/mixed/README.md). Every linear module a model of that config has is
+// decided: the names are generated from the model's config.json (layer count, which layers are
+// full attention, experts, vision blocks, MTP layer), each module decided as the layer the
+// engine builds from it (its fused layer, or the fused MoE layer of an expert), and the outcome
+// checked against the config's own entry for the module.
+namespace {
+
+/// vLLM's Qwen3.5 packed_modules_mapping (`Qwen3_5ForCausalLMBase`, models/qwen3_5.py).
+qtl::packed_mapping const qwen3_5_packed = {{"qkv_proj", {"q_proj", "k_proj", "v_proj"}},
+                                            {"gate_up_proj", {"gate_proj", "up_proj"}},
+                                            {"in_proj_qkvz", {"in_proj_qkv", "in_proj_z"}},
+                                            {"in_proj_ba", {"in_proj_b", "in_proj_a"}}};
+
+/// An MoE block's projections: `shared` + leaf (the shared expert), and `routed` + E + "." + leaf
+/// for each of the `experts` routed experts.
+void add_experts(std::vector<std::string>& out, std::string const& shared, std::string const& routed,
+                 std::initializer_list<char const*> leaves, int experts) {
+  for (char const* leaf : leaves) {
+    out.push_back(shared + leaf);
+    for (int e = 0; e != experts; ++e) {
+      out.push_back(routed + std::to_string(e) + "." + leaf);
+    }
+  }
+}
+
+/// The linear modules of a Qwen3.5/3.6 checkpoint (`Qwen3_5ForConditionalGeneration`, or the MoE
+/// one when `experts` > 0): `layers` decoder layers, every fourth (`full_attention_interval` 4)
+/// full attention and the others Gated DeltaNet, a 27-block vision tower, one MTP layer.
+std::vector<std::string> qwen3_5_modules(int layers, int experts) {
+  std::vector<std::string> out;
+  auto const mlp = [&](std::string const& p) {
+    if (experts == 0) {
+      for (char const* leaf : {"gate_proj", "up_proj", "down_proj"}) {
+        out.push_back(p + "mlp." + leaf);
+      }
+      return;
+    }
+    out.push_back(p + "mlp.gate");
+    out.push_back(p + "mlp.shared_expert_gate");
+    add_experts(out, p + "mlp.shared_expert.", p + "mlp.experts.", {"gate_proj", "up_proj", "down_proj"}, experts);
+  };
+  for (int i = 0; i != layers; ++i) {
+    std::string const p = "model.language_model.layers." + std::to_string(i) + ".";
+    if (i % 4 == 3) {
+      for (char const* leaf : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+        out.push_back(p + "self_attn." + leaf);
+      }
+    } else {
+      for (char const* leaf : {"in_proj_qkv", "in_proj_z", "in_proj_b", "in_proj_a", "out_proj"}) {
+        out.push_back(p + "linear_attn." + leaf);
+      }
+    }
+    mlp(p);
+  }
+  out.push_back("lm_head");
+  for (int b = 0; b != 27; ++b) {
+    std::string const p = "model.visual.blocks." + std::to_string(b) + ".";
+    for (char const* leaf : {"attn.qkv", "attn.proj", "mlp.linear_fc1", "mlp.linear_fc2"}) {
+      out.push_back(p + leaf);
+    }
+  }
+  out.push_back("model.visual.merger.linear_fc1");
+  out.push_back("model.visual.merger.linear_fc2");
+  out.push_back("mtp.fc");
+  for (char const* leaf : {"q_proj", "k_proj", "v_proj", "o_proj"}) {
+    out.push_back(std::string("mtp.layers.0.self_attn.") + leaf);
+  }
+  mlp("mtp.layers.0.");
+  return out;
+}
+
+/// The linear modules of a DeepSeek-V4 checkpoint in DeepSeek's own names (`layers.N.attn.wq_a`,
+/// `layers.N.ffn.experts.E.w1`, `head`, `mtp.0....`): `layers` layers of `experts` routed
+/// experts and one shared expert, one MTP layer.
+std::vector<std::string> deepseek_v4_modules(int layers, int experts) {
+  std::vector<std::string> out;
+  auto const block = [&](std::string const& p) {
+    for (char const* leaf : {"wq_a", "wq_b", "wkv", "wo_a", "wo_b"}) {
+      out.push_back(p + "attn." + leaf);
+    }
+    out.push_back(p + "ffn.gate");
+    add_experts(out, p + "ffn.shared_experts.", p + "ffn.experts.", {"w1", "w2", "w3"}, experts);
+  };
+  for (int i = 0; i != layers; ++i) {
+    block("layers." + std::to_string(i) + ".");
+  }
+  out.push_back("head");
+  block("mtp.0.");
+  return out;
+}
+
+/// The layer an engine builds from checkpoint module `m`: the fused MoE layer of an expert, the
+/// fused layer of a shard, else `m` itself.
+std::string engine_layer(qtl::compiled_config const& cc, std::string const& m) {
+  if (auto const moe = qtl::moe_layer_of(m)) {
+    return *moe;
+  }
+  std::size_t const dot = m.rfind('.');
+  std::string_view const leaf = dot == std::string::npos ? std::string_view(m) : std::string_view(m).substr(dot + 1);
+  if (auto const* e = cc.fused().of_shard(leaf)) {
+    return m.substr(0, m.size() - leaf.size()) + e->first;
+  }
+  return m;
+}
+
+struct real_case {
+  char const* file;
+  std::vector<std::string> modules;
+  std::size_t keys;                        // quantized_layers entries
+  bool (*excluded)(std::string const& m);  // whether the config's exclude patterns cover `m`
+};
+
+bool mtp(std::string const& m) { return m.starts_with("mtp"); }
+
+/// DeepSeek-V4-Flash-NVFP4's `*.attn.*`, `*.ffn.shared_experts.*`, `head`, `mtp.*`.
+bool dsv4_excluded(std::string const& m) {
+  return m.starts_with("mtp.") || m.find(".attn.") != std::string::npos ||
+         m.find(".shared_experts.") != std::string::npos || m == "head";
+}
+
+/// Checks every module of `rc` under vLLM's and sglang's ModelOpt mixed loaders against the
+/// config's entry for it (the module's own key, or its fused MoE layer's); returns how many
+/// distinct engine layers were decided.
+std::size_t check_real_modelopt(real_case const& rc) {
+  qtl::quant_config cfg = qtl::io::load_quant_config(data_dir() / "real" / rc.file);
+  cfg.packed_modules_mapping = qwen3_5_packed;
+  REQUIRE(qtl::is_mixed(cfg));
+  REQUIRE(cfg.quantized_layers.size() == rc.keys);
+  qtl::compiled_config const cc(cfg);
+  std::map<std::string, std::string> algo_of;  // key -> algorithm as written
+  for (qtl::modelopt_layer const& e : cfg.quantized_layers) {
+    algo_of.emplace(e.module, e.quant_algo);
+  }
+  std::map<std::pair<std::string, qtl::consumer>, qtl::decision> decided_layers;
+  std::set<std::string> keys_used;
+  for (std::string const& m : rc.modules) {
+    std::string key = m;
+    if (!algo_of.count(key)) {
+      key = qtl::moe_layer_of(m).value_or(m);
+    }
+    auto const it = algo_of.find(key);
+    std::string const algo = it == algo_of.end() ? "" : it->second;
+    if (!algo.empty()) {
+      keys_used.insert(key);
+    }
+    std::string const layer = engine_layer(cc, m);
+    bool const excluded = rc.excluded(m);
+    for (qtl::consumer const c : {qtl::consumer::vllm_modelopt, qtl::consumer::sglang_modelopt}) {
+      auto [pos, fresh] = decided_layers.try_emplace({layer, c});
+      if (fresh) {
+        pos->second = decided(cc, c, layer);
+      }
+      qtl::decision const& d = pos->second;
+      bool const vllm = c == qtl::consumer::vllm_modelopt;
+      INFO(rc.file << ": " << m << " as " << layer << " (" << qtl::consumer_name(c) << "), entry " << algo);
+      CHECK_FALSE(d.error);
+      if (excluded) {
+        CHECK(d.skipped);
+        REQUIRE(d.rule);
+        CHECK(std::find(cfg.skip_list.begin(), cfg.skip_list.end(), *d.rule) != cfg.skip_list.end());
+      } else if (algo.empty()) {
+        CHECK(d.skipped);  // not in quantized_layers: built unquantized
+        CHECK_FALSE(d.rule);
+        CHECK_FALSE(d.scheme);
+      } else if (!vllm && m == "lm_head") {
+        CHECK(d.skipped);  // sglang's ParallelLMHead is no LinearBase
+      } else if (algo == "FP8" || algo == "NVFP4" || (vllm && algo == "W4A16_NVFP4")) {
+        CHECK_FALSE(d.skipped);
+        CHECK(d.scheme == algo);
+        CHECK(d.bits == (algo == "FP8" ? 8 : 4));
+        CHECK(d.quant_type == (algo == "FP8" ? qtl::float8_e4m3fn : qtl::float4_e2m1f));
+        CHECK(d.group_size == (algo == "FP8" ? std::optional<std::int64_t>() : std::optional<std::int64_t>(16)));
+      } else {
+        CHECK(d.skipped);
+        CHECK(d.scheme == algo + " (no method for it in this loader: built unquantized)");
+      }
+    }
+  }
+  CHECK(keys_used.size() == rc.keys);  // the generated model has a module for every entry
+  return decided_layers.size() / 2;
+}
+
+}  // namespace
+
+TEST_CASE("real ModelOpt MIXED_PRECISION configs: every module decided as vLLM and sglang decide it",
+          "[mixed][modelopt][real]") {
+  // nvidia/Qwen3.6-35B-A3B-NVFP4: 40 layers, 256 experts; FP8 attention and DeltaNet
+  // projections, W4A16_NVFP4 experts (one `mlp.experts` key per layer), shared experts, lm_head.
+  // The layers vLLM builds: 30 DeltaNet layers (in_proj_qkvz, in_proj_ba, out_proj), 10 attention
+  // layers (qkv_proj, o_proj), in each the router, shared-expert gate, gate_up_proj, down_proj
+  // and fused experts; lm_head; 27 vision blocks of 4 and the merger's 2; the MTP layer's 8.
+  CHECK(check_real_modelopt({"nvidia_Qwen3.6-35B-A3B-NVFP4_hf_quant_config.json", qwen3_5_modules(40, 256), 291,
+                             mtp}) == 30 * 3 + 10 * 2 + 40 * 5 + 1 + 27 * 4 + 2 + 8);
+  // nvidia/Qwen3.6-27B-NVFP4: 64 dense layers, W4A16_NVFP4 MLPs (gate_up_proj from its shards).
+  // Layers: 48 DeltaNet of 3, 16 attention of 2, 64 MLPs of 2, lm_head, vision 110, MTP 5.
+  CHECK(check_real_modelopt({"nvidia_Qwen3.6-27B-NVFP4_hf_quant_config.json", qwen3_5_modules(64, 0), 401, mtp}) ==
+        48 * 3 + 16 * 2 + 64 * 2 + 1 + 27 * 4 + 2 + 5);
+  // nvidia/DeepSeek-V4-Flash-NVFP4: 43 layers; only the routed experts are in the map (NVFP4),
+  // attention, shared experts, head and MTP are excluded by pattern.
+  // Layers: 44 blocks (43 and MTP) of 5 attention, router, 3 shared-expert and the fused experts;
+  // head.
+  CHECK(check_real_modelopt({"nvidia_DeepSeek-V4-Flash-NVFP4_hf_quant_config.json", deepseek_v4_modules(43, 256), 43,
+                             dsv4_excluded}) == 44 * 10 + 1);
+}
+
+TEST_CASE("real ModelOpt configs in the engines' own layer names", "[mixed][modelopt][real]") {
+  using qtl::consumer;
+  qtl::quant_config cfg =
+      qtl::io::load_quant_config(data_dir() / "real" / "nvidia_Qwen3.6-35B-A3B-NVFP4_hf_quant_config.json");
+  cfg.packed_modules_mapping = qwen3_5_packed;
+  qtl::compiled_config const cc(cfg);
+  // vLLM's Qwen3.5 names its layers language_model.model.layers.N (and maps the keys the same
+  // way, hf_to_vllm_mapper): the same decisions as under the checkpoint's names.
+  for (auto const& [ckpt, engine] : std::vector<std::pair<std::string, std::string>>{
+           {"model.language_model.layers.3.self_attn.qkv_proj", "language_model.model.layers.3.self_attn.qkv_proj"},
+           {"model.language_model.layers.0.linear_attn.in_proj_qkvz",
+            "language_model.model.layers.0.linear_attn.in_proj_qkvz"},
+           {"model.language_model.layers.0.mlp.experts", "language_model.model.layers.0.mlp.experts"},
+           {"lm_head", "language_model.lm_head"}}) {
+    INFO(engine);
+    qtl::decision const a = decided(cc, consumer::vllm_modelopt, ckpt);
+    qtl::decision const b = decided(cc, consumer::vllm_modelopt, engine);
+    CHECK(a.same_outcome(b));
+    CHECK_FALSE(b.skipped);
+  }
+  // sglang's Qwen3.5 renames model.language_model. to model. at load and has no
+  // hf_to_sglang_mapper for the keys: no key names one of its layers, every layer is built
+  // unquantized (the FP8 attention and DeltaNet projections included).
+  for (char const* m : {"model.layers.3.self_attn.qkv_proj", "model.layers.3.qkv_proj", "model.layers.3.o_proj",
+                        "model.layers.0.linear_attn.in_proj_qkvz", "model.layers.0.linear_attn.out_proj",
+                        "model.layers.0.mlp.experts", "model.layers.0.mlp.shared_expert.gate_up_proj"}) {
+    INFO(m);
+    qtl::decision const d = decided(cc, consumer::sglang_modelopt, m);
+    CHECK(d.skipped);
+    CHECK_FALSE(d.rule);
+    CHECK_FALSE(d.scheme);
+  }
 }

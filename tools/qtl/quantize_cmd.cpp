@@ -89,8 +89,9 @@ command define_quantize(CLI::App& app) {
       ->check(CLI::IsMember(std::vector<std::string>(quantize_formats.begin(), quantize_formats.end())));
   cmd->add_option("--recipe", a->recipe,
                   "a JSON file of ordered groups {targets, format, options} and an ignore list: one "
-                  "compressed-tensors checkpoint, each group in its own format (mixed-precision); instead of "
-                  "--format and its options (docs/tool.md)");
+                  "compressed-tensors checkpoint, each group in its own format (mixed-precision), or with "
+                  "\"form\": \"modelopt\" a ModelOpt MIXED_PRECISION one (nvfp4 groups only: W4A16_NVFP4); "
+                  "instead of --format and its options (docs/tool.md)");
   a->bits_opt = cmd->add_option("--bits", a->bits, "GPTQ bits: 4 (default) or 8")->check(CLI::IsMember({4, 8}));
   a->group_opt = cmd->add_option("--group-size", a->group_size_text, "GPTQ/w4a16/w8a16 group size (default 128; -1: one group per column)");
   cmd->add_flag("--sym", a->o.sym, "symmetric integer weights, z = 2^(bits-1) (the default; --format gptq, w4a16, w8a16 only: fp8, nvfp4, mxfp4 and mxfp8 are always symmetric)");

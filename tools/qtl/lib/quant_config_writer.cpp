@@ -97,6 +97,24 @@ ojson mixed_quantization_config(std::vector<written_group> const& groups, std::v
   return q;
 }
 
+ojson modelopt_mixed_config(std::vector<std::string> const& w4a16_nvfp4, bool hf_quant_config) {
+  ojson layers = ojson::object();
+  for (auto const& m : w4a16_nvfp4) {
+    layers[m] = {{"quant_algo", "W4A16_NVFP4"}, {"group_size", 16}};
+  }
+  ojson const producer = {{"name", "qtl"}, {"version", QTL_VERSION}};
+  if (hf_quant_config) {
+    return {{"producer", producer},
+            {"quantization",
+             {{"quant_algo", "MIXED_PRECISION"},
+              {"kv_cache_quant_algo", nullptr},
+              {"exclude_modules", ojson::array()},
+              {"quantized_layers", layers}}}};
+  }
+  return {{"quant_method", "modelopt"}, {"quant_algo", "MIXED_PRECISION"}, {"producer", producer},
+          {"kv_cache_scheme", nullptr}, {"ignore", ojson::array()},        {"quantized_layers", layers}};
+}
+
 ojson written_quantization_config(ojson const& base, quant_config const& cfg, written_format const& f) {
   ojson q = base.is_object() ? base : ojson::object();
   using kind = written_format::kind;

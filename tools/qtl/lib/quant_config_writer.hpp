@@ -19,6 +19,10 @@
 //                        and QuantizationArgs accept (both extra="forbid")
 //   --recipe             compressed-tensors, one config group per recipe group with its own format,
 //                        top-level format "mixed-precision" when the groups' formats differ
+//   --recipe, form modelopt  ModelOpt MIXED_PRECISION: quant_method modelopt, quant_algo
+//                        MIXED_PRECISION, quantized_layers {module: {quant_algo W4A16_NVFP4,
+//                        group_size 16}} for every module written, nothing else (a module not in
+//                        the map loads unquantized); also as hf_quant_config.json
 
 #include <cstdint>
 #include <string>
@@ -59,6 +63,13 @@ struct written_group {
 /// `ignore` as given (the recipe's entries and every module the run kept that a group matches).
 nlohmann::ordered_json mixed_quantization_config(std::vector<written_group> const& groups,
                                                  std::vector<std::string> const& ignore);
+
+/// The ModelOpt MIXED_PRECISION config of a `--recipe` run in the modelopt form, as config.json's
+/// `quantization_config` (`hf_quant_config` false) or as hf_quant_config.json (true): every module
+/// of `w4a16_nvfp4` in `quantized_layers` as W4A16_NVFP4, group 16. The exclude list stays empty:
+/// vLLM excludes a layer whose name merely contains an entry (`mlp.gate` in `mlp.gate_up_proj`),
+/// and a module the map does not name loads unquantized anyway.
+nlohmann::ordered_json modelopt_mixed_config(std::vector<std::string> const& w4a16_nvfp4, bool hf_quant_config);
 
 /// `base` (the --config's quantization object, or {}) with the written format's keys set.
 nlohmann::ordered_json written_quantization_config(nlohmann::ordered_json const& base, quant_config const& cfg,

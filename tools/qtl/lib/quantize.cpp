@@ -256,6 +256,7 @@ struct settings {
   std::int64_t int_bits = 4;
   std::int64_t int_group_size = 128;
   bool int_sym = true;
+  bool modelopt = false;  // NVFP4 written in ModelOpt's names (a --recipe in the modelopt form)
 };
 
 /// The format of --format, after refusing flags that do not fit it or each other.
@@ -580,7 +581,9 @@ void plan_ct_pack(job& j, shard_plan& s, settings const& st) {
 }
 
 /// The job of a layer written NVFP4 or MXFP4: weight_packed, weight_scale and, NVFP4,
-/// weight_global_scale (shared by the layer's fused group). @throws data_error for K
+/// weight_global_scale (shared by the layer's fused group); NVFP4 in ModelOpt's names: weight,
+/// weight_scale and weight_scale_2 F32 [] (the same codes and block scales; the per-tensor scale a
+/// multiplier, 1 / weight_global_scale). @throws data_error for K
 void plan_fp4(job& j, shard_plan& s, settings const& st, compiled_config const& cc, std::string const& format) {
   tensor_info const& t = *j.in;
   std::int64_t const n = t.shape[0];
@@ -593,9 +596,12 @@ void plan_fp4(job& j, shard_plan& s, settings const& st, compiled_config const& 
                      format + " scales blocks of " + std::to_string(bs) + " elements of a row)");
   }
   j.scale_group = nv ? scale_group_name(cc, j.module) : std::string();
-  add_out(j, s, {j.module + ".weight_packed", dtype::U8, {n, k / 2}});
+  j.modelopt = nv && st.modelopt;
+  add_out(j, s, {j.module + (j.modelopt ? ".weight" : ".weight_packed"), dtype::U8, {n, k / 2}});
   add_out(j, s, {j.module + ".weight_scale", nv ? dtype::F8_E4M3 : dtype::U8, {n, k / bs}});
-  if (nv) {
+  if (j.modelopt) {
+    add_out(j, s, {j.module + ".weight_scale_2", dtype::F32, {}});
+  } else if (nv) {
     add_out(j, s, {j.module + ".weight_global_scale", dtype::F32, {1}});
   }
 }
@@ -758,7 +764,7 @@ void check_recipe_fused_layers(recipe_run const& rr, run_plan const& p, compiled
                      " " + said(it->second.second) + " and " + qtl::io::printable(module) + " " + said(g) +
                      "; give every module of the layer the same group");
   }
-  if (!p.recipe_conflict.empty()) {
+  if (!p.recipe_conflict.empty() && !rr.r.modelopt) {  // ModelOpt's loaders look modules up by name
     throw data_error(p.recipe_conflict);
   }
 }
@@ -995,6 +1001,7 @@ recipe_run recipe_run_of(quantize_options const& a, note_fn const& note) {
     } catch (usage_error const& e) {
       throw config_error("--recipe " + a.recipe.string() + ": " + g.name + ": " + e.what());
     }
+    rr.groups.back().modelopt = rr.r.modelopt;
   }
   return rr;
 }
@@ -1053,8 +1060,8 @@ void describe_run(quantize_report& report, std::vector<settings> const& groups, 
                    : st.fmt == out_format::mxfp8  ? std::string("compressed-tensors mxfp8-quantized")
                                                   : std::string("compressed-tensors mxfp4-pack-quantized");
   if (groups.size() > 1 || formats.front() != report.format) {
-    report.variant = "compressed-tensors, " + std::to_string(groups.size()) + " recipe group" +
-                     (groups.size() == 1 ? "" : "s");
+    report.variant = (st.modelopt ? "ModelOpt MIXED_PRECISION, " : "compressed-tensors, ") +
+                     std::to_string(groups.size()) + " recipe group" + (groups.size() == 1 ? "" : "s");
   }
   for (auto const& j : p.jobs) {
     settings const& gs = groups[j.group];
@@ -1131,10 +1138,21 @@ quantize_report quantize_checkpoint(fs::path const& src, fs::path const& dst, qu
   write_gptq_zero_points(p.jobs, task.shards, !any_zero);
 
   // --- config files, commit ---------------------------------------------------------------------
-  ojson const q = rr ? recipe_quantization_config(*rr, st, p)
-                     : written_quantization_config(st.qobj, st.cfg, written_format_of(st, p, checkpoint_format));
+  std::vector<std::string> modelopt_layers;  // the modelopt form: every module written, in job order
+  for (auto const& j : p.jobs) {
+    if (j.modelopt && (modelopt_layers.empty() || modelopt_layers.back() != j.module)) {
+      modelopt_layers.push_back(j.module);
+    }
+  }
+  bool const modelopt = rr && rr->r.modelopt;
+  ojson const q = modelopt ? modelopt_mixed_config(modelopt_layers, false)
+                  : rr     ? recipe_quantization_config(*rr, st, p)
+                           : written_quantization_config(st.qobj, st.cfg, written_format_of(st, p, checkpoint_format));
   task.model_config["quantization_config"] = q;
   task.write_json("config.json", task.model_config);
+  if (modelopt) {
+    task.write_json("hf_quant_config.json", modelopt_mixed_config(modelopt_layers, true));
+  }
   if (st.gptq) {
     task.write_json("quantize_config.json", q);  // GPTQ's own copy
   }

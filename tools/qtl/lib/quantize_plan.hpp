@@ -70,6 +70,7 @@ struct job {
   bool ct_rules = false;  ///< fp8 ct-block: compressed-tensors' zero-scale rule (tensor_writers.hpp)
   fp8_scheme scheme = fp8_scheme::channel;  ///< fp8: how its weights are scaled
   std::size_t group = 0;  ///< the recipe group it was planned by (0 for a --format run)
+  bool modelopt = false;  ///< NVFP4 in ModelOpt's names (--recipe's modelopt form): weight_scale_2
   // NVFP4 and FP8 per-tensor: the fused layer whose one per-tensor scale the job's layer shares
   // (`scale_group_name`; empty: its own), and the amax that scale is computed from when other
   // shards of that layer are in the run: the max over them all (set by `share_group_amax`)

@@ -150,9 +150,15 @@ recipe read_recipe(std::filesystem::path const& path) {
                        std::string(doc.type_name()));
   }
   for (auto const& [key, v] : doc.items()) {
-    if (key != "groups" && key != "ignore") {
-      throw config_error(where + ": unknown key " + ojson(key).dump() + " (a recipe takes groups and ignore)");
+    if (key != "groups" && key != "ignore" && key != "form") {
+      throw config_error(where + ": unknown key " + ojson(key).dump() + " (a recipe takes groups, ignore and form)");
     }
+  }
+  if (auto const form = doc.find("form"); form != doc.end()) {
+    if (*form != "compressed-tensors" && *form != "modelopt") {
+      throw config_error(where + ": form must be \"compressed-tensors\" or \"modelopt\", not " + form->dump());
+    }
+    r.modelopt = *form == "modelopt";
   }
   auto const groups = doc.find("groups");
   if (groups == doc.end() || !groups->is_array() || groups->empty()) {
@@ -182,6 +188,11 @@ recipe read_recipe(std::filesystem::path const& path) {
     }
     if (!names.insert(rg.name).second) {
       throw config_error(at + ": a second group named " + ojson(rg.name).dump());
+    }
+    if (r.modelopt && rg.options.format != "nvfp4") {
+      throw config_error(at + ".format " + ojson(rg.options.format).dump() +
+                         ": the modelopt form writes nvfp4 only (W4A16_NVFP4); ModelOpt's FP8 and NVFP4 W4A4 "
+                         "need a static activation scale (input_scale) from calibration, which qtl does not do");
     }
     r.groups.push_back(std::move(rg));
   }

@@ -2,12 +2,21 @@
 // A `qtl quantize --recipe` file (internal to the commands library): ordered groups of targets,
 // each with one format of `quantize_formats` and its options, and an ignore list; written as a
 // compressed-tensors checkpoint (one config group per recipe group, top-level format
-// "mixed-precision" when the groups' formats differ).
+// "mixed-precision" when the groups' formats differ), or with "form": "modelopt" as a ModelOpt
+// MIXED_PRECISION one.
 //
 //   {"groups": [{"targets": ["re:.*self_attn\\..*_proj$"], "format": "fp8", "fp8_scheme": "ct-block"},
 //               {"targets": ["re:.*mlp\\.experts\\..*"], "format": "nvfp4", "name": "experts"},
 //               {"targets": ["Linear"], "format": "w4a16", "group_size": 128, "symmetric": false}],
 //    "ignore": ["lm_head", "re:.*mlp\\.gate$"]}
+//
+// "form": "compressed-tensors" (the default) or "modelopt". The ModelOpt form names each quantized
+// module in `quantized_layers` (config.json's quantization_config with quant_method modelopt, and
+// hf_quant_config.json) with its algorithm, as vLLM's ModelOptMixedPrecisionConfig reads it; the
+// one algorithm it takes is W4A16_NVFP4 (format nvfp4: NVFP4 weights, group 16, activations
+// unquantized). ModelOpt's FP8 and NVFP4 (W4A4) carry a static activation scale (`input_scale`)
+// that only calibration gives, which qtl quantize does not do, and vLLM's mixed loader has no
+// method for ModelOpt's weight-only FP8 forms: a group of another format is refused.
 //
 // Keys of a group: targets (required: module names, `re:` regexes that Python's re.match
 // applies, or the class name Linear: every linear layer), format (required), name (the config
@@ -57,6 +66,7 @@ struct recipe_group {
 /// A recipe read from its file.
 struct recipe {
   std::filesystem::path path;
+  bool modelopt = false;  ///< "form": "modelopt" (ModelOpt MIXED_PRECISION), else compressed-tensors
   std::vector<recipe_group> groups;
   std::vector<recipe_target> ignore;
   /// The group index each distinct target belongs to (the later group's when two name it), in

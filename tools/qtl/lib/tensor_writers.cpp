@@ -263,11 +263,13 @@ void fp4_weight(job& j, shard_plan const& s) {
       throw;
     }
   }
-  // outs: weight_packed, weight_scale, [weight_global_scale]
+  // outs: weight_packed, weight_scale, [weight_global_scale]; ModelOpt: weight, weight_scale,
+  // weight_scale_2 = 1 / weight_global_scale (ModelOpt's per-tensor scale multiplies)
   s.file->pwrite_all(values.data(), values.size(), s.tensors[j.outs[0]].offset);
   s.file->pwrite_all(scales.data(), scales.size(), s.tensors[j.outs[1]].offset);
   if constexpr (F::has_global_scale) {
-    s.file->pwrite_all(&gs, sizeof gs, s.tensors[j.outs[2]].offset);
+    float const per_tensor = j.modelopt ? 1.0f / gs : gs;
+    s.file->pwrite_all(&per_tensor, sizeof per_tensor, s.tensors[j.outs[2]].offset);
   }
 }
 

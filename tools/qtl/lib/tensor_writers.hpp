@@ -39,7 +39,9 @@ void write_gptq_zero_points(std::vector<job>& jobs, std::vector<shard_plan>& sha
 void write_ct_pack(job& j, shard_plan const& s);
 
 /// compressed-tensors NVFP4A16 / MXFP4 (by the job's kind): weight_packed, weight_scale and, for
-/// NVFP4, weight_global_scale (from the job's `group_amax` when set, else its own amax).
+/// NVFP4, weight_global_scale (from the job's `group_amax` when set, else its own amax); NVFP4 in
+/// ModelOpt's names (`job::modelopt`) the same bytes as weight and weight_scale, and
+/// weight_scale_2 = 1 / weight_global_scale.
 /// @throws data_error for a NaN/Inf weight unless allowed
 void write_fp4(job& j, shard_plan const& s);
 
