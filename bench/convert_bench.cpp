@@ -6,23 +6,24 @@
 // scale packing of a 64-expert stack.
 //
 // Arguments: threads, then 1 to cap the x86 executors at `portable` (qtl/x86/isa.hpp's hook: the
-// portable loops, the "before" of the executors in the same run), 0 for the widest this CPU has.
+// portable loops, the "before" of the executors in the same run), 2 at `avx2`, 0 for the widest
+// this CPU has.
 //
 // bytes_per_second counts every input byte read once and every output byte written once. Each
 // operation has its own memcpy baseline, bm_memcpy/<bytes>, of (input + output) / 2 bytes, which
 // counts twice that: the same bytes moved. The ratio of the two rates is the figure that counts.
 
-#include <qtl/convert.hpp>
-#include <qtl/x86/isa.hpp>
-
 #include <benchmark/benchmark.h>
-
-#include "support/memcpy_baseline.hpp"
 
 #include <cmath>
 #include <cstdint>
 #include <random>
 #include <vector>
+
+#include <qtl/convert.hpp>
+#include <qtl/x86/isa.hpp>
+
+#include "support/memcpy_baseline.hpp"
 
 namespace {
 
@@ -55,9 +56,11 @@ fp8_weight const& weight() {
 
 cv::block_grid const grid{1, N, K, {128, 128}};
 
-/// The executor cap of range(1): `portable` when it is 1, none when 0.
+/// The executor cap of range(1): `portable` when it is 1, `avx2` when 2, none when 0.
 qtl::x86::level cap_of(benchmark::State const& state) {
-  return state.range(1) != 0 ? qtl::x86::level::portable : qtl::x86::level::avx512;
+  return state.range(1) == 1   ? qtl::x86::level::portable
+         : state.range(1) == 2 ? qtl::x86::level::avx2
+                               : qtl::x86::level::avx512;
 }
 
 void set_bytes(benchmark::State& state, std::size_t in, std::size_t out) {
@@ -160,9 +163,9 @@ constexpr std::int64_t scale_bytes = (N / 128) * (K / 128) * 4;
 
 }  // namespace
 
-#define QTL_CONVERT_BENCH(fn, bytes)                                                      \
-  BENCHMARK(fn)->Args({1, 1})->Args({1, 0})->Args({2, 0})->Unit(benchmark::kMillisecond); \
-  BENCHMARK(bm_memcpy)->Arg(bytes)->Unit(benchmark::kMillisecond);                         \
+#define QTL_CONVERT_BENCH(fn, bytes)                                                                    \
+  BENCHMARK(fn)->Args({1, 1})->Args({1, 2})->Args({1, 0})->Args({2, 0})->Unit(benchmark::kMillisecond); \
+  BENCHMARK(bm_memcpy)->Arg(bytes)->Unit(benchmark::kMillisecond);                                      \
   BENCHMARK(bm_memcpy_mt)->Args({bytes, 2})->Unit(benchmark::kMillisecond)
 
 QTL_CONVERT_BENCH(bm_dequant<qtl::bfloat16_t>, (codes + scale_bytes + 2 * codes) / 2);
