@@ -202,16 +202,6 @@ inline void convert_packed_uint4b8_to_signed_int4(std::span<std::int32_t const> 
   }
 }
 
-/// The per-token options of the quantizer `convert_bf16_scales_to_fp8` is handed (vLLM's
-/// `QuantFP8(static=False, group_shape=PER_TOKEN)`): scale `max(amax / 448, 1 / (448 * 512))`,
-/// then `x / s` (`fp8_scale_op::divide`, its CUDA path) or `x * (1/s)` (`multiply_reciprocal`, its
-/// native path), clamp to ±448, RNE.
-inline fp8_token_options w4a8_scale_quantizer(fp8_scale_op op) {
-  fp8_token_options o = vllm_per_token_options<float8_e4m3fn_t>();
-  o.op = op;
-  return o;
-}
-
 /// vLLM's `convert_bf16_scales_to_fp8(quant_fp8, scales)` on the [rows, k_groups] scales (the
 /// leading dimensions of vLLM's tensor flattened): each row quantized per token by the rule `op`
 /// (see `w4a8_scale_quantizer`), then `fp8_scales = e4m3(q / 8)` and `chan_scales[row] = 8 s`.

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include <qtl/element/fp8.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
@@ -139,6 +140,16 @@ QTL_HOST_DEVICE constexpr void pack_scale_fp8_element(std::uint8_t s, std::uint8
 /// division and torch's RNE (no overflow: the value only shrinks).
 QTL_HOST_DEVICE constexpr std::uint8_t w4a8_group_scale_code(std::uint8_t q) {
   return float_to_e4m3fn(e4m3fn_to_float(q) / 8.0f);
+}
+
+/// The per-token options of the quantizer `convert_bf16_scales_to_fp8` is handed (vLLM's
+/// `QuantFP8(static=False, group_shape=PER_TOKEN)`): scale `max(amax / 448, 1 / (448 * 512))`,
+/// then `x / s` (`fp8_scale_op::divide`, its CUDA path) or `x * (1/s)` (`multiply_reciprocal`, its
+/// native path), clamp to ±448, RNE.
+QTL_HOST_DEVICE constexpr fp8_token_options w4a8_scale_quantizer(fp8_scale_op op) {
+  fp8_token_options o = vllm_per_token_options<float8_e4m3fn_t>();
+  o.op = op;
+  return o;
 }
 
 /// sglang's `interleave_scales(scales, scale_pack)`: scales [E, N, G] -> [E, G / p, N * p];
