@@ -257,37 +257,42 @@ inline void check_interleave(char const* fn, index_t experts, index_t n, index_t
 }
 }  // namespace detail
 
+namespace detail {
+// Both directions over the interleaved side [E, G/p, N*p]: forward writes it, inverse reads it.
+template <bool Inverse, class T>
+void interleave_loop(char const* fn, view3d<T const> in, index_t scale_pack, view3d<T> out) {
+  view3d<T const> const plain = Inverse ? view3d<T const>(out) : in;
+  view3d<T const> const inter = Inverse ? in : view3d<T const>(out);
+  check_interleave(fn, plain.extent[0], plain.extent[1], plain.extent[2], scale_pack, inter.extent[0], inter.extent[1],
+                   inter.extent[2]);
+  for (index_t e = 0; e < inter.extent[0]; ++e) {
+    for (index_t g2 = 0; g2 < inter.extent[1]; ++g2) {
+      for (index_t c = 0; c < inter.extent[2]; ++c) {
+        interleave_source const s = interleave_scales_source(g2, c, scale_pack);
+        if constexpr (Inverse) {
+          out(e, s.n, s.g) = in(e, g2, c);
+        } else {
+          out(e, g2, c) = in(e, s.n, s.g);
+        }
+      }
+    }
+  }
+}
+}  // namespace detail
+
 /// sglang's `interleave_scales(scales, scale_pack)`: [E, N, G] -> `out` [E, G / p, N * p],
 /// `out(e, g2, n p + q) = scales(e, n, g2 p + q)`. @throws shape_error (G not a multiple of p,
 /// as sglang raises), value_error
 template <class T>
 void interleave_scales(view3d<T const> scales, index_t scale_pack, view3d<T> out) {
-  detail::check_interleave("qtl::interleave_scales", scales.extent[0], scales.extent[1], scales.extent[2], scale_pack,
-                           out.extent[0], out.extent[1], out.extent[2]);
-  for (index_t e = 0; e < out.extent[0]; ++e) {
-    for (index_t g2 = 0; g2 < out.extent[1]; ++g2) {
-      for (index_t c = 0; c < out.extent[2]; ++c) {
-        interleave_source const s = interleave_scales_source(g2, c, scale_pack);
-        out(e, g2, c) = scales(e, s.n, s.g);
-      }
-    }
-  }
+  detail::interleave_loop<false>("qtl::interleave_scales", scales, scale_pack, out);
 }
 
 /// The inverse of `interleave_scales`: [E, G / p, N * p] -> `scales` [E, N, G].
 /// @throws shape_error, value_error
 template <class T>
 void deinterleave_scales(view3d<T const> in, index_t scale_pack, view3d<T> scales) {
-  detail::check_interleave("qtl::deinterleave_scales", scales.extent[0], scales.extent[1], scales.extent[2], scale_pack,
-                           in.extent[0], in.extent[1], in.extent[2]);
-  for (index_t e = 0; e < in.extent[0]; ++e) {
-    for (index_t g2 = 0; g2 < in.extent[1]; ++g2) {
-      for (index_t c = 0; c < in.extent[2]; ++c) {
-        interleave_source const s = interleave_scales_source(g2, c, scale_pack);
-        scales(e, s.n, s.g) = in(e, g2, c);
-      }
-    }
-  }
+  detail::interleave_loop<true>("qtl::deinterleave_scales", in, scale_pack, scales);
 }
 
 }  // namespace qtl

@@ -45,12 +45,15 @@ QTL_KERNEL void reorder_int4b_kernel(std::uint8_t const* in, std::uint8_t* out, 
   }
 }
 
+// (templates, as every kernel in a header: one definition across translation units)
+template <int = 0>
 QTL_KERNEL void pack_scale_fp8_kernel(std::uint8_t const* scales, std::uint8_t* packed, index_t count) {
   for (index_t i = grid_thread(); i < count; i += grid_step()) {
     pack_scale_fp8_element(scales[i], packed + 8 * i);
   }
 }
 
+template <int = 0>
 QTL_KERNEL void uint4b8_to_int4_kernel(std::uint32_t const* in, std::uint32_t* out, index_t count) {
   for (index_t i = grid_thread(); i < count; i += grid_step()) {
     out[i] = uint4b8_to_int4_word(in[i]);
@@ -128,6 +131,20 @@ cudaError_t launch_interleave(view3d<T const> in, view3d<T> out, index_t scale_p
                 scale_pack);
 }
 
+// A grid-stride kernel over `count` items of `in` and `out`.
+template <class In, class Out>
+cudaError_t launch_per_item(void (*kernel)(In const*, Out*, index_t), In const* in, Out* out, index_t count,
+                            cudaStream_t stream) {
+  if (count < 0 || (count > 0 && (in == nullptr || out == nullptr))) {
+    return cudaErrorInvalidValue;
+  }
+  if (count == 0) {
+    return cudaSuccess;
+  }
+  auto const blocks = grid_stride_blocks(count, launch_policy::threads, launch_policy::grid_stride_cap);
+  return launch(kernel, dim3(blocks), launch_policy::threads, 0, stream, in, out, count);
+}
+
 }  // namespace detail
 
 /// GPU `qtl::encode_and_reorder_int4b`: `in` [n, k] int4 (n k / 2 bytes) -> `out`, on `stream`.
@@ -151,30 +168,16 @@ inline cudaError_t decode_and_unreorder_int4b(std::uint8_t const* in, index_t ex
 /// GPU `qtl::pack_scale_fp8`: `count` e4m3 scales -> 8 `count` codes.
 inline cudaError_t pack_scale_fp8(float8_e4m3fn_t const* scales, index_t count, float8_e4m3fn_t* packed,
                                   cudaStream_t stream = nullptr) {
-  if (count < 0 || (count > 0 && (scales == nullptr || packed == nullptr))) {
-    return cudaErrorInvalidValue;
-  }
-  if (count == 0) {
-    return cudaSuccess;
-  }
-  auto const blocks = detail::grid_stride_blocks(count, launch_policy::threads, launch_policy::grid_stride_cap);
-  return launch(detail::pack_scale_fp8_kernel, dim3(blocks), launch_policy::threads, 0, stream,
-                reinterpret_cast<std::uint8_t const*>(scales), reinterpret_cast<std::uint8_t*>(packed), count);
+  return detail::launch_per_item(detail::pack_scale_fp8_kernel<>, reinterpret_cast<std::uint8_t const*>(scales),
+                                 reinterpret_cast<std::uint8_t*>(packed), count, stream);
 }
 
 /// GPU `qtl::convert_packed_uint4b8_to_signed_int4`: `count` int32 words; `in == out` is the
 /// in-place form.
 inline cudaError_t convert_packed_uint4b8_to_signed_int4(std::int32_t const* in, index_t count, std::int32_t* out,
                                                          cudaStream_t stream = nullptr) {
-  if (count < 0 || (count > 0 && (in == nullptr || out == nullptr))) {
-    return cudaErrorInvalidValue;
-  }
-  if (count == 0) {
-    return cudaSuccess;
-  }
-  auto const blocks = detail::grid_stride_blocks(count, launch_policy::threads, launch_policy::grid_stride_cap);
-  return launch(detail::uint4b8_to_int4_kernel, dim3(blocks), launch_policy::threads, 0, stream,
-                reinterpret_cast<std::uint32_t const*>(in), reinterpret_cast<std::uint32_t*>(out), count);
+  return detail::launch_per_item(detail::uint4b8_to_int4_kernel<>, reinterpret_cast<std::uint32_t const*>(in),
+                                 reinterpret_cast<std::uint32_t*>(out), count, stream);
 }
 
 /// GPU `qtl::convert_bf16_scales_to_fp8`: [rows, k_groups] scales -> e4m3 group scales and one
