@@ -16,7 +16,8 @@
 /// The int4 matrices are [N, K] per expert, K contiguous, two codes a byte (low nibble first), as
 /// the engines' int32 tensors hold them ([E, N, K/8] words, little-endian). The element code is
 /// `qtl/element/w4a8.hpp`'s; `qtl/cuda/w4a8.cuh` runs it on the device, one launch per call.
-/// Errors (`qtl::shape_error`, `qtl::value_error`) are thrown before anything is written.
+/// Errors (`qtl::shape_error`, `qtl::value_error`) are thrown before anything is written. On x86
+/// the reorder runs an SSE2 executor (`qtl/x86/w4a8.hpp`), tested equal to the portable loop.
 ///
 /// `convert_bf16_scales_to_fp8` takes the quantizer's rule as an argument, because vLLM hands it
 /// `QuantFP8(static=False, group_shape=PER_TOKEN)`, whose CUDA path divides (`x / s`) and whose
@@ -37,6 +38,7 @@
 #include <qtl/fp8.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
+#include <qtl/x86/w4a8.hpp>
 
 namespace qtl {
 namespace detail {
@@ -62,45 +64,70 @@ inline void check_int4b_reorder(char const* fn, index_t experts, index_t n, inde
                     " bytes; experts x N x K / 2 is " + std::to_string(experts * n * (k / 2)));
 }
 
-// The 256 (row, byte) sources of an atom's destination bytes, row-major offsets for a row of
-// `row_bytes` bytes.
-inline std::array<index_t, w4a8_atom_bytes> atom_source_offsets(index_t row_bytes) {
-  std::array<index_t, w4a8_atom_bytes> off{};
-  for (index_t b = 0; b < w4a8_atom_bytes; ++b) {
-    w4a8_atom_source const s = w4a8_atom_source_of(b);
-    off[static_cast<std::size_t>(b)] = s.row * row_bytes + s.col_byte;
+// One atom (16 rows of 16 bytes at `rows`, `row_bytes` apart) <-> its 256 reordered bytes at `atom`,
+// every byte through the encode (its own inverse). Rows r and r + 8 give the 32 bytes of threads
+// 4r..4r+3: thread 4r + j holds the 16-bit units j, and j + 4 of both rows, interleaved
+// (`w4a8_atom_source_of`).
+template <bool Inverse>
+void reorder_atom_portable(std::uint8_t const* rows_in, std::uint8_t* rows_out, index_t row_bytes,
+                           std::uint8_t const* atom_in, std::uint8_t* atom_out) {
+  for (index_t r = 0; r < w4a8_atom_rows / 2; ++r) {
+    std::uint64_t a[2], b[2], o[4];
+    if constexpr (Inverse) {
+      std::memcpy(o, atom_in + 32 * r, 32);
+      std::uint16_t t[16], u[8], v[8];
+      std::memcpy(t, o, 32);
+      for (int j = 0; j < 4; ++j) {
+        u[j] = t[4 * j];
+        v[j] = t[4 * j + 1];
+        u[j + 4] = t[4 * j + 2];
+        v[j + 4] = t[4 * j + 3];
+      }
+      std::memcpy(a, u, 16);
+      std::memcpy(b, v, 16);
+      for (int w = 0; w < 2; ++w) {
+        a[w] = unified_encode_int4b_word(a[w]);
+        b[w] = unified_encode_int4b_word(b[w]);
+      }
+      std::memcpy(rows_out + r * row_bytes, a, 16);
+      std::memcpy(rows_out + (r + 8) * row_bytes, b, 16);
+    } else {
+      std::memcpy(a, rows_in + r * row_bytes, 16);
+      std::memcpy(b, rows_in + (r + 8) * row_bytes, 16);
+      for (int w = 0; w < 2; ++w) {
+        a[w] = unified_encode_int4b_word(a[w]);
+        b[w] = unified_encode_int4b_word(b[w]);
+      }
+      std::uint16_t u[8], v[8], t[16];
+      std::memcpy(u, a, 16);
+      std::memcpy(v, b, 16);
+      for (int j = 0; j < 4; ++j) {
+        t[4 * j] = u[j];
+        t[4 * j + 1] = v[j];
+        t[4 * j + 2] = u[j + 4];
+        t[4 * j + 3] = v[j + 4];
+      }
+      std::memcpy(o, t, 32);
+      std::memcpy(atom_out + 32 * r, o, 32);
+    }
   }
-  return off;
 }
 
-// One expert: row-major [n, k] bytes `src` <-> reordered `dst`, every byte through the encode (its
-// own inverse). Forward gathers (sequential writes), inverse scatters (sequential reads).
+// One expert: row-major [n, k] bytes `src` <-> reordered `dst`, in source order (a block of 16
+// rows stays in L1 while its atoms are written, 256 contiguous bytes each; writing in destination
+// order instead, or with non-temporal stores, measured slower).
 template <bool Inverse>
 void reorder_int4b_expert(std::uint8_t const* src, std::uint8_t* dst, index_t n, index_t k) {
-  static constexpr auto lut = [] {
-    std::array<std::uint8_t, 256> t{};
-    for (int b = 0; b < 256; ++b) {
-      t[static_cast<std::size_t>(b)] = unified_encode_int4b_byte(static_cast<std::uint8_t>(b));
-    }
-    return t;
-  }();
   index_t const row_bytes = k / 2;
-  auto const off = atom_source_offsets(row_bytes);
   index_t const n_atoms = n / w4a8_atom_rows;
-  index_t atom = 0;
-  for (index_t kt = 0; kt < k / w4a8_atom_cols; ++kt) {
-    for (index_t nt = 0; nt < n_atoms; ++nt, ++atom) {
-      index_t const base = nt * w4a8_atom_rows * row_bytes + kt * (w4a8_atom_cols / 2);
+  for (index_t nt = 0; nt < n_atoms; ++nt) {
+    for (index_t kt = 0; kt < k / w4a8_atom_cols; ++kt) {
+      index_t const rows = nt * w4a8_atom_rows * row_bytes + kt * (w4a8_atom_cols / 2);
+      index_t const atom = (nt + n_atoms * kt) * w4a8_atom_bytes;
       if constexpr (Inverse) {
-        std::uint8_t const* s = src + atom * w4a8_atom_bytes;
-        for (std::size_t b = 0; b < off.size(); ++b) {
-          dst[base + off[b]] = lut[s[b]];
-        }
-      } else {
-        std::uint8_t* d = dst + atom * w4a8_atom_bytes;
-        for (std::size_t b = 0; b < off.size(); ++b) {
-          d[b] = lut[src[base + off[b]]];
-        }
+        reorder_atom_portable<true>(nullptr, dst + rows, row_bytes, src + atom, nullptr);
+      } else if (!w4a8_reorder_atom_x86(src + rows, row_bytes, dst + atom)) {
+        reorder_atom_portable<false>(src + rows, nullptr, row_bytes, nullptr, dst + atom);
       }
     }
   }

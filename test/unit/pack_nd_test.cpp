@@ -19,6 +19,7 @@
 #include <qtl/pack_nd.hpp>
 #include <qtl/scalar_type.hpp>
 #include <qtl/w4a8.hpp>
+#include <qtl/x86/isa.hpp>
 
 #include "test_data.hpp"
 
@@ -224,6 +225,35 @@ TEST_CASE("encode_and_reorder_int4b reproduces CUTLASS's layout on the golden ca
       qtl::decode_and_unreorder_int4b(out, e, n, k, back);
       CHECK(back == in);
     }
+  }
+}
+
+TEST_CASE("the word-wide encode equals CUTLASS's nibble table on every byte pair", "[w4a8]") {
+  for (std::uint32_t x = 0; x < 65536; ++x) {
+    std::uint64_t const w = 0x0123456789ABCDEFull ^ (std::uint64_t{x} << 24) ^ x;
+    std::uint64_t want = 0;
+    for (int b = 0; b < 8; ++b) {
+      want |= std::uint64_t{qtl::unified_encode_int4b_byte(static_cast<std::uint8_t>(w >> (8 * b)))} << (8 * b);
+    }
+    REQUIRE(qtl::unified_encode_int4b_word(w) == want);
+  }
+}
+
+TEST_CASE("the x86 executor of the reorder equals the portable loop", "[w4a8]") {
+  std::mt19937 rng(2504);
+  for (auto const [e, n, k] : {std::array<index_t, 3>{1, 16, 32}, {2, 48, 96}, {3, 64, 512}}) {
+    INFO("experts " << e << ", n " << n << ", k " << k);
+    std::vector<std::uint8_t> fast(static_cast<std::size_t>(e * n * k / 2));
+    for (auto& b : fast) {
+      b = static_cast<std::uint8_t>(rng());
+    }
+    auto slow = fast;
+    qtl::encode_and_reorder_int4b_inplace(fast, e, n, k, 32);
+    {
+      qtl::x86::scoped_level_cap const cap(qtl::x86::level::portable);
+      qtl::encode_and_reorder_int4b_inplace(slow, e, n, k, 32);
+    }
+    CHECK(fast == slow);
   }
 }
 

@@ -54,6 +54,17 @@ QTL_HOST_DEVICE constexpr std::uint8_t unified_encode_int4b_byte(std::uint8_t b)
                                    (unified_encode_int4b_nibble(static_cast<std::uint8_t>(b >> 4)) << 4));
 }
 
+/// `unified_encode_int4b_nibble` of the 16 codes of a 64-bit word, without a branch: a nibble whose
+/// bit 3 is clear and whose low bits are not 0 becomes 8 - v (no borrow crosses a nibble).
+QTL_HOST_DEVICE constexpr std::uint64_t unified_encode_int4b_word(std::uint64_t w) {
+  constexpr std::uint64_t low3 = 0x7777777777777777u;
+  constexpr std::uint64_t bit3 = 0x8888888888888888u;
+  std::uint64_t const low = w & low3;
+  std::uint64_t const change = (low + low3) & bit3 & ~w;  // bit 3 of each nibble in 1..7
+  std::uint64_t const m = (change >> 3) * 0xFu;           // those nibbles, whole
+  return (w & ~m) | ((bit3 - low) & m);
+}
+
 /// `convert_packed_uint4b8_to_signed_int4_inplace` of one int32 word: every nibble v becomes
 /// `(v - 8) & 0xF`, which is `v ^ 8` (so the map is its own inverse).
 QTL_HOST_DEVICE constexpr std::uint32_t uint4b8_to_int4_word(std::uint32_t w) { return w ^ 0x88888888u; }
