@@ -10,7 +10,12 @@
 // as the operation's input and counts 2x its size, so the ratio of the two rates is the figure
 // that counts. Rates use CPU time (Google Benchmark's default).
 
+#include <qtl/marlin.hpp>
+#include <qtl/w4a8.hpp>
+
 #include <benchmark/benchmark.h>
+
+#include "support/memcpy_baseline.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -18,11 +23,6 @@
 #include <random>
 #include <span>
 #include <vector>
-
-#include <qtl/marlin.hpp>
-#include <qtl/w4a8.hpp>
-
-#include "support/memcpy_baseline.hpp"
 
 namespace {
 

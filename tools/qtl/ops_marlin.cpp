@@ -96,18 +96,10 @@ op_spec weight_spec(char const* name, char const* help, weight_op kind) {
               view1d<std::int32_t const> const s = gptq ? optional_indices(io, keep) : view1d<std::int32_t const>{};
               with_layout(*l, [&]<int Bits, act_width A>() {
                 switch (kind) {
-                  case weight_op::repack_gptq:
-                    emit(io, "qweight", dtype::I32, qtl::marlin::repack_gptq<Bits, A>(q.view2(), s));
-                    break;
-                  case weight_op::unrepack_gptq:
-                    emit(io, "qweight", dtype::I32, qtl::marlin::unrepack_gptq<Bits, A>(q.view2(), s));
-                    break;
-                  case weight_op::repack_awq:
-                    emit(io, "qweight", dtype::I32, qtl::marlin::repack_awq<Bits, A>(q.view2()));
-                    break;
-                  case weight_op::unrepack_awq:
-                    emit(io, "qweight", dtype::I32, qtl::marlin::unrepack_awq<Bits, A>(q.view2()));
-                    break;
+                  case weight_op::repack_gptq: emit(io, "qweight", dtype::I32, qtl::marlin::repack_gptq<Bits, A>(q.view2(), s)); break;
+                  case weight_op::unrepack_gptq: emit(io, "qweight", dtype::I32, qtl::marlin::unrepack_gptq<Bits, A>(q.view2(), s)); break;
+                  case weight_op::repack_awq: emit(io, "qweight", dtype::I32, qtl::marlin::repack_awq<Bits, A>(q.view2())); break;
+                  case weight_op::unrepack_awq: emit(io, "qweight", dtype::I32, qtl::marlin::unrepack_awq<Bits, A>(q.view2())); break;
                 }
               });
             };
@@ -154,9 +146,7 @@ op_spec zero_points_spec(char const* name, char const* help, zp_op kind) {
                 switch (kind) {
                   case zp_op::codes: emit(io, "zp", dtype::I32, qtl::marlin::zero_points<Bits, A>(in.view2())); break;
                   case zp_op::awq: emit(io, "zp", dtype::I32, qtl::marlin::awq_zero_points<Bits, A>(in.view2())); break;
-                  case zp_op::inverse:
-                    emit(io, "zp", dtype::I32, qtl::marlin::unzero_points<Bits, A>(in.view2()));
-                    break;
+                  case zp_op::inverse: emit(io, "zp", dtype::I32, qtl::marlin::unzero_points<Bits, A>(in.view2())); break;
                 }
               });
             };
@@ -236,9 +226,9 @@ op_spec fp8_prepare_spec() {
               typed_tensor<float> const sv(st);
               for (index_t j = 0; j < sv.size(); ++j) {
                 if (!std::isfinite(sv.data()[j])) {
-                  throw data_error(
-                      io.where("weight_scale") + " element " + std::to_string(j) + " is " + float_text(sv.data()[j]) +
-                      ": a weight scale is finite (the GEMM's scales would be " + float_text(sv.data()[j]) + ")");
+                  throw data_error(io.where("weight_scale") + " element " + std::to_string(j) + " is " +
+                                   float_text(sv.data()[j]) + ": a weight scale is finite (the GEMM's scales would be " +
+                                   float_text(sv.data()[j]) + ")");
                 }
               }
               index_t const K = *k_first ? w.shape[0] : w.shape[1];
@@ -248,17 +238,16 @@ op_spec fp8_prepare_spec() {
                                   : qtl::marlin::repack_gptq<8, act_width::a16>(packed.view());
               // The scales as [G, N] floats.
               if (!block->empty()) {
-                if (K % group != 0)
-                  throw data_error("K = " + std::to_string(K) + " is not a multiple of BK = " + std::to_string(group));
+                if (K % group != 0) throw data_error("K = " + std::to_string(K) + " is not a multiple of BK = " + std::to_string(group));
                 index_t const G = K / group, nb = N / bn + (N % bn != 0 ? 1 : 0);
                 check_scale_shape(io, "weight_scale", st, *k_first ? shape_of(G, nb) : shape_of(nb, G));
               } else if (sv.size() != 1) {
                 check_scale_shape(io, "weight_scale", st, shape_of(N));
               }
-              auto const groups =
-                  qtl::marlin::fp8_scale_groups(std::span<float const>(sv.data(), static_cast<std::size_t>(sv.size())),
-                                                N, K, *k_first, bn, group == -1 ? 0 : group);
-              auto const fold_kind = *fold == "none"   ? qtl::marlin::fp8_scale_fold::none
+              auto const groups = qtl::marlin::fp8_scale_groups(
+                  std::span<float const>(sv.data(), static_cast<std::size_t>(sv.size())), N, K, *k_first, bn,
+                  group == -1 ? 0 : group);
+              auto const fold_kind = *fold == "none" ? qtl::marlin::fp8_scale_fold::none
                                      : *fold == "vllm" ? qtl::marlin::fp8_scale_fold::vllm
                                                        : qtl::marlin::fp8_scale_fold::sglang_fp16;
               auto run = [&]<class T>(std::type_identity<T>, dtype out_type) {
@@ -283,9 +272,7 @@ op_spec nvfp4_prepare_spec() {
           [](CLI::App& cmd) -> op_runner {
             auto dtype_name = std::make_shared<std::string>();
             auto no_rescale = std::make_shared<bool>(false);
-            cmd.add_option("--dtype", *dtype_name, "the activation dtype")
-                ->required()
-                ->check(CLI::IsMember({"f16", "bf16"}));
+            cmd.add_option("--dtype", *dtype_name, "the activation dtype")->required()->check(CLI::IsMember({"f16", "bf16"}));
             cmd.add_flag("--no-rescale", *no_rescale, "older vLLM: no scale factor (1)");
             return [dtype_name, no_rescale](op_io& io) {
               act_dtype const a = *dtype_name == "bf16" ? act_dtype::bf16 : act_dtype::f16;
@@ -294,16 +281,14 @@ op_spec nvfp4_prepare_spec() {
               auto const& st = io.tensor("weight_scale", {dtype::F8_E4M3}, {2});
               check_scale_shape(io, "weight_scale", st, shape_of(N, K / 16));
               auto const& gt = io.tensor("weight_global_scale", {dtype::F32}, {0, 1});
-              if (typed_tensor<float>(gt).size() != 1)
-                throw data_error(io.where("weight_global_scale") + " must hold one value");
+              if (typed_tensor<float>(gt).size() != 1) throw data_error(io.where("weight_global_scale") + " must hold one value");
               float const global = scalar_value(gt);
               if (!(global > 0) || !std::isfinite(global)) {
                 throw data_error(io.where("weight_global_scale") + " is " + float_text(global) +
                                  ": a global scale is finite and positive (with 0 every weight dequantizes to 0)");
               }
               typed_tensor<std::uint8_t> const sv(st);
-              auto const permuted =
-                  qtl::marlin::fp4_scale_groups(sv.view2(), n_pad, qtl::marlin::scale_kind(K, 16, act_width::a16));
+              auto const permuted = qtl::marlin::fp4_scale_groups(sv.view2(), n_pad, qtl::marlin::scale_kind(K, 16, act_width::a16));
               float const sf = *no_rescale ? 1.0f : qtl::marlin::nvfp4_scale_factor(permuted.view(), a);
               host_tensor<std::uint8_t, 2> out({K / 16, n_pad});
               qtl::marlin::nvfp4_process_scales(permuted.view(), sf, out.view());
@@ -323,8 +308,7 @@ op_spec mxfp4_prepare_spec() {
             auto f = add_fp_flags(cmd, "FP8 activations: the A8 weight layout, no regroup, scale bytes + 6");
             return [f](op_io& io) {
               index_t N = 0, K = 0, n_pad = 0;
-              auto marlin =
-                  f->a8 ? fp4_weight<act_width::a8>(io, N, K, n_pad) : fp4_weight<act_width::a16>(io, N, K, n_pad);
+              auto marlin = f->a8 ? fp4_weight<act_width::a8>(io, N, K, n_pad) : fp4_weight<act_width::a16>(io, N, K, n_pad);
               if (K % 32 != 0) throw data_error("K = " + std::to_string(K) + " is not a multiple of 32 (MXFP4 groups)");
               auto const& st = io.tensor("weight_scale", {dtype::U8}, {2});
               check_scale_shape(io, "weight_scale", st, shape_of(N, K / 32));
