@@ -25,7 +25,6 @@
 /// last line `chan_scales.view(orig_shape[:-1], -1)` raises in torch (a `torch.Size` and an int);
 /// QTL does what it means, `view(*orig_shape[:-1], -1)`: one channel scale per row.
 
-#include <array>
 #include <cstdint>
 #include <cstring>
 #include <span>
@@ -152,7 +151,7 @@ void reorder_int4b(char const* fn, std::span<std::uint8_t const> in, index_t exp
 /// -> `out` (as many), every code through CUTLASS's `unified_encode_int4b` and moved to the
 /// Hopper reorder layout (`qtl/element/w4a8.hpp`). n must be a multiple of 16 and k of 32 (vLLM
 /// checks only (n k) % 32; CUTLASS's copy is out of bounds on the rest). @throws shape_error,
-/// value_error (out overlapping in)
+/// value_error (out is in's buffer)
 inline void encode_and_reorder_int4b(std::span<std::uint8_t const> in, index_t n, index_t k,
                                      std::span<std::uint8_t> out) {
   detail::reorder_int4b<false>("qtl::encode_and_reorder_int4b", in, 1, n, k, w4a8_atom_cols, out);
@@ -176,14 +175,14 @@ inline void decode_and_unreorder_int4b(std::span<std::uint8_t const> in, index_t
 
 /// `encode_and_reorder_int4b_grouped` in place, with the scratch of one expert (n * k / 2 bytes)
 /// as the peak beside the weights; `k_align` is 256 (vLLM's grouped check) or 32 (the plain op's).
-/// @throws shape_error
+/// @throws shape_error, value_error (another k_align)
 inline void encode_and_reorder_int4b_inplace(std::span<std::uint8_t> data, index_t experts, index_t n, index_t k,
                                              index_t k_align = w4a8_grouped_k_align) {
-  detail::check_int4b_reorder("qtl::encode_and_reorder_int4b_inplace", experts, n, k, k_align, data.size(),
-                              data.size());
   if (k_align != w4a8_atom_cols && k_align != w4a8_grouped_k_align) {
     throw value_error("qtl::encode_and_reorder_int4b_inplace: k_align is 32 or 256, got " + std::to_string(k_align));
   }
+  detail::check_int4b_reorder("qtl::encode_and_reorder_int4b_inplace", experts, n, k, k_align, data.size(),
+                              data.size());
   index_t const bytes = n * (k / 2);
   std::vector<std::uint8_t> scratch(static_cast<std::size_t>(bytes));
   for (index_t e = 0; e < experts; ++e) {
