@@ -1,7 +1,9 @@
 // Host Marlin repack throughput beside memcpy (docs/performance.md's contract), one core:
 // 4-bit GPTQ qweights of (K, N) = (4096, 4096) and (8192, 28672), without and with act-order
 // (a random permutation as sort_indices), AWQ on the same shapes, and a 64-expert MoE
-// (K = 2048, N = 1408 per expert).
+// (K = 2048, N = 1408 per expert). The W4A8 CUTLASS int4 encode and reorder (qtl/w4a8.hpp) of 16
+// experts of a down projection (N = 4096, K = 1536 int4 codes each, 48 MiB), out of place and in
+// place.
 //
 // bytes_per_second counts every input byte read once and every output byte written once (qweight
 // in, Marlin out: the same size; sort_indices are not counted). bm_memcpy copies a buffer as large
@@ -9,6 +11,7 @@
 // that counts. Rates use CPU time (Google Benchmark's default).
 
 #include <qtl/marlin.hpp>
+#include <qtl/w4a8.hpp>
 
 #include <benchmark/benchmark.h>
 
@@ -18,6 +21,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 namespace {
@@ -101,6 +105,31 @@ void bm_repack_gptq4_moe(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(q.size() * 4));
 }
 
+// range(0) = experts, range(1) = N, range(2) = K (int4 codes), range(3) = in place (0/1)
+void bm_encode_reorder_int4b(benchmark::State& state) {
+  index_t const E = state.range(0), N = state.range(1), K = state.range(2);
+  bool const inplace = state.range(3) != 0;
+  auto const w = random_words(static_cast<std::size_t>(E * N * K / 8));
+  std::span const in(reinterpret_cast<std::uint8_t const*>(w.data()), w.size() * 4);
+  qtl::aligned_vector<std::uint8_t> out(in.size());
+  if (inplace) {
+    std::copy(in.begin(), in.end(), out.begin());
+  }
+  for (auto _ : state) {
+    if (inplace) {
+      qtl::encode_and_reorder_int4b_inplace(out, E, N, K);  // re-encodes its own output: same work
+    } else {
+      qtl::encode_and_reorder_int4b_grouped(in, E, N, K, out);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations()) * 2 * static_cast<std::int64_t>(in.size()));
+}
+
+// The W4A8 input's memcpy under a name of its own (16 x 4096 x 1536 / 2 bytes).
+void bm_memcpy_w4a8(benchmark::State& state) { bm_memcpy(state); }
+
 // The MoE input's memcpy under a name of its own, which bench/host_ab.py pairs with the MoE cases.
 void bm_memcpy_moe(benchmark::State& state) { bm_memcpy(state); }
 
@@ -123,6 +152,13 @@ BENCHMARK(bm_repack_gptq4_moe)
     ->ArgNames({"E", "K", "N", "act"})
     ->Args({64, 2048, 1408, 0})
     ->Args({64, 2048, 1408, 1})
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(bm_memcpy_w4a8)->Arg(16LL * 4096 * 1536 / 2)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_encode_reorder_int4b)
+    ->ArgNames({"E", "N", "K", "inplace"})
+    ->Args({16, 4096, 1536, 0})
+    ->Args({16, 4096, 1536, 1})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

@@ -73,6 +73,17 @@ from ._qtl import (  # noqa: F401  (rules, block-scaled quantization, TRT-LLM Mo
 )
 # vLLM's GroupShape quantization (qtl/scaled_quantize.hpp).
 from ._qtl import group_broadcast, scaled_dequantize, scaled_quantize  # noqa: F401
+# W4A8, int4 weights with FP8 activations: vLLM's CUTLASS preparation, sglang's scale interleave (qtl/w4a8.hpp).
+from ._qtl import (  # noqa: F401
+    convert_bf16_scales_to_fp8,
+    convert_packed_uint4b8_to_signed_int4_inplace,
+    cutlass_decode_and_unreorder_int4b,
+    cutlass_encode_and_reorder_int4b,
+    cutlass_encode_and_reorder_int4b_grouped,
+    cutlass_pack_scale_fp8,
+    deinterleave_scales,
+    interleave_scales,
+)
 # vLLM's FlashInfer / CUTLASS FP4 MoE padding and CuteDSL row orders (qtl/moe.hpp).
 from ._qtl import (  # noqa: F401
     align_fp4_moe_hidden_dim_for_fi,

@@ -35,6 +35,10 @@ void bind_marlin(nb::module_& m);
 /// fp8_block_to_mxfp4/nvfp4 (qtl/convert.hpp).
 void bind_convert(nb::module_& m);
 
+/// cutlass_encode_and_reorder_int4b(_grouped), cutlass_pack_scale_fp8, convert_bf16_scales_to_fp8,
+/// convert_packed_uint4b8_to_signed_int4_inplace, interleave_scales and the inverses (qtl/w4a8.hpp).
+void bind_w4a8(nb::module_& m);
+
 /// deepgemm_post_process_e8m0 (qtl/deepgemm_e8m0.hpp): DeepSeek-V4's E8M0 block scales packed.
 void bind_dsv4(nb::module_& m);
 

@@ -147,6 +147,7 @@ NB_MODULE(_qtl, m) {
         "free what is kept); returns the previous limit.");
   bind_marlin(m);
   bind_convert(m);
+  bind_w4a8(m);
   bind_device(m);
   bind_dsv4(m);
 #ifdef QTL_PY_COMMANDS

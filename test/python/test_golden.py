@@ -66,6 +66,18 @@ def run_case(op, p, x):
         return {"out": qtl.scaled_dequantize(x_q, x["x_s"], group, p["out-dtype"])}
     if op == "group-broadcast":
         return {"t": qtl.group_broadcast(x["t"], [int(v) for v in p["shape"].split(",")])}
+    if op == "encode-and-reorder-int4b":
+        return {"b_packed": qtl.cutlass_encode_and_reorder_int4b(x["b"])}
+    if op == "encode-and-reorder-int4b-grouped":
+        return {"b_packed": qtl.cutlass_encode_and_reorder_int4b_grouped(x["b"])}
+    if op == "pack-scale-fp8":
+        return {"packed": qtl.cutlass_pack_scale_fp8(x["scales"])}
+    if op == "convert-bf16-scales-to-fp8":
+        return dict(zip(("fp8_scales", "chan_scales"), qtl.convert_bf16_scales_to_fp8(p["rule"], x["scales"])))
+    if op == "convert-packed-uint4b8-to-signed-int4":
+        return {"t": qtl.convert_packed_uint4b8_to_signed_int4_inplace(x["t"].copy())}
+    if op == "interleave-scales":
+        return {"scales_interleaved": qtl.interleave_scales(x["scales"], p["scale-pack"])}
     if op == "quantize-weights":
         w_ref, w_q, w_s, w_zp = qtl.quantize_weights(
             x["w"], getattr(qtl.scalar_types, p["type"]), p["group-size"], p.get("zero-points", False),

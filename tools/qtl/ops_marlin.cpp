@@ -23,15 +23,30 @@
 //   marlin-mxfp4-prepare --dtype f16|bf16 [--a8]
 //       weight U8 [N,K/2], weight_scale U8 [N,K/32] (E8M0) -> weight I32, weight_scale U8 [K/32,Np]
 //
+// W4A8, int4 weights with FP8 activations (qtl/w4a8.hpp; vLLM's CUTLASS ops, sglang's w4afp8.py):
+//   encode-and-reorder-int4b          b I32 [N,K/8] (N % 16, K % 32 == 0) -> b_packed I32 [N,K/8]
+//   encode-and-reorder-int4b-grouped  b I32 [E,N,K/8] (N % 16, K % 256 == 0) -> b_packed I32 [E,N,K/8]
+//   pack-scale-fp8                    scales F8_E4M3 [...] -> packed F8_E4M3 [8 * numel]
+//   convert-bf16-scales-to-fp8 --rule divide|reciprocal
+//                                     scales F32|F16|BF16 [...,G] (finite) -> fp8_scales F8_E4M3 [...,G],
+//                                     chan_scales F32 [...,1]
+//   convert-packed-uint4b8-to-signed-int4   t I32 [...] -> t I32 [...]
+//   interleave-scales --scale-pack p  scales F32|F16|BF16 [E,N,G] (G % p == 0) -> scales_interleaved [E,G/p,N*p]
+//
 // The contract is test/data/golden/README.md; shapes the layout cannot take are the library's
 // shape_error (exit 2).
 
 #include <cmath>
+#include <cstring>
+#include <span>
+#include <string>
 #include <tuple>
+#include <vector>
 
 #include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
 #include <qtl/marlin_fp.hpp>
+#include <qtl/w4a8.hpp>
 
 #include "ops.hpp"
 
@@ -308,6 +323,122 @@ op_spec mxfp4_prepare_spec() {
           }};
 }
 
+// The int4 matrices travel as the engines' int32 words; the reorder works on their bytes.
+op_spec int4b_reorder_spec(bool grouped) {
+  return {grouped ? "encode-and-reorder-int4b-grouped" : "encode-and-reorder-int4b",
+          grouped ? "int4 b [E,N,K/8] (int32 words) -> CUTLASS's encoded, Hopper-reordered b_packed (vLLM "
+                    "cutlass_encode_and_reorder_int4b_grouped)"
+                  : "int4 b [N,K/8] (int32 words) -> CUTLASS's encoded, Hopper-reordered b_packed (vLLM "
+                    "cutlass_encode_and_reorder_int4b)",
+          [grouped](CLI::App&) -> op_runner {
+            return [grouped](op_io& io) {
+              auto const& t = io.tensor("b", {dtype::I32}, {grouped ? 3 : 2});
+              index_t const e = grouped ? t.shape[0] : 1;
+              index_t const n = t.shape[grouped ? 1 : 0];
+              index_t const k = t.shape[grouped ? 2 : 1] * 8;
+              std::span const in(reinterpret_cast<std::uint8_t const*>(t.bytes.data()), t.bytes.size());
+              std::vector<std::uint8_t> out(in.size());
+              if (grouped) {
+                qtl::encode_and_reorder_int4b_grouped(in, e, n, k, out);
+              } else {
+                qtl::encode_and_reorder_int4b(in, n, k, out);
+              }
+              std::vector<std::int32_t> words(out.size() / 4);
+              std::memcpy(words.data(), out.data(), out.size());
+              io.emit("b_packed", dtype::I32, std::vector<std::int64_t>(t.shape.begin(), t.shape.end()),
+                      std::move(words));
+            };
+          }};
+}
+
+op_spec pack_scale_fp8_spec() {
+  return {"pack-scale-fp8",
+          "e4m3 scales [...] -> packed [8*numel]: CUTLASS's packed_scale_t (vLLM cutlass_pack_scale_fp8)",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              typed_tensor<float8_e4m3fn_t> const in(io.tensor("scales", {dtype::F8_E4M3}, {1, 2, 3, 4}));
+              std::vector<float8_e4m3fn_t> out(static_cast<std::size_t>(8 * in.size()));
+              qtl::pack_scale_fp8(std::span(in.data(), static_cast<std::size_t>(in.size())), out);
+              io.emit("packed", dtype::F8_E4M3, {8 * in.size()}, std::move(out));
+            };
+          }};
+}
+
+op_spec scale_split_spec() {
+  return {"convert-bf16-scales-to-fp8",
+          "group scales [...,G] -> e4m3 fp8_scales (/8) and F32 chan_scales [...,1] (x8) (vLLM "
+          "convert_bf16_scales_to_fp8)",
+          [](CLI::App& cmd) -> op_runner {
+            auto rule = std::make_shared<std::string>();
+            cmd.add_option("--rule", *rule,
+                           "the per-token quantizer's rule: divide (x / s, its CUDA path) or reciprocal (x * (1/s), "
+                           "its native path)")
+                ->required()
+                ->check(CLI::IsMember({"divide", "reciprocal"}));
+            return [rule](op_io& io) {
+              auto const& t = io.tensor("scales", float_types, {1, 2, 3, 4});
+              index_t const cols = t.shape.back();
+              index_t rows = 1;
+              for (std::size_t d = 0; d + 1 < t.shape.size(); ++d) {
+                rows *= t.shape[d];
+              }
+              auto const op = *rule == "divide" ? fp8_scale_op::divide : fp8_scale_op::multiply_reciprocal;
+              std::vector<float8_e4m3fn_t> q(static_cast<std::size_t>(rows * cols));
+              std::vector<float> chan(static_cast<std::size_t>(rows));
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const in(t);
+                qtl::convert_bf16_scales_to_fp8<T>(make_view(in.data(), rows, cols), op,
+                                                   make_view(q.data(), rows, cols), make_view(chan.data(), rows));
+              });
+              std::vector<std::int64_t> shape(t.shape.begin(), t.shape.end());
+              io.emit("fp8_scales", dtype::F8_E4M3, shape, std::move(q));
+              shape.back() = 1;
+              io.emit("chan_scales", dtype::F32, std::move(shape), std::move(chan));
+            };
+          }};
+}
+
+op_spec uint4b8_spec() {
+  return {
+      "convert-packed-uint4b8-to-signed-int4",
+      "int32 words t of uint4b8 codes -> t of two's-complement int4 (vLLM "
+      "convert_packed_uint4b8_to_signed_int4_inplace)",
+      [](CLI::App&) -> op_runner {
+        return [](op_io& io) {
+          auto const& t = io.any_tensor("t", 1);
+          if (t.type != dtype::I32) {
+            throw data_error(io.where("t") + " is " + std::string(qtl::io::dtype_name(t.type)) + "; the op needs I32");
+          }
+          typed_tensor<std::int32_t> const in(t);
+          std::vector<std::int32_t> out(static_cast<std::size_t>(in.size()));
+          qtl::convert_packed_uint4b8_to_signed_int4(std::span(in.data(), out.size()), out);
+          io.emit("t", dtype::I32, std::vector<std::int64_t>(t.shape.begin(), t.shape.end()), std::move(out));
+        };
+      }};
+}
+
+op_spec interleave_scales_spec() {
+  return {"interleave-scales",
+          "scales [E,N,G] -> scales_interleaved [E,G/p,N*p] (sglang w4afp8 interleave_scales(scales, scale_pack))",
+          [](CLI::App& cmd) -> op_runner {
+            auto pack = std::make_shared<std::int64_t>(0);
+            cmd.add_option("--scale-pack", *pack, "scales packed together along K (sglang's scale_pack)")->required();
+            return [pack](op_io& io) {
+              auto const& t = io.tensor("scales", float_types, {3});
+              if (*pack <= 0) {
+                throw usage_error("--scale-pack " + std::to_string(*pack) + ": a positive integer");
+              }
+              with_float_type(t.type, [&]<class T>(std::type_identity<T>) {
+                typed_tensor<T> const in(t);
+                index_t const g = t.shape[2];
+                host_tensor<T, 3> out({t.shape[0], g % *pack == 0 ? g / *pack : 0, t.shape[1] * *pack});
+                qtl::interleave_scales<T>(in.view3(), *pack, out.view());
+                emit(io, "scales_interleaved", t.type, std::move(out));
+              });
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> marlin_ops() {
@@ -328,6 +459,12 @@ std::vector<op_spec> marlin_ops() {
       fp8_prepare_spec(),
       nvfp4_prepare_spec(),
       mxfp4_prepare_spec(),
+      int4b_reorder_spec(false),
+      int4b_reorder_spec(true),
+      pack_scale_fp8_spec(),
+      scale_split_spec(),
+      uint4b8_spec(),
+      interleave_scales_spec(),
   };
 }
 
