@@ -2,13 +2,12 @@
 
 #include "arrays.hpp"
 
+#include <nanobind/stl/string.h>
+#include <sys/mman.h>
+
 #include <cstring>
 #include <mutex>
 #include <utility>
-
-#include <sys/mman.h>
-
-#include <nanobind/stl/string.h>
 
 // numpy's C API, for numpy outputs (nanobind's export goes through Python calls: ~1.5 µs a call,
 // docs/performance.md); imported on the first numpy output, nanobind's export where it fails.
@@ -95,11 +94,9 @@ elem classify(dl::dtype t) {
     return elem::other;
   }
   switch (static_cast<dl::dtype_code>(t.code)) {
-    case dl::dtype_code::Float:
-      return t.bits == 32 ? elem::f32 : t.bits == 16 ? elem::f16 : elem::other;
+    case dl::dtype_code::Float: return t.bits == 32 ? elem::f32 : t.bits == 16 ? elem::f16 : elem::other;
     case dl::dtype_code::Bfloat: return t.bits == 16 ? elem::bf16 : elem::other;
-    case dl::dtype_code::Int:
-      return t.bits == 32 ? elem::i32 : t.bits == 64 ? elem::i64 : elem::other;
+    case dl::dtype_code::Int: return t.bits == 32 ? elem::i32 : t.bits == 64 ? elem::i64 : elem::other;
     case dl::dtype_code::UInt: return t.bits == 8 ? elem::u8 : elem::other;
     default: return elem::other;
   }
@@ -207,8 +204,7 @@ std::string array_in::shape() const {
 
 void array_in::check_rank(index_t r) const {
   if (ndim() != r) {
-    throw qtl::shape_error(std::string(name) + ": expected " + std::to_string(r) + " dimensions, got shape " +
-                           shape());
+    throw qtl::shape_error(std::string(name) + ": expected " + std::to_string(r) + " dimensions, got shape " + shape());
   }
 }
 
@@ -350,8 +346,10 @@ array_in take(nb::handle obj, char const* name, bool device_ok) {
       ok = a.nd.is_valid();  // an array of a dtype no op takes: the op's check names it
     }
     if (!ok) {
-      throw dtype_error(std::string(name) + ": expected a CPU array (numpy, torch or a DLPack producer) of a "
-                        "supported dtype, got " + type_name_of(obj) + (dn.empty() ? "" : " of dtype " + dn));
+      throw dtype_error(std::string(name) +
+                        ": expected a CPU array (numpy, torch or a DLPack producer) of a "
+                        "supported dtype, got " +
+                        type_name_of(obj) + (dn.empty() ? "" : " of dtype " + dn));
     }
   }
   a.type = forced != elem::other ? forced : classify(a.nd.dtype());
@@ -406,7 +404,7 @@ struct buffer_cache {
         return;
       }
     }
-    ::operator delete(p, std::align_val_t{huge_page});
+    ::operator delete (p, std::align_val_t{huge_page});
   }
   /// Frees buffers until at most `bytes` are held.
   void trim(std::size_t bytes) {
@@ -420,7 +418,7 @@ struct buffer_cache {
       }
     }
     for (void* p : drop) {
-      ::operator delete(p, std::align_val_t{huge_page});
+      ::operator delete (p, std::align_val_t{huge_page});
     }
   }
 };
@@ -550,7 +548,7 @@ nb::object array_out::release(kind k) {
       delete b;
     });
   } else {
-    owner = nb::capsule(data_, [](void* p) noexcept { ::operator delete(p, std::align_val_t{buffer_alignment}); });
+    owner = nb::capsule(data_, [](void* p) noexcept { ::operator delete (p, std::align_val_t{buffer_alignment}); });
   }
   void* p = data_;
   data_ = nullptr;
@@ -636,6 +634,13 @@ void bind_device_array(nb::module_& m) {
                      return nb::tuple(l);
                    })
       .def_prop_ro("dtype", [](device_array const& a) { return std::string(elem_name(classify(a.nd.dtype()))); });
+}
+
+void copy_to_device(array_in const& like, void* dst, void const* src, std::size_t bytes) {
+  device::backend const& table = *device::get();
+  if (int const err = table.copy_to_device(dst, src, bytes, like.stream); err != 0) {
+    throw qtl::error(std::string(like.name) + ": copying to its device failed: " + table.error_string(err));
+  }
 }
 
 float scalar_float(nb::handle obj, char const* name) {
@@ -752,7 +757,8 @@ void register_errors(nb::module_& m) {
   errors.regex = new_error(m, "RegexError", b, "A regular expression qtl cannot parse or does not support.");
   errors.value = new_error(m, "InvalidValueError", b, "A value outside the range an operation accepts.");
   nb::object dtype_bases = nb::make_tuple(nb::handle(b), nb::handle(PyExc_TypeError));
-  errors.dtype = new_error(m, "DTypeError", dtype_bases.ptr(), "An argument of the wrong dtype or kind (also a TypeError).");
+  errors.dtype =
+      new_error(m, "DTypeError", dtype_bases.ptr(), "An argument of the wrong dtype or kind (also a TypeError).");
   nb::register_exception_translator([](std::exception_ptr const& p, void*) {
     try {
       std::rethrow_exception(p);

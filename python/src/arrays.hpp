@@ -25,6 +25,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <optional>
@@ -95,10 +96,14 @@ struct array_in {
   }
   /// 1-D view (rank 1).
   template <class T>
-  view1d<T> v1() const { return as_view<T, 1>(); }
+  view1d<T> v1() const {
+    return as_view<T, 1>();
+  }
   /// 2-D view (rank 2).
   template <class T>
-  view2d<T> v2() const { return as_view<T, 2>(); }
+  view2d<T> v2() const {
+    return as_view<T, 2>();
+  }
 
   void check_rank(index_t r) const;
   /// Throws dtype_error unless the type is one of `ok`.
@@ -153,13 +158,21 @@ class array_out {
   ~array_out();
 
   template <class T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
   template <class T>
-  view1d<T> v1() const { return make_view(data<T>(), shape_.at(0)); }
+  view1d<T> v1() const {
+    return make_view(data<T>(), shape_.at(0));
+  }
   template <class T>
-  view2d<T> v2() const { return make_view(data<T>(), shape_.at(0), shape_.at(1)); }
+  view2d<T> v2() const {
+    return make_view(data<T>(), shape_.at(0), shape_.at(1));
+  }
   template <class T>
-  view3d<T> v3() const { return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2)); }
+  view3d<T> v3() const {
+    return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2));
+  }
   index_t size() const;
   std::size_t bytes() const;
 
@@ -197,6 +210,28 @@ void run_on(array_in const& lead, std::string_view op, Host&& host, Kernel&& ker
     throw qtl::error(std::string(op) + ": CUDA: " + table.error_string(err));
   }
 }
+
+/// A host copy of an array's elements (C-contiguous), read from the device on its stream for a
+/// device array: for the host's checks of index arrays, which the kernels do not check.
+template <class T>
+std::vector<T> host_copy(array_in const& a) {
+  std::vector<T> h(static_cast<std::size_t>(a.nd.size()));
+  if (h.empty()) {
+    return h;
+  }
+  if (!a.on_device()) {
+    std::memcpy(h.data(), a.nd.data(), h.size() * sizeof(T));
+    return h;
+  }
+  device::backend const& table = *device::get();
+  if (int const err = table.copy_to_host(h.data(), a.nd.data(), h.size() * sizeof(T), a.stream); err != 0) {
+    throw qtl::error(std::string(a.name) + ": reading it from the device failed: " + table.error_string(err));
+  }
+  return h;
+}
+
+/// Copies `bytes` from the host to `dst`, an output on `like`'s device, ordered on its stream.
+void copy_to_device(array_in const& like, void* dst, void const* src, std::size_t bytes);
 
 /// Bytes of freed outputs of 4 MiB and more kept for reuse by default (`qtl.set_buffer_cache`).
 inline constexpr std::size_t default_buffer_cache_bytes = std::size_t{256} << 20;

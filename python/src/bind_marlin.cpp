@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
 #include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
 #include <qtl/marlin_fp.hpp>
@@ -95,16 +96,6 @@ perm_in take_perm(char const* op, nb::handle obj, index_t size_k, bool device_ok
   return p;
 }
 
-/// A device perm's host copy, for the host's permutation check (the kernels do not check it).
-std::vector<std::int32_t> host_copy(array_in const& a) {
-  std::vector<std::int32_t> h(static_cast<std::size_t>(a.nd.size()));
-  device::backend const& table = *device::get();
-  if (int const err = table.copy_to_host(h.data(), a.nd.data(), h.size() * sizeof(std::int32_t), a.stream); err != 0) {
-    throw qtl::error(std::string(a.name) + ": reading it from the device failed: " + table.error_string(err));
-  }
-  return h;
-}
-
 nb::object gptq_marlin_repack(nb::handle w_obj, nb::handle perm_obj, index_t size_k, index_t size_n, int num_bits,
                               bool a8) {
   char const* op = "gptq_marlin_repack";
@@ -125,7 +116,7 @@ nb::object gptq_marlin_repack(nb::handle w_obj, nb::handle perm_obj, index_t siz
     qtl::marlin::check_kn<L>(fn, size_k, size_n);
     if (w.on_device() && perm.v.extent[0] != 0) {
       // the host's permutation check on a copy: the kernel would read out of bounds
-      std::vector<std::int32_t> const h = host_copy(*perm.a);
+      std::vector<std::int32_t> const h = host_copy<std::int32_t>(*perm.a);
       qtl::marlin::detail::check_sort_indices<L>(fn, make_view(h.data(), size_k), size_k);
     }
     array_out out(elem::i32, {L::marlin_rows(size_k), L::marlin_cols(size_n)}, w);
@@ -264,15 +255,9 @@ nb::object zero_points(zp_kind k, nb::handle z_obj, index_t size_k, index_t size
     {
       nb::gil_scoped_release nogil;
       switch (k) {
-        case zp_kind::codes:
-          r = qtl::marlin::zero_points<Bits, A>(zv);
-          break;
-        case zp_kind::awq:
-          r = qtl::marlin::awq_zero_points<Bits, A>(zv);
-          break;
-        case zp_kind::inverse:
-          r = qtl::marlin::unzero_points<Bits, A>(zv);
-          break;
+        case zp_kind::codes: r = qtl::marlin::zero_points<Bits, A>(zv); break;
+        case zp_kind::awq: r = qtl::marlin::awq_zero_points<Bits, A>(zv); break;
+        case zp_kind::inverse: r = qtl::marlin::unzero_points<Bits, A>(zv); break;
       }
     }
     return to_array(r, z.from);

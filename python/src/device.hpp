@@ -57,6 +57,29 @@ struct quantize_call {
   quantize_options opt;
 };
 
+/// The arguments of gptq_quantize_weights on the device (C-contiguous device memory): w, w_ref
+/// (k, n) and w_s (groups, n) of `type`, w_q (k, n); with `perm` (int64 [k], a checked
+/// permutation, may be `rand_perm` itself) the rows are permuted into g_idx / rand_perm [k], with
+/// `scratch` int32 [k]; without it those three are not touched.
+struct gptq_call {
+  scalar_type q;
+  float_type type;
+  void const* w;
+  index_t k, n;
+  index_t group_size;
+  index_t groups;
+  void* w_ref;
+  std::int32_t* w_q;
+  void* w_s;
+  std::int64_t const* perm;
+  std::int32_t* g_idx;
+  std::int64_t* rand_perm;
+  std::int32_t* scratch;
+};
+
+/// The block formats of qtl/fp4.hpp (qtl::block_formats).
+enum class block_format : std::uint8_t { nvfp4, mxfp4, mxfp8 };
+
 /// scaled_fp8_quant's three modes.
 enum class fp8_mode : std::uint8_t { static_scale, dynamic, per_token };
 
@@ -96,6 +119,28 @@ struct backend {
   /// _per_token (`scale` gets out's rows of scales): `in` (m, n) of `type`, `out` (rows >= m, n).
   int (*scaled_fp8_quant)(fp8_mode mode, float_type type, void const* in, index_t m, index_t n, float8_e4m3fn_t* out,
                           index_t rows, float* scale, stream_t stream);
+
+  /// qtl::cuda::gptq_quantize_weights<c.q> (uint4b8, uint8b128); see gptq_call.
+  int (*gptq_quantize_weights)(gptq_call const& c, stream_t stream);
+  /// qtl::cuda::permute_rows: q_w and w_ref (k, n) of `type` gathered by `perm` (device int64 [k])
+  /// into q_out / r_out; g_idx = perm // group_size, rand_perm = perm (may be `perm` itself).
+  int (*permute_rows)(float_type type, view2d<std::int32_t const> q_w, void const* w_ref, index_t group_size,
+                      std::int64_t const* perm, view2d<std::int32_t> q_out, void* r_out, std::int32_t* g_idx,
+                      std::int64_t* rand_perm, stream_t stream);
+  /// qtl::cuda::sort_weights, CUB's two-call protocol: with `workspace` null, sets `workspace_bytes`.
+  int (*sort_weights)(void* workspace, std::size_t& workspace_bytes, view2d<std::int32_t const> q_w,
+                      std::int32_t const* g_idx, view2d<std::int32_t> q_out, std::int32_t* g_out,
+                      std::int32_t* sort_indices, stream_t stream);
+
+  /// qtl::cuda::block_quantize<f, layout 128x4 (`swizzle`) or linear> of `in` (m, k) of `type`
+  /// into values and scales; NVFP4 reads `*global_scale`, computed first (nvfp4_global_scale) when
+  /// `compute_global_scale`.
+  int (*block_quantize)(block_format f, bool swizzle, float_type type, void const* in, index_t m, index_t k,
+                        void* values, void* scales, float* global_scale, bool compute_global_scale, stream_t stream);
+  /// qtl::cuda::block_dequantize<f, layout> of values (m, k / elements per byte) and scales into
+  /// `out` (m, k) of `out_type`.
+  int (*block_dequantize)(block_format f, bool swizzle, float_type out_type, void const* values, index_t m, index_t k,
+                          void const* scales, float const* global_scale, void* out, stream_t stream);
 
   /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
   /// elsewhere.

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <qtl/cuda/blockscale.cuh>
+#include <qtl/cuda/fp4.cuh>
 #include <qtl/cuda/fp8.cuh>
 #include <qtl/cuda/marlin.cuh>
 #include <qtl/cuda/pack.cuh>
@@ -159,6 +160,98 @@ int scaled_fp8_quant(fp8_mode mode, float_type type, void const* in, index_t m, 
   }
 }
 
+/// f(std::type_identity<T>{}) with T the C++ type of `t`.
+template <class F>
+decltype(auto) with_float(float_type t, F&& f) {
+  switch (t) {
+    case float_type::f16: return f(std::type_identity<half_t>{});
+    case float_type::bf16: return f(std::type_identity<bfloat16_t>{});
+    default: return f(std::type_identity<float>{});
+  }
+}
+
+int gptq_quantize_weights(gptq_call const& c, stream_t s) {
+  auto const stream = as_stream(s);
+  return with_float(c.type, [&]<class T>(std::type_identity<T>) {
+    index_t const kp = c.perm != nullptr ? c.k : 0;
+    qtl::gptq_outputs<T> const out{make_view(static_cast<T*>(c.w_ref), c.k, c.n), make_view(c.w_q, c.k, c.n),
+                                   make_view(static_cast<T*>(c.w_s), c.groups, c.n), make_view(c.g_idx, kp),
+                                   make_view(c.rand_perm, kp)};
+    auto const w = make_view(static_cast<T const*>(c.w), c.k, c.n);
+    return static_cast<int>(
+        qtl::dispatch_scalar_type<qtl::uint4b8, qtl::uint8b128>(c.q, [&]<scalar_type Q>(scalar_constant<Q>) {
+          return qtl::cuda::gptq_quantize_weights<Q>(w, c.group_size, out, c.perm, c.scratch, stream);
+        }));
+  });
+}
+
+int permute_rows(float_type type, view2d<std::int32_t const> q_w, void const* w_ref, index_t group_size,
+                 std::int64_t const* perm, view2d<std::int32_t> q_out, void* r_out, std::int32_t* g_idx,
+                 std::int64_t* rand_perm, stream_t s) {
+  auto const stream = as_stream(s);
+  index_t const k = q_w.extent[0];
+  index_t const n = q_w.extent[1];
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    qtl::permute_rows_outputs<T> const out{make_view(static_cast<T*>(r_out), k, n), q_out, make_view(g_idx, k),
+                                           make_view(rand_perm, k)};
+    return static_cast<int>(
+        qtl::cuda::permute_rows(q_w, make_view(static_cast<T const*>(w_ref), k, n), group_size, perm, out, stream));
+  });
+}
+
+int sort_weights(void* workspace, std::size_t& bytes, view2d<std::int32_t const> q_w, std::int32_t const* g_idx,
+                 view2d<std::int32_t> q_out, std::int32_t* g_out, std::int32_t* sort_indices, stream_t s) {
+  index_t const k = q_w.extent[0];
+  qtl::sort_weights_outputs const out{q_out, make_view(g_out, k), make_view(sort_indices, k)};
+  return static_cast<int>(qtl::cuda::sort_weights(workspace, bytes, q_w, g_idx, out, as_stream(s)));
+}
+
+/// f.template operator()<F, Layout>() for the block format and scale layout.
+template <class Fn>
+int with_block_format(block_format f, bool swizzle, Fn&& fn) {
+  auto const with_layout = [&]<class F>() {
+    return swizzle ? fn.template operator()<F, qtl::layout_128x4>() : fn.template operator()<F, qtl::layout_linear>();
+  };
+  switch (f) {
+    case block_format::nvfp4: return with_layout.template operator()<qtl::nvfp4>();
+    case block_format::mxfp4: return with_layout.template operator()<qtl::mxfp4>();
+    default: return with_layout.template operator()<qtl::mxfp8>();
+  }
+}
+
+int block_quantize(block_format f, bool swizzle, float_type type, void const* in, index_t m, index_t k, void* values,
+                   void* scales, float* global_scale, bool compute_global_scale, stream_t s) {
+  auto const stream = as_stream(s);
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    auto const iv = make_view(static_cast<T const*>(in), m, k);
+    return with_block_format(f, swizzle, [&]<class F, class Layout>() {
+      if (compute_global_scale) {
+        if (cudaError_t const e = qtl::cuda::nvfp4_global_scale(iv, global_scale, stream); e != cudaSuccess) {
+          return static_cast<int>(e);
+        }
+      }
+      using E = typename F::element;
+      auto const vv = make_view(static_cast<E*>(values), m, k / F::elements_per_value);
+      return static_cast<int>(
+          qtl::cuda::block_quantize<F, Layout>(iv, vv, static_cast<typename F::scale*>(scales), global_scale, stream));
+    });
+  });
+}
+
+int block_dequantize(block_format f, bool swizzle, float_type out_type, void const* values, index_t m, index_t k,
+                     void const* scales, float const* global_scale, void* out, stream_t s) {
+  auto const stream = as_stream(s);
+  return with_float(out_type, [&]<class O>(std::type_identity<O>) {
+    return with_block_format(f, swizzle, [&]<class F, class Layout>() {
+      using E = typename F::element;
+      auto const vv = make_view(static_cast<E const*>(values), m, k / F::elements_per_value);
+      return static_cast<int>(qtl::cuda::block_dequantize<F, Layout>(vv, static_cast<typename F::scale const*>(scales),
+                                                                     global_scale,
+                                                                     make_view(static_cast<O*>(out), m, k), stream));
+    });
+  });
+}
+
 }  // namespace
 
 backend const* get() {
@@ -181,6 +274,11 @@ backend const* get() {
       .quantize_weights = &quantize_weights,
       .marlin_repack = &marlin_repack,
       .scaled_fp8_quant = &scaled_fp8_quant,
+      .gptq_quantize_weights = &gptq_quantize_weights,
+      .permute_rows = &permute_rows,
+      .sort_weights = &sort_weights,
+      .block_quantize = &block_quantize,
+      .block_dequantize = &block_dequantize,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,
 #else

@@ -339,3 +339,135 @@ def test_device_outputs_feed_device_inputs():
     packed = qtl.pack_cols(Producer(x), 4, 16, 32)
     assert packed.shape == (16, 4) and packed.dtype == "int32"
     assert_same(sim.to_host(qtl.unpack_cols(packed, 4, 16, 32)), x)
+
+
+# --- act-order: gptq_quantize_weights, permute_rows, sort_weights -------------------------------
+
+def float_array(shape, dtype, scale=1.0):
+    """Random floats of `dtype` (np.float32, np.float16 or "bfloat16": ml_dtypes')."""
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    return (rng.standard_normal(shape) * scale).astype(dt)
+
+
+def to_device(a):
+    """A simulated-device copy of a host array (bfloat16 by its storage)."""
+    if a.dtype.name == "bfloat16":
+        return sim.from_host(np.ascontiguousarray(a).view(np.uint16), bfloat16=True)
+    return sim.from_host(np.ascontiguousarray(a))
+
+
+def assert_all_same(dev, host):
+    """Tuples of device outputs and host outputs, element by element (None for None)."""
+    assert len(dev) == len(host)
+    for d, h in zip(dev, host):
+        if h is None:
+            assert d is None
+        else:
+            assert_same(sim.to_host(d), h)
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("wtype,group_size,act_order,given_perm", [
+    ("uint4b8", 128, False, False), ("uint4b8", -1, False, False), ("uint8b128", 32, False, False),
+    ("uint4b8", 64, True, False), ("uint4b8", 32, True, True), ("uint8b128", 128, True, True)])
+def test_gptq_quantize_weights_on_device_equals_host(dtype, wtype, group_size, act_order, given_perm):
+    k, n = 256, 48
+    w = float_array((k, n), dtype)
+    perm = rng.permutation(k).astype(np.int64) if given_perm else None
+    t = getattr(st, wtype)
+    host = qtl.gptq_quantize_weights(w, t, group_size, act_order, perm, seed=7)
+    dev = qtl.gptq_quantize_weights(to_device(w), t, group_size, act_order,
+                                    None if perm is None else Producer(perm), seed=7)
+    assert_all_same(dev, host)
+
+
+@needs_sim
+def test_gptq_quantize_weights_on_device_refuses_as_the_host_does():
+    w = rng.standard_normal((128, 16)).astype(np.float32)
+    perm = np.arange(128, dtype=np.int64)
+    perm[3] = 2
+    with pytest.raises(qtl.InvalidValueError, match=r"perm is not a permutation of \[0, 128\): entry 3 is 2"):
+        qtl.gptq_quantize_weights(Producer(w), st.uint4b8, 32, True, Producer(perm))
+    with pytest.raises(qtl.InvalidValueError, match=r"act_order needs group_size < K"):
+        qtl.gptq_quantize_weights(Producer(w), st.uint4b8, -1, True)
+    with pytest.raises(qtl.UnsupportedError, match=r"group_size 48 is not supported"):
+        qtl.gptq_quantize_weights(Producer(w), st.uint4b8, 48, False)
+    with pytest.raises(qtl.InvalidValueError, match=r"w is on cuda:0 but test_perm on the host"):
+        qtl.gptq_quantize_weights(Producer(w), st.uint4b8, 32, True, perm)
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("group_size,given_perm", [(32, True), (-1, True), (16, False)])
+def test_permute_rows_on_device_equals_host(dtype, group_size, given_perm):
+    k, n = 64, 24
+    q_w = rng.integers(0, 16, size=(k, n), dtype=np.int32)
+    w_ref = float_array((k, n), dtype)
+    perm = rng.permutation(k).astype(np.int64) if given_perm else None
+    host = qtl.permute_rows(q_w, w_ref, group_size, perm, seed=11)
+    dev = qtl.permute_rows(Producer(q_w), to_device(w_ref), group_size, None if perm is None else Producer(perm),
+                           seed=11)
+    assert_all_same(dev, host)
+    bad = np.zeros(k, dtype=np.int64)
+    with pytest.raises(qtl.InvalidValueError, match=r"perm is not a permutation"):
+        qtl.permute_rows(Producer(q_w), to_device(w_ref), group_size, Producer(bad))
+    with pytest.raises(qtl.InvalidValueError, match=r"q_w is on cuda:0 but w_ref on the host"):
+        qtl.permute_rows(Producer(q_w), w_ref, group_size)
+
+
+@needs_sim
+@pytest.mark.parametrize("k,groups", [(96, 4), (128, 1), (0, 1), (37, 6)])
+def test_sort_weights_on_device_equals_host(k, groups):
+    q_w = rng.integers(0, 1 << 20, size=(k, 40), dtype=np.int32)
+    g_idx = rng.integers(0, groups, size=k, dtype=np.int32)  # ties: the stable order is the contract
+    host = qtl.sort_weights(q_w, g_idx)
+    assert_all_same(qtl.sort_weights(Producer(q_w), Producer(g_idx)), host)
+    with pytest.raises(qtl.ShapeError, match=r"g_idx has %d elements, expected %d" % (k + 1, k)):
+        qtl.sort_weights(Producer(q_w), Producer(np.zeros(k + 1, dtype=np.int32)))
+
+
+# --- NVFP4 / MXFP4 / MXFP8 ------------------------------------------------------------------------
+
+BLOCK_FORMATS = [("nvfp4", 16), ("mxfp4", 32), ("mxfp8", 32)]
+
+
+@needs_sim
+@pytest.mark.parametrize("fmt,block", BLOCK_FORMATS, ids=[f[0] for f in BLOCK_FORMATS])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("swizzle", [True, False])
+@pytest.mark.parametrize("shape", [(130, 2), (7, 3), (0, 1)], ids=["130x", "7x", "0x"])
+def test_block_formats_on_device_equal_host(fmt, block, dtype, swizzle, shape):
+    m, kb = shape
+    x = float_array((m, kb * block), dtype, scale=30.0)
+    if m:
+        x[0, :block] = 0  # an all-zero block
+    quant = getattr(qtl, fmt + "_quantize")
+    dequant = getattr(qtl, fmt + "_dequantize")
+    host = quant(x, swizzle=swizzle)
+    dev = quant(to_device(x), swizzle=swizzle)
+    assert_all_same(dev, host)
+    extra = (float(host[2]),) if fmt == "nvfp4" else ()
+    for out_dtype in ["float32", "float16", "bfloat16"]:
+        want = dequant(host[0], host[1], *extra, swizzle=swizzle, dtype=out_dtype)
+        values, scales = (Producer(np.asarray(a).view(np.uint8)) for a in host[:2])
+        got = dequant(values, scales, *extra, swizzle=swizzle, dtype=out_dtype)
+        assert_same(sim.to_host(got), np.asarray(want).view(np.uint16) if out_dtype == "bfloat16" else want)
+
+
+@needs_sim
+def test_nvfp4_on_device_with_a_given_global_scale_and_the_refusals():
+    x = float_array((16, 64), np.float32)
+    host = qtl.nvfp4_quantize(x, 1234.5, swizzle=False)
+    assert_all_same(qtl.nvfp4_quantize(Producer(x), 1234.5, swizzle=False), host)
+    with pytest.raises(qtl.InvalidValueError, match=r"global scale must be finite and > 0"):
+        qtl.nvfp4_quantize(Producer(x), -1.0)
+    values, scales = (np.asarray(a) for a in host[:2])
+    with pytest.raises(qtl.ShapeError, match=r"the scale buffer has 63 bytes, the layout needs 64"):
+        qtl.nvfp4_dequantize(Producer(values), Producer(scales.view(np.uint8).reshape(-1)[:63]), 1.0, swizzle=False)
+    with pytest.raises(qtl.InvalidValueError, match=r"values is on cuda:0 but scales on the host"):
+        qtl.nvfp4_dequantize(Producer(values), scales, 1.0, swizzle=False)
+    with pytest.raises(qtl.InvalidValueError, match=r"global scale must be finite and > 0"):
+        qtl.nvfp4_dequantize(Producer(values), Producer(scales.view(np.uint8)), 0.0, swizzle=False)
