@@ -474,6 +474,7 @@ array_out::array_out(elem type, std::vector<index_t> shape, array_in const& like
   }
   std::size_t const n = checked_bytes(type_, shape_);
   device_ = like.device;
+  stream_ = like.stream;
   if (like.from == kind::torch) {
     // torch's caching allocator, on the tensor's device and torch's current stream
     nb::object dt = torch_attr(type_ == elem::fp8_e4m3 ? "float8_e4m3fn" : elem_name(type_));
@@ -493,7 +494,12 @@ array_out::array_out(elem type, std::vector<index_t> shape, array_in const& like
 }
 
 array_out::array_out(array_out&& o) noexcept
-    : type_(o.type_), shape_(std::move(o.shape_)), data_(o.data_), device_(o.device_), tensor_(std::move(o.tensor_)) {
+    : type_(o.type_),
+      shape_(std::move(o.shape_)),
+      data_(o.data_),
+      device_(o.device_),
+      stream_(o.stream_),
+      tensor_(std::move(o.tensor_)) {
   o.data_ = nullptr;
 }
 
@@ -606,8 +612,9 @@ nb::object array_out::release_device() {
   nb::capsule owner(p, [](void* q) noexcept { device::get()->free(q); });
   std::vector<std::size_t> shape(shape_.begin(), shape_.end());
   // fp8 as its uint8 codes (DLPack producers other than torch have no common fp8 code)
-  return nb::cast(device_array{nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr, dlpack_of(type_),
-                                             nb::device::cuda::value, device_)});
+  return nb::cast(device_array{
+      nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr, dlpack_of(type_), nb::device::cuda::value, device_),
+      stream_});
 }
 
 void bind_device_array(nb::module_& m) {
@@ -615,10 +622,28 @@ void bind_device_array(nb::module_& m) {
                            "A CUDA array made by qtl (DLPack: torch.from_dlpack / cupy.from_dlpack view it).")
       .def(
           "__dlpack__",
-          [](device_array const& a, nb::handle /*stream*/, nb::handle /*max_version*/, nb::handle /*dl_device*/,
+          [](device_array const& a, nb::handle stream, nb::handle /*max_version*/, nb::handle /*dl_device*/,
              nb::handle /*copy*/) {
-            // qtl's kernels are enqueued on the stream the inputs were exported to; a consumer on
-            // another stream orders itself after it (DLPack leaves that to the producer).
+            // DLPack: None and 1 name the legacy default stream, 2 the per-thread default one, -1
+            // asks for no ordering, 0 is ambiguous and refused, others are cudaStream_t handles.
+            std::intptr_t s = 1;
+            if (!stream.is_none()) {
+              if (!nb::try_cast(stream, s, false)) {
+                throw dtype_error("DeviceArray.__dlpack__: stream must be an int or None");
+              }
+              if (s == 0 || s < -1) {
+                throw qtl::value_error("DeviceArray.__dlpack__: stream " + std::to_string(s) +
+                                       " is not a CUDA stream value (DLPack: None, -1, 1, 2 or a handle)");
+              }
+            }
+            auto const consumer = s == 1 ? nullptr : reinterpret_cast<device::stream_t>(s);
+            if (s != -1 && consumer != a.stream) {
+              device::backend const& table = *device::get();
+              if (int const err = table.order_after(a.stream, consumer); err != 0) {
+                throw qtl::error(std::string("DeviceArray.__dlpack__: ordering the consumer's stream failed: ") +
+                                 table.error_string(err));
+              }
+            }
             return nb::cast(a.nd);
           },
           nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),

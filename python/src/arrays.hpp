@@ -136,9 +136,12 @@ std::optional<std::uintptr_t> set_cuda_stream(std::optional<std::uintptr_t> stre
 /// A CUDA array qtl made for a producer without an allocator of its own (anything but torch), and
 /// the simulated device's arrays (qtl._sim): Python's qtl.DeviceArray, a DLPack producer
 /// (`__dlpack__`, `__dlpack_device__`) that `torch.from_dlpack` / `cupy.from_dlpack` view without a
-/// copy. It owns its cudaMalloc buffer through `nd`.
+/// copy. It owns its cudaMalloc buffer through `nd`. Its `__dlpack__(stream=s)` orders the
+/// consumer's stream `s` (DLPack's values: None and 1 the legacy default stream, 2 the per-thread
+/// one, -1 no ordering) after `stream`, the stream its contents were written on.
 struct device_array {
   nb::ndarray<> nd;
+  device::stream_t stream = nullptr;
 };
 
 /// Registers qtl.DeviceArray.
@@ -186,8 +189,9 @@ class array_out {
   elem type_;
   std::vector<index_t> shape_;
   void* data_ = nullptr;
-  int device_ = -1;    // a device buffer's device
-  nb::object tensor_;  // a torch device output: the tensor that owns data_
+  int device_ = -1;                    // a device buffer's device
+  device::stream_t stream_ = nullptr;  // a device buffer's stream, where the op writes it
+  nb::object tensor_;                  // a torch device output: the tensor that owns data_
 };
 
 /// Runs an op where its arrays live, without the GIL: `host()` on the host; for device arrays

@@ -96,6 +96,9 @@ struct backend {
   /// Host-to-device copy ordered on `stream` (the source may be reused on return).
   int (*copy_to_device)(void* dst, void const* src, std::size_t bytes, stream_t stream);
   char const* (*error_string)(int err);
+  /// Orders `consumer` after the work enqueued so far on `producer` (an event recorded on one, waited
+  /// for by the other): DLPack's contract for an array handed to a consumer on another stream.
+  int (*order_after)(stream_t producer, stream_t consumer);
 
   /// qtl::cuda::pack_cols / pack_rows / unpack_cols / unpack_rows / awq_pack<bits>.
   int (*pack)(pack_op op, int bits, view2d<std::int32_t const> in, view2d<std::int32_t> out, stream_t stream);

@@ -23,6 +23,8 @@ namespace qtl::py::device {
 void bind_sim(void* module);  // sim_producer.cpp
 /// The stream of the last launch, for qtl._sim.last_stream() (the simulator runs work at enqueue).
 stream_t last_stream = nullptr;
+/// The streams of the last order_after (producer, consumer), for qtl._sim.last_order().
+stream_t last_order[2] = {nullptr, nullptr};
 #endif
 
 namespace {
@@ -54,6 +56,28 @@ int copy_to_device(void* dst, void const* src, std::size_t bytes, stream_t s) {
 }
 
 char const* error_string(int err) { return cudaGetErrorString(static_cast<cudaError_t>(err)); }
+
+int order_after(stream_t producer, stream_t consumer) {
+#ifdef QTL_CUDA_SIM
+  // the simulator runs work when it is enqueued, so every stream is ordered already; the pair is
+  // kept for the tests
+  last_order[0] = producer;
+  last_order[1] = consumer;
+  return 0;
+#else
+  cudaEvent_t event = nullptr;
+  cudaError_t e = cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  if (e != cudaSuccess) {
+    return static_cast<int>(e);
+  }
+  e = cudaEventRecord(event, static_cast<cudaStream_t>(producer));
+  if (e == cudaSuccess) {
+    e = cudaStreamWaitEvent(static_cast<cudaStream_t>(consumer), event, 0);
+  }
+  cudaError_t const d = cudaEventDestroy(event);  // released once the wait is done
+  return static_cast<int>(e != cudaSuccess ? e : d);
+#endif
+}
 
 int pack(pack_op op, int bits, view2d<std::int32_t const> in, view2d<std::int32_t> out, stream_t s) {
   auto const stream = as_stream(s);
@@ -267,6 +291,7 @@ backend const* get() {
       .copy_to_host = &copy_to_host,
       .copy_to_device = &copy_to_device,
       .error_string = &error_string,
+      .order_after = &order_after,
       .pack = &pack,
       .pack_dim = &pack_dim,
       .blockscale = &blockscale,

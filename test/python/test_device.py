@@ -471,3 +471,27 @@ def test_nvfp4_on_device_with_a_given_global_scale_and_the_refusals():
         qtl.nvfp4_dequantize(Producer(values), scales, 1.0, swizzle=False)
     with pytest.raises(qtl.InvalidValueError, match=r"global scale must be finite and > 0"):
         qtl.nvfp4_dequantize(Producer(values), Producer(scales.view(np.uint8)), 0.0, swizzle=False)
+
+
+@needs_sim
+def test_device_array_dlpack_orders_the_consumers_stream_after_its_own():
+    x = Producer(rng.integers(0, 16, size=(8, 16), dtype=np.int32))
+    with qtl.cuda_stream(0x5000):
+        out = qtl.pack_cols(x, 4, 8, 16)  # written on stream 0x5000
+    sim.last_order()
+    out.__dlpack__(stream=0x7000)  # a consumer on another stream waits for 0x5000's work
+    assert sim.last_order() == (0x5000, 0x7000)
+    out.__dlpack__(stream=None)  # None and 1: the legacy default stream
+    assert sim.last_order() == (0x5000, 0)
+    out.__dlpack__(stream=2)  # cudaStreamPerThread
+    assert sim.last_order() == (0x5000, 2)
+    out.__dlpack__(stream=0x5000)  # the same stream: ordered already
+    out.__dlpack__(stream=-1)  # the consumer asks for no ordering
+    assert sim.last_order() == (0, 0)
+    with pytest.raises(qtl.InvalidValueError, match=r"stream 0 is not a CUDA stream value"):
+        out.__dlpack__(stream=0)
+    # qtl consuming its own output on another stream orders that stream too
+    with qtl.cuda_stream(0x6000):
+        back = qtl.unpack_cols(out, 4, 8, 16)
+    assert sim.last_order() == (0x5000, 0x6000)
+    assert_same(sim.to_host(back), sim.to_host(x.array))
