@@ -258,6 +258,13 @@ decltype(auto) with_float(array_in const& a, F&& f) {
   }
 }
 
+/// The device table's float_type of a float element type (f32 for any other).
+inline device::float_type float_type_of(elem e) {
+  return e == elem::f16    ? device::float_type::f16
+         : e == elem::bf16 ? device::float_type::bf16
+                           : device::float_type::f32;
+}
+
 /// The C++ type of an element type.
 template <class T>
 constexpr elem elem_of() {

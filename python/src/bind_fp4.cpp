@@ -73,10 +73,9 @@ nb::object block_quantize_op(nb::handle in_obj, std::optional<float> given_gs, s
     run_on(
         in, "qtl.block_quantize", [] {},
         [&](device::backend const& b, device::stream_t s) {
-          return b.block_quantize(
-              format_of<F>(), std::is_same_v<Layout, layout_128x4>,
-              with_float(in, []<class T>(std::type_identity<T>) { return device::float_type_of<T>(); }), in.nd.data(),
-              m, k, values.data<void>(), scales.data<void>(), g.data<float>(), F::has_global_scale && !given_gs, s);
+          return b.block_quantize(format_of<F>(), std::is_same_v<Layout, layout_128x4>, float_type_of(in.type),
+                                  in.nd.data(), m, k, values.data<void>(), scales.data<void>(), g.data<float>(),
+                                  F::has_global_scale && !given_gs, s);
         });
     if constexpr (F::has_global_scale) {
       return nb::make_tuple(values.release(in.from), scales.release(in.from), g.release(in.from));
@@ -160,11 +159,8 @@ nb::object block_dequantize_op(nb::handle v_obj, nb::handle s_obj, float gs, nb:
     run_on(
         v, "qtl.block_dequantize", [] {},
         [&](device::backend const& b, device::stream_t st) {
-          auto const ft = ot == elem::f16    ? device::float_type::f16
-                          : ot == elem::bf16 ? device::float_type::bf16
-                                             : device::float_type::f32;
-          return b.block_dequantize(format_of<F>(), std::is_same_v<Layout, layout_128x4>, ft, vv.data, m, k, sv.data(),
-                                    g.data<float>(), out.data<void>(), st);
+          return b.block_dequantize(format_of<F>(), std::is_same_v<Layout, layout_128x4>, float_type_of(ot), vv.data, m,
+                                    k, sv.data(), g.data<float>(), out.data<void>(), st);
         });
     return out.release(v.from);
   }

@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <type_traits>
 
 #include <qtl/element/quantize.hpp>
@@ -144,6 +145,29 @@ struct backend {
   /// `out` (m, k) of `out_type`.
   int (*block_dequantize)(block_format f, bool swizzle, float_type out_type, void const* values, index_t m, index_t k,
                           void const* scales, float const* global_scale, void* out, stream_t stream);
+
+  /// qtl::cuda::scaled_quantize<e4m3fnuz (`fnuz`) or e4m3fn, compute> of x (m, n) of `type` under
+  /// the group shape (rows, cols; -1: the whole extent) into q (m, n) and scale (s_rows, s_cols).
+  int (*scaled_quantize)(bool fnuz, float_type type, float_type compute, void const* x, index_t m, index_t n,
+                         index_t group_rows, index_t group_cols, void* q, float* scale, index_t s_rows, index_t s_cols,
+                         float fp8_max, stream_t stream);
+  /// qtl::cuda::scaled_dequantize<out_type> of q (m, n; e4m3fnuz codes when `fnuz`) by a scale
+  /// (s_rows, s_cols) of `scale_type`.
+  int (*scaled_dequantize)(bool fnuz, float_type scale_type, float_type out_type, void const* q, index_t m, index_t n,
+                           void const* scale, index_t s_rows, index_t s_cols, void* out, stream_t stream);
+  /// qtl::cuda::group_broadcast of t (rows, cols) into out (out_rows, out_cols), both of `type`.
+  int (*group_broadcast)(float_type type, void const* t, index_t rows, index_t cols, void* out, index_t out_rows,
+                         index_t out_cols, stream_t stream);
+  /// qtl::cuda::normalize_e4m3fn_to_e4m3fnuz of n codes (`weight`), else double_scales of n scales
+  /// of `scale_type`.
+  int (*fnuz)(bool weight, float_type scale_type, void const* in, void* out, index_t n, stream_t stream);
+  /// qtl::cuda::requantize_with_max_scale of `weight` in place, for a plan the host made (requantize
+  /// true) from the host copy of the scales.
+  int (*requantize_with_max_scale)(view2d<float8_e4m3fn_t> weight, float max_scale, std::span<float const> scales,
+                                   std::span<index_t const> logical_widths, stream_t stream);
+  /// qtl::cuda::fp8_compare: counts (device, 3) = {sign flips, differ, differ_large}.
+  int (*fp8_compare)(view2d<float8_e4m3fn_t const> a, view2d<float8_e4m3fn_t const> b, unsigned long long* counts,
+                     stream_t stream);
 
   /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
   /// elsewhere.

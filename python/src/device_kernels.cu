@@ -7,12 +7,14 @@
 #include <cuda_runtime.h>
 
 #include <qtl/cuda/blockscale.cuh>
+#include <qtl/cuda/fnuz.cuh>
 #include <qtl/cuda/fp4.cuh>
 #include <qtl/cuda/fp8.cuh>
 #include <qtl/cuda/marlin.cuh>
 #include <qtl/cuda/pack.cuh>
 #include <qtl/cuda/pack_nd.cuh>
 #include <qtl/cuda/quantize.cuh>
+#include <qtl/cuda/scaled_quantize.cuh>
 #include <qtl/dispatch.hpp>
 #include <qtl/pack_nd.hpp>
 
@@ -276,6 +278,72 @@ int block_dequantize(block_format f, bool swizzle, float_type out_type, void con
   });
 }
 
+int scaled_quantize(bool fnuz, float_type type, float_type compute, void const* x, index_t m, index_t n,
+                    index_t group_rows, index_t group_cols, void* q, float* scale, index_t s_rows, index_t s_cols,
+                    float fp8_max, stream_t s) {
+  auto const stream = as_stream(s);
+  qtl::group_shape const group{group_rows, group_cols};
+  auto const sv = make_view(scale, s_rows, s_cols);
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    auto const xv = make_view(static_cast<T const*>(x), m, n);
+    return with_float(compute, [&]<class C>(std::type_identity<C>) {
+      return static_cast<int>(
+          fnuz ? qtl::cuda::scaled_quantize<float8_e4m3fnuz_t, C>(
+                     xv, group, make_view(static_cast<float8_e4m3fnuz_t*>(q), m, n), sv, fp8_max, stream)
+               : qtl::cuda::scaled_quantize<float8_e4m3fn_t, C>(
+                     xv, group, make_view(static_cast<float8_e4m3fn_t*>(q), m, n), sv, fp8_max, stream));
+    });
+  });
+}
+
+int scaled_dequantize(bool fnuz, float_type scale_type, float_type out_type, void const* q, index_t m, index_t n,
+                      void const* scale, index_t s_rows, index_t s_cols, void* out, stream_t s) {
+  auto const stream = as_stream(s);
+  return with_float(scale_type, [&]<class S>(std::type_identity<S>) {
+    auto const sv = make_view(static_cast<S const*>(scale), s_rows, s_cols);
+    return with_float(out_type, [&]<class O>(std::type_identity<O>) {
+      auto const ov = make_view(static_cast<O*>(out), m, n);
+      return static_cast<int>(fnuz ? qtl::cuda::scaled_dequantize<O>(
+                                         make_view(static_cast<float8_e4m3fnuz_t const*>(q), m, n), sv, ov, stream)
+                                   : qtl::cuda::scaled_dequantize<O>(
+                                         make_view(static_cast<float8_e4m3fn_t const*>(q), m, n), sv, ov, stream));
+    });
+  });
+}
+
+int group_broadcast(float_type type, void const* t, index_t rows, index_t cols, void* out, index_t out_rows,
+                    index_t out_cols, stream_t s) {
+  auto const stream = as_stream(s);
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    return static_cast<int>(qtl::cuda::group_broadcast(make_view(static_cast<T const*>(t), rows, cols),
+                                                       make_view(static_cast<T*>(out), out_rows, out_cols), stream));
+  });
+}
+
+int fnuz(bool weight, float_type scale_type, void const* in, void* out, index_t n, stream_t s) {
+  auto const stream = as_stream(s);
+  if (weight) {
+    return static_cast<int>(
+        qtl::cuda::normalize_e4m3fn_to_e4m3fnuz(make_view(static_cast<float8_e4m3fn_t const*>(in), n),
+                                                make_view(static_cast<float8_e4m3fnuz_t*>(out), n), stream));
+  }
+  return with_float(scale_type, [&]<class T>(std::type_identity<T>) {
+    return static_cast<int>(
+        qtl::cuda::double_scales(make_view(static_cast<T const*>(in), n), make_view(static_cast<T*>(out), n), stream));
+  });
+}
+
+int requantize_with_max_scale(view2d<float8_e4m3fn_t> weight, float max_scale, std::span<float const> scales,
+                              std::span<index_t const> widths, stream_t s) {
+  return static_cast<int>(qtl::cuda::requantize_with_max_scale(weight, qtl::requantize_plan{max_scale, true}, scales,
+                                                               widths, as_stream(s)));
+}
+
+int fp8_compare(view2d<float8_e4m3fn_t const> a, view2d<float8_e4m3fn_t const> b, unsigned long long* counts,
+                stream_t s) {
+  return static_cast<int>(qtl::cuda::fp8_compare(a, b, counts, as_stream(s)));
+}
+
 }  // namespace
 
 backend const* get() {
@@ -304,6 +372,12 @@ backend const* get() {
       .sort_weights = &sort_weights,
       .block_quantize = &block_quantize,
       .block_dequantize = &block_dequantize,
+      .scaled_quantize = &scaled_quantize,
+      .scaled_dequantize = &scaled_dequantize,
+      .group_broadcast = &group_broadcast,
+      .fnuz = &fnuz,
+      .requantize_with_max_scale = &requantize_with_max_scale,
+      .fp8_compare = &fp8_compare,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,
 #else

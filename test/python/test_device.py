@@ -353,9 +353,10 @@ def float_array(shape, dtype, scale=1.0):
 
 def to_device(a):
     """A simulated-device copy of a host array (bfloat16 by its storage)."""
+    a = np.require(a, requirements="C")  # keeps 0-dim
     if a.dtype.name == "bfloat16":
-        return sim.from_host(np.ascontiguousarray(a).view(np.uint16), bfloat16=True)
-    return sim.from_host(np.ascontiguousarray(a))
+        return sim.from_host(a.view(np.uint16), bfloat16=True)
+    return sim.from_host(a)
 
 
 def assert_all_same(dev, host):
@@ -495,3 +496,101 @@ def test_device_array_dlpack_orders_the_consumers_stream_after_its_own():
         back = qtl.unpack_cols(out, 4, 8, 16)
     assert sim.last_order() == (0x5000, 0x6000)
     assert_same(sim.to_host(back), sim.to_host(x.array))
+
+
+# --- scaled_quantize, scaled_dequantize, group_broadcast, fnuz, requantize, fp8 compare ----------
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("group,compute", [((1, 32), None), ((-1, -1), None), ((16, 16), "float32"),
+                                           ((4, -1), "bfloat16"), ((1, 64), "float16")])
+@pytest.mark.parametrize("quant_dtype", ["float8_e4m3fn", "float8_e4m3fnuz"])
+def test_scaled_quantize_on_device_equals_host(dtype, group, compute, quant_dtype):
+    x = float_array((32, 64), dtype, scale=20.0)
+    x[0, :32] = 0
+    host = qtl.scaled_quantize(x, group, quant_dtype, compute)
+    dev = qtl.scaled_quantize(to_device(x), group, quant_dtype, compute)
+    assert_all_same(dev, host)
+    if quant_dtype == "float8_e4m3fnuz":
+        return
+    # back, from the uint8 codes (e4m3fn); no NaN codes (the all-zero group's): their payload is the platform's
+    codes = np.asarray(host[0]).view(np.uint8).copy()
+    codes[codes & 0x7F == 0x7F] = 0
+    scales = np.nan_to_num(np.asarray(host[1]))
+    for out_dtype in ["float32", "bfloat16"]:
+        want = np.asarray(qtl.scaled_dequantize(codes, scales, group, out_dtype))
+        got = qtl.scaled_dequantize(Producer(codes), Producer(scales), group, out_dtype)
+        assert_same(sim.to_host(got), want.view(np.uint16) if out_dtype == "bfloat16" else want)
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("t_shape,shape", [((4, 2), (16, 64)), ((1, 8), (5, 32)), ((3, 1), (3, 7))])
+def test_group_broadcast_on_device_equals_host(dtype, t_shape, shape):
+    t = float_array(t_shape, dtype)
+    assert_same(sim.to_host(qtl.group_broadcast(to_device(t), shape)),
+                np.asarray(qtl.group_broadcast(t, shape)).view(np.uint16 if dtype == "bfloat16" else t.dtype))
+    with pytest.raises(qtl.ShapeError, match=r"does not broadcast in groups"):
+        qtl.group_broadcast(to_device(t), (t_shape[0] * 2 + 1, 9))
+
+
+@needs_sim
+def test_scaled_dequantize_on_device_refuses_as_the_host_does():
+    codes = rng.integers(0, 0x70, size=(8, 8), dtype=np.uint8)
+    s = np.ones((3, 3), dtype=np.float32)
+    with pytest.raises(qtl.ShapeError, match=r"qtl::scaled_dequantize"):
+        qtl.scaled_dequantize(Producer(codes), Producer(s))
+    with pytest.raises(qtl.InvalidValueError, match=r"x_q is on cuda:0 but x_s on the host"):
+        qtl.scaled_dequantize(Producer(codes), np.ones((1, 1), dtype=np.float32))
+
+
+@needs_sim
+@pytest.mark.parametrize("scale_dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("shape", [(16, 24), (3, 5, 8), (0,)])
+def test_normalize_e4m3fn_to_e4m3fnuz_on_device_equals_host(scale_dtype, shape):
+    codes = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    codes.reshape(-1)[:3] = 0x80  # -0, which fnuz has no code for
+    ws, ins = float_array((4,), scale_dtype), float_array((), scale_dtype)
+    host = qtl.normalize_e4m3fn_to_e4m3fnuz(codes, ws, ins)
+    dev = qtl.normalize_e4m3fn_to_e4m3fnuz(Producer(codes), to_device(ws), to_device(ins))
+    assert_all_same(dev, tuple(np.asarray(h).view(np.uint16) if h.dtype.name == "bfloat16" else h for h in host))
+    assert qtl.normalize_e4m3fn_to_e4m3fnuz(Producer(codes), to_device(ws))[2] is None
+    with pytest.raises(qtl.InvalidValueError, match=r"weight is on cuda:0 but weight_scale on the host"):
+        qtl.normalize_e4m3fn_to_e4m3fnuz(Producer(codes), np.ones(4, dtype=np.float32))
+
+
+@needs_sim
+@pytest.mark.parametrize("scales,widths", [([0.5, 2.0, 1.0], [8, 16, 8]), ([0.5], [32]),
+                                           ([1.5, -3.4028235e38], [16, 16])])
+def test_requantize_with_max_scale_on_device_equals_host(scales, widths):
+    import ml_dtypes
+
+    codes = rng.integers(0, 256, size=(32, 24), dtype=np.uint8)
+    codes[codes & 0x7F == 0x7F] = 0
+    s = np.array(scales, dtype=np.float32)
+    host_w = codes.copy().view(ml_dtypes.float8_e4m3fn)
+    host = qtl.requantize_with_max_scale(host_w, s, widths)
+    dev_w = sim.from_host(codes)
+    dev = qtl.requantize_with_max_scale(dev_w, Producer(s), widths)
+    assert dev[1] is dev_w  # in place, returned itself
+    assert_same(sim.to_host(dev[0]), host[0])
+    assert_same(sim.to_host(dev_w), host_w.view(np.uint8))
+    with pytest.raises(qtl.ShapeError, match=r"logical"):  # the host's plan refuses widths past the rows
+        qtl.requantize_with_max_scale(dev_w, Producer(np.ones(2, dtype=np.float32)), [20, 20])
+
+
+@needs_sim
+def test_assert_fp8_all_close_on_device_gives_the_hosts_verdict():
+    import ml_dtypes
+
+    a = rng.integers(0, 0x70, size=(24, 40), dtype=np.uint8)
+    b = a.copy()
+    qtl.assert_fp8_all_close(Producer(a), Producer(b))
+    b[:, :8] ^= 0x80  # sign flips
+    with pytest.raises(AssertionError) as host_err:
+        qtl.assert_fp8_all_close(a.view(ml_dtypes.float8_e4m3fn), b.view(ml_dtypes.float8_e4m3fn))
+    with pytest.raises(AssertionError) as dev_err:
+        qtl.assert_fp8_all_close(Producer(a), Producer(b))
+    assert str(dev_err.value) == str(host_err.value)
+    with pytest.raises(qtl.InvalidValueError, match=r"a is on cuda:0 but b on the host"):
+        qtl.assert_fp8_all_close(Producer(a), b)
