@@ -169,6 +169,33 @@ struct backend {
   int (*fp8_compare)(view2d<float8_e4m3fn_t const> a, view2d<float8_e4m3fn_t const> b, unsigned long long* counts,
                      stream_t stream);
 
+  /// qtl::cuda::marlin::permute_scales of s (rows, cols) of `elem_bytes`-byte elements (2 or 4) by
+  /// the kind (qtl::marlin::scale_perm_kind as int).
+  int (*marlin_permute_scales)(int elem_bytes, int kind, void const* s, index_t rows, index_t cols, void* out,
+                               stream_t stream);
+  /// qtl::cuda::marlin::unrepack_gptq<bits, a8> of Marlin `m` with `inverse_perm` (device int32 [K],
+  /// checked) or null.
+  int (*marlin_unrepack)(int bits, bool a8, view2d<std::int32_t const> m, std::int32_t const* inverse_perm,
+                         view2d<std::int32_t> out, stream_t stream);
+
+  /// A weight of `groups` matrices [n, k] in blocks of (bn, bk) (qtl::convert::block_grid).
+  struct block_grid {
+    std::int64_t groups, n, k;
+    int bn, bk;
+  };
+  /// qtl::cuda::block_quant_dequant<float or bfloat16_t>.
+  int (*block_quant_dequant)(bool bf16, std::uint8_t const* q, float const* s, block_grid g, void* out,
+                             stream_t stream);
+  /// qtl::cuda::per_block_cast_to_fp8<rule> (qtl::convert::pow2_rule as int) of float32 x.
+  int (*per_block_cast_to_fp8)(int rule, float const* x, block_grid g, std::uint8_t* q, float* s, stream_t stream);
+  /// qtl::cuda::requant_weight_ue8m0(_canonical)<the recipe named `recipe`> of groups x [n, k].
+  int (*requant_weight_ue8m0)(char const* recipe, bool canonical, std::uint8_t const* q, float const* s,
+                              std::int64_t groups, std::int64_t n, std::int64_t k, std::uint8_t* q_out, float* s_out,
+                              stream_t stream);
+  /// qtl::cuda::deepgemm_unpack_ue8m0.
+  int (*deepgemm_unpack_ue8m0)(std::int32_t const* packed, std::int64_t groups, std::int64_t p, std::int64_t a,
+                               std::int64_t k_blocks, float* sf, stream_t stream);
+
   /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
   /// elsewhere.
   void (*bind_extras)(void* module);  // a PyObject*

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include <qtl/cuda/blockscale.cuh>
+#include <qtl/cuda/convert.cuh>
 #include <qtl/cuda/fnuz.cuh>
 #include <qtl/cuda/fp4.cuh>
 #include <qtl/cuda/fp8.cuh>
@@ -344,6 +345,64 @@ int fp8_compare(view2d<float8_e4m3fn_t const> a, view2d<float8_e4m3fn_t const> b
   return static_cast<int>(qtl::cuda::fp8_compare(a, b, counts, as_stream(s)));
 }
 
+int marlin_permute_scales(int elem_bytes, int kind, void const* s, index_t rows, index_t cols, void* out, stream_t st) {
+  auto const k = static_cast<qtl::marlin::scale_perm_kind>(kind);
+  auto const run = [&]<class T>(std::type_identity<T>) {  // a permutation: the bytes move, as any type of the size
+    return static_cast<int>(qtl::cuda::marlin::permute_scales(make_view(static_cast<T const*>(s), rows, cols), k,
+                                                              make_view(static_cast<T*>(out), rows, cols),
+                                                              as_stream(st)));
+  };
+  return elem_bytes == 2 ? run(std::type_identity<std::uint16_t>{}) : run(std::type_identity<std::uint32_t>{});
+}
+
+int marlin_unrepack(int bits, bool a8, view2d<std::int32_t const> m, std::int32_t const* inverse_perm,
+                    view2d<std::int32_t> out, stream_t s) {
+  auto const stream = as_stream(s);
+  return static_cast<int>(qtl::dispatch_bits<4, 8>(bits, [&]<int B>() {
+    using qtl::marlin::act_width;
+    return a8 ? qtl::cuda::marlin::unrepack_gptq<B, act_width::a8>(m, inverse_perm, out, stream)
+              : qtl::cuda::marlin::unrepack_gptq<B, act_width::a16>(m, inverse_perm, out, stream);
+  }));
+}
+
+qtl::convert::block_grid grid_of(backend::block_grid g) { return {g.groups, g.n, g.k, {g.bn, g.bk}}; }
+
+int block_quant_dequant(bool bf16, std::uint8_t const* q, float const* s, backend::block_grid g, void* out,
+                        stream_t st) {
+  auto const stream = as_stream(st);
+  return static_cast<int>(
+      bf16 ? qtl::cuda::convert::block_quant_dequant(q, s, grid_of(g), static_cast<bfloat16_t*>(out), stream)
+           : qtl::cuda::convert::block_quant_dequant(q, s, grid_of(g), static_cast<float*>(out), stream));
+}
+
+int per_block_cast_to_fp8(int rule, float const* x, backend::block_grid g, std::uint8_t* q, float* s, stream_t st) {
+  auto const stream = as_stream(st);
+  using qtl::convert::pow2_rule;
+  switch (static_cast<pow2_rule>(rule)) {
+    case pow2_rule::bits:
+      return static_cast<int>(qtl::cuda::convert::per_block_cast_to_fp8<pow2_rule::bits>(x, grid_of(g), q, s, stream));
+    case pow2_rule::log2:
+      return static_cast<int>(qtl::cuda::convert::per_block_cast_to_fp8<pow2_rule::log2>(x, grid_of(g), q, s, stream));
+    default:
+      return static_cast<int>(qtl::cuda::convert::per_block_cast_to_fp8<pow2_rule::none>(x, grid_of(g), q, s, stream));
+  }
+}
+
+int requant_weight_ue8m0(char const* recipe, bool canonical, std::uint8_t const* q, float const* s, std::int64_t groups,
+                         std::int64_t n, std::int64_t k, std::uint8_t* q_out, float* s_out, stream_t st) {
+  auto const stream = as_stream(st);
+  return qtl::dispatch_name<qtl::convert::recipes>("recipe", recipe, [&]<class R>() {
+    return static_cast<int>(
+        canonical ? qtl::cuda::convert::requant_weight_ue8m0_canonical<R>(q, s, groups, n, k, q_out, s_out, stream)
+                  : qtl::cuda::convert::requant_weight_ue8m0<R>(q, s, groups, n, k, q_out, s_out, stream));
+  });
+}
+
+int deepgemm_unpack_ue8m0(std::int32_t const* packed, std::int64_t groups, std::int64_t p, std::int64_t a,
+                          std::int64_t k_blocks, float* sf, stream_t st) {
+  return static_cast<int>(qtl::cuda::convert::deepgemm_unpack_ue8m0(packed, groups, p, a, k_blocks, sf, as_stream(st)));
+}
+
 }  // namespace
 
 backend const* get() {
@@ -378,6 +437,12 @@ backend const* get() {
       .fnuz = &fnuz,
       .requantize_with_max_scale = &requantize_with_max_scale,
       .fp8_compare = &fp8_compare,
+      .marlin_permute_scales = &marlin_permute_scales,
+      .marlin_unrepack = &marlin_unrepack,
+      .block_quant_dequant = &block_quant_dequant,
+      .per_block_cast_to_fp8 = &per_block_cast_to_fp8,
+      .requant_weight_ue8m0 = &requant_weight_ue8m0,
+      .deepgemm_unpack_ue8m0 = &deepgemm_unpack_ue8m0,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,
 #else

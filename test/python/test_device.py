@@ -594,3 +594,102 @@ def test_assert_fp8_all_close_on_device_gives_the_hosts_verdict():
     assert str(dev_err.value) == str(host_err.value)
     with pytest.raises(qtl.InvalidValueError, match=r"a is on cuda:0 but b on the host"):
         qtl.assert_fp8_all_close(Producer(a), b)
+
+
+# --- Marlin scales and the inverse repack ---------------------------------------------------------
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("size_k,group_size,a8", [(256, 64, False), (256, -1, False), (128, 128, False),
+                                                  (256, 64, True)])
+def test_marlin_permute_scales_on_device_equals_host(dtype, size_k, group_size, a8):
+    n = 128
+    rows = size_k // group_size if 0 < group_size < size_k else 1
+    s = float_array((rows, n), dtype)
+    host = qtl.marlin_permute_scales(s, size_k, n, group_size, is_a_8bit=a8)
+    dev = qtl.marlin_permute_scales(to_device(s), size_k, n, group_size, is_a_8bit=a8)
+    assert_same(sim.to_host(dev), np.asarray(host).view(np.uint16) if dtype == "bfloat16" else host)
+    with pytest.raises(qtl.ShapeError, match=r"is not a multiple of"):
+        qtl.marlin_permute_scales(to_device(s[:, :60]), size_k, 60, group_size, is_a_8bit=a8)
+
+
+@needs_sim
+@pytest.mark.parametrize("bits", [4, 8])
+@pytest.mark.parametrize("a8,act_order", [(False, False), (False, True), (True, False)])
+def test_unmarlin_gptq_on_device_equals_host(bits, a8, act_order):
+    k, n = 128, 128
+    words = rng.integers(-2**31, 2**31, size=(k * bits // 32, n), dtype=np.int64).astype(np.int32)
+    perm = rng.permutation(k).astype(np.int32) if act_order else np.zeros(0, dtype=np.int32)
+    marlin = np.asarray(qtl.gptq_marlin_repack(words, perm, k, n, bits, is_a_8bit=a8))
+    host = qtl.unmarlin_gptq(marlin, perm, k, n, bits, is_a_8bit=a8)
+    assert_same(on_device(qtl.unmarlin_gptq, marlin, perm, k, n, bits, is_a_8bit=a8), host)
+    assert_same(host, words)
+    if act_order:
+        bad = perm.copy()
+        bad[1] = bad[0]
+        with pytest.raises(qtl.InvalidValueError, match=r"sort_indices\[1\] = \d+ repeats an earlier entry"):
+            qtl.unmarlin_gptq(Producer(marlin), Producer(bad), k, n, bits)
+        with pytest.raises(qtl.InvalidValueError, match=r"marlin_q_w is on cuda:0 but perm on the host"):
+            qtl.unmarlin_gptq(Producer(marlin), perm, k, n, bits)
+
+
+# --- the FP8 block converters ---------------------------------------------------------------------
+
+def fp8_block_weight(shape, block):
+    """E4M3 codes (no NaN) of `shape` ([N, K] or [E, N, K]) and float32 block scales for `block`."""
+    codes = rng.integers(0, 256, size=shape, dtype=np.uint8)
+    codes[codes & 0x7F == 0x7F] = 0
+    lead = shape[:-2]
+    nb, kb = -(-shape[-2] // block[0]), -(-shape[-1] // block[1])
+    scales = (rng.random(lead + (nb, kb)) * 0.01 + 1e-4).astype(np.float32)
+    return codes, scales
+
+
+@needs_sim
+@pytest.mark.parametrize("shape,block", [((200, 384), (128, 128)), ((2, 64, 96), (32, 64)), ((0, 128), (128, 128))])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_block_quant_dequant_on_device_equals_host(shape, block, dtype):
+    codes, scales = fp8_block_weight(shape, block)
+    host = np.asarray(qtl.block_quant_dequant(codes, scales, block, dtype))
+    dev = qtl.block_quant_dequant(Producer(codes), Producer(scales), block, dtype)
+    assert_same(sim.to_host(dev), host.view(np.uint16) if dtype == "bfloat16" else host)
+    with pytest.raises(qtl.InvalidValueError, match=r"x_q_block is on cuda:0 but x_s on the host"):
+        qtl.block_quant_dequant(Producer(codes), scales, block, dtype)
+
+
+@needs_sim
+@pytest.mark.parametrize("shape,block", [((200, 384), (128, 128)), ((2, 64, 96), (32, 64))])
+@pytest.mark.parametrize("use_ue8m0,rule", [(False, "log2"), (True, "log2"), (True, "bits")])
+def test_per_block_cast_to_fp8_on_device_equals_host(shape, block, use_ue8m0, rule):
+    x = (rng.standard_normal(shape) * 3).astype(np.float32)
+    x[..., :block[0], :block[1]] = 0  # an all-zero block
+    host = qtl.per_block_cast_to_fp8(x, block, use_ue8m0, ue8m0_rule=rule)
+    assert_all_same(qtl.per_block_cast_to_fp8(Producer(x), block, use_ue8m0, ue8m0_rule=rule), host)
+    with pytest.raises(qtl.DTypeError, match=r"x: dtype float16 is not supported here; expected float32"):
+        qtl.per_block_cast_to_fp8(Producer(x.astype(np.float16)), block, use_ue8m0)
+
+
+@needs_sim
+@pytest.mark.parametrize("shape", [(256, 384), (2, 130, 128)])
+@pytest.mark.parametrize("recipe", ["sglang", "sglang-legacy", "vllm"])
+@pytest.mark.parametrize("canonical", [False, True])
+def test_requant_weight_ue8m0_on_device_equals_host(shape, recipe, canonical):
+    codes, scales = fp8_block_weight(shape, (128, 128))
+    host = qtl.requant_weight_ue8m0(codes, scales, recipe=recipe, canonical=canonical)
+    dev = qtl.requant_weight_ue8m0(Producer(codes), Producer(scales), recipe=recipe, canonical=canonical)
+    assert_all_same(dev, host)
+    with pytest.raises(qtl.InvalidValueError, match=r"recipe = 'nope' is not one of"):
+        qtl.requant_weight_ue8m0(Producer(codes), Producer(scales), recipe="nope")
+
+
+@needs_sim
+@pytest.mark.parametrize("groups,mn,kb", [(None, 200, 7), (3, 128, 4), (None, 1, 1)])
+def test_deepgemm_unpack_ue8m0_on_device_equals_host(groups, mn, kb):
+    rows = -(-mn // 128)
+    shape = (rows, kb) if groups is None else (groups, rows, kb)
+    sf = np.exp2(rng.integers(-20, 20, size=shape)).astype(np.float32)
+    packed = np.asarray(qtl.deepgemm_pack_ue8m0(sf, mn))
+    host = qtl.deepgemm_unpack_ue8m0(packed, kb)
+    assert_same(on_device(qtl.deepgemm_unpack_ue8m0, packed, kb), host)
+    with pytest.raises(qtl.ShapeError, match=r"does not fit P"):
+        qtl.deepgemm_unpack_ue8m0(Producer(packed), 4 * packed.shape[-2] + 1)
