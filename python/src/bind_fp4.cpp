@@ -199,23 +199,31 @@ nb::object prepare_trtllm(nb::handle g1w, nb::handle g2w, nb::handle g1s, nb::ha
                           index_t experts, bool gated) {
   qtl::trtllm_fp4_moe_shape const shape{hidden, inter, experts, gated};
   qtl::trtllm_fp4_moe_plan<128> const plan(shape);  // checks the sizes first, naming the bad one
-  array_in a1w = take(g1w, "gemm1_weights");
-  array_in a2w = take(g2w, "gemm2_weights");
-  array_in a1s = take(g1s, "gemm1_scales_linear_fp4_bytes");
-  array_in a2s = take(g2s, "gemm2_scales_linear_fp4_bytes");
+  array_in a1w = take(g1w, "gemm1_weights", true);
+  array_in a2w = take(g2w, "gemm2_weights", true);
+  array_in a1s = take(g1s, "gemm1_scales_linear_fp4_bytes", true);
+  array_in a2s = take(g2s, "gemm2_scales_linear_fp4_bytes", true);
+  for (array_in const* a : {&a2w, &a1s, &a2s}) {
+    check_same_place("qtl.prepare_static_weights_for_trtllm_fp4_moe", a1w, *a);
+  }
   index_t const r1 = shape.gemm1_rows();
   qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> const in{
       moe_input(a1w, experts, r1, hidden / 2), moe_input(a1s, experts, r1, hidden / 16),
       moe_input(a2w, experts, hidden, inter / 2), moe_input(a2s, experts, hidden, inter / 16)};
-  array_out o1w(elem::u8, {experts, r1, hidden / 2});
-  array_out o1s(elem::fp8_e4m3, {experts, r1, hidden / 16});
-  array_out o2w(elem::u8, {experts, hidden, inter / 2});
-  array_out o2s(elem::fp8_e4m3, {experts, hidden, inter / 16});
+  array_out o1w(elem::u8, {experts, r1, hidden / 2}, a1w);
+  array_out o1s(elem::fp8_e4m3, {experts, r1, hidden / 16}, a1w);
+  array_out o2w(elem::u8, {experts, hidden, inter / 2}, a1w);
+  array_out o2s(elem::fp8_e4m3, {experts, hidden, inter / 16}, a1w);
   {
     qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const out{o1w.v3<std::uint8_t>(), o1s.v3<std::uint8_t>(),
                                                                       o2w.v3<std::uint8_t>(), o2s.v3<std::uint8_t>()};
-    nb::gil_scoped_release nogil;
-    plan.apply(in, out);
+    view3d<std::uint8_t const> const din[4] = {in.gemm1_weights, in.gemm1_scales, in.gemm2_weights, in.gemm2_scales};
+    view3d<std::uint8_t> const dout[4] = {out.gemm1_weights, out.gemm1_scales, out.gemm2_weights, out.gemm2_scales};
+    run_on(
+        a1w, "qtl.prepare_static_weights_for_trtllm_fp4_moe", [&] { plan.apply(in, out); },
+        [&](device::backend const& b, device::stream_t s) {
+          return b.fp4_moe(device::moe_op::prepare_trtllm, hidden, inter, experts, gated, 0, din, dout, s);
+        });
   }
   kind const k = a1w.from;
   return nb::make_tuple(o1w.release(k), o1s.release(k), o2w.release(k), o2s.release(k));

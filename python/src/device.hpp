@@ -81,6 +81,13 @@ struct gptq_call {
 /// The block formats of qtl/fp4.hpp (qtl::block_formats).
 enum class block_format : std::uint8_t { nvfp4, mxfp4, mxfp8 };
 
+/// The FP4 MoE preparations over the four tensors of qtl::trtllm_fp4_moe_tensors (qtl/moe.hpp).
+enum class moe_op : std::uint8_t { prepare_trtllm, align_intermediate, align_hidden };
+
+/// The row maps of one byte tensor (qtl/moe.hpp): pad_nvfp4_weight_for_cutlass (parameter: the
+/// alignment), interleave_linear_and_gate (the group size).
+enum class rows_op : std::uint8_t { pad_cutlass, interleave };
+
 /// scaled_fp8_quant's three modes.
 enum class fp8_mode : std::uint8_t { static_scale, dynamic, per_token };
 
@@ -195,6 +202,18 @@ struct backend {
   /// qtl::cuda::deepgemm_unpack_ue8m0.
   int (*deepgemm_unpack_ue8m0)(std::int32_t const* packed, std::int64_t groups, std::int64_t p, std::int64_t a,
                                std::int64_t k_blocks, float* sf, stream_t stream);
+
+  /// qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe (shape: hidden, inter, experts, gated),
+  /// align_fp4_moe_weights_for_fi (gated: is_act_and_mul) or align_fp4_moe_hidden_dim_for_fi, of the
+  /// four byte tensors gemm1 weights, gemm1 scales, gemm2 weights, gemm2 scales.
+  int (*fp4_moe)(moe_op op, index_t hidden, index_t inter, index_t experts, bool gated, index_t min_alignment,
+                 view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out, stream_t stream);
+  /// qtl::cuda::pad_nvfp4_weight_for_cutlass (in, out [1, rows, cols]) or interleave_linear_and_gate
+  /// of bytes.
+  int (*moe_rows)(rows_op op, view3d<std::uint8_t const> in, view3d<std::uint8_t> out, index_t param, stream_t stream);
+  /// qtl::cuda::reorder_w13_to_w31_for_flashinfer_cutedsl of bytes.
+  int (*reorder_w13_to_w31)(bool interleaved, view3d<std::uint8_t const> w13, view3d<std::uint8_t const> w13_scale,
+                            view3d<std::uint8_t> w13_out, view3d<std::uint8_t> w13_scale_out, stream_t stream);
 
   /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
   /// elsewhere.

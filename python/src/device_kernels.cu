@@ -12,6 +12,7 @@
 #include <qtl/cuda/fp4.cuh>
 #include <qtl/cuda/fp8.cuh>
 #include <qtl/cuda/marlin.cuh>
+#include <qtl/cuda/moe.cuh>
 #include <qtl/cuda/pack.cuh>
 #include <qtl/cuda/pack_nd.cuh>
 #include <qtl/cuda/quantize.cuh>
@@ -403,6 +404,37 @@ int deepgemm_unpack_ue8m0(std::int32_t const* packed, std::int64_t groups, std::
   return static_cast<int>(qtl::cuda::convert::deepgemm_unpack_ue8m0(packed, groups, p, a, k_blocks, sf, as_stream(st)));
 }
 
+int fp4_moe(moe_op op, index_t hidden, index_t inter, index_t experts, bool gated, index_t min_alignment,
+            view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out, stream_t s) {
+  auto const stream = as_stream(s);
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> const i{in[0], in[1], in[2], in[3]};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const o{out[0], out[1], out[2], out[3]};
+  switch (op) {
+    case moe_op::prepare_trtllm:
+      return static_cast<int>(qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe(
+          qtl::trtllm_fp4_moe_shape{hidden, inter, experts, gated}, i, o, stream));
+    case moe_op::align_intermediate:
+      return static_cast<int>(qtl::cuda::align_fp4_moe_weights_for_fi(i, o, gated, min_alignment, stream));
+    default: return static_cast<int>(qtl::cuda::align_fp4_moe_hidden_dim_for_fi(i, o, min_alignment, stream));
+  }
+}
+
+int moe_rows(rows_op op, view3d<std::uint8_t const> in, view3d<std::uint8_t> out, index_t param, stream_t s) {
+  auto const stream = as_stream(s);
+  if (op == rows_op::interleave) {
+    return static_cast<int>(qtl::cuda::interleave_linear_and_gate(in, out, param, stream));
+  }
+  view2d<std::uint8_t const> const in2{in.data, {in.extent[1], in.extent[2]}, {in.stride[1], in.stride[2]}};
+  view2d<std::uint8_t> const out2{out.data, {out.extent[1], out.extent[2]}, {out.stride[1], out.stride[2]}};
+  return static_cast<int>(qtl::cuda::pad_nvfp4_weight_for_cutlass(in2, out2, param, stream));
+}
+
+int reorder_w13_to_w31(bool interleaved, view3d<std::uint8_t const> w13, view3d<std::uint8_t const> w13_scale,
+                       view3d<std::uint8_t> w13_out, view3d<std::uint8_t> w13_scale_out, stream_t s) {
+  return static_cast<int>(qtl::cuda::reorder_w13_to_w31_for_flashinfer_cutedsl(interleaved, w13, w13_scale, w13_out,
+                                                                               w13_scale_out, as_stream(s)));
+}
+
 }  // namespace
 
 backend const* get() {
@@ -443,6 +475,9 @@ backend const* get() {
       .per_block_cast_to_fp8 = &per_block_cast_to_fp8,
       .requant_weight_ue8m0 = &requant_weight_ue8m0,
       .deepgemm_unpack_ue8m0 = &deepgemm_unpack_ue8m0,
+      .fp4_moe = &fp4_moe,
+      .moe_rows = &moe_rows,
+      .reorder_w13_to_w31 = &reorder_w13_to_w31,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,
 #else

@@ -693,3 +693,70 @@ def test_deepgemm_unpack_ue8m0_on_device_equals_host(groups, mn, kb):
     assert_same(on_device(qtl.deepgemm_unpack_ue8m0, packed, kb), host)
     with pytest.raises(qtl.ShapeError, match=r"does not fit P"):
         qtl.deepgemm_unpack_ue8m0(Producer(packed), 4 * packed.shape[-2] + 1)
+
+
+# --- MoE preparations -----------------------------------------------------------------------------
+
+def random_bytes(*shape):
+    return rng.integers(0, 256, size=shape, dtype=np.uint8)
+
+
+@needs_sim
+@pytest.mark.parametrize("hidden,inter,experts,gated", [(128, 64, 2, True), (256, 128, 3, False), (128, 64, 0, True)])
+def test_prepare_static_weights_for_trtllm_fp4_moe_on_device_equals_host(hidden, inter, experts, gated):
+    r1 = (2 if gated else 1) * inter
+    args = (random_bytes(experts, r1, hidden // 2), random_bytes(experts, hidden, inter // 2),
+            random_bytes(experts, r1, hidden // 16), random_bytes(experts, hidden, inter // 16))
+    host = qtl.prepare_static_weights_for_trtllm_fp4_moe(*args, hidden, inter, experts, gated)
+    assert_all_same(qtl.prepare_static_weights_for_trtllm_fp4_moe(*(Producer(a) for a in args), hidden, inter,
+                                                                  experts, gated), host)
+    with pytest.raises(qtl.InvalidValueError, match=r"gemm1_weights is on cuda:0 but gemm2_weights on the host"):
+        qtl.prepare_static_weights_for_trtllm_fp4_moe(Producer(args[0]), *args[1:], hidden, inter, experts, gated)
+
+
+@needs_sim
+@pytest.mark.parametrize("hidden_dim", [False, True])
+@pytest.mark.parametrize("gated", [True, False])
+def test_align_fp4_moe_on_device_equals_host(hidden_dim, gated):
+    e, h, i = 2, 64, 48
+    r1 = (2 if gated else 1) * i
+    args = (random_bytes(e, r1, h // 2), random_bytes(e, r1, h // 16), random_bytes(e, h, i // 2),
+            random_bytes(e, h, i // 16))
+    if hidden_dim:
+        host = qtl.align_fp4_moe_hidden_dim_for_fi(*args, min_alignment=128)
+        dev = qtl.align_fp4_moe_hidden_dim_for_fi(*(Producer(a) for a in args), min_alignment=128)
+    else:
+        host = qtl.align_fp4_moe_weights_for_fi(*args, gated, min_alignment=32)
+        dev = qtl.align_fp4_moe_weights_for_fi(*(Producer(a) for a in args), gated, min_alignment=32)
+    assert dev[4] == host[4]
+    assert_all_same(dev[:4], host[:4])
+
+
+@needs_sim
+@pytest.mark.parametrize("shape,alignment", [((30, 24), 32), ((64, 64), 32), ((5, 8), 16)])
+def test_pad_nvfp4_weight_for_cutlass_on_device_equals_host(shape, alignment):
+    w = random_bytes(*shape)
+    host = qtl.pad_nvfp4_weight_for_cutlass(w, alignment)
+    dev = qtl.pad_nvfp4_weight_for_cutlass(Producer(w), alignment)
+    assert dev[1] == host[1]
+    assert_same(sim.to_host(dev[0]), host[0])
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float16, np.int32, np.uint8])
+@pytest.mark.parametrize("shape,dim", [((4, 256), -1), ((256, 3), 0), ((2, 128, 5), 1)])
+def test_interleave_linear_and_gate_on_device_equals_host(dtype, shape, dim):
+    x = rng.integers(0, 100, size=shape).astype(dtype)
+    assert_same(on_device(qtl.interleave_linear_and_gate, x, 64, dim), qtl.interleave_linear_and_gate(x, 64, dim))
+    with pytest.raises(qtl.ShapeError, match=r"must be divisible by"):
+        qtl.interleave_linear_and_gate(Producer(x), 48, dim)
+
+
+@needs_sim
+@pytest.mark.parametrize("activation", ["silu", "swigluoai"])
+def test_reorder_w13_to_w31_on_device_equals_host(activation):
+    w13, s = random_bytes(3, 64, 32), random_bytes(3, 64, 4)
+    host = qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(activation, w13, s)
+    assert_all_same(qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(activation, Producer(w13), Producer(s)), host)
+    with pytest.raises(qtl.ShapeError, match=r"odd number of rows"):
+        qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(activation, Producer(w13[:, :63]), Producer(s[:, :63]))
