@@ -22,6 +22,7 @@
 
 #include <nanobind/stl/optional.h>
 
+#include <array>
 #include <random>
 
 #include <qtl/ct_fp4.hpp>
@@ -388,10 +389,33 @@ view2d<T> row_slice(view2d<T> v, index_t lo, index_t hi) {
   return v;
 }
 
+/// Runs `launch(table, stream, flags)` on `w`'s device with N device ints zeroed first, and returns
+/// them read back: the kernels' reports of what the host op refuses (a kernel cannot throw).
+template <int N, class Launch>
+std::array<int, N> run_with_flags(array_in const& w, char const* op, Launch&& launch) {
+  array_out flags(elem::i32, {N}, w);
+  std::array<int, N> h{};
+  copy_to_device(w, flags.data<void>(), h.data(), sizeof h);
+  run_on(
+      w, op, [] {}, [&](device::backend const& b, device::stream_t s) { return launch(b, s, flags.data<int>()); });
+  device::backend const& table = *device::get();
+  if (int const err = table.copy_to_host(h.data(), flags.data<void>(), sizeof h, w.stream); err != 0) {
+    throw qtl::error(std::string(op) + ": reading the kernel's checks failed: " + table.error_string(err));
+  }
+  return h;
+}
+
+/// The device path's refusal of a NaN or infinite weight (the host path names the first one).
+[[noreturn]] void refuse_nonfinite(char const* op) {
+  throw qtl::value_error(std::string(op) +
+                         ": weight holds a NaN or infinite value (the host path names the first); "
+                         "allow_nonfinite=True quantizes it as the host path does");
+}
+
 nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, bool symmetric, bool allow_nonfinite,
                             std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = take(w_obj, "weight");
+  array_in w = take(w_obj, "weight", true);
   w.check_rank(2);
   qtl::ct_pack_options opt;
   opt.bits = num_bits;
@@ -403,10 +427,19 @@ nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, 
   index_t const g = k / qtl::ct_pack_group_size(k, opt);  // checks the arguments first
   index_t const words = k / (32 / num_bits);
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
-    array_out packed(elem::i32, {n, words});
-    array_out scales(elem_of<T>(), {n, g});
-    array_out zp(elem::i32, {symmetric ? 0 : n, g});
-    {
+    array_out packed(elem::i32, {n, words}, w);
+    array_out scales(elem_of<T>(), {n, g}, w);
+    array_out zp(elem::i32, {symmetric ? 0 : n, g}, w);
+    if (w.on_device()) {
+      char const* const op = "qtl.ct_pack_quantize";
+      auto const flags = run_with_flags<1>(w, op, [&](device::backend const& b, device::stream_t s, int* f) {
+        return b.ct_pack_quantize(device::float_type_of<T>(), w.nd.data(), n, k, num_bits, group_size, symmetric,
+                                  packed.data<std::int32_t>(), scales.data<void>(), zp.data<std::int32_t>(), f, s);
+      });
+      if (flags[0] != 0 && !allow_nonfinite) {
+        refuse_nonfinite(op);
+      }
+    } else {
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
       qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
@@ -430,7 +463,7 @@ nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, 
 nb::object gptq_checkpoint_quantize(nb::handle w_obj, int num_bits, index_t group_size, bool symmetric,
                                     bool allow_nonfinite, std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = take(w_obj, "weight");
+  array_in w = take(w_obj, "weight", true);
   w.check_rank(2);
   qtl::gptq_checkpoint_options opt;
   opt.bits = num_bits;
@@ -442,10 +475,33 @@ nb::object gptq_checkpoint_quantize(nb::handle w_obj, int num_bits, index_t grou
   index_t const words = num_bits == 4 || num_bits == 8 ? k / (32 / num_bits) : 0;
   index_t const g = group_size > 0 ? k / group_size : 0;
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
-    array_out qweight(elem::i32, {words, n});
-    array_out scales(elem::f16, {g, n});
-    array_out zeros(elem::i32, {g, n});
-    {
+    array_out qweight(elem::i32, {words, n}, w);
+    array_out scales(elem::f16, {g, n}, w);
+    array_out zeros(elem::i32, {g, n}, w);
+    if (w.on_device()) {
+      // the host function's argument checks on no rows, then the kernel's reports
+      auto const none = [](auto v) {
+        v.extent[1] = 0;
+        return v;
+      };
+      auto wv = w.v2<T const>();
+      wv.extent[0] = 0;
+      qtl::gptq_checkpoint_quantize(
+          wv, {none(qweight.v2<std::int32_t>()), none(scales.v2<qtl::half_t>()), none(zeros.v2<std::int32_t>())}, opt);
+      char const* const op = "qtl.gptq_checkpoint_quantize";
+      auto const flags = run_with_flags<2>(w, op, [&](device::backend const& b, device::stream_t s, int* f) {
+        return b.gptq_checkpoint_quantize(device::float_type_of<T>(), w.nd.data(), n, k, num_bits, group_size,
+                                          symmetric, qweight.data<std::int32_t>(), scales.data<void>(),
+                                          zeros.data<std::int32_t>(), f, s);
+      });
+      if (flags[0] != 0 && !allow_nonfinite) {
+        refuse_nonfinite(op);
+      }
+      if (flags[1] != 0) {
+        throw qtl::value_error(std::string(op) +
+                               ": a group's GPTQ scale does not fit float16 (the host path names the row and columns)");
+      }
+    } else {
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
       qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
@@ -523,8 +579,8 @@ nb::object fp8_checkpoint_quantize(nb::handle w_obj, std::string const& scheme, 
 }
 
 /// The 2-D weight of a block op, its K a multiple of `block`. @throws shape_error
-array_in block_weight(nb::handle w_obj, index_t block) {
-  array_in w = take(w_obj, "weight");
+array_in block_weight(nb::handle w_obj, index_t block, bool device_ok = false) {
+  array_in w = take(w_obj, "weight", device_ok);
   w.check_rank(2);
   if (w.dim(1) % block != 0) {
     throw qtl::shape_error("weight: K = " + std::to_string(w.dim(1)) + " (shape " + w.shape() +
@@ -539,16 +595,44 @@ template <class F>
 nb::object ct_fp4_quantize(nb::handle w_obj, std::optional<float> given_gs, bool allow_nonfinite,
                            std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = block_weight(w_obj, F::block_size);
+  array_in w = block_weight(w_obj, F::block_size, true);
   index_t const n = w.dim(0);
   index_t const k = w.dim(1);
   index_t const kb = k / F::block_size;
   using S = typename F::scale;
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
-    array_out packed(elem::u8, {n, k / 2});
-    array_out scales(F::has_global_scale ? elem::fp8_e4m3 : elem::u8, {n, kb});
+    array_out packed(elem::u8, {n, k / 2}, w);
+    array_out scales(F::has_global_scale ? elem::fp8_e4m3 : elem::u8, {n, kb}, w);
     float gs = 1.0f;
-    {
+    if (w.on_device()) {
+      char const* const op = F::has_global_scale ? "qtl.ct_nvfp4_quantize" : "qtl.ct_mxfp4_quantize";
+      device::backend const& table = *device::get();
+      if constexpr (F::has_global_scale) {
+        if (given_gs) {
+          gs = *given_gs;
+        } else {  // the amax on the device, the global scale from it on the host (the kernel takes a value)
+          array_out amax(elem::f32, {}, w);
+          run_on(
+              w, op, [] {},
+              [&](device::backend const& b, device::stream_t s) {
+                return b.amax(device::float_type_of<T>(), w.nd.data(), n, k, amax.data<float>(), s);
+              });
+          float a = 0.0f;
+          if (int const err = table.copy_to_host(&a, amax.data<void>(), sizeof a, w.stream); err != 0) {
+            throw qtl::error(std::string(op) + ": reading the amax failed: " + table.error_string(err));
+          }
+          gs = qtl::ct_nvfp4_global_scale(a);
+        }
+        qtl::detail::check_global_scale("qtl::block_quantize", gs);
+      }
+      auto const flags = run_with_flags<1>(w, op, [&](device::backend const& b, device::stream_t s, int* f) {
+        return b.ct_fp4_quantize(F::has_global_scale, device::float_type_of<T>(), w.nd.data(), n, k, gs,
+                                 packed.data<std::uint8_t>(), scales.data<std::uint8_t>(), f, s);
+      });
+      if (flags[0] != 0 && !allow_nonfinite) {
+        refuse_nonfinite(op);
+      }
+    } else {
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
       if constexpr (F::has_global_scale) {
@@ -565,8 +649,12 @@ nb::object ct_fp4_quantize(nb::handle w_obj, std::optional<float> given_gs, bool
       });
     }
     if constexpr (F::has_global_scale) {
-      array_out g(elem::f32, {1});
-      g.data<float>()[0] = gs;
+      array_out g(elem::f32, {1}, w);
+      if (w.on_device()) {
+        copy_to_device(w, g.data<void>(), &gs, sizeof gs);
+      } else {
+        g.data<float>()[0] = gs;
+      }
       return nb::make_tuple(packed.release(w.from), scales.release(w.from), g.release(w.from));
     } else {
       return nb::make_tuple(packed.release(w.from), scales.release(w.from));

@@ -215,6 +215,25 @@ struct backend {
   int (*reorder_w13_to_w31)(bool interleaved, view3d<std::uint8_t const> w13, view3d<std::uint8_t const> w13_scale,
                             view3d<std::uint8_t> w13_out, view3d<std::uint8_t> w13_scale_out, stream_t stream);
 
+  /// qtl::cuda::ct_pack_quantize of w (m, k) of `type` into packed (m, k / pf), scales (m, groups)
+  /// of `type` and, asymmetric, zero points; `*nonfinite` (device, zeroed by the caller) set to 1
+  /// for a NaN or infinite weight.
+  int (*ct_pack_quantize)(float_type type, void const* w, index_t m, index_t k, int bits, index_t group_size,
+                          bool symmetric, std::int32_t* packed, void* scales, std::int32_t* zero_points, int* nonfinite,
+                          stream_t stream);
+  /// qtl::cuda::gptq_checkpoint_quantize of w (m, k) of `type` (symmetric: the reference's rule) into
+  /// qweight (k / pf, m), F16 scales and zeros (k / group_size, m); flags (device, 2 ints, zeroed by
+  /// the caller) = {a NaN or infinite weight, a scale F16 cannot hold}.
+  int (*gptq_checkpoint_quantize)(float_type type, void const* w, index_t m, index_t k, int bits, index_t group_size,
+                                  bool symmetric, std::int32_t* qweight, void* scales, std::int32_t* zeros, int* flags,
+                                  stream_t stream);
+  /// qtl::cuda::ct_nvfp4_quantize (`nvfp4`, with `global_scale`) or ct_mxfp4_quantize (`*nonfinite`
+  /// as ct_pack_quantize's) of w (m, k) of `type` into values (m, k / 2) and scales (m, k / block).
+  int (*ct_fp4_quantize)(bool nvfp4, float_type type, void const* w, index_t m, index_t k, float global_scale,
+                         std::uint8_t* values, std::uint8_t* scales, int* nonfinite, stream_t stream);
+  /// qtl::cuda::fp8_amax of in (m, k) of `type` into `*amax` (device).
+  int (*amax)(float_type type, void const* in, index_t m, index_t k, float* amax, stream_t stream);
+
   /// Test builds only: adds qtl._sim (the simulated device's array producer) to the module; null
   /// elsewhere.
   void (*bind_extras)(void* module);  // a PyObject*

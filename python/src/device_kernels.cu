@@ -8,9 +8,11 @@
 
 #include <qtl/cuda/blockscale.cuh>
 #include <qtl/cuda/convert.cuh>
+#include <qtl/cuda/ct_quantize.cuh>
 #include <qtl/cuda/fnuz.cuh>
 #include <qtl/cuda/fp4.cuh>
 #include <qtl/cuda/fp8.cuh>
+#include <qtl/cuda/gptq_checkpoint.cuh>
 #include <qtl/cuda/marlin.cuh>
 #include <qtl/cuda/moe.cuh>
 #include <qtl/cuda/pack.cuh>
@@ -435,6 +437,53 @@ int reorder_w13_to_w31(bool interleaved, view3d<std::uint8_t const> w13, view3d<
                                                                                w13_scale_out, as_stream(s)));
 }
 
+int ct_pack_quantize(float_type type, void const* w, index_t m, index_t k, int bits, index_t group_size, bool symmetric,
+                     std::int32_t* packed, void* scales, std::int32_t* zero_points, int* nonfinite, stream_t s) {
+  auto const stream = as_stream(s);
+  index_t const groups = group_size == -1 ? 1 : k / group_size;
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    return static_cast<int>(qtl::cuda::ct_pack_quantize(
+        make_view(static_cast<T const*>(w), m, k), bits, group_size, symmetric, make_view(packed, m, k / (32 / bits)),
+        make_view(static_cast<T*>(scales), m, groups), make_view(zero_points, symmetric ? 0 : m, groups), nonfinite,
+        stream));
+  });
+}
+
+int gptq_checkpoint_quantize(float_type type, void const* w, index_t m, index_t k, int bits, index_t group_size,
+                             bool symmetric, std::int32_t* qweight, void* scales, std::int32_t* zeros, int* flags,
+                             stream_t s) {
+  auto const stream = as_stream(s);
+  index_t const groups = k / group_size;
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    return static_cast<int>(qtl::cuda::gptq_checkpoint_quantize(
+        make_view(static_cast<T const*>(w), m, k), bits, group_size,
+        symmetric ? qtl::gptq_rule::symmetric : qtl::gptq_rule::asymmetric, make_view(qweight, k / (32 / bits), m),
+        make_view(static_cast<half_t*>(scales), groups, m), make_view(zeros, groups, m), flags, flags + 1, stream));
+  });
+}
+
+int ct_fp4_quantize(bool nvfp4, float_type type, void const* w, index_t m, index_t k, float global_scale,
+                    std::uint8_t* values, std::uint8_t* scales, int* nonfinite, stream_t s) {
+  auto const stream = as_stream(s);
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    auto const wv = make_view(static_cast<T const*>(w), m, k);
+    auto const vv = make_view(reinterpret_cast<float4_e2m1x2_t*>(values), m, k / 2);
+    if (nvfp4) {
+      return static_cast<int>(qtl::cuda::ct_nvfp4_quantize(
+          wv, global_scale, vv, make_view(reinterpret_cast<float8_e4m3fn_t*>(scales), m, k / 16), stream));
+    }
+    return static_cast<int>(qtl::cuda::ct_mxfp4_quantize(
+        wv, vv, make_view(reinterpret_cast<float8_e8m0fnu_t*>(scales), m, k / 32), nonfinite, stream));
+  });
+}
+
+int amax(float_type type, void const* in, index_t m, index_t k, float* out, stream_t s) {
+  auto const stream = as_stream(s);
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    return static_cast<int>(qtl::cuda::fp8_amax(make_view(static_cast<T const*>(in), m, k), out, stream));
+  });
+}
+
 }  // namespace
 
 backend const* get() {
@@ -478,6 +527,10 @@ backend const* get() {
       .fp4_moe = &fp4_moe,
       .moe_rows = &moe_rows,
       .reorder_w13_to_w31 = &reorder_w13_to_w31,
+      .ct_pack_quantize = &ct_pack_quantize,
+      .gptq_checkpoint_quantize = &gptq_checkpoint_quantize,
+      .ct_fp4_quantize = &ct_fp4_quantize,
+      .amax = &amax,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,
 #else

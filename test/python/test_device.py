@@ -760,3 +760,69 @@ def test_reorder_w13_to_w31_on_device_equals_host(activation):
     assert_all_same(qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(activation, Producer(w13), Producer(s)), host)
     with pytest.raises(qtl.ShapeError, match=r"odd number of rows"):
         qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(activation, Producer(w13[:, :63]), Producer(s[:, :63]))
+
+
+# --- checkpoint quantizers ------------------------------------------------------------------------
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("bits,group_size,symmetric", [(4, 128, True), (8, -1, True), (4, 32, False), (8, 64, False)])
+def test_ct_pack_quantize_on_device_equals_host(dtype, bits, group_size, symmetric):
+    w = float_array((24, 256), dtype)
+    host = qtl.ct_pack_quantize(w, bits, group_size, symmetric)
+    assert_all_same(qtl.ct_pack_quantize(to_device(w), bits, group_size, symmetric),
+                    tuple(None if h is None else np.asarray(h).view(np.uint16) if dtype == "bfloat16" and i == 1
+                          else h for i, h in enumerate(host)))
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("bits,group_size,symmetric", [(4, 128, True), (8, 64, False), (4, 32, False)])
+def test_gptq_checkpoint_quantize_on_device_equals_host(dtype, bits, group_size, symmetric):
+    w = float_array((40, 256), dtype)
+    host = qtl.gptq_checkpoint_quantize(w, bits, group_size, symmetric)
+    assert_all_same(qtl.gptq_checkpoint_quantize(to_device(w), bits, group_size, symmetric), host)
+
+
+@needs_sim
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+def test_ct_fp4_quantize_on_device_equals_host(fmt, dtype):
+    w = float_array((24, 128), dtype, scale=10.0)
+    w[0, :32] = 0
+    fn = getattr(qtl, "ct_%s_quantize" % fmt)
+    assert_all_same(fn(to_device(w)), fn(w))
+    if fmt == "nvfp4":
+        assert_all_same(fn(to_device(w), 1234.5), fn(w, 1234.5))
+        with pytest.raises(qtl.InvalidValueError, match=r"global scale must be finite and > 0"):
+            fn(to_device(w), -2.0)
+
+
+@needs_sim
+def test_checkpoint_quantizers_on_device_refuse_what_the_host_refuses():
+    w = rng.standard_normal((16, 128)).astype(np.float32)
+    w[3, 7] = np.nan
+    for fn, args in [(qtl.ct_pack_quantize, (4, 32)), (qtl.gptq_checkpoint_quantize, (4, 32)),
+                     (qtl.ct_mxfp4_quantize, ())]:
+        with pytest.raises(qtl.InvalidValueError):
+            fn(w, *args)
+        with pytest.raises(qtl.InvalidValueError, match=r"weight holds a NaN or infinite value"):
+            fn(Producer(w), *args)
+        # quantized as the host does; a NaN scale's payload is the platform's (CUDA's canonical NaN)
+        for d, h in zip(fn(Producer(w), *args, allow_nonfinite=True), fn(w, *args, allow_nonfinite=True)):
+            if h is None:
+                assert d is None
+                continue
+            d, h = sim.to_host(d), np.asarray(h)
+            if h.dtype.kind == "f":
+                assert np.array_equal(d, h, equal_nan=True) and np.isnan(h).any()
+            else:
+                assert_same(d, h)
+    with pytest.raises(qtl.ShapeError, match=r"group size 48 must divide K = 128"):
+        qtl.gptq_checkpoint_quantize(Producer(w), 4, 48)
+    big = np.full((4, 128), 1e30, dtype=np.float32)
+    big[:, ::2] = -1e30
+    with pytest.raises(qtl.InvalidValueError, match=r"GPTQ scale"):
+        qtl.gptq_checkpoint_quantize(big, 4, 32)
+    with pytest.raises(qtl.InvalidValueError, match=r"GPTQ scale does not fit float16"):
+        qtl.gptq_checkpoint_quantize(Producer(big), 4, 32)
