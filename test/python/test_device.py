@@ -289,11 +289,30 @@ def test_array_on_another_device_than_the_current_one_is_refused():
         qtl.pack_cols(x, 4, 8, 8)
 
 
+HOST_ONLY = [  # docs/python.md, "No device path": (function, arguments; the first is the device array)
+    (qtl.swap_w13_to_w31, (np.zeros((8, 8), np.float16),), "x"),
+    (qtl.reorder_w1w3_to_w3w1, (np.zeros((8, 8), np.float16), np.zeros((8, 1), np.float32)), "weight"),
+    (qtl.unmarlin_awq, (np.zeros((8, 256), np.int32), 128, 128, 4), "marlin_q_w"),
+    (qtl.unmarlin_permute_scales, (np.zeros((1, 128), np.float16), 128, 128, -1), "s"),
+    (qtl.marlin_zero_points, (np.zeros((1, 64), np.int32), 1, 64, 4), "zp"),
+    (qtl.marlin_sort_g_idx, (np.zeros(8, np.int32),), "g_idx"),
+    (qtl.ct_mxfp8_quantize, (np.zeros((8, 32), np.float32),), "weight"),
+    (qtl.fp8_checkpoint_quantize, (np.zeros((8, 32), np.float32),), "weight"),
+    (qtl.deepgemm_pack_ue8m0, (np.ones((1, 1), np.float32), 8), "sf"),
+    (qtl.fp8_block_to_mxfp4, (np.zeros((8, 32), np.uint8), np.ones((1, 1), np.float32)), "weight"),
+    (qtl.cast_e2m1fn_to_e4m3fn, (np.zeros((8, 16), np.uint8), np.zeros((8, 1), np.uint8)), "x"),
+    (qtl.convert_to_channelwise, (np.ones(2, np.float32), [4, 4]), "weight_scale"),
+    (qtl.all_close_1d, (np.ones(4, np.float32),), "x"),
+]
+
+
 @needs_sim
-def test_functions_without_a_device_path_refuse_device_arrays():
-    x = Producer(np.zeros((8, 8), dtype=np.float16))
-    with pytest.raises(qtl.UnsupportedError, match=r"x: is a CUDA array, and this function runs on host arrays only"):
-        qtl.swap_w13_to_w31(x)
+@pytest.mark.parametrize("fn,args,name", HOST_ONLY, ids=[f[0].__name__ for f in HOST_ONLY])
+def test_functions_without_a_device_path_refuse_device_arrays(fn, args, name):
+    fn(*args)  # the host path takes them
+    with pytest.raises(qtl.UnsupportedError,
+                       match=name + r": is a CUDA array, and this function runs on host arrays only"):
+        fn(Producer(args[0]), *args[1:])
 
 
 @needs_sim
