@@ -63,16 +63,6 @@ std::uint64_t seed_of(std::optional<std::uint64_t> seed) {
   return (std::uint64_t{rd()} << 32) ^ rd();
 }
 
-/// Columns [lo, hi) of a [rows, cols] view (the quantization of a column never reads another).
-template <class T>
-view2d<T> column_slice(view2d<T> v, index_t lo, index_t hi) {
-  if (hi > lo) {
-    v.data = &v(0, lo);
-  }
-  v.extent[1] = hi - lo;
-  return v;
-}
-
 /// Columns per slice of a threaded quantize_weights: whole cache lines of every output, and enough
 /// work per thread that starting it pays (64 Ki elements at least).
 constexpr index_t column_align = 64;
@@ -626,8 +616,9 @@ nb::object ct_fp4_quantize(nb::handle w_obj, std::optional<float> given_gs, bool
         qtl::detail::check_global_scale("qtl::block_quantize", gs);
       }
       auto const flags = run_with_flags<1>(w, op, [&](device::backend const& b, device::stream_t s, int* f) {
-        return b.ct_fp4_quantize(F::has_global_scale, device::float_type_of<T>(), w.nd.data(), n, k, gs,
-                                 packed.data<std::uint8_t>(), scales.data<std::uint8_t>(), f, s);
+        return b.ct_block_quantize(F::has_global_scale ? device::block_format::nvfp4 : device::block_format::mxfp4,
+                                   device::float_type_of<T>(), w.nd.data(), n, k, gs, packed.data<std::uint8_t>(),
+                                   scales.data<std::uint8_t>(), f, s);
       });
       if (flags[0] != 0 && !allow_nonfinite) {
         refuse_nonfinite(op);
@@ -672,14 +663,23 @@ nb::object ct_mxfp4_quantize(nb::handle w, bool allow_nonfinite, std::optional<i
 /// qtl::ct_mxfp8_quantize: (weight E4M3 [N, K], weight_scale U8 [N, K/32]), rows in slices.
 nb::object ct_mxfp8_quantize(nb::handle w_obj, bool allow_nonfinite, std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = block_weight(w_obj, qtl::ct_mxfp8_block);
+  array_in w = block_weight(w_obj, qtl::ct_mxfp8_block, true);
   index_t const n = w.dim(0);
   index_t const k = w.dim(1);
   index_t const kb = k / qtl::ct_mxfp8_block;
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
-    array_out codes(elem::fp8_e4m3, {n, k});
-    array_out scales(elem::u8, {n, kb});
-    {
+    array_out codes(elem::fp8_e4m3, {n, k}, w);
+    array_out scales(elem::u8, {n, kb}, w);
+    if (w.on_device()) {
+      char const* const op = "qtl.ct_mxfp8_quantize";
+      auto const flags = run_with_flags<1>(w, op, [&](device::backend const& b, device::stream_t s, int* f) {
+        return b.ct_block_quantize(device::block_format::mxfp8, device::float_type_of<T>(), w.nd.data(), n, k, 1.0f,
+                                   codes.data<std::uint8_t>(), scales.data<std::uint8_t>(), f, s);
+      });
+      if (flags[0] != 0 && !allow_nonfinite) {
+        refuse_nonfinite(op);
+      }
+    } else {
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
       qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {

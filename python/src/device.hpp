@@ -227,10 +227,11 @@ struct backend {
   int (*gptq_checkpoint_quantize)(float_type type, void const* w, index_t m, index_t k, int bits, index_t group_size,
                                   bool symmetric, std::int32_t* qweight, void* scales, std::int32_t* zeros, int* flags,
                                   stream_t stream);
-  /// qtl::cuda::ct_nvfp4_quantize (`nvfp4`, with `global_scale`) or ct_mxfp4_quantize (`*nonfinite`
-  /// as ct_pack_quantize's) of w (m, k) of `type` into values (m, k / 2) and scales (m, k / block).
-  int (*ct_fp4_quantize)(bool nvfp4, float_type type, void const* w, index_t m, index_t k, float global_scale,
-                         std::uint8_t* values, std::uint8_t* scales, int* nonfinite, stream_t stream);
+  /// qtl::cuda::ct_nvfp4_quantize (with `global_scale`), ct_mxfp4_quantize or ct_mxfp8_quantize
+  /// (`*nonfinite` as ct_pack_quantize's) of w (m, k) of `type` into values (m, k / 2 for FP4, k for
+  /// MXFP8 bytes) and scales (m, k / block).
+  int (*ct_block_quantize)(block_format f, float_type type, void const* w, index_t m, index_t k, float global_scale,
+                           std::uint8_t* values, std::uint8_t* scales, int* nonfinite, stream_t stream);
   /// qtl::cuda::fp8_amax of in (m, k) of `type` into `*amax` (device).
   int (*amax)(float_type type, void const* in, index_t m, index_t k, float* amax, stream_t stream);
 

@@ -462,18 +462,22 @@ int gptq_checkpoint_quantize(float_type type, void const* w, index_t m, index_t 
   });
 }
 
-int ct_fp4_quantize(bool nvfp4, float_type type, void const* w, index_t m, index_t k, float global_scale,
-                    std::uint8_t* values, std::uint8_t* scales, int* nonfinite, stream_t s) {
+int ct_block_quantize(block_format f, float_type type, void const* w, index_t m, index_t k, float global_scale,
+                      std::uint8_t* values, std::uint8_t* scales, int* nonfinite, stream_t s) {
   auto const stream = as_stream(s);
   return with_float(type, [&]<class T>(std::type_identity<T>) {
     auto const wv = make_view(static_cast<T const*>(w), m, k);
-    auto const vv = make_view(reinterpret_cast<float4_e2m1x2_t*>(values), m, k / 2);
-    if (nvfp4) {
-      return static_cast<int>(qtl::cuda::ct_nvfp4_quantize(
-          wv, global_scale, vv, make_view(reinterpret_cast<float8_e4m3fn_t*>(scales), m, k / 16), stream));
+    auto const fp4 = make_view(reinterpret_cast<float4_e2m1x2_t*>(values), m, k / 2);
+    auto const e8m0 = make_view(reinterpret_cast<float8_e8m0fnu_t*>(scales), m, k / 32);
+    switch (f) {
+      case block_format::nvfp4:
+        return static_cast<int>(qtl::cuda::ct_nvfp4_quantize(
+            wv, global_scale, fp4, make_view(reinterpret_cast<float8_e4m3fn_t*>(scales), m, k / 16), stream));
+      case block_format::mxfp4: return static_cast<int>(qtl::cuda::ct_mxfp4_quantize(wv, fp4, e8m0, nonfinite, stream));
+      default:
+        return static_cast<int>(qtl::cuda::ct_mxfp8_quantize(
+            wv, make_view(reinterpret_cast<float8_e4m3fn_t*>(values), m, k), e8m0, nonfinite, stream));
     }
-    return static_cast<int>(qtl::cuda::ct_mxfp4_quantize(
-        wv, vv, make_view(reinterpret_cast<float8_e8m0fnu_t*>(scales), m, k / 32), nonfinite, stream));
   });
 }
 
@@ -529,7 +533,7 @@ backend const* get() {
       .reorder_w13_to_w31 = &reorder_w13_to_w31,
       .ct_pack_quantize = &ct_pack_quantize,
       .gptq_checkpoint_quantize = &gptq_checkpoint_quantize,
-      .ct_fp4_quantize = &ct_fp4_quantize,
+      .ct_block_quantize = &ct_block_quantize,
       .amax = &amax,
 #ifdef QTL_CUDA_SIM
       .bind_extras = &bind_sim,

@@ -296,7 +296,6 @@ HOST_ONLY = [  # docs/python.md, "No device path": (function, arguments; the fir
     (qtl.unmarlin_permute_scales, (np.zeros((1, 128), np.float16), 128, 128, -1), "s"),
     (qtl.marlin_zero_points, (np.zeros((1, 64), np.int32), 1, 64, 4), "zp"),
     (qtl.marlin_sort_g_idx, (np.zeros(8, np.int32),), "g_idx"),
-    (qtl.ct_mxfp8_quantize, (np.zeros((8, 32), np.float32),), "weight"),
     (qtl.fp8_checkpoint_quantize, (np.zeros((8, 32), np.float32),), "weight"),
     (qtl.deepgemm_pack_ue8m0, (np.ones((1, 1), np.float32), 8), "sf"),
     (qtl.fp8_block_to_mxfp4, (np.zeros((8, 32), np.uint8), np.ones((1, 1), np.float32)), "weight"),
@@ -804,9 +803,9 @@ def test_gptq_checkpoint_quantize_on_device_equals_host(dtype, bits, group_size,
 
 
 @needs_sim
-@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4"])
+@pytest.mark.parametrize("fmt", ["nvfp4", "mxfp4", "mxfp8"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
-def test_ct_fp4_quantize_on_device_equals_host(fmt, dtype):
+def test_ct_block_quantize_on_device_equals_host(fmt, dtype):
     w = float_array((24, 128), dtype, scale=10.0)
     w[0, :32] = 0
     fn = getattr(qtl, "ct_%s_quantize" % fmt)
@@ -822,7 +821,7 @@ def test_checkpoint_quantizers_on_device_refuse_what_the_host_refuses():
     w = rng.standard_normal((16, 128)).astype(np.float32)
     w[3, 7] = np.nan
     for fn, args in [(qtl.ct_pack_quantize, (4, 32)), (qtl.gptq_checkpoint_quantize, (4, 32)),
-                     (qtl.ct_mxfp4_quantize, ())]:
+                     (qtl.ct_mxfp4_quantize, ()), (qtl.ct_mxfp8_quantize, ())]:
         with pytest.raises(qtl.InvalidValueError):
             fn(w, *args)
         with pytest.raises(qtl.InvalidValueError, match=r"weight holds a NaN or infinite value"):
