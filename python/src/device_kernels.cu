@@ -42,6 +42,16 @@ cudaStream_t as_stream(stream_t s) {
   return static_cast<cudaStream_t>(s);
 }
 
+/// f(std::type_identity<T>{}) with T the C++ type of `t`.
+template <class F>
+decltype(auto) with_float(float_type t, F&& f) {
+  switch (t) {
+    case float_type::f16: return f(std::type_identity<half_t>{});
+    case float_type::bf16: return f(std::type_identity<bfloat16_t>{});
+    default: return f(std::type_identity<float>{});
+  }
+}
+
 int current_device(int* d) { return static_cast<int>(cudaGetDevice(d)); }
 
 int device_malloc(void** p, std::size_t bytes) { return static_cast<int>(cudaMalloc(p, bytes == 0 ? 1 : bytes)); }
@@ -147,11 +157,7 @@ int quantize_typed(quantize_call const& c, cudaStream_t stream) {
 
 int quantize_weights(quantize_call const& c, stream_t s) {
   auto const stream = as_stream(s);
-  switch (c.type) {
-    case float_type::f16: return quantize_typed<half_t>(c, stream);
-    case float_type::bf16: return quantize_typed<bfloat16_t>(c, stream);
-    default: return quantize_typed<float>(c, stream);
-  }
+  return with_float(c.type, [&]<class T>(std::type_identity<T>) { return quantize_typed<T>(c, stream); });
 }
 
 int marlin_repack(bool awq, int bits, bool a8, view2d<std::int32_t const> w, std::int32_t const* perm,
@@ -183,21 +189,9 @@ cudaError_t fp8_typed(fp8_mode mode, void const* in, index_t m, index_t n, float
 int scaled_fp8_quant(fp8_mode mode, float_type type, void const* in, index_t m, index_t n, float8_e4m3fn_t* out,
                      index_t rows, float* scale, stream_t s) {
   auto const stream = as_stream(s);
-  switch (type) {
-    case float_type::f16: return static_cast<int>(fp8_typed<half_t>(mode, in, m, n, out, rows, scale, stream));
-    case float_type::bf16: return static_cast<int>(fp8_typed<bfloat16_t>(mode, in, m, n, out, rows, scale, stream));
-    default: return static_cast<int>(fp8_typed<float>(mode, in, m, n, out, rows, scale, stream));
-  }
-}
-
-/// f(std::type_identity<T>{}) with T the C++ type of `t`.
-template <class F>
-decltype(auto) with_float(float_type t, F&& f) {
-  switch (t) {
-    case float_type::f16: return f(std::type_identity<half_t>{});
-    case float_type::bf16: return f(std::type_identity<bfloat16_t>{});
-    default: return f(std::type_identity<float>{});
-  }
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    return static_cast<int>(fp8_typed<T>(mode, in, m, n, out, rows, scale, stream));
+  });
 }
 
 int gptq_quantize_weights(gptq_call const& c, stream_t s) {

@@ -52,6 +52,32 @@ def assert_same(dev, host):
     assert dev.tobytes() == host.tobytes()
 
 
+def float_array(shape, dtype, scale=1.0):
+    """Random floats of `dtype` (np.float32, np.float16 or "bfloat16": ml_dtypes')."""
+    import ml_dtypes
+
+    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
+    return (rng.standard_normal(shape) * scale).astype(dt)
+
+
+def to_device(a):
+    """A simulated-device copy of a host array (bfloat16 by its storage)."""
+    a = np.require(a, requirements="C")  # keeps 0-dim
+    if a.dtype.name == "bfloat16":
+        return sim.from_host(a.view(np.uint16), bfloat16=True)
+    return sim.from_host(a)
+
+
+def assert_all_same(dev, host):
+    """Tuples of device outputs and host outputs, element by element (None for None)."""
+    assert len(dev) == len(host)
+    for d, h in zip(dev, host):
+        if h is None:
+            assert d is None
+        else:
+            assert_same(sim.to_host(d), h)
+
+
 # --- any build ----------------------------------------------------------------------------------
 
 class _DLTensor(ctypes.Structure):
@@ -169,14 +195,9 @@ def test_quantize_weights_on_device_equals_host(dtype, wtype, group_size, zero_p
     w = rng.standard_normal((256, 80)).astype(dt)
     t = getattr(st, wtype)
     host = qtl.quantize_weights(w, t, group_size, zero_points=zero_points)
-    x = sim.from_host(w.view(np.uint16), bfloat16=True) if dtype == "bfloat16" else sim.from_host(w)
-    d = qtl.quantize_weights(x, t, group_size, zero_points=zero_points)
+    d = qtl.quantize_weights(to_device(w), t, group_size, zero_points=zero_points)
     assert len(d) == len(host) == 4
-    for x, y in zip(host, d):
-        if x is None:
-            assert y is None
-        else:
-            assert_same(sim.to_host(y), x)
+    assert_all_same(d, host)
 
 
 # --- swizzles and fp8 -----------------------------------------------------------------------------
@@ -360,32 +381,6 @@ def test_device_outputs_feed_device_inputs():
 
 
 # --- act-order: gptq_quantize_weights, permute_rows, sort_weights -------------------------------
-
-def float_array(shape, dtype, scale=1.0):
-    """Random floats of `dtype` (np.float32, np.float16 or "bfloat16": ml_dtypes')."""
-    import ml_dtypes
-
-    dt = ml_dtypes.bfloat16 if dtype == "bfloat16" else dtype
-    return (rng.standard_normal(shape) * scale).astype(dt)
-
-
-def to_device(a):
-    """A simulated-device copy of a host array (bfloat16 by its storage)."""
-    a = np.require(a, requirements="C")  # keeps 0-dim
-    if a.dtype.name == "bfloat16":
-        return sim.from_host(a.view(np.uint16), bfloat16=True)
-    return sim.from_host(a)
-
-
-def assert_all_same(dev, host):
-    """Tuples of device outputs and host outputs, element by element (None for None)."""
-    assert len(dev) == len(host)
-    for d, h in zip(dev, host):
-        if h is None:
-            assert d is None
-        else:
-            assert_same(sim.to_host(d), h)
-
 
 @needs_sim
 @pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
