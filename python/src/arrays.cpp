@@ -2,13 +2,12 @@
 
 #include "arrays.hpp"
 
+#include <nanobind/stl/string.h>
+#include <sys/mman.h>
+
 #include <cstring>
 #include <mutex>
 #include <utility>
-
-#include <sys/mman.h>
-
-#include <nanobind/stl/string.h>
 
 // numpy's C API, for numpy outputs (nanobind's export goes through Python calls: ~1.5 µs a call,
 // docs/performance.md); imported on the first numpy output, nanobind's export where it fails.
@@ -95,11 +94,9 @@ elem classify(dl::dtype t) {
     return elem::other;
   }
   switch (static_cast<dl::dtype_code>(t.code)) {
-    case dl::dtype_code::Float:
-      return t.bits == 32 ? elem::f32 : t.bits == 16 ? elem::f16 : elem::other;
+    case dl::dtype_code::Float: return t.bits == 32 ? elem::f32 : t.bits == 16 ? elem::f16 : elem::other;
     case dl::dtype_code::Bfloat: return t.bits == 16 ? elem::bf16 : elem::other;
-    case dl::dtype_code::Int:
-      return t.bits == 32 ? elem::i32 : t.bits == 64 ? elem::i64 : elem::other;
+    case dl::dtype_code::Int: return t.bits == 32 ? elem::i32 : t.bits == 64 ? elem::i64 : elem::other;
     case dl::dtype_code::UInt: return t.bits == 8 ? elem::u8 : elem::other;
     default: return elem::other;
   }
@@ -207,8 +204,7 @@ std::string array_in::shape() const {
 
 void array_in::check_rank(index_t r) const {
   if (ndim() != r) {
-    throw qtl::shape_error(std::string(name) + ": expected " + std::to_string(r) + " dimensions, got shape " +
-                           shape());
+    throw qtl::shape_error(std::string(name) + ": expected " + std::to_string(r) + " dimensions, got shape " + shape());
   }
 }
 
@@ -350,8 +346,10 @@ array_in take(nb::handle obj, char const* name, bool device_ok) {
       ok = a.nd.is_valid();  // an array of a dtype no op takes: the op's check names it
     }
     if (!ok) {
-      throw dtype_error(std::string(name) + ": expected a CPU array (numpy, torch or a DLPack producer) of a "
-                        "supported dtype, got " + type_name_of(obj) + (dn.empty() ? "" : " of dtype " + dn));
+      throw dtype_error(std::string(name) +
+                        ": expected a CPU array (numpy, torch or a DLPack producer) of a "
+                        "supported dtype, got " +
+                        type_name_of(obj) + (dn.empty() ? "" : " of dtype " + dn));
     }
   }
   a.type = forced != elem::other ? forced : classify(a.nd.dtype());
@@ -406,7 +404,7 @@ struct buffer_cache {
         return;
       }
     }
-    ::operator delete(p, std::align_val_t{huge_page});
+    ::operator delete (p, std::align_val_t{huge_page});
   }
   /// Frees buffers until at most `bytes` are held.
   void trim(std::size_t bytes) {
@@ -420,7 +418,7 @@ struct buffer_cache {
       }
     }
     for (void* p : drop) {
-      ::operator delete(p, std::align_val_t{huge_page});
+      ::operator delete (p, std::align_val_t{huge_page});
     }
   }
 };
@@ -476,6 +474,7 @@ array_out::array_out(elem type, std::vector<index_t> shape, array_in const& like
   }
   std::size_t const n = checked_bytes(type_, shape_);
   device_ = like.device;
+  stream_ = like.stream;
   if (like.from == kind::torch) {
     // torch's caching allocator, on the tensor's device and torch's current stream
     nb::object dt = torch_attr(type_ == elem::fp8_e4m3 ? "float8_e4m3fn" : elem_name(type_));
@@ -495,7 +494,12 @@ array_out::array_out(elem type, std::vector<index_t> shape, array_in const& like
 }
 
 array_out::array_out(array_out&& o) noexcept
-    : type_(o.type_), shape_(std::move(o.shape_)), data_(o.data_), device_(o.device_), tensor_(std::move(o.tensor_)) {
+    : type_(o.type_),
+      shape_(std::move(o.shape_)),
+      data_(o.data_),
+      device_(o.device_),
+      stream_(o.stream_),
+      tensor_(std::move(o.tensor_)) {
   o.data_ = nullptr;
 }
 
@@ -550,7 +554,7 @@ nb::object array_out::release(kind k) {
       delete b;
     });
   } else {
-    owner = nb::capsule(data_, [](void* p) noexcept { ::operator delete(p, std::align_val_t{buffer_alignment}); });
+    owner = nb::capsule(data_, [](void* p) noexcept { ::operator delete (p, std::align_val_t{buffer_alignment}); });
   }
   void* p = data_;
   data_ = nullptr;
@@ -608,8 +612,9 @@ nb::object array_out::release_device() {
   nb::capsule owner(p, [](void* q) noexcept { device::get()->free(q); });
   std::vector<std::size_t> shape(shape_.begin(), shape_.end());
   // fp8 as its uint8 codes (DLPack producers other than torch have no common fp8 code)
-  return nb::cast(device_array{nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr, dlpack_of(type_),
-                                             nb::device::cuda::value, device_)});
+  return nb::cast(device_array{
+      nb::ndarray<>(p, shape.size(), shape.data(), owner, nullptr, dlpack_of(type_), nb::device::cuda::value, device_),
+      stream_});
 }
 
 void bind_device_array(nb::module_& m) {
@@ -617,10 +622,28 @@ void bind_device_array(nb::module_& m) {
                            "A CUDA array made by qtl (DLPack: torch.from_dlpack / cupy.from_dlpack view it).")
       .def(
           "__dlpack__",
-          [](device_array const& a, nb::handle /*stream*/, nb::handle /*max_version*/, nb::handle /*dl_device*/,
+          [](device_array const& a, nb::handle stream, nb::handle /*max_version*/, nb::handle /*dl_device*/,
              nb::handle /*copy*/) {
-            // qtl's kernels are enqueued on the stream the inputs were exported to; a consumer on
-            // another stream orders itself after it (DLPack leaves that to the producer).
+            // DLPack: None and 1 name the legacy default stream, 2 the per-thread default one, -1
+            // asks for no ordering, 0 is ambiguous and refused, others are cudaStream_t handles.
+            std::intptr_t s = 1;
+            if (!stream.is_none()) {
+              if (!nb::try_cast(stream, s, false)) {
+                throw dtype_error("DeviceArray.__dlpack__: stream must be an int or None");
+              }
+              if (s == 0 || s < -1) {
+                throw qtl::value_error("DeviceArray.__dlpack__: stream " + std::to_string(s) +
+                                       " is not a CUDA stream value (DLPack: None, -1, 1, 2 or a handle)");
+              }
+            }
+            auto const consumer = s == 1 ? nullptr : reinterpret_cast<device::stream_t>(s);
+            if (s != -1 && consumer != a.stream) {
+              device::backend const& table = *device::get();
+              if (int const err = table.order_after(a.stream, consumer); err != 0) {
+                throw qtl::error(std::string("DeviceArray.__dlpack__: ordering the consumer's stream failed: ") +
+                                 table.error_string(err));
+              }
+            }
             return nb::cast(a.nd);
           },
           nb::arg("stream") = nb::none(), nb::arg("max_version") = nb::none(), nb::arg("dl_device") = nb::none(),
@@ -636,6 +659,13 @@ void bind_device_array(nb::module_& m) {
                      return nb::tuple(l);
                    })
       .def_prop_ro("dtype", [](device_array const& a) { return std::string(elem_name(classify(a.nd.dtype()))); });
+}
+
+void copy_to_device(array_in const& like, void* dst, void const* src, std::size_t bytes) {
+  device::backend const& table = *device::get();
+  if (int const err = table.copy_to_device(dst, src, bytes, like.stream); err != 0) {
+    throw qtl::error(std::string(like.name) + ": copying to its device failed: " + table.error_string(err));
+  }
 }
 
 float scalar_float(nb::handle obj, char const* name) {
@@ -752,7 +782,8 @@ void register_errors(nb::module_& m) {
   errors.regex = new_error(m, "RegexError", b, "A regular expression qtl cannot parse or does not support.");
   errors.value = new_error(m, "InvalidValueError", b, "A value outside the range an operation accepts.");
   nb::object dtype_bases = nb::make_tuple(nb::handle(b), nb::handle(PyExc_TypeError));
-  errors.dtype = new_error(m, "DTypeError", dtype_bases.ptr(), "An argument of the wrong dtype or kind (also a TypeError).");
+  errors.dtype =
+      new_error(m, "DTypeError", dtype_bases.ptr(), "An argument of the wrong dtype or kind (also a TypeError).");
   nb::register_exception_translator([](std::exception_ptr const& p, void*) {
     try {
       std::rethrow_exception(p);

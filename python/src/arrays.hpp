@@ -25,6 +25,7 @@
 #include <nanobind/ndarray.h>
 
 #include <cstdint>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <optional>
@@ -95,10 +96,14 @@ struct array_in {
   }
   /// 1-D view (rank 1).
   template <class T>
-  view1d<T> v1() const { return as_view<T, 1>(); }
+  view1d<T> v1() const {
+    return as_view<T, 1>();
+  }
   /// 2-D view (rank 2).
   template <class T>
-  view2d<T> v2() const { return as_view<T, 2>(); }
+  view2d<T> v2() const {
+    return as_view<T, 2>();
+  }
 
   void check_rank(index_t r) const;
   /// Throws dtype_error unless the type is one of `ok`.
@@ -131,9 +136,12 @@ std::optional<std::uintptr_t> set_cuda_stream(std::optional<std::uintptr_t> stre
 /// A CUDA array qtl made for a producer without an allocator of its own (anything but torch), and
 /// the simulated device's arrays (qtl._sim): Python's qtl.DeviceArray, a DLPack producer
 /// (`__dlpack__`, `__dlpack_device__`) that `torch.from_dlpack` / `cupy.from_dlpack` view without a
-/// copy. It owns its cudaMalloc buffer through `nd`.
+/// copy. It owns its cudaMalloc buffer through `nd`. Its `__dlpack__(stream=s)` orders the
+/// consumer's stream `s` (DLPack's values: None and 1 the legacy default stream, 2 the per-thread
+/// one, -1 no ordering) after `stream`, the stream its contents were written on.
 struct device_array {
   nb::ndarray<> nd;
+  device::stream_t stream = nullptr;
 };
 
 /// Registers qtl.DeviceArray.
@@ -153,13 +161,21 @@ class array_out {
   ~array_out();
 
   template <class T>
-  T* data() const { return static_cast<T*>(data_); }
+  T* data() const {
+    return static_cast<T*>(data_);
+  }
   template <class T>
-  view1d<T> v1() const { return make_view(data<T>(), shape_.at(0)); }
+  view1d<T> v1() const {
+    return make_view(data<T>(), shape_.at(0));
+  }
   template <class T>
-  view2d<T> v2() const { return make_view(data<T>(), shape_.at(0), shape_.at(1)); }
+  view2d<T> v2() const {
+    return make_view(data<T>(), shape_.at(0), shape_.at(1));
+  }
   template <class T>
-  view3d<T> v3() const { return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2)); }
+  view3d<T> v3() const {
+    return make_view(data<T>(), shape_.at(0), shape_.at(1), shape_.at(2));
+  }
   index_t size() const;
   std::size_t bytes() const;
 
@@ -173,8 +189,9 @@ class array_out {
   elem type_;
   std::vector<index_t> shape_;
   void* data_ = nullptr;
-  int device_ = -1;    // a device buffer's device
-  nb::object tensor_;  // a torch device output: the tensor that owns data_
+  int device_ = -1;                    // a device buffer's device
+  device::stream_t stream_ = nullptr;  // a device buffer's stream, where the op writes it
+  nb::object tensor_;                  // a torch device output: the tensor that owns data_
 };
 
 /// Runs an op where its arrays live, without the GIL: `host()` on the host; for device arrays
@@ -198,6 +215,28 @@ void run_on(array_in const& lead, std::string_view op, Host&& host, Kernel&& ker
   }
 }
 
+/// A host copy of an array's elements (C-contiguous), read from the device on its stream for a
+/// device array: for the host's checks of index arrays, which the kernels do not check.
+template <class T>
+std::vector<T> host_copy(array_in const& a) {
+  std::vector<T> h(static_cast<std::size_t>(a.nd.size()));
+  if (h.empty()) {
+    return h;
+  }
+  if (!a.on_device()) {
+    std::memcpy(h.data(), a.nd.data(), h.size() * sizeof(T));
+    return h;
+  }
+  device::backend const& table = *device::get();
+  if (int const err = table.copy_to_host(h.data(), a.nd.data(), h.size() * sizeof(T), a.stream); err != 0) {
+    throw qtl::error(std::string(a.name) + ": reading it from the device failed: " + table.error_string(err));
+  }
+  return h;
+}
+
+/// Copies `bytes` from the host to `dst`, an output on `like`'s device, ordered on its stream.
+void copy_to_device(array_in const& like, void* dst, void const* src, std::size_t bytes);
+
 /// Bytes of freed outputs of 4 MiB and more kept for reuse by default (`qtl.set_buffer_cache`).
 inline constexpr std::size_t default_buffer_cache_bytes = std::size_t{256} << 20;
 
@@ -217,6 +256,13 @@ decltype(auto) with_float(array_in const& a, F&& f) {
     case elem::bf16: return f(std::type_identity<bfloat16_t>{});
     default: return f(std::type_identity<float>{});
   }
+}
+
+/// The device table's float_type of a float element type (f32 for any other).
+inline device::float_type float_type_of(elem e) {
+  return e == elem::f16    ? device::float_type::f16
+         : e == elem::bf16 ? device::float_type::bf16
+                           : device::float_type::f32;
 }
 
 /// The C++ type of an element type.

@@ -87,9 +87,13 @@ struct fp8_block {
   std::span<float const> scales() const { return {static_cast<float const*>(s.nd.data()), s.nd.size()}; }
 };
 
+/// The device table's view of a block grid.
+device::backend::block_grid device_grid(cv::block_grid const& g) { return {g.groups, g.n, g.k, g.block.n, g.block.k}; }
+
 fp8_block take_fp8_block(char const* op, nb::handle q_obj, char const* q_name, nb::handle s_obj, char const* s_name,
-                         cv::block_size b) {
-  fp8_block in{take(q_obj, q_name), take(s_obj, s_name), {}};
+                         cv::block_size b, bool device_ok = false) {
+  fp8_block in{take(q_obj, q_name, device_ok), take(s_obj, s_name, device_ok), {}};
+  check_same_place(std::string("qtl.") + op, in.q, in.s);
   in.q.check_type({elem::fp8_e4m3, elem::u8});
   in.s.check_type({elem::f32});
   in.grid = grid_of(in.q, b);
@@ -106,10 +110,19 @@ fp8_block take_fp8_block(char const* op, nb::handle q_obj, char const* q_name, n
 nb::object block_quant_dequant(nb::handle q_obj, nb::handle s_obj, block_pair block, nb::handle dtype,
                                std::optional<int> threads) {
   char const* op = "block_quant_dequant";
-  fp8_block const in = take_fp8_block(op, q_obj, "x_q_block", s_obj, "x_s", block_of(op, block));
+  fp8_block const in = take_fp8_block(op, q_obj, "x_q_block", s_obj, "x_s", block_of(op, block), true);
   bool const bf16 = float_dtype_arg("qtl.block_quant_dequant", dtype, {elem::f32, elem::bf16}) == elem::bf16;
   int const t = thread_count(threads);
-  array_out out(bf16 ? elem::bf16 : elem::f32, in.q.extents());
+  array_out out(bf16 ? elem::bf16 : elem::f32, in.q.extents(), in.q);
+  if (in.q.on_device()) {
+    run_on(
+        in.q, "qtl.block_quant_dequant", [] {},
+        [&](device::backend const& b, device::stream_t s) {
+          return b.block_quant_dequant(bf16, in.codes().data(), in.scales().data(), device_grid(in.grid),
+                                       out.data<void>(), s);
+        });
+    return out.release(in.q.from);
+  }
   {
     nb::gil_scoped_release nogil;
     auto const n = static_cast<std::size_t>(out.size());
@@ -136,12 +149,22 @@ cv::pow2_rule rule_of(bool use_ue8m0, std::string const& rule) {
 nb::object per_block_cast_to_fp8(nb::handle x_obj, block_pair block, bool use_ue8m0, std::string const& rule,
                                  std::optional<int> threads) {
   char const* op = "per_block_cast_to_fp8";
-  array_in x = take(x_obj, "x");
+  array_in x = take(x_obj, "x", true);
   cv::block_grid const g = grid_of(x, block_of(op, block));
   cv::pow2_rule const r = rule_of(use_ue8m0, rule);
   int const t = thread_count(threads);
-  array_out q(elem::fp8_e4m3, x.extents());
-  array_out sf(elem::f32, scale_shape(g, x.ndim() == 3));
+  array_out q(elem::fp8_e4m3, x.extents(), x);
+  array_out sf(elem::f32, scale_shape(g, x.ndim() == 3), x);
+  if (x.on_device()) {
+    x.check_type({elem::f32});  // the kernel's input (the host widens float16/bfloat16 first)
+    run_on(
+        x, "qtl.per_block_cast_to_fp8", [] {},
+        [&](device::backend const& b, device::stream_t s) {
+          return b.per_block_cast_to_fp8(static_cast<int>(r), static_cast<float const*>(x.nd.data()), device_grid(g),
+                                         q.data<std::uint8_t>(), sf.data<float>(), s);
+        });
+    return nb::make_tuple(q.release(x.from), sf.release(x.from));
+  }
   with_float(x, [&]<class T>(std::type_identity<T>) {
     auto const n = static_cast<std::size_t>(x.nd.size());
     T const* src = static_cast<T const*>(x.nd.data());
@@ -171,10 +194,21 @@ nb::object requant_weight_ue8m0(nb::handle w_obj, nb::handle s_obj, block_pair b
                                  ", " + std::to_string(std::get<1>(block)) +
                                  ") is not supported; the engines requant 128x128 blocks only");
   }
-  fp8_block const in = take_fp8_block(op, w_obj, "weight", s_obj, "weight_scale_inv", {128, 128});
+  fp8_block const in = take_fp8_block(op, w_obj, "weight", s_obj, "weight_scale_inv", {128, 128}, true);
   int const t = thread_count(threads);
-  array_out q(elem::fp8_e4m3, in.q.extents());
-  array_out sf(elem::f32, in.s.extents());
+  array_out q(elem::fp8_e4m3, in.q.extents(), in.q);
+  array_out sf(elem::f32, in.s.extents(), in.q);
+  if (in.q.on_device()) {
+    qtl::dispatch_name<cv::recipes>("qtl.requant_weight_ue8m0: recipe", recipe, []<class R>() {});  // names it first
+    run_on(
+        in.q, "qtl.requant_weight_ue8m0", [] {},
+        [&](device::backend const& b, device::stream_t s) {
+          return b.requant_weight_ue8m0(recipe.c_str(), canonical, in.codes().data(), in.scales().data(),
+                                        in.grid.groups, in.grid.n, in.grid.k, q.data<std::uint8_t>(), sf.data<float>(),
+                                        s);
+        });
+    return nb::make_tuple(q.release(in.q.from), sf.release(in.q.from));
+  }
   // the recipes of qtl::convert::recipes: sglang (bf16 dequant, bits rule), sglang-legacy (bf16, log2
   // rule: sglang up to 6082c49), vllm (f32 dequant, log2 rule)
   qtl::dispatch_name<cv::recipes>("qtl.requant_weight_ue8m0: recipe", recipe, [&]<class R>() {
@@ -221,7 +255,7 @@ nb::object deepgemm_pack_ue8m0(nb::handle s_obj, index_t mn) {
 }
 
 nb::object deepgemm_unpack_ue8m0(nb::handle p_obj, index_t k_blocks) {
-  array_in p = take(p_obj, "sf_packed");
+  array_in p = take(p_obj, "sf_packed", true);
   p.check_type({elem::i32});
   if (p.ndim() != 2 && p.ndim() != 3) {
     throw qtl::shape_error("sf_packed: expected [P, A] or [E, P, A], got shape " + p.shape());
@@ -236,7 +270,17 @@ nb::object deepgemm_unpack_ue8m0(nb::handle p_obj, index_t k_blocks) {
     throw qtl::value_error("qtl.deepgemm_unpack_ue8m0: k_blocks = " + std::to_string(k_blocks) + " must be positive");
   }
   array_out out(elem::f32,
-                experts ? std::vector<index_t>{groups, rows, k_blocks} : std::vector<index_t>{rows, k_blocks});
+                experts ? std::vector<index_t>{groups, rows, k_blocks} : std::vector<index_t>{rows, k_blocks}, p);
+  if (p.on_device()) {
+    cv::deepgemm_unpack_ue8m0({}, 0, P, A, k_blocks, {});  // the host function's checks of P, A and kb
+    run_on(
+        p, "qtl.deepgemm_unpack_ue8m0", [] {},
+        [&](device::backend const& b, device::stream_t s) {
+          return b.deepgemm_unpack_ue8m0(static_cast<std::int32_t const*>(p.nd.data()), groups, P, A, k_blocks,
+                                         out.data<float>(), s);
+        });
+    return out.release(p.from);
+  }
   {
     std::span<std::int32_t const> const pv(static_cast<std::int32_t const*>(p.nd.data()), p.nd.size());
     nb::gil_scoped_release nogil;

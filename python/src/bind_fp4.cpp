@@ -36,9 +36,17 @@ namespace {
 /// slice's scales are one contiguous piece of the buffer.
 constexpr index_t tile_rows = 128;
 
+/// The device table's name of a block format.
+template <class F>
+constexpr device::block_format format_of() {
+  return std::is_same_v<F, qtl::nvfp4>   ? device::block_format::nvfp4
+         : std::is_same_v<F, qtl::mxfp4> ? device::block_format::mxfp4
+                                         : device::block_format::mxfp8;
+}
+
 template <class F, class Layout>
 nb::object block_quantize_op(nb::handle in_obj, std::optional<float> given_gs, std::optional<int> threads) {
-  array_in in = take(in_obj, "input");
+  array_in in = take(in_obj, "input", true);
   in.check_rank(2);
   int const nthreads = thread_count(threads);
   index_t const m = in.dim(0);
@@ -52,9 +60,29 @@ nb::object block_quantize_op(nb::handle in_obj, std::optional<float> given_gs, s
   index_t const kb = k / F::block_size;
   index_t const padded_cols = Layout::pad_cols(kb);
   std::vector<index_t> scale_shape = {std::is_same_v<Layout, layout_128x4> ? Layout::pad_rows(m) : m, padded_cols};
-  array_out values(value_type, {m, k / F::elements_per_value});
-  array_out scales(scale_type, scale_shape);
+  array_out values(value_type, {m, k / F::elements_per_value}, in);
+  array_out scales(scale_type, scale_shape, in);
   float gs = 1.0f;
+  if (in.on_device()) {
+    // the global scale on the device, given (checked here, as the host function does) or computed there
+    array_out g(elem::f32, {}, in);
+    if (F::has_global_scale && given_gs) {
+      qtl::detail::check_global_scale("qtl::block_quantize", *given_gs);
+      copy_to_device(in, g.data<void>(), &*given_gs, sizeof(float));
+    }
+    run_on(
+        in, "qtl.block_quantize", [] {},
+        [&](device::backend const& b, device::stream_t s) {
+          return b.block_quantize(format_of<F>(), std::is_same_v<Layout, layout_128x4>, float_type_of(in.type),
+                                  in.nd.data(), m, k, values.data<void>(), scales.data<void>(), g.data<float>(),
+                                  F::has_global_scale && !given_gs, s);
+        });
+    if constexpr (F::has_global_scale) {
+      return nb::make_tuple(values.release(in.from), scales.release(in.from), g.release(in.from));
+    } else {
+      return nb::make_tuple(values.release(in.from), scales.release(in.from));
+    }
+  }
   with_float(in, [&]<class T>(std::type_identity<T>) {
     auto const iv = in.v2<T const>();
     nb::gil_scoped_release nogil;
@@ -91,8 +119,9 @@ nb::object quantize(nb::handle in, std::optional<float> gs, bool swizzle, std::o
 
 template <class F, class Layout>
 nb::object block_dequantize_op(nb::handle v_obj, nb::handle s_obj, float gs, nb::handle dt) {
-  array_in v = take(v_obj, "values");
-  array_in s = take(s_obj, "scales");
+  array_in v = take(v_obj, "values", true);
+  array_in s = take(s_obj, "scales", true);
+  check_same_place(std::string("qtl.") + std::string(qtl::name_of<F>) + "_dequantize", v, s);
   v.check_rank(2);
   if constexpr (F::elements_per_value == 2) {
     v.check_type({elem::u8});
@@ -108,21 +137,39 @@ nb::object block_dequantize_op(nb::handle v_obj, nb::handle s_obj, float gs, nb:
   using E = typename F::element;
   using S = typename F::scale;
   elem const ot = float_dtype_arg("dtype", dt, {elem::f32, elem::f16, elem::bf16}, elem::f32);
-  array_out out(ot, {m, k});
+  array_out out(ot, {m, k}, v);
   auto const vv = make_view(static_cast<E const*>(v.nd.data()), m, v.dim(1));
   std::span<S const> const sv(static_cast<S const*>(s.nd.data()), s.nd.size());
+  if (v.on_device()) {
+    // the host function's checks, which the kernel leaves to its caller; the global scale on the device
+    if (k % F::block_size != 0) {
+      throw qtl::shape_error("qtl::block_dequantize: values " + shape_string(m, v.dim(1)) +
+                             " do not match the output " + shape_string(m, k) + " (block size " +
+                             std::to_string(F::block_size) + ")");
+    }
+    if (auto const need = qtl::block_scale_bytes<F, Layout>(m, k); sv.size() != static_cast<std::size_t>(need)) {
+      throw qtl::shape_error("qtl::block_dequantize: the scale buffer has " + std::to_string(sv.size()) +
+                             " bytes, the layout needs " + std::to_string(need));
+    }
+    array_out g(elem::f32, {}, v);
+    if constexpr (F::has_global_scale) {
+      qtl::detail::check_global_scale("qtl::block_dequantize", gs);
+      copy_to_device(v, g.data<void>(), &gs, sizeof(float));
+    }
+    run_on(
+        v, "qtl.block_dequantize", [] {},
+        [&](device::backend const& b, device::stream_t st) {
+          return b.block_dequantize(format_of<F>(), std::is_same_v<Layout, layout_128x4>, float_type_of(ot), vv.data, m,
+                                    k, sv.data(), g.data<float>(), out.data<void>(), st);
+        });
+    return out.release(v.from);
+  }
   {
     nb::gil_scoped_release nogil;
     switch (ot) {
-      case elem::f16:
-        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<half_t>());
-        break;
-      case elem::bf16:
-        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<bfloat16_t>());
-        break;
-      default:
-        qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<float>());
-        break;
+      case elem::f16: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<half_t>()); break;
+      case elem::bf16: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<bfloat16_t>()); break;
+      default: qtl::block_dequantize<F, Layout>(vv, sv, gs, out.v2<float>()); break;
     }
   }
   return out.release(v.from);
@@ -152,23 +199,31 @@ nb::object prepare_trtllm(nb::handle g1w, nb::handle g2w, nb::handle g1s, nb::ha
                           index_t experts, bool gated) {
   qtl::trtllm_fp4_moe_shape const shape{hidden, inter, experts, gated};
   qtl::trtllm_fp4_moe_plan<128> const plan(shape);  // checks the sizes first, naming the bad one
-  array_in a1w = take(g1w, "gemm1_weights");
-  array_in a2w = take(g2w, "gemm2_weights");
-  array_in a1s = take(g1s, "gemm1_scales_linear_fp4_bytes");
-  array_in a2s = take(g2s, "gemm2_scales_linear_fp4_bytes");
+  array_in a1w = take(g1w, "gemm1_weights", true);
+  array_in a2w = take(g2w, "gemm2_weights", true);
+  array_in a1s = take(g1s, "gemm1_scales_linear_fp4_bytes", true);
+  array_in a2s = take(g2s, "gemm2_scales_linear_fp4_bytes", true);
+  for (array_in const* a : {&a2w, &a1s, &a2s}) {
+    check_same_place("qtl.prepare_static_weights_for_trtllm_fp4_moe", a1w, *a);
+  }
   index_t const r1 = shape.gemm1_rows();
   qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> const in{
       moe_input(a1w, experts, r1, hidden / 2), moe_input(a1s, experts, r1, hidden / 16),
       moe_input(a2w, experts, hidden, inter / 2), moe_input(a2s, experts, hidden, inter / 16)};
-  array_out o1w(elem::u8, {experts, r1, hidden / 2});
-  array_out o1s(elem::fp8_e4m3, {experts, r1, hidden / 16});
-  array_out o2w(elem::u8, {experts, hidden, inter / 2});
-  array_out o2s(elem::fp8_e4m3, {experts, hidden, inter / 16});
+  array_out o1w(elem::u8, {experts, r1, hidden / 2}, a1w);
+  array_out o1s(elem::fp8_e4m3, {experts, r1, hidden / 16}, a1w);
+  array_out o2w(elem::u8, {experts, hidden, inter / 2}, a1w);
+  array_out o2s(elem::fp8_e4m3, {experts, hidden, inter / 16}, a1w);
   {
     qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const out{o1w.v3<std::uint8_t>(), o1s.v3<std::uint8_t>(),
                                                                       o2w.v3<std::uint8_t>(), o2s.v3<std::uint8_t>()};
-    nb::gil_scoped_release nogil;
-    plan.apply(in, out);
+    view3d<std::uint8_t const> const din[4] = {in.gemm1_weights, in.gemm1_scales, in.gemm2_weights, in.gemm2_scales};
+    view3d<std::uint8_t> const dout[4] = {out.gemm1_weights, out.gemm1_scales, out.gemm2_weights, out.gemm2_scales};
+    run_on(
+        a1w, "qtl.prepare_static_weights_for_trtllm_fp4_moe", [&] { plan.apply(in, out); },
+        [&](device::backend const& b, device::stream_t s) {
+          return b.fp4_moe(device::moe_op::prepare_trtllm, hidden, inter, experts, gated, 0, din, dout, s);
+        });
   }
   kind const k = a1w.from;
   return nb::make_tuple(o1w.release(k), o1s.release(k), o2w.release(k), o2s.release(k));
@@ -181,30 +236,26 @@ void bind_fp4(nb::module_& m) {
   qtl::for_each_type<qtl::block_formats>([&]<class F>() {
     std::string const name(qtl::name_of<F>);
     if constexpr (F::has_global_scale) {
-      m.def((name + "_quantize").c_str(), &quantize<F>, nb::arg("input"),
-            nb::arg("global_scale").none() = nb::none(), nb::kw_only(), nb::arg("swizzle") = true,
-            nb::arg("threads").none() = nb::none());
-      m.def(
-          (name + "_dequantize").c_str(),
-          [](nb::handle v, nb::handle s, nb::handle gs, bool swizzle, nb::handle dt) {
-            return dequantize<F>(v, s, scalar_float(gs, "global_scale"), swizzle, dt);
-          },
-          nb::arg("values"), nb::arg("scales"), nb::arg("global_scale"), nb::kw_only(), nb::arg("swizzle") = true,
-          nb::arg("dtype").none() = nb::none());
+      m.def((name + "_quantize").c_str(), &quantize<F>, nb::arg("input"), nb::arg("global_scale").none() = nb::none(),
+            nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
+      m.def((name + "_dequantize").c_str(),
+            [](nb::handle v, nb::handle s, nb::handle gs, bool swizzle, nb::handle dt) {
+              return dequantize<F>(v, s, scalar_float(gs, "global_scale"), swizzle, dt);
+            },
+            nb::arg("values"), nb::arg("scales"), nb::arg("global_scale"), nb::kw_only(), nb::arg("swizzle") = true,
+            nb::arg("dtype").none() = nb::none());
     } else {
-      m.def(
-          (name + "_quantize").c_str(),
-          [](nb::handle in, bool swizzle, std::optional<int> threads) {
-            return quantize<F>(in, std::nullopt, swizzle, threads);
-          },
-          nb::arg("input"), nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
-      m.def(
-          (name + "_dequantize").c_str(),
-          [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
-            return dequantize<F>(v, s, 1.0f, swizzle, dt);
-          },
-          nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
-          nb::arg("dtype").none() = nb::none());
+      m.def((name + "_quantize").c_str(),
+            [](nb::handle in, bool swizzle, std::optional<int> threads) {
+              return quantize<F>(in, std::nullopt, swizzle, threads);
+            },
+            nb::arg("input"), nb::kw_only(), nb::arg("swizzle") = true, nb::arg("threads").none() = nb::none());
+      m.def((name + "_dequantize").c_str(),
+            [](nb::handle v, nb::handle s, bool swizzle, nb::handle dt) {
+              return dequantize<F>(v, s, 1.0f, swizzle, dt);
+            },
+            nb::arg("values"), nb::arg("scales"), nb::kw_only(), nb::arg("swizzle") = true,
+            nb::arg("dtype").none() = nb::none());
     }
   });
   m.def("prepare_static_weights_for_trtllm_fp4_moe", &prepare_trtllm, nb::arg("gemm1_weights"),

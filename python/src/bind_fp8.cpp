@@ -130,17 +130,34 @@ nb::object per_tensor_dequantize(nb::handle t_obj, nb::handle inv_obj) {
 }
 
 nb::object requantize_with_max_scale(nb::handle w_obj, nb::handle s_obj, nb::handle widths_obj) {
-  array_in w = take(w_obj, "weight");
+  array_in w = take(w_obj, "weight", true);
   w.check_type({elem::fp8_e4m3, elem::u8});
   w.check_rank(2);
   w.check_writable();
-  array_in s = take(s_obj, "weight_scale");
+  array_in s = take(s_obj, "weight_scale", true);
+  check_same_place("qtl.requantize_with_max_scale", w, s);
   s.check_type({elem::f32});
   if (s.ndim() > 1) {
     throw qtl::shape_error("qtl.requantize_with_max_scale: weight_scale must be 0-dim or 1-D, got shape " + s.shape());
   }
   s.check_contiguous();
   auto const widths = int_list(widths_obj, "logical_widths");
+  if (w.on_device()) {
+    // the host plans from a host copy of the scales (they are few); the kernel requantizes in place
+    std::vector<float> const hs = host_copy<float>(s);
+    qtl::weight_scales const scales{hs, s.ndim() == 0};
+    qtl::requantize_plan const plan = qtl::plan_requantize_with_max_scale(w.dim(0), scales, widths);
+    if (plan.requantize) {
+      run_on(
+          w, "qtl.requantize_with_max_scale", [] {},
+          [&](device::backend const& b, device::stream_t st) {
+            return b.requantize_with_max_scale(w.v2<float8_e4m3fn_t>(), plan.max_scale, scales.values, widths, st);
+          });
+    }
+    array_out out(elem::f32, {}, w);
+    copy_to_device(w, out.data<void>(), &plan.max_scale, sizeof(float));
+    return nb::make_tuple(out.release(s.from), nb::borrow(w_obj));
+  }
   qtl::weight_scales const scales{std::span<float const>(static_cast<float const*>(s.nd.data()), s.nd.size()),
                                   s.ndim() == 0};
   float max_scale = 0.0f;
@@ -169,15 +186,34 @@ view2d<float8_e4m3fn_t const> compare_view(array_in const& a) {
 }
 
 void assert_fp8_all_close(nb::handle a_obj, nb::handle b_obj) {
-  array_in a = take(a_obj, "a");
-  array_in b = take(b_obj, "b");
+  array_in a = take(a_obj, "a", true);
+  array_in b = take(b_obj, "b", true);
+  check_same_place("qtl.assert_fp8_all_close", a, b);
   if (a.shape() != b.shape()) {
     assertion("qtl.assert_fp8_all_close: shapes differ, " + a.shape() + " vs " + b.shape());
   }
   auto const av = compare_view(a);
   auto const bv = compare_view(b);
   qtl::fp8_compare_report r;
-  {
+  if (a.on_device()) {
+    // the kernel's three counts, read back; the verdict is the host's
+    array_out counts(elem::i64, {3}, a);
+    run_on(
+        a, "qtl.assert_fp8_all_close", [] {},
+        [&](device::backend const& t, device::stream_t st) {
+          return t.fp8_compare(av, bv, counts.data<unsigned long long>(), st);
+        });
+    unsigned long long c[3];
+    device::backend const& table = *device::get();
+    if (int const err = table.copy_to_host(c, counts.data<void>(), sizeof c, a.stream); err != 0) {
+      throw qtl::error(std::string("qtl.assert_fp8_all_close: reading the counts failed: ") + table.error_string(err));
+    }
+    r.numel = av.extent[0] * av.extent[1];
+    r.sign_flips = static_cast<index_t>(c[0]);
+    r.differ = static_cast<index_t>(c[1]);
+    r.differ_large = static_cast<index_t>(c[2]);
+    r.passed = qtl::fp8_all_close_verdict(r);
+  } else {
     nb::gil_scoped_release nogil;
     r = qtl::fp8_all_close(av, bv);
   }
@@ -193,11 +229,19 @@ view1d<T const> flat(array_in const& a) {
   return make_view(static_cast<T const*>(a.nd.data()), static_cast<index_t>(a.nd.size()));
 }
 
-nb::object doubled_scale(nb::handle obj, char const* name) {
-  array_in s = take(obj, name);
-  array_out out(s.type, s.extents());
+/// A scale doubled, where `weight` is.
+nb::object doubled_scale(nb::handle obj, char const* name, array_in const& weight) {
+  array_in s = take(obj, name, true);
+  check_same_place("qtl.normalize_e4m3fn_to_e4m3fnuz", weight, s);
+  array_out out(s.type, s.extents(), s);
   with_float(s, [&]<class T>(std::type_identity<T>) {
-    qtl::double_scales(flat<T>(s), make_view(out.data<T>(), static_cast<index_t>(s.nd.size())));
+    auto const in = flat<T>(s);
+    auto const ov = make_view(out.data<T>(), in.extent[0]);
+    run_on(
+        s, "qtl.normalize_e4m3fn_to_e4m3fnuz", [&] { qtl::double_scales(in, ov); },
+        [&](device::backend const& b, device::stream_t st) {
+          return b.fnuz(false, float_type_of(s.type), in.data, ov.data, in.extent[0], st);
+        });
   });
   return out.release(s.from);
 }
@@ -216,7 +260,7 @@ nb::object as_fnuz(nb::object a, kind k) {
 }
 
 nb::object normalize_e4m3fn_to_e4m3fnuz(nb::handle w_obj, nb::handle ws_obj, nb::handle is_obj) {
-  array_in w = take(w_obj, "weight");
+  array_in w = take(w_obj, "weight", true);
   // sglang asserts float8_e4m3fn; numpy without ml_dtypes: the uint8 codes
   if (w.type != elem::fp8_e4m3 && !(w.type == elem::u8 && w.from == kind::numpy)) {
     throw dtype_error(std::string("qtl.normalize_e4m3fn_to_e4m3fnuz: weight has dtype ") + elem_name(w.type) +
@@ -224,14 +268,16 @@ nb::object normalize_e4m3fn_to_e4m3fnuz(nb::handle w_obj, nb::handle ws_obj, nb:
   }
   auto const n = static_cast<index_t>(w.nd.size());
   auto const in = flat<float8_e4m3fn_t>(w);
-  array_out out(elem::u8, w.extents());
-  {
-    nb::gil_scoped_release nogil;
-    qtl::normalize_e4m3fn_to_e4m3fnuz(in, make_view(reinterpret_cast<float8_e4m3fnuz_t*>(out.data<std::uint8_t>()), n));
-  }
+  array_out out(elem::u8, w.extents(), w);
+  auto const ov = make_view(reinterpret_cast<float8_e4m3fnuz_t*>(out.data<std::uint8_t>()), n);
+  run_on(
+      w, "qtl.normalize_e4m3fn_to_e4m3fnuz", [&] { qtl::normalize_e4m3fn_to_e4m3fnuz(in, ov); },
+      [&](device::backend const& b, device::stream_t st) {
+        return b.fnuz(true, device::float_type::f32, in.data, ov.data, n, st);
+      });
+  nb::object ws = doubled_scale(ws_obj, "weight_scale", w);
+  nb::object is = is_obj.is_none() ? nb::none() : doubled_scale(is_obj, "input_scale", w);
   nb::object weight = as_fnuz(out.release(w.from), w.from);
-  nb::object ws = doubled_scale(ws_obj, "weight_scale");
-  nb::object is = is_obj.is_none() ? nb::none() : doubled_scale(is_obj, "input_scale");
   return nb::make_tuple(weight, ws, is);
 }
 
@@ -255,7 +301,7 @@ qtl::group_shape group_arg(nb::handle obj, char const* fn) {
 
 nb::object scaled_quantize(nb::handle x_obj, nb::handle group_obj, nb::handle quant_obj, nb::handle compute_obj,
                            std::optional<bool> is_fp8_fnuz) {
-  array_in x = take(x_obj, "x");
+  array_in x = take(x_obj, "x", true);
   x.check_rank(2);
   qtl::group_shape const group = group_arg(group_obj, "qtl.scaled_quantize");
   bool const fnuz = fnuz_quant_dtype(quant_obj);
@@ -267,8 +313,22 @@ nb::object scaled_quantize(nb::handle x_obj, nb::handle group_obj, nb::handle qu
   index_t const bm = ok ? m / g.row : 0;
   index_t const bn = ok ? n / g.col : 0;
   qtl::check_scaled_quantize(m, n, group, m, n, bm, bn, fp8_max);
-  array_out q(fnuz ? elem::u8 : elem::fp8_e4m3, {m, n});
-  array_out scale(elem::f32, {bm, bn});
+  array_out q(fnuz ? elem::u8 : elem::fp8_e4m3, {m, n}, x);
+  array_out scale(elem::f32, {bm, bn}, x);
+  if (x.on_device()) {
+    elem const compute = compute_obj.is_none() ? x.type
+                                               : float_dtype_arg("qtl.scaled_quantize: compute_dtype", compute_obj,
+                                                                 {elem::f32, elem::bf16, elem::f16});
+    x.check_type({elem::f32, elem::f16, elem::bf16});
+    run_on(
+        x, "qtl.scaled_quantize", [] {},
+        [&](device::backend const& b, device::stream_t s) {
+          return b.scaled_quantize(fnuz, float_type_of(x.type), float_type_of(compute), x.nd.data(), m, n, group.row,
+                                   group.col, q.data<void>(), scale.data<float>(), bm, bn, fp8_max, s);
+        });
+    nb::object codes = q.release(x.from);
+    return nb::make_tuple(fnuz ? as_fnuz(codes, x.from) : codes, scale.release(x.from));
+  }
   with_float(x, [&]<class T>(std::type_identity<T>) {
     auto const run = [&]<class C>(std::type_identity<C>) {
       auto const xv = x.v2<T const>();
@@ -303,12 +363,13 @@ nb::object scaled_dequantize(nb::handle q_obj, nb::handle s_obj, nb::handle grou
     qo = qo.attr("view")(torch ? nb::module_::import_("torch").attr("uint8")
                                : nb::module_::import_("numpy").attr("uint8"));
   }
-  array_in q = take(qo, "x_q");
+  array_in q = take(qo, "x_q", true);
   q.check_rank(2);
   if (!fnuz) {
     q.check_type({elem::fp8_e4m3, elem::u8});  // uint8: e4m3fn codes (numpy without ml_dtypes)
   }
-  array_in s = take(s_obj, "x_s");
+  array_in s = take(s_obj, "x_s", true);
+  check_same_place("qtl.scaled_dequantize", q, s);
   s.check_contiguous();
   std::optional<qtl::group_shape> group;
   if (!group_obj.is_none()) {
@@ -317,7 +378,18 @@ nb::object scaled_dequantize(nb::handle q_obj, nb::handle s_obj, nb::handle grou
   auto const ext = qtl::dequantize_scale_extents(s.extents(), q.dim(0), q.dim(1), group);
   elem const out_type =
       float_dtype_arg("qtl.scaled_dequantize: out_dtype", out_obj, {elem::f32, elem::bf16, elem::f16}, elem::f32);
-  array_out out(out_type, {q.dim(0), q.dim(1)});
+  array_out out(out_type, {q.dim(0), q.dim(1)}, q);
+  if (q.on_device()) {
+    s.check_type({elem::f32, elem::f16, elem::bf16});
+    qtl::detail::broadcast_factors("qtl::scaled_dequantize", ext[0], ext[1], q.dim(0), q.dim(1));  // the host's check
+    run_on(
+        q, "qtl.scaled_dequantize", [] {},
+        [&](device::backend const& b, device::stream_t st) {
+          return b.scaled_dequantize(fnuz, float_type_of(s.type), float_type_of(out_type), q.nd.data(), q.dim(0),
+                                     q.dim(1), s.nd.data(), ext[0], ext[1], out.data<void>(), st);
+        });
+    return out.release(q.from);
+  }
   with_float(s, [&]<class S>(std::type_identity<S>) {
     auto const sv = make_view(static_cast<S const*>(s.nd.data()), ext[0], ext[1]);
     auto const run = [&]<class Out>(std::type_identity<Out>) {
@@ -338,7 +410,7 @@ nb::object scaled_dequantize(nb::handle q_obj, nb::handle s_obj, nb::handle grou
 }
 
 nb::object group_broadcast(nb::handle t_obj, nb::handle shape_obj) {
-  array_in t = take(t_obj, "t");
+  array_in t = take(t_obj, "t", true);
   t.check_rank(2);
   auto const shape = int_list(shape_obj, "shape");
   if (shape.size() != 2) {
@@ -347,11 +419,18 @@ nb::object group_broadcast(nb::handle t_obj, nb::handle shape_obj) {
   // vLLM leaves an extent of 1 to torch's broadcasting
   index_t const rows = t.dim(0) == 1 ? 1 : shape[0];
   index_t const cols = t.dim(1) == 1 ? 1 : shape[1];
-  array_out out(t.type, {rows, cols});
+  array_out out(t.type, {rows, cols}, t);
   with_float(t, [&]<class T>(std::type_identity<T>) {
     auto const tv = t.v2<T const>();
-    nb::gil_scoped_release nogil;
-    qtl::group_broadcast(tv, out.v2<T>());
+    if (t.on_device()) {  // the host's check first
+      qtl::detail::broadcast_factors("qtl::group_broadcast", tv.extent[0], tv.extent[1], rows, cols);
+    }
+    run_on(
+        t, "qtl.group_broadcast", [&] { qtl::group_broadcast(tv, out.v2<T>()); },
+        [&](device::backend const& b, device::stream_t s) {
+          return b.group_broadcast(float_type_of(t.type), tv.data, tv.extent[0], tv.extent[1], out.data<void>(), rows,
+                                   cols, s);
+        });
   });
   return out.release(t.from);
 }

@@ -26,6 +26,7 @@
 #include <algorithm>
 #include <cstring>
 #include <vector>
+
 #include <qtl/dispatch.hpp>
 #include <qtl/marlin.hpp>
 #include <qtl/marlin_fp.hpp>
@@ -95,16 +96,6 @@ perm_in take_perm(char const* op, nb::handle obj, index_t size_k, bool device_ok
   return p;
 }
 
-/// A device perm's host copy, for the host's permutation check (the kernels do not check it).
-std::vector<std::int32_t> host_copy(array_in const& a) {
-  std::vector<std::int32_t> h(static_cast<std::size_t>(a.nd.size()));
-  device::backend const& table = *device::get();
-  if (int const err = table.copy_to_host(h.data(), a.nd.data(), h.size() * sizeof(std::int32_t), a.stream); err != 0) {
-    throw qtl::error(std::string(a.name) + ": reading it from the device failed: " + table.error_string(err));
-  }
-  return h;
-}
-
 nb::object gptq_marlin_repack(nb::handle w_obj, nb::handle perm_obj, index_t size_k, index_t size_n, int num_bits,
                               bool a8) {
   char const* op = "gptq_marlin_repack";
@@ -125,7 +116,7 @@ nb::object gptq_marlin_repack(nb::handle w_obj, nb::handle perm_obj, index_t siz
     qtl::marlin::check_kn<L>(fn, size_k, size_n);
     if (w.on_device() && perm.v.extent[0] != 0) {
       // the host's permutation check on a copy: the kernel would read out of bounds
-      std::vector<std::int32_t> const h = host_copy(*perm.a);
+      std::vector<std::int32_t> const h = host_copy<std::int32_t>(*perm.a);
       qtl::marlin::detail::check_sort_indices<L>(fn, make_view(h.data(), size_k), size_k);
     }
     array_out out(elem::i32, {L::marlin_rows(size_k), L::marlin_cols(size_n)}, w);
@@ -142,21 +133,40 @@ nb::object gptq_marlin_repack(nb::handle w_obj, nb::handle perm_obj, index_t siz
 
 nb::object unmarlin_gptq(nb::handle m_obj, nb::handle perm_obj, index_t size_k, index_t size_n, int num_bits, bool a8) {
   char const* op = "unmarlin_gptq";
-  array_in m = take(m_obj, "marlin_q_w");
+  array_in m = take(m_obj, "marlin_q_w", true);
   m.check_type({elem::i32});
   return with_layout(op, num_bits, a8, [&]<int Bits, act_width A>() {
     using L = qtl::marlin::layout<Bits, A>;
-    qtl::marlin::check_kn<L>(qtl::marlin::op_name("unrepack_gptq", Bits, A), size_k, size_n);
+    std::string const fn = qtl::marlin::op_name("unrepack_gptq", Bits, A);
+    qtl::marlin::check_kn<L>(fn, size_k, size_n);
     check_shape(op, m, L::marlin_rows(size_k), L::marlin_cols(size_n), sizes(size_k, size_n));
     m.check_contiguous();
-    perm_in const perm = take_perm(op, perm_obj, size_k);
-    array_out out(elem::i32, {size_k / L::pack, size_n});
+    perm_in const perm = take_perm(op, perm_obj, size_k, true);
+    if (perm.a) {
+      check_same_place("qtl.unmarlin_gptq", m, *perm.a);
+    }
+    array_out out(elem::i32, {size_k / L::pack, size_n}, m);
     auto const mv = m.v2<std::int32_t const>();
     auto const ov = out.v2<std::int32_t>();
-    {
+    if (!m.on_device()) {
       nb::gil_scoped_release nogil;
       qtl::marlin::unrepack_gptq<Bits, A>(mv, perm.v, ov);
+      return out.release(m.from);
     }
+    // the kernel takes the inverse permutation: checked and inverted on the host, then copied over
+    array_out inverse(elem::i32, {perm.v.extent[0]}, m);
+    if (perm.v.extent[0] != 0) {
+      std::vector<std::int32_t> const h = host_copy<std::int32_t>(*perm.a);
+      std::vector<std::int32_t> const inv =
+          qtl::marlin::detail::check_sort_indices<L>(fn, make_view(h.data(), size_k), size_k);
+      copy_to_device(m, inverse.data<void>(), inv.data(), inv.size() * sizeof(std::int32_t));
+    }
+    run_on(
+        m, "qtl.unmarlin_gptq", [] {},
+        [&](device::backend const& t, device::stream_t s) {
+          return t.marlin_unrepack(Bits, L::a8, mv, perm.v.extent[0] != 0 ? inverse.data<std::int32_t>() : nullptr, ov,
+                                   s);
+        });
     return out.release(m.from);
   });
 }
@@ -208,7 +218,7 @@ nb::object unmarlin_awq(nb::handle m_obj, index_t size_k, index_t size_n, int nu
 /// row count (channelwise, group_size -1 or >= size_k), of any float dtype.
 nb::object permute_scales(bool inverse, nb::handle s_obj, index_t size_k, index_t size_n, index_t group_size, bool a8) {
   char const* op = inverse ? "unmarlin_permute_scales" : "marlin_permute_scales";
-  array_in s = take(s_obj, "s");
+  array_in s = take(s_obj, "s", !inverse);  // the device has the forward permutation only
   s.check_rank(2);
   if (group_size != -1 && group_size <= 0) {
     throw qtl::value_error(std::string("qtl.") + op + ": group_size = " + std::to_string(group_size) +
@@ -229,17 +239,25 @@ nb::object permute_scales(bool inverse, nb::handle s_obj, index_t size_k, index_
                                              : std::to_string(size_k / group_size) + " rows"));
   }
   return with_float(s, [&]<class T>(std::type_identity<T>) {
-    array_out out(s.type, {s.dim(0), s.dim(1)});
+    array_out out(s.type, {s.dim(0), s.dim(1)}, s);
     auto const sv = s.v2<T const>();
     auto const ov = out.v2<T>();
-    {
-      nb::gil_scoped_release nogil;
-      if (inverse) {
-        qtl::marlin::unpermute_scales<T>(sv, kind, ov);
-      } else {
-        qtl::marlin::permute_scales<T>(sv, kind, ov);
-      }
+    if (s.on_device()) {  // the host function's checks (the kernel's are a bare cudaErrorInvalidValue)
+      qtl::marlin::detail::check_scales("qtl::marlin::permute_scales", sv, ov, kind);
     }
+    run_on(
+        s, "qtl.marlin_permute_scales",
+        [&] {
+          if (inverse) {
+            qtl::marlin::unpermute_scales<T>(sv, kind, ov);
+          } else {
+            qtl::marlin::permute_scales<T>(sv, kind, ov);
+          }
+        },
+        [&](device::backend const& b, device::stream_t st) {
+          return b.marlin_permute_scales(static_cast<int>(sizeof(T)), static_cast<int>(kind), sv.data, sv.extent[0],
+                                         sv.extent[1], ov.data, st);
+        });
     return out.release(s.from);
   });
 }
@@ -264,15 +282,9 @@ nb::object zero_points(zp_kind k, nb::handle z_obj, index_t size_k, index_t size
     {
       nb::gil_scoped_release nogil;
       switch (k) {
-        case zp_kind::codes:
-          r = qtl::marlin::zero_points<Bits, A>(zv);
-          break;
-        case zp_kind::awq:
-          r = qtl::marlin::awq_zero_points<Bits, A>(zv);
-          break;
-        case zp_kind::inverse:
-          r = qtl::marlin::unzero_points<Bits, A>(zv);
-          break;
+        case zp_kind::codes: r = qtl::marlin::zero_points<Bits, A>(zv); break;
+        case zp_kind::awq: r = qtl::marlin::awq_zero_points<Bits, A>(zv); break;
+        case zp_kind::inverse: r = qtl::marlin::unzero_points<Bits, A>(zv); break;
       }
     }
     return to_array(r, z.from);

@@ -29,8 +29,14 @@
 namespace qtl::py {
 namespace {
 
+/// A 2-D view as [1, rows, cols].
+template <class T>
+view3d<T> rank3(view2d<T> v) {
+  return {v.data, {1, v.extent[0], v.extent[1]}, {v.extent[0] * v.stride[0], v.stride[0], v.stride[1]}};
+}
+
 array_in take_bytes(nb::handle obj, char const* name, index_t rank) {
-  array_in a = take(obj, name);
+  array_in a = take(obj, name, true);
   a.check_type({elem::u8, elem::fp8_e4m3});
   a.check_rank(rank);
   return a;
@@ -40,6 +46,10 @@ nb::object align_fp4_moe(nb::handle w13, nb::handle w13s, nb::handle w2, nb::han
                          index_t min_alignment) {
   array_in const a[4] = {take_bytes(w13, "w13", 3), take_bytes(w13s, "w13_scale", 3), take_bytes(w2, "w2", 3),
                          take_bytes(w2s, "w2_scale", 3)};
+  char const* const op = hidden ? "qtl.align_fp4_moe_hidden_dim_for_fi" : "qtl.align_fp4_moe_weights_for_fi";
+  for (int k = 1; k < 4; ++k) {
+    check_same_place(op, a[0], a[k]);
+  }
   qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> const in{
       a[0].as_view<std::uint8_t const, 3>(), a[1].as_view<std::uint8_t const, 3>(),
       a[2].as_view<std::uint8_t const, 3>(), a[3].as_view<std::uint8_t const, 3>()};
@@ -47,18 +57,27 @@ nb::object align_fp4_moe(nb::handle w13, nb::handle w13s, nb::handle w2, nb::han
                                         : qtl::align_fp4_moe_weights_for_fi_padding(in, gated, min_alignment);
   auto out_of = [&](int k) {
     auto const& x = p.extents[k];
-    return array_out(a[k].type, {x[0], x[1], x[2]});
+    return array_out(a[k].type, {x[0], x[1], x[2]}, a[k]);
   };
   array_out o[4] = {out_of(0), out_of(1), out_of(2), out_of(3)};
   {
     qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const out{o[0].v3<std::uint8_t>(), o[1].v3<std::uint8_t>(),
                                                                       o[2].v3<std::uint8_t>(), o[3].v3<std::uint8_t>()};
-    nb::gil_scoped_release nogil;
-    if (hidden) {
-      qtl::align_fp4_moe_hidden_dim_for_fi(in, out, min_alignment);
-    } else {
-      qtl::align_fp4_moe_weights_for_fi(in, out, gated, min_alignment);
-    }
+    view3d<std::uint8_t const> const din[4] = {in.gemm1_weights, in.gemm1_scales, in.gemm2_weights, in.gemm2_scales};
+    view3d<std::uint8_t> const dout[4] = {out.gemm1_weights, out.gemm1_scales, out.gemm2_weights, out.gemm2_scales};
+    run_on(
+        a[0], op,
+        [&] {
+          if (hidden) {
+            qtl::align_fp4_moe_hidden_dim_for_fi(in, out, min_alignment);
+          } else {
+            qtl::align_fp4_moe_weights_for_fi(in, out, gated, min_alignment);
+          }
+        },
+        [&](device::backend const& b, device::stream_t s) {
+          return b.fp4_moe(hidden ? device::moe_op::align_hidden : device::moe_op::align_intermediate, 0, 0, 0, gated,
+                           min_alignment, din, dout, s);
+        });
   }
   kind const k = a[0].from;
   return nb::make_tuple(o[0].release(k), o[1].release(k), o[2].release(k), o[3].release(k), p.padded);
@@ -67,12 +86,22 @@ nb::object align_fp4_moe(nb::handle w13, nb::handle w13s, nb::handle w2, nb::han
 nb::object pad_nvfp4_weight_for_cutlass(nb::handle weight, index_t alignment) {
   array_in const w = take_bytes(weight, "weight", 2);
   qtl::nvfp4_cutlass_padding const p = qtl::pad_nvfp4_weight_for_cutlass_shape(w.dim(0), w.dim(1), alignment);
-  array_out o(w.type, {p.rows, p.col_bytes});
-  {
-    nb::gil_scoped_release nogil;
-    qtl::pad_nvfp4_weight_for_cutlass(w.v2<std::uint8_t const>(), o.v2<std::uint8_t>(), alignment);
-  }
+  array_out o(w.type, {p.rows, p.col_bytes}, w);
+  run_on(
+      w, "qtl.pad_nvfp4_weight_for_cutlass",
+      [&] { qtl::pad_nvfp4_weight_for_cutlass(w.v2<std::uint8_t const>(), o.v2<std::uint8_t>(), alignment); },
+      [&](device::backend const& b, device::stream_t s) {
+        return b.moe_rows(device::rows_op::pad_cutlass, rank3(w.as_view<std::uint8_t const, 2>()),
+                          rank3(o.v2<std::uint8_t>()), alignment, s);
+      });
   return nb::make_tuple(o.release(w.from), p.padding_bytes);
+}
+
+/// `v` with no outer rows: the host function's checks on device arrays, which it never reads then.
+template <class T>
+view3d<T> no_outer(view3d<T> v) {
+  v.extent[0] = 0;
+  return v;
 }
 
 /// A C-contiguous array as bytes [outer, shape[d], inner * element size] (`d` in [0, rank)).
@@ -90,7 +119,7 @@ view3d<std::uint8_t const> split_bytes(array_in const& a, index_t d) {
 }
 
 array_in take_any(nb::handle obj, char const* name, index_t min_rank) {
-  array_in a = take(obj, name);
+  array_in a = take(obj, name, true);
   if (a.type == elem::other) {
     throw dtype_error(std::string(name) + ": unsupported dtype");
   }
@@ -109,12 +138,16 @@ nb::object interleave_linear_and_gate(nb::handle x_obj, index_t group_size, inde
                            std::to_string(x.ndim()) + " dimensions of x");
   }
   auto const in = split_bytes(x, dim < 0 ? dim + x.ndim() : dim);
-  array_out o(x.type, x.extents());
-  {
-    nb::gil_scoped_release nogil;
-    qtl::interleave_linear_and_gate(in, make_view(o.data<std::uint8_t>(), in.extent[0], in.extent[1], in.extent[2]),
-                                    group_size);
+  array_out o(x.type, x.extents(), x);
+  auto const ov = make_view(o.data<std::uint8_t>(), in.extent[0], in.extent[1], in.extent[2]);
+  if (x.on_device()) {  // the host function's checks, on no rows (the kernel's are a bare cudaErrorInvalidValue)
+    qtl::interleave_linear_and_gate(no_outer(in), no_outer(ov), group_size);
   }
+  run_on(
+      x, "qtl.interleave_linear_and_gate", [&] { qtl::interleave_linear_and_gate(in, ov, group_size); },
+      [&](device::backend const& b, device::stream_t s) {
+        return b.moe_rows(device::rows_op::interleave, in, ov, group_size, s);
+      });
   return o.release(x.from);
 }
 
@@ -137,16 +170,20 @@ nb::object reorder_w13_to_w31(nb::handle activation, nb::handle w13, nb::handle 
   array_in const s = take_any(w13_scale, "w13_scale", 3);
   w.check_rank(3);
   s.check_rank(3);
+  check_same_place("qtl.reorder_w13_to_w31_for_flashinfer_cutedsl", w, s);
   auto const wi = split_bytes(w, 1);
   auto const si = split_bytes(s, 1);
-  array_out wo(w.type, w.extents());
-  array_out so(s.type, s.extents());
-  {
-    nb::gil_scoped_release nogil;
-    qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(
-        oai, wi, si, make_view(wo.data<std::uint8_t>(), wi.extent[0], wi.extent[1], wi.extent[2]),
-        make_view(so.data<std::uint8_t>(), si.extent[0], si.extent[1], si.extent[2]));
+  array_out wo(w.type, w.extents(), w);
+  array_out so(s.type, s.extents(), w);
+  auto const wov = make_view(wo.data<std::uint8_t>(), wi.extent[0], wi.extent[1], wi.extent[2]);
+  auto const sov = make_view(so.data<std::uint8_t>(), si.extent[0], si.extent[1], si.extent[2]);
+  if (w.on_device()) {  // the host function's checks, on no experts
+    qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(oai, no_outer(wi), no_outer(si), no_outer(wov), no_outer(sov));
   }
+  run_on(
+      w, "qtl.reorder_w13_to_w31_for_flashinfer_cutedsl",
+      [&] { qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(oai, wi, si, wov, sov); },
+      [&](device::backend const& b, device::stream_t st) { return b.reorder_w13_to_w31(oai, wi, si, wov, sov, st); });
   return nb::make_tuple(wo.release(w.from), so.release(s.from));
 }
 

@@ -9,6 +9,8 @@
 //   to_host(a)       a numpy copy of a DLPack array on the simulated device (bfloat16 as uint16)
 //   transposed(a)    a 2-D DLPack array's transpose: a non-contiguous view of its memory
 //   last_stream()    the stream (as an int) of the last kernel the device table launched
+//   last_order()     (producer, consumer) streams of the last ordering a DeviceArray's __dlpack__
+//                    asked for, as ints ((0, 0) when none since the last call, which clears it)
 
 #include <cuda_runtime.h>
 #include <nanobind/nanobind.h>
@@ -25,7 +27,8 @@
 
 namespace qtl::py::device {
 
-extern stream_t last_stream;  // device_kernels.cu
+extern stream_t last_stream;    // device_kernels.cu
+extern stream_t last_order[2];  // device_kernels.cu
 
 namespace {
 
@@ -95,6 +98,12 @@ void bind_sim(void* module) {
   sim.def("to_host", &to_host, nb::arg("array"));
   sim.def("transposed", &transposed, nb::arg("array"));
   sim.def("last_stream", [] { return reinterpret_cast<std::uintptr_t>(last_stream); });
+  sim.def("last_order", [] {
+    nb::object pair = nb::make_tuple(reinterpret_cast<std::uintptr_t>(last_order[0]),
+                                     reinterpret_cast<std::uintptr_t>(last_order[1]));
+    last_order[0] = last_order[1] = nullptr;
+    return pair;
+  });
 }
 
 }  // namespace qtl::py::device
