@@ -11,15 +11,16 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
+#include <type_traits>
+#include <vector>
+
 #include <qtl/blockscale.hpp>
 #include <qtl/element/moe.hpp>
 #include <qtl/error.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
 #include <qtl/x86/moe.hpp>
-#include <string>
-#include <type_traits>
-#include <vector>
 
 namespace qtl {
 
@@ -95,7 +96,6 @@ inline void prefetch_bytes(byte_t const* p, index_t n) {
   (void)n;
 #endif  // ^^^ __GNUC__ ^^^
 }
-
 
 /// Copies `n` bytes; streaming (`How` != plain, `moe_x86::copy_row`) only where `dst` is 16-byte
 /// aligned and `n` a multiple of 16, else (and on other CPUs) as `memcpy`.
@@ -532,8 +532,8 @@ fp4_moe_pad_plan fp4_moe_checked_plan(char const* fn, trtllm_fp4_moe_tensors<WIn
                       std::to_string(i) +
                       " (twice the last extents of w13 and w2) must be multiples of 16, the NVFP4 block");
   }
-  fp4_moe_pad_plan const p = hidden ? align_hidden_plan(e, in.gemm1_weights.extent[1], h, i, a)
-                                    : align_intermediate_plan(e, h, i, up, a);
+  fp4_moe_pad_plan const p =
+      hidden ? align_hidden_plan(e, in.gemm1_weights.extent[1], h, i, a) : align_intermediate_plan(e, h, i, up, a);
   check_byte_tensor(fn, "input", fp4_moe_names[0], in.gemm1_weights, p.in.extents[0]);
   check_byte_tensor(fn, "input", fp4_moe_names[1], in.gemm1_scales, p.in.extents[1]);
   check_byte_tensor(fn, "input", fp4_moe_names[2], in.gemm2_weights, p.in.extents[2]);
@@ -591,8 +591,8 @@ template <class WIn, class SIn, blockscale_byte WOut, blockscale_byte SOut>
 index_t align_fp4_moe_weights_for_fi(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
                                      trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_act_and_mul,
                                      index_t min_alignment = 16) {
-  detail::fp4_moe_pad_plan const p = detail::fp4_moe_checked_plan("qtl::align_fp4_moe_weights_for_fi", in, &out,
-                                                                   false, is_act_and_mul ? 2 : 1, min_alignment);
+  detail::fp4_moe_pad_plan const p = detail::fp4_moe_checked_plan("qtl::align_fp4_moe_weights_for_fi", in, &out, false,
+                                                                  is_act_and_mul ? 2 : 1, min_alignment);
   detail::run_fp4_moe_pad(p, in, out);
   return p.out.padded;
 }
@@ -658,8 +658,7 @@ index_t pad_nvfp4_weight_for_cutlass(view2d<In> weight, view2d<Out> out, index_t
   nvfp4_cutlass_padding const p = pad_nvfp4_weight_for_cutlass_shape(weight.extent[0], weight.extent[1], alignment);
   view3d<In> const in3 = detail::as_rank3(weight);
   view3d<Out> const out3 = detail::as_rank3(out);
-  detail::check_byte_pair(fn, "weight", in3, {1, weight.extent[0], weight.extent[1]}, out3,
-                          {1, p.rows, p.col_bytes});
+  detail::check_byte_pair(fn, "weight", in3, {1, weight.extent[0], weight.extent[1]}, out3, {1, p.rows, p.col_bytes});
   detail::map_rows(in3, out3, {moe_row_map::kind::padded, weight.extent[0], p.rows});
   return p.padding_bytes;
 }
@@ -685,8 +684,8 @@ void interleave_linear_and_gate(view3d<In> x, view3d<Out> out, index_t group_siz
   index_t const size = x.extent[1];
   if (size % (2 * group_size) != 0) {
     throw shape_error(std::string(fn) + ": dimension size " + std::to_string(size) + " must be divisible by " +
-                      std::to_string(2 * group_size) + " (two halves of whole groups of " +
-                      std::to_string(group_size) + ")");
+                      std::to_string(2 * group_size) + " (two halves of whole groups of " + std::to_string(group_size) +
+                      ")");
   }
   index_t const want[3] = {x.extent[0], x.extent[1], x.extent[2]};
   detail::check_byte_pair(fn, "x", x, want, out, want);
@@ -715,10 +714,192 @@ void reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<WIn> w13
   index_t const ws[3] = {w13.extent[0], rows, w13_scale.extent[2]};
   detail::check_byte_pair(fn, "w13", w13, ww, w13_out, ww);
   detail::check_byte_pair(fn, "w13_scale", w13_scale, ws, w13_scale_out, ws);
-  moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31,
-                        rows};
+  moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31, rows};
   detail::map_rows(w13, w13_out, map);
   detail::map_rows(w13_scale, w13_scale_out, map);
+}
+
+// ------------------------------------------------------------------------------------------------
+// prepare_static_weights_for_trtllm_mxint4_moe
+// ------------------------------------------------------------------------------------------------
+
+/// The sizes of one MXINT4 MoE layer for trtllm-gen (int4 weights, one BF16 scale per 32 of them;
+/// vLLM's `flashinfer_mxint4_moe.py`, Kimi-K2's W4A16 group 32 on Blackwell). Checkpoint layout,
+/// the inputs of `prepare_static_weights_for_trtllm_mxint4_moe`:
+///
+///     gemm1_weights  [E, 2I, H/2]   packed int4, two a byte (the checkpoint's int32 words
+///                                   [E, 2I, H/8] seen as little-endian bytes), rows [w1; w3] = [gate; up]
+///     gemm1_scales   [E, 2I, H/32]  BF16 (any 2-byte element type: moved, never read)
+///     gemm2_weights  [E, H,  I/2]
+///     gemm2_scales   [E, H,  I/32]
+struct trtllm_mxint4_moe_shape {
+  index_t hidden_size = 0;        ///< H
+  index_t intermediate_size = 0;  ///< I
+  index_t num_experts = 0;        ///< E
+  /// The weights are the checkpoint's uint4b8 (each nibble q stands for q - 8; vLLM converts them
+  /// when it is handed int32 words) rather than signed int4 already (uint8 in vLLM).
+  bool uint4b8 = true;
+
+  /// The engine's asserts, which leave nothing to pad: `H % 256 == 0` and `I % 256 == 0`
+  /// (`convert_to_block_layout` splits H/2 and I/2 bytes into blocks of 128; the scale shuffle
+  /// wants 2I and H rows in 128-row tiles, which follows), all positive, `E >= 0`.
+  constexpr bool valid() const {
+    return num_experts >= 0 && hidden_size > 0 && hidden_size % 256 == 0 && intermediate_size > 0 &&
+           intermediate_size % 256 == 0;
+  }
+};
+
+namespace detail {
+
+inline constexpr index_t mxint4_block_k = 128;  // convert_to_block_layout's block_k, in bytes
+
+inline void check_mxint4_shape(char const* fn, trtllm_mxint4_moe_shape const& s) {
+  if (s.num_experts < 0) {
+    throw shape_error(std::string(fn) + ": num_experts (" + std::to_string(s.num_experts) + ") is negative");
+  }
+  if (s.hidden_size <= 0 || s.hidden_size % 256 != 0 || s.intermediate_size <= 0 || s.intermediate_size % 256 != 0) {
+    throw shape_error(std::string(fn) + ": hidden_size (" + std::to_string(s.hidden_size) +
+                      ") and intermediate_size (" + std::to_string(s.intermediate_size) +
+                      ") must be positive multiples of 256 (their packed bytes are split into blocks of 128)");
+  }
+}
+
+inline void copy_int4_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool flip) {
+  if (!flip) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    dst[i] = uint4b8_to_int4_byte(src[i]);
+  }
+}
+
+// Checkpoint row of output row n of either GEMM.
+template <int EpilogueTileM = 128>
+constexpr index_t mxint4_row_source(bool gemm1, index_t n, index_t rows) {
+  return gemm1 ? mxint4_gemm1_row_source<EpilogueTileM>(n, rows) : w2_row_source<EpilogueTileM>(n);
+}
+
+// The weights of every expert: bytes [128 kb, 128 kb + 128) of checkpoint row source(n) <->
+// block kb, row n of the prepared expert (`block_layout_offset`), nibbles flipped with `flip`. The
+// loops run in the prepared buffer's order (kb, then n), so the forward direction writes it front
+// to back and the inverse reads it so.
+template <bool Inverse, class L, class B>
+void mxint4_weight_blocks(view3d<L> const& lin, B* blk, bool gemm1, bool flip) {
+  index_t const rows = lin.extent[1];
+  index_t const cols = lin.extent[2];
+  for (index_t e = 0; e < lin.extent[0]; ++e) {
+    auto* const base = byte_ptr(blk) + e * rows * cols;
+    for (index_t k = 0; k < cols; k += mxint4_block_k) {
+      for (index_t n = 0; n < rows; ++n) {
+        auto* const l = byte_ptr(&lin(e, mxint4_row_source(gemm1, n, rows), k));
+        auto* const b = base + block_layout_offset(n, k, rows, mxint4_block_k);
+        if constexpr (Inverse) {
+          copy_int4_bytes(l, b, mxint4_block_k, flip);
+        } else {
+          copy_int4_bytes(b, l, mxint4_block_k, flip);
+        }
+      }
+    }
+  }
+}
+
+// The scales of every expert: the 128x4 layout of the row-mapped scales (no padding: rows % 128
+// == 0, cols % 8 == 0), four elements (one word of the layout, consecutive K-blocks of one row)
+// at a time.
+template <bool Inverse, class L, class B>
+void mxint4_scale_words(view3d<L> const& lin, B* blk, bool gemm1) {
+  index_t const rows = lin.extent[1];
+  index_t const cols = lin.extent[2];
+  auto const word = static_cast<std::size_t>(4 * sizeof(L));
+  for (index_t e = 0; e < lin.extent[0]; ++e) {
+    for (index_t o = 0; o < rows * cols; o += 4) {
+      blockscale_position const p = blockscale_position_of<layout_128x4>(o, cols);
+      auto* const l = byte_ptr(&lin(e, mxint4_row_source(gemm1, p.m, rows), p.k));
+      auto* const b = byte_ptr(blk + e * rows * cols + o);
+      if constexpr (Inverse) {
+        std::memcpy(l, b, word);
+      } else {
+        std::memcpy(b, l, word);
+      }
+    }
+  }
+}
+
+// Checks the checkpoint-side tensors `lin` and the prepared ones `blk` (contiguous) of `shape`;
+// `Inverse`: `blk` are the inputs.
+template <bool Inverse, class WL, class SL, class WB, class SB>
+void check_mxint4_tensors(char const* fn, trtllm_mxint4_moe_shape const& shape,
+                          trtllm_fp4_moe_tensors<WL, SL> const& lin, trtllm_fp4_moe_tensors<WB, SB> const& blk) {
+  check_mxint4_shape(fn, shape);
+  index_t const e = shape.num_experts;
+  index_t const h = shape.hidden_size;
+  index_t const i = shape.intermediate_size;
+  auto const pair = [&](char const* name, auto const& l, auto const& b, index_t rows, index_t cols) {
+    index_t const want[3] = {e, rows, cols};
+    if constexpr (Inverse) {
+      check_byte_pair(fn, name, b, want, l, want);
+    } else {
+      check_byte_pair(fn, name, l, want, b, want);
+    }
+    if (!b.is_contiguous()) {
+      throw shape_error(std::string(fn) + ": the prepared " + name + " must be contiguous (a flat buffer per expert)");
+    }
+  };
+  pair("gemm1_weights", lin.gemm1_weights, blk.gemm1_weights, 2 * i, h / 2);
+  pair("gemm1_scales", lin.gemm1_scales, blk.gemm1_scales, 2 * i, h / 32);
+  pair("gemm2_weights", lin.gemm2_weights, blk.gemm2_weights, h, i / 2);
+  pair("gemm2_scales", lin.gemm2_scales, blk.gemm2_scales, h, i / 32);
+}
+
+template <bool Inverse, class WL, class SL, class WB, class SB>
+void run_mxint4(trtllm_mxint4_moe_shape const& shape, trtllm_fp4_moe_tensors<WL, SL> const& lin,
+                trtllm_fp4_moe_tensors<WB, SB> const& blk) {
+  mxint4_weight_blocks<Inverse>(lin.gemm1_weights, blk.gemm1_weights.data, true, shape.uint4b8);
+  mxint4_weight_blocks<Inverse>(lin.gemm2_weights, blk.gemm2_weights.data, false, shape.uint4b8);
+  mxint4_scale_words<Inverse>(lin.gemm1_scales, blk.gemm1_scales.data, true);
+  mxint4_scale_words<Inverse>(lin.gemm2_scales, blk.gemm2_scales.data, false);
+}
+
+}  // namespace detail
+
+/// A 2-byte scale element (BF16 bits, `std::uint16_t`): moved, never read as a number.
+template <class T>
+concept mxint4_scale_element = sizeof(T) == 2 && std::is_trivially_copyable_v<T>;
+
+/// vLLM `prepare_static_weights_for_trtllm_mxint4_moe(gemm1_weights, gemm1_scales, gemm2_weights,
+/// gemm2_scales)` (`flashinfer_mxint4_moe.py`, epilogue_tile_m 128), for every expert of `in` (the
+/// checkpoint layout of `trtllm_mxint4_moe_shape`) into `out`:
+///
+///     weights  uint4b8 -> signed int4 (every nibble q -> q ^ 8; only with `shape.uint4b8`),
+///              rows: out row n = in row mxint4_gemm1_row_source(n) (GEMM1: [w1; w3] -> [w3; w1],
+///              gated interleave, 32-row shuffle) or w2_row_source(n) (GEMM2: the shuffle),
+///              then convert_to_block_layout(block_k = 128): expert [R, K] -> [K/128, R, 128]
+///     scales   the same rows, then the 128x4 layout (FlashInfer's block_scale_interleave), flat
+///
+/// Each output has its input's shape, holds that flat per-expert buffer and must be contiguous
+/// (the engine's shapes: weights [E, K/128, R, 128], scales [E, R * K/16]). The engine converts
+/// its int32 inputs in place (the caller's tensors change) and returns new tensors; QTL leaves
+/// its inputs alone: peak memory the inputs plus the outputs.
+/// @throws shape_error if a size breaks `shape.valid()` (naming it), a tensor's shape differs, an
+///         innermost stride is not 1 or an output is not contiguous; value_error on overlap.
+template <blockscale_byte WOut, mxint4_scale_element SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+void prepare_static_weights_for_trtllm_mxint4_moe(trtllm_mxint4_moe_shape const& shape,
+                                                  trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                                  trtllm_fp4_moe_tensors<WOut, SOut> const& out) {
+  detail::check_mxint4_tensors<false>("qtl::prepare_static_weights_for_trtllm_mxint4_moe", shape, in, out);
+  detail::run_mxint4<false>(shape, in, out);
+}
+
+/// The inverse of `prepare_static_weights_for_trtllm_mxint4_moe`: the checkpoint layout `out`
+/// (uint4b8 again with `shape.uint4b8`) of the prepared tensors `in` (contiguous, as that
+/// function writes them). @throws as that function.
+template <blockscale_byte WOut, mxint4_scale_element SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+void unprepare_static_weights_for_trtllm_mxint4_moe(trtllm_mxint4_moe_shape const& shape,
+                                                    trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                                    trtllm_fp4_moe_tensors<WOut, SOut> const& out) {
+  detail::check_mxint4_tensors<true>("qtl::unprepare_static_weights_for_trtllm_mxint4_moe", shape, out, in);
+  detail::run_mxint4<true>(shape, out, in);
 }
 
 }  // namespace qtl

@@ -73,6 +73,34 @@ QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
 }
 
 // ------------------------------------------------------------------------------------------------
+// trtllm-gen MXINT4 MoE (vLLM `prepare_static_weights_for_trtllm_mxint4_moe`)
+// ------------------------------------------------------------------------------------------------
+
+/// Source row, in the checkpoint's `[w1; w3]` (`[gate; up]`) order, of output row `n` of the
+/// MXINT4 GEMM1 of `rows` rows: vLLM's `reorder_w1w3_to_w3w1` (the half swap) followed by the FP4
+/// GEMM1 map (`w3w1_row_source`, gated), i.e. `swap_halves(w3w1_row_source(n))`. The weights and
+/// the linear scales take the same rows (FlashInfer's `num_elts_per_sf` changes no index).
+template <int EpilogueTileM = 128>
+QTL_HOST_DEVICE constexpr index_t mxint4_gemm1_row_source(index_t n, index_t rows) {
+  return swap_halves_source(w3w1_row_source<EpilogueTileM>(n, rows, true), rows);
+}
+
+/// Offset of element (`m`, `k`) of an `[rows, K]` matrix in FlashInfer's
+/// `convert_to_block_layout(x, block_k)`: the view `[rows, K/block_k, block_k]` transposed to
+/// `[K/block_k, rows, block_k]` (`(k / block_k) * rows * block_k + m * block_k + k % block_k`).
+/// @pre `K % block_k == 0`.
+QTL_HOST_DEVICE constexpr index_t block_layout_offset(index_t m, index_t k, index_t rows, index_t block_k) {
+  return (k / block_k) * rows * block_k + m * block_k + k % block_k;
+}
+
+/// vLLM's `convert_packed_uint4b8_to_signed_int4_inplace` on one byte of the packed words: each
+/// nibble `q` (uint4b8, the value `q - 8`) becomes `(q - 8) & 0xF` (two's complement int4), which
+/// is `q ^ 8`. The map is an involution.
+QTL_HOST_DEVICE constexpr std::uint8_t uint4b8_to_int4_byte(std::uint8_t b) {
+  return static_cast<std::uint8_t>(b ^ 0x88u);
+}
+
+// ------------------------------------------------------------------------------------------------
 // Zero padding (gather form: out row r = in row source(r), or zeros where source(r) is -1)
 // ------------------------------------------------------------------------------------------------
 
