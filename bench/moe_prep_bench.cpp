@@ -9,6 +9,10 @@
 //   align_fp4_moe_hidden_dim_for_fi   gated, min_alignment 256: H aligned, a copy
 //   pad_nvfp4_weight_for_cutlass      the gated GEMM1 weights as one [E*2I - 8, H/2 - 4] weight,
 //                                     padded to [E*2I, H/2]
+//   prepare_trtllm_mxint4_moe         the same sizes as an MXINT4 layer (int4 weights, a BF16 scale
+//                                     per 32), /uint4b8: from the checkpoint's words (every byte
+//                                     XOR 0x88), /int4: from signed int4 bytes
+//                                     -> compare with BM_memcpy_moe/mxint4
 // bytes_per_second counts every input byte read once and every output byte written once; the
 // memcpy benchmarks copy a buffer as large as the operation's input and count twice its size.
 // Buffers are allocated (and touched) outside the timed loop, once per benchmark.
@@ -16,6 +20,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <qtl/moe.hpp>
@@ -124,6 +129,43 @@ void bm_memcpy_pad(benchmark::State& state) {
   qtl_bench::memcpy_baseline(state, static_cast<std::size_t>((experts * 2 * inter - 8) * (hidden / 2 - 4)));
 }
 BENCHMARK(bm_memcpy_pad)->Name("BM_memcpy/196600x2044")->Unit(benchmark::kMillisecond);
+
+// The MXINT4 layer: gemm1 weights [E, 2I, H/2] and gemm2 weights [E, H, I/2] (bytes), then the BF16
+// scales [E, 2I, H/32] and [E, H, I/32] (2-byte words), back to back.
+constexpr std::size_t mxint4_weight_bytes = static_cast<std::size_t>(experts * 3 * inter * hidden / 2);
+constexpr std::size_t mxint4_scale_words = static_cast<std::size_t>(experts * 3 * inter * hidden / 32);
+
+template <class B>
+auto mxint4_views(B* p) {
+  using S = std::conditional_t<std::is_const_v<B>, std::uint16_t const, std::uint16_t>;
+  auto* const s = reinterpret_cast<S*>(p + mxint4_weight_bytes);
+  index_t const w1 = experts * 2 * inter * hidden / 2;
+  index_t const s1 = experts * 2 * inter * hidden / 32;
+  return qtl::trtllm_fp4_moe_tensors<B, S>{
+      qtl::make_view(p, experts, 2 * inter, hidden / 2), qtl::make_view(s, experts, 2 * inter, hidden / 32),
+      qtl::make_view(p + w1, experts, hidden, inter / 2), qtl::make_view(s + s1, experts, hidden, inter / 32)};
+}
+
+void bm_memcpy_mxint4(benchmark::State& state) {
+  qtl_bench::memcpy_baseline(state, mxint4_weight_bytes + 2 * mxint4_scale_words);
+}
+BENCHMARK(bm_memcpy_mxint4)->Name("BM_memcpy_moe/mxint4")->Unit(benchmark::kMillisecond);
+
+// range(0): 1 uint4b8 words, 0 signed int4 bytes.
+void bm_prepare_mxint4(benchmark::State& state) {
+  auto const in = random_bytes(mxint4_weight_bytes + 2 * mxint4_scale_words);
+  std::vector<std::uint8_t> out(in.size(), 0);
+  qtl::trtllm_mxint4_moe_shape const shape{
+      .hidden_size = hidden, .intermediate_size = inter, .num_experts = experts, .uint4b8 = state.range(0) != 0};
+  for (auto _ : state) {
+    qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(in.data()), mxint4_views(out.data()));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  count(state, in.size(), out.size());
+}
+BENCHMARK(bm_prepare_mxint4)->Name("BM_prepare_trtllm_mxint4_moe/uint4b8")->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_prepare_mxint4)->Name("BM_prepare_trtllm_mxint4_moe/int4")->Arg(0)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -774,12 +774,6 @@ inline void copy_int4_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool 
   }
 }
 
-// Checkpoint row of output row n of either GEMM.
-template <int EpilogueTileM = 128>
-constexpr index_t mxint4_row_source(bool gemm1, index_t n, index_t rows) {
-  return gemm1 ? mxint4_gemm1_row_source<EpilogueTileM>(n, rows) : w2_row_source<EpilogueTileM>(n);
-}
-
 // The weights of every expert: bytes [128 kb, 128 kb + 128) of checkpoint row source(n) <->
 // block kb, row n of the prepared expert (`block_layout_offset`), nibbles flipped with `flip`. The
 // loops run in the prepared buffer's order (kb, then n), so the forward direction writes it front

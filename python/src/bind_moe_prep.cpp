@@ -12,6 +12,9 @@
 //       interleaved rows
 //   prepare_static_weights_for_trtllm_fp4_moe(..., is_gated_activation)   (vLLM's keyword; bind_fp4
 //       has sglang's `is_gated`)
+//   prepare_static_weights_for_trtllm_mxint4_moe(gemm1_weights, gemm1_scales, gemm2_weights, gemm2_scales)
+//       -> {"gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"}: int32 weights (uint4b8
+//       words) or uint8 (signed int4), bfloat16 scales, C-contiguous; the engine's output shapes
 //
 // Tensors of the paddings: byte arrays (uint8, or float8_e4m3fn for the scales) of the shapes
 // qtl/moe.hpp names, any strides with a contiguous innermost dimension; of the row orders:
@@ -150,6 +153,60 @@ nb::object reorder_w13_to_w31(nb::handle activation, nb::handle w13, nb::handle 
   return nb::make_tuple(wo.release(w.from), so.release(s.from));
 }
 
+/// The bytes of a C-contiguous int32 or uint8 weight [E, R, C] as [E, R, C * element size].
+view3d<std::uint8_t const> int4_weight_bytes(array_in const& a) {
+  return make_view(static_cast<std::uint8_t const*>(a.nd.data()), a.dim(0), a.dim(1),
+                   a.dim(2) * static_cast<index_t>(elem_size(a.type)));
+}
+
+nb::object prepare_mxint4_moe(nb::handle g1w, nb::handle g1s, nb::handle g2w, nb::handle g2s) {
+  array_in w[2] = {take(g1w, "gemm1_weights"), take(g2w, "gemm2_weights")};
+  array_in s[2] = {take(g1s, "gemm1_scales"), take(g2s, "gemm2_scales")};
+  for (int k = 0; k < 2; ++k) {
+    w[k].check_type({elem::i32, elem::u8});
+    w[k].check_rank(3);
+    w[k].check_contiguous();
+    s[k].check_type({elem::bf16});
+    s[k].check_rank(3);
+  }
+  if (w[0].type != w[1].type) {
+    throw dtype_error(std::string("prepare_static_weights_for_trtllm_mxint4_moe: gemm1_weights is ") +
+                      elem_name(w[0].type) + " but gemm2_weights is " + elem_name(w[1].type) +
+                      "; both are uint4b8 words (int32) or both signed int4 bytes (uint8)");
+  }
+  qtl::trtllm_mxint4_moe_shape const shape{.hidden_size = w[1].dim(1),
+                                           .intermediate_size = w[0].dim(1) / 2,
+                                           .num_experts = w[0].dim(0),
+                                           .uint4b8 = w[0].type == elem::i32};
+  index_t const e = shape.num_experts;
+  index_t const h = shape.hidden_size;
+  index_t const i = shape.intermediate_size;
+  if (!shape.valid()) {
+    throw qtl::shape_error("prepare_static_weights_for_trtllm_mxint4_moe: hidden size " + std::to_string(h) +
+                           " (gemm2_weights' rows) and intermediate size " + std::to_string(i) +
+                           " (half gemm1_weights' rows) must be positive multiples of 256");
+  }
+  array_out o[4] = {array_out(elem::u8, {e, h / 256, 2 * i, 128}), array_out(elem::bf16, {e, 2 * i * (h / 32)}),
+                    array_out(elem::u8, {e, i / 256, h, 128}), array_out(elem::bf16, {e, h * (i / 32)})};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint16_t const> const in{
+      int4_weight_bytes(w[0]), s[0].as_view<std::uint16_t const, 3>(), int4_weight_bytes(w[1]),
+      s[1].as_view<std::uint16_t const, 3>()};
+  {
+    qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint16_t> const out{
+        make_view(o[0].data<std::uint8_t>(), e, 2 * i, h / 2), make_view(o[1].data<std::uint16_t>(), e, 2 * i, h / 32),
+        make_view(o[2].data<std::uint8_t>(), e, h, i / 2), make_view(o[3].data<std::uint16_t>(), e, h, i / 32)};
+    nb::gil_scoped_release nogil;
+    qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, in, out);
+  }
+  kind const k = w[0].from;
+  nb::dict d;
+  d["gemm1_weights"] = o[0].release(k);
+  d["gemm1_scales"] = o[1].release(k);
+  d["gemm2_weights"] = o[2].release(k);
+  d["gemm2_scales"] = o[3].release(k);
+  return d;
+}
+
 }  // namespace
 
 void bind_moe_prep(nb::module_& m) {
@@ -184,6 +241,8 @@ void bind_moe_prep(nb::module_& m) {
       nb::arg("gemm1_weights"), nb::arg("gemm2_weights"), nb::arg("gemm1_scales_linear_fp4_bytes"),
       nb::arg("gemm2_scales_linear_fp4_bytes"), nb::arg("hidden_size"), nb::arg("intermediate_size"),
       nb::arg("num_experts"), nb::arg("is_gated_activation"));
+  m.def("prepare_static_weights_for_trtllm_mxint4_moe", &prepare_mxint4_moe, nb::arg("gemm1_weights"),
+        nb::arg("gemm1_scales"), nb::arg("gemm2_weights"), nb::arg("gemm2_scales"));
 }
 
 }  // namespace qtl::py

@@ -228,6 +228,9 @@ def run_marlin_convert_case(op, p, x):
         act = "SWIGLUOAI" if p.get("swigluoai", False) else "SILU"
         return dict(zip(("w13", "w13_scale"), qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(act, x["w13"],
                                                                                              x["w13_scale"])))
+    if op == "prepare-trtllm-mxint4-moe":
+        return qtl.prepare_static_weights_for_trtllm_mxint4_moe(x["gemm1_weights"], x["gemm1_scales"],
+                                                                x["gemm2_weights"], x["gemm2_scales"])
     if op == "pad-nvfp4-weight-for-cutlass":
         w, pb = qtl.pad_nvfp4_weight_for_cutlass(x["weight"], p["alignment"])
         return {"weight": w, "weights_padding_bytes": np.array(pb, dtype=np.int64)}

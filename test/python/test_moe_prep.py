@@ -88,3 +88,39 @@ def test_cutedsl_row_orders():
         qtl.interleave_linear_and_gate(x, 64, 1)
     with pytest.raises(qtl.DTypeError):
         qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(3, w13, w13s)
+
+
+def mxint4_layer(e, h, i, dtype):
+    b = lambda *s: rng.integers(0, 256, s, dtype=np.uint8)  # noqa: E731
+    s = lambda *sh: rng.random(sh, dtype=np.float32).astype(ml_dtypes.bfloat16)  # noqa: E731
+    return b(e, 2 * i, h // 2).view(dtype), s(e, 2 * i, h // 32), b(e, h, i // 2).view(dtype), s(e, h, i // 32)
+
+
+def test_prepare_trtllm_mxint4_moe_takes_int32_words_or_int4_bytes():
+    g1w, g1s, g2w, g2s = mxint4_layer(2, 512, 256, np.int32)
+    kept = g1w.copy()
+    out = qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s, g2w, g2s)
+    assert sorted(out) == ["gemm1_scales", "gemm1_weights", "gemm2_scales", "gemm2_weights"]
+    assert out["gemm1_weights"].shape == (2, 2, 512, 128) and out["gemm1_weights"].dtype == np.uint8
+    assert out["gemm2_weights"].shape == (2, 1, 512, 128)
+    assert out["gemm1_scales"].shape == (2, 512 * 16) and out["gemm1_scales"].dtype == ml_dtypes.bfloat16
+    assert out["gemm2_scales"].shape == (2, 512 * 8)
+    # uint4b8 words become signed int4: the same layout as the bytes with every nibble XOR 8
+    as_bytes = qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w.view(np.uint8) ^ 0x88, g1s,
+                                                                g2w.view(np.uint8) ^ 0x88, g2s)
+    for k in out:
+        assert out[k].tobytes() == as_bytes[k].tobytes()
+    assert (g1w == kept).all()  # the engine converts its int32 inputs in place; QTL leaves them alone
+
+
+def test_prepare_trtllm_mxint4_moe_errors():
+    g1w, g1s, g2w, g2s = mxint4_layer(1, 256, 256, np.int32)
+    with pytest.raises(qtl.DTypeError, match="both are uint4b8 words"):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s, g2w.view(np.uint8), g2s)
+    with pytest.raises(qtl.DTypeError):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s.view(np.uint16), g2w, g2s)
+    h1w, h1s, h2w, h2s = mxint4_layer(1, 128, 256, np.uint8)
+    with pytest.raises(qtl.ShapeError, match="multiples of 256"):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(h1w, h1s, h2w, h2s)
+    with pytest.raises(qtl.ShapeError, match="gemm2_scales"):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s, g2w, g2s[:, :128])

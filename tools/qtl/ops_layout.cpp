@@ -21,6 +21,11 @@
 //       -> both with rows [up; gate]: from gpt-oss's [g0,u0,g1,u1..] with --swigluoai, else from [gate; up]
 //   pad-nvfp4-weight-for-cutlass --alignment a   weight U8 [N,K/2]
 //       -> weight U8 (N and K padded to multiples of a), weights_padding_bytes I64 0-dim
+//   prepare-trtllm-mxint4-moe   gemm1_weights I32 [E,2I,H/8] (uint4b8 words) or U8 [E,2I,H/2] (signed
+//       int4), gemm1_scales BF16 [E,2I,H/32], gemm2_weights I32 [E,H,I/8] or U8 [E,H,I/2] (as gemm1's),
+//       gemm2_scales BF16 [E,H,I/32]
+//       -> gemm1_weights U8 [E,H/256,2I,128], gemm1_scales BF16 [E,2I*H/32], gemm2_weights U8
+//          [E,I/256,H,128], gemm2_scales BF16 [E,H*I/32] (vLLM's prepare_static_weights_for_trtllm_mxint4_moe)
 //
 // The halves swaps move whole elements, so they run on bytes: a tensor split along dimension d
 // is seen as [outer, size(d), inner * element bytes], and its halves are swapped along the middle.
@@ -324,12 +329,75 @@ op_spec pad_cutlass_op() {
           }};
 }
 
+op_spec prepare_mxint4_op() {
+  return {"prepare-trtllm-mxint4-moe",
+          "shuffle MXINT4 MoE weights (int4, BF16 scales per 32) for trtllm-gen: I32 weights are the "
+          "checkpoint's uint4b8 words and become signed int4; [w1; w3] rows to [w3; w1], the row "
+          "shuffle, block_k 128 layout, scales 128x4 (vLLM's prepare_static_weights_for_trtllm_mxint4_moe)",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              char const* const names[4] = {"gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"};
+              tensor_info const* t[4];
+              for (int k = 0; k < 4; ++k) {
+                t[k] = k % 2 == 0 ? &io.tensor(names[k], {dtype::I32, dtype::U8}, {3})
+                                  : &io.tensor(names[k], {dtype::BF16}, {3});
+              }
+              if (t[0]->type != t[2]->type) {
+                throw data_error(io.where("gemm2_weights") + " is " + std::string(qtl::io::dtype_name(t[2]->type)) +
+                                 " but gemm1_weights is " + std::string(qtl::io::dtype_name(t[0]->type)) +
+                                 "; both are uint4b8 words (I32) or both signed int4 bytes (U8)");
+              }
+              index_t const per_elem = t[0]->type == dtype::I32 ? 8 : 2;  // int4 values per element
+              qtl::trtllm_mxint4_moe_shape const shape{.hidden_size = t[2]->shape[1],
+                                                       .intermediate_size = t[0]->shape[1] / 2,
+                                                       .num_experts = t[0]->shape[0],
+                                                       .uint4b8 = t[0]->type == dtype::I32};
+              index_t const e = shape.num_experts;
+              index_t const h = shape.hidden_size;
+              index_t const i = shape.intermediate_size;
+              if (!shape.valid() || t[0]->shape[1] % 2 != 0) {
+                throw data_error(io.where("gemm1_weights") + " and gemm2_weights give hidden size " +
+                                 std::to_string(h) + " (gemm2's rows) and intermediate size " + std::to_string(i) +
+                                 " (half gemm1's rows); both must be positive multiples of 256");
+              }
+              std::vector<std::int64_t> const want[4] = {shape_of(e, 2 * i, h / per_elem), shape_of(e, 2 * i, h / 32),
+                                                         shape_of(e, h, i / per_elem), shape_of(e, h, i / 32)};
+              for (int k = 0; k < 4; ++k) {
+                if (t[k]->shape != want[k]) {
+                  throw data_error(io.where(names[k]) + " has shape " + qtl::io::shape_string(t[k]->shape) +
+                                   "; gemm1_weights and gemm2_weights give " + qtl::io::shape_string(want[k]));
+                }
+              }
+              auto const bytes = [](tensor_info const& x, index_t rows, index_t cols) {
+                return make_view(reinterpret_cast<std::uint8_t const*>(x.bytes.data()), x.shape[0], rows, cols);
+              };
+              typed_tensor<std::uint16_t> const s1(*t[1]);
+              typed_tensor<std::uint16_t> const s2(*t[3]);
+              std::vector<std::uint8_t> w1(static_cast<std::size_t>(e * 2 * i * h / 2));
+              std::vector<std::uint8_t> w2(static_cast<std::size_t>(e * h * i / 2));
+              std::vector<std::uint16_t> o1(static_cast<std::size_t>(s1.size()));
+              std::vector<std::uint16_t> o2(static_cast<std::size_t>(s2.size()));
+              qtl::prepare_static_weights_for_trtllm_mxint4_moe(
+                  shape,
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint16_t const>{
+                      bytes(*t[0], 2 * i, h / 2), s1.view3(), bytes(*t[2], h, i / 2), s2.view3()},
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint16_t>{
+                      make_view(w1.data(), e, 2 * i, h / 2), make_view(o1.data(), e, 2 * i, h / 32),
+                      make_view(w2.data(), e, h, i / 2), make_view(o2.data(), e, h, i / 32)});
+              io.emit("gemm1_weights", dtype::U8, {e, h / 256, 2 * i, 128}, std::move(w1));
+              io.emit("gemm1_scales", dtype::BF16, {e, 2 * i * (h / 32)}, std::move(o1));
+              io.emit("gemm2_weights", dtype::U8, {e, i / 256, h, 128}, std::move(w2));
+              io.emit("gemm2_scales", dtype::BF16, {e, h * (i / 32)}, std::move(o2));
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> layout_ops() {
   return {swizzle_op(),   unswizzle_op(), swap_op(),        reorder_op(),
           prepare_trtllm_op(), align_op(false), align_op(true), pad_cutlass_op(), interleave_op(),
-          reorder_cutedsl_op()};
+          reorder_cutedsl_op(), prepare_mxint4_op()};
 }
 
 }  // namespace qtl::tool

@@ -3,32 +3,35 @@
 /// CUDA kernels and launchers of qtl/moe.hpp: the trtllm-gen FP4 MoE static weight preparation,
 /// vLLM's FP4 MoE zero padding (`align_fp4_moe_weights_for_fi`, `align_fp4_moe_hidden_dim_for_fi`,
 /// `pad_nvfp4_weight_for_cutlass`) and its CuteDSL row orders (`interleave_linear_and_gate`,
-/// `reorder_w13_to_w31_for_flashinfer_cutedsl`) on device memory, one launch per tensor for all
-/// experts. Each destination row (weights) or 4-byte word (scales) computes its source through the
-/// host header's closed forms (`w3w1_row_source`, `w2_row_source`, `blockscale_position_of`,
-/// `moe_row_map`), so no index vector is uploaded and device bytes equal host bytes
+/// `reorder_w13_to_w31_for_flashinfer_cutedsl`) and the trtllm-gen MXINT4 MoE preparation with its
+/// inverse on device memory, one launch per tensor for all experts. Each destination row (weights) or 4-byte word
+/// (scales) computes its source through the host header's closed forms (`w3w1_row_source`, `w2_row_source`,
+/// `blockscale_position_of`, `moe_row_map`), so no index vector is uploaded and device bytes equal host bytes
 /// (test/cuda/moe_test.cu):
 ///
 ///     weights: block per destination row (e, n):  out[e][n][:] = in[e][source(n)][:]   (16-byte copies)
 ///     scales:  thread per word o of expert e:     (n, k) = position_of(o);  4 bytes in[e][source(n)][k..k+3]
 ///     row maps: block per destination row (e, n): in[e][map.source(n)][c] for c < in's columns, else 0
+///     MXINT4:   thread per 16 prepared weight bytes / per 4 prepared scales, its checkpoint bytes
+///               through `mxint4_row_source`, `block_layout_offset`'s inverse and `blockscale_position_of`
 ///
 /// Launchers take a `cudaStream_t` and return `cudaError_t` (`cudaErrorInvalidValue` for what the
 /// host would reject, before anything is enqueued); they never throw or synchronise.
 
 #if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
-#error "<qtl/cuda/moe.cuh> needs nvcc; host code includes <qtl/moe.hpp>"
+#  error "<qtl/cuda/moe.cuh> needs nvcc; host code includes <qtl/moe.hpp>"
 #endif  // ^^^ __CUDACC__ ^^^
 
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
+
 #include <qtl/blockscale.hpp>
 #include <qtl/cuda/launch.cuh>
 #include <qtl/macros.hpp>
 #include <qtl/moe.hpp>
 #include <qtl/view.hpp>
-#include <type_traits>
 
 namespace qtl::cuda {
 
@@ -194,6 +197,113 @@ bool fp4_moe_sizes(trtllm_fp4_moe_tensors<W, S> const& in, index_t a, index_t& h
   return a > 0 && h % 16 == 0 && i % 16 == 0;
 }
 
+// 16 bytes, each XOR 0x88 (uint4b8 <-> int4) with `flip`; one uint4 where both are 16-byte aligned.
+QTL_DEVICE void copy16_xor(unsigned char* dst, unsigned char const* src, bool flip) {
+  unsigned char const x = flip ? 0x88 : 0;
+  if ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) % 16 == 0) {
+    ::uint4 v = *reinterpret_cast<::uint4 const*>(src);
+    std::uint32_t const x4 = x * 0x01010101u;
+    v.x ^= x4;
+    v.y ^= x4;
+    v.z ^= x4;
+    v.w ^= x4;
+    *reinterpret_cast<::uint4*>(dst) = v;
+  } else {
+    QTL_UNROLL
+    for (int c = 0; c < 16; ++c) {
+      dst[c] = static_cast<unsigned char>(src[c] ^ x);
+    }
+  }
+}
+
+// MXINT4 weights of every expert: a thread per 16 bytes of the prepared buffer (expert-major, then
+// `block_layout_offset`'s [K/128, rows, 128]), each with its 16 checkpoint bytes; `Inverse` copies
+// the other way. Nibbles flipped (uint4b8 <-> int4) with `flip`.
+template <bool Inverse, class L, class B>
+QTL_KERNEL void mxint4_weights_kernel(view3d<L> lin, B* blk, bool gemm1, bool flip) {
+  constexpr index_t bk = qtl::detail::mxint4_block_k;
+  index_t const rows = lin.extent[1];
+  index_t const per_expert = rows * lin.extent[2];
+  index_t const pieces = lin.extent[0] * per_expert / 16;
+  for (index_t t = index_t(blockIdx.x) * blockDim.x + threadIdx.x; t < pieces; t += index_t(gridDim.x) * blockDim.x) {
+    index_t const o = 16 * t;
+    index_t const e = o / per_expert;
+    index_t const r = o % per_expert;
+    index_t const n = (r / bk) % rows;
+    index_t const k = r / (rows * bk) * bk + r % bk;
+    auto* const l = &lin(e, mxint4_row_source(gemm1, n, rows), k);
+    auto* const b = blk + o;
+    if constexpr (Inverse) {
+      copy16_xor(reinterpret_cast<unsigned char*>(l), reinterpret_cast<unsigned char const*>(b), flip);
+    } else {
+      copy16_xor(reinterpret_cast<unsigned char*>(b), reinterpret_cast<unsigned char const*>(l), flip);
+    }
+  }
+}
+
+// MXINT4 scales of every expert: a thread per word of the 128x4 layout (4 two-byte scales of one
+// row, consecutive K-blocks), its checkpoint row through `mxint4_row_source`.
+template <bool Inverse, class L, class B>
+QTL_KERNEL void mxint4_scales_kernel(view3d<L> lin, B* blk, bool gemm1) {
+  index_t const rows = lin.extent[1];
+  index_t const cols = lin.extent[2];
+  index_t const per_expert = rows * cols;
+  index_t const words = lin.extent[0] * per_expert / 4;
+  for (index_t w = index_t(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += index_t(gridDim.x) * blockDim.x) {
+    index_t const o = 4 * w;
+    index_t const e = o / per_expert;
+    blockscale_position const p = blockscale_position_of<layout_128x4>(o % per_expert, cols);
+    auto* const l = &lin(e, mxint4_row_source(gemm1, p.m, rows), p.k);
+    auto* const b = blk + o;
+    QTL_UNROLL
+    for (int c = 0; c < 4; ++c) {
+      if constexpr (Inverse) {
+        l[c] = b[c];
+      } else {
+        b[c] = l[c];
+      }
+    }
+  }
+}
+
+// The four launches of one MXINT4 direction: `lin` the checkpoint-side tensors, `blk` the
+// prepared ones (checked by the caller).
+template <bool Inverse, class WL, class SL, class WB, class SB>
+cudaError_t run_mxint4(trtllm_mxint4_moe_shape const& shape, trtllm_fp4_moe_tensors<WL, SL> const& lin,
+                       trtllm_fp4_moe_tensors<WB, SB> const& blk, cudaStream_t stream) {
+  index_t const e = shape.num_experts;
+  index_t const h = shape.hidden_size;
+  index_t const i = shape.intermediate_size;
+  if (!shape.valid() || !moe_tensor_ok(lin.gemm1_weights, blk.gemm1_weights, e, 2 * i, h / 2, true) ||
+      !moe_tensor_ok(lin.gemm1_scales, blk.gemm1_scales, e, 2 * i, h / 32, true) ||
+      !moe_tensor_ok(lin.gemm2_weights, blk.gemm2_weights, e, h, i / 2, true) ||
+      !moe_tensor_ok(lin.gemm2_scales, blk.gemm2_scales, e, h, i / 32, true)) {
+    return cudaErrorInvalidValue;
+  }
+  if (e == 0) {
+    return cudaSuccess;
+  }
+  unsigned const t = moe_word_threads;
+  bool const flip = shape.uint4b8;
+  if (cudaError_t const st = launch(mxint4_weights_kernel<Inverse, WL, WB>, moe_grid(e * 2 * i * (h / 2) / 16, t), t, 0,
+                                    stream, lin.gemm1_weights, blk.gemm1_weights.data, true, flip);
+      st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st = launch(mxint4_weights_kernel<Inverse, WL, WB>, moe_grid(e * h * (i / 2) / 16, t), t, 0,
+                                    stream, lin.gemm2_weights, blk.gemm2_weights.data, false, flip);
+      st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st = launch(mxint4_scales_kernel<Inverse, SL, SB>, moe_grid(e * 2 * i * (h / 32) / 4, t), t, 0,
+                                    stream, lin.gemm1_scales, blk.gemm1_scales.data, true);
+      st != cudaSuccess) {
+    return st;
+  }
+  return launch(mxint4_scales_kernel<Inverse, SL, SB>, moe_grid(e * h * (i / 32) / 4, t), t, 0, stream,
+                lin.gemm2_scales, blk.gemm2_scales.data, false);
+}
+
 }  // namespace detail
 
 /// Device `qtl::prepare_static_weights_for_trtllm_fp4_moe` (with `EpilogueTileM`, 128 in the
@@ -265,25 +375,25 @@ cudaError_t align_fp4_moe_weights_for_fi(trtllm_fp4_moe_tensors<WIn, SIn> const&
   if (!detail::fp4_moe_sizes(in, min_alignment, h, i)) {
     return cudaErrorInvalidValue;
   }
-  return detail::run_fp4_moe_pad(qtl::detail::align_intermediate_plan(in.gemm1_weights.extent[0], h, i,
-                                                                      is_act_and_mul ? 2 : 1, min_alignment),
-                                 in, out, stream);
+  return detail::run_fp4_moe_pad(
+      qtl::detail::align_intermediate_plan(in.gemm1_weights.extent[0], h, i, is_act_and_mul ? 2 : 1, min_alignment), in,
+      out, stream);
 }
 
 /// Device `qtl::align_fp4_moe_hidden_dim_for_fi`, as `align_fp4_moe_weights_for_fi` above; the
 /// output extents and Hp are `qtl::align_fp4_moe_hidden_dim_for_fi_padding`'s.
 template <class WIn, class SIn, blockscale_byte WOut, blockscale_byte SOut>
 cudaError_t align_fp4_moe_hidden_dim_for_fi(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
-                                            trtllm_fp4_moe_tensors<WOut, SOut> const& out,
-                                            index_t min_alignment = 256, cudaStream_t stream = 0) {
+                                            trtllm_fp4_moe_tensors<WOut, SOut> const& out, index_t min_alignment = 256,
+                                            cudaStream_t stream = 0) {
   index_t h = 0;
   index_t i = 0;
   if (!detail::fp4_moe_sizes(in, min_alignment, h, i)) {
     return cudaErrorInvalidValue;
   }
   return detail::run_fp4_moe_pad(
-      qtl::detail::align_hidden_plan(in.gemm1_weights.extent[0], in.gemm1_weights.extent[1], h, i, min_alignment),
-      in, out, stream);
+      qtl::detail::align_hidden_plan(in.gemm1_weights.extent[0], in.gemm1_weights.extent[1], h, i, min_alignment), in,
+      out, stream);
 }
 
 /// Device `qtl::pad_nvfp4_weight_for_cutlass`: one launch; the output's shape is
@@ -313,8 +423,7 @@ cudaError_t interleave_linear_and_gate(view3d<In> x, view3d<Out> out, index_t gr
   if (group_size <= 0 || x.extent[1] % (2 * group_size) != 0 || !detail::pad_pair_ok(x, want, out, want)) {
     return cudaErrorInvalidValue;
   }
-  return detail::launch_pad(x, out, {moe_row_map::kind::interleave_linear_and_gate, x.extent[1], group_size},
-                            stream);
+  return detail::launch_pad(x, out, {moe_row_map::kind::interleave_linear_and_gate, x.extent[1], group_size}, stream);
 }
 
 /// Device `qtl::reorder_w13_to_w31_for_flashinfer_cutedsl`: two launches (weights, scales), each
@@ -330,12 +439,31 @@ cudaError_t reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<W
       !detail::pad_pair_ok(w13_scale, ws, w13_scale_out, ws)) {
     return cudaErrorInvalidValue;
   }
-  moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31,
-                        rows};
+  moe_row_map const map{interleaved ? moe_row_map::kind::w13_to_w31_interleaved : moe_row_map::kind::w13_to_w31, rows};
   if (cudaError_t const st = detail::launch_pad(w13, w13_out, map, stream); st != cudaSuccess) {
     return st;
   }
   return detail::launch_pad(w13_scale, w13_scale_out, map, stream);
+}
+
+/// Device `qtl::prepare_static_weights_for_trtllm_mxint4_moe`: the same bytes, four launches (one
+/// per tensor) over all experts. @return cudaErrorInvalidValue for what the host function rejects
+/// (before anything is enqueued); otherwise the status of the launches.
+template <blockscale_byte WOut, mxint4_scale_element SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+cudaError_t prepare_static_weights_for_trtllm_mxint4_moe(trtllm_mxint4_moe_shape const& shape,
+                                                         trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                                         trtllm_fp4_moe_tensors<WOut, SOut> const& out,
+                                                         cudaStream_t stream = 0) {
+  return detail::run_mxint4<false>(shape, in, out, stream);
+}
+
+/// Device `qtl::unprepare_static_weights_for_trtllm_mxint4_moe` (the inverse), as above.
+template <blockscale_byte WOut, mxint4_scale_element SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+cudaError_t unprepare_static_weights_for_trtllm_mxint4_moe(trtllm_mxint4_moe_shape const& shape,
+                                                           trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                                           trtllm_fp4_moe_tensors<WOut, SOut> const& out,
+                                                           cudaStream_t stream = 0) {
+  return detail::run_mxint4<true>(shape, out, in, stream);
 }
 
 }  // namespace qtl::cuda

@@ -85,6 +85,12 @@ QTL_HOST_DEVICE constexpr index_t mxint4_gemm1_row_source(index_t n, index_t row
   return swap_halves_source(w3w1_row_source<EpilogueTileM>(n, rows, true), rows);
 }
 
+/// Checkpoint row of output row `n` of the MXINT4 GEMM1 (`gemm1`) or GEMM2 of `rows` rows.
+template <int EpilogueTileM = 128>
+QTL_HOST_DEVICE constexpr index_t mxint4_row_source(bool gemm1, index_t n, index_t rows) {
+  return gemm1 ? mxint4_gemm1_row_source<EpilogueTileM>(n, rows) : w2_row_source<EpilogueTileM>(n);
+}
+
 /// Offset of element (`m`, `k`) of an `[rows, K]` matrix in FlashInfer's
 /// `convert_to_block_layout(x, block_k)`: the view `[rows, K/block_k, block_k]` transposed to
 /// `[K/block_k, rows, block_k]` (`(k / block_k) * rows * block_k + m * block_k + k % block_k`).
