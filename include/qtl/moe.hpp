@@ -720,6 +720,140 @@ void reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<WIn> w13
 }
 
 // ------------------------------------------------------------------------------------------------
+// trtllm-gen weight layouts: a row map, then FlashInfer's block layout
+// ------------------------------------------------------------------------------------------------
+//
+// FlashInfer's TRT-LLM MoE kernels beyond NVFP4 (MXINT4, DeepSeek FP8, FP8 per tensor, BF16, MXFP8)
+// take every expert's weights [R, K] (K in bytes) with the rows gathered by a `trtllm_row_map` and,
+// for some, cut into blocks of `block_k` bytes (`convert_to_block_layout`: [K/block_k, R, block_k]);
+// scales, where there are any, take the same rows and the 128x4 layout. The engines run these per
+// expert (or as one torch gather); QTL runs one pass per tensor over all experts, each output
+// written front to back. Out of place: peak memory the inputs plus the outputs.
+
+namespace detail {
+
+inline void copy_flip_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool flip) {
+  if (!flip) {
+    std::memcpy(dst, src, n);
+    return;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    dst[i] = uint4b8_to_int4_byte(src[i]);
+  }
+}
+
+// Weights of every expert: bytes [k, k + bk) of row map.source(n) of `lin` <-> the prepared expert's
+// block k/bk, row n (`block_layout_offset`; bk == K: a plain row gather), XOR 0x88 with `flip`. The
+// loops run in the prepared buffer's order, so the forward pass writes it front to back and the
+// inverse reads it so.
+template <bool Inverse, class L, class B>
+void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, index_t bk, bool flip) {
+  index_t const rows = lin.extent[1];
+  index_t const cols = lin.extent[2];
+  for (index_t e = 0; e < lin.extent[0]; ++e) {
+    auto* const base = byte_ptr(blk) + e * rows * cols;
+    for (index_t k = 0; k < cols; k += bk) {
+      for (index_t n = 0; n < rows; ++n) {
+        auto* const l = byte_ptr(&lin(e, map.source(n), k));
+        auto* const b = base + block_layout_offset(n, k, rows, bk);
+        if constexpr (Inverse) {
+          copy_flip_bytes(l, b, static_cast<std::size_t>(bk), flip);
+        } else {
+          copy_flip_bytes(b, l, static_cast<std::size_t>(bk), flip);
+        }
+      }
+    }
+  }
+}
+
+// Scales of every expert: the 128x4 layout of the row-mapped scales (no padding: rows % 128 == 0,
+// cols % 4 == 0, checked by the callers), four elements (one word of the layout: consecutive
+// K-blocks of one row) at a time.
+template <bool Inverse, class L, class B>
+void scale_words(view3d<L> const& lin, B* blk, trtllm_row_map const& map) {
+  index_t const rows = lin.extent[1];
+  index_t const cols = lin.extent[2];
+  auto const word = static_cast<std::size_t>(4 * sizeof(L));
+  for (index_t e = 0; e < lin.extent[0]; ++e) {
+    for (index_t o = 0; o < rows * cols; o += 4) {
+      blockscale_position const p = blockscale_position_of<layout_128x4>(o, cols);
+      auto* const l = byte_ptr(&lin(e, map.source(p.m), p.k));
+      auto* const b = byte_ptr(blk + e * rows * cols + o);
+      if constexpr (Inverse) {
+        std::memcpy(l, b, word);
+      } else {
+        std::memcpy(b, l, word);
+      }
+    }
+  }
+}
+
+// The sizes `map` and `bk` need of `lin` [E, R, K]: R a multiple of the shuffle block (and of 128
+// for scales), K of bk; the pair checked (`Inverse`: `blk` is the input), `blk` contiguous.
+template <bool Inverse, class L, class B>
+void check_layout_pair(char const* fn, char const* name, view3d<L> const& lin, view3d<B> const& blk,
+                       trtllm_row_map const& map, index_t bk, bool is_scale) {
+  index_t const rows = lin.extent[1];
+  index_t const cols = lin.extent[2];
+  index_t const need = is_scale ? 128 : map.block_rows();
+  if (rows % need != 0 || map.rows != rows) {
+    throw shape_error(std::string(fn) + ": " + name + " has " + std::to_string(rows) + " rows; the row shuffle" +
+                      (is_scale ? " and the 128x4 layout need" : " needs") + " a multiple of " + std::to_string(need));
+  }
+  if (is_scale ? cols % 4 != 0 : (bk <= 0 || cols % bk != 0)) {
+    throw shape_error(std::string(fn) + ": " + name + " has " + std::to_string(cols) +
+                      (is_scale ? " columns" : " bytes") + " a row; " +
+                      (is_scale ? "the 128x4 layout needs a multiple of 4"
+                                : "convert_to_block_layout needs a multiple of block_k " + std::to_string(bk)));
+  }
+  index_t const want[3] = {lin.extent[0], rows, cols};
+  if constexpr (Inverse) {
+    check_byte_pair(fn, name, blk, want, lin, want);
+  } else {
+    check_byte_pair(fn, name, lin, want, blk, want);
+  }
+  if (!blk.is_contiguous()) {
+    throw shape_error(std::string(fn) + ": the prepared " + name + " must be contiguous (a flat buffer per expert)");
+  }
+}
+
+template <bool Inverse, class In, class Out>
+void layout_rows(char const* fn, view3d<In> const& in, view3d<Out> const& out, trtllm_row_map map, index_t block_k,
+                 bool flip) {
+  if constexpr (Inverse) {
+    map.rows = out.extent[1];
+    check_layout_pair<true>(fn, "weights", out, in, map, block_k, false);
+    rows_to_blocks<true>(out, in.data, map, block_k, flip);
+  } else {
+    map.rows = in.extent[1];
+    check_layout_pair<false>(fn, "weights", in, out, map, block_k, false);
+    rows_to_blocks<false>(in, out.data, map, block_k, flip);
+  }
+}
+
+}  // namespace detail
+
+/// One MoE weight tensor `in` [E, R, K] (bytes) into trtllm-gen's layout: per expert, output row n
+/// is input row `map.source(n)` (`map.rows` is taken from R), then FlashInfer's
+/// `convert_to_block_layout(x, block_k)` ([R, K] -> [K/block_k, R, block_k]; `block_k == K`: none),
+/// every byte XOR 0x88 with `flip` (uint4b8 <-> int4). `out` has `in`'s shape, holds that flat
+/// per-expert buffer and must be contiguous. The building block of the engine-named functions below.
+/// @throws shape_error unless R is a multiple of the shuffle block (32, or 16 for epilogue tile 64;
+///         even for the gated maps) and K of `block_k`, on a shape mismatch, an innermost stride that
+///         is not 1 or an `out` that is not contiguous; value_error on overlap.
+template <blockscale_byte Out, readable_as<Out> In>
+void trtllm_moe_shuffle_rows(view3d<In> in, view3d<Out> out, trtllm_row_map map, index_t block_k, bool flip = false) {
+  detail::layout_rows<false>("qtl::trtllm_moe_shuffle_rows", in, out, map, block_k, flip);
+}
+
+/// The inverse of `trtllm_moe_shuffle_rows` (same `map`, `block_k`, `flip`): `in` the prepared
+/// (contiguous) tensor, `out` the original layout. @throws as that function.
+template <blockscale_byte Out, readable_as<Out> In>
+void trtllm_moe_unshuffle_rows(view3d<In> in, view3d<Out> out, trtllm_row_map map, index_t block_k, bool flip = false) {
+  detail::layout_rows<true>("qtl::trtllm_moe_unshuffle_rows", in, out, map, block_k, flip);
+}
+
+// ------------------------------------------------------------------------------------------------
 // prepare_static_weights_for_trtllm_mxint4_moe
 // ------------------------------------------------------------------------------------------------
 
@@ -747,112 +881,54 @@ struct trtllm_mxint4_moe_shape {
     return num_experts >= 0 && hidden_size > 0 && hidden_size % 256 == 0 && intermediate_size > 0 &&
            intermediate_size % 256 == 0;
   }
+  /// GEMM1's row map (`[w1; w3]` in) and GEMM2's.
+  constexpr trtllm_row_map gemm1_rows() const { return {trtllm_row_map::kind::w1w3_gated, 2 * intermediate_size, 128}; }
+  constexpr trtllm_row_map gemm2_rows() const { return {trtllm_row_map::kind::shuffle, hidden_size, 128}; }
 };
 
 namespace detail {
 
 inline constexpr index_t mxint4_block_k = 128;  // convert_to_block_layout's block_k, in bytes
 
-inline void check_mxint4_shape(char const* fn, trtllm_mxint4_moe_shape const& s) {
-  if (s.num_experts < 0) {
-    throw shape_error(std::string(fn) + ": num_experts (" + std::to_string(s.num_experts) + ") is negative");
-  }
-  if (s.hidden_size <= 0 || s.hidden_size % 256 != 0 || s.intermediate_size <= 0 || s.intermediate_size % 256 != 0) {
-    throw shape_error(std::string(fn) + ": hidden_size (" + std::to_string(s.hidden_size) +
-                      ") and intermediate_size (" + std::to_string(s.intermediate_size) +
-                      ") must be positive multiples of 256 (their packed bytes are split into blocks of 128)");
-  }
-}
-
-inline void copy_int4_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool flip) {
-  if (!flip) {
-    std::memcpy(dst, src, n);
-    return;
-  }
-  for (std::size_t i = 0; i < n; ++i) {
-    dst[i] = uint4b8_to_int4_byte(src[i]);
-  }
-}
-
-// The weights of every expert: bytes [128 kb, 128 kb + 128) of checkpoint row source(n) <->
-// block kb, row n of the prepared expert (`block_layout_offset`), nibbles flipped with `flip`. The
-// loops run in the prepared buffer's order (kb, then n), so the forward direction writes it front
-// to back and the inverse reads it so.
-template <bool Inverse, class L, class B>
-void mxint4_weight_blocks(view3d<L> const& lin, B* blk, bool gemm1, bool flip) {
-  index_t const rows = lin.extent[1];
-  index_t const cols = lin.extent[2];
-  for (index_t e = 0; e < lin.extent[0]; ++e) {
-    auto* const base = byte_ptr(blk) + e * rows * cols;
-    for (index_t k = 0; k < cols; k += mxint4_block_k) {
-      for (index_t n = 0; n < rows; ++n) {
-        auto* const l = byte_ptr(&lin(e, mxint4_row_source(gemm1, n, rows), k));
-        auto* const b = base + block_layout_offset(n, k, rows, mxint4_block_k);
-        if constexpr (Inverse) {
-          copy_int4_bytes(l, b, mxint4_block_k, flip);
-        } else {
-          copy_int4_bytes(b, l, mxint4_block_k, flip);
-        }
-      }
-    }
-  }
-}
-
-// The scales of every expert: the 128x4 layout of the row-mapped scales (no padding: rows % 128
-// == 0, cols % 8 == 0), four elements (one word of the layout, consecutive K-blocks of one row)
-// at a time.
-template <bool Inverse, class L, class B>
-void mxint4_scale_words(view3d<L> const& lin, B* blk, bool gemm1) {
-  index_t const rows = lin.extent[1];
-  index_t const cols = lin.extent[2];
-  auto const word = static_cast<std::size_t>(4 * sizeof(L));
-  for (index_t e = 0; e < lin.extent[0]; ++e) {
-    for (index_t o = 0; o < rows * cols; o += 4) {
-      blockscale_position const p = blockscale_position_of<layout_128x4>(o, cols);
-      auto* const l = byte_ptr(&lin(e, mxint4_row_source(gemm1, p.m, rows), p.k));
-      auto* const b = byte_ptr(blk + e * rows * cols + o);
-      if constexpr (Inverse) {
-        std::memcpy(l, b, word);
-      } else {
-        std::memcpy(b, l, word);
-      }
-    }
-  }
-}
-
-// Checks the checkpoint-side tensors `lin` and the prepared ones `blk` (contiguous) of `shape`;
-// `Inverse`: `blk` are the inputs.
+// Checks the checkpoint-side tensors `lin` and the prepared ones `blk` of `shape` (`Inverse`: `blk`
+// are the inputs).
 template <bool Inverse, class WL, class SL, class WB, class SB>
 void check_mxint4_tensors(char const* fn, trtllm_mxint4_moe_shape const& shape,
                           trtllm_fp4_moe_tensors<WL, SL> const& lin, trtllm_fp4_moe_tensors<WB, SB> const& blk) {
-  check_mxint4_shape(fn, shape);
+  if (!shape.valid()) {
+    throw shape_error(std::string(fn) + ": hidden_size (" + std::to_string(shape.hidden_size) +
+                      ") and intermediate_size (" + std::to_string(shape.intermediate_size) +
+                      ") must be positive multiples of 256 (their packed bytes are split into blocks of 128), "
+                      "num_experts (" +
+                      std::to_string(shape.num_experts) + ") not negative");
+  }
   index_t const e = shape.num_experts;
   index_t const h = shape.hidden_size;
   index_t const i = shape.intermediate_size;
-  auto const pair = [&](char const* name, auto const& l, auto const& b, index_t rows, index_t cols) {
-    index_t const want[3] = {e, rows, cols};
-    if constexpr (Inverse) {
-      check_byte_pair(fn, name, b, want, l, want);
-    } else {
-      check_byte_pair(fn, name, l, want, b, want);
-    }
-    if (!b.is_contiguous()) {
-      throw shape_error(std::string(fn) + ": the prepared " + name + " must be contiguous (a flat buffer per expert)");
-    }
-  };
-  pair("gemm1_weights", lin.gemm1_weights, blk.gemm1_weights, 2 * i, h / 2);
-  pair("gemm1_scales", lin.gemm1_scales, blk.gemm1_scales, 2 * i, h / 32);
-  pair("gemm2_weights", lin.gemm2_weights, blk.gemm2_weights, h, i / 2);
-  pair("gemm2_scales", lin.gemm2_scales, blk.gemm2_scales, h, i / 32);
+  index_t const x1[3] = {e, 2 * i, h / 2};
+  index_t const x2[3] = {e, h, i / 2};
+  index_t const s1[3] = {e, 2 * i, h / 32};
+  index_t const s2[3] = {e, h, i / 32};
+  // the extents first, so that a wrong tensor is named as such rather than by its rows
+  check_byte_tensor(fn, Inverse ? "output" : "input", "gemm1_weights", lin.gemm1_weights, x1);
+  check_byte_tensor(fn, Inverse ? "output" : "input", "gemm1_scales", lin.gemm1_scales, s1);
+  check_byte_tensor(fn, Inverse ? "output" : "input", "gemm2_weights", lin.gemm2_weights, x2);
+  check_byte_tensor(fn, Inverse ? "output" : "input", "gemm2_scales", lin.gemm2_scales, s2);
+  check_layout_pair<Inverse>(fn, "gemm1_weights", lin.gemm1_weights, blk.gemm1_weights, shape.gemm1_rows(),
+                             mxint4_block_k, false);
+  check_layout_pair<Inverse>(fn, "gemm1_scales", lin.gemm1_scales, blk.gemm1_scales, shape.gemm1_rows(), 0, true);
+  check_layout_pair<Inverse>(fn, "gemm2_weights", lin.gemm2_weights, blk.gemm2_weights, shape.gemm2_rows(),
+                             mxint4_block_k, false);
+  check_layout_pair<Inverse>(fn, "gemm2_scales", lin.gemm2_scales, blk.gemm2_scales, shape.gemm2_rows(), 0, true);
 }
 
 template <bool Inverse, class WL, class SL, class WB, class SB>
 void run_mxint4(trtllm_mxint4_moe_shape const& shape, trtllm_fp4_moe_tensors<WL, SL> const& lin,
                 trtllm_fp4_moe_tensors<WB, SB> const& blk) {
-  mxint4_weight_blocks<Inverse>(lin.gemm1_weights, blk.gemm1_weights.data, true, shape.uint4b8);
-  mxint4_weight_blocks<Inverse>(lin.gemm2_weights, blk.gemm2_weights.data, false, shape.uint4b8);
-  mxint4_scale_words<Inverse>(lin.gemm1_scales, blk.gemm1_scales.data, true);
-  mxint4_scale_words<Inverse>(lin.gemm2_scales, blk.gemm2_scales.data, false);
+  rows_to_blocks<Inverse>(lin.gemm1_weights, blk.gemm1_weights.data, shape.gemm1_rows(), mxint4_block_k, shape.uint4b8);
+  rows_to_blocks<Inverse>(lin.gemm2_weights, blk.gemm2_weights.data, shape.gemm2_rows(), mxint4_block_k, shape.uint4b8);
+  scale_words<Inverse>(lin.gemm1_scales, blk.gemm1_scales.data, shape.gemm1_rows());
+  scale_words<Inverse>(lin.gemm2_scales, blk.gemm2_scales.data, shape.gemm2_rows());
 }
 
 }  // namespace detail
@@ -866,17 +942,17 @@ concept mxint4_scale_element = sizeof(T) == 2 && std::is_trivially_copyable_v<T>
 /// checkpoint layout of `trtllm_mxint4_moe_shape`) into `out`:
 ///
 ///     weights  uint4b8 -> signed int4 (every nibble q -> q ^ 8; only with `shape.uint4b8`),
-///              rows: out row n = in row mxint4_gemm1_row_source(n) (GEMM1: [w1; w3] -> [w3; w1],
-///              gated interleave, 32-row shuffle) or w2_row_source(n) (GEMM2: the shuffle),
-///              then convert_to_block_layout(block_k = 128): expert [R, K] -> [K/128, R, 128]
+///              rows: `shape.gemm1_rows()` (GEMM1: [w1; w3] -> [w3; w1], gated interleave, 32-row
+///              shuffle) or `gemm2_rows()` (GEMM2: the shuffle), then
+///              convert_to_block_layout(block_k = 128): expert [R, K] -> [K/128, R, 128]
 ///     scales   the same rows, then the 128x4 layout (FlashInfer's block_scale_interleave), flat
 ///
 /// Each output has its input's shape, holds that flat per-expert buffer and must be contiguous
 /// (the engine's shapes: weights [E, K/128, R, 128], scales [E, R * K/16]). The engine converts
 /// its int32 inputs in place (the caller's tensors change) and returns new tensors; QTL leaves
 /// its inputs alone: peak memory the inputs plus the outputs.
-/// @throws shape_error if a size breaks `shape.valid()` (naming it), a tensor's shape differs, an
-///         innermost stride is not 1 or an output is not contiguous; value_error on overlap.
+/// @throws shape_error if a size breaks `shape.valid()`, a tensor's shape differs, an innermost
+///         stride is not 1 or an output is not contiguous (naming the tensor); value_error on overlap.
 template <blockscale_byte WOut, mxint4_scale_element SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
 void prepare_static_weights_for_trtllm_mxint4_moe(trtllm_mxint4_moe_shape const& shape,
                                                   trtllm_fp4_moe_tensors<WIn, SIn> const& in,

@@ -79,6 +79,7 @@ from ._qtl import (  # noqa: F401
     align_fp4_moe_weights_for_fi,
     interleave_linear_and_gate,
     pad_nvfp4_weight_for_cutlass,
+    prepare_static_weights_for_trtllm_mxint4_moe,
     reorder_w13_to_w31_for_flashinfer_cutedsl,
 )
 # Marlin layouts (qtl/marlin.hpp) and the load-time converters (qtl/convert.hpp).

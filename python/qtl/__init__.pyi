@@ -3,7 +3,7 @@
 # CUDA array of another producer gives a DeviceArray). CUDA arrays need the CUDA build
 # (cuda_available()).
 from enum import Enum
-from typing import Any, Mapping, Optional, Sequence, Tuple, Union, overload
+from typing import Any, Dict, Mapping, Optional, Sequence, Tuple, Union, overload
 
 Array = Any
 ScalarTypeLike = Union["ScalarType", str, Any]  # qtl's, vLLM's/sgl-kernel's ScalarType (by .id), or a name
@@ -234,6 +234,11 @@ def pad_nvfp4_weight_for_cutlass(weight: Array, alignment: int = 32) -> Tuple[Ar
 # vLLM's CuteDSL row orders (qtl/moe.hpp); activation: vLLM's MoEActivation or its name.
 def interleave_linear_and_gate(x: Array, group_size: int = 64, dim: int = -1) -> Array: ...
 def reorder_w13_to_w31_for_flashinfer_cutedsl(activation: Any, w13: Array, w13_scale: Array) -> Tuple[Array, Array]: ...
+# vLLM's trtllm-gen MXINT4 MoE preparation (qtl/moe.hpp): int32 (uint4b8 words) or uint8 (int4) weights,
+# bfloat16 scales -> the engine's dict of new arrays (weights [E, K/128, R, 128], scales [E, R*K/16]).
+def prepare_static_weights_for_trtllm_mxint4_moe(
+    gemm1_weights: Array, gemm1_scales: Array, gemm2_weights: Array, gemm2_scales: Array,
+) -> Dict[str, Array]: ...
 def assert_fp8_all_close(a: Array, b: Array) -> None: ...
 def update_tensor_inplace(old: Array, new: Array) -> None: ...
 def replace_parameter(mod: Any, name: str, new: Any) -> None: ...

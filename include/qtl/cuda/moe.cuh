@@ -12,8 +12,9 @@
 ///     weights: block per destination row (e, n):  out[e][n][:] = in[e][source(n)][:]   (16-byte copies)
 ///     scales:  thread per word o of expert e:     (n, k) = position_of(o);  4 bytes in[e][source(n)][k..k+3]
 ///     row maps: block per destination row (e, n): in[e][map.source(n)][c] for c < in's columns, else 0
-///     MXINT4:   thread per 16 prepared weight bytes / per 4 prepared scales, its checkpoint bytes
-///               through `mxint4_row_source`, `block_layout_offset`'s inverse and `blockscale_position_of`
+///     trtllm-gen layouts (MXINT4 and kin): thread per 16 prepared weight bytes / per 4 prepared
+///               scales, its source bytes through `trtllm_row_map`, `block_layout_offset`'s inverse and
+///               `blockscale_position_of`
 ///
 /// Launchers take a `cudaStream_t` and return `cudaError_t` (`cudaErrorInvalidValue` for what the
 /// host would reject, before anything is enqueued); they never throw or synchronise.
@@ -197,10 +198,11 @@ bool fp4_moe_sizes(trtllm_fp4_moe_tensors<W, S> const& in, index_t a, index_t& h
   return a > 0 && h % 16 == 0 && i % 16 == 0;
 }
 
-// 16 bytes, each XOR 0x88 (uint4b8 <-> int4) with `flip`; one uint4 where both are 16-byte aligned.
-QTL_DEVICE void copy16_xor(unsigned char* dst, unsigned char const* src, bool flip) {
+// `piece` bytes (16 or 1), each XOR 0x88 (uint4b8 <-> int4) with `flip`; one uint4 where 16 bytes
+// are 16-byte aligned.
+QTL_DEVICE void copy_piece(unsigned char* dst, unsigned char const* src, index_t piece, bool flip) {
   unsigned char const x = flip ? 0x88 : 0;
-  if ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) % 16 == 0) {
+  if (piece == 16 && (reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) % 16 == 0) {
     ::uint4 v = *reinterpret_cast<::uint4 const*>(src);
     std::uint32_t const x4 = x * 0x01010101u;
     v.x ^= x4;
@@ -208,43 +210,42 @@ QTL_DEVICE void copy16_xor(unsigned char* dst, unsigned char const* src, bool fl
     v.z ^= x4;
     v.w ^= x4;
     *reinterpret_cast<::uint4*>(dst) = v;
-  } else {
-    QTL_UNROLL
-    for (int c = 0; c < 16; ++c) {
-      dst[c] = static_cast<unsigned char>(src[c] ^ x);
-    }
+    return;
+  }
+  for (index_t c = 0; c < piece; ++c) {
+    dst[c] = static_cast<unsigned char>(src[c] ^ x);
   }
 }
 
-// MXINT4 weights of every expert: a thread per 16 bytes of the prepared buffer (expert-major, then
-// `block_layout_offset`'s [K/128, rows, 128]), each with its 16 checkpoint bytes; `Inverse` copies
-// the other way. Nibbles flipped (uint4b8 <-> int4) with `flip`.
+// Weights of every expert in trtllm-gen's layout (`qtl::detail::rows_to_blocks`): a thread per
+// `piece` bytes (16 where `bk` allows, else 1) of the prepared buffer (expert-major, then
+// `block_layout_offset`'s [K/bk, rows, bk]), with its checkpoint bytes; `Inverse` copies the
+// other way. Bytes XOR 0x88 with `flip`.
 template <bool Inverse, class L, class B>
-QTL_KERNEL void mxint4_weights_kernel(view3d<L> lin, B* blk, bool gemm1, bool flip) {
-  constexpr index_t bk = qtl::detail::mxint4_block_k;
+QTL_KERNEL void rows_blocks_kernel(view3d<L> lin, B* blk, trtllm_row_map map, index_t bk, index_t piece, bool flip) {
   index_t const rows = lin.extent[1];
   index_t const per_expert = rows * lin.extent[2];
-  index_t const pieces = lin.extent[0] * per_expert / 16;
+  index_t const pieces = lin.extent[0] * per_expert / piece;
   for (index_t t = index_t(blockIdx.x) * blockDim.x + threadIdx.x; t < pieces; t += index_t(gridDim.x) * blockDim.x) {
-    index_t const o = 16 * t;
+    index_t const o = piece * t;
     index_t const e = o / per_expert;
     index_t const r = o % per_expert;
     index_t const n = (r / bk) % rows;
     index_t const k = r / (rows * bk) * bk + r % bk;
-    auto* const l = &lin(e, mxint4_row_source(gemm1, n, rows), k);
+    auto* const l = &lin(e, map.source(n), k);
     auto* const b = blk + o;
     if constexpr (Inverse) {
-      copy16_xor(reinterpret_cast<unsigned char*>(l), reinterpret_cast<unsigned char const*>(b), flip);
+      copy_piece(reinterpret_cast<unsigned char*>(l), reinterpret_cast<unsigned char const*>(b), piece, flip);
     } else {
-      copy16_xor(reinterpret_cast<unsigned char*>(b), reinterpret_cast<unsigned char const*>(l), flip);
+      copy_piece(reinterpret_cast<unsigned char*>(b), reinterpret_cast<unsigned char const*>(l), piece, flip);
     }
   }
 }
 
-// MXINT4 scales of every expert: a thread per word of the 128x4 layout (4 two-byte scales of one
-// row, consecutive K-blocks), its checkpoint row through `mxint4_row_source`.
+// Scales of every expert (`qtl::detail::scale_words`): a thread per word of the 128x4 layout (4
+// scales of one row, consecutive K-blocks), its checkpoint row through `map`.
 template <bool Inverse, class L, class B>
-QTL_KERNEL void mxint4_scales_kernel(view3d<L> lin, B* blk, bool gemm1) {
+QTL_KERNEL void scale_words_kernel(view3d<L> lin, B* blk, trtllm_row_map map) {
   index_t const rows = lin.extent[1];
   index_t const cols = lin.extent[2];
   index_t const per_expert = rows * cols;
@@ -253,7 +254,7 @@ QTL_KERNEL void mxint4_scales_kernel(view3d<L> lin, B* blk, bool gemm1) {
     index_t const o = 4 * w;
     index_t const e = o / per_expert;
     blockscale_position const p = blockscale_position_of<layout_128x4>(o % per_expert, cols);
-    auto* const l = &lin(e, mxint4_row_source(gemm1, p.m, rows), p.k);
+    auto* const l = &lin(e, map.source(p.m), p.k);
     auto* const b = blk + o;
     QTL_UNROLL
     for (int c = 0; c < 4; ++c) {
@@ -266,42 +267,104 @@ QTL_KERNEL void mxint4_scales_kernel(view3d<L> lin, B* blk, bool gemm1) {
   }
 }
 
+// The host checks of one weight tensor of a layout op without exceptions: shapes equal, rows a
+// multiple of the shuffle block (of 128 for scales), K of bk (scales: of 4), innermost strides 1,
+// the prepared side contiguous, no overlap.
+template <class L, class B>
+bool layout_pair_ok(view3d<L> const& lin, view3d<B> const& blk, trtllm_row_map const& map, index_t bk, bool is_scale) {
+  index_t const rows = lin.extent[1];
+  index_t const cols = lin.extent[2];
+  if (rows % (is_scale ? 128 : map.block_rows()) != 0 || map.rows != rows ||
+      (is_scale ? cols % 4 != 0 : (bk <= 0 || cols % bk != 0))) {
+    return false;
+  }
+  return moe_tensor_ok(lin, blk, lin.extent[0], rows, cols, true) && !null_with_data(lin) && !null_with_data(blk);
+}
+
+template <bool Inverse, class L, class B>
+cudaError_t launch_rows_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, index_t bk, bool flip,
+                               cudaStream_t stream) {
+  index_t const piece = bk % 16 == 0 ? 16 : 1;
+  index_t const n = lin.size() / piece;
+  if (n == 0) {
+    return cudaSuccess;
+  }
+  return launch(rows_blocks_kernel<Inverse, L, B>, moe_grid(n, moe_word_threads), moe_word_threads, 0, stream, lin, blk,
+                map, bk, piece, flip);
+}
+
+template <bool Inverse, class L, class B>
+cudaError_t launch_scale_words(view3d<L> const& lin, B* blk, trtllm_row_map const& map, cudaStream_t stream) {
+  index_t const n = lin.size() / 4;
+  if (n == 0) {
+    return cudaSuccess;
+  }
+  return launch(scale_words_kernel<Inverse, L, B>, moe_grid(n, moe_word_threads), moe_word_threads, 0, stream, lin, blk,
+                map);
+}
+
 // The four launches of one MXINT4 direction: `lin` the checkpoint-side tensors, `blk` the
-// prepared ones (checked by the caller).
+// prepared ones.
 template <bool Inverse, class WL, class SL, class WB, class SB>
 cudaError_t run_mxint4(trtllm_mxint4_moe_shape const& shape, trtllm_fp4_moe_tensors<WL, SL> const& lin,
                        trtllm_fp4_moe_tensors<WB, SB> const& blk, cudaStream_t stream) {
   index_t const e = shape.num_experts;
   index_t const h = shape.hidden_size;
   index_t const i = shape.intermediate_size;
-  if (!shape.valid() || !moe_tensor_ok(lin.gemm1_weights, blk.gemm1_weights, e, 2 * i, h / 2, true) ||
-      !moe_tensor_ok(lin.gemm1_scales, blk.gemm1_scales, e, 2 * i, h / 32, true) ||
-      !moe_tensor_ok(lin.gemm2_weights, blk.gemm2_weights, e, h, i / 2, true) ||
-      !moe_tensor_ok(lin.gemm2_scales, blk.gemm2_scales, e, h, i / 32, true)) {
+  constexpr index_t bk = qtl::detail::mxint4_block_k;
+  auto const m1 = shape.gemm1_rows();
+  auto const m2 = shape.gemm2_rows();
+  index_t const want[4][3] = {{e, 2 * i, h / 2}, {e, 2 * i, h / 32}, {e, h, i / 2}, {e, h, i / 32}};
+  view3d<WL> const* const lw[2] = {&lin.gemm1_weights, &lin.gemm2_weights};
+  view3d<SL> const* const ls[2] = {&lin.gemm1_scales, &lin.gemm2_scales};
+  for (int k = 0; k < 2; ++k) {
+    for (int d = 0; d < 3; ++d) {
+      if (lw[k]->extent[d] != want[2 * k][d] || ls[k]->extent[d] != want[2 * k + 1][d]) {
+        return cudaErrorInvalidValue;
+      }
+    }
+  }
+  if (!shape.valid() || !layout_pair_ok(lin.gemm1_weights, blk.gemm1_weights, m1, bk, false) ||
+      !layout_pair_ok(lin.gemm1_scales, blk.gemm1_scales, m1, 0, true) ||
+      !layout_pair_ok(lin.gemm2_weights, blk.gemm2_weights, m2, bk, false) ||
+      !layout_pair_ok(lin.gemm2_scales, blk.gemm2_scales, m2, 0, true)) {
     return cudaErrorInvalidValue;
   }
-  if (e == 0) {
-    return cudaSuccess;
-  }
-  unsigned const t = moe_word_threads;
   bool const flip = shape.uint4b8;
-  if (cudaError_t const st = launch(mxint4_weights_kernel<Inverse, WL, WB>, moe_grid(e * 2 * i * (h / 2) / 16, t), t, 0,
-                                    stream, lin.gemm1_weights, blk.gemm1_weights.data, true, flip);
+  if (cudaError_t const st =
+          launch_rows_blocks<Inverse>(lin.gemm1_weights, blk.gemm1_weights.data, m1, bk, flip, stream);
       st != cudaSuccess) {
     return st;
   }
-  if (cudaError_t const st = launch(mxint4_weights_kernel<Inverse, WL, WB>, moe_grid(e * h * (i / 2) / 16, t), t, 0,
-                                    stream, lin.gemm2_weights, blk.gemm2_weights.data, false, flip);
+  if (cudaError_t const st =
+          launch_rows_blocks<Inverse>(lin.gemm2_weights, blk.gemm2_weights.data, m2, bk, flip, stream);
       st != cudaSuccess) {
     return st;
   }
-  if (cudaError_t const st = launch(mxint4_scales_kernel<Inverse, SL, SB>, moe_grid(e * 2 * i * (h / 32) / 4, t), t, 0,
-                                    stream, lin.gemm1_scales, blk.gemm1_scales.data, true);
+  if (cudaError_t const st = launch_scale_words<Inverse>(lin.gemm1_scales, blk.gemm1_scales.data, m1, stream);
       st != cudaSuccess) {
     return st;
   }
-  return launch(mxint4_scales_kernel<Inverse, SL, SB>, moe_grid(e * h * (i / 32) / 4, t), t, 0, stream,
-                lin.gemm2_scales, blk.gemm2_scales.data, false);
+  return launch_scale_words<Inverse>(lin.gemm2_scales, blk.gemm2_scales.data, m2, stream);
+}
+
+// One weight tensor of `trtllm_moe_shuffle_rows` (`Inverse`: unshuffle), checked.
+template <bool Inverse, class In, class Out>
+cudaError_t layout_rows(view3d<In> const& in, view3d<Out> const& out, trtllm_row_map map, index_t bk, bool flip,
+                        cudaStream_t stream) {
+  if constexpr (Inverse) {
+    map.rows = out.extent[1];
+    if (!layout_pair_ok(out, in, map, bk, false)) {
+      return cudaErrorInvalidValue;
+    }
+    return launch_rows_blocks<true>(out, in.data, map, bk, flip, stream);
+  } else {
+    map.rows = in.extent[1];
+    if (!layout_pair_ok(in, out, map, bk, false)) {
+      return cudaErrorInvalidValue;
+    }
+    return launch_rows_blocks<false>(in, out.data, map, bk, flip, stream);
+  }
 }
 
 }  // namespace detail
@@ -444,6 +507,21 @@ cudaError_t reorder_w13_to_w31_for_flashinfer_cutedsl(bool interleaved, view3d<W
     return st;
   }
   return detail::launch_pad(w13_scale, w13_scale_out, map, stream);
+}
+
+/// Device `qtl::trtllm_moe_shuffle_rows`: one launch over all experts. @return
+/// cudaErrorInvalidValue for what the host function rejects; else the launch's status.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t trtllm_moe_shuffle_rows(view3d<In> in, view3d<Out> out, trtllm_row_map map, index_t block_k,
+                                    bool flip = false, cudaStream_t stream = 0) {
+  return detail::layout_rows<false>(in, out, map, block_k, flip, stream);
+}
+
+/// Device `qtl::trtllm_moe_unshuffle_rows`, as above.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t trtllm_moe_unshuffle_rows(view3d<In> in, view3d<Out> out, trtllm_row_map map, index_t block_k,
+                                      bool flip = false, cudaStream_t stream = 0) {
+  return detail::layout_rows<true>(in, out, map, block_k, flip, stream);
 }
 
 /// Device `qtl::prepare_static_weights_for_trtllm_mxint4_moe`: the same bytes, four launches (one

@@ -76,20 +76,33 @@ QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
 // trtllm-gen MXINT4 MoE (vLLM `prepare_static_weights_for_trtllm_mxint4_moe`)
 // ------------------------------------------------------------------------------------------------
 
-/// Source row, in the checkpoint's `[w1; w3]` (`[gate; up]`) order, of output row `n` of the
-/// MXINT4 GEMM1 of `rows` rows: vLLM's `reorder_w1w3_to_w3w1` (the half swap) followed by the FP4
-/// GEMM1 map (`w3w1_row_source`, gated), i.e. `swap_halves(w3w1_row_source(n))`. The weights and
-/// the linear scales take the same rows (FlashInfer's `num_elts_per_sf` changes no index).
-template <int EpilogueTileM = 128>
-QTL_HOST_DEVICE constexpr index_t mxint4_gemm1_row_source(index_t n, index_t rows) {
-  return swap_halves_source(w3w1_row_source<EpilogueTileM>(n, rows, true), rows);
-}
+/// The row map of one trtllm-gen MoE weight preparation (gather form: output row n is input row
+/// `source(n)`), chosen at run time; the host and the device evaluate the same closed forms.
+///
+///     shuffle      shuffle_row_source<epilogue_tile_m>(n)                  GEMM2; GEMM1 not gated
+///     w3w1_gated   gated_interleave_source(shuffle(n), rows)               GEMM1 [w3; w1] (w3w1_row_source)
+///     w1w3_gated   swap_halves_source(gated_interleave_source(shuffle(n)))  GEMM1 [w1; w3]: vLLM's
+///                  reorder_w1w3_to_w3w1 first (MXINT4), or FlashInfer's indices + rows/2 (BF16)
+///
+/// `epilogue_tile_m` 128 (32-row shuffle blocks) or 64 (16-row blocks, DeepSeek FP8).
+struct trtllm_row_map {
+  enum class kind : int { shuffle, w3w1_gated, w1w3_gated };
+  kind k = kind::shuffle;
+  index_t rows = 0;
+  int epilogue_tile_m = 128;
 
-/// Checkpoint row of output row `n` of the MXINT4 GEMM1 (`gemm1`) or GEMM2 of `rows` rows.
-template <int EpilogueTileM = 128>
-QTL_HOST_DEVICE constexpr index_t mxint4_row_source(bool gemm1, index_t n, index_t rows) {
-  return gemm1 ? mxint4_gemm1_row_source<EpilogueTileM>(n, rows) : w2_row_source<EpilogueTileM>(n);
-}
+  /// Rows of one shuffle block: every row count must be a multiple of it.
+  QTL_HOST_DEVICE constexpr index_t block_rows() const { return epilogue_tile_m % 128 == 0 ? 32 : 16; }
+
+  QTL_HOST_DEVICE constexpr index_t source(index_t n) const {
+    index_t const j = epilogue_tile_m % 128 == 0 ? shuffle_row_source<128>(n) : shuffle_row_source<64>(n);
+    if (k == kind::shuffle) {
+      return j;
+    }
+    index_t const g = gated_interleave_source(j, rows);
+    return k == kind::w3w1_gated ? g : swap_halves_source(g, rows);
+  }
+};
 
 /// Offset of element (`m`, `k`) of an `[rows, K]` matrix in FlashInfer's
 /// `convert_to_block_layout(x, block_k)`: the view `[rows, K/block_k, block_k]` transposed to
