@@ -13,6 +13,7 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <qtl/blockscale.hpp>
@@ -818,17 +819,23 @@ void check_layout_pair(char const* fn, char const* name, view3d<L> const& lin, v
 }
 
 template <bool Inverse, class In, class Out>
-void layout_rows(char const* fn, view3d<In> const& in, view3d<Out> const& out, trtllm_row_map map, index_t block_k,
-                 bool flip) {
+void layout_rows(char const* fn, char const* name, view3d<In> const& in, view3d<Out> const& out, trtllm_row_map map,
+                 index_t block_k, bool flip) {
   if constexpr (Inverse) {
     map.rows = out.extent[1];
-    check_layout_pair<true>(fn, "weights", out, in, map, block_k, false);
+    check_layout_pair<true>(fn, name, out, in, map, block_k, false);
     rows_to_blocks<true>(out, in.data, map, block_k, flip);
   } else {
     map.rows = in.extent[1];
-    check_layout_pair<false>(fn, "weights", in, out, map, block_k, false);
+    check_layout_pair<false>(fn, name, in, out, map, block_k, false);
     rows_to_blocks<false>(in, out.data, map, block_k, flip);
   }
+}
+
+// GEMM1's row map of the FP8 / BF16 / MXFP8 preparations: the gated interleave and the shuffle, or
+// the shuffle alone.
+constexpr trtllm_row_map gemm1_row_map(bool gated, trtllm_row_map::kind gated_kind = trtllm_row_map::kind::w3w1_gated) {
+  return {gated ? gated_kind : trtllm_row_map::kind::shuffle, 0, 128};
 }
 
 }  // namespace detail
@@ -843,14 +850,14 @@ void layout_rows(char const* fn, view3d<In> const& in, view3d<Out> const& out, t
 ///         is not 1 or an `out` that is not contiguous; value_error on overlap.
 template <blockscale_byte Out, readable_as<Out> In>
 void trtllm_moe_shuffle_rows(view3d<In> in, view3d<Out> out, trtllm_row_map map, index_t block_k, bool flip = false) {
-  detail::layout_rows<false>("qtl::trtllm_moe_shuffle_rows", in, out, map, block_k, flip);
+  detail::layout_rows<false>("qtl::trtllm_moe_shuffle_rows", "in", in, out, map, block_k, flip);
 }
 
 /// The inverse of `trtllm_moe_shuffle_rows` (same `map`, `block_k`, `flip`): `in` the prepared
 /// (contiguous) tensor, `out` the original layout. @throws as that function.
 template <blockscale_byte Out, readable_as<Out> In>
 void trtllm_moe_unshuffle_rows(view3d<In> in, view3d<Out> out, trtllm_row_map map, index_t block_k, bool flip = false) {
-  detail::layout_rows<true>("qtl::trtllm_moe_unshuffle_rows", in, out, map, block_k, flip);
+  detail::layout_rows<true>("qtl::trtllm_moe_unshuffle_rows", "in", in, out, map, block_k, flip);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -970,6 +977,129 @@ void unprepare_static_weights_for_trtllm_mxint4_moe(trtllm_mxint4_moe_shape cons
                                                     trtllm_fp4_moe_tensors<WOut, SOut> const& out) {
   detail::check_mxint4_tensors<true>("qtl::unprepare_static_weights_for_trtllm_mxint4_moe", shape, out, in);
   detail::run_mxint4<true>(shape, out, in);
+}
+
+// ------------------------------------------------------------------------------------------------
+// FP8 (DeepSeek block, per tensor), BF16 and MXFP8 MoE weights for FlashInfer's TRT-LLM kernels
+// ------------------------------------------------------------------------------------------------
+
+/// vLLM `_shuffle_deepseek_fp8_moe_weights(w13, w2)` (`flashinfer_utils.py`): DeepSeek FP8
+/// block-scale weights `[E, M, K]` (E4M3 bytes; w13 already `[w3; w1]`) into BlockMajorK: the
+/// epilogue-tile-64 row shuffle (16-row blocks), then `convert_to_block_layout(block_k = 128)` —
+/// per expert `[K/128, M, 128]`, held flat in `w13_out` / `w2_out` (the inputs' shapes,
+/// contiguous; the engine's `[E, K/128, M, 128]`). The scales are not touched.
+/// @throws shape_error unless M % 16 == 0 and K % 128 == 0 (the engine's gather asserts), or on a
+///         shape or stride mismatch; value_error on overlap.
+template <blockscale_byte Out, readable_as<Out> In>
+void shuffle_deepseek_fp8_moe_weights(view3d<In> w13, view3d<In> w2, view3d<Out> w13_out, view3d<Out> w2_out) {
+  char const* const fn = "qtl::shuffle_deepseek_fp8_moe_weights";
+  trtllm_row_map const map{trtllm_row_map::kind::shuffle, 0, 64};
+  detail::layout_rows<false>(fn, "w13", w13, w13_out, map, 128, false);
+  detail::layout_rows<false>(fn, "w2", w2, w2_out, map, 128, false);
+}
+
+/// vLLM `rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(gemm1_weights, gemm2_weights,
+/// is_gated_activation)`: FP8 per-tensor weights `[E, R, K]` (E4M3 bytes): GEMM1's rows gathered by
+/// the gated interleave (when gated) and the 32-row shuffle, GEMM2's by the shuffle; no block
+/// layout. The engine replaces its tensors' `.data` with new ones; QTL writes `*_out` (same shapes):
+/// peak memory the inputs plus the outputs in both.
+/// @throws shape_error unless each R is a multiple of 32, or on a shape or stride mismatch;
+///         value_error on overlap.
+template <blockscale_byte Out, readable_as<Out> In>
+void rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(view3d<In> gemm1_weights, view3d<In> gemm2_weights,
+                                                     bool is_gated_activation, view3d<Out> gemm1_out,
+                                                     view3d<Out> gemm2_out) {
+  char const* const fn = "qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe";
+  detail::layout_rows<false>(fn, "gemm1_weights", gemm1_weights, gemm1_out, detail::gemm1_row_map(is_gated_activation),
+                             gemm1_weights.extent[2], false);
+  detail::layout_rows<false>(fn, "gemm2_weights", gemm2_weights, gemm2_out, detail::gemm1_row_map(false),
+                             gemm2_weights.extent[2], false);
+}
+
+/// vLLM `convert_moe_weights_to_flashinfer_trtllm_block_layout(cache, w13_weight, w2_weight,
+/// is_gated_act_gemm)`: BF16 weights as bytes (`[E, R, 2H]`; any 2-byte element moves alike): W13's
+/// rows by FlashInfer's GEMM1 indices plus R/2 (`trtllm_row_map::kind::w1w3_gated`: vLLM's `[w1; w3]`)
+/// when gated, else the 32-row shuffle; W2's by the shuffle; then `convert_to_block_layout(block_k =
+/// 128 bytes)`, held flat in the outputs (the inputs' shapes, contiguous; the engine's
+/// `[E, 2K/128, R, 64]` bf16). Out of place; `..._inplace` below is the engine's in-place form.
+/// @throws shape_error unless each R is a multiple of 32 and each row's bytes of 128, or on a shape
+///         or stride mismatch; value_error on overlap.
+template <blockscale_byte Out, readable_as<Out> In>
+void convert_moe_weights_to_flashinfer_trtllm_block_layout(view3d<In> w13_weight, view3d<In> w2_weight,
+                                                           bool is_gated_act_gemm, view3d<Out> w13_out,
+                                                           view3d<Out> w2_out) {
+  char const* const fn = "qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout";
+  detail::layout_rows<false>(fn, "w13_weight", w13_weight, w13_out,
+                             detail::gemm1_row_map(is_gated_act_gemm, trtllm_row_map::kind::w1w3_gated), 128, false);
+  detail::layout_rows<false>(fn, "w2_weight", w2_weight, w2_out, detail::gemm1_row_map(false), 128, false);
+}
+
+/// `convert_moe_weights_to_flashinfer_trtllm_block_layout` in place, as the engine: each expert of
+/// the contiguous `w13_weight` and `w2_weight` is copied to a scratch buffer of one expert and laid
+/// out from there (peak memory: the weights plus one expert, the engine's too).
+/// @throws as the out-of-place form; shape_error if a tensor is not contiguous.
+template <blockscale_byte T>
+void convert_moe_weights_to_flashinfer_trtllm_block_layout_inplace(view3d<T> w13_weight, view3d<T> w2_weight,
+                                                                   bool is_gated_act_gemm) {
+  char const* const fn = "qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout_inplace";
+  auto const one = [&](char const* name, view3d<T> w, trtllm_row_map map) {
+    map.rows = w.extent[1];
+    index_t const per_expert = w.extent[1] * w.extent[2];
+    if (!w.is_contiguous()) {
+      throw shape_error(std::string(fn) + ": " + name + " must be contiguous (it is laid out in place)");
+    }
+    if (w.extent[0] == 0) {
+      return;
+    }
+    std::vector<T> scratch(static_cast<std::size_t>(per_expert));
+    view3d<T const> const s = make_view(std::as_const(scratch).data(), index_t{1}, w.extent[1], w.extent[2]);
+    detail::check_layout_pair<false>(fn, name, s, make_view(w.data, index_t{1}, w.extent[1], w.extent[2]), map, 128,
+                                     false);
+    for (index_t e = 0; e < w.extent[0]; ++e) {
+      T* const x = w.data + e * per_expert;
+      if (per_expert > 0) {
+        std::memcpy(scratch.data(), x, static_cast<std::size_t>(per_expert) * sizeof(T));
+      }
+      detail::rows_to_blocks<false>(s, x, map, 128, false);
+    }
+  };
+  one("w13_weight", w13_weight, detail::gemm1_row_map(is_gated_act_gemm, trtllm_row_map::kind::w1w3_gated));
+  one("w2_weight", w2_weight, detail::gemm1_row_map(false));
+}
+
+/// vLLM `_shuffle_mxfp8_moe_weights(w13, w2, w13_scale, w2_scale, is_gated)`: MXFP8 weights
+/// (`gemm1_weights` = w13 `[E, R1, H]`, `gemm2_weights` = w2 `[E, H, I]`, E4M3 bytes) and their
+/// E8M0 scales (`[E, R1, H/32]`, `[E, H, I/32]`; w13 already `[w3; w1]`): rows gathered by the gated
+/// interleave (when `is_gated`) and the 32-row shuffle (GEMM2: the shuffle), the scales the same
+/// rows and then the 128x4 layout, held in the scales' shape (the engine's `reshape(s.shape)`). Outputs
+/// the inputs' shapes; the scales' contiguous. Peak memory the inputs plus the outputs (the engine's
+/// too).
+/// @throws shape_error unless the rows are multiples of 128 and the scale columns of 4 (the engine's
+///         reshape fails on a padded 128x4 buffer), or on a shape or stride mismatch; value_error on
+///         overlap.
+template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+void shuffle_mxfp8_moe_weights(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                               trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_gated) {
+  char const* const fn = "qtl::shuffle_mxfp8_moe_weights";
+  auto m1 = detail::gemm1_row_map(is_gated);
+  auto m2 = detail::gemm1_row_map(false);
+  m1.rows = in.gemm1_weights.extent[1];
+  m2.rows = in.gemm2_weights.extent[1];
+  index_t const w1[3] = {in.gemm1_weights.extent[0], m1.rows, in.gemm1_weights.extent[2]};
+  index_t const w2[3] = {in.gemm1_weights.extent[0], m2.rows, in.gemm2_weights.extent[2]};
+  index_t const s1[3] = {w1[0], m1.rows, in.gemm1_scales.extent[2]};
+  index_t const s2[3] = {w1[0], m2.rows, in.gemm2_scales.extent[2]};
+  detail::check_byte_tensor(fn, "input", "w2", in.gemm2_weights, w2);
+  detail::check_byte_tensor(fn, "input", "w13_scale", in.gemm1_scales, s1);
+  detail::check_byte_tensor(fn, "input", "w2_scale", in.gemm2_scales, s2);
+  detail::check_layout_pair<false>(fn, "w13", in.gemm1_weights, out.gemm1_weights, m1, w1[2], false);
+  detail::check_layout_pair<false>(fn, "w2", in.gemm2_weights, out.gemm2_weights, m2, w2[2], false);
+  detail::check_layout_pair<false>(fn, "w13_scale", in.gemm1_scales, out.gemm1_scales, m1, 0, true);
+  detail::check_layout_pair<false>(fn, "w2_scale", in.gemm2_scales, out.gemm2_scales, m2, 0, true);
+  detail::rows_to_blocks<false>(in.gemm1_weights, out.gemm1_weights.data, m1, w1[2], false);
+  detail::rows_to_blocks<false>(in.gemm2_weights, out.gemm2_weights.data, m2, w2[2], false);
+  detail::scale_words<false>(in.gemm1_scales, out.gemm1_scales.data, m1);
+  detail::scale_words<false>(in.gemm2_scales, out.gemm2_scales.data, m2);
 }
 
 }  // namespace qtl

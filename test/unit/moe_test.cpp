@@ -876,3 +876,134 @@ TEST_CASE("prepare_static_weights_for_trtllm_mxint4_moe refuses what it cannot l
       qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(std::as_const(out), e, h, i), alias),
       qtl::value_error);
 }
+
+// ------------------------------------------------------------------------------------------------
+// DeepSeek FP8, FP8 per tensor, BF16 and MXFP8 MoE weights
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Per expert of `in` [e, rows, cols]: rows gathered by `perm`, then [rows, cols] -> [cols/bk, rows, bk].
+std::vector<std::uint8_t> oracle_rows_blocks(std::vector<std::uint8_t> const& in, index_t e, index_t rows, index_t cols,
+                                             std::vector<std::int32_t> const& perm, index_t bk) {
+  std::vector<std::uint8_t> out;
+  for (index_t x = 0; x < e; ++x) {
+    for (index_t kb = 0; kb < cols / bk; ++kb) {
+      for (index_t n = 0; n < rows; ++n) {
+        for (index_t c = 0; c < bk; ++c) {
+          out.push_back(
+              in[static_cast<std::size_t>((x * rows + perm[static_cast<std::size_t>(n)]) * cols + kb * bk + c)]);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::int32_t> plus_half(std::vector<std::int32_t> p) {
+  auto const r = static_cast<std::int32_t>(p.size());
+  for (auto& v : p) v = (v + r / 2) % r;
+  return p;
+}
+
+auto cview(std::vector<std::uint8_t> const& v, index_t e, index_t r, index_t c) {
+  return qtl::make_view(v.data(), e, r, c);
+}
+auto mview(std::vector<std::uint8_t>& v, index_t e, index_t r, index_t c) { return qtl::make_view(v.data(), e, r, c); }
+
+}  // namespace
+
+TEST_CASE("the FP8 / BF16 trtllm-gen weight layouts equal the engines' steps and round-trip", "[moe]") {
+  index_t const e = 2;
+  SECTION("shuffle_deepseek_fp8_moe_weights: tile 64 shuffle, BlockMajorK") {
+    index_t const m1 = 48, k1 = 256, m2 = 32, k2 = 128;  // 48: whole 16-row blocks, not 32-row ones
+    auto const w13 = random_bytes(static_cast<std::size_t>(e * m1 * k1), 1);
+    auto const w2 = random_bytes(static_cast<std::size_t>(e * m2 * k2), 2);
+    std::vector<std::uint8_t> o13(w13.size()), o2(w2.size()), back(w13.size());
+    qtl::shuffle_deepseek_fp8_moe_weights(cview(w13, e, m1, k1), cview(w2, e, m2, k2), mview(o13, e, m1, k1),
+                                          mview(o2, e, m2, k2));
+    CHECK(o13 == oracle_rows_blocks(w13, e, m1, k1, oracle_shuffle(m1, 64), 128));
+    CHECK(o2 == oracle_rows_blocks(w2, e, m2, k2, oracle_shuffle(m2, 64), 128));
+    qtl::trtllm_moe_unshuffle_rows(cview(o13, e, m1, k1), mview(back, e, m1, k1),
+                                   {qtl::trtllm_row_map::kind::shuffle, 0, 64}, 128);
+    CHECK(back == w13);
+    CHECK_THROWS_WITH(qtl::shuffle_deepseek_fp8_moe_weights(cview(w13, e, 40, 2 * k1), cview(w2, e, m2, k2),
+                                                            mview(o13, e, 40, 2 * k1), mview(o2, e, m2, k2)),
+                      Catch::Contains("w13 has 40 rows") && Catch::Contains("multiple of 16"));
+    CHECK_THROWS_WITH(qtl::shuffle_deepseek_fp8_moe_weights(cview(w13, e, 64, 192), cview(w2, e, m2, k2),
+                                                            mview(o13, e, 64, 192), mview(o2, e, m2, k2)),
+                      Catch::Contains("multiple of block_k 128"));
+  }
+  SECTION("rotate_weights_for_fi_trtllm_fp8_per_tensor_moe, gated and not") {
+    for (bool const gated : {true, false}) {
+      index_t const r1 = 64, k1 = 40, r2 = 32, k2 = 24;
+      auto const g1 = random_bytes(static_cast<std::size_t>(e * r1 * k1), 3);
+      auto const g2 = random_bytes(static_cast<std::size_t>(e * r2 * k2), 4);
+      std::vector<std::uint8_t> o1(g1.size()), o2(g2.size());
+      qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(cview(g1, e, r1, k1), cview(g2, e, r2, k2), gated,
+                                                           mview(o1, e, r1, k1), mview(o2, e, r2, k2));
+      CHECK(o1 == oracle_rows_blocks(g1, e, r1, k1, oracle_w3w1(r1, 128, gated), k1));
+      CHECK(o2 == oracle_rows_blocks(g2, e, r2, k2, oracle_shuffle(r2, 128), k2));
+    }
+  }
+  SECTION("convert_moe_weights_to_flashinfer_trtllm_block_layout, out of place and in place") {
+    for (bool const gated : {true, false}) {
+      index_t const r1 = 64, k1 = 256, r2 = 32, k2 = 384;  // bytes of bf16 rows
+      auto const w13 = random_bytes(static_cast<std::size_t>(e * r1 * k1), 5);
+      auto const w2 = random_bytes(static_cast<std::size_t>(e * r2 * k2), 6);
+      std::vector<std::uint8_t> o13(w13.size()), o2(w2.size());
+      qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(cview(w13, e, r1, k1), cview(w2, e, r2, k2), gated,
+                                                                 mview(o13, e, r1, k1), mview(o2, e, r2, k2));
+      auto const p1 = gated ? plus_half(oracle_w3w1(r1, 128, true)) : oracle_shuffle(r1, 128);
+      CHECK(o13 == oracle_rows_blocks(w13, e, r1, k1, p1, 128));
+      CHECK(o2 == oracle_rows_blocks(w2, e, r2, k2, oracle_shuffle(r2, 128), 128));
+      auto i13 = w13;
+      auto i2 = w2;
+      qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout_inplace(mview(i13, e, r1, k1), mview(i2, e, r2, k2),
+                                                                         gated);
+      CHECK(i13 == o13);
+      CHECK(i2 == o2);
+    }
+  }
+}
+
+TEST_CASE("shuffle_mxfp8_moe_weights equals the engine's steps", "[moe]") {
+  index_t const e = 2, h = 128, i = 128;
+  for (bool const gated : {true, false}) {
+    CAPTURE(gated);
+    index_t const r1 = (gated ? 2 : 1) * i;  // 256 or 128 rows: whole 128-row scale tiles
+    auto const w13 = random_bytes(static_cast<std::size_t>(e * r1 * h), 7);
+    auto const s13 = random_bytes(static_cast<std::size_t>(e * r1 * h / 32), 8);
+    auto const w2 = random_bytes(static_cast<std::size_t>(e * h * i), 9);
+    auto const s2 = random_bytes(static_cast<std::size_t>(e * h * i / 32), 10);
+    std::vector<std::uint8_t> o13(w13.size()), os13(s13.size()), o2(w2.size()), os2(s2.size());
+    using in_t = qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>;
+    using out_t = qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>;
+    qtl::shuffle_mxfp8_moe_weights(
+        in_t{cview(w13, e, r1, h), cview(s13, e, r1, h / 32), cview(w2, e, h, i), cview(s2, e, h, i / 32)},
+        out_t{mview(o13, e, r1, h), mview(os13, e, r1, h / 32), mview(o2, e, h, i), mview(os2, e, h, i / 32)}, gated);
+    auto const p1 = oracle_w3w1(r1, 128, gated);
+    auto const p2 = oracle_shuffle(h, 128);
+    CHECK(o13 == oracle_rows_blocks(w13, e, r1, h, p1, h));
+    CHECK(o2 == oracle_rows_blocks(w2, e, h, i, p2, i));
+    auto const rows13 = oracle_rows_blocks(s13, e, r1, h / 32, p1, h / 32);
+    auto const rows2 = oracle_rows_blocks(s2, e, h, i / 32, p2, i / 32);
+    std::vector<std::uint8_t> want13, want2;
+    for (index_t x = 0; x < e; ++x) {
+      auto const a = oracle_interleave(rows13.data() + x * r1 * (h / 32), r1, h / 32);
+      auto const b = oracle_interleave(rows2.data() + x * h * (i / 32), h, i / 32);
+      want13.insert(want13.end(), a.begin(), a.end());
+      want2.insert(want2.end(), b.begin(), b.end());
+    }
+    CHECK(os13 == want13);
+    CHECK(os2 == want2);
+  }
+  std::vector<std::uint8_t> a(2 * 64 * 128), b(a.size()), sa(2 * 64 * 4), sb(sa.size());
+  CHECK_THROWS_WITH(qtl::shuffle_mxfp8_moe_weights(
+                        qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{
+                            cview(a, 2, 64, 128), cview(sa, 2, 64, 4), cview(a, 2, 64, 128), cview(sa, 2, 64, 4)},
+                        qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{
+                            mview(b, 2, 64, 128), mview(sb, 2, 64, 4), mview(b, 2, 64, 128), mview(sb, 2, 64, 4)},
+                        true),
+                    Catch::Contains("w13_scale has 64 rows") && Catch::Contains("multiple of 128"));
+}
