@@ -751,6 +751,10 @@ template <bool Inverse, class L, class B>
 void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, index_t bk, bool flip) {
   index_t const rows = lin.extent[1];
   index_t const cols = lin.extent[2];
+  // Large forward outputs without the nibble flip go out with streaming stores (as memcpy writes
+  // them; plain copies read every destination line first).
+  bool const stream = !Inverse && !flip && use_stream_stores(blk, lin.extent[0] * rows * cols);
+  bool const wide = best_band_isa() == band_isa::avx512;
   for (index_t e = 0; e < lin.extent[0]; ++e) {
     auto* const base = byte_ptr(blk) + e * rows * cols;
     for (index_t k = 0; k < cols; k += bk) {
@@ -759,11 +763,18 @@ void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, ind
         auto* const b = base + block_layout_offset(n, k, rows, bk);
         if constexpr (Inverse) {
           copy_flip_bytes(l, b, static_cast<std::size_t>(bk), flip);
+        } else if (stream && wide) {
+          copy_row_bytes<row_store::stream64>(b, l, static_cast<std::size_t>(bk));
+        } else if (stream) {
+          copy_row_bytes<row_store::stream16>(b, l, static_cast<std::size_t>(bk));
         } else {
           copy_flip_bytes(b, l, static_cast<std::size_t>(bk), flip);
         }
       }
     }
+  }
+  if (stream) {
+    band_stream_fence();
   }
 }
 

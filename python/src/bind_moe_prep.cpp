@@ -15,6 +15,14 @@
 //   prepare_static_weights_for_trtllm_mxint4_moe(gemm1_weights, gemm1_scales, gemm2_weights, gemm2_scales)
 //       -> {"gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"}: int32 weights (uint4b8
 //       words) or uint8 (signed int4), bfloat16 scales, C-contiguous; the engine's output shapes
+//   shuffle_deepseek_fp8_moe_weights(w13, w2) -> (w13, w2) [E, K/128, M, 128]   (vLLM's
+//       _shuffle_deepseek_fp8_moe_weights)
+//   rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(gemm1_weights, gemm2_weights, is_gated_activation)
+//       -> (gemm1_weights, gemm2_weights): new arrays (vLLM replaces its tensors' .data)
+//   convert_moe_weights_to_flashinfer_trtllm_block_layout(cache_permute_indices, w13_weight, w2_weight,
+//       is_gated_act_gemm=True) -> (w13, w2) bfloat16 [E, 2K/128, R, 64]: new arrays (the cache is unused)
+//   shuffle_mxfp8_moe_weights(w13, w2, w13_scale, w2_scale, is_gated) -> the four   (vLLM's
+//       _shuffle_mxfp8_moe_weights)
 //
 // Tensors of the paddings: byte arrays (uint8, or float8_e4m3fn for the scales) of the shapes
 // qtl/moe.hpp names, any strides with a contiguous innermost dimension; of the row orders:
@@ -207,6 +215,72 @@ nb::object prepare_mxint4_moe(nb::handle g1w, nb::handle g1s, nb::handle g2w, nb
   return d;
 }
 
+array_in take_layout(nb::handle obj, char const* name, std::initializer_list<elem> types) {
+  array_in a = take(obj, name);
+  a.check_type(types);
+  a.check_rank(3);
+  a.check_contiguous();
+  return a;
+}
+
+/// A new array of `a`'s dtype: `a`'s shape, or the block layout's [E, K/128, R, 128] (in elements).
+array_out layout_out(array_in const& a, bool blocks) {
+  if (!blocks) {
+    return array_out(a.type, a.extents());
+  }
+  auto const size = static_cast<index_t>(elem_size(a.type));
+  return array_out(a.type, {a.dim(0), a.dim(2) * size / 128, a.dim(1), 128 / size});
+}
+
+view3d<std::uint8_t> out_bytes(array_out& o, view3d<std::uint8_t const> const& like) {
+  return make_view(o.data<std::uint8_t>(), like.extent[0], like.extent[1], like.extent[2]);
+}
+
+// The four two-tensor layouts: 0 DeepSeek FP8, 1 FP8 per tensor (rotate), 2 BF16 block layout.
+nb::object fp8_bf16_layout(int which, nb::handle a_obj, nb::handle b_obj, bool gated) {
+  std::initializer_list<elem> const fp8 = {elem::fp8_e4m3, elem::u8};
+  std::initializer_list<elem> const bf16 = {elem::bf16};
+  char const* const names[3][2] = {{"w13", "w2"}, {"gemm1_weights", "gemm2_weights"}, {"w13_weight", "w2_weight"}};
+  array_in const a = take_layout(a_obj, names[which][0], which == 2 ? bf16 : fp8);
+  array_in const b = take_layout(b_obj, names[which][1], which == 2 ? bf16 : fp8);
+  auto const va = split_bytes(a, 1);
+  auto const vb = split_bytes(b, 1);
+  array_out oa = layout_out(a, which != 1);
+  array_out ob = layout_out(b, which != 1);
+  {
+    nb::gil_scoped_release nogil;
+    if (which == 0) {
+      qtl::shuffle_deepseek_fp8_moe_weights(va, vb, out_bytes(oa, va), out_bytes(ob, vb));
+    } else if (which == 1) {
+      qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(va, vb, gated, out_bytes(oa, va), out_bytes(ob, vb));
+    } else {
+      qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(va, vb, gated, out_bytes(oa, va), out_bytes(ob, vb));
+    }
+  }
+  return nb::make_tuple(oa.release(a.from), ob.release(b.from));
+}
+
+nb::object shuffle_mxfp8(nb::handle w13, nb::handle w2, nb::handle w13_scale, nb::handle w2_scale, bool is_gated) {
+  array_in const a[4] = {
+      take_layout(w13, "w13", {elem::fp8_e4m3, elem::u8}), take_layout(w13_scale, "w13_scale", {elem::u8}),
+      take_layout(w2, "w2", {elem::fp8_e4m3, elem::u8}), take_layout(w2_scale, "w2_scale", {elem::u8})};
+  view3d<std::uint8_t const> in[4];
+  array_out o[4] = {layout_out(a[0], false), layout_out(a[1], false), layout_out(a[2], false), layout_out(a[3], false)};
+  view3d<std::uint8_t> ov[4];
+  for (int k = 0; k < 4; ++k) {
+    in[k] = split_bytes(a[k], 1);
+    ov[k] = out_bytes(o[k], in[k]);
+  }
+  {
+    nb::gil_scoped_release nogil;
+    qtl::shuffle_mxfp8_moe_weights(
+        qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{in[0], in[1], in[2], in[3]},
+        qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{ov[0], ov[1], ov[2], ov[3]}, is_gated);
+  }
+  kind const k = a[0].from;
+  return nb::make_tuple(o[0].release(k), o[2].release(k), o[1].release(k), o[3].release(k));
+}
+
 }  // namespace
 
 void bind_moe_prep(nb::module_& m) {
@@ -241,6 +315,20 @@ void bind_moe_prep(nb::module_& m) {
       nb::arg("gemm1_weights"), nb::arg("gemm2_weights"), nb::arg("gemm1_scales_linear_fp4_bytes"),
       nb::arg("gemm2_scales_linear_fp4_bytes"), nb::arg("hidden_size"), nb::arg("intermediate_size"),
       nb::arg("num_experts"), nb::arg("is_gated_activation"));
+  m.def(
+      "shuffle_deepseek_fp8_moe_weights",
+      [](nb::handle w13, nb::handle w2) { return fp8_bf16_layout(0, w13, w2, false); }, nb::arg("w13"), nb::arg("w2"));
+  m.def(
+      "rotate_weights_for_fi_trtllm_fp8_per_tensor_moe",
+      [](nb::handle g1, nb::handle g2, bool gated) { return fp8_bf16_layout(1, g1, g2, gated); },
+      nb::arg("gemm1_weights"), nb::arg("gemm2_weights"), nb::arg("is_gated_activation"));
+  m.def(
+      "convert_moe_weights_to_flashinfer_trtllm_block_layout",
+      [](nb::handle, nb::handle w13, nb::handle w2, bool gated) { return fp8_bf16_layout(2, w13, w2, gated); },
+      nb::arg("cache_permute_indices").none(), nb::arg("w13_weight"), nb::arg("w2_weight"),
+      nb::arg("is_gated_act_gemm") = true);
+  m.def("shuffle_mxfp8_moe_weights", &shuffle_mxfp8, nb::arg("w13"), nb::arg("w2"), nb::arg("w13_scale"),
+        nb::arg("w2_scale"), nb::arg("is_gated"));
   m.def("prepare_static_weights_for_trtllm_mxint4_moe", &prepare_mxint4_moe, nb::arg("gemm1_weights"),
         nb::arg("gemm1_scales"), nb::arg("gemm2_weights"), nb::arg("gemm2_scales"));
 }

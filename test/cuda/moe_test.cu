@@ -337,3 +337,66 @@ TEST_CASE("device MXINT4 MoE launchers reject what the host function rejects", "
   CHECK(qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe(shape, in, out) == cudaSuccess);
   CUDA_REQUIRE(cudaDeviceSynchronize());
 }
+
+TEST_CASE("device FP8, BF16 and MXFP8 trtllm-gen weight layouts equal the host functions", "[cuda][moe]") {
+  index_t const e = 2;
+  index_t const r1 = 256, k1 = 128, r2 = 128, k2 = 256;  // w13 [E, 256, 128], w2 [E, 128, 256] bytes
+  std::size_t const n1 = static_cast<std::size_t>(e * r1 * k1), n2 = static_cast<std::size_t>(e * r2 * k2);
+  std::size_t const ns1 = n1 / 32, ns2 = n2 / 32;
+  std::size_t const total = n1 + n2 + ns1 + ns2;
+  std::vector<std::uint8_t> host(total);
+  std::mt19937 rng(2552);
+  for (auto& b : host) {
+    b = static_cast<std::uint8_t>(rng());
+  }
+  device_bytes in(total);
+  device_bytes out(total);
+  CUDA_REQUIRE(cudaMemcpy(in.p, host.data(), total, cudaMemcpyHostToDevice));
+  auto const v = [&](auto* p) {
+    return qtl::trtllm_fp4_moe_tensors<std::remove_pointer_t<decltype(p)>, std::remove_pointer_t<decltype(p)>>{
+        make_view(p, e, r1, k1), make_view(p + n1 + n2, e, r1, k1 / 32), make_view(p + n1, e, r2, k2),
+        make_view(p + n1 + n2 + ns1, e, r2, k2 / 32)};
+  };
+  auto const hin = v(std::as_const(host).data());
+  auto const din = v(static_cast<std::uint8_t const*>(in.p));
+  auto const dout = v(out.p);
+  std::vector<std::uint8_t> want(total), got(total);
+  auto const hout = v(want.data());
+  auto const compare = [&] {
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, total, cudaMemcpyDeviceToHost));
+    CHECK(std::vector<std::uint8_t>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n1 + n2)) ==
+          std::vector<std::uint8_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(n1 + n2)));
+  };
+  qtl::shuffle_deepseek_fp8_moe_weights(hin.gemm1_weights, hin.gemm2_weights, hout.gemm1_weights, hout.gemm2_weights);
+  CUDA_REQUIRE(qtl::cuda::shuffle_deepseek_fp8_moe_weights(din.gemm1_weights, din.gemm2_weights, dout.gemm1_weights,
+                                                           dout.gemm2_weights));
+  compare();
+  for (bool const gated : {true, false}) {
+    CAPTURE(gated);
+    qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(hin.gemm1_weights, hin.gemm2_weights, gated,
+                                                         hout.gemm1_weights, hout.gemm2_weights);
+    CUDA_REQUIRE(qtl::cuda::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(din.gemm1_weights, din.gemm2_weights, gated,
+                                                                            dout.gemm1_weights, dout.gemm2_weights));
+    compare();
+    qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(hin.gemm1_weights, hin.gemm2_weights, gated,
+                                                               hout.gemm1_weights, hout.gemm2_weights);
+    CUDA_REQUIRE(qtl::cuda::convert_moe_weights_to_flashinfer_trtllm_block_layout(
+        din.gemm1_weights, din.gemm2_weights, gated, dout.gemm1_weights, dout.gemm2_weights));
+    compare();
+    qtl::shuffle_mxfp8_moe_weights(hin, hout, gated);
+    CUDA_REQUIRE(qtl::cuda::shuffle_mxfp8_moe_weights(din, dout, gated));
+    compare();
+    CHECK(got == want);  // the scales too
+  }
+  // what the host functions refuse: 40 rows (not whole shuffle blocks), an overlapping output
+  auto const odd = make_view(static_cast<std::uint8_t const*>(in.p), e, index_t{40}, k1);
+  CHECK(qtl::cuda::shuffle_deepseek_fp8_moe_weights(odd, din.gemm2_weights, make_view(out.p, e, index_t{40}, k1),
+                                                    dout.gemm2_weights) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(din.gemm1_weights, din.gemm2_weights, true,
+                                                                   v(in.p).gemm1_weights,
+                                                                   dout.gemm2_weights) == cudaErrorInvalidValue);
+  auto bad = dout;
+  bad.gemm2_scales.extent[1] = 64;
+  CHECK(qtl::cuda::shuffle_mxfp8_moe_weights(din, bad, true) == cudaErrorInvalidValue);
+}

@@ -1007,3 +1007,14 @@ TEST_CASE("shuffle_mxfp8_moe_weights equals the engine's steps", "[moe]") {
                         true),
                     Catch::Contains("w13_scale has 64 rows") && Catch::Contains("multiple of 128"));
 }
+
+TEST_CASE("trtllm_moe_shuffle_rows past the streaming-store size round-trips through the plain inverse", "[moe]") {
+  index_t const e = 2, rows = 1024, cols = 4096;  // 8 MiB: the forward pass streams its stores
+  auto const in = random_bytes(static_cast<std::size_t>(e * rows * cols), 11);
+  std::vector<std::uint8_t> out(in.size()), back(in.size());
+  qtl::trtllm_row_map const map{qtl::trtllm_row_map::kind::w1w3_gated, 0, 128};
+  qtl::trtllm_moe_shuffle_rows(cview(in, e, rows, cols), mview(out, e, rows, cols), map, 128);
+  CHECK(out == oracle_rows_blocks(in, e, rows, cols, plus_half(oracle_w3w1(rows, 128, true)), 128));
+  qtl::trtllm_moe_unshuffle_rows(cview(out, e, rows, cols), mview(back, e, rows, cols), map, 128);
+  CHECK(back == in);
+}

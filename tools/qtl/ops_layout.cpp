@@ -26,6 +26,14 @@
 //       gemm2_scales BF16 [E,H,I/32]
 //       -> gemm1_weights U8 [E,H/256,2I,128], gemm1_scales BF16 [E,2I*H/32], gemm2_weights U8
 //          [E,I/256,H,128], gemm2_scales BF16 [E,H*I/32] (vLLM's prepare_static_weights_for_trtllm_mxint4_moe)
+//   shuffle-deepseek-fp8-moe-weights   w13 F8_E4M3|U8 [E,M,K], w2 (the same) -> both [E,K/128,M,128]
+//       (vLLM's _shuffle_deepseek_fp8_moe_weights: tile-64 row shuffle, BlockMajorK)
+//   rotate-weights-for-fi-trtllm-fp8-per-tensor-moe [--is-gated-activation]   gemm1_weights, gemm2_weights
+//       F8_E4M3|U8 [E,R,K] -> both, rows shuffled (GEMM1 gate/up interleaved first when gated)
+//   convert-moe-weights-to-flashinfer-trtllm-block-layout [--no-gated]   w13_weight, w2_weight BF16 [E,R,K]
+//       -> both BF16 [E,2K/128,R,64] (vLLM's BF16 TRT-LLM block layout)
+//   shuffle-mxfp8-moe-weights [--is-gated]   w13 F8_E4M3|U8 [E,R1,H], w2 [E,H,I], w13_scale U8|F8_E8M0
+//       [E,R1,H/32], w2_scale [E,H,I/32] -> the four, rows shuffled, scales 128x4 (vLLM's _shuffle_mxfp8_moe_weights)
 //
 // The halves swaps move whole elements, so they run on bytes: a tensor split along dimension d
 // is seen as [outer, size(d), inner * element bytes], and its halves are swapped along the middle.
@@ -392,12 +400,111 @@ op_spec prepare_mxint4_op() {
           }};
 }
 
+/// Emits `out` (bytes of `in`'s dtype) under `name` with the block layout's shape [E, K/128, R, 128]
+/// (in elements of the dtype).
+void emit_blocks(op_io& io, char const* name, tensor_info const& in, std::vector<std::uint8_t> out) {
+  auto const size = static_cast<std::int64_t>(qtl::io::dtype_size(in.type));
+  io.emit(name, in.type, {in.shape[0], in.shape[2] * size / 128, in.shape[1], 128 / size}, std::move(out));
+}
+
+op_spec deepseek_fp8_op() {
+  return {"shuffle-deepseek-fp8-moe-weights",
+          "DeepSeek FP8 block-scale MoE weights w13, w2 [E,M,K] to FlashInfer TRT-LLM's BlockMajorK "
+          "[E,K/128,M,128] (epilogue tile 64 row shuffle; vLLM's _shuffle_deepseek_fp8_moe_weights)",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              auto const& a = io.tensor("w13", {dtype::F8_E4M3, dtype::U8}, {3});
+              auto const& b = io.tensor("w2", {dtype::F8_E4M3, dtype::U8}, {3});
+              auto const va = split_view(a, 1);
+              auto const vb = split_view(b, 1);
+              std::vector<std::uint8_t> oa, ob;
+              qtl::shuffle_deepseek_fp8_moe_weights(va, vb, same_shape(oa, va), same_shape(ob, vb));
+              emit_blocks(io, "w13", a, std::move(oa));
+              emit_blocks(io, "w2", b, std::move(ob));
+            };
+          }};
+}
+
+op_spec rotate_fp8_op() {
+  return {"rotate-weights-for-fi-trtllm-fp8-per-tensor-moe",
+          "FP8 per-tensor MoE weights gemm1_weights, gemm2_weights [E,R,K]: rows shuffled for FlashInfer "
+          "TRT-LLM, GEMM1's gate/up rows interleaved first with --is-gated-activation (vLLM's "
+          "rotate_weights_for_fi_trtllm_fp8_per_tensor_moe)",
+          [](CLI::App& cmd) -> op_runner {
+            auto gated = std::make_shared<bool>(false);
+            cmd.add_flag("--is-gated-activation", *gated, "GEMM1 holds [up; gate] rows of a gated activation");
+            return [gated](op_io& io) {
+              auto const& a = io.tensor("gemm1_weights", {dtype::F8_E4M3, dtype::U8}, {3});
+              auto const& b = io.tensor("gemm2_weights", {dtype::F8_E4M3, dtype::U8}, {3});
+              auto const va = split_view(a, 1);
+              auto const vb = split_view(b, 1);
+              std::vector<std::uint8_t> oa, ob;
+              qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(va, vb, *gated, same_shape(oa, va),
+                                                                   same_shape(ob, vb));
+              io.emit("gemm1_weights", a.type, a.shape, std::move(oa));
+              io.emit("gemm2_weights", b.type, b.shape, std::move(ob));
+            };
+          }};
+}
+
+op_spec convert_bf16_op() {
+  return {"convert-moe-weights-to-flashinfer-trtllm-block-layout",
+          "BF16 MoE weights w13_weight, w2_weight [E,R,K] to FlashInfer TRT-LLM's block layout "
+          "[E,2K/128,R,64] (rows shuffled; W13's [gate; up] interleaved unless --no-gated; vLLM's "
+          "convert_moe_weights_to_flashinfer_trtllm_block_layout)",
+          [](CLI::App& cmd) -> op_runner {
+            auto no_gated = std::make_shared<bool>(false);
+            cmd.add_flag("--no-gated", *no_gated, "W13 is one projection (is_gated_act_gemm=False)");
+            return [no_gated](op_io& io) {
+              auto const& a = io.tensor("w13_weight", {dtype::BF16}, {3});
+              auto const& b = io.tensor("w2_weight", {dtype::BF16}, {3});
+              auto const va = split_view(a, 1);
+              auto const vb = split_view(b, 1);
+              std::vector<std::uint8_t> oa, ob;
+              qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(va, vb, !*no_gated, same_shape(oa, va),
+                                                                         same_shape(ob, vb));
+              emit_blocks(io, "w13_weight", a, std::move(oa));
+              emit_blocks(io, "w2_weight", b, std::move(ob));
+            };
+          }};
+}
+
+op_spec shuffle_mxfp8_op() {
+  return {"shuffle-mxfp8-moe-weights",
+          "MXFP8 MoE weights w13, w2 and their E8M0 scales for FlashInfer TRT-LLM: rows shuffled (gate/up "
+          "interleaved first with --is-gated), scales laid out 128x4 (vLLM's _shuffle_mxfp8_moe_weights)",
+          [](CLI::App& cmd) -> op_runner {
+            auto gated = std::make_shared<bool>(false);
+            cmd.add_flag("--is-gated", *gated, "w13 holds [up; gate] rows of a gated activation");
+            return [gated](op_io& io) {
+              char const* const names[4] = {"w13", "w13_scale", "w2", "w2_scale"};
+              tensor_info const* t[4];
+              view3d<std::uint8_t const> in[4];
+              std::vector<std::uint8_t> out[4];
+              view3d<std::uint8_t> ov[4];
+              for (int k = 0; k < 4; ++k) {
+                t[k] = k % 2 == 0 ? &io.tensor(names[k], {dtype::F8_E4M3, dtype::U8}, {3})
+                                  : &io.tensor(names[k], {dtype::U8, dtype::F8_E8M0}, {3});
+                in[k] = split_view(*t[k], 1);
+                ov[k] = same_shape(out[k], in[k]);
+              }
+              qtl::shuffle_mxfp8_moe_weights(
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{in[0], in[1], in[2], in[3]},
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{ov[0], ov[1], ov[2], ov[3]}, *gated);
+              for (int k = 0; k < 4; ++k) {
+                io.emit(names[k], t[k]->type, t[k]->shape, std::move(out[k]));
+              }
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> layout_ops() {
   return {swizzle_op(),   unswizzle_op(), swap_op(),        reorder_op(),
           prepare_trtllm_op(), align_op(false), align_op(true), pad_cutlass_op(), interleave_op(),
-          reorder_cutedsl_op(), prepare_mxint4_op()};
+          reorder_cutedsl_op(), prepare_mxint4_op(), deepseek_fp8_op(), rotate_fp8_op(), convert_bf16_op(),
+          shuffle_mxfp8_op()};
 }
 
 }  // namespace qtl::tool

@@ -348,6 +348,25 @@ cudaError_t run_mxint4(trtllm_mxint4_moe_shape const& shape, trtllm_fp4_moe_tens
   return launch_scale_words<Inverse>(lin.gemm2_scales, blk.gemm2_scales.data, m2, stream);
 }
 
+// `in` -> `out` forward with `map` (its rows set from `in`): checked and launched separately, so
+// that an op of several tensors checks them all before it enqueues anything.
+template <class In, class Out>
+struct layout_job {
+  view3d<In> in;
+  view3d<Out> out;
+  trtllm_row_map map;
+  index_t bk;
+
+  layout_job(view3d<In> i, view3d<Out> o, trtllm_row_map m, index_t b) : in(i), out(o), map(m), bk(b) {
+    map.rows = in.extent[1];
+  }
+  bool ok(bool is_scale = false) const { return layout_pair_ok(in, out, map, bk, is_scale); }
+  cudaError_t weights(cudaStream_t stream) const {
+    return launch_rows_blocks<false>(in, out.data, map, bk, false, stream);
+  }
+  cudaError_t scales(cudaStream_t stream) const { return launch_scale_words<false>(in, out.data, map, stream); }
+};
+
 // One weight tensor of `trtllm_moe_shuffle_rows` (`Inverse`: unshuffle), checked.
 template <bool Inverse, class In, class Out>
 cudaError_t layout_rows(view3d<In> const& in, view3d<Out> const& out, trtllm_row_map map, index_t bk, bool flip,
@@ -542,6 +561,88 @@ cudaError_t unprepare_static_weights_for_trtllm_mxint4_moe(trtllm_mxint4_moe_sha
                                                            trtllm_fp4_moe_tensors<WOut, SOut> const& out,
                                                            cudaStream_t stream = 0) {
   return detail::run_mxint4<true>(shape, out, in, stream);
+}
+
+/// Device `qtl::shuffle_deepseek_fp8_moe_weights`: two launches over all experts. @return
+/// cudaErrorInvalidValue for what the host function rejects (before anything is enqueued); else
+/// the launches' status.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t shuffle_deepseek_fp8_moe_weights(view3d<In> w13, view3d<In> w2, view3d<Out> w13_out, view3d<Out> w2_out,
+                                             cudaStream_t stream = 0) {
+  trtllm_row_map const map{trtllm_row_map::kind::shuffle, 0, 64};
+  detail::layout_job<In, Out> const a(w13, w13_out, map, 128), b(w2, w2_out, map, 128);
+  if (!a.ok() || !b.ok()) {
+    return cudaErrorInvalidValue;
+  }
+  if (cudaError_t const st = a.weights(stream); st != cudaSuccess) {
+    return st;
+  }
+  return b.weights(stream);
+}
+
+/// Device `qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe`, as above.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(view3d<In> gemm1_weights, view3d<In> gemm2_weights,
+                                                            bool is_gated_activation, view3d<Out> gemm1_out,
+                                                            view3d<Out> gemm2_out, cudaStream_t stream = 0) {
+  detail::layout_job<In, Out> const a(gemm1_weights, gemm1_out, qtl::detail::gemm1_row_map(is_gated_activation),
+                                      gemm1_weights.extent[2]);
+  detail::layout_job<In, Out> const b(gemm2_weights, gemm2_out, qtl::detail::gemm1_row_map(false),
+                                      gemm2_weights.extent[2]);
+  if (!a.ok() || !b.ok()) {
+    return cudaErrorInvalidValue;
+  }
+  if (cudaError_t const st = a.weights(stream); st != cudaSuccess) {
+    return st;
+  }
+  return b.weights(stream);
+}
+
+/// Device `qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout` (out of place), as above.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t convert_moe_weights_to_flashinfer_trtllm_block_layout(view3d<In> w13_weight, view3d<In> w2_weight,
+                                                                  bool is_gated_act_gemm, view3d<Out> w13_out,
+                                                                  view3d<Out> w2_out, cudaStream_t stream = 0) {
+  detail::layout_job<In, Out> const a(
+      w13_weight, w13_out, qtl::detail::gemm1_row_map(is_gated_act_gemm, trtllm_row_map::kind::w1w3_gated), 128);
+  detail::layout_job<In, Out> const b(w2_weight, w2_out, qtl::detail::gemm1_row_map(false), 128);
+  if (!a.ok() || !b.ok()) {
+    return cudaErrorInvalidValue;
+  }
+  if (cudaError_t const st = a.weights(stream); st != cudaSuccess) {
+    return st;
+  }
+  return b.weights(stream);
+}
+
+/// Device `qtl::shuffle_mxfp8_moe_weights`: four launches over all experts, as above.
+template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+cudaError_t shuffle_mxfp8_moe_weights(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                      trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_gated,
+                                      cudaStream_t stream = 0) {
+  auto const m1 = qtl::detail::gemm1_row_map(is_gated);
+  auto const m2 = qtl::detail::gemm1_row_map(false);
+  detail::layout_job<WIn, WOut> const w1(in.gemm1_weights, out.gemm1_weights, m1, in.gemm1_weights.extent[2]);
+  detail::layout_job<WIn, WOut> const w2(in.gemm2_weights, out.gemm2_weights, m2, in.gemm2_weights.extent[2]);
+  detail::layout_job<SIn, SOut> const s1(in.gemm1_scales, out.gemm1_scales, m1, 0);
+  detail::layout_job<SIn, SOut> const s2(in.gemm2_scales, out.gemm2_scales, m2, 0);
+  index_t const e = in.gemm1_weights.extent[0];
+  bool const same = in.gemm2_weights.extent[0] == e && in.gemm1_scales.extent[0] == e &&
+                    in.gemm2_scales.extent[0] == e && in.gemm1_scales.extent[1] == in.gemm1_weights.extent[1] &&
+                    in.gemm2_scales.extent[1] == in.gemm2_weights.extent[1];
+  if (!same || !w1.ok() || !w2.ok() || !s1.ok(true) || !s2.ok(true)) {
+    return cudaErrorInvalidValue;
+  }
+  if (cudaError_t const st = w1.weights(stream); st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st = w2.weights(stream); st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st = s1.scales(stream); st != cudaSuccess) {
+    return st;
+  }
+  return s2.scales(stream);
 }
 
 }  // namespace qtl::cuda
