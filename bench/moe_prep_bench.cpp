@@ -13,6 +13,12 @@
 //                                     per 32), /uint4b8: from the checkpoint's words (every byte
 //                                     XOR 0x88), /int4: from signed int4 bytes
 //                                     -> compare with BM_memcpy_moe/mxint4
+//   shuffle_deepseek_fp8_moe_weights  an FP8 layer w13 [E, 2I, H], w2 [E, H, I]: tile-64 shuffle,
+//                                     BlockMajorK (the BF16 block layout runs the same pass)
+//   rotate_weights_for_fi_trtllm_fp8_per_tensor_moe/gated   the same layer, whole rows
+//                                     -> both compare with BM_memcpy_moe/fp8
+//   shuffle_mxfp8_moe_weights/gated   the same layer and its E8M0 scales (H/32, I/32 a row)
+//                                     -> compare with BM_memcpy_moe/mxfp8
 // bytes_per_second counts every input byte read once and every output byte written once; the
 // memcpy benchmarks copy a buffer as large as the operation's input and count twice its size.
 // Buffers are allocated (and touched) outside the timed loop, once per benchmark.
@@ -166,6 +172,54 @@ void bm_prepare_mxint4(benchmark::State& state) {
 }
 BENCHMARK(bm_prepare_mxint4)->Name("BM_prepare_trtllm_mxint4_moe/uint4b8")->Arg(1)->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_prepare_mxint4)->Name("BM_prepare_trtllm_mxint4_moe/int4")->Arg(0)->Unit(benchmark::kMillisecond);
+
+// The FP8 layer: w13 [E, 2I, H] then w2 [E, H, I] (bytes), then (MXFP8) their scales [.., H/32] and
+// [.., I/32].
+constexpr std::size_t fp8_weight_bytes = static_cast<std::size_t>(experts * 3 * inter * hidden);
+constexpr std::size_t fp8_scale_bytes = fp8_weight_bytes / 32;
+
+template <class B>
+qtl::trtllm_fp4_moe_tensors<B, B> fp8_views(B* p) {
+  index_t const w1 = experts * 2 * inter * hidden;
+  return {qtl::make_view(p, experts, 2 * inter, hidden),
+          qtl::make_view(p + fp8_weight_bytes, experts, 2 * inter, hidden / 32),
+          qtl::make_view(p + w1, experts, hidden, inter),
+          qtl::make_view(p + fp8_weight_bytes + w1 / 32, experts, hidden, inter / 32)};
+}
+
+void bm_memcpy_fp8(benchmark::State& state) {
+  qtl_bench::memcpy_baseline(state, fp8_weight_bytes + (state.range(0) != 0 ? fp8_scale_bytes : 0));
+}
+BENCHMARK(bm_memcpy_fp8)->Name("BM_memcpy_moe/fp8")->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_memcpy_fp8)->Name("BM_memcpy_moe/mxfp8")->Arg(1)->Unit(benchmark::kMillisecond);
+
+// range(0): 0 DeepSeek FP8, 1 FP8 per tensor (gated), 2 MXFP8 (gated, with the scales).
+void bm_fp8_layout(benchmark::State& state) {
+  int const which = static_cast<int>(state.range(0));
+  auto const in = random_bytes(fp8_weight_bytes + (which == 2 ? fp8_scale_bytes : 0));
+  std::vector<std::uint8_t> out(in.size(), 0);
+  auto const i = fp8_views(in.data());
+  auto const o = fp8_views(out.data());
+  for (auto _ : state) {
+    if (which == 0) {
+      qtl::shuffle_deepseek_fp8_moe_weights(i.gemm1_weights, i.gemm2_weights, o.gemm1_weights, o.gemm2_weights);
+    } else if (which == 1) {
+      qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(i.gemm1_weights, i.gemm2_weights, true, o.gemm1_weights,
+                                                           o.gemm2_weights);
+    } else {
+      qtl::shuffle_mxfp8_moe_weights(i, o, true);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  count(state, in.size(), out.size());
+}
+BENCHMARK(bm_fp8_layout)->Name("BM_shuffle_deepseek_fp8_moe_weights")->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_fp8_layout)
+    ->Name("BM_rotate_weights_for_fi_trtllm_fp8_per_tensor_moe/gated")
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_fp8_layout)->Name("BM_shuffle_mxfp8_moe_weights/gated")->Arg(2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

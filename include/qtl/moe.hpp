@@ -7,6 +7,9 @@
 /// out 128x4. Spec: `docs/spec/blockscale.md` §3.2-§3.4 and §4. The row maps are
 /// `QTL_HOST_DEVICE constexpr` closed forms shared with `qtl/cuda/moe.cuh`; the host keeps them as
 /// index vectors computed once per shape (`trtllm_fp4_moe_plan`) and applies them to all experts.
+/// Also vLLM's FP4 paddings and CuteDSL row orders (`docs/spec/engines.md` §6-§7) and the other
+/// TRT-LLM MoE layouts, MXINT4, DeepSeek FP8, FP8 per tensor, BF16 and MXFP8 (§8-§9), each one pass
+/// per tensor over all experts.
 
 #include <cstddef>
 #include <cstdint>

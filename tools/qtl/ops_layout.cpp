@@ -407,64 +407,68 @@ void emit_blocks(op_io& io, char const* name, tensor_info const& in, std::vector
   io.emit(name, in.type, {in.shape[0], in.shape[2] * size / 128, in.shape[1], 128 / size}, std::move(out));
 }
 
-op_spec deepseek_fp8_op() {
-  return {"shuffle-deepseek-fp8-moe-weights",
-          "DeepSeek FP8 block-scale MoE weights w13, w2 [E,M,K] to FlashInfer TRT-LLM's BlockMajorK "
-          "[E,K/128,M,128] (epilogue tile 64 row shuffle; vLLM's _shuffle_deepseek_fp8_moe_weights)",
-          [](CLI::App&) -> op_runner {
-            return [](op_io& io) {
-              auto const& a = io.tensor("w13", {dtype::F8_E4M3, dtype::U8}, {3});
-              auto const& b = io.tensor("w2", {dtype::F8_E4M3, dtype::U8}, {3});
-              auto const va = split_view(a, 1);
-              auto const vb = split_view(b, 1);
-              std::vector<std::uint8_t> oa, ob;
-              qtl::shuffle_deepseek_fp8_moe_weights(va, vb, same_shape(oa, va), same_shape(ob, vb));
-              emit_blocks(io, "w13", a, std::move(oa));
-              emit_blocks(io, "w2", b, std::move(ob));
-            };
-          }};
-}
-
-op_spec rotate_fp8_op() {
-  return {"rotate-weights-for-fi-trtllm-fp8-per-tensor-moe",
-          "FP8 per-tensor MoE weights gemm1_weights, gemm2_weights [E,R,K]: rows shuffled for FlashInfer "
-          "TRT-LLM, GEMM1's gate/up rows interleaved first with --is-gated-activation (vLLM's "
-          "rotate_weights_for_fi_trtllm_fp8_per_tensor_moe)",
-          [](CLI::App& cmd) -> op_runner {
-            auto gated = std::make_shared<bool>(false);
-            cmd.add_flag("--is-gated-activation", *gated, "GEMM1 holds [up; gate] rows of a gated activation");
-            return [gated](op_io& io) {
-              auto const& a = io.tensor("gemm1_weights", {dtype::F8_E4M3, dtype::U8}, {3});
-              auto const& b = io.tensor("gemm2_weights", {dtype::F8_E4M3, dtype::U8}, {3});
-              auto const va = split_view(a, 1);
-              auto const vb = split_view(b, 1);
-              std::vector<std::uint8_t> oa, ob;
-              qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(va, vb, *gated, same_shape(oa, va),
-                                                                   same_shape(ob, vb));
-              io.emit("gemm1_weights", a.type, a.shape, std::move(oa));
-              io.emit("gemm2_weights", b.type, b.shape, std::move(ob));
-            };
-          }};
-}
-
-op_spec convert_bf16_op() {
-  return {"convert-moe-weights-to-flashinfer-trtllm-block-layout",
-          "BF16 MoE weights w13_weight, w2_weight [E,R,K] to FlashInfer TRT-LLM's block layout "
-          "[E,2K/128,R,64] (rows shuffled; W13's [gate; up] interleaved unless --no-gated; vLLM's "
-          "convert_moe_weights_to_flashinfer_trtllm_block_layout)",
-          [](CLI::App& cmd) -> op_runner {
-            auto no_gated = std::make_shared<bool>(false);
-            cmd.add_flag("--no-gated", *no_gated, "W13 is one projection (is_gated_act_gemm=False)");
-            return [no_gated](op_io& io) {
-              auto const& a = io.tensor("w13_weight", {dtype::BF16}, {3});
-              auto const& b = io.tensor("w2_weight", {dtype::BF16}, {3});
-              auto const va = split_view(a, 1);
-              auto const vb = split_view(b, 1);
-              std::vector<std::uint8_t> oa, ob;
-              qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(va, vb, !*no_gated, same_shape(oa, va),
-                                                                         same_shape(ob, vb));
-              emit_blocks(io, "w13_weight", a, std::move(oa));
-              emit_blocks(io, "w2_weight", b, std::move(ob));
+// The two-tensor layouts of FlashInfer's TRT-LLM MoE kernels: 0 DeepSeek FP8, 1 FP8 per tensor, 2 BF16.
+op_spec pair_layout_op(int which) {
+  struct kind {
+    char const* op;
+    char const* help;
+    char const* names[2];
+    char const* flag;  // the op's boolean flag, or null
+    char const* flag_help;
+  };
+  static kind const kinds[3] = {
+      {"shuffle-deepseek-fp8-moe-weights",
+       "DeepSeek FP8 block-scale MoE weights w13, w2 [E,M,K] to FlashInfer TRT-LLM's BlockMajorK [E,K/128,M,128] "
+       "(epilogue tile 64 row shuffle; vLLM's _shuffle_deepseek_fp8_moe_weights)",
+       {"w13", "w2"},
+       nullptr,
+       nullptr},
+      {"rotate-weights-for-fi-trtllm-fp8-per-tensor-moe",
+       "FP8 per-tensor MoE weights gemm1_weights, gemm2_weights [E,R,K]: rows shuffled for FlashInfer TRT-LLM, "
+       "GEMM1's gate/up rows interleaved first with --is-gated-activation (vLLM's "
+       "rotate_weights_for_fi_trtllm_fp8_per_tensor_moe)",
+       {"gemm1_weights", "gemm2_weights"},
+       "--is-gated-activation",
+       "GEMM1 holds [up; gate] rows of a gated activation"},
+      {"convert-moe-weights-to-flashinfer-trtllm-block-layout",
+       "BF16 MoE weights w13_weight, w2_weight [E,R,K] to FlashInfer TRT-LLM's block layout [E,2K/128,R,64] (rows "
+       "shuffled; W13's [gate; up] interleaved unless --no-gated; vLLM's "
+       "convert_moe_weights_to_flashinfer_trtllm_block_layout)",
+       {"w13_weight", "w2_weight"},
+       "--no-gated",
+       "W13 is one projection (is_gated_act_gemm=False)"},
+  };
+  kind const& k = kinds[which];
+  return {k.op, k.help, [which, &k](CLI::App& cmd) -> op_runner {
+            auto flag = std::make_shared<bool>(false);
+            if (k.flag != nullptr) {
+              cmd.add_flag(k.flag, *flag, k.flag_help);
+            }
+            return [which, &k, flag](op_io& io) {
+              tensor_info const* t[2];
+              view3d<std::uint8_t const> in[2];
+              std::vector<std::uint8_t> out[2];
+              view3d<std::uint8_t> ov[2];
+              for (int j = 0; j < 2; ++j) {
+                t[j] = which == 2 ? &io.tensor(k.names[j], {dtype::BF16}, {3})
+                                  : &io.tensor(k.names[j], {dtype::F8_E4M3, dtype::U8}, {3});
+                in[j] = split_view(*t[j], 1);
+                ov[j] = same_shape(out[j], in[j]);
+              }
+              if (which == 0) {
+                qtl::shuffle_deepseek_fp8_moe_weights(in[0], in[1], ov[0], ov[1]);
+              } else if (which == 1) {
+                qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(in[0], in[1], *flag, ov[0], ov[1]);
+              } else {
+                qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(in[0], in[1], !*flag, ov[0], ov[1]);
+              }
+              for (int j = 0; j < 2; ++j) {
+                if (which == 1) {
+                  io.emit(k.names[j], t[j]->type, t[j]->shape, std::move(out[j]));
+                } else {
+                  emit_blocks(io, k.names[j], *t[j], std::move(out[j]));
+                }
+              }
             };
           }};
 }
@@ -501,10 +505,9 @@ op_spec shuffle_mxfp8_op() {
 }  // namespace
 
 std::vector<op_spec> layout_ops() {
-  return {swizzle_op(),   unswizzle_op(), swap_op(),        reorder_op(),
-          prepare_trtllm_op(), align_op(false), align_op(true), pad_cutlass_op(), interleave_op(),
-          reorder_cutedsl_op(), prepare_mxint4_op(), deepseek_fp8_op(), rotate_fp8_op(), convert_bf16_op(),
-          shuffle_mxfp8_op()};
+  return {swizzle_op(),        unswizzle_op(),    swap_op(),         reorder_op(),      prepare_trtllm_op(),
+          align_op(false),     align_op(true),    pad_cutlass_op(),  interleave_op(),   reorder_cutedsl_op(),
+          prepare_mxint4_op(), pair_layout_op(0), pair_layout_op(1), pair_layout_op(2), shuffle_mxfp8_op()};
 }
 
 }  // namespace qtl::tool

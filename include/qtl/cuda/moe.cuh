@@ -72,32 +72,6 @@ QTL_KERNEL void moe_gather_rows_kernel(view3d<T const> in, view3d<T> out, moe_ro
   }
 }
 
-// Scales of every expert: rows % 128 == 0 and cols % 4 == 0 (the plan's preconditions), so the
-// per-expert 128x4 buffer has no padding and each word is 4 consecutive K-blocks of one row.
-template <int EpilogueTileM, class T>
-QTL_KERNEL void moe_scales_kernel(view3d<T const> in, T* out, moe_rows map) {
-  index_t const rows = in.extent[1];
-  index_t const cols = in.extent[2];
-  index_t const per_expert = rows * cols;
-  index_t const words = in.extent[0] * per_expert / 4;
-  for (index_t w = index_t(blockIdx.x) * blockDim.x + threadIdx.x; w < words; w += index_t(gridDim.x) * blockDim.x) {
-    index_t const o = 4 * w;
-    index_t const e = o / per_expert;
-    blockscale_position const p = blockscale_position_of<layout_128x4>(o % per_expert, cols);
-    auto const* src =
-        reinterpret_cast<unsigned char const*>(&in(e, moe_row_source<EpilogueTileM>(map, p.m, rows), p.k));
-    auto* dst = reinterpret_cast<unsigned char*>(out) + o;
-    if (reinterpret_cast<std::uintptr_t>(src) % 4 == 0 && reinterpret_cast<std::uintptr_t>(dst) % 4 == 0) {
-      *reinterpret_cast<std::uint32_t*>(dst) = *reinterpret_cast<std::uint32_t const*>(src);
-    } else {
-      QTL_UNROLL
-      for (int c = 0; c < 4; ++c) {
-        dst[c] = src[c];
-      }
-    }
-  }
-}
-
 inline unsigned moe_grid(index_t items, int per_block) {
   return grid_stride_blocks(items, per_block, launch_policy::wide_grid_stride_cap);
 }
@@ -242,6 +216,23 @@ QTL_KERNEL void rows_blocks_kernel(view3d<L> lin, B* blk, trtllm_row_map map, in
   }
 }
 
+// Four scales (one word of the 128x4 layout): one 4- or 8-byte load and store where aligned.
+template <class T>
+QTL_DEVICE void copy_word(T* dst, T const* src) {
+  constexpr std::size_t bytes = 4 * sizeof(T);
+  using W = std::conditional_t<bytes == 4, std::uint32_t, std::conditional_t<bytes == 8, std::uint64_t, void>>;
+  if constexpr (!std::is_void_v<W>) {
+    if ((reinterpret_cast<std::uintptr_t>(src) | reinterpret_cast<std::uintptr_t>(dst)) % bytes == 0) {
+      *reinterpret_cast<W*>(dst) = *reinterpret_cast<W const*>(src);
+      return;
+    }
+  }
+  QTL_UNROLL
+  for (int c = 0; c < 4; ++c) {
+    dst[c] = src[c];
+  }
+}
+
 // Scales of every expert (`qtl::detail::scale_words`): a thread per word of the 128x4 layout (4
 // scales of one row, consecutive K-blocks), its checkpoint row through `map`.
 template <bool Inverse, class L, class B>
@@ -256,13 +247,10 @@ QTL_KERNEL void scale_words_kernel(view3d<L> lin, B* blk, trtllm_row_map map) {
     blockscale_position const p = blockscale_position_of<layout_128x4>(o % per_expert, cols);
     auto* const l = &lin(e, map.source(p.m), p.k);
     auto* const b = blk + o;
-    QTL_UNROLL
-    for (int c = 0; c < 4; ++c) {
-      if constexpr (Inverse) {
-        l[c] = b[c];
-      } else {
-        b[c] = l[c];
-      }
+    if constexpr (Inverse) {
+      copy_word(l, b);
+    } else {
+      copy_word(b, l);
     }
   }
 }
@@ -367,6 +355,18 @@ struct layout_job {
   cudaError_t scales(cudaStream_t stream) const { return launch_scale_words<false>(in, out.data, map, stream); }
 };
 
+// Two weight tensors: both checked, then launched.
+template <class In, class Out>
+cudaError_t run_pair(layout_job<In, Out> const& a, layout_job<In, Out> const& b, cudaStream_t stream) {
+  if (!a.ok() || !b.ok()) {
+    return cudaErrorInvalidValue;
+  }
+  if (cudaError_t const st = a.weights(stream); st != cudaSuccess) {
+    return st;
+  }
+  return b.weights(stream);
+}
+
 // One weight tensor of `trtllm_moe_shuffle_rows` (`Inverse`: unshuffle), checked.
 template <bool Inverse, class In, class Out>
 cudaError_t layout_rows(view3d<In> const& in, view3d<Out> const& out, trtllm_row_map map, index_t bk, bool flip,
@@ -426,10 +426,11 @@ cudaError_t prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const
       st != cudaSuccess) {
     return st;
   }
+  trtllm_row_map const m1{shape.gated ? trtllm_row_map::kind::w3w1_gated : trtllm_row_map::kind::shuffle, r1,
+                          EpilogueTileM};
+  trtllm_row_map const m2{trtllm_row_map::kind::shuffle, h, EpilogueTileM};
   if (cudaError_t const st =
-          launch(detail::moe_scales_kernel<EpilogueTileM, s_t>,
-                 detail::moe_grid(e * r1 * (h / 16) / 4, detail::moe_word_threads), detail::moe_word_threads, 0, stream,
-                 view3d<s_t const>(in.gemm1_scales), out.gemm1_scales.data, g1);
+          detail::launch_scale_words<false>(view3d<s_t const>(in.gemm1_scales), out.gemm1_scales.data, m1, stream);
       st != cudaSuccess) {
     return st;
   }
@@ -439,9 +440,7 @@ cudaError_t prepare_static_weights_for_trtllm_fp4_moe(trtllm_fp4_moe_shape const
       st != cudaSuccess) {
     return st;
   }
-  return launch(detail::moe_scales_kernel<EpilogueTileM, s_t>,
-                detail::moe_grid(e * h * (i / 16) / 4, detail::moe_word_threads), detail::moe_word_threads, 0, stream,
-                view3d<s_t const>(in.gemm2_scales), out.gemm2_scales.data, g2);
+  return detail::launch_scale_words<false>(view3d<s_t const>(in.gemm2_scales), out.gemm2_scales.data, m2, stream);
 }
 
 /// Device `qtl::align_fp4_moe_weights_for_fi`: the same bytes, four launches (one per tensor)
@@ -571,13 +570,7 @@ cudaError_t shuffle_deepseek_fp8_moe_weights(view3d<In> w13, view3d<In> w2, view
                                              cudaStream_t stream = 0) {
   trtllm_row_map const map{trtllm_row_map::kind::shuffle, 0, 64};
   detail::layout_job<In, Out> const a(w13, w13_out, map, 128), b(w2, w2_out, map, 128);
-  if (!a.ok() || !b.ok()) {
-    return cudaErrorInvalidValue;
-  }
-  if (cudaError_t const st = a.weights(stream); st != cudaSuccess) {
-    return st;
-  }
-  return b.weights(stream);
+  return detail::run_pair(a, b, stream);
 }
 
 /// Device `qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe`, as above.
@@ -589,13 +582,7 @@ cudaError_t rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(view3d<In> gemm1_wei
                                       gemm1_weights.extent[2]);
   detail::layout_job<In, Out> const b(gemm2_weights, gemm2_out, qtl::detail::gemm1_row_map(false),
                                       gemm2_weights.extent[2]);
-  if (!a.ok() || !b.ok()) {
-    return cudaErrorInvalidValue;
-  }
-  if (cudaError_t const st = a.weights(stream); st != cudaSuccess) {
-    return st;
-  }
-  return b.weights(stream);
+  return detail::run_pair(a, b, stream);
 }
 
 /// Device `qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout` (out of place), as above.
@@ -606,13 +593,7 @@ cudaError_t convert_moe_weights_to_flashinfer_trtllm_block_layout(view3d<In> w13
   detail::layout_job<In, Out> const a(
       w13_weight, w13_out, qtl::detail::gemm1_row_map(is_gated_act_gemm, trtllm_row_map::kind::w1w3_gated), 128);
   detail::layout_job<In, Out> const b(w2_weight, w2_out, qtl::detail::gemm1_row_map(false), 128);
-  if (!a.ok() || !b.ok()) {
-    return cudaErrorInvalidValue;
-  }
-  if (cudaError_t const st = a.weights(stream); st != cudaSuccess) {
-    return st;
-  }
-  return b.weights(stream);
+  return detail::run_pair(a, b, stream);
 }
 
 /// Device `qtl::shuffle_mxfp8_moe_weights`: four launches over all experts, as above.

@@ -3,8 +3,10 @@
 /// The element layer of the MoE weight shuffles (`qtl/moe.hpp` runs it on the host,
 /// `qtl/cuda/moe.cuh` on the device, and kernel authors build their own kernels from it): the
 /// `QTL_HOST_DEVICE constexpr` closed forms of the half swap and of the trtllm-gen row
-/// permutations (gather form: out row n = in row source(n)), and the row map of the zero padding
-/// that FlashInfer's and CUTLASS's FP4 kernels need (`align_fp4_moe_weights_for_fi` and kin).
+/// permutations (gather form: out row n = in row source(n)), FlashInfer's block layout and the
+/// uint4b8 nibble flip of the other TRT-LLM MoE layouts (`trtllm_row_map`, `block_layout_offset`),
+/// and the row map of the zero padding that FlashInfer's and CUTLASS's FP4 kernels need
+/// (`align_fp4_moe_weights_for_fi` and kin).
 
 #include <cstdint>
 
@@ -73,7 +75,7 @@ QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// trtllm-gen MXINT4 MoE (vLLM `prepare_static_weights_for_trtllm_mxint4_moe`)
+// trtllm-gen weight layouts beyond NVFP4 (MXINT4, DeepSeek FP8, FP8 per tensor, BF16, MXFP8)
 // ------------------------------------------------------------------------------------------------
 
 /// The row map of one trtllm-gen MoE weight preparation (gather form: output row n is input row
