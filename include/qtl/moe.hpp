@@ -747,31 +747,42 @@ inline void copy_flip_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool 
 }
 
 // Weights of every expert: bytes [k, k + bk) of row map.source(n) of `lin` <-> the prepared expert's
-// block k/bk, row n (`block_layout_offset`; bk == K: a plain row gather), XOR 0x88 with `flip`. The
-// loops run in the prepared buffer's order, so the forward pass writes it front to back and the
-// inverse reads it so.
+// block k/bk, row n (`block_layout_offset`; bk == K: a plain row gather), XOR 0x88 with `flip`. A
+// tile of rows at a time (its source rows stay in cache while every block of K is copied; the next
+// tile's rows are asked for meanwhile), so that both sides move through memory in order; large forward outputs go out
+// with streaming stores (as memcpy writes them; plain copies read every destination line first; `qtl/x86/moe.hpp`).
 template <bool Inverse, class L, class B>
 void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, index_t bk, bool flip) {
   index_t const rows = lin.extent[1];
   index_t const cols = lin.extent[2];
-  // Large forward outputs without the nibble flip go out with streaming stores (as memcpy writes
-  // them; plain copies read every destination line first).
-  bool const stream = !Inverse && !flip && use_stream_stores(blk, lin.extent[0] * rows * cols);
+  // 128 rows a tile where they divide R (4 KiB and more of output per block of K), else one
+  // shuffle block: the map permutes rows only inside shuffle blocks and across the two halves.
+  index_t const tile = rows % 128 == 0 ? 128 : map.block_rows();
+  auto const chunk = static_cast<std::size_t>(bk);
+  bool const stream = !Inverse && use_stream_stores(blk, lin.extent[0] * rows * cols);
   bool const wide = best_band_isa() == band_isa::avx512;
+  std::uint8_t const x = flip ? 0x88 : 0;
+  decltype(byte_ptr(lin.data)) src[128];
   for (index_t e = 0; e < lin.extent[0]; ++e) {
     auto* const base = byte_ptr(blk) + e * rows * cols;
-    for (index_t k = 0; k < cols; k += bk) {
-      for (index_t n = 0; n < rows; ++n) {
-        auto* const l = byte_ptr(&lin(e, map.source(n), k));
-        auto* const b = base + block_layout_offset(n, k, rows, bk);
-        if constexpr (Inverse) {
-          copy_flip_bytes(l, b, static_cast<std::size_t>(bk), flip);
-        } else if (stream && wide) {
-          copy_row_bytes<row_store::stream64>(b, l, static_cast<std::size_t>(bk));
-        } else if (stream) {
-          copy_row_bytes<row_store::stream16>(b, l, static_cast<std::size_t>(bk));
-        } else {
-          copy_flip_bytes(b, l, static_cast<std::size_t>(bk), flip);
+    for (index_t n0 = 0; n0 < rows; n0 += tile) {
+      for (index_t t = 0; t < tile; ++t) {
+        src[t] = byte_ptr(&lin(e, map.source(n0 + t), 0));
+      }
+      if (index_t const next = n0 + tile < rows ? n0 + tile : 0; next > 0 || e + 1 < lin.extent[0]) {
+        for (index_t n = next; n < next + tile; ++n) {
+          prefetch_bytes(byte_ptr(&lin(next > 0 ? e : e + 1, map.source(n), 0)), cols);
+        }
+      }
+      for (index_t k = 0; k < cols; k += bk) {
+        auto* const b = base + block_layout_offset(n0, k, rows, bk);  // the tile's rows follow each other
+        for (index_t t = 0; t < tile; ++t) {
+          if constexpr (Inverse) {
+            copy_flip_bytes(src[t] + k, b + t * bk, chunk, flip);
+          } else if (!stream || !(wide ? moe_x86::copy_row<row_store::stream64>(b + t * bk, src[t] + k, chunk, x)
+                                       : moe_x86::copy_row<row_store::stream16>(b + t * bk, src[t] + k, chunk, x))) {
+            copy_flip_bytes(b + t * bk, src[t] + k, chunk, flip);
+          }
         }
       }
     }
@@ -782,22 +793,31 @@ void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, ind
 }
 
 // Scales of every expert: the 128x4 layout of the row-mapped scales (no padding: rows % 128 == 0,
-// cols % 4 == 0, checked by the callers), four elements (one word of the layout: consecutive
-// K-blocks of one row) at a time.
+// cols % 4 == 0, checked by the callers), one 128-row band at a time: its 128 source rows looked up
+// once, then each word of the layout (four consecutive K-blocks of one row; `layout_128x4`'s tile
+// of 4 x 128 is 32 lines of the rows r, r + 32, r + 64, r + 96) copied.
 template <bool Inverse, class L, class B>
 void scale_words(view3d<L> const& lin, B* blk, trtllm_row_map const& map) {
   index_t const rows = lin.extent[1];
   index_t const cols = lin.extent[2];
-  auto const word = static_cast<std::size_t>(4 * sizeof(L));
+  constexpr auto word = 4 * sizeof(L);
+  std::vector<decltype(byte_ptr(lin.data))> src(128);
   for (index_t e = 0; e < lin.extent[0]; ++e) {
-    for (index_t o = 0; o < rows * cols; o += 4) {
-      blockscale_position const p = blockscale_position_of<layout_128x4>(o, cols);
-      auto* const l = byte_ptr(&lin(e, map.source(p.m), p.k));
-      auto* const b = byte_ptr(blk + e * rows * cols + o);
-      if constexpr (Inverse) {
-        std::memcpy(l, b, word);
-      } else {
-        std::memcpy(b, l, word);
+    for (index_t m0 = 0; m0 < rows; m0 += 128) {
+      for (index_t r = 0; r < 128; ++r) {
+        src[static_cast<std::size_t>(r)] = byte_ptr(&lin(e, map.source(m0 + r), 0));
+      }
+      auto* const band = byte_ptr(blk + (e * rows + m0) * cols);
+      for (index_t kt = 0; kt < cols / 4; ++kt) {
+        for (std::size_t line = 0; line < 128; ++line) {  // line = 4 * (row % 32) + row / 32
+          auto* const l = src[line % 4 * 32 + line / 4] + kt * static_cast<index_t>(word);
+          auto* const b = band + (kt * 128 + static_cast<index_t>(line)) * static_cast<index_t>(word);
+          if constexpr (Inverse) {
+            std::memcpy(l, b, word);
+          } else {
+            std::memcpy(b, l, word);
+          }
+        }
       }
     }
   }

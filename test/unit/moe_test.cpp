@@ -1013,8 +1013,13 @@ TEST_CASE("trtllm_moe_shuffle_rows past the streaming-store size round-trips thr
   auto const in = random_bytes(static_cast<std::size_t>(e * rows * cols), 11);
   std::vector<std::uint8_t> out(in.size()), back(in.size());
   qtl::trtllm_row_map const map{qtl::trtllm_row_map::kind::w1w3_gated, 0, 128};
-  qtl::trtllm_moe_shuffle_rows(cview(in, e, rows, cols), mview(out, e, rows, cols), map, 128);
-  CHECK(out == oracle_rows_blocks(in, e, rows, cols, plus_half(oracle_w3w1(rows, 128, true)), 128));
-  qtl::trtllm_moe_unshuffle_rows(cview(out, e, rows, cols), mview(back, e, rows, cols), map, 128);
-  CHECK(back == in);
+  for (bool const flip : {false, true}) {  // plain streaming stores, and the nibble flip on the way
+    CAPTURE(flip);
+    qtl::trtllm_moe_shuffle_rows(cview(in, e, rows, cols), mview(out, e, rows, cols), map, 128, flip);
+    auto want = oracle_rows_blocks(in, e, rows, cols, plus_half(oracle_w3w1(rows, 128, true)), 128);
+    for (auto& b : want) b = static_cast<std::uint8_t>(flip ? b ^ 0x88 : b);
+    CHECK(out == want);
+    qtl::trtllm_moe_unshuffle_rows(cview(out, e, rows, cols), mview(back, e, rows, cols), map, 128, flip);
+    CHECK(back == in);
+  }
 }
