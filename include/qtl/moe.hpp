@@ -746,11 +746,12 @@ inline void copy_flip_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool 
   }
 }
 
-// Weights of every expert: bytes [k, k + bk) of row map.source(n) of `lin` <-> the prepared expert's
-// block k/bk, row n (`block_layout_offset`; bk == K: a plain row gather), XOR 0x88 with `flip`. A
-// tile of rows at a time (its source rows stay in cache while every block of K is copied; the next
-// tile's rows are asked for meanwhile), so that both sides move through memory in order; large forward outputs go out
-// with streaming stores (as memcpy writes them; plain copies read every destination line first; `qtl/x86/moe.hpp`).
+// Weights of every expert: bytes [k, k + bk) of row map.source(n) of `lin` <-> the prepared
+// expert's block k/bk, row n (`block_layout_offset`; bk == K: a plain row gather), XOR 0x88 with
+// `flip`. A tile of rows at a time (its source rows stay in cache while every block of K is copied;
+// the next tile's rows are asked for meanwhile), so that both sides move through memory in order;
+// large forward outputs go out with streaming stores (as memcpy writes them; plain copies read
+// every destination line first; `qtl/x86/moe.hpp`).
 template <bool Inverse, class L, class B>
 void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, index_t bk, bool flip) {
   index_t const rows = lin.extent[1];
