@@ -9,6 +9,16 @@
 //   align_fp4_moe_hidden_dim_for_fi   gated, min_alignment 256: H aligned, a copy
 //   pad_nvfp4_weight_for_cutlass      the gated GEMM1 weights as one [E*2I - 8, H/2 - 4] weight,
 //                                     padded to [E*2I, H/2]
+//   prepare_trtllm_mxint4_moe         the same sizes as an MXINT4 layer (int4 weights, a BF16 scale
+//                                     per 32), /uint4b8: from the checkpoint's words (every byte
+//                                     XOR 0x88), /int4: from signed int4 bytes
+//                                     -> compare with BM_memcpy_moe/mxint4
+//   shuffle_deepseek_fp8_moe_weights  an FP8 layer w13 [E, 2I, H], w2 [E, H, I]: tile-64 shuffle,
+//                                     BlockMajorK (the BF16 block layout runs the same pass)
+//   rotate_weights_for_fi_trtllm_fp8_per_tensor_moe/gated   the same layer, whole rows
+//                                     -> both compare with BM_memcpy_moe/fp8
+//   shuffle_mxfp8_moe_weights/gated   the same layer and its E8M0 scales (H/32, I/32 a row)
+//                                     -> compare with BM_memcpy_moe/mxfp8
 // bytes_per_second counts every input byte read once and every output byte written once; the
 // memcpy benchmarks copy a buffer as large as the operation's input and count twice its size.
 // Buffers are allocated (and touched) outside the timed loop, once per benchmark.
@@ -16,6 +26,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
+#include <type_traits>
 #include <vector>
 
 #include <qtl/moe.hpp>
@@ -124,6 +135,91 @@ void bm_memcpy_pad(benchmark::State& state) {
   qtl_bench::memcpy_baseline(state, static_cast<std::size_t>((experts * 2 * inter - 8) * (hidden / 2 - 4)));
 }
 BENCHMARK(bm_memcpy_pad)->Name("BM_memcpy/196600x2044")->Unit(benchmark::kMillisecond);
+
+// The MXINT4 layer: gemm1 weights [E, 2I, H/2] and gemm2 weights [E, H, I/2] (bytes), then the BF16
+// scales [E, 2I, H/32] and [E, H, I/32] (2-byte words), back to back.
+constexpr std::size_t mxint4_weight_bytes = static_cast<std::size_t>(experts * 3 * inter * hidden / 2);
+constexpr std::size_t mxint4_scale_words = static_cast<std::size_t>(experts * 3 * inter * hidden / 32);
+
+template <class B>
+auto mxint4_views(B* p) {
+  using S = std::conditional_t<std::is_const_v<B>, std::uint16_t const, std::uint16_t>;
+  auto* const s = reinterpret_cast<S*>(p + mxint4_weight_bytes);
+  index_t const w1 = experts * 2 * inter * hidden / 2;
+  index_t const s1 = experts * 2 * inter * hidden / 32;
+  return qtl::trtllm_fp4_moe_tensors<B, S>{
+      qtl::make_view(p, experts, 2 * inter, hidden / 2), qtl::make_view(s, experts, 2 * inter, hidden / 32),
+      qtl::make_view(p + w1, experts, hidden, inter / 2), qtl::make_view(s + s1, experts, hidden, inter / 32)};
+}
+
+void bm_memcpy_mxint4(benchmark::State& state) {
+  qtl_bench::memcpy_baseline(state, mxint4_weight_bytes + 2 * mxint4_scale_words);
+}
+BENCHMARK(bm_memcpy_mxint4)->Name("BM_memcpy_moe/mxint4")->Unit(benchmark::kMillisecond);
+
+// range(0): 1 uint4b8 words, 0 signed int4 bytes.
+void bm_prepare_mxint4(benchmark::State& state) {
+  auto const in = random_bytes(mxint4_weight_bytes + 2 * mxint4_scale_words);
+  std::vector<std::uint8_t> out(in.size(), 0);
+  qtl::trtllm_mxint4_moe_shape const shape{
+      .hidden_size = hidden, .intermediate_size = inter, .num_experts = experts, .uint4b8 = state.range(0) != 0};
+  for (auto _ : state) {
+    qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(in.data()), mxint4_views(out.data()));
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  count(state, in.size(), out.size());
+}
+BENCHMARK(bm_prepare_mxint4)->Name("BM_prepare_trtllm_mxint4_moe/uint4b8")->Arg(1)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_prepare_mxint4)->Name("BM_prepare_trtllm_mxint4_moe/int4")->Arg(0)->Unit(benchmark::kMillisecond);
+
+// The FP8 layer: w13 [E, 2I, H] then w2 [E, H, I] (bytes), then (MXFP8) their scales [.., H/32] and
+// [.., I/32].
+constexpr std::size_t fp8_weight_bytes = static_cast<std::size_t>(experts * 3 * inter * hidden);
+constexpr std::size_t fp8_scale_bytes = fp8_weight_bytes / 32;
+
+template <class B>
+qtl::trtllm_fp4_moe_tensors<B, B> fp8_views(B* p) {
+  index_t const w1 = experts * 2 * inter * hidden;
+  return {qtl::make_view(p, experts, 2 * inter, hidden),
+          qtl::make_view(p + fp8_weight_bytes, experts, 2 * inter, hidden / 32),
+          qtl::make_view(p + w1, experts, hidden, inter),
+          qtl::make_view(p + fp8_weight_bytes + w1 / 32, experts, hidden, inter / 32)};
+}
+
+void bm_memcpy_fp8(benchmark::State& state) {
+  qtl_bench::memcpy_baseline(state, fp8_weight_bytes + (state.range(0) != 0 ? fp8_scale_bytes : 0));
+}
+BENCHMARK(bm_memcpy_fp8)->Name("BM_memcpy_moe/fp8")->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_memcpy_fp8)->Name("BM_memcpy_moe/mxfp8")->Arg(1)->Unit(benchmark::kMillisecond);
+
+// range(0): 0 DeepSeek FP8, 1 FP8 per tensor (gated), 2 MXFP8 (gated, with the scales).
+void bm_fp8_layout(benchmark::State& state) {
+  int const which = static_cast<int>(state.range(0));
+  auto const in = random_bytes(fp8_weight_bytes + (which == 2 ? fp8_scale_bytes : 0));
+  std::vector<std::uint8_t> out(in.size(), 0);
+  auto const i = fp8_views(in.data());
+  auto const o = fp8_views(out.data());
+  for (auto _ : state) {
+    if (which == 0) {
+      qtl::shuffle_deepseek_fp8_moe_weights(i.gemm1_weights, i.gemm2_weights, o.gemm1_weights, o.gemm2_weights);
+    } else if (which == 1) {
+      qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(i.gemm1_weights, i.gemm2_weights, true, o.gemm1_weights,
+                                                           o.gemm2_weights);
+    } else {
+      qtl::shuffle_mxfp8_moe_weights(i, o, true);
+    }
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  count(state, in.size(), out.size());
+}
+BENCHMARK(bm_fp8_layout)->Name("BM_shuffle_deepseek_fp8_moe_weights")->Arg(0)->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_fp8_layout)
+    ->Name("BM_rotate_weights_for_fi_trtllm_fp8_per_tensor_moe/gated")
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_fp8_layout)->Name("BM_shuffle_mxfp8_moe_weights/gated")->Arg(2)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

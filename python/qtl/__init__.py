@@ -88,9 +88,14 @@ from ._qtl import (  # noqa: F401
 from ._qtl import (  # noqa: F401
     align_fp4_moe_hidden_dim_for_fi,
     align_fp4_moe_weights_for_fi,
+    convert_moe_weights_to_flashinfer_trtllm_block_layout,
     interleave_linear_and_gate,
     pad_nvfp4_weight_for_cutlass,
+    prepare_static_weights_for_trtllm_mxint4_moe,
     reorder_w13_to_w31_for_flashinfer_cutedsl,
+    rotate_weights_for_fi_trtllm_fp8_per_tensor_moe,
+    shuffle_deepseek_fp8_moe_weights,
+    shuffle_mxfp8_moe_weights,
 )
 # Marlin layouts (qtl/marlin.hpp) and the load-time converters (qtl/convert.hpp).
 from ._qtl import (  # noqa: F401

@@ -12,6 +12,17 @@
 //       interleaved rows
 //   prepare_static_weights_for_trtllm_fp4_moe(..., is_gated_activation)   (vLLM's keyword; bind_fp4
 //       has sglang's `is_gated`)
+//   prepare_static_weights_for_trtllm_mxint4_moe(gemm1_weights, gemm1_scales, gemm2_weights, gemm2_scales)
+//       -> {"gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"}: int32 weights (uint4b8
+//       words) or uint8 (signed int4), bfloat16 scales, C-contiguous; the engine's output shapes
+//   shuffle_deepseek_fp8_moe_weights(w13, w2) -> (w13, w2) [E, K/128, M, 128]   (vLLM's
+//       _shuffle_deepseek_fp8_moe_weights)
+//   rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(gemm1_weights, gemm2_weights, is_gated_activation)
+//       -> (gemm1_weights, gemm2_weights): new arrays (vLLM replaces its tensors' .data)
+//   convert_moe_weights_to_flashinfer_trtllm_block_layout(cache_permute_indices, w13_weight, w2_weight,
+//       is_gated_act_gemm=True) -> (w13, w2) bfloat16 [E, 2K/128, R, 64]: new arrays (the cache is unused)
+//   shuffle_mxfp8_moe_weights(w13, w2, w13_scale, w2_scale, is_gated) -> the four   (vLLM's
+//       _shuffle_mxfp8_moe_weights)
 //
 // Tensors of the paddings: byte arrays (uint8, or float8_e4m3fn for the scales) of the shapes
 // qtl/moe.hpp names, any strides with a contiguous innermost dimension; of the row orders:
@@ -187,6 +198,126 @@ nb::object reorder_w13_to_w31(nb::handle activation, nb::handle w13, nb::handle 
   return nb::make_tuple(wo.release(w.from), so.release(s.from));
 }
 
+/// The bytes of a C-contiguous int32 or uint8 weight [E, R, C] as [E, R, C * element size].
+view3d<std::uint8_t const> int4_weight_bytes(array_in const& a) {
+  return make_view(static_cast<std::uint8_t const*>(a.nd.data()), a.dim(0), a.dim(1),
+                   a.dim(2) * static_cast<index_t>(elem_size(a.type)));
+}
+
+nb::object prepare_mxint4_moe(nb::handle g1w, nb::handle g1s, nb::handle g2w, nb::handle g2s) {
+  array_in w[2] = {take(g1w, "gemm1_weights"), take(g2w, "gemm2_weights")};
+  array_in s[2] = {take(g1s, "gemm1_scales"), take(g2s, "gemm2_scales")};
+  for (int k = 0; k < 2; ++k) {
+    w[k].check_type({elem::i32, elem::u8});
+    w[k].check_rank(3);
+    w[k].check_contiguous();
+    s[k].check_type({elem::bf16});
+    s[k].check_rank(3);
+  }
+  if (w[0].type != w[1].type) {
+    throw dtype_error(std::string("prepare_static_weights_for_trtllm_mxint4_moe: gemm1_weights is ") +
+                      elem_name(w[0].type) + " but gemm2_weights is " + elem_name(w[1].type) +
+                      "; both are uint4b8 words (int32) or both signed int4 bytes (uint8)");
+  }
+  qtl::trtllm_mxint4_moe_shape const shape{.hidden_size = w[1].dim(1),
+                                           .intermediate_size = w[0].dim(1) / 2,
+                                           .num_experts = w[0].dim(0),
+                                           .uint4b8 = w[0].type == elem::i32};
+  index_t const e = shape.num_experts;
+  index_t const h = shape.hidden_size;
+  index_t const i = shape.intermediate_size;
+  if (!shape.valid()) {
+    throw qtl::shape_error("prepare_static_weights_for_trtllm_mxint4_moe: hidden size " + std::to_string(h) +
+                           " (gemm2_weights' rows) and intermediate size " + std::to_string(i) +
+                           " (half gemm1_weights' rows) must be positive multiples of 256");
+  }
+  array_out o[4] = {array_out(elem::u8, {e, h / 256, 2 * i, 128}), array_out(elem::bf16, {e, 2 * i * (h / 32)}),
+                    array_out(elem::u8, {e, i / 256, h, 128}), array_out(elem::bf16, {e, h * (i / 32)})};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint16_t const> const in{
+      int4_weight_bytes(w[0]), s[0].as_view<std::uint16_t const, 3>(), int4_weight_bytes(w[1]),
+      s[1].as_view<std::uint16_t const, 3>()};
+  {
+    qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint16_t> const out{
+        make_view(o[0].data<std::uint8_t>(), e, 2 * i, h / 2), make_view(o[1].data<std::uint16_t>(), e, 2 * i, h / 32),
+        make_view(o[2].data<std::uint8_t>(), e, h, i / 2), make_view(o[3].data<std::uint16_t>(), e, h, i / 32)};
+    nb::gil_scoped_release nogil;
+    qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, in, out);
+  }
+  kind const k = w[0].from;
+  nb::dict d;
+  d["gemm1_weights"] = o[0].release(k);
+  d["gemm1_scales"] = o[1].release(k);
+  d["gemm2_weights"] = o[2].release(k);
+  d["gemm2_scales"] = o[3].release(k);
+  return d;
+}
+
+array_in take_layout(nb::handle obj, char const* name, std::initializer_list<elem> types) {
+  array_in a = take(obj, name);
+  a.check_type(types);
+  a.check_rank(3);
+  a.check_contiguous();
+  return a;
+}
+
+/// A new array of `a`'s dtype: `a`'s shape, or the block layout's [E, K/128, R, 128] (in elements).
+array_out layout_out(array_in const& a, bool blocks) {
+  if (!blocks) {
+    return array_out(a.type, a.extents());
+  }
+  auto const size = static_cast<index_t>(elem_size(a.type));
+  return array_out(a.type, {a.dim(0), a.dim(2) * size / 128, a.dim(1), 128 / size});
+}
+
+view3d<std::uint8_t> out_bytes(array_out& o, view3d<std::uint8_t const> const& like) {
+  return make_view(o.data<std::uint8_t>(), like.extent[0], like.extent[1], like.extent[2]);
+}
+
+// The four two-tensor layouts: 0 DeepSeek FP8, 1 FP8 per tensor (rotate), 2 BF16 block layout.
+nb::object fp8_bf16_layout(int which, nb::handle a_obj, nb::handle b_obj, bool gated) {
+  std::initializer_list<elem> const fp8 = {elem::fp8_e4m3, elem::u8};
+  std::initializer_list<elem> const bf16 = {elem::bf16};
+  char const* const names[3][2] = {{"w13", "w2"}, {"gemm1_weights", "gemm2_weights"}, {"w13_weight", "w2_weight"}};
+  array_in const a = take_layout(a_obj, names[which][0], which == 2 ? bf16 : fp8);
+  array_in const b = take_layout(b_obj, names[which][1], which == 2 ? bf16 : fp8);
+  auto const va = split_bytes(a, 1);
+  auto const vb = split_bytes(b, 1);
+  array_out oa = layout_out(a, which != 1);
+  array_out ob = layout_out(b, which != 1);
+  {
+    nb::gil_scoped_release nogil;
+    if (which == 0) {
+      qtl::shuffle_deepseek_fp8_moe_weights(va, vb, out_bytes(oa, va), out_bytes(ob, vb));
+    } else if (which == 1) {
+      qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(va, vb, gated, out_bytes(oa, va), out_bytes(ob, vb));
+    } else {
+      qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(va, vb, gated, out_bytes(oa, va), out_bytes(ob, vb));
+    }
+  }
+  return nb::make_tuple(oa.release(a.from), ob.release(b.from));
+}
+
+nb::object shuffle_mxfp8(nb::handle w13, nb::handle w2, nb::handle w13_scale, nb::handle w2_scale, bool is_gated) {
+  array_in const a[4] = {
+      take_layout(w13, "w13", {elem::fp8_e4m3, elem::u8}), take_layout(w13_scale, "w13_scale", {elem::u8}),
+      take_layout(w2, "w2", {elem::fp8_e4m3, elem::u8}), take_layout(w2_scale, "w2_scale", {elem::u8})};
+  view3d<std::uint8_t const> in[4];
+  array_out o[4] = {layout_out(a[0], false), layout_out(a[1], false), layout_out(a[2], false), layout_out(a[3], false)};
+  view3d<std::uint8_t> ov[4];
+  for (int k = 0; k < 4; ++k) {
+    in[k] = split_bytes(a[k], 1);
+    ov[k] = out_bytes(o[k], in[k]);
+  }
+  {
+    nb::gil_scoped_release nogil;
+    qtl::shuffle_mxfp8_moe_weights(
+        qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{in[0], in[1], in[2], in[3]},
+        qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{ov[0], ov[1], ov[2], ov[3]}, is_gated);
+  }
+  kind const k = a[0].from;
+  return nb::make_tuple(o[0].release(k), o[2].release(k), o[1].release(k), o[3].release(k));
+}
+
 }  // namespace
 
 void bind_moe_prep(nb::module_& m) {
@@ -221,6 +352,22 @@ void bind_moe_prep(nb::module_& m) {
       nb::arg("gemm1_weights"), nb::arg("gemm2_weights"), nb::arg("gemm1_scales_linear_fp4_bytes"),
       nb::arg("gemm2_scales_linear_fp4_bytes"), nb::arg("hidden_size"), nb::arg("intermediate_size"),
       nb::arg("num_experts"), nb::arg("is_gated_activation"));
+  m.def(
+      "shuffle_deepseek_fp8_moe_weights",
+      [](nb::handle w13, nb::handle w2) { return fp8_bf16_layout(0, w13, w2, false); }, nb::arg("w13"), nb::arg("w2"));
+  m.def(
+      "rotate_weights_for_fi_trtllm_fp8_per_tensor_moe",
+      [](nb::handle g1, nb::handle g2, bool gated) { return fp8_bf16_layout(1, g1, g2, gated); },
+      nb::arg("gemm1_weights"), nb::arg("gemm2_weights"), nb::arg("is_gated_activation"));
+  m.def(
+      "convert_moe_weights_to_flashinfer_trtllm_block_layout",
+      [](nb::handle, nb::handle w13, nb::handle w2, bool gated) { return fp8_bf16_layout(2, w13, w2, gated); },
+      nb::arg("cache_permute_indices").none(), nb::arg("w13_weight"), nb::arg("w2_weight"),
+      nb::arg("is_gated_act_gemm") = true);
+  m.def("shuffle_mxfp8_moe_weights", &shuffle_mxfp8, nb::arg("w13"), nb::arg("w2"), nb::arg("w13_scale"),
+        nb::arg("w2_scale"), nb::arg("is_gated"));
+  m.def("prepare_static_weights_for_trtllm_mxint4_moe", &prepare_mxint4_moe, nb::arg("gemm1_weights"),
+        nb::arg("gemm1_scales"), nb::arg("gemm2_weights"), nb::arg("gemm2_scales"));
 }
 
 }  // namespace qtl::py

@@ -3,14 +3,18 @@
 // shared main exits 77 (skipped) without a GPU.
 
 #include <array>
-#include <catch2/catch.hpp>
-#include <device_buffer.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <random>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include <catch2/catch.hpp>
+#include <device_buffer.hpp>
+
 #include <qtl/cuda/moe.cuh>
 #include <qtl/moe.hpp>
-#include <random>
-#include <vector>
 
 namespace {
 
@@ -221,8 +225,7 @@ TEST_CASE("device FP4 MoE padding launchers reject what the host functions rejec
 }
 
 TEST_CASE("device CuteDSL row orders equal the host functions", "[cuda][moe]") {
-  for (auto const [e, rows, cols, group] :
-       {std::array<index_t, 4>{2, 256, 48, 64}, {3, 128, 5, 64}, {1, 40, 3, 4}}) {
+  for (auto const [e, rows, cols, group] : {std::array<index_t, 4>{2, 256, 48, 64}, {3, 128, 5, 64}, {1, 40, 3, 4}}) {
     CAPTURE(e, rows, cols, group);
     std::vector<std::uint8_t> x(static_cast<std::size_t>(e * rows * cols));
     std::mt19937 rng(static_cast<std::uint32_t>(rows + cols));
@@ -240,9 +243,8 @@ TEST_CASE("device CuteDSL row orders equal the host functions", "[cuda][moe]") {
     CUDA_REQUIRE(cudaMemcpy(in.p, x.data(), x.size(), cudaMemcpyHostToDevice));
     auto const din = make_view(static_cast<std::uint8_t const*>(in.p), e, rows, cols);
     CUDA_REQUIRE(qtl::cuda::interleave_linear_and_gate(din, make_view(out.p, e, rows, cols), group));
-    CUDA_REQUIRE(qtl::cuda::reorder_w13_to_w31_for_flashinfer_cutedsl(oai, din, din,
-                                                                      make_view(out.p + x.size(), e, rows, cols),
-                                                                      make_view(out.p + 2 * x.size(), e, rows, cols)));
+    CUDA_REQUIRE(qtl::cuda::reorder_w13_to_w31_for_flashinfer_cutedsl(
+        oai, din, din, make_view(out.p + x.size(), e, rows, cols), make_view(out.p + 2 * x.size(), e, rows, cols)));
     CUDA_REQUIRE(cudaDeviceSynchronize());
     std::vector<std::uint8_t> got(3 * x.size());
     CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, got.size(), cudaMemcpyDeviceToHost));
@@ -255,4 +257,146 @@ TEST_CASE("device CuteDSL row orders equal the host functions", "[cuda][moe]") {
     CHECK(part(2) == want_s);
     CHECK(qtl::cuda::interleave_linear_and_gate(din, make_view(out.p, e, rows, cols), rows) == cudaErrorInvalidValue);
   }
+}
+
+namespace {
+
+// One MXINT4 layer in one buffer: gemm1 weights, gemm2 weights, gemm1 scales, gemm2 scales (the
+// scales 2-byte words), from byte `base` on (an odd `base`: the kernels' byte paths).
+struct mxint4_buffer {
+  index_t e, h, i;
+  std::size_t w1() const { return static_cast<std::size_t>(e * 2 * i * h / 2); }
+  std::size_t w2() const { return static_cast<std::size_t>(e * h * i / 2); }
+  std::size_t s1() const { return static_cast<std::size_t>(e * 2 * i * h / 32); }
+  std::size_t s2() const { return static_cast<std::size_t>(e * h * i / 32); }
+  std::size_t total() const { return w1() + w2() + 2 * (s1() + s2()); }
+  template <class B>
+  auto views(B* p) const {
+    using S = std::conditional_t<std::is_const_v<B>, std::uint16_t const, std::uint16_t>;
+    auto* const s = reinterpret_cast<S*>(p + w1() + w2());
+    return qtl::trtllm_fp4_moe_tensors<B, S>{make_view(p, e, 2 * i, h / 2), make_view(s, e, 2 * i, h / 32),
+                                             make_view(p + w1(), e, h, i / 2), make_view(s + s1(), e, h, i / 32)};
+  }
+};
+
+}  // namespace
+
+TEST_CASE("device MXINT4 MoE preparation and its inverse equal the host functions", "[cuda][moe]") {
+  for (auto const [e, h, i, base] : {std::array<index_t, 4>{2, 512, 256, 0}, {1, 256, 768, 16}, {3, 256, 256, 2}}) {
+    for (bool const uint4b8 : {true, false}) {
+      CAPTURE(e, h, i, base, uint4b8);
+      qtl::trtllm_mxint4_moe_shape const shape{
+          .hidden_size = h, .intermediate_size = i, .num_experts = e, .uint4b8 = uint4b8};
+      mxint4_buffer const l{e, h, i};
+      std::size_t const n = l.total();
+      auto const off = static_cast<std::size_t>(base);
+      std::vector<std::uint8_t> host(n + off), want(n + off), back(n + off);
+      std::mt19937 rng(static_cast<std::uint32_t>(h + i + e));
+      for (auto& b : host) {
+        b = static_cast<std::uint8_t>(rng());
+      }
+      qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, l.views(std::as_const(host).data() + off),
+                                                        l.views(want.data() + off));
+      device_bytes in(n + off);
+      device_bytes out(n + off);
+      device_bytes round(n + off);
+      CUDA_REQUIRE(cudaMemcpy(in.p, host.data(), n + off, cudaMemcpyHostToDevice));
+      CUDA_REQUIRE(qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe(
+          shape, l.views(static_cast<std::uint8_t const*>(in.p + off)), l.views(out.p + off)));
+      CUDA_REQUIRE(qtl::cuda::unprepare_static_weights_for_trtllm_mxint4_moe(
+          shape, l.views(static_cast<std::uint8_t const*>(out.p + off)), l.views(round.p + off)));
+      CUDA_REQUIRE(cudaDeviceSynchronize());
+      std::vector<std::uint8_t> got(n + off);
+      CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, n + off, cudaMemcpyDeviceToHost));
+      CUDA_REQUIRE(cudaMemcpy(back.data(), round.p, n + off, cudaMemcpyDeviceToHost));
+      CHECK(std::vector<std::uint8_t>(got.begin() + base, got.end()) ==
+            std::vector<std::uint8_t>(want.begin() + base, want.end()));
+      CHECK(std::vector<std::uint8_t>(back.begin() + base, back.end()) ==
+            std::vector<std::uint8_t>(host.begin() + base, host.end()));
+    }
+  }
+}
+
+TEST_CASE("device MXINT4 MoE launchers reject what the host function rejects", "[cuda][moe]") {
+  mxint4_buffer const l{1, 256, 256};
+  device_bytes buf(3 * l.total());
+  auto const in = l.views(static_cast<std::uint8_t const*>(buf.p));
+  auto const out = l.views(buf.p + l.total());
+  qtl::trtllm_mxint4_moe_shape shape{.hidden_size = 128, .intermediate_size = 256, .num_experts = 1};
+  CHECK(qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe(shape, in, out) == cudaErrorInvalidValue);
+  shape.hidden_size = 256;
+  CHECK(qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe(shape, in, l.views(buf.p)) == cudaErrorInvalidValue);
+  auto strided = out;
+  strided.gemm2_weights.stride[1] = 2 * 128;  // the prepared buffer must be flat
+  strided.gemm2_weights.stride[0] = 256 * 2 * 128;
+  strided.gemm2_weights.data = buf.p + 2 * l.total();
+  CHECK(qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe(shape, in, strided) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::unprepare_static_weights_for_trtllm_mxint4_moe(
+            shape, l.views(static_cast<std::uint8_t const*>(buf.p + l.total())), l.views(buf.p + l.total())) ==
+        cudaErrorInvalidValue);
+  CHECK(qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe(shape, in, out) == cudaSuccess);
+  CUDA_REQUIRE(cudaDeviceSynchronize());
+}
+
+TEST_CASE("device FP8, BF16 and MXFP8 trtllm-gen weight layouts equal the host functions", "[cuda][moe]") {
+  index_t const e = 2;
+  index_t const r1 = 256, k1 = 128, r2 = 128, k2 = 256;  // w13 [E, 256, 128], w2 [E, 128, 256] bytes
+  std::size_t const n1 = static_cast<std::size_t>(e * r1 * k1), n2 = static_cast<std::size_t>(e * r2 * k2);
+  std::size_t const ns1 = n1 / 32, ns2 = n2 / 32;
+  std::size_t const total = n1 + n2 + ns1 + ns2;
+  std::vector<std::uint8_t> host(total);
+  std::mt19937 rng(2552);
+  for (auto& b : host) {
+    b = static_cast<std::uint8_t>(rng());
+  }
+  device_bytes in(total);
+  device_bytes out(total);
+  CUDA_REQUIRE(cudaMemcpy(in.p, host.data(), total, cudaMemcpyHostToDevice));
+  auto const v = [&](auto* p) {
+    return qtl::trtllm_fp4_moe_tensors<std::remove_pointer_t<decltype(p)>, std::remove_pointer_t<decltype(p)>>{
+        make_view(p, e, r1, k1), make_view(p + n1 + n2, e, r1, k1 / 32), make_view(p + n1, e, r2, k2),
+        make_view(p + n1 + n2 + ns1, e, r2, k2 / 32)};
+  };
+  auto const hin = v(std::as_const(host).data());
+  auto const din = v(static_cast<std::uint8_t const*>(in.p));
+  auto const dout = v(out.p);
+  std::vector<std::uint8_t> want(total), got(total);
+  auto const hout = v(want.data());
+  auto const compare = [&] {
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, total, cudaMemcpyDeviceToHost));
+    CHECK(std::vector<std::uint8_t>(got.begin(), got.begin() + static_cast<std::ptrdiff_t>(n1 + n2)) ==
+          std::vector<std::uint8_t>(want.begin(), want.begin() + static_cast<std::ptrdiff_t>(n1 + n2)));
+  };
+  qtl::shuffle_deepseek_fp8_moe_weights(hin.gemm1_weights, hin.gemm2_weights, hout.gemm1_weights, hout.gemm2_weights);
+  CUDA_REQUIRE(qtl::cuda::shuffle_deepseek_fp8_moe_weights(din.gemm1_weights, din.gemm2_weights, dout.gemm1_weights,
+                                                           dout.gemm2_weights));
+  compare();
+  for (bool const gated : {true, false}) {
+    CAPTURE(gated);
+    qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(hin.gemm1_weights, hin.gemm2_weights, gated,
+                                                         hout.gemm1_weights, hout.gemm2_weights);
+    CUDA_REQUIRE(qtl::cuda::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(din.gemm1_weights, din.gemm2_weights, gated,
+                                                                            dout.gemm1_weights, dout.gemm2_weights));
+    compare();
+    qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(hin.gemm1_weights, hin.gemm2_weights, gated,
+                                                               hout.gemm1_weights, hout.gemm2_weights);
+    CUDA_REQUIRE(qtl::cuda::convert_moe_weights_to_flashinfer_trtllm_block_layout(
+        din.gemm1_weights, din.gemm2_weights, gated, dout.gemm1_weights, dout.gemm2_weights));
+    compare();
+    qtl::shuffle_mxfp8_moe_weights(hin, hout, gated);
+    CUDA_REQUIRE(qtl::cuda::shuffle_mxfp8_moe_weights(din, dout, gated));
+    compare();
+    CHECK(got == want);  // the scales too
+  }
+  // what the host functions refuse: 40 rows (not whole shuffle blocks), an overlapping output
+  auto const odd = make_view(static_cast<std::uint8_t const*>(in.p), e, index_t{40}, k1);
+  CHECK(qtl::cuda::shuffle_deepseek_fp8_moe_weights(odd, din.gemm2_weights, make_view(out.p, e, index_t{40}, k1),
+                                                    dout.gemm2_weights) == cudaErrorInvalidValue);
+  CHECK(qtl::cuda::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(din.gemm1_weights, din.gemm2_weights, true,
+                                                                   v(in.p).gemm1_weights,
+                                                                   dout.gemm2_weights) == cudaErrorInvalidValue);
+  auto bad = dout;
+  bad.gemm2_scales.extent[1] = 64;
+  CHECK(qtl::cuda::shuffle_mxfp8_moe_weights(din, bad, true) == cudaErrorInvalidValue);
 }

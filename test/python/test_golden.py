@@ -240,6 +240,20 @@ def run_marlin_convert_case(op, p, x):
         act = "SWIGLUOAI" if p.get("swigluoai", False) else "SILU"
         return dict(zip(("w13", "w13_scale"), qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(act, x["w13"],
                                                                                              x["w13_scale"])))
+    if op == "prepare-trtllm-mxint4-moe":
+        return qtl.prepare_static_weights_for_trtllm_mxint4_moe(x["gemm1_weights"], x["gemm1_scales"],
+                                                                x["gemm2_weights"], x["gemm2_scales"])
+    if op == "shuffle-deepseek-fp8-moe-weights":
+        return dict(zip(("w13", "w2"), qtl.shuffle_deepseek_fp8_moe_weights(x["w13"], x["w2"])))
+    if op == "rotate-weights-for-fi-trtllm-fp8-per-tensor-moe":
+        return dict(zip(("gemm1_weights", "gemm2_weights"), qtl.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(
+            x["gemm1_weights"], x["gemm2_weights"], p.get("is-gated-activation", False))))
+    if op == "convert-moe-weights-to-flashinfer-trtllm-block-layout":
+        return dict(zip(("w13_weight", "w2_weight"), qtl.convert_moe_weights_to_flashinfer_trtllm_block_layout(
+            None, x["w13_weight"], x["w2_weight"], not p.get("no-gated", False))))
+    if op == "shuffle-mxfp8-moe-weights":
+        r = qtl.shuffle_mxfp8_moe_weights(x["w13"], x["w2"], x["w13_scale"], x["w2_scale"], p.get("is-gated", False))
+        return dict(zip(("w13", "w2", "w13_scale", "w2_scale"), r))
     if op == "pad-nvfp4-weight-for-cutlass":
         w, pb = qtl.pad_nvfp4_weight_for_cutlass(x["weight"], p["alignment"])
         return {"weight": w, "weights_padding_bytes": np.array(pb, dtype=np.int64)}

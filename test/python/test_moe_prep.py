@@ -88,3 +88,62 @@ def test_cutedsl_row_orders():
         qtl.interleave_linear_and_gate(x, 64, 1)
     with pytest.raises(qtl.DTypeError):
         qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(3, w13, w13s)
+
+
+def mxint4_layer(e, h, i, dtype):
+    b = lambda *s: rng.integers(0, 256, s, dtype=np.uint8)  # noqa: E731
+    s = lambda *sh: rng.random(sh, dtype=np.float32).astype(ml_dtypes.bfloat16)  # noqa: E731
+    return b(e, 2 * i, h // 2).view(dtype), s(e, 2 * i, h // 32), b(e, h, i // 2).view(dtype), s(e, h, i // 32)
+
+
+def test_prepare_trtllm_mxint4_moe_takes_int32_words_or_int4_bytes():
+    g1w, g1s, g2w, g2s = mxint4_layer(2, 512, 256, np.int32)
+    kept = g1w.copy()
+    out = qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s, g2w, g2s)
+    assert sorted(out) == ["gemm1_scales", "gemm1_weights", "gemm2_scales", "gemm2_weights"]
+    assert out["gemm1_weights"].shape == (2, 2, 512, 128) and out["gemm1_weights"].dtype == np.uint8
+    assert out["gemm2_weights"].shape == (2, 1, 512, 128)
+    assert out["gemm1_scales"].shape == (2, 512 * 16) and out["gemm1_scales"].dtype == ml_dtypes.bfloat16
+    assert out["gemm2_scales"].shape == (2, 512 * 8)
+    # uint4b8 words become signed int4: the same layout as the bytes with every nibble XOR 8
+    as_bytes = qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w.view(np.uint8) ^ 0x88, g1s,
+                                                                g2w.view(np.uint8) ^ 0x88, g2s)
+    for k in out:
+        assert out[k].tobytes() == as_bytes[k].tobytes()
+    assert (g1w == kept).all()  # the engine converts its int32 inputs in place; QTL leaves them alone
+
+
+def test_prepare_trtllm_mxint4_moe_errors():
+    g1w, g1s, g2w, g2s = mxint4_layer(1, 256, 256, np.int32)
+    with pytest.raises(qtl.DTypeError, match="both are uint4b8 words"):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s, g2w.view(np.uint8), g2s)
+    with pytest.raises(qtl.DTypeError):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s.view(np.uint16), g2w, g2s)
+    h1w, h1s, h2w, h2s = mxint4_layer(1, 128, 256, np.uint8)
+    with pytest.raises(qtl.ShapeError, match="multiples of 256"):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(h1w, h1s, h2w, h2s)
+    with pytest.raises(qtl.ShapeError, match="gemm2_scales"):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s, g2w, g2s[:, :128])
+
+
+def test_fp8_bf16_mxfp8_layouts_keep_dtypes_and_take_the_engines_shapes():
+    b = lambda *s: rng.integers(0, 256, s, dtype=np.uint8)  # noqa: E731
+    w13, w2 = b(2, 256, 256).view(ml_dtypes.float8_e4m3fn), b(2, 256, 128).view(ml_dtypes.float8_e4m3fn)
+    o13, o2 = qtl.shuffle_deepseek_fp8_moe_weights(w13, w2)
+    assert (o13.shape, o2.shape) == ((2, 2, 256, 128), (2, 1, 256, 128)) and o13.dtype == ml_dtypes.float8_e4m3fn
+    r1, r2 = qtl.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(w13, w2, is_gated_activation=True)
+    assert r1.shape == w13.shape and r2.shape == w2.shape
+    h13 = rng.random((2, 128, 128), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    h2 = rng.random((2, 128, 64), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    c13, c2 = qtl.convert_moe_weights_to_flashinfer_trtllm_block_layout({}, h13, h2)
+    assert (c13.shape, c2.shape) == ((2, 2, 128, 64), (2, 1, 128, 64)) and c13.dtype == ml_dtypes.bfloat16
+    # an even row of W13's block 0 is the shuffled gated-interleaved [w1; w3] row: the first is w3's row 0
+    assert c13[0, 0, 0].tobytes() == h13[0, 64, :64].tobytes()
+    m = qtl.shuffle_mxfp8_moe_weights(w13, w2.reshape(2, 128, 256), b(2, 256, 8), b(2, 128, 8), True)
+    assert [x.shape for x in m] == [(2, 256, 256), (2, 128, 256), (2, 256, 8), (2, 128, 8)]
+    with pytest.raises(qtl.ShapeError, match="multiple of 16"):
+        qtl.shuffle_deepseek_fp8_moe_weights(b(1, 40, 128), b(1, 32, 128))
+    with pytest.raises(qtl.DTypeError):
+        qtl.convert_moe_weights_to_flashinfer_trtllm_block_layout(None, w13, w2)
+    with pytest.raises(qtl.ShapeError, match="multiple of 128"):
+        qtl.shuffle_mxfp8_moe_weights(b(1, 64, 128), b(1, 128, 128), b(1, 64, 4), b(1, 128, 4), True)

@@ -3,15 +3,20 @@
 // against a straightforward implementation written here from the formulas (flashinfer's
 // source->destination block map inverted, the gated reorder vector, composition, the 6-D permute).
 #include <algorithm>
-#include <catch2/catch.hpp>
+#include <array>
 #include <cstdint>
 #include <cstring>
-#include <golden.hpp>
 #include <numeric>
-#include <qtl/moe.hpp>
 #include <random>
+#include <type_traits>
 #include <utility>
 #include <vector>
+
+#include <catch2/catch.hpp>
+#include <golden.hpp>
+
+#include <qtl/moe.hpp>
+
 #include "test_data.hpp"
 
 namespace {
@@ -364,16 +369,11 @@ namespace {
 template <class F>
 void with_element_size(std::size_t size, F&& f) {
   switch (size) {
-    case 1:
-      return f(std::uint8_t{});
-    case 2:
-      return f(std::uint16_t{});
-    case 4:
-      return f(std::uint32_t{});
-    case 8:
-      return f(std::uint64_t{});
-    default:
-      FAIL("unexpected element size " << size);
+    case 1: return f(std::uint8_t{});
+    case 2: return f(std::uint16_t{});
+    case 4: return f(std::uint32_t{});
+    case 8: return f(std::uint64_t{});
+    default: FAIL("unexpected element size " << size);
   }
 }
 
@@ -528,8 +528,8 @@ namespace {
 
 // The golden cases of align-fp4-moe-hidden-dim-for-fi (`hidden`) or align-fp4-moe-weights-for-fi.
 void check_align_golden(bool hidden) {
-  for (auto const& c : qtl::test::golden_cases(hidden ? "align-fp4-moe-hidden-dim-for-fi"
-                                                      : "align-fp4-moe-weights-for-fi")) {
+  for (auto const& c :
+       qtl::test::golden_cases(hidden ? "align-fp4-moe-hidden-dim-for-fi" : "align-fp4-moe-weights-for-fi")) {
     INFO(c.name);
     bool const gated = c.params.value("is-act-and-mul", false);
     index_t const a = c.params.at("min-alignment").get<index_t>();
@@ -564,8 +564,8 @@ TEST_CASE("pad_nvfp4_weight_for_cutlass reproduces vLLM's", "[moe][golden]") {
     CHECK(std::vector<std::int64_t>{p.rows, p.col_bytes} == want.shape);
     std::vector<std::uint8_t> out(static_cast<std::size_t>(p.rows * p.col_bytes), 0xAB);
     CHECK(qtl::pad_nvfp4_weight_for_cutlass(qtl::make_view(in.data(), w.shape[0], w.shape[1]),
-                                            qtl::make_view(out.data(), p.rows, p.col_bytes), a) ==
-          golden_scalar(c.expected, "weights_padding_bytes"));
+                                            qtl::make_view(out.data(), p.rows, p.col_bytes),
+                                            a) == golden_scalar(c.expected, "weights_padding_bytes"));
     CHECK(out == words_of<std::uint8_t>(want));
   }
 }
@@ -707,7 +707,319 @@ TEST_CASE("the CuteDSL row orders: their maps, and what they refuse", "[moe]") {
   CHECK_THROWS_AS(qtl::interleave_linear_and_gate(in, qtl::make_view(a.data(), 2, 96, 4), 16), qtl::value_error);
   std::vector<std::uint8_t> odd(3 * 4), odd_out(odd.size());
   auto const oin = qtl::make_view(std::as_const(odd).data(), 1, 3, 4);
-  CHECK_THROWS_WITH(qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(true, oin, oin, qtl::make_view(odd_out.data(), 1, 3, 4),
-                                                                   qtl::make_view(b.data(), 1, 3, 4)),
+  CHECK_THROWS_WITH(qtl::reorder_w13_to_w31_for_flashinfer_cutedsl(
+                        true, oin, oin, qtl::make_view(odd_out.data(), 1, 3, 4), qtl::make_view(b.data(), 1, 3, 4)),
                     Catch::Contains("odd number of rows"));
+}
+
+// ------------------------------------------------------------------------------------------------
+// prepare_static_weights_for_trtllm_mxint4_moe
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// The four MXINT4 tensors of one layer (scales as 2-byte words), in one buffer each.
+struct mxint4_layer {
+  std::vector<std::uint8_t> g1w, g2w;
+  std::vector<std::uint16_t> g1s, g2s;
+};
+
+template <class L>
+auto mxint4_views(L& l, index_t e, index_t h, index_t i) {
+  using W = std::remove_reference_t<decltype(*l.g1w.data())>;
+  using S = std::remove_reference_t<decltype(*l.g1s.data())>;
+  return qtl::trtllm_fp4_moe_tensors<W, S>{
+      qtl::make_view(l.g1w.data(), e, 2 * i, h / 2), qtl::make_view(l.g1s.data(), e, 2 * i, h / 32),
+      qtl::make_view(l.g2w.data(), e, h, i / 2), qtl::make_view(l.g2s.data(), e, h, i / 32)};
+}
+
+mxint4_layer random_mxint4(index_t e, index_t h, index_t i, std::uint32_t seed) {
+  std::mt19937 rng(seed);
+  mxint4_layer l{random_bytes(static_cast<std::size_t>(e * 2 * i * h / 2), seed),
+                 random_bytes(static_cast<std::size_t>(e * h * i / 2), seed + 1),
+                 std::vector<std::uint16_t>(static_cast<std::size_t>(e * 2 * i * h / 32)),
+                 std::vector<std::uint16_t>(static_cast<std::size_t>(e * h * i / 32))};
+  for (auto& s : l.g1s) s = static_cast<std::uint16_t>(rng());
+  for (auto& s : l.g2s) s = static_cast<std::uint16_t>(rng());
+  return l;
+}
+
+// vLLM's steps one at a time, per expert: nibbles - 8, [w1; w3] -> [w3; w1], the rows gathered by
+// oracle_w3w1 / oracle_shuffle, then [R, K] -> [K/128, R, 128] and the 6-D 128x4 permute.
+mxint4_layer oracle_mxint4(mxint4_layer const& in, index_t e, index_t h, index_t i, bool uint4b8) {
+  mxint4_layer out{{}, {}, {}, {}};
+  auto const gemm = [&](std::vector<std::uint8_t> const& w, std::vector<std::uint16_t> const& s, index_t rows,
+                        index_t cols, bool gemm1, std::vector<std::uint8_t>& wo, std::vector<std::uint16_t>& so) {
+    auto const perm = gemm1 ? oracle_w3w1(rows, 128, true) : oracle_shuffle(rows, 128);
+    index_t const sc = cols / 16;
+    for (index_t x = 0; x < e; ++x) {
+      std::vector<std::uint8_t> rw(static_cast<std::size_t>(rows * cols));
+      std::vector<std::uint16_t> rs(static_cast<std::size_t>(rows * sc));
+      for (index_t n = 0; n < rows; ++n) {
+        index_t r = perm[static_cast<std::size_t>(n)];
+        if (gemm1) {
+          r = r < rows / 2 ? r + rows / 2 : r - rows / 2;  // the row of [w3; w1] in [w1; w3]
+        }
+        for (index_t c = 0; c < cols; ++c) {
+          auto const b = w[static_cast<std::size_t>((x * rows + r) * cols + c)];
+          int const lo = ((b & 0xF) - (uint4b8 ? 8 : 0)) & 0xF;
+          int const hi = ((b >> 4) - (uint4b8 ? 8 : 0)) & 0xF;
+          rw[static_cast<std::size_t>(n * cols + c)] = static_cast<std::uint8_t>(lo | hi << 4);
+        }
+        for (index_t c = 0; c < sc; ++c) {
+          rs[static_cast<std::size_t>(n * sc + c)] = s[static_cast<std::size_t>((x * rows + r) * sc + c)];
+        }
+      }
+      for (index_t kb = 0; kb < cols / 128; ++kb) {
+        for (index_t n = 0; n < rows; ++n) {
+          for (index_t c = 0; c < 128; ++c) {
+            wo.push_back(rw[static_cast<std::size_t>(n * cols + kb * 128 + c)]);
+          }
+        }
+      }
+      for (index_t mt = 0; mt < rows / 128; ++mt) {
+        for (index_t kt = 0; kt < sc / 4; ++kt) {
+          for (index_t m0 = 0; m0 < 32; ++m0) {
+            for (index_t m1 = 0; m1 < 4; ++m1) {
+              for (index_t k0 = 0; k0 < 4; ++k0) {
+                so.push_back(rs[static_cast<std::size_t>((mt * 128 + m1 * 32 + m0) * sc + kt * 4 + k0)]);
+              }
+            }
+          }
+        }
+      }
+    }
+  };
+  gemm(in.g1w, in.g1s, 2 * i, h / 2, true, out.g1w, out.g1s);
+  gemm(in.g2w, in.g2s, h, i / 2, false, out.g2w, out.g2s);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("prepare_static_weights_for_trtllm_mxint4_moe equals vLLM's steps, and its inverse undoes it", "[moe]") {
+  for (auto const [e, h, i] : {std::array<index_t, 3>{2, 512, 256}, {1, 256, 768}, {0, 256, 256}}) {
+    for (bool const uint4b8 : {true, false}) {
+      CAPTURE(e, h, i, uint4b8);
+      qtl::trtllm_mxint4_moe_shape const shape{
+          .hidden_size = h, .intermediate_size = i, .num_experts = e, .uint4b8 = uint4b8};
+      mxint4_layer const in = random_mxint4(e, h, i, static_cast<std::uint32_t>(h + i + e));
+      mxint4_layer out{std::vector<std::uint8_t>(in.g1w.size(), 0xAB), std::vector<std::uint8_t>(in.g2w.size(), 0xAB),
+                       std::vector<std::uint16_t>(in.g1s.size()), std::vector<std::uint16_t>(in.g2s.size())};
+      qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(in, e, h, i), mxint4_views(out, e, h, i));
+      mxint4_layer const want = oracle_mxint4(in, e, h, i, uint4b8);
+      CHECK(out.g1w == want.g1w);
+      CHECK(out.g1s == want.g1s);
+      CHECK(out.g2w == want.g2w);
+      CHECK(out.g2s == want.g2s);
+      mxint4_layer back{std::vector<std::uint8_t>(in.g1w.size()), std::vector<std::uint8_t>(in.g2w.size()),
+                        std::vector<std::uint16_t>(in.g1s.size()), std::vector<std::uint16_t>(in.g2s.size())};
+      qtl::unprepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(std::as_const(out), e, h, i),
+                                                          mxint4_views(back, e, h, i));
+      CHECK(back.g1w == in.g1w);
+      CHECK(back.g1s == in.g1s);
+      CHECK(back.g2w == in.g2w);
+      CHECK(back.g2s == in.g2s);
+    }
+  }
+}
+
+TEST_CASE("prepare_static_weights_for_trtllm_mxint4_moe reproduces vLLM's", "[moe][golden]") {
+  auto const cases = qtl::test::golden_cases("prepare-trtllm-mxint4-moe");
+  REQUIRE(cases.size() >= 2);
+  for (auto const& c : cases) {
+    INFO(c.name);
+    index_t const e = c.shape[0];
+    index_t const h = c.shape[1];
+    index_t const i = c.shape[2];
+    qtl::trtllm_mxint4_moe_shape const shape{.hidden_size = h,
+                                             .intermediate_size = i,
+                                             .num_experts = e,
+                                             .uint4b8 = c.in.at("gemm1_weights").type == qtl::io::dtype::I32};
+    mxint4_layer const in{
+        words_of<std::uint8_t>(c.in.at("gemm1_weights")), words_of<std::uint8_t>(c.in.at("gemm2_weights")),
+        words_of<std::uint16_t>(c.in.at("gemm1_scales")), words_of<std::uint16_t>(c.in.at("gemm2_scales"))};
+    mxint4_layer out{std::vector<std::uint8_t>(in.g1w.size()), std::vector<std::uint8_t>(in.g2w.size()),
+                     std::vector<std::uint16_t>(in.g1s.size()), std::vector<std::uint16_t>(in.g2s.size())};
+    qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(in, e, h, i), mxint4_views(out, e, h, i));
+    CHECK(out.g1w == words_of<std::uint8_t>(c.expected.at("gemm1_weights")));
+    CHECK(out.g1s == words_of<std::uint16_t>(c.expected.at("gemm1_scales")));
+    CHECK(out.g2w == words_of<std::uint8_t>(c.expected.at("gemm2_weights")));
+    CHECK(out.g2s == words_of<std::uint16_t>(c.expected.at("gemm2_scales")));
+  }
+}
+
+TEST_CASE("prepare_static_weights_for_trtllm_mxint4_moe refuses what it cannot lay out", "[moe]") {
+  index_t const e = 1;
+  index_t const h = 256;
+  index_t const i = 256;
+  mxint4_layer const in = random_mxint4(e, h, i, 7);
+  mxint4_layer out = in;
+  qtl::trtllm_mxint4_moe_shape shape{.hidden_size = 128, .intermediate_size = i, .num_experts = e};
+  CHECK_THROWS_WITH(
+      qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(in, e, h, i), mxint4_views(out, e, h, i)),
+      Catch::Contains("multiples of 256"));
+  shape.hidden_size = h;
+  auto v = mxint4_views(out, e, h, i);
+  v.gemm2_weights.extent[1] = 128;  // a shape the sizes do not give
+  CHECK_THROWS_WITH(qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(in, e, h, i), v),
+                    Catch::Contains("gemm2_weights"));
+  v = mxint4_views(out, e, h, i);
+  v.gemm1_scales.stride[1] = 2 * (h / 32);  // not contiguous: the prepared buffer is flat
+  v.gemm1_scales.stride[0] = 2 * i * 2 * (h / 32);
+  std::vector<std::uint16_t> wide(out.g1s.size() * 2);
+  v.gemm1_scales.data = wide.data();
+  CHECK_THROWS_WITH(qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(in, e, h, i), v),
+                    Catch::Contains("must be contiguous"));
+  auto const alias = mxint4_views(out, e, h, i);
+  CHECK_THROWS_AS(
+      qtl::prepare_static_weights_for_trtllm_mxint4_moe(shape, mxint4_views(std::as_const(out), e, h, i), alias),
+      qtl::value_error);
+}
+
+// ------------------------------------------------------------------------------------------------
+// DeepSeek FP8, FP8 per tensor, BF16 and MXFP8 MoE weights
+// ------------------------------------------------------------------------------------------------
+
+namespace {
+
+// Per expert of `in` [e, rows, cols]: rows gathered by `perm`, then [rows, cols] -> [cols/bk, rows, bk].
+std::vector<std::uint8_t> oracle_rows_blocks(std::vector<std::uint8_t> const& in, index_t e, index_t rows, index_t cols,
+                                             std::vector<std::int32_t> const& perm, index_t bk) {
+  std::vector<std::uint8_t> out;
+  for (index_t x = 0; x < e; ++x) {
+    for (index_t kb = 0; kb < cols / bk; ++kb) {
+      for (index_t n = 0; n < rows; ++n) {
+        for (index_t c = 0; c < bk; ++c) {
+          out.push_back(
+              in[static_cast<std::size_t>((x * rows + perm[static_cast<std::size_t>(n)]) * cols + kb * bk + c)]);
+        }
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::int32_t> plus_half(std::vector<std::int32_t> p) {
+  auto const r = static_cast<std::int32_t>(p.size());
+  for (auto& v : p) v = (v + r / 2) % r;
+  return p;
+}
+
+auto cview(std::vector<std::uint8_t> const& v, index_t e, index_t r, index_t c) {
+  return qtl::make_view(v.data(), e, r, c);
+}
+auto mview(std::vector<std::uint8_t>& v, index_t e, index_t r, index_t c) { return qtl::make_view(v.data(), e, r, c); }
+
+}  // namespace
+
+TEST_CASE("the FP8 / BF16 trtllm-gen weight layouts equal the engines' steps and round-trip", "[moe]") {
+  index_t const e = 2;
+  SECTION("shuffle_deepseek_fp8_moe_weights: tile 64 shuffle, BlockMajorK") {
+    index_t const m1 = 48, k1 = 256, m2 = 32, k2 = 128;  // 48: whole 16-row blocks, not 32-row ones
+    auto const w13 = random_bytes(static_cast<std::size_t>(e * m1 * k1), 1);
+    auto const w2 = random_bytes(static_cast<std::size_t>(e * m2 * k2), 2);
+    std::vector<std::uint8_t> o13(w13.size()), o2(w2.size()), back(w13.size());
+    qtl::shuffle_deepseek_fp8_moe_weights(cview(w13, e, m1, k1), cview(w2, e, m2, k2), mview(o13, e, m1, k1),
+                                          mview(o2, e, m2, k2));
+    CHECK(o13 == oracle_rows_blocks(w13, e, m1, k1, oracle_shuffle(m1, 64), 128));
+    CHECK(o2 == oracle_rows_blocks(w2, e, m2, k2, oracle_shuffle(m2, 64), 128));
+    qtl::trtllm_moe_unshuffle_rows(cview(o13, e, m1, k1), mview(back, e, m1, k1),
+                                   {qtl::trtllm_row_map::kind::shuffle, 0, 64}, 128);
+    CHECK(back == w13);
+    CHECK_THROWS_WITH(qtl::shuffle_deepseek_fp8_moe_weights(cview(w13, e, 40, 2 * k1), cview(w2, e, m2, k2),
+                                                            mview(o13, e, 40, 2 * k1), mview(o2, e, m2, k2)),
+                      Catch::Contains("w13 has 40 rows") && Catch::Contains("multiple of 16"));
+    CHECK_THROWS_WITH(qtl::shuffle_deepseek_fp8_moe_weights(cview(w13, e, 64, 192), cview(w2, e, m2, k2),
+                                                            mview(o13, e, 64, 192), mview(o2, e, m2, k2)),
+                      Catch::Contains("multiple of block_k 128"));
+  }
+  SECTION("rotate_weights_for_fi_trtllm_fp8_per_tensor_moe, gated and not") {
+    for (bool const gated : {true, false}) {
+      index_t const r1 = 64, k1 = 40, r2 = 32, k2 = 24;
+      auto const g1 = random_bytes(static_cast<std::size_t>(e * r1 * k1), 3);
+      auto const g2 = random_bytes(static_cast<std::size_t>(e * r2 * k2), 4);
+      std::vector<std::uint8_t> o1(g1.size()), o2(g2.size());
+      qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(cview(g1, e, r1, k1), cview(g2, e, r2, k2), gated,
+                                                           mview(o1, e, r1, k1), mview(o2, e, r2, k2));
+      CHECK(o1 == oracle_rows_blocks(g1, e, r1, k1, oracle_w3w1(r1, 128, gated), k1));
+      CHECK(o2 == oracle_rows_blocks(g2, e, r2, k2, oracle_shuffle(r2, 128), k2));
+    }
+  }
+  SECTION("convert_moe_weights_to_flashinfer_trtllm_block_layout, out of place and in place") {
+    for (bool const gated : {true, false}) {
+      index_t const r1 = 64, k1 = 256, r2 = 32, k2 = 384;  // bytes of bf16 rows
+      auto const w13 = random_bytes(static_cast<std::size_t>(e * r1 * k1), 5);
+      auto const w2 = random_bytes(static_cast<std::size_t>(e * r2 * k2), 6);
+      std::vector<std::uint8_t> o13(w13.size()), o2(w2.size());
+      qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(cview(w13, e, r1, k1), cview(w2, e, r2, k2), gated,
+                                                                 mview(o13, e, r1, k1), mview(o2, e, r2, k2));
+      auto const p1 = gated ? plus_half(oracle_w3w1(r1, 128, true)) : oracle_shuffle(r1, 128);
+      CHECK(o13 == oracle_rows_blocks(w13, e, r1, k1, p1, 128));
+      CHECK(o2 == oracle_rows_blocks(w2, e, r2, k2, oracle_shuffle(r2, 128), 128));
+      auto i13 = w13;
+      auto i2 = w2;
+      qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout_inplace(mview(i13, e, r1, k1), mview(i2, e, r2, k2),
+                                                                         gated);
+      CHECK(i13 == o13);
+      CHECK(i2 == o2);
+    }
+  }
+}
+
+TEST_CASE("shuffle_mxfp8_moe_weights equals the engine's steps", "[moe]") {
+  index_t const e = 2, h = 128, i = 128;
+  for (bool const gated : {true, false}) {
+    CAPTURE(gated);
+    index_t const r1 = (gated ? 2 : 1) * i;  // 256 or 128 rows: whole 128-row scale tiles
+    auto const w13 = random_bytes(static_cast<std::size_t>(e * r1 * h), 7);
+    auto const s13 = random_bytes(static_cast<std::size_t>(e * r1 * h / 32), 8);
+    auto const w2 = random_bytes(static_cast<std::size_t>(e * h * i), 9);
+    auto const s2 = random_bytes(static_cast<std::size_t>(e * h * i / 32), 10);
+    std::vector<std::uint8_t> o13(w13.size()), os13(s13.size()), o2(w2.size()), os2(s2.size());
+    using in_t = qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>;
+    using out_t = qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>;
+    qtl::shuffle_mxfp8_moe_weights(
+        in_t{cview(w13, e, r1, h), cview(s13, e, r1, h / 32), cview(w2, e, h, i), cview(s2, e, h, i / 32)},
+        out_t{mview(o13, e, r1, h), mview(os13, e, r1, h / 32), mview(o2, e, h, i), mview(os2, e, h, i / 32)}, gated);
+    auto const p1 = oracle_w3w1(r1, 128, gated);
+    auto const p2 = oracle_shuffle(h, 128);
+    CHECK(o13 == oracle_rows_blocks(w13, e, r1, h, p1, h));
+    CHECK(o2 == oracle_rows_blocks(w2, e, h, i, p2, i));
+    auto const rows13 = oracle_rows_blocks(s13, e, r1, h / 32, p1, h / 32);
+    auto const rows2 = oracle_rows_blocks(s2, e, h, i / 32, p2, i / 32);
+    std::vector<std::uint8_t> want13, want2;
+    for (index_t x = 0; x < e; ++x) {
+      auto const a = oracle_interleave(rows13.data() + x * r1 * (h / 32), r1, h / 32);
+      auto const b = oracle_interleave(rows2.data() + x * h * (i / 32), h, i / 32);
+      want13.insert(want13.end(), a.begin(), a.end());
+      want2.insert(want2.end(), b.begin(), b.end());
+    }
+    CHECK(os13 == want13);
+    CHECK(os2 == want2);
+  }
+  std::vector<std::uint8_t> a(2 * 64 * 128), b(a.size()), sa(2 * 64 * 4), sb(sa.size());
+  CHECK_THROWS_WITH(qtl::shuffle_mxfp8_moe_weights(
+                        qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{
+                            cview(a, 2, 64, 128), cview(sa, 2, 64, 4), cview(a, 2, 64, 128), cview(sa, 2, 64, 4)},
+                        qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{
+                            mview(b, 2, 64, 128), mview(sb, 2, 64, 4), mview(b, 2, 64, 128), mview(sb, 2, 64, 4)},
+                        true),
+                    Catch::Contains("w13_scale has 64 rows") && Catch::Contains("multiple of 128"));
+}
+
+TEST_CASE("trtllm_moe_shuffle_rows past the streaming-store size round-trips through the plain inverse", "[moe]") {
+  index_t const e = 2, rows = 1024, cols = 4096;  // 8 MiB: the forward pass streams its stores
+  auto const in = random_bytes(static_cast<std::size_t>(e * rows * cols), 11);
+  std::vector<std::uint8_t> out(in.size()), back(in.size());
+  qtl::trtllm_row_map const map{qtl::trtllm_row_map::kind::w1w3_gated, 0, 128};
+  for (bool const flip : {false, true}) {  // plain streaming stores, and the nibble flip on the way
+    CAPTURE(flip);
+    qtl::trtllm_moe_shuffle_rows(cview(in, e, rows, cols), mview(out, e, rows, cols), map, 128, flip);
+    auto want = oracle_rows_blocks(in, e, rows, cols, plus_half(oracle_w3w1(rows, 128, true)), 128);
+    for (auto& b : want) b = static_cast<std::uint8_t>(flip ? b ^ 0x88 : b);
+    CHECK((out == want));  // a bool: a failure does not print 8 MiB
+    qtl::trtllm_moe_unshuffle_rows(cview(out, e, rows, cols), mview(back, e, rows, cols), map, 128, flip);
+    CHECK((back == in));
+  }
 }

@@ -21,6 +21,19 @@
 //       -> both with rows [up; gate]: from gpt-oss's [g0,u0,g1,u1..] with --swigluoai, else from [gate; up]
 //   pad-nvfp4-weight-for-cutlass --alignment a   weight U8 [N,K/2]
 //       -> weight U8 (N and K padded to multiples of a), weights_padding_bytes I64 0-dim
+//   prepare-trtllm-mxint4-moe   gemm1_weights I32 [E,2I,H/8] (uint4b8 words) or U8 [E,2I,H/2] (signed
+//       int4), gemm1_scales BF16 [E,2I,H/32], gemm2_weights I32 [E,H,I/8] or U8 [E,H,I/2] (as gemm1's),
+//       gemm2_scales BF16 [E,H,I/32]
+//       -> gemm1_weights U8 [E,H/256,2I,128], gemm1_scales BF16 [E,2I*H/32], gemm2_weights U8
+//          [E,I/256,H,128], gemm2_scales BF16 [E,H*I/32] (vLLM's prepare_static_weights_for_trtllm_mxint4_moe)
+//   shuffle-deepseek-fp8-moe-weights   w13 F8_E4M3|U8 [E,M,K], w2 (the same) -> both [E,K/128,M,128]
+//       (vLLM's _shuffle_deepseek_fp8_moe_weights: tile-64 row shuffle, BlockMajorK)
+//   rotate-weights-for-fi-trtllm-fp8-per-tensor-moe [--is-gated-activation]   gemm1_weights, gemm2_weights
+//       F8_E4M3|U8 [E,R,K] -> both, rows shuffled (GEMM1 gate/up interleaved first when gated)
+//   convert-moe-weights-to-flashinfer-trtllm-block-layout [--no-gated]   w13_weight, w2_weight BF16 [E,R,K]
+//       -> both BF16 [E,2K/128,R,64] (vLLM's BF16 TRT-LLM block layout)
+//   shuffle-mxfp8-moe-weights [--is-gated]   w13 F8_E4M3|U8 [E,R1,H], w2 [E,H,I], w13_scale U8|F8_E8M0
+//       [E,R1,H/32], w2_scale [E,H,I/32] -> the four, rows shuffled, scales 128x4 (vLLM's _shuffle_mxfp8_moe_weights)
 //
 // The halves swaps move whole elements, so they run on bytes: a tensor split along dimension d
 // is seen as [outer, size(d), inner * element bytes], and its halves are swapped along the middle.
@@ -324,12 +337,177 @@ op_spec pad_cutlass_op() {
           }};
 }
 
+op_spec prepare_mxint4_op() {
+  return {"prepare-trtllm-mxint4-moe",
+          "shuffle MXINT4 MoE weights (int4, BF16 scales per 32) for trtllm-gen: I32 weights are the "
+          "checkpoint's uint4b8 words and become signed int4; [w1; w3] rows to [w3; w1], the row "
+          "shuffle, block_k 128 layout, scales 128x4 (vLLM's prepare_static_weights_for_trtllm_mxint4_moe)",
+          [](CLI::App&) -> op_runner {
+            return [](op_io& io) {
+              char const* const names[4] = {"gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"};
+              tensor_info const* t[4];
+              for (int k = 0; k < 4; ++k) {
+                t[k] = k % 2 == 0 ? &io.tensor(names[k], {dtype::I32, dtype::U8}, {3})
+                                  : &io.tensor(names[k], {dtype::BF16}, {3});
+              }
+              if (t[0]->type != t[2]->type) {
+                throw data_error(io.where("gemm2_weights") + " is " + std::string(qtl::io::dtype_name(t[2]->type)) +
+                                 " but gemm1_weights is " + std::string(qtl::io::dtype_name(t[0]->type)) +
+                                 "; both are uint4b8 words (I32) or both signed int4 bytes (U8)");
+              }
+              index_t const per_elem = t[0]->type == dtype::I32 ? 8 : 2;  // int4 values per element
+              qtl::trtllm_mxint4_moe_shape const shape{.hidden_size = t[2]->shape[1],
+                                                       .intermediate_size = t[0]->shape[1] / 2,
+                                                       .num_experts = t[0]->shape[0],
+                                                       .uint4b8 = t[0]->type == dtype::I32};
+              index_t const e = shape.num_experts;
+              index_t const h = shape.hidden_size;
+              index_t const i = shape.intermediate_size;
+              if (!shape.valid() || t[0]->shape[1] % 2 != 0) {
+                throw data_error(io.where("gemm1_weights") + " and gemm2_weights give hidden size " +
+                                 std::to_string(h) + " (gemm2's rows) and intermediate size " + std::to_string(i) +
+                                 " (half gemm1's rows); both must be positive multiples of 256");
+              }
+              std::vector<std::int64_t> const want[4] = {shape_of(e, 2 * i, h / per_elem), shape_of(e, 2 * i, h / 32),
+                                                         shape_of(e, h, i / per_elem), shape_of(e, h, i / 32)};
+              for (int k = 0; k < 4; ++k) {
+                if (t[k]->shape != want[k]) {
+                  throw data_error(io.where(names[k]) + " has shape " + qtl::io::shape_string(t[k]->shape) +
+                                   "; gemm1_weights and gemm2_weights give " + qtl::io::shape_string(want[k]));
+                }
+              }
+              auto const bytes = [](tensor_info const& x, index_t rows, index_t cols) {
+                return make_view(reinterpret_cast<std::uint8_t const*>(x.bytes.data()), x.shape[0], rows, cols);
+              };
+              typed_tensor<std::uint16_t> const s1(*t[1]);
+              typed_tensor<std::uint16_t> const s2(*t[3]);
+              std::vector<std::uint8_t> w1(static_cast<std::size_t>(e * 2 * i * h / 2));
+              std::vector<std::uint8_t> w2(static_cast<std::size_t>(e * h * i / 2));
+              std::vector<std::uint16_t> o1(static_cast<std::size_t>(s1.size()));
+              std::vector<std::uint16_t> o2(static_cast<std::size_t>(s2.size()));
+              qtl::prepare_static_weights_for_trtllm_mxint4_moe(
+                  shape,
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint16_t const>{
+                      bytes(*t[0], 2 * i, h / 2), s1.view3(), bytes(*t[2], h, i / 2), s2.view3()},
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint16_t>{
+                      make_view(w1.data(), e, 2 * i, h / 2), make_view(o1.data(), e, 2 * i, h / 32),
+                      make_view(w2.data(), e, h, i / 2), make_view(o2.data(), e, h, i / 32)});
+              io.emit("gemm1_weights", dtype::U8, {e, h / 256, 2 * i, 128}, std::move(w1));
+              io.emit("gemm1_scales", dtype::BF16, {e, 2 * i * (h / 32)}, std::move(o1));
+              io.emit("gemm2_weights", dtype::U8, {e, i / 256, h, 128}, std::move(w2));
+              io.emit("gemm2_scales", dtype::BF16, {e, h * (i / 32)}, std::move(o2));
+            };
+          }};
+}
+
+/// Emits `out` (bytes of `in`'s dtype) under `name` with the block layout's shape [E, K/128, R, 128]
+/// (in elements of the dtype).
+void emit_blocks(op_io& io, char const* name, tensor_info const& in, std::vector<std::uint8_t> out) {
+  auto const size = static_cast<std::int64_t>(qtl::io::dtype_size(in.type));
+  io.emit(name, in.type, {in.shape[0], in.shape[2] * size / 128, in.shape[1], 128 / size}, std::move(out));
+}
+
+// The two-tensor layouts of FlashInfer's TRT-LLM MoE kernels: 0 DeepSeek FP8, 1 FP8 per tensor, 2 BF16.
+op_spec pair_layout_op(int which) {
+  struct kind {
+    char const* op;
+    char const* help;
+    char const* names[2];
+    char const* flag;  // the op's boolean flag, or null
+    char const* flag_help;
+  };
+  static kind const kinds[3] = {
+      {"shuffle-deepseek-fp8-moe-weights",
+       "DeepSeek FP8 block-scale MoE weights w13, w2 [E,M,K] to FlashInfer TRT-LLM's BlockMajorK [E,K/128,M,128] "
+       "(epilogue tile 64 row shuffle; vLLM's _shuffle_deepseek_fp8_moe_weights)",
+       {"w13", "w2"},
+       nullptr,
+       nullptr},
+      {"rotate-weights-for-fi-trtllm-fp8-per-tensor-moe",
+       "FP8 per-tensor MoE weights gemm1_weights, gemm2_weights [E,R,K]: rows shuffled for FlashInfer TRT-LLM, "
+       "GEMM1's gate/up rows interleaved first with --is-gated-activation (vLLM's "
+       "rotate_weights_for_fi_trtllm_fp8_per_tensor_moe)",
+       {"gemm1_weights", "gemm2_weights"},
+       "--is-gated-activation",
+       "GEMM1 holds [up; gate] rows of a gated activation"},
+      {"convert-moe-weights-to-flashinfer-trtllm-block-layout",
+       "BF16 MoE weights w13_weight, w2_weight [E,R,K] to FlashInfer TRT-LLM's block layout [E,2K/128,R,64] (rows "
+       "shuffled; W13's [gate; up] interleaved unless --no-gated; vLLM's "
+       "convert_moe_weights_to_flashinfer_trtllm_block_layout)",
+       {"w13_weight", "w2_weight"},
+       "--no-gated",
+       "W13 is one projection (is_gated_act_gemm=False)"},
+  };
+  kind const& k = kinds[which];
+  return {k.op, k.help, [which, &k](CLI::App& cmd) -> op_runner {
+            auto flag = std::make_shared<bool>(false);
+            if (k.flag != nullptr) {
+              cmd.add_flag(k.flag, *flag, k.flag_help);
+            }
+            return [which, &k, flag](op_io& io) {
+              tensor_info const* t[2];
+              view3d<std::uint8_t const> in[2];
+              std::vector<std::uint8_t> out[2];
+              view3d<std::uint8_t> ov[2];
+              for (int j = 0; j < 2; ++j) {
+                t[j] = which == 2 ? &io.tensor(k.names[j], {dtype::BF16}, {3})
+                                  : &io.tensor(k.names[j], {dtype::F8_E4M3, dtype::U8}, {3});
+                in[j] = split_view(*t[j], 1);
+                ov[j] = same_shape(out[j], in[j]);
+              }
+              if (which == 0) {
+                qtl::shuffle_deepseek_fp8_moe_weights(in[0], in[1], ov[0], ov[1]);
+              } else if (which == 1) {
+                qtl::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(in[0], in[1], *flag, ov[0], ov[1]);
+              } else {
+                qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(in[0], in[1], !*flag, ov[0], ov[1]);
+              }
+              for (int j = 0; j < 2; ++j) {
+                if (which == 1) {
+                  io.emit(k.names[j], t[j]->type, t[j]->shape, std::move(out[j]));
+                } else {
+                  emit_blocks(io, k.names[j], *t[j], std::move(out[j]));
+                }
+              }
+            };
+          }};
+}
+
+op_spec shuffle_mxfp8_op() {
+  return {"shuffle-mxfp8-moe-weights",
+          "MXFP8 MoE weights w13, w2 and their E8M0 scales for FlashInfer TRT-LLM: rows shuffled (gate/up "
+          "interleaved first with --is-gated), scales laid out 128x4 (vLLM's _shuffle_mxfp8_moe_weights)",
+          [](CLI::App& cmd) -> op_runner {
+            auto gated = std::make_shared<bool>(false);
+            cmd.add_flag("--is-gated", *gated, "w13 holds [up; gate] rows of a gated activation");
+            return [gated](op_io& io) {
+              char const* const names[4] = {"w13", "w13_scale", "w2", "w2_scale"};
+              tensor_info const* t[4];
+              view3d<std::uint8_t const> in[4];
+              std::vector<std::uint8_t> out[4];
+              view3d<std::uint8_t> ov[4];
+              for (int k = 0; k < 4; ++k) {
+                t[k] = k % 2 == 0 ? &io.tensor(names[k], {dtype::F8_E4M3, dtype::U8}, {3})
+                                  : &io.tensor(names[k], {dtype::U8, dtype::F8_E8M0}, {3});
+                in[k] = split_view(*t[k], 1);
+                ov[k] = same_shape(out[k], in[k]);
+              }
+              qtl::shuffle_mxfp8_moe_weights(
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{in[0], in[1], in[2], in[3]},
+                  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{ov[0], ov[1], ov[2], ov[3]}, *gated);
+              for (int k = 0; k < 4; ++k) {
+                io.emit(names[k], t[k]->type, t[k]->shape, std::move(out[k]));
+              }
+            };
+          }};
+}
+
 }  // namespace
 
 std::vector<op_spec> layout_ops() {
-  return {swizzle_op(),   unswizzle_op(), swap_op(),        reorder_op(),
-          prepare_trtllm_op(), align_op(false), align_op(true), pad_cutlass_op(), interleave_op(),
-          reorder_cutedsl_op()};
+  return {swizzle_op(),        unswizzle_op(),    swap_op(),         reorder_op(),      prepare_trtllm_op(),
+          align_op(false),     align_op(true),    pad_cutlass_op(),  interleave_op(),   reorder_cutedsl_op(),
+          prepare_mxint4_op(), pair_layout_op(0), pair_layout_op(1), pair_layout_op(2), shuffle_mxfp8_op()};
 }
 
 }  // namespace qtl::tool

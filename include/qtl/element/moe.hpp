@@ -3,8 +3,10 @@
 /// The element layer of the MoE weight shuffles (`qtl/moe.hpp` runs it on the host,
 /// `qtl/cuda/moe.cuh` on the device, and kernel authors build their own kernels from it): the
 /// `QTL_HOST_DEVICE constexpr` closed forms of the half swap and of the trtllm-gen row
-/// permutations (gather form: out row n = in row source(n)), and the row map of the zero padding
-/// that FlashInfer's and CUTLASS's FP4 kernels need (`align_fp4_moe_weights_for_fi` and kin).
+/// permutations (gather form: out row n = in row source(n)), FlashInfer's block layout and the
+/// uint4b8 nibble flip of the other TRT-LLM MoE layouts (`trtllm_row_map`, `block_layout_offset`),
+/// and the row map of the zero padding that FlashInfer's and CUTLASS's FP4 kernels need
+/// (`align_fp4_moe_weights_for_fi` and kin).
 
 #include <cstdint>
 
@@ -70,6 +72,53 @@ QTL_HOST_DEVICE constexpr index_t w3w1_row_source(index_t n, index_t rows, bool 
 template <int EpilogueTileM = 128>
 QTL_HOST_DEVICE constexpr index_t w2_row_source(index_t n) {
   return shuffle_row_source<EpilogueTileM>(n);
+}
+
+// ------------------------------------------------------------------------------------------------
+// trtllm-gen weight layouts beyond NVFP4 (MXINT4, DeepSeek FP8, FP8 per tensor, BF16, MXFP8)
+// ------------------------------------------------------------------------------------------------
+
+/// The row map of one trtllm-gen MoE weight preparation (gather form: output row n is input row
+/// `source(n)`), chosen at run time; the host and the device evaluate the same closed forms.
+///
+///     shuffle      shuffle_row_source<epilogue_tile_m>(n)                  GEMM2; GEMM1 not gated
+///     w3w1_gated   gated_interleave_source(shuffle(n), rows)               GEMM1 [w3; w1] (w3w1_row_source)
+///     w1w3_gated   swap_halves_source(gated_interleave_source(shuffle(n)))  GEMM1 [w1; w3]: vLLM's
+///                  reorder_w1w3_to_w3w1 first (MXINT4), or FlashInfer's indices + rows/2 (BF16)
+///
+/// `epilogue_tile_m` 128 (32-row shuffle blocks) or 64 (16-row blocks, DeepSeek FP8).
+struct trtllm_row_map {
+  enum class kind : int { shuffle, w3w1_gated, w1w3_gated };
+  kind k = kind::shuffle;
+  index_t rows = 0;
+  int epilogue_tile_m = 128;
+
+  /// Rows of one shuffle block: every row count must be a multiple of it.
+  QTL_HOST_DEVICE constexpr index_t block_rows() const { return epilogue_tile_m % 128 == 0 ? 32 : 16; }
+
+  QTL_HOST_DEVICE constexpr index_t source(index_t n) const {
+    index_t const j = epilogue_tile_m % 128 == 0 ? shuffle_row_source<128>(n) : shuffle_row_source<64>(n);
+    if (k == kind::shuffle) {
+      return j;
+    }
+    index_t const g = gated_interleave_source(j, rows);
+    return k == kind::w3w1_gated ? g : swap_halves_source(g, rows);
+  }
+};
+
+/// Offset of element (`m`, `k`) of an `[rows, K]` matrix in FlashInfer's
+/// `convert_to_block_layout(x, block_k)`: the view `[rows, K/block_k, block_k]` transposed to
+/// `[K/block_k, rows, block_k]` (`(k / block_k) * rows * block_k + m * block_k + k % block_k`).
+/// @pre `K % block_k == 0`.
+QTL_HOST_DEVICE constexpr index_t block_layout_offset(index_t m, index_t k, index_t rows, index_t block_k) {
+  return (k / block_k) * rows * block_k + m * block_k + k % block_k;
+}
+
+/// vLLM's `convert_packed_uint4b8_to_signed_int4_inplace` on one byte of the packed words: each
+/// nibble `q` (uint4b8, the value `q - 8`) becomes `(q - 8) & 0xF` (two's complement int4), which
+/// is `q ^ 8`. The map is an involution.
+QTL_HOST_DEVICE constexpr std::uint8_t uint4b8_to_int4_byte(std::uint8_t b) {
+  return static_cast<std::uint8_t>(b ^ 0x88u);
 }
 
 // ------------------------------------------------------------------------------------------------

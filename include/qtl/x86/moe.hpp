@@ -20,16 +20,21 @@ namespace qtl::detail {
 enum class row_store { plain, stream16, stream64 };
 
 #if QTL_X86
-QTL_X86_AVX512F inline void stream_row64(byte_t* dst, byte_t const* src, std::size_t n) {
+// Every byte XOR `x` on its way (x = 0: a plain copy; 0x88: uint4b8 <-> int4 nibbles).
+QTL_X86_AVX512F inline void stream_row64(byte_t* dst, byte_t const* src, std::size_t n, std::uint8_t x = 0) {
+  __m128i const x16 = _mm_set1_epi32(static_cast<int>(x * 0x01010101u));
+  __m512i const x64 = _mm512_set1_epi32(static_cast<int>(x * 0x01010101u));
   std::size_t i = 0;
   for (; i < n && reinterpret_cast<std::uintptr_t>(dst + i) % 64 != 0; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)), x16));
   }
   for (; i + 64 <= n; i += 64) {
-    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_loadu_si512(src + i));
+    _mm512_stream_si512(reinterpret_cast<__m512i*>(dst + i), _mm512_xor_si512(_mm512_loadu_si512(src + i), x64));
   }
   for (; i < n; i += 16) {
-    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
+    _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
+                     _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)), x16));
   }
 }
 #endif  // ^^^ QTL_X86 ^^^
@@ -40,19 +45,22 @@ namespace moe_x86 {
 /// True where streaming stores exist.
 inline constexpr bool streams = QTL_X86 != 0;
 
-/// Copies `n` bytes with `How`'s streaming stores where `dst` is 16-byte aligned and `n` a
-/// multiple of 16; false when it does not (`How` plain, unaligned, or no x86 executor).
+/// Copies `n` bytes, each XOR `x` (0: unchanged), with `How`'s streaming stores where `dst` is
+/// 16-byte aligned and `n` a multiple of 16; false when it does not (`How` plain, unaligned, or no
+/// x86 executor).
 template <row_store How>
-bool copy_row([[maybe_unused]] byte_t* dst, [[maybe_unused]] byte_t const* src, [[maybe_unused]] std::size_t n) {
+bool copy_row([[maybe_unused]] byte_t* dst, [[maybe_unused]] byte_t const* src, [[maybe_unused]] std::size_t n,
+              [[maybe_unused]] std::uint8_t x = 0) {
 #if QTL_X86
   if constexpr (How != row_store::plain) {
     if (reinterpret_cast<std::uintptr_t>(dst) % 16 == 0 && n % 16 == 0) {
       if constexpr (How == row_store::stream64) {
-        stream_row64(dst, src, n);
+        stream_row64(dst, src, n, x);
       } else {
+        __m128i const x16 = _mm_set1_epi32(static_cast<int>(x * 0x01010101u));
         for (std::size_t i = 0; i < n; i += 16) {
           _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i),
-                           _mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)));
+                           _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<__m128i const*>(src + i)), x16));
         }
       }
       return true;
