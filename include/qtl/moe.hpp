@@ -742,7 +742,7 @@ inline void copy_flip_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool 
     return;
   }
   for (std::size_t i = 0; i < n; ++i) {
-    dst[i] = uint4b8_to_int4_byte(src[i]);
+    dst[i] = uint4b8_to_int4(src[i]);
   }
 }
 

@@ -213,7 +213,7 @@ inline void pack_scale_fp8(std::span<float8_e4m3fn_t const> scales, std::span<fl
 /// `(v - 8) & 0xF` (uint4b8 codes -> two's complement int4). Its own inverse.
 inline void convert_packed_uint4b8_to_signed_int4_inplace(std::span<std::int32_t> words) {
   for (std::int32_t& w : words) {
-    w = static_cast<std::int32_t>(uint4b8_to_int4_word(static_cast<std::uint32_t>(w)));
+    w = static_cast<std::int32_t>(uint4b8_to_int4(static_cast<std::uint32_t>(w)));
   }
 }
 
@@ -224,7 +224,7 @@ inline void convert_packed_uint4b8_to_signed_int4(std::span<std::int32_t const> 
                       std::to_string(out.size()) + " out");
   }
   for (std::size_t i = 0; i < in.size(); ++i) {
-    out[i] = static_cast<std::int32_t>(uint4b8_to_int4_word(static_cast<std::uint32_t>(in[i])));
+    out[i] = static_cast<std::int32_t>(uint4b8_to_int4(static_cast<std::uint32_t>(in[i])));
   }
 }
 

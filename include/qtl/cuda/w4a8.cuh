@@ -56,7 +56,7 @@ QTL_KERNEL void pack_scale_fp8_kernel(std::uint8_t const* scales, std::uint8_t* 
 template <int = 0>
 QTL_KERNEL void uint4b8_to_int4_kernel(std::uint32_t const* in, std::uint32_t* out, index_t count) {
   for (index_t i = grid_thread(); i < count; i += grid_step()) {
-    out[i] = uint4b8_to_int4_word(in[i]);
+    out[i] = uint4b8_to_int4(in[i]);
   }
 }
 

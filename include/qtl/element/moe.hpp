@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include <qtl/element/pack.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/view.hpp>
 
@@ -112,13 +113,6 @@ struct trtllm_row_map {
 /// @pre `K % block_k == 0`.
 QTL_HOST_DEVICE constexpr index_t block_layout_offset(index_t m, index_t k, index_t rows, index_t block_k) {
   return (k / block_k) * rows * block_k + m * block_k + k % block_k;
-}
-
-/// vLLM's `convert_packed_uint4b8_to_signed_int4_inplace` on one byte of the packed words: each
-/// nibble `q` (uint4b8, the value `q - 8`) becomes `(q - 8) & 0xF` (two's complement int4), which
-/// is `q ^ 8`. The map is an involution.
-QTL_HOST_DEVICE constexpr std::uint8_t uint4b8_to_int4_byte(std::uint8_t b) {
-  return static_cast<std::uint8_t>(b ^ 0x88u);
 }
 
 // ------------------------------------------------------------------------------------------------

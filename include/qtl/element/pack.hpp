@@ -189,4 +189,13 @@ QTL_HOST_DEVICE constexpr bool pack_shapes_fit(index_t pf, int dim, view2d<std::
          packed.extent[dim] == codes.extent[dim] / pf && packed.extent[other] == codes.extent[other];
 }
 
+/// vLLM's `convert_packed_uint4b8_to_signed_int4_inplace` on a packed word `W` (a byte, an int32
+/// word): each nibble q (uint4b8, the value q - 8) becomes (q - 8) & 0xF, two's-complement int4,
+/// which is q ^ 8. The map is its own inverse.
+template <class W>
+QTL_HOST_DEVICE constexpr W uint4b8_to_int4(W w) {
+  static_assert(std::is_unsigned_v<W>, "qtl::uint4b8_to_int4: an unsigned word");
+  return static_cast<W>(w ^ static_cast<W>(0x8888888888888888ull));
+}
+
 }  // namespace qtl

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include <qtl/element/fp8.hpp>
+#include <qtl/element/pack.hpp>
 #include <qtl/macros.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/view.hpp>
@@ -64,10 +65,6 @@ QTL_HOST_DEVICE constexpr std::uint64_t unified_encode_int4b_word(std::uint64_t 
   std::uint64_t const m = (change >> 3) * 0xFu;           // those nibbles, whole
   return (w & ~m) | ((bit3 - low) & m);
 }
-
-/// `convert_packed_uint4b8_to_signed_int4_inplace` of one int32 word: every nibble v becomes
-/// `(v - 8) & 0xF`, which is `v ^ 8` (so the map is its own inverse).
-QTL_HOST_DEVICE constexpr std::uint32_t uint4b8_to_int4_word(std::uint32_t w) { return w ^ 0x88888888u; }
 
 /// Where destination byte `b` (0..255) of a reorder atom comes from: row `row` of the atom and
 /// byte `col_byte` (codes 2 col_byte and 2 col_byte + 1) of that row's 16 bytes.
