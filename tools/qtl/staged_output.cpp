@@ -546,6 +546,8 @@ output_file::~output_file() {
 
 void output_file::pwrite_all(void const* data, std::size_t size, std::uint64_t offset) const {
   auto const* p = static_cast<char const*>(data);
+  std::uint64_t const first = offset;
+  std::size_t const whole = size;
   while (size > 0) {
     ssize_t const w = ::pwrite(fd_, p, std::min<std::size_t>(size, std::size_t{1} << 30), static_cast<off_t>(offset));
     if (w < 0) {
@@ -558,6 +560,17 @@ void output_file::pwrite_all(void const* data, std::size_t size, std::uint64_t o
     size -= static_cast<std::size_t>(w);
     offset += static_cast<std::uint64_t>(w);
   }
+  if (whole >= writeback_chunk) {  // start this range's writeback now, overlapping the work left
+#if defined(__linux__)
+    (void)::sync_file_range(fd_, static_cast<off_t>(first), static_cast<off_t>(whole), SYNC_FILE_RANGE_WRITE);
+#endif
+  }
+}
+
+void output_file::start_writeback() const {
+#if defined(__linux__)
+  (void)::sync_file_range(fd_, 0, 0, SYNC_FILE_RANGE_WRITE);
+#endif
 }
 
 void output_file::flush() {

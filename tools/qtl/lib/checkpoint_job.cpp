@@ -94,6 +94,11 @@ void checkpoint_job::commit() {
   if (sharded) {
     write_shard_index(*staged_, shards);
   }
+  for (auto const& s : shards) {  // every shard's writeback under way before the first fsync
+    if (s.file) {
+      s.file->start_writeback();
+    }
+  }
   // The input folder's side files (tokenizer, generation_config.json, ...), copied; what a
   // checkpoint does not need is skipped with a warning. Each is read to its end or the run fails
   // naming it (never a short copy).
