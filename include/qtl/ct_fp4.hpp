@@ -145,7 +145,7 @@ void ct_mxfp4_quantize(view2d<T const> w, view2d<float4_e2m1x2_t> values, view2d
     T const* row = &w(i, 0);
     index_t first = 0;  // the blocks an x86 executor did
     if constexpr (std::is_same_v<T, bfloat16_t>) {
-      first = detail::fp4_x86::ct_mxfp4_row(row, &values(i, 0), &scales(i, 0).bits, k / bs);
+      first = detail::fp4_x86::ct_mx_row(row, &values(i, 0), &scales(i, 0).bits, k / bs);
       for (index_t b = 0; b < first; ++b) {
         float const os = e8m0_reciprocal(scales(i, b).bits);
         detail::ct::clear_zero_codes(row + b * bs, bs, &values(i, b * (bs / 2)),

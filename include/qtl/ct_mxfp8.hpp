@@ -64,7 +64,7 @@ void ct_mxfp8_quantize(view2d<T const> w, view2d<float8_e4m3fn_t> values, view2d
     T const* row = &w(i, 0);
     index_t first = 0;  // the blocks an x86 executor did
     if constexpr (std::is_same_v<T, bfloat16_t>) {
-      first = detail::fp4_x86::ct_mxfp8_row(row, &values(i, 0), &scales(i, 0).bits, k / bs);
+      first = detail::fp4_x86::ct_mx_row(row, &values(i, 0), &scales(i, 0).bits, k / bs);
     }
     for (index_t b = first; b < k / bs; ++b) {
       T const* x = row + b * bs;

@@ -373,14 +373,19 @@ QTL_X86_AVX512_VBMI inline __m512i ct_mx_codes16(__m512 vmax, __m512& os) {
   return code;
 }
 
-// compressed-tensors' MXFP4 (`qtl::ct_mxfp4_quantize`) of the first `kb - kb % 16` 32-element
-// blocks of one bf16 row, 16 blocks a step, up to the first step that holds a NaN or an infinity
-// (the portable loop refuses or quantizes it); returns how many blocks it did. A step's scale
-// codes are `ct_mx_codes16<2>` of its block maxima, its elements `block_elements16_avx512<mxfp4>`
-// under their os. The -0 codes of elements that underflow bf16 stay for the caller's
-// `clear_zero_codes`.
-QTL_X86_AVX512_VBMI inline index_t ct_mxfp4_row_avx512(bfloat16_t const* row, float4_e2m1x2_t* out,
-                                                       std::uint8_t* scales, index_t kb) {
+// compressed-tensors' MXFP4 (`Out` = float4_e2m1x2_t, `qtl::ct_mxfp4_quantize`) or MXFP8 (`Out` =
+// float8_e4m3fn_t, `qtl::ct_mxfp8_quantize`) of the first `kb - kb % 16` 32-element blocks of one
+// bf16 row, 16 blocks a step, up to the first step that holds a NaN or an infinity (the portable
+// loop refuses or quantizes it); returns how many blocks it did. A step's scale codes are
+// `ct_mx_codes16` of its block maxima (E2M1's offset 2, E4M3's 8), its elements under their os:
+// MXFP4 by `block_elements16_avx512<mxfp4>` (the -0 codes of elements that underflow bf16 stay for
+// the caller's `clear_zero_codes`); MXFP8 `fp8_saturate_encode<e4m3, propagate>(x * os)`, 16 at a
+// time in the row's order (the sign of a product that underflows stays, as the portable loop's).
+template <class Out>
+QTL_X86_AVX512_VBMI inline index_t ct_mx_row_avx512(bfloat16_t const* row, Out* out, std::uint8_t* scales, index_t kb) {
+  constexpr bool fp4 = std::is_same_v<Out, float4_e2m1x2_t>;
+  static_assert(fp4 || std::is_same_v<Out, float8_e4m3fn_t>, "qtl: MXFP4 or MXFP8 elements");
+  constexpr int scale_offset = fp4 ? 2 : 8;  // floor(log2) of the element type's largest value
   index_t const end = kb - kb % 16;
   for (index_t b = 0; b < end; b += 16) {
     bfloat16_t const* const x = row + b * 32;
@@ -388,36 +393,19 @@ QTL_X86_AVX512_VBMI inline index_t ct_mxfp4_row_avx512(bfloat16_t const* row, fl
       return b;
     }
     __m512 os;
-    __m512i const code = ct_mx_codes16<2>(block_vmax16_bf16<32>(x), os);
+    __m512i const code = ct_mx_codes16<scale_offset>(block_vmax16_bf16<32>(x), os);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + b), _mm512_cvtepi32_epi8(code));
-    block_elements16_avx512<mxfp4>(x, out + b * 16, os, b + 16 < end ? x + 512 : nullptr);
-  }
-  return end;
-}
-
-// compressed-tensors' MXFP8 (`qtl::ct_mxfp8_quantize`) of the first `kb - kb % 16` 32-element
-// blocks of one bf16 row, 16 blocks a step, up to the first step that holds a NaN or an infinity;
-// returns how many blocks it did. Scale codes `ct_mx_codes16<8>`; each element
-// `fp8_saturate_encode<e4m3, propagate>(x * os)`, 16 at a time in the row's order (the sign of a
-// product that underflows stays, as the portable loop's).
-QTL_X86_AVX512_VBMI inline index_t ct_mxfp8_row_avx512(bfloat16_t const* row, float8_e4m3fn_t* out,
-                                                       std::uint8_t* scales, index_t kb) {
-  index_t const end = kb - kb % 16;
-  for (index_t b = 0; b < end; b += 16) {
-    bfloat16_t const* const x = row + b * 32;
-    if (ct_mx_step_nonfinite(x)) {
-      return b;
-    }
-    __m512 os;
-    __m512i const code = ct_mx_codes16<8>(block_vmax16_bf16<32>(x), os);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(scales + b), _mm512_cvtepi32_epi8(code));
-    alignas(64) float s[16];
-    _mm512_store_ps(s, os);
-    for (int h = 0; h < 32; ++h) {  // 16 elements a step: block h / 2
-      __m512i const raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + 16 * h)));
-      __m512 const v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)), _mm512_set1_ps(s[h / 2]));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(out + b * 32 + 16 * h),
-                       _mm512_cvtepi32_epi8(fp8_encode16<float8_e4m3fn_t, fp8_nan::propagate>(v)));
+    if constexpr (fp4) {
+      block_elements16_avx512<mxfp4>(x, out + b * 16, os, b + 16 < end ? x + 512 : nullptr);
+    } else {
+      alignas(64) float s[16];
+      _mm512_store_ps(s, os);
+      for (int h = 0; h < 32; ++h) {  // 16 elements a step: block h / 2
+        __m512i const raw = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<__m256i const*>(x + 16 * h)));
+        __m512 const v = _mm512_mul_ps(_mm512_castsi512_ps(_mm512_slli_epi32(raw, 16)), _mm512_set1_ps(s[h / 2]));
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out + b * 32 + 16 * h),
+                         _mm512_cvtepi32_epi8(fp8_encode16<float8_e4m3fn_t, fp8_nan::propagate>(v)));
+      }
     }
   }
   return end;
@@ -491,25 +479,15 @@ index_t block_quantize_row([[maybe_unused]] T const* row, [[maybe_unused]] typen
   return b;
 }
 
-/// The leading blocks of a bf16 row of `ct_mxfp4_quantize` an x86 executor takes (AVX-512, 16
-/// blocks a step, up to a step holding NaN or Inf: `x86::ct_mxfp4_row_avx512`); returns how many.
-inline index_t ct_mxfp4_row([[maybe_unused]] bfloat16_t const* row, [[maybe_unused]] float4_e2m1x2_t* out,
-                            [[maybe_unused]] std::uint8_t* scales, [[maybe_unused]] index_t kb) {
+/// The leading blocks of a bf16 row of `ct_mxfp4_quantize` (`Out` = float4_e2m1x2_t) or
+/// `ct_mxfp8_quantize` (float8_e4m3fn_t) an x86 executor takes (AVX-512, 16 blocks a step, up to a
+/// step holding NaN or Inf: `x86::ct_mx_row_avx512`); returns how many.
+template <class Out>
+index_t ct_mx_row([[maybe_unused]] bfloat16_t const* row, [[maybe_unused]] Out* out,
+                  [[maybe_unused]] std::uint8_t* scales, [[maybe_unused]] index_t kb) {
 #if QTL_X86
   if (x86::fp8_has_avx512()) {
-    return x86::ct_mxfp4_row_avx512(row, out, scales, kb);
-  }
-#endif  // ^^^ QTL_X86 ^^^
-  return 0;
-}
-
-/// The leading blocks of a bf16 row of `ct_mxfp8_quantize` an x86 executor takes (AVX-512, 16
-/// blocks a step, up to a step holding NaN or Inf: `x86::ct_mxfp8_row_avx512`); returns how many.
-inline index_t ct_mxfp8_row([[maybe_unused]] bfloat16_t const* row, [[maybe_unused]] float8_e4m3fn_t* out,
-                            [[maybe_unused]] std::uint8_t* scales, [[maybe_unused]] index_t kb) {
-#if QTL_X86
-  if (x86::fp8_has_avx512()) {
-    return x86::ct_mxfp8_row_avx512(row, out, scales, kb);
+    return x86::ct_mx_row_avx512(row, out, scales, kb);
   }
 #endif  // ^^^ QTL_X86 ^^^
   return 0;
