@@ -395,11 +395,14 @@ std::array<int, N> run_with_flags(array_in const& w, char const* op, Launch&& la
   return h;
 }
 
-/// The device path's refusal of a NaN or infinite weight (the host path names the first one).
-[[noreturn]] void refuse_nonfinite(char const* op) {
-  throw qtl::value_error(std::string(op) +
-                         ": weight holds a NaN or infinite value (the host path names the first); "
-                         "allow_nonfinite=True quantizes it as the host path does");
+/// The device path's refusal of a NaN or infinite weight, which the kernel reported in `flag` (the
+/// host path names the first one), unless `allow_nonfinite`.
+void refuse_nonfinite(int flag, bool allow_nonfinite, char const* op) {
+  if (flag != 0 && !allow_nonfinite) {
+    throw qtl::value_error(std::string(op) +
+                           ": weight holds a NaN or infinite value (the host path names the first); "
+                           "allow_nonfinite=True quantizes it as the host path does");
+  }
 }
 
 nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, bool symmetric, bool allow_nonfinite,
@@ -426,9 +429,7 @@ nb::object ct_pack_quantize(nb::handle w_obj, int num_bits, index_t group_size, 
         return b.ct_pack_quantize(device::float_type_of<T>(), w.nd.data(), n, k, num_bits, group_size, symmetric,
                                   packed.data<std::int32_t>(), scales.data<void>(), zp.data<std::int32_t>(), f, s);
       });
-      if (flags[0] != 0 && !allow_nonfinite) {
-        refuse_nonfinite(op);
-      }
+      refuse_nonfinite(flags[0], allow_nonfinite, op);
     } else {
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
@@ -484,9 +485,7 @@ nb::object gptq_checkpoint_quantize(nb::handle w_obj, int num_bits, index_t grou
                                           symmetric, qweight.data<std::int32_t>(), scales.data<void>(),
                                           zeros.data<std::int32_t>(), f, s);
       });
-      if (flags[0] != 0 && !allow_nonfinite) {
-        refuse_nonfinite(op);
-      }
+      refuse_nonfinite(flags[0], allow_nonfinite, op);
       if (flags[1] != 0) {
         throw qtl::value_error(std::string(op) +
                                ": a group's GPTQ scale does not fit float16 (the host path names the row and columns)");
@@ -495,16 +494,12 @@ nb::object gptq_checkpoint_quantize(nb::handle w_obj, int num_bits, index_t grou
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
       qtl::for_each_slice(n, 1, min_columns(k), nthreads, [&](index_t lo, index_t hi) {
-        auto const columns = [lo, hi]<class U>(qtl::view2d<U> v) {  // columns lo .. hi of [rows, N]
-          v.data += lo;
-          v.extent[1] = hi - lo;
-          return v;
-        };
         qtl::gptq_checkpoint_options o = opt;
         o.first_row = lo;
         qtl::gptq_checkpoint_quantize(
             row_slice(wv, lo, hi),
-            {columns(qweight.v2<std::int32_t>()), columns(scales.v2<qtl::half_t>()), columns(zeros.v2<std::int32_t>())},
+            {qtl::column_slice(qweight.v2<std::int32_t>(), lo, hi), qtl::column_slice(scales.v2<qtl::half_t>(), lo, hi),
+             qtl::column_slice(zeros.v2<std::int32_t>(), lo, hi)},
             o);
       });
     }
@@ -620,9 +615,7 @@ nb::object ct_fp4_quantize(nb::handle w_obj, std::optional<float> given_gs, bool
                                    device::float_type_of<T>(), w.nd.data(), n, k, gs, packed.data<std::uint8_t>(),
                                    scales.data<std::uint8_t>(), f, s);
       });
-      if (flags[0] != 0 && !allow_nonfinite) {
-        refuse_nonfinite(op);
-      }
+      refuse_nonfinite(flags[0], allow_nonfinite, op);
     } else {
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
@@ -676,9 +669,7 @@ nb::object ct_mxfp8_quantize(nb::handle w_obj, bool allow_nonfinite, std::option
         return b.ct_block_quantize(device::block_format::mxfp8, device::float_type_of<T>(), w.nd.data(), n, k, 1.0f,
                                    codes.data<std::uint8_t>(), scales.data<std::uint8_t>(), f, s);
       });
-      if (flags[0] != 0 && !allow_nonfinite) {
-        refuse_nonfinite(op);
-      }
+      refuse_nonfinite(flags[0], allow_nonfinite, op);
     } else {
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
