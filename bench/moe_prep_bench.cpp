@@ -30,6 +30,7 @@
 #include <vector>
 
 #include <qtl/moe.hpp>
+#include <qtl/moe_trtllm.hpp>
 
 #include "support/memcpy_baseline.hpp"
 #include "support/random_bytes.hpp"

@@ -19,6 +19,7 @@
 #include <qtl/match/regex.hpp>
 #include <qtl/match/regex_set.hpp>
 #include <qtl/moe.hpp>
+#include <qtl/moe_trtllm.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/pack.hpp>
 #include <qtl/quantize.hpp>

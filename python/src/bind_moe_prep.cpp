@@ -34,6 +34,7 @@
 #include <string>
 
 #include <qtl/moe.hpp>
+#include <qtl/moe_trtllm.hpp>
 
 #include "bindings.hpp"
 

@@ -15,6 +15,7 @@
 
 #include <qtl/cuda/moe.cuh>
 #include <qtl/moe.hpp>
+#include <qtl/moe_trtllm.hpp>
 
 namespace {
 

@@ -16,6 +16,7 @@
 #include <golden.hpp>
 
 #include <qtl/moe.hpp>
+#include <qtl/moe_trtllm.hpp>
 
 #include "test_data.hpp"
 

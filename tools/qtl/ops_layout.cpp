@@ -42,6 +42,7 @@
 
 #include <qtl/blockscale.hpp>
 #include <qtl/moe.hpp>
+#include <qtl/moe_trtllm.hpp>
 
 #include "ops.hpp"
 

@@ -32,6 +32,7 @@
 #include <qtl/cuda/launch.cuh>
 #include <qtl/macros.hpp>
 #include <qtl/moe.hpp>
+#include <qtl/moe_trtllm.hpp>
 #include <qtl/view.hpp>
 
 namespace qtl::cuda {
