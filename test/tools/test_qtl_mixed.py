@@ -19,6 +19,10 @@
      model's layer count, attention pattern, experts, vision tower and MTP layer), explained for
      vLLM and sglang: each module's decision (as the fused layer or the fused MoE layer the engine
      builds from it) against the config's own entry for the module.
+  6. A published compressed-tensors mixed-precision config (RedHatAI/DeepSeek-V4-Flash-NVFP4-FP8's
+     config.json, verbatim): every layer vLLM's DeepSeek-V4 builds with the quant config,
+     explained for vLLM (FP8 blocks for the attention, NVFP4 for the MLP and the fused experts,
+     which take their first expert's projections' group) and sglang.
 
 Usage: test_qtl_mixed.py QTL
 """
@@ -358,11 +362,46 @@ def test_real_modelopt(tmp):
     check(n == 2 * (qwen_moe + qwen_dense + 44 * 15 + 1), "real configs: every module explained (%d rows)" % n)
 
 
+def test_real_compressed_tensors(tmp):
+    name = "RedHatAI_DeepSeek-V4-Flash-NVFP4-FP8_config.json"
+    model = json.load(open(os.path.join(DATA, "real", name)))
+    fp8, nvfp4 = [], []
+    for i, ratio in enumerate(model["compress_ratios"]):
+        p = "model.layers.%d." % i
+        fp8 += [p + "attn." + leaf for leaf in ("fused_wqa_wkv", "wq_b", "wo_a", "wo_b")]
+        fp8 += [p + "attn.indexer.wq_b"] if ratio == 4 else []
+        nvfp4 += [p + "ffn.shared_experts.gate_up_proj", p + "ffn.shared_experts.down_proj", p + "ffn.experts"]
+    modules = os.path.join(tmp, "dsv4_vllm_layers.txt")
+    with open(modules, "w") as f:
+        f.write("\n".join(fp8 + nvfp4 + ["lm_head"]) + "\n")
+    mapping = os.path.join(tmp, "dsv4_packed.json")
+    with open(mapping, "w") as f:
+        json.dump({"fused_wqa_wkv": ["wq_a", "wkv"], "gate_up_proj": ["gate_proj", "up_proj"]}, f)
+    rows = []
+    for consumer in ("vllm_compressed_tensors", "sglang_compressed_tensors"):
+        rows += explain("--config", os.path.join(DATA, "real", name), "--modules", modules,
+                        "--packed-modules-mapping", mapping, "--consumer", consumer)
+    check(len(rows) == 2 * (len(fp8) + len(nvfp4) + 1), "real ct: one row per layer and loader (%d)" % len(rows))
+    vllm, sg = by_module(rows, "vllm_compressed_tensors"), by_module(rows, "sglang_compressed_tensors")
+    bad = [vllm.get(m) for m in fp8 if not (group_name(vllm.get(m, {})) == "group_0" and vllm[m]["bits"] == 8 and
+                                            vllm[m]["error"] is None)]
+    bad += [vllm.get(m) for m in nvfp4 if not (group_name(vllm.get(m, {})) == "group_1" and vllm[m]["bits"] == 4 and
+                                               vllm[m]["group_size"] == 16 and vllm[m]["error"] is None)]
+    check(not bad and vllm["lm_head"]["skipped"], "real ct: vLLM's decisions (%d differ), e.g. %s" % (len(bad), bad[:2]))
+    experts = vllm["model.layers.0.ffn.experts"]
+    check(experts["rule"] == "re:.*ffn.*(gate|up|down)_proj$",
+          "real ct: the fused experts take the rule of their projections: %s" % experts)
+    check(all((sg[m]["error"] or "").startswith("NotImplementedError") for m in fp8) and
+          (sg["model.layers.0.ffn.experts"]["error"] or "").startswith("qtl::unsupported_error"),
+          "real ct: sglang reads the top-level format for linear layers; its fused MoE is not modelled")
+
+
 def main(tmp):
     test_llmc_checkpoint(tmp)
     test_overlap(tmp)
     test_modelopt(tmp)
     test_real_modelopt(tmp)
+    test_real_compressed_tensors(tmp)
 
 
 run_in_temp_dir("qtl_mixed_", main)

@@ -515,3 +515,142 @@ TEST_CASE("real ModelOpt configs in the engines' own layer names", "[mixed][mode
     CHECK_FALSE(d.scheme);
   }
 }
+
+TEST_CASE("compressed-tensors groups and a fused MoE layer: vLLM asks the first expert's projections",
+          "[mixed][ct][moe]") {
+  using qtl::consumer;
+  auto const parse = [](char const* groups, char const* ignore) {
+    qtl::quant_config cfg = qtl::io::parse_quant_config(
+        std::string(R"({"quant_method": "compressed-tensors", "format": "mixed-precision", "ignore": )") + ignore +
+        R"(, "config_groups": )" + groups + "}");
+    cfg.packed_modules_mapping = llama_packed;
+    return cfg;
+  };
+  char const* const fp8_attention_w4a16_rest = R"({
+      "a": {"format": "float-quantized", "targets": ["re:.*self_attn.*"], "weights": {"num_bits": 8, "type": "float"}},
+      "b": {"format": "pack-quantized", "targets": ["Linear"],
+            "weights": {"num_bits": 4, "type": "int", "group_size": 128}}})";
+  {
+    // No regex names the projections: `Linear` reaches the FusedMoE layer through the key vLLM
+    // adds for it (_add_fused_moe_to_target_scheme_map).
+    auto const cfg = parse(fp8_attention_w4a16_rest, "[]");
+    qtl::compiled_config const cc(cfg);
+    qtl::decision const ex = decided(cc, consumer::vllm_compressed_tensors, "model.layers.0.mlp.experts");
+    CHECK(group_of(ex) == "b");
+    CHECK(ex.rule == "Linear");
+    CHECK(ex.bits == 4);
+    CHECK_FALSE(ex.error);
+  }
+  {
+    // The projections split between groups: vLLM's ValueError.
+    auto const cfg = parse(R"({
+        "a": {"format": "float-quantized", "targets": ["re:.*down_proj$"], "weights": {"num_bits": 8, "type": "float"}},
+        "b": {"format": "pack-quantized", "targets": ["Linear"], "weights": {"num_bits": 4, "type": "int"}}})",
+                           "[]");
+    qtl::compiled_config const cc(cfg);
+    qtl::decision const ex = decided(cc, consumer::vllm_compressed_tensors, "model.layers.0.mlp.experts");
+    CHECK(ex.error == "ValueError: All MoE projections need to have same quantization scheme but found multiple");
+    CHECK_FALSE(ex.bits);
+    // each expert linear of the checkpoint, decided alone, has a scheme
+    CHECK(group_of(decided(cc, consumer::vllm_compressed_tensors, "model.layers.0.mlp.experts.0.down_proj")) == "a");
+  }
+  {
+    // Every projection ignored: the unquantized MoE method; the entry that ignored the first.
+    auto const cfg = parse(fp8_attention_w4a16_rest, R"(["re:.*mlp\\.experts\\..*"])");
+    qtl::compiled_config const cc(cfg);
+    qtl::decision const ex = decided(cc, consumer::vllm_compressed_tensors, "model.layers.0.mlp.experts");
+    CHECK(ex.skipped);
+    CHECK_FALSE(ex.error);
+    CHECK(ex.rule == "re:.*mlp\\.experts\\..*");
+  }
+  {
+    // Only down_proj ignored: None against a scheme, vLLM's ValueError.
+    auto const cfg = parse(fp8_attention_w4a16_rest, R"(["re:.*experts\\.0\\.down_proj"])");
+    qtl::compiled_config const cc(cfg);
+    qtl::decision const ex = decided(cc, consumer::vllm_compressed_tensors, "model.layers.0.mlp.experts");
+    CHECK(ex.error == "ValueError: All MoE projections need to have same quantization scheme but found multiple");
+  }
+  {
+    // The layer's own name in `ignore` is not asked: its projections are, and are quantized.
+    auto const cfg = parse(fp8_attention_w4a16_rest, R"(["model.layers.0.mlp.experts"])");
+    qtl::compiled_config const cc(cfg);
+    qtl::decision const ex = decided(cc, consumer::vllm_compressed_tensors, "model.layers.0.mlp.experts");
+    CHECK_FALSE(ex.skipped);
+    CHECK(group_of(ex) == "b");
+    // the library ignores it by name (and its linears are the experts, which it quantizes)
+    CHECK(decided(cc, consumer::compressed_tensors, "model.layers.0.mlp.experts").skipped);
+  }
+  {
+    // No target for the projections: find_matched_target's failure for the first of them.
+    auto const cfg = parse(R"({
+        "a": {"format": "float-quantized", "targets": ["re:.*self_attn.*"], "weights": {"num_bits": 8, "type": "float"}}})",
+                           "[]");
+    qtl::compiled_config const cc(cfg);
+    CHECK(decided(cc, consumer::vllm_compressed_tensors, "model.layers.0.mlp.experts").error == "KeyError: None");
+    // sglang's fused MoE under several groups stays unmodelled
+    qtl::decision const sg = decided(cc, consumer::sglang_compressed_tensors, "model.layers.0.mlp.experts");
+    REQUIRE(sg.error);
+    CHECK_THAT(*sg.error, Catch::StartsWith("qtl::unsupported_error: sglang's scheme of a fused MoE layer"));
+  }
+}
+
+TEST_CASE("a real compressed-tensors mixed-precision config: every layer of vLLM's DeepSeek-V4-Flash decided",
+          "[mixed][ct][real]") {
+  // RedHatAI/DeepSeek-V4-Flash-NVFP4-FP8's config.json (test/data/mixed/README.md): FP8 blocks
+  // for the attention projections, NVFP4 for the MLP projections, by regex only. vLLM's layers
+  // (models/deepseek_v4): per layer `attn.fused_wqa_wkv` (wq_a and wkv fused), `attn.wq_b`,
+  // `attn.wo_a`, `attn.wo_b`, on the layers of compress ratio 4 the indexer's `attn.indexer.wq_b`
+  // (built with the quant config; its `weights_proj` and the compressors' `fused_wkv_wgate`
+  // without, so never asked), `ffn.shared_experts.gate_up_proj` and `.down_proj`, the fused
+  // `ffn.experts`; `lm_head`.
+  using qtl::consumer;
+  qtl::quant_config cfg =
+      qtl::io::load_quant_config(data_dir() / "real" / "RedHatAI_DeepSeek-V4-Flash-NVFP4-FP8_config.json");
+  cfg.packed_modules_mapping = {{"fused_wqa_wkv", {"wq_a", "wkv"}}, {"gate_up_proj", {"gate_proj", "up_proj"}}};
+  REQUIRE(cfg.format == "mixed-precision");
+  REQUIRE(cfg.config_groups.size() == 2);
+  qtl::compiled_config const cc(cfg);
+  auto const model =
+      nlohmann::json::parse(std::ifstream(data_dir() / "real" / "RedHatAI_DeepSeek-V4-Flash-NVFP4-FP8_config.json"));
+  int const layers = model["num_hidden_layers"];
+  auto const& ratios = model["compress_ratios"];
+  REQUIRE(static_cast<int>(ratios.size()) == layers);
+  std::size_t fp8 = 0;
+  std::size_t nvfp4 = 0;
+  for (int i = 0; i != layers; ++i) {
+    std::string const p = "model.layers." + std::to_string(i) + ".";
+    std::vector<std::string> attention = {p + "attn.fused_wqa_wkv", p + "attn.wq_b", p + "attn.wo_a", p + "attn.wo_b"};
+    if (ratios[i] == 4) {
+      attention.push_back(p + "attn.indexer.wq_b");
+    }
+    for (std::string const& m : attention) {
+      INFO(m);
+      qtl::decision const d = decided(cc, consumer::vllm_compressed_tensors, m);
+      CHECK(group_of(d) == "group_0");
+      CHECK(d.rule == "re:.*attn.*(fused_wqa_wkv|wq_b|wo_a|wo_b)$");
+      CHECK(d.bits == 8);
+      CHECK(d.quant_type == qtl::float8_e4m3fn);
+      CHECK_FALSE(d.error);
+      // sglang's linear layers read the top-level format
+      CHECK(decided(cc, consumer::sglang_compressed_tensors, m).error ==
+            "NotImplementedError: No compressed-tensors compatible scheme was found.");
+      ++fp8;
+    }
+    for (std::string const& m :
+         {p + "ffn.shared_experts.gate_up_proj", p + "ffn.shared_experts.down_proj", p + "ffn.experts"}) {
+      INFO(m);
+      qtl::decision const d = decided(cc, consumer::vllm_compressed_tensors, m);
+      CHECK(group_of(d) == "group_1");
+      CHECK(d.rule == "re:.*ffn.*(gate|up|down)_proj$");
+      CHECK(d.bits == 4);
+      CHECK(d.group_size == 16);
+      CHECK(d.quant_type == qtl::float4_e2m1f);
+      CHECK_FALSE(d.error);
+      ++nvfp4;
+    }
+  }
+  qtl::decision const head = decided(cc, consumer::vllm_compressed_tensors, "lm_head");
+  CHECK(head.skipped);
+  CHECK(fp8 == 43 * 4 + 21);  // 21 layers of compress ratio 4
+  CHECK(nvfp4 == 43 * 3);
+}

@@ -82,6 +82,13 @@ constexpr layer_kind infer_layer_kind(std::string_view module) {
   return layer_kind::linear;
 }
 
+/// compressed-tensors engines' `should_ignore_layer` message for a fused layer whose shards are
+/// not all ignored or all kept.
+inline std::string ct_mixed_shards_message(std::vector<std::string> const& shards, std::string_view layer) {
+  return "Found a different quantization schemes for " + detail::py_list_repr(shards) + " in " + std::string(layer) +
+         ". vLLM requires all to use the same scheme.";
+}
+
 /// Options of `decide`.
 struct decide_options {
   /// How shard names are derived from fused names (the reference: `replace_all`).
@@ -240,10 +247,7 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
         std::vector<std::string> shards;
         bool const sg = c == consumer::sglang_compressed_tensors;
         skip_outcome const o = detail::ct_should_ignore(module, ix, sg, opt.naming, &shards);
-        detail::apply_skip(
-            d, o, list, w,
-            detail::value_error_text("Found a different quantization schemes for " + detail::py_list_repr(shards) +
-                                     " in " + d.module + ". vLLM requires all to use the same scheme."));
+        detail::apply_skip(d, o, list, w, detail::value_error_text(ct_mixed_shards_message(shards, d.module)));
         break;
       }
       case consumer::compressed_tensors: {
@@ -471,7 +475,18 @@ decision decide_with(quant_config const& cfg, consumer c, std::string_view modul
     bool const modelopt_reader = c == consumer::vllm_modelopt || c == consumer::sglang_modelopt;
     if (is_mixed(cfg) && (cfg.family == quant_family::compressed_tensors ? ct_reader : modelopt_reader)) {
       auto const& mx = ix.mixed();
-      detail::apply_mixed(cfg, c, module, kind, mx, d);
+      auto const ignored = [&](std::string_view name) {
+        std::vector<std::string> shards;
+        skip_outcome const o = detail::ct_should_ignore(name, ix, false, opt.naming, &shards);
+        detail::ignore_step step;
+        step.skipped = o.skipped;
+        if (o.rule != no_rule && o.rule < list.size()) {
+          step.rule = list[o.rule];
+        }
+        step.error = detail::skip_error(o, name, detail::value_error_text(ct_mixed_shards_message(shards, name)));
+        return step;
+      };
+      detail::apply_mixed(cfg, c, module, kind, mx, ignored, d);
     }
   } catch (regex_error const& e) {
     d.error = detail::regex_error_text(e);

@@ -14,6 +14,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <qtl/error.hpp>
@@ -44,13 +45,23 @@ inline std::string py_list_repr(std::vector<std::string> const& items) {
 
 inline std::string regex_error_text(regex_error const& e) { return std::string("re.error: ") + e.what(); }
 
+/// The error of a failed skip outcome for `module` (`mixed_message` for mixed shards), if any.
+inline std::optional<std::string> skip_error(skip_outcome const& o, std::string_view module,
+                                             std::string const& mixed_message) {
+  if (o.mixed_shards) {
+    return mixed_message;
+  }
+  if (o.no_shards) {
+    return "AssertionError: the fused mapping lists no shard for " + std::string(module);
+  }
+  return std::nullopt;
+}
+
 /// Fills a decision from a skip outcome over `list` (entries as written in the config).
 inline void apply_skip(decision& d, skip_outcome const& o, std::vector<std::string> const& list, weight_params const& w,
                        std::string const& mixed_message) {
-  if (o.mixed_shards) {
-    d.error = mixed_message;
-  } else if (o.no_shards) {
-    d.error = "AssertionError: the fused mapping lists no shard for " + d.module;
+  if (auto e = skip_error(o, d.module, mixed_message)) {
+    d.error = std::move(e);
   }
   d.skipped = o.skipped;
   if (o.rule != no_rule && o.rule < list.size()) {
@@ -248,11 +259,64 @@ inline bool transformers_v5_entry(std::string_view entry, std::string_view modul
   return re_match(std::string(entry) + "\\.", module) || re_match(entry, module) || module.ends_with(entry);
 }
 
+/// What an engine's ignore step says of one name: skipped (by the entry `rule`), or the error
+/// it raises.
+struct ignore_step {
+  bool skipped = false;
+  std::optional<std::string> rule;
+  std::optional<std::string> error;
+};
+
+/// vLLM's `CompressedTensorsMoEMethod.get_moe_method(config, layer, prefix)` under several config
+/// groups: the fused MoE layer `X.experts` takes the scheme its first expert's projections
+/// `X.experts.0.gate_proj`, `.0.up_proj` and `.0.down_proj` get as layers of class `FusedMoE`
+/// (`get_scheme_dict`: the ignore list, then `find_matched_target`). All three must agree; all
+/// ignored: unquantized, `ignored_by` the entry that ignored the first. `ignored(name)`: the
+/// ignore step of one name (an ignore_step). Agreement is judged by group, where vLLM compares the
+/// groups' scheme dicts: two groups with identical arguments would agree there.
+template <class Ignored>
+scheme_match vllm_ct_fused_moe(std::string_view module, mixed_index const& mx, Ignored const& ignored,
+                               std::optional<std::string>& ignored_by) {
+  std::array<std::optional<std::size_t>, 3> groups;  // per projection; nullopt: ignored
+  scheme_match last;
+  std::size_t i = 0;
+  for (char const* proj : {".0.gate_proj", ".0.up_proj", ".0.down_proj"}) {
+    std::string const name = std::string(module) + proj;
+    ignore_step const step = ignored(name);
+    if (step.error) {
+      scheme_match failed;
+      failed.error = step.error;
+      return failed;
+    }
+    if (step.skipped) {
+      if (!ignored_by) {
+        ignored_by = step.rule;
+      }
+      last = {};
+    } else {
+      last = mx.ct_engine(name, "FusedMoE", false);
+      if (last.error) {
+        return last;
+      }
+      groups[i] = last.entry;
+    }
+    ++i;
+  }
+  if (groups[0] != groups[2] || groups[1] != groups[2]) {
+    scheme_match split;
+    split.error = "ValueError: All MoE projections need to have same quantization scheme but found multiple";
+    return split;
+  }
+  return last;  // down_proj's, the dict vLLM keeps
+}
+
 /// The decision of a mixed-precision reader (qtl/rules/mixed.hpp) from `d`, the decision its
 /// ignore or exclude list gave (`d.skipped`, `d.error`): the scheme of the matched group or
-/// `quantized_layers` entry replaces the config's base weights. `mx`: the config's index.
-inline void apply_mixed(quant_config const& cfg, consumer c, std::string_view module, layer_kind kind,
-                        mixed_index const& mx, decision& d) {
+/// `quantized_layers` entry replaces the config's base weights. `mx`: the config's index;
+/// `ignored`: the compressed-tensors engines' ignore step for another name (vllm_ct_fused_moe).
+template <class Ignored>
+void apply_mixed(quant_config const& cfg, consumer c, std::string_view module, layer_kind kind, mixed_index const& mx,
+                 Ignored const& ignored, decision& d) {
   auto const clear = [&] {
     d.bits.reset();
     d.group_size.reset();
@@ -278,25 +342,34 @@ inline void apply_mixed(quant_config const& cfg, consumer c, std::string_view mo
       d.error.reset();
       return;
     }
+    bool const fused_moe = !library && kind == layer_kind::moe;
+    if (fused_moe && c == consumer::vllm_compressed_tensors) {
+      d.skipped = false;  // vLLM asks the ignore list about the experts' projections, not the layer
+      d.error.reset();
+      d.rule.reset();
+    }
     if (d.skipped || d.error) {
       return;
     }
     clear();
-    if (!library && kind == layer_kind::moe) {
+    if (fused_moe && c == consumer::sglang_compressed_tensors) {
       d.error =
-          "qtl::unsupported_error: the scheme of a fused MoE layer under several config groups is not "
+          "qtl::unsupported_error: sglang's scheme of a fused MoE layer under several config groups is not "
           "modelled (decide the experts' own linear layers)";
       return;
     }
-    scheme_match const m = library ? mx.ct_library(module, kind != layer_kind::moe)
-                                   : mx.ct_engine(module, engine_linear_class(module, cfg.packed_modules_mapping),
-                                                  c == consumer::sglang_compressed_tensors);
+    std::optional<std::string> ignored_by;
+    scheme_match const m = fused_moe ? vllm_ct_fused_moe(module, mx, ignored, ignored_by)
+                           : library ? mx.ct_library(module, kind != layer_kind::moe)
+                                     : mx.ct_engine(module, engine_linear_class(module, cfg.packed_modules_mapping),
+                                                    c == consumer::sglang_compressed_tensors);
     if (m.error) {
       d.error = m.error;
       return;
     }
     if (!m.found()) {
-      d.skipped = true;  // the library: no target, no scheme
+      d.skipped = true;  // the library: no target, no scheme; vLLM's MoE: every projection ignored
+      d.rule = ignored_by;
       return;
     }
     ct_config_group const& g = cfg.config_groups[m.entry];

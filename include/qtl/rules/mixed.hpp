@@ -193,8 +193,10 @@ class mixed_index {
   }
 
   /// vLLM's and sglang's `find_matched_target(name, layer, targets, fused)` (`class_name`: the
-  /// layer's class, `engine_linear_class`); `sglang` only changes the error of a layer no target
-  /// matches (vLLM's `target_scheme_map[None]` raises KeyError, sglang raises ValueError).
+  /// layer's class, `engine_linear_class`, or `FusedMoE`); `sglang` only changes the error of a
+  /// layer no target matches (vLLM's `target_scheme_map[None]` raises KeyError, sglang raises
+  /// ValueError). For `FusedMoE` the map has one more key, last: vLLM's
+  /// `_add_fused_moe_to_target_scheme_map` adds `FusedMoE` with the group of a `Linear` target.
   scheme_match ct_engine(std::string_view name, std::string_view class_name, bool sglang) const {
     scheme_match m;
     if (std::size_t const i = first_match(name); i != no_rule) {
@@ -205,6 +207,11 @@ class mixed_index {
       bool const hit = t.starts_with("re:") ? matches(i, class_name) : detail::icontains(class_name, t);
       if (hit) {
         return found(m, i);
+      }
+    }
+    if (class_name == "FusedMoE") {
+      if (auto const it = exact_.find("Linear"); it != exact_.end()) {
+        return found(m, it->second);
       }
     }
     // _match_fused_layer: the first fused name the layer ends with; every shard must match.
