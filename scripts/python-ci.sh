@@ -66,7 +66,7 @@ rm -rf "$sim_pkg" && mkdir -p "$sim_pkg"
 cp python/qtl/*.py python/qtl/*.pyi "$sim_pkg/"
 cp "build-python/python/sim/_qtl$ext" "$sim_pkg/"
 run_tier "device tier (simulated device)" PYTHONPATH="$PWD/build-python/sim-package" \
-  "$VENV/bin/python" -m pytest -q -p no:cacheprovider --rootdir=. test_device.py "$@"
+  "$VENV/bin/python" -m pytest -q -p no:cacheprovider --rootdir=. test_device.py test_dropin_sim.py "$@"
 echo "python-ci: the device tier ran in $((SECONDS - start)) s"
 echo "python-ci: ${passed} passed, ${failed} failed, ${skipped} skipped"
 exit $rc

@@ -168,6 +168,31 @@ def replace_parameter(mod, name, new):
         mod.register_parameter(name, torch.nn.Parameter(new, requires_grad=False))
 
 
+def nvfp4_swizzled_scale_to_cutedsl_mma_view(scale):
+    """vLLM's ``nvfp4_swizzled_scale_to_cutedsl_mma_view``: the 6-D view (32, 4, m_tiles, 4,
+    k_tiles, E) that CuteDSL's grouped GEMM takes of swizzled (128x4) block scales ``scale``
+    [E, M_padded, K_sf_padded] (flashinfer's ``convert_sf_to_mma_layout``). A view: it aliases
+    ``scale`` (no byte moves), so later in-place updates of the scales show through it. numpy
+    arrays and torch tensors (any device) of 1-byte elements, C-contiguous; the strides are
+    QTL's ``cutedsl_mma_view_of`` (qtl/element/blockscale.hpp)."""
+    shape = tuple(scale.shape)
+    if len(shape) != 3:
+        raise ShapeError(f"qtl.nvfp4_swizzled_scale_to_cutedsl_mma_view: scale must be [E, M_padded, K_sf_padded], "
+                         f"got shape {list(shape)}")
+    itemsize = scale.element_size() if hasattr(scale, "element_size") else scale.itemsize
+    contiguous = scale.is_contiguous() if hasattr(scale, "is_contiguous") else scale.flags["C_CONTIGUOUS"]
+    if itemsize != 1 or not contiguous:
+        raise DTypeError("qtl.nvfp4_swizzled_scale_to_cutedsl_mma_view: scale must be C-contiguous with 1-byte "
+                         f"elements (uint8 or float8_e4m3fn), got {scale.dtype}"
+                         f"{'' if contiguous else ', not contiguous'}")
+    view_shape, strides = _qtl._cutedsl_mma_view(*shape)
+    if hasattr(scale, "as_strided"):  # torch: a view of the same storage
+        return scale.as_strided(view_shape, strides)
+    import numpy
+
+    return numpy.lib.stride_tricks.as_strided(scale, view_shape, strides, writeable=scale.flags.writeable)
+
+
 class cuda_stream:
     """``with qtl.cuda_stream(s):`` runs the ops on CUDA arrays on stream ``s`` in this thread: a
     ``torch.cuda.Stream`` or ``cupy.cuda.Stream`` (by ``cuda_stream`` / ``ptr``), or a raw

@@ -4,6 +4,10 @@
 //   unswizzle_blockscale(scale [.., Mp, Kp], rows, cols)              -> [.., rows, cols]
 //   swap_w13_to_w31(x [.., 2R, C])                                    -> x with the halves swapped
 //   reorder_w1w3_to_w3w1(weight, scale, dim=-2)                       -> (weight, scale) halves swapped
+//
+// The swizzles and the half swaps take CUDA arrays too (C-contiguous, 2-D and up): one launch per
+// tensor, outputs on the same device.
+//   _cutedsl_mma_view(groups, padded_rows, padded_cols)               -> (shape, strides) of the 6-D view
 
 #include <qtl/blockscale.hpp>
 #include <qtl/moe.hpp>
@@ -93,23 +97,64 @@ nb::object blockscale(bool swizzle, nb::handle s_obj, index_t rows = 0, index_t 
   });
 }
 
+/// A C-contiguous array as bytes [outer, shape[d], inner * element size]: the device kernels' view
+/// of a tensor split along dimension `d`.
+view3d<std::uint8_t const> split_at(array_in const& a, index_t d) {
+  index_t outer = 1;
+  index_t inner = static_cast<index_t>(elem_size(a.type));
+  for (index_t k = 0; k < d; ++k) {
+    outer *= a.dim(k);
+  }
+  for (index_t k = d + 1; k < a.ndim(); ++k) {
+    inner *= a.dim(k);
+  }
+  return make_view(static_cast<std::uint8_t const*>(a.nd.data()), outer, a.dim(d), inner);
+}
+
+/// An output's bytes in the shape of `like` (split_at of its input).
+view3d<std::uint8_t> as_bytes(array_out const& o, view3d<std::uint8_t const> like) {
+  return make_view(o.data<std::uint8_t>(), like.extent[0], like.extent[1], like.extent[2]);
+}
+
+/// `v` with a dimension other than `d` emptied: the host function's checks on a device array run
+/// on it and read no element. A 1-D array has no other dimension: refused on the device.
+template <class T, int R>
+view<T, R> checks_only(view<T, R> v, int d, char const* op) {
+  if constexpr (R == 1) {
+    throw unsupported_error(std::string(op) + ": 1-D CUDA arrays are not supported (host arrays are)");
+  } else {
+    v.extent[d == 0 ? 1 : 0] = 0;
+    return v;
+  }
+}
+
 nb::object swap_w13_to_w31(nb::handle x_obj) {
-  array_in x = take(x_obj, "x");
+  array_in x = take(x_obj, "x", true);
   return with_rank<2>(x, [&]<int R>() -> nb::object {
     auto const shape = x.extents();
-    array_out out(x.type, shape);
+    array_out out(x.type, shape, x);
     with_storage(x, [&]<class U>(std::type_identity<U>) {
       auto const iv = x.as_view<U const, R>();
-      nb::gil_scoped_release nogil;
-      qtl::swap_w13_to_w31(iv, out_view<U, R>(out, shape));
+      auto const ov = out_view<U, R>(out, shape);
+      if (x.on_device()) {  // the host function's checks, on views of no elements
+        x.check_contiguous();
+        qtl::swap_w13_to_w31(checks_only(iv, R - 2, "qtl.swap_w13_to_w31"), checks_only(ov, R - 2, ""));
+      }
+      auto const bytes = split_at(x, R - 2);
+      run_on(
+          x, "qtl.swap_w13_to_w31", [&] { qtl::swap_w13_to_w31(iv, ov); },
+          [&](device::backend const& b, device::stream_t st) {
+            return b.moe_rows(device::rows_op::swap_halves, bytes, as_bytes(out, bytes), 0, st);
+          });
     });
     return out.release(x.from);
   });
 }
 
 nb::object reorder_w1w3_to_w3w1(nb::handle w_obj, nb::handle s_obj, int dim) {
-  array_in w = take(w_obj, "weight");
-  array_in s = take(s_obj, "scale");
+  array_in w = take(w_obj, "weight", true);
+  array_in s = take(s_obj, "scale", true);
+  check_same_place("qtl.reorder_w1w3_to_w3w1", w, s);
   if (w.ndim() != s.ndim()) {
     throw qtl::shape_error("qtl.reorder_w1w3_to_w3w1: weight " + w.shape() + " and scale " + s.shape() +
                            " differ in rank");
@@ -122,29 +167,59 @@ nb::object reorder_w1w3_to_w3w1(nb::handle w_obj, nb::handle s_obj, int dim) {
     }
     auto const ws = w.extents();
     auto const ss = s.extents();
-    array_out w_out(w.type, ws);
-    array_out s_out(s.type, ss);
+    array_out w_out(w.type, ws, w);
+    array_out s_out(s.type, ss, w);
     with_storage(w, [&]<class WU>(std::type_identity<WU>) {
       with_storage(s, [&]<class SU>(std::type_identity<SU>) {
         auto const wv = w.as_view<WU const, R>();
         auto const sv = s.as_view<SU const, R>();
         auto const wo = out_view<WU, R>(w_out, ws);
         auto const so = out_view<SU, R>(s_out, ss);
-        nb::gil_scoped_release nogil;
-        // The dimension is a template argument of the library; the normalised one is run.
-        if (d == R - 1) {
-          qtl::reorder_w1w3_to_w3w1<R - 1>(wv, sv, wo, so);
-        } else if constexpr (R >= 2) {
-          if (d == R - 2) {
-            qtl::reorder_w1w3_to_w3w1<R - 2>(wv, sv, wo, so);
-          } else if constexpr (R >= 3) {
-            qtl::reorder_w1w3_to_w3w1<0>(wv, sv, wo, so);
+        auto const reorder = [&](auto wi, auto si, auto wr, auto sr) {
+          // The dimension is a template argument of the library; the normalised one is run.
+          if (d == R - 1) {
+            qtl::reorder_w1w3_to_w3w1<R - 1>(wi, si, wr, sr);
+          } else if constexpr (R >= 2) {
+            if (d == R - 2) {
+              qtl::reorder_w1w3_to_w3w1<R - 2>(wi, si, wr, sr);
+            } else if constexpr (R >= 3) {
+              qtl::reorder_w1w3_to_w3w1<0>(wi, si, wr, sr);
+            }
           }
+        };
+        char const* const op = "qtl.reorder_w1w3_to_w3w1";
+        if (w.on_device()) {
+          w.check_contiguous();
+          s.check_contiguous();
+          reorder(checks_only(wv, d, op), checks_only(sv, d, op), checks_only(wo, d, op), checks_only(so, d, op));
         }
+        auto const wb = split_at(w, d);
+        auto const sb = split_at(s, d);
+        run_on(
+            w, op, [&] { reorder(wv, sv, wo, so); },
+            [&](device::backend const& b, device::stream_t st) {
+              int const err = b.moe_rows(device::rows_op::swap_halves, wb, as_bytes(w_out, wb), 0, st);
+              return err != 0 ? err : b.moe_rows(device::rows_op::swap_halves, sb, as_bytes(s_out, sb), 0, st);
+            });
       });
     });
     return nb::make_tuple(w_out.release(w.from), s_out.release(w.from));
   });
+}
+
+/// `qtl::cutedsl_mma_view_of`'s shape and element strides, for the Python view functions.
+nb::tuple cutedsl_mma_view(index_t groups, index_t padded_rows, index_t padded_cols) {
+  if (groups < 0 || padded_rows < 0 || padded_cols < 0 || padded_rows % layout_128x4::tile_rows != 0 ||
+      padded_cols % layout_128x4::tile_cols != 0) {
+    throw qtl::shape_error("qtl.nvfp4_swizzled_scale_to_cutedsl_mma_view: scale [" + std::to_string(groups) + ", " +
+                           std::to_string(padded_rows) + ", " + std::to_string(padded_cols) +
+                           "] is not whole 128x4 tiles (rows a multiple of 128, columns of 4)");
+  }
+  qtl::cutedsl_mma_view const v = qtl::cutedsl_mma_view_of(groups, padded_rows, padded_cols);
+  auto const tuple6 = [](std::array<index_t, 6> const& a) {
+    return nb::make_tuple(a[0], a[1], a[2], a[3], a[4], a[5]);
+  };
+  return nb::make_tuple(tuple6(v.shape), tuple6(v.strides));
 }
 
 }  // namespace
@@ -157,6 +232,7 @@ void bind_layout(nb::module_& m) {
       nb::arg("scale"), nb::arg("rows"), nb::arg("cols"));
   m.def("swap_w13_to_w31", &swap_w13_to_w31, nb::arg("x"));
   m.def("reorder_w1w3_to_w3w1", &reorder_w1w3_to_w3w1, nb::arg("weight"), nb::arg("scale"), nb::arg("dim") = -2);
+  m.def("_cutedsl_mma_view", &cutedsl_mma_view, nb::arg("groups"), nb::arg("padded_rows"), nb::arg("padded_cols"));
 }
 
 }  // namespace qtl::py

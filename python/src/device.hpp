@@ -85,8 +85,9 @@ enum class block_format : std::uint8_t { nvfp4, mxfp4, mxfp8 };
 enum class moe_op : std::uint8_t { prepare_trtllm, align_intermediate, align_hidden };
 
 /// The row maps of one byte tensor (qtl/moe.hpp): pad_nvfp4_weight_for_cutlass (parameter: the
-/// alignment), interleave_linear_and_gate (the group size).
-enum class rows_op : std::uint8_t { pad_cutlass, interleave };
+/// alignment), interleave_linear_and_gate (the group size), swap_halves (swap_w13_to_w31 and
+/// reorder_w1w3_to_w3w1 on [outer, S, inner bytes]; no parameter).
+enum class rows_op : std::uint8_t { pad_cutlass, interleave, swap_halves };
 
 /// scaled_fp8_quant's three modes.
 enum class fp8_mode : std::uint8_t { static_scale, dynamic, per_token };

@@ -420,6 +420,9 @@ int moe_rows(rows_op op, view3d<std::uint8_t const> in, view3d<std::uint8_t> out
   if (op == rows_op::interleave) {
     return static_cast<int>(qtl::cuda::interleave_linear_and_gate(in, out, param, stream));
   }
+  if (op == rows_op::swap_halves) {
+    return static_cast<int>(qtl::cuda::swap_halves(in, out, stream));
+  }
   view2d<std::uint8_t const> const in2{in.data, {in.extent[1], in.extent[2]}, {in.stride[1], in.stride[2]}};
   view2d<std::uint8_t> const out2{out.data, {out.extent[1], out.extent[2]}, {out.stride[1], out.stride[2]}};
   return static_cast<int>(qtl::cuda::pad_nvfp4_weight_for_cutlass(in2, out2, param, stream));

@@ -260,6 +260,34 @@ TEST_CASE("device CuteDSL row orders equal the host functions", "[cuda][moe]") {
   }
 }
 
+TEST_CASE("device half swaps equal swap_w13_to_w31 and reorder_w1w3_to_w3w1 along any dimension", "[cuda][moe]") {
+  for (auto const [outer, rows, inner] : {std::array<index_t, 3>{2, 256, 48}, {1, 6, 1}, {3, 40, 7}}) {
+    CAPTURE(outer, rows, inner);
+    std::vector<std::uint8_t> x(static_cast<std::size_t>(outer * rows * inner));
+    std::mt19937 rng(static_cast<std::uint32_t>(rows + inner));
+    for (auto& b : x) {
+      b = static_cast<std::uint8_t>(rng());
+    }
+    auto const hin = make_view(static_cast<std::uint8_t const*>(x.data()), outer, rows, inner);
+    std::vector<std::uint8_t> want(x.size());
+    qtl::swap_w13_to_w31(hin, make_view(want.data(), outer, rows, inner));
+    device_bytes in(x.size());
+    device_bytes out(x.size());
+    CUDA_REQUIRE(cudaMemcpy(in.p, x.data(), x.size(), cudaMemcpyHostToDevice));
+    auto const din = make_view(static_cast<std::uint8_t const*>(in.p), outer, rows, inner);
+    CUDA_REQUIRE(qtl::cuda::swap_halves(din, make_view(out.p, outer, rows, inner)));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    std::vector<std::uint8_t> got(x.size());
+    CUDA_REQUIRE(cudaMemcpy(got.data(), out.p, got.size(), cudaMemcpyDeviceToHost));
+    CHECK(got == want);
+    // an odd split, a wrong output shape, the input itself as output
+    CHECK(qtl::cuda::swap_halves(make_view(static_cast<std::uint8_t const*>(in.p), outer, rows - 1, inner),
+                                 make_view(out.p, outer, rows - 1, inner)) == cudaErrorInvalidValue);
+    CHECK(qtl::cuda::swap_halves(din, make_view(out.p, outer, rows / 2, inner)) == cudaErrorInvalidValue);
+    CHECK(qtl::cuda::swap_halves(din, make_view(in.p, outer, rows, inner)) == cudaErrorInvalidValue);
+  }
+}
+
 namespace {
 
 // One MXINT4 layer in one buffer: gemm1 weights, gemm2 weights, gemm1 scales, gemm2 scales (the

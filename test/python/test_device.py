@@ -212,6 +212,36 @@ def test_blockscale_swizzles_on_device_equal_host(shape):
 
 
 @needs_sim
+@pytest.mark.parametrize("shape,dim", [((4, 64, 24), -2), ((64, 24), -2), ((3, 8, 10), -1), ((6, 5, 7), 0),
+                                       ((2, 0, 4), -2)])
+def test_half_swaps_on_device_equal_host(shape, dim):
+    w = float_array(shape, np.float16)
+    sshape = list(shape)
+    sshape[-1 if dim != -1 else 0] = 3  # the scale splits along the same dimension, other sizes differ
+    s = rng.integers(0, 256, size=sshape, dtype=np.uint8)
+    assert_same(on_device(qtl.swap_w13_to_w31, w), qtl.swap_w13_to_w31(w))
+    got = on_device(qtl.reorder_w1w3_to_w3w1, w, s, dim=dim)
+    want = qtl.reorder_w1w3_to_w3w1(w, s, dim=dim)
+    assert_same(got[0], want[0])
+    assert_same(got[1], want[1])
+
+
+@needs_sim
+def test_half_swaps_on_device_refuse_what_the_host_refuses():
+    odd = Producer(np.zeros((2, 5, 4), np.float16))
+    with pytest.raises(qtl.ShapeError, match=r"odd size 5"):
+        qtl.swap_w13_to_w31(odd)
+    with pytest.raises(qtl.ShapeError, match=r"scale has size 6 along dimension -2 but weight has 4"):
+        qtl.reorder_w1w3_to_w3w1(Producer(np.zeros((4, 4), np.float16)), Producer(np.zeros((6, 1), np.uint8)))
+    with pytest.raises(qtl.InvalidValueError, match=r"weight is on cuda:0 but scale on the host"):
+        qtl.reorder_w1w3_to_w3w1(Producer(np.zeros((4, 4), np.float16)), np.zeros((4, 1), np.uint8))
+    with pytest.raises(qtl.UnsupportedError, match=r"1-D CUDA arrays"):
+        qtl.reorder_w1w3_to_w3w1(Producer(np.zeros(4, np.float16)), Producer(np.zeros(4, np.uint8)), dim=0)
+    with pytest.raises(qtl.ShapeError, match=r"must be contiguous"):
+        qtl.swap_w13_to_w31(sim.transposed(sim.from_host(np.zeros((8, 16), dtype=np.int32))))
+
+
+@needs_sim
 @pytest.mark.parametrize("inv_scale", [0.37, np.array(0.37, dtype=np.float32), np.array([0.37], dtype=np.float32)])
 def test_per_tensor_dequantize_on_device_equals_host(inv_scale):
     import ml_dtypes
@@ -311,8 +341,6 @@ def test_array_on_another_device_than_the_current_one_is_refused():
 
 
 HOST_ONLY = [  # docs/python.md, "No device path": (function, arguments; the first is the device array)
-    (qtl.swap_w13_to_w31, (np.zeros((8, 8), np.float16),), "x"),
-    (qtl.reorder_w1w3_to_w3w1, (np.zeros((8, 8), np.float16), np.zeros((8, 1), np.float32)), "weight"),
     (qtl.unmarlin_awq, (np.zeros((8, 256), np.int32), 128, 128, 4), "marlin_q_w"),
     (qtl.unmarlin_permute_scales, (np.zeros((1, 128), np.float16), 128, 128, -1), "s"),
     (qtl.marlin_zero_points, (np.zeros((1, 64), np.int32), 1, 64, 4), "zp"),

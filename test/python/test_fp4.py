@@ -224,3 +224,29 @@ def test_update_tensor_inplace_numpy():
     assert (old == 7).all()
     with pytest.raises(qtl.UnsupportedError, match="torch.nn.Module"):
         qtl.replace_parameter(object(), "weight", old)
+
+
+def test_cutedsl_mma_view_aliases_the_swizzled_scales():
+    rng = np.random.default_rng(7)
+    linear = rng.integers(0, 256, size=(3, 200, 10), dtype=np.uint8)
+    swizzled = qtl.swizzle_blockscale(linear)  # [3, 256, 12]
+    view = qtl.nvfp4_swizzled_scale_to_cutedsl_mma_view(swizzled)
+    assert view.shape == (32, 4, 2, 4, 3, 3)
+    assert np.shares_memory(view, swizzled)
+    # flashinfer's convert_sf_to_mma_layout: view(E, m_tiles, k_tiles, 32, 4, 4).permute(3, 4, 1, 5, 2, 0)
+    assert np.array_equal(view, swizzled.reshape(3, 2, 3, 32, 4, 4).transpose(3, 4, 1, 5, 2, 0))
+    b, m, k = np.meshgrid(np.arange(3), np.arange(200), np.arange(10), indexing="ij")
+    assert np.array_equal(view[m % 32, (m % 128) // 32, m // 128, k % 4, k // 4, b], linear)
+    swizzled[1, 130, 5] ^= 0xFF  # an in-place update shows through the view
+    assert view[2, 0, 1, 1, 1, 1] == swizzled[1, 130, 5]
+
+
+def test_cutedsl_mma_view_errors():
+    with pytest.raises(qtl.ShapeError, match="E, M_padded, K_sf_padded"):
+        qtl.nvfp4_swizzled_scale_to_cutedsl_mma_view(np.zeros((128, 4), np.uint8))
+    with pytest.raises(qtl.ShapeError, match="whole 128x4 tiles"):
+        qtl.nvfp4_swizzled_scale_to_cutedsl_mma_view(np.zeros((1, 120, 4), np.uint8))
+    with pytest.raises(qtl.DTypeError, match="1-byte"):
+        qtl.nvfp4_swizzled_scale_to_cutedsl_mma_view(np.zeros((1, 128, 4), np.uint16))
+    with pytest.raises(qtl.DTypeError, match="not contiguous"):
+        qtl.nvfp4_swizzled_scale_to_cutedsl_mma_view(np.zeros((1, 128, 8), np.uint8)[:, :, ::2])

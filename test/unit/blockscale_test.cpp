@@ -1,12 +1,16 @@
 // Tests of qtl/blockscale.hpp: the host swizzle against an independent oracle (the reference's
 // 6-D reshape/permute, written out as loops), the inverse, padding, strides, scale types, errors.
-#include <catch2/catch.hpp>
+#include <algorithm>
+#include <array>
 #include <cstddef>
 #include <cstdint>
-#include <golden.hpp>
-#include <qtl/blockscale.hpp>
 #include <random>
 #include <vector>
+
+#include <catch2/catch.hpp>
+#include <golden.hpp>
+
+#include <qtl/blockscale.hpp>
 
 namespace {
 
@@ -288,5 +292,34 @@ TEST_CASE("unswizzle_blockscale reproduces every golden unswizzle-blockscale cas
     CHECK(want.type == in.type);
     CHECK(want.shape == shape);
     CHECK(got == bytes_of(want));
+  }
+}
+
+static_assert(qtl::cutedsl_mma_view_of(2, 256, 8).offset({31, 3, 1, 3, 1, 1}) ==
+                  qtl::blockscale_offset<qtl::layout_128x4>(1, 1 * 128 + 3 * 32 + 31, 1 * 4 + 3, 256, 8),
+              "the CuteDSL view indexes the 128x4 layout's bytes");
+
+TEST_CASE("the CuteDSL MMA view indexes every byte of the 128x4 buffers once, where blockscale_offset puts it",
+          "[blockscale][cutedsl]") {
+  for (auto const [groups, rows, cols] : {std::array<qtl::index_t, 3>{1, 128, 4}, {3, 384, 12}, {2, 256, 4}}) {
+    qtl::cutedsl_mma_view const v = qtl::cutedsl_mma_view_of(groups, rows, cols);
+    // flashinfer's view(groups, m_tiles, k_tiles, 32, 4, 4).permute(3, 4, 1, 5, 2, 0)
+    qtl::index_t const mt = rows / 128;
+    qtl::index_t const kt = cols / 4;
+    CHECK(v.shape == std::array<qtl::index_t, 6>{32, 4, mt, 4, kt, groups});
+    CHECK(v.strides == std::array<qtl::index_t, 6>{16, 4, kt * 512, 1, 512, mt * kt * 512});
+    std::vector<int> seen(static_cast<std::size_t>(groups * rows * cols), 0);
+    std::size_t mismatches = 0;
+    for (qtl::index_t b = 0; b != groups; ++b) {
+      for (qtl::index_t m = 0; m != rows; ++m) {
+        for (qtl::index_t k = 0; k != cols; ++k) {
+          qtl::index_t const off = v.offset({m % 32, (m % 128) / 32, m / 128, k % 4, k / 4, b});
+          mismatches += off != qtl::blockscale_offset<qtl::layout_128x4>(b, m, k, rows, cols);
+          ++seen[static_cast<std::size_t>(off)];
+        }
+      }
+    }
+    CHECK(mismatches == 0);
+    CHECK(std::count(seen.begin(), seen.end(), 1) == static_cast<std::ptrdiff_t>(seen.size()));
   }
 }

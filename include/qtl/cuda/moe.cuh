@@ -508,6 +508,19 @@ cudaError_t interleave_linear_and_gate(view3d<In> x, view3d<Out> out, index_t gr
   return detail::launch_pad(x, out, {moe_row_map::kind::interleave_linear_and_gate, x.extent[1], group_size}, stream);
 }
 
+/// Device `qtl::swap_w13_to_w31` and each tensor of `qtl::reorder_w1w3_to_w3w1`, on the byte view
+/// `[outer, S, inner]` of a tensor split along one dimension (outer: the dimensions before it,
+/// inner: the bytes after it): the halves of S swapped, one launch. @return
+/// cudaErrorInvalidValue for an odd S, a shape mismatch or an overlap; else the launch's status.
+template <blockscale_byte Out, readable_as<Out> In>
+cudaError_t swap_halves(view3d<In> x, view3d<Out> out, cudaStream_t stream = 0) {
+  index_t const want[3] = {x.extent[0], x.extent[1], x.extent[2]};
+  if (x.extent[1] % 2 != 0 || !detail::pad_pair_ok(x, want, out, want)) {
+    return cudaErrorInvalidValue;
+  }
+  return detail::launch_pad(x, out, {moe_row_map::kind::w13_to_w31, x.extent[1]}, stream);
+}
+
 /// Device `qtl::reorder_w13_to_w31_for_flashinfer_cutedsl`: two launches (weights, scales), each
 /// over all experts. @return as `interleave_linear_and_gate` above.
 template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>

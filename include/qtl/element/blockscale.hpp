@@ -138,6 +138,38 @@ constexpr std::array<index_t, Rank> swizzled_extents(index_t const (&linear)[Ran
   return e;
 }
 
+/// The 6-D view CuteDSL's grouped GEMMs take of a batch of `layout_128x4` scale buffers
+/// `[groups, padded_rows, padded_cols]` (flashinfer `convert_sf_to_mma_layout`, vLLM
+/// `nvfp4_swizzled_scale_to_cutedsl_mma_view`): no byte moves, the buffer is indexed
+///
+///     (m % 32, (m % 128) / 32, m / 128, k % 4, k / 4, b)     shape (32, 4, m_tiles, 4, k_tiles, groups)
+///
+/// with the strides (in elements) the 128x4 layout stores them at (`offset` below equals
+/// `blockscale_offset<layout_128x4>(b, m, k, padded_rows, padded_cols)`): storage order
+/// (groups, m_tiles, k_tiles, 32, 4, 4), torch's `view(...).permute(3, 4, 1, 5, 2, 0)`.
+struct cutedsl_mma_view {
+  std::array<index_t, 6> shape{};
+  std::array<index_t, 6> strides{};
+
+  /// The buffer offset of view element `i`.
+  QTL_HOST_DEVICE constexpr index_t offset(std::array<index_t, 6> const& i) const {
+    index_t o = 0;
+    for (int d = 0; d != 6; ++d) {
+      o += i[d] * strides[d];
+    }
+    return o;
+  }
+};
+
+/// The CuteDSL MMA view of `groups` `layout_128x4` buffers of `padded_rows` x `padded_cols`.
+/// @pre `padded_rows % 128 == 0`, `padded_cols % 4 == 0` (whole tiles), all >= 0.
+constexpr cutedsl_mma_view cutedsl_mma_view_of(index_t groups, index_t padded_rows, index_t padded_cols) {
+  index_t const m_tiles = padded_rows / layout_128x4::tile_rows;
+  index_t const k_tiles = padded_cols / layout_128x4::tile_cols;
+  index_t const tile = layout_128x4::tile_size;
+  return {{32, 4, m_tiles, 4, k_tiles, groups}, {16, 4, k_tiles * tile, 1, tile, m_tiles * k_tiles * tile}};
+}
+
 /// Row and K-block of a scale in a layout buffer.
 struct blockscale_position {
   index_t m = 0;
