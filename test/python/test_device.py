@@ -779,10 +779,12 @@ def test_reorder_w13_to_w31_on_device_equals_host(activation):
 PAIR_LAYOUTS = [
     ("deepseek_fp8", lambda a, b, g: qtl.shuffle_deepseek_fp8_moe_weights(a, b),
      lambda a, b, g: qtl.unshuffle_deepseek_fp8_moe_weights(a, b), ((2, 48, 256), (2, 32, 128)), np.uint8),
-    ("fp8_per_tensor", qtl.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe,
-     qtl.unrotate_weights_for_fi_trtllm_fp8_per_tensor_moe, ((2, 64, 96), (2, 96, 32)), np.uint8),
+    ("fp8_per_tensor", lambda a, b, g: qtl.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(a, b, g),
+     lambda a, b, g: qtl.unrotate_weights_for_fi_trtllm_fp8_per_tensor_moe(a, b, g), ((2, 64, 96), (2, 96, 32)),
+     np.uint8),
     ("bf16_block", lambda a, b, g: qtl.convert_moe_weights_to_flashinfer_trtllm_block_layout(None, a, b, g),
-     qtl.convert_moe_weights_from_flashinfer_trtllm_block_layout, ((3, 64, 128), (3, 64, 64)), "bfloat16"),
+     lambda a, b, g: qtl.convert_moe_weights_from_flashinfer_trtllm_block_layout(a, b, g), ((3, 64, 128), (3, 64, 64)),
+     "bfloat16"),
 ]
 
 
@@ -838,6 +840,18 @@ def test_trtllm_mxint4_moe_and_its_inverse_on_device_equal_host(dtype):
     with pytest.raises(qtl.ShapeError, match=r"gemm2_scales has shape"):
         qtl.unprepare_static_weights_for_trtllm_mxint4_moe(dev["gemm1_weights"], dev["gemm1_scales"],
                                                            dev["gemm2_weights"], dev["gemm1_scales"])
+
+
+@needs_sim
+def test_trtllm_layouts_and_w4a8_run_on_the_callers_stream():
+    args = [Producer(x) for x in (random_bytes(1, 128, 32), random_bytes(1, 128, 32), random_bytes(1, 128, 4),
+                                  random_bytes(1, 128, 4))]
+    s = Producer(np.abs(float_array((4, 8), np.float32)))
+    with qtl.cuda_stream(0x7000):
+        qtl.shuffle_mxfp8_moe_weights(*args, True)
+        assert [a.streams[-1] for a in args] == [0x7000] * 4 and sim.last_stream() == 0x7000
+        qtl.convert_bf16_scales_to_fp8("divide", s)  # the scales read back on that stream, then the launch
+        assert s.streams[-1] == 0x7000 and sim.last_stream() == 0x7000
 
 
 # --- W4A8 -----------------------------------------------------------------------------------------
