@@ -60,15 +60,18 @@ nb::object reorder(nb::handle b_obj, int lo, int hi, bool inverse) {
   device::int4b_op const op = inverse   ? device::int4b_op::inverse
                               : lo == 3 ? device::int4b_op::grouped
                                         : device::int4b_op::plain;
-  if (b.on_device()) {  // the host functions' shape checks
-    qtl::detail::check_int4b_reorder(inverse   ? "qtl::decode_and_unreorder_int4b"
-                                     : lo == 3 ? "qtl::encode_and_reorder_int4b_grouped"
-                                               : "qtl::encode_and_reorder_int4b",
-                                     e, n, k, op == device::int4b_op::grouped ? w4a8_grouped_k_align : w4a8_atom_cols,
-                                     in.size(), o.size());
+  // the host function's name for its checks, the Python name for a failed launch
+  char const* const names[3][2] = {
+      {"qtl::encode_and_reorder_int4b", "qtl.cutlass_encode_and_reorder_int4b"},
+      {"qtl::encode_and_reorder_int4b_grouped", "qtl.cutlass_encode_and_reorder_int4b_grouped"},
+      {"qtl::decode_and_unreorder_int4b", "qtl.cutlass_decode_and_unreorder_int4b"}};
+  auto const* const name = names[static_cast<int>(op)];
+  if (b.on_device()) {  // the host function's shape checks
+    qtl::detail::check_int4b_reorder(
+        name[0], e, n, k, op == device::int4b_op::grouped ? w4a8_grouped_k_align : w4a8_atom_cols, in.size(), o.size());
   }
   run_on(
-      b, inverse ? "qtl.cutlass_decode_and_unreorder_int4b" : "qtl.cutlass_encode_and_reorder_int4b",
+      b, name[1],
       [&] {
         if (inverse) {
           qtl::decode_and_unreorder_int4b(in, e, n, k, o);
@@ -173,9 +176,6 @@ nb::object uint4b8_inplace(nb::handle t_obj) {
 nb::object interleave(nb::handle s_obj, index_t scale_pack, bool inverse) {
   array_in s = take(s_obj, inverse ? "x" : "scales", true);
   s.check_rank(3);
-  if (s.on_device()) {
-    s.check_contiguous();
-  }
   auto const in_shape = s.extents();
   // [E, N, G] -> [E, G/p, N*p], and back by the same rule: [E, G/p, N*p] -> [E, N, G]
   std::vector<index_t> shape = in_shape;
