@@ -97,6 +97,13 @@ from ._qtl import (  # noqa: F401
     shuffle_deepseek_fp8_moe_weights,
     shuffle_mxfp8_moe_weights,
 )
+# Their inverses: the prepared layouts back to the checkpoint's (qtl/moe_trtllm.hpp).
+from ._qtl import (  # noqa: F401
+    convert_moe_weights_from_flashinfer_trtllm_block_layout,
+    unprepare_static_weights_for_trtllm_mxint4_moe,
+    unrotate_weights_for_fi_trtllm_fp8_per_tensor_moe,
+    unshuffle_deepseek_fp8_moe_weights,
+)
 # Marlin layouts (qtl/marlin.hpp) and the load-time converters (qtl/convert.hpp).
 from ._qtl import (  # noqa: F401
     awq_marlin_repack,

@@ -249,7 +249,7 @@ def reorder_w13_to_w31_for_flashinfer_cutedsl(activation: Any, w13: Array, w13_s
 def prepare_static_weights_for_trtllm_mxint4_moe(
     gemm1_weights: Array, gemm1_scales: Array, gemm2_weights: Array, gemm2_scales: Array,
 ) -> Dict[str, Array]: ...
-# vLLM's FP8 / BF16 / MXFP8 TRT-LLM MoE weight layouts (qtl/moe.hpp): new arrays of the inputs' dtypes.
+# vLLM's FP8 / BF16 / MXFP8 TRT-LLM MoE weight layouts (qtl/moe_trtllm.hpp): new arrays of the inputs' dtypes.
 def shuffle_deepseek_fp8_moe_weights(w13: Array, w2: Array) -> Tuple[Array, Array]: ...
 def rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(
     gemm1_weights: Array, gemm2_weights: Array, is_gated_activation: bool,
@@ -260,6 +260,24 @@ def convert_moe_weights_to_flashinfer_trtllm_block_layout(
 def shuffle_mxfp8_moe_weights(
     w13: Array, w2: Array, w13_scale: Array, w2_scale: Array, is_gated: bool,
 ) -> Tuple[Array, Array, Array, Array]: ...
+# Their inverses (qtl/moe_trtllm.hpp): the prepared arrays back to the checkpoint layout, new arrays.
+def unprepare_static_weights_for_trtllm_mxint4_moe(
+    gemm1_weights: Array, gemm1_scales: Array, gemm2_weights: Array, gemm2_scales: Array, uint4b8: bool = True,
+) -> Dict[str, Array]:
+    """The inverse of prepare_static_weights_for_trtllm_mxint4_moe: its dict's four arrays (uint8 weights
+    [E, K/256, R, 128], bfloat16 scales [E, R*K/32]) -> the checkpoint's [E, R, K/8] int32 uint4b8 words
+    (uint4b8=True) or [E, R, K/2] uint8 signed int4 bytes, and bfloat16 scales [E, R, K/32]."""
+def unshuffle_deepseek_fp8_moe_weights(w13: Array, w2: Array) -> Tuple[Array, Array]:
+    """The inverse of shuffle_deepseek_fp8_moe_weights: [E, K/128, M, 128] -> [E, M, K]."""
+def unrotate_weights_for_fi_trtllm_fp8_per_tensor_moe(
+    gemm1_weights: Array, gemm2_weights: Array, is_gated_activation: bool,
+) -> Tuple[Array, Array]:
+    """The inverse of rotate_weights_for_fi_trtllm_fp8_per_tensor_moe (the same is_gated_activation)."""
+def convert_moe_weights_from_flashinfer_trtllm_block_layout(
+    w13_weight: Array, w2_weight: Array, is_gated_act_gemm: bool = True,
+) -> Tuple[Array, Array]:
+    """The inverse of convert_moe_weights_to_flashinfer_trtllm_block_layout: bfloat16 [E, 2K/128, R, 64]
+    -> [E, R, K] (W13 back to [w1; w3] when gated)."""
 def assert_fp8_all_close(a: Array, b: Array) -> None: ...
 def update_tensor_inplace(old: Array, new: Array) -> None: ...
 def replace_parameter(mod: Any, name: str, new: Any) -> None: ...

@@ -17,6 +17,7 @@
 #include <span>
 #include <type_traits>
 
+#include <qtl/element/moe.hpp>
 #include <qtl/element/quantize.hpp>
 #include <qtl/numeric.hpp>
 #include <qtl/scalar_type.hpp>
@@ -88,6 +89,13 @@ enum class moe_op : std::uint8_t { prepare_trtllm, align_intermediate, align_hid
 /// alignment), interleave_linear_and_gate (the group size), swap_halves (swap_w13_to_w31 and
 /// reorder_w1w3_to_w3w1 on [outer, S, inner bytes]; no parameter).
 enum class rows_op : std::uint8_t { pad_cutlass, interleave, swap_halves };
+
+/// The two-tensor trtllm-gen layouts of qtl/moe_trtllm.hpp: shuffle_deepseek_fp8_moe_weights,
+/// rotate_weights_for_fi_trtllm_fp8_per_tensor_moe, convert_moe_weights_to_flashinfer_trtllm_block_layout.
+enum class trtllm_pair_op : std::uint8_t { deepseek_fp8, fp8_per_tensor, bf16_block };
+
+/// The int4 reorders of qtl/w4a8.hpp: encode_and_reorder_int4b, its grouped form, the inverse.
+enum class int4b_op : std::uint8_t { plain, grouped, inverse };
 
 /// scaled_fp8_quant's three modes.
 enum class fp8_mode : std::uint8_t { static_scale, dynamic, per_token };
@@ -215,6 +223,39 @@ struct backend {
   /// qtl::cuda::reorder_w13_to_w31_for_flashinfer_cutedsl of bytes.
   int (*reorder_w13_to_w31)(bool interleaved, view3d<std::uint8_t const> w13, view3d<std::uint8_t const> w13_scale,
                             view3d<std::uint8_t> w13_out, view3d<std::uint8_t> w13_scale_out, stream_t stream);
+  /// qtl::cuda::shuffle_deepseek_fp8_moe_weights, rotate_weights_for_fi_trtllm_fp8_per_tensor_moe or
+  /// convert_moe_weights_to_flashinfer_trtllm_block_layout (`gated` for the last two) of the byte
+  /// tensors a, b [E, R, K] into the contiguous oa, ob (one launch each).
+  int (*trtllm_pair)(trtllm_pair_op op, bool gated, view3d<std::uint8_t const> a, view3d<std::uint8_t const> b,
+                     view3d<std::uint8_t> oa, view3d<std::uint8_t> ob, stream_t stream);
+  /// qtl::cuda::shuffle_mxfp8_moe_weights of the four byte tensors gemm1 weights, gemm1 scales,
+  /// gemm2 weights, gemm2 scales.
+  int (*mxfp8_moe)(bool gated, view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out, stream_t stream);
+  /// qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe (hidden, inter, experts, uint4b8), or
+  /// with `inverse` unprepare_static_weights_for_trtllm_mxint4_moe, of the tensors gemm1 and gemm2
+  /// (weights as bytes [E, R, K/2], scales as BF16 bits [E, R, K/32]), inputs to outputs.
+  int (*mxint4_moe)(bool inverse, index_t hidden, index_t inter, index_t experts, bool uint4b8,
+                    view3d<std::uint8_t const> const* w_in, view3d<std::uint16_t const> const* s_in,
+                    view3d<std::uint8_t> const* w_out, view3d<std::uint16_t> const* s_out, stream_t stream);
+  /// qtl::cuda::trtllm_moe_unshuffle_rows of bytes (the inverses of the two-tensor layouts).
+  int (*trtllm_unshuffle_rows)(view3d<std::uint8_t const> in, view3d<std::uint8_t> out, trtllm_row_map map,
+                               index_t block_k, stream_t stream);
+  /// qtl::cuda::encode_and_reorder_int4b (one matrix), _grouped or decode_and_unreorder_int4b of
+  /// `experts` int4 matrices [n, k] (n k / 2 bytes each).
+  int (*int4b_reorder)(int4b_op op, std::uint8_t const* in, index_t experts, index_t n, index_t k, std::uint8_t* out,
+                       stream_t stream);
+  /// qtl::cuda::pack_scale_fp8 of `count` e4m3 codes into 8 `count`.
+  int (*pack_scale_fp8)(std::uint8_t const* scales, index_t count, std::uint8_t* packed, stream_t stream);
+  /// qtl::cuda::convert_packed_uint4b8_to_signed_int4 of `count` words (`in == out`: in place).
+  int (*uint4b8_to_int4)(std::int32_t const* in, index_t count, std::int32_t* out, stream_t stream);
+  /// qtl::cuda::convert_bf16_scales_to_fp8 of scales (rows, cols) of `type` (`divide`: x / s, else
+  /// x * (1/s)) into fp8 codes (rows, cols) and chan (rows).
+  int (*w4a8_scale_split)(float_type type, bool divide, void const* scales, index_t rows, index_t cols,
+                          std::uint8_t* fp8, float* chan, stream_t stream);
+  /// qtl::cuda::interleave_scales or (`inverse`) deinterleave_scales of `in` (experts, rows, cols)
+  /// into `out` (experts, cols / scale_pack, rows * scale_pack), both contiguous, of `type`.
+  int (*interleave_scales)(bool inverse, float_type type, void const* in, index_t experts, index_t rows, index_t cols,
+                           void* out, index_t scale_pack, stream_t stream);
 
   /// qtl::cuda::ct_pack_quantize of w (m, k) of `type` into packed (m, k / pf), scales (m, groups)
   /// of `type` and, asymmetric, zero points; `*nonfinite` (device, zeroed by the caller) set to 1

@@ -19,6 +19,7 @@
 #include <qtl/cuda/pack_nd.cuh>
 #include <qtl/cuda/quantize.cuh>
 #include <qtl/cuda/scaled_quantize.cuh>
+#include <qtl/cuda/w4a8.cuh>
 #include <qtl/dispatch.hpp>
 #include <qtl/pack_nd.hpp>
 
@@ -434,6 +435,87 @@ int reorder_w13_to_w31(bool interleaved, view3d<std::uint8_t const> w13, view3d<
                                                                                w13_scale_out, as_stream(s)));
 }
 
+int trtllm_pair(trtllm_pair_op op, bool gated, view3d<std::uint8_t const> a, view3d<std::uint8_t const> b,
+                view3d<std::uint8_t> oa, view3d<std::uint8_t> ob, stream_t s) {
+  auto const stream = as_stream(s);
+  switch (op) {
+    case trtllm_pair_op::deepseek_fp8:
+      return static_cast<int>(qtl::cuda::shuffle_deepseek_fp8_moe_weights(a, b, oa, ob, stream));
+    case trtllm_pair_op::fp8_per_tensor:
+      return static_cast<int>(qtl::cuda::rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(a, b, gated, oa, ob, stream));
+    default:
+      return static_cast<int>(
+          qtl::cuda::convert_moe_weights_to_flashinfer_trtllm_block_layout(a, b, gated, oa, ob, stream));
+  }
+}
+
+int mxfp8_moe(bool gated, view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out, stream_t s) {
+  return static_cast<int>(qtl::cuda::shuffle_mxfp8_moe_weights(
+      qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{in[0], in[1], in[2], in[3]},
+      qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{out[0], out[1], out[2], out[3]}, gated, as_stream(s)));
+}
+
+int mxint4_moe(bool inverse, index_t hidden, index_t inter, index_t experts, bool uint4b8,
+               view3d<std::uint8_t const> const* w_in, view3d<std::uint16_t const> const* s_in,
+               view3d<std::uint8_t> const* w_out, view3d<std::uint16_t> const* s_out, stream_t s) {
+  qtl::trtllm_mxint4_moe_shape const shape{
+      .hidden_size = hidden, .intermediate_size = inter, .num_experts = experts, .uint4b8 = uint4b8};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint16_t const> const i{w_in[0], s_in[0], w_in[1], s_in[1]};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint16_t> const o{w_out[0], s_out[0], w_out[1], s_out[1]};
+  return static_cast<int>(inverse ? qtl::cuda::unprepare_static_weights_for_trtllm_mxint4_moe(shape, i, o, as_stream(s))
+                                  : qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe(shape, i, o, as_stream(s)));
+}
+
+int trtllm_unshuffle_rows(view3d<std::uint8_t const> in, view3d<std::uint8_t> out, trtllm_row_map map, index_t block_k,
+                          stream_t s) {
+  return static_cast<int>(qtl::cuda::trtllm_moe_unshuffle_rows(in, out, map, block_k, false, as_stream(s)));
+}
+
+int int4b_reorder(int4b_op op, std::uint8_t const* in, index_t experts, index_t n, index_t k, std::uint8_t* out,
+                  stream_t s) {
+  auto const stream = as_stream(s);
+  switch (op) {
+    case int4b_op::plain:
+      return experts == 1 ? static_cast<int>(qtl::cuda::encode_and_reorder_int4b(in, n, k, out, stream))
+                          : static_cast<int>(cudaErrorInvalidValue);
+    case int4b_op::grouped:
+      return static_cast<int>(qtl::cuda::encode_and_reorder_int4b_grouped(in, experts, n, k, out, stream));
+    default: return static_cast<int>(qtl::cuda::decode_and_unreorder_int4b(in, experts, n, k, out, stream));
+  }
+}
+
+int pack_scale_fp8(std::uint8_t const* scales, index_t count, std::uint8_t* packed, stream_t s) {
+  return static_cast<int>(qtl::cuda::pack_scale_fp8(reinterpret_cast<float8_e4m3fn_t const*>(scales), count,
+                                                    reinterpret_cast<float8_e4m3fn_t*>(packed), as_stream(s)));
+}
+
+int uint4b8_to_int4(std::int32_t const* in, index_t count, std::int32_t* out, stream_t s) {
+  return static_cast<int>(qtl::cuda::convert_packed_uint4b8_to_signed_int4(in, count, out, as_stream(s)));
+}
+
+int w4a8_scale_split(float_type type, bool divide, void const* scales, index_t rows, index_t cols, std::uint8_t* fp8,
+                     float* chan, stream_t s) {
+  auto const stream = as_stream(s);
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    return static_cast<int>(qtl::cuda::convert_bf16_scales_to_fp8(
+        make_view(static_cast<T const*>(scales), rows, cols),
+        divide ? fp8_scale_op::divide : fp8_scale_op::multiply_reciprocal,
+        make_view(reinterpret_cast<float8_e4m3fn_t*>(fp8), rows, cols), make_view(chan, rows), stream));
+  });
+}
+
+int interleave_scales(bool inverse, float_type type, void const* in, index_t experts, index_t rows, index_t cols,
+                      void* out, index_t scale_pack, stream_t s) {
+  auto const stream = as_stream(s);
+  index_t const out_rows = scale_pack > 0 ? cols / scale_pack : 0;
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    auto const i = make_view(static_cast<T const*>(in), experts, rows, cols);
+    auto const o = make_view(static_cast<T*>(out), experts, out_rows, rows * scale_pack);
+    return static_cast<int>(inverse ? qtl::cuda::deinterleave_scales(i, scale_pack, o, stream)
+                                    : qtl::cuda::interleave_scales(i, scale_pack, o, stream));
+  });
+}
+
 int ct_pack_quantize(float_type type, void const* w, index_t m, index_t k, int bits, index_t group_size, bool symmetric,
                      std::int32_t* packed, void* scales, std::int32_t* zero_points, int* nonfinite, stream_t s) {
   auto const stream = as_stream(s);
@@ -528,6 +610,15 @@ backend const* get() {
       .fp4_moe = &fp4_moe,
       .moe_rows = &moe_rows,
       .reorder_w13_to_w31 = &reorder_w13_to_w31,
+      .trtllm_pair = &trtllm_pair,
+      .mxfp8_moe = &mxfp8_moe,
+      .mxint4_moe = &mxint4_moe,
+      .trtllm_unshuffle_rows = &trtllm_unshuffle_rows,
+      .int4b_reorder = &int4b_reorder,
+      .pack_scale_fp8 = &pack_scale_fp8,
+      .uint4b8_to_int4 = &uint4b8_to_int4,
+      .w4a8_scale_split = &w4a8_scale_split,
+      .interleave_scales = &interleave_scales,
       .ct_pack_quantize = &ct_pack_quantize,
       .gptq_checkpoint_quantize = &gptq_checkpoint_quantize,
       .ct_block_quantize = &ct_block_quantize,

@@ -803,6 +803,140 @@ def test_reorder_w13_to_w31_on_device_equals_host(activation):
         qtl.reorder_w13_to_w31_for_flashinfer_cutedsl(activation, Producer(w13[:, :63]), Producer(s[:, :63]))
 
 
+# the two-tensor trtllm-gen layouts and their inverses: (forward, inverse, the two tensors' [E, R, K], dtype)
+PAIR_LAYOUTS = [
+    ("deepseek_fp8", lambda a, b, g: qtl.shuffle_deepseek_fp8_moe_weights(a, b),
+     lambda a, b, g: qtl.unshuffle_deepseek_fp8_moe_weights(a, b), ((2, 48, 256), (2, 32, 128)), np.uint8),
+    ("fp8_per_tensor", lambda a, b, g: qtl.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(a, b, g),
+     lambda a, b, g: qtl.unrotate_weights_for_fi_trtllm_fp8_per_tensor_moe(a, b, g), ((2, 64, 96), (2, 96, 32)),
+     np.uint8),
+    ("bf16_block", lambda a, b, g: qtl.convert_moe_weights_to_flashinfer_trtllm_block_layout(None, a, b, g),
+     lambda a, b, g: qtl.convert_moe_weights_from_flashinfer_trtllm_block_layout(a, b, g), ((3, 64, 128), (3, 64, 64)),
+     "bfloat16"),
+]
+
+
+@needs_sim
+@pytest.mark.parametrize("name,forward,inverse,shapes,dtype", PAIR_LAYOUTS, ids=[p[0] for p in PAIR_LAYOUTS])
+@pytest.mark.parametrize("gated", [True, False])
+def test_trtllm_pair_layouts_and_inverses_on_device_equal_host(name, forward, inverse, shapes, dtype, gated):
+    a, b = (random_bytes(*s) if dtype == np.uint8 else float_array(s, dtype) for s in shapes)
+    host = forward(a, b, gated)
+    dev = forward(to_device(a), to_device(b), gated)
+    assert_all_same(dev, host)
+    back = inverse(*dev, gated)  # device in, device out
+    assert_all_same(back, inverse(*host, gated))
+    assert_all_same(back, (a, b))
+    with pytest.raises(qtl.InvalidValueError, match=r"is on cuda:0 but .* on the host"):
+        forward(to_device(a), b, gated)
+    with pytest.raises(qtl.InvalidValueError, match=r"is on the host but .* on cuda:0"):
+        inverse(host[0], dev[1], gated)
+    with pytest.raises(qtl.ShapeError, match=r"multiple of"):  # 8 rows: no whole shuffle block
+        forward(to_device(a[:, :8]), to_device(b), gated)
+
+
+@needs_sim
+@pytest.mark.parametrize("gated", [True, False])
+def test_shuffle_mxfp8_moe_weights_on_device_equals_host(gated):
+    args = (random_bytes(2, 256, 64), random_bytes(2, 128, 128), random_bytes(2, 256, 2 * 4),
+            random_bytes(2, 128, 4))
+    host = qtl.shuffle_mxfp8_moe_weights(*args, gated)
+    assert_all_same(qtl.shuffle_mxfp8_moe_weights(*(Producer(x) for x in args), gated), host)
+    with pytest.raises(qtl.InvalidValueError, match=r"w13 is on cuda:0 but w2_scale on the host"):
+        qtl.shuffle_mxfp8_moe_weights(*(Producer(x) for x in args[:3]), args[3], gated)
+    with pytest.raises(qtl.ShapeError, match=r"multiple of 128"):
+        qtl.shuffle_mxfp8_moe_weights(Producer(args[0][:, :64]), Producer(args[1]), Producer(args[2][:, :64]),
+                                      Producer(args[3]), gated)
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.int32, np.uint8])
+def test_trtllm_mxint4_moe_and_its_inverse_on_device_equal_host(dtype):
+    e, h, i = 2, 512, 256
+    args = (random_bytes(e, 2 * i, h // 2).view(dtype), float_array((e, 2 * i, h // 32), "bfloat16"),
+            random_bytes(e, h, i // 2).view(dtype), float_array((e, h, i // 32), "bfloat16"))
+    keys = ["gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"]
+    host = qtl.prepare_static_weights_for_trtllm_mxint4_moe(*args)
+    dev = qtl.prepare_static_weights_for_trtllm_mxint4_moe(*(to_device(x) for x in args))
+    assert_all_same([dev[k] for k in keys], [host[k] for k in keys])
+    back = qtl.unprepare_static_weights_for_trtllm_mxint4_moe(*(dev[k] for k in keys), uint4b8=dtype == np.int32)
+    assert_all_same([back[k] for k in keys], args)
+    with pytest.raises(qtl.InvalidValueError, match=r"gemm1_weights is on cuda:0 but gemm2_weights on the host"):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(to_device(args[0]), to_device(args[1]), *args[2:])
+    with pytest.raises(qtl.ShapeError, match=r"multiples of 256"):
+        qtl.prepare_static_weights_for_trtllm_mxint4_moe(*(to_device(x[:, :256]) for x in args))
+    with pytest.raises(qtl.ShapeError, match=r"gemm2_scales has shape"):
+        qtl.unprepare_static_weights_for_trtllm_mxint4_moe(dev["gemm1_weights"], dev["gemm1_scales"],
+                                                           dev["gemm2_weights"], dev["gemm1_scales"])
+
+
+@needs_sim
+def test_trtllm_layouts_and_w4a8_run_on_the_callers_stream():
+    args = [Producer(x) for x in (random_bytes(1, 128, 32), random_bytes(1, 128, 32), random_bytes(1, 128, 4),
+                                  random_bytes(1, 128, 4))]
+    s = Producer(np.abs(float_array((4, 8), np.float32)))
+    with qtl.cuda_stream(0x7000):
+        qtl.shuffle_mxfp8_moe_weights(*args, True)
+        assert [a.streams[-1] for a in args] == [0x7000] * 4 and sim.last_stream() == 0x7000
+        qtl.convert_bf16_scales_to_fp8("divide", s)  # the scales read back on that stream, then the launch
+        assert s.streams[-1] == 0x7000 and sim.last_stream() == 0x7000
+
+
+# --- W4A8 -----------------------------------------------------------------------------------------
+
+def int4_words(*shape):
+    return rng.integers(-2**31, 2**31, size=shape, dtype=np.int64).astype(np.int32)
+
+
+@needs_sim
+@pytest.mark.parametrize("fn,shape", [(qtl.cutlass_encode_and_reorder_int4b, (48, 12)),
+                                      (qtl.cutlass_encode_and_reorder_int4b_grouped, (3, 32, 32)),
+                                      (qtl.cutlass_decode_and_unreorder_int4b, (48, 12)),
+                                      (qtl.cutlass_decode_and_unreorder_int4b, (2, 16, 8))],
+                         ids=["plain", "grouped", "inverse", "inverse-grouped"])
+def test_int4b_reorders_on_device_equal_host(fn, shape):
+    b = int4_words(*shape)
+    assert_same(on_device(fn, b), fn(b))
+    with pytest.raises(qtl.ShapeError, match=r"N = 20 is not a multiple of 16"):
+        fn(Producer(int4_words(*shape[:-2], 20, shape[-1])))
+
+
+@needs_sim
+def test_w4a8_scale_ops_on_device_equal_host():
+    s = rng.integers(0, 0x7F, size=(6, 5), dtype=np.uint8)
+    assert_same(on_device(qtl.cutlass_pack_scale_fp8, s), qtl.cutlass_pack_scale_fp8(s))
+    w = int4_words(5, 7)
+    dev = Producer(w)
+    out = qtl.convert_packed_uint4b8_to_signed_int4_inplace(dev)
+    assert out is dev  # the argument, converted in place
+    assert_same(sim.to_host(dev.array), qtl.convert_packed_uint4b8_to_signed_int4_inplace(w.copy()))
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("quant_fp8", ["divide", "reciprocal"])
+def test_convert_bf16_scales_to_fp8_on_device_equals_host(dtype, quant_fp8):
+    s = np.abs(float_array((3, 4, 16), dtype, 0.01))
+    host = qtl.convert_bf16_scales_to_fp8(quant_fp8, s)
+    assert_all_same(qtl.convert_bf16_scales_to_fp8(quant_fp8, to_device(s)), host)
+    s[1, 2, 3] = np.nan
+    with pytest.raises(qtl.InvalidValueError, match=r"scale \(6, 3\) is nan; the scales must be finite"):
+        qtl.convert_bf16_scales_to_fp8(quant_fp8, to_device(s))
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("pack", [1, 4])
+def test_interleave_scales_on_device_equals_host(dtype, pack):
+    s = float_array((2, 6, 8), dtype)
+    host = qtl.interleave_scales(s, pack)
+    dev = qtl.interleave_scales(to_device(s), pack)
+    assert_same(sim.to_host(dev), host)
+    assert_same(sim.to_host(qtl.deinterleave_scales(dev, pack)), s)
+    with pytest.raises(qtl.ShapeError, match=r"scale K groups 8 must be divisible by scale_pack 3"):
+        qtl.interleave_scales(to_device(s), 3)
+
+
 # --- checkpoint quantizers ------------------------------------------------------------------------
 
 @needs_sim

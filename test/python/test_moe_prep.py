@@ -147,3 +147,51 @@ def test_fp8_bf16_mxfp8_layouts_keep_dtypes_and_take_the_engines_shapes():
         qtl.convert_moe_weights_to_flashinfer_trtllm_block_layout(None, w13, w2)
     with pytest.raises(qtl.ShapeError, match="multiple of 128"):
         qtl.shuffle_mxfp8_moe_weights(b(1, 64, 128), b(1, 128, 128), b(1, 64, 4), b(1, 128, 4), True)
+
+
+def test_trtllm_layout_inverses_round_trip():
+    b = lambda *s: rng.integers(0, 256, s, dtype=np.uint8)  # noqa: E731
+    w13, w2 = b(2, 64, 256).view(ml_dtypes.float8_e4m3fn), b(2, 32, 128).view(ml_dtypes.float8_e4m3fn)
+    back = qtl.unshuffle_deepseek_fp8_moe_weights(*qtl.shuffle_deepseek_fp8_moe_weights(w13, w2))
+    assert back[0].dtype == ml_dtypes.float8_e4m3fn and back[0].tobytes() == w13.tobytes()
+    assert back[1].shape == w2.shape and back[1].tobytes() == w2.tobytes()
+    h13 = rng.random((2, 128, 128), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    h2 = rng.random((2, 64, 256), dtype=np.float32).astype(ml_dtypes.bfloat16)
+    for gated in (True, False):
+        r = qtl.rotate_weights_for_fi_trtllm_fp8_per_tensor_moe(w13, w2, gated)
+        back = qtl.unrotate_weights_for_fi_trtllm_fp8_per_tensor_moe(*r, is_gated_activation=gated)
+        assert back[0].tobytes() == w13.tobytes() and back[1].tobytes() == w2.tobytes()
+        c = qtl.convert_moe_weights_to_flashinfer_trtllm_block_layout(None, h13, h2, gated)
+        back = qtl.convert_moe_weights_from_flashinfer_trtllm_block_layout(*c, is_gated_act_gemm=gated)
+        assert back[0].dtype == ml_dtypes.bfloat16 and back[0].shape == h13.shape
+        assert back[0].tobytes() == h13.tobytes() and back[1].tobytes() == h2.tobytes()
+    for dtype in (np.int32, np.uint8):
+        layer = mxint4_layer(2, 512, 256, dtype)
+        prepared = qtl.prepare_static_weights_for_trtllm_mxint4_moe(*layer)
+        keys = ["gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"]
+        back = qtl.unprepare_static_weights_for_trtllm_mxint4_moe(*(prepared[k] for k in keys),
+                                                                  uint4b8=dtype == np.int32)
+        for k, x in zip(keys, layer):
+            assert back[k].dtype == x.dtype and back[k].shape == x.shape and back[k].tobytes() == x.tobytes()
+
+
+def test_trtllm_layout_inverses_refuse_what_no_forward_layout_gives():
+    b = lambda *s: rng.integers(0, 256, s, dtype=np.uint8)  # noqa: E731
+    with pytest.raises(qtl.ShapeError, match=r"the block layout is \[E, K/128, R, 128\]"):
+        qtl.unshuffle_deepseek_fp8_moe_weights(b(1, 2, 32, 64), b(1, 1, 32, 128))
+    with pytest.raises(qtl.ShapeError, match="multiple of 16"):
+        qtl.unshuffle_deepseek_fp8_moe_weights(b(1, 2, 40, 128), b(1, 1, 32, 128))
+    with pytest.raises(qtl.ShapeError, match="expected 4"):
+        qtl.convert_moe_weights_from_flashinfer_trtllm_block_layout(
+            rng.random((1, 64, 64), dtype=np.float32).astype(ml_dtypes.bfloat16),
+            rng.random((1, 64, 64), dtype=np.float32).astype(ml_dtypes.bfloat16))
+    with pytest.raises(qtl.ShapeError, match="multiple of 32"):
+        qtl.unrotate_weights_for_fi_trtllm_fp8_per_tensor_moe(b(1, 48, 64), b(1, 32, 64), False)
+    prepared = qtl.prepare_static_weights_for_trtllm_mxint4_moe(*mxint4_layer(1, 256, 256, np.uint8))
+    g1w, g1s, g2w, g2s = (prepared[k] for k in ["gemm1_weights", "gemm1_scales", "gemm2_weights", "gemm2_scales"])
+    with pytest.raises(qtl.ShapeError, match=r"gemm1_scales has shape \[1, 2048\], expected \[1, 4096\]"):
+        qtl.unprepare_static_weights_for_trtllm_mxint4_moe(g1w, g1s[:, :2048], g2w, g2s)
+    with pytest.raises(qtl.ShapeError, match="multiples of 256"):
+        qtl.unprepare_static_weights_for_trtllm_mxint4_moe(g1w[:, :, :256], g1s, g2w, g2s)
+    with pytest.raises(qtl.DTypeError):
+        qtl.unprepare_static_weights_for_trtllm_mxint4_moe(g1w.view(np.int8), g1s, g2w, g2s)

@@ -42,6 +42,9 @@ def test_pack_scale_fp8_byte_7_is_minus_the_scale():
     assert np.array_equal(packed[:, 7] ^ 0x80, s.view(np.uint8))
     assert np.array_equal(packed[:, 0], (-8 * s.astype(np.float32)).clip(-448, 448)
                           .astype(ml_dtypes.float8_e4m3fn).view(np.uint8))
+    # the uint8 codes (as CuPy and DLPack producers without FP8 hand them over) give the same bytes, as uint8
+    codes = qtl.cutlass_pack_scale_fp8(s.view(np.uint8))
+    assert codes.dtype == np.uint8 and codes.tobytes() == packed.tobytes()
 
 
 def test_uint4b8_conversion_is_in_place_and_its_own_inverse():
