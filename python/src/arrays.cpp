@@ -661,6 +661,19 @@ void bind_device_array(nb::module_& m) {
       .def_prop_ro("dtype", [](device_array const& a) { return std::string(elem_name(classify(a.nd.dtype()))); });
 }
 
+view3d<std::uint8_t const> split_bytes(array_in const& a, index_t d) {
+  index_t outer = 1;
+  index_t inner = static_cast<index_t>(elem_size(a.type));
+  for (index_t k = 0; k < a.ndim(); ++k) {
+    if (k < d) {
+      outer *= a.dim(k);
+    } else if (k > d) {
+      inner *= a.dim(k);
+    }
+  }
+  return make_view(static_cast<std::uint8_t const*>(a.nd.data()), outer, a.dim(d), inner);
+}
+
 void copy_to_device(array_in const& like, void* dst, void const* src, std::size_t bytes) {
   device::backend const& table = *device::get();
   if (int const err = table.copy_to_device(dst, src, bytes, like.stream); err != 0) {

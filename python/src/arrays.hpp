@@ -234,6 +234,10 @@ std::vector<T> host_copy(array_in const& a) {
   return h;
 }
 
+/// A C-contiguous array as bytes [outer, shape[d], inner * element size] (`d` in [0, rank)): the
+/// view of a tensor split along dimension `d` that the byte-moving kernels take.
+view3d<std::uint8_t const> split_bytes(array_in const& a, index_t d);
+
 /// Copies `bytes` from the host to `dst`, an output on `like`'s device, ordered on its stream.
 void copy_to_device(array_in const& like, void* dst, void const* src, std::size_t bytes);
 

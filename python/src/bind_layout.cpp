@@ -97,21 +97,7 @@ nb::object blockscale(bool swizzle, nb::handle s_obj, index_t rows = 0, index_t 
   });
 }
 
-/// A C-contiguous array as bytes [outer, shape[d], inner * element size]: the device kernels' view
-/// of a tensor split along dimension `d`.
-view3d<std::uint8_t const> split_at(array_in const& a, index_t d) {
-  index_t outer = 1;
-  index_t inner = static_cast<index_t>(elem_size(a.type));
-  for (index_t k = 0; k < d; ++k) {
-    outer *= a.dim(k);
-  }
-  for (index_t k = d + 1; k < a.ndim(); ++k) {
-    inner *= a.dim(k);
-  }
-  return make_view(static_cast<std::uint8_t const*>(a.nd.data()), outer, a.dim(d), inner);
-}
-
-/// An output's bytes in the shape of `like` (split_at of its input).
+/// An output's bytes in the shape of `like` (split_bytes of its input).
 view3d<std::uint8_t> as_bytes(array_out const& o, view3d<std::uint8_t const> like) {
   return make_view(o.data<std::uint8_t>(), like.extent[0], like.extent[1], like.extent[2]);
 }
@@ -140,7 +126,7 @@ nb::object swap_w13_to_w31(nb::handle x_obj) {
         x.check_contiguous();
         qtl::swap_w13_to_w31(checks_only(iv, R - 2, "qtl.swap_w13_to_w31"), checks_only(ov, R - 2, ""));
       }
-      auto const bytes = split_at(x, R - 2);
+      auto const bytes = split_bytes(x, R - 2);
       run_on(
           x, "qtl.swap_w13_to_w31", [&] { qtl::swap_w13_to_w31(iv, ov); },
           [&](device::backend const& b, device::stream_t st) {
@@ -193,8 +179,8 @@ nb::object reorder_w1w3_to_w3w1(nb::handle w_obj, nb::handle s_obj, int dim) {
           s.check_contiguous();
           reorder(checks_only(wv, d, op), checks_only(sv, d, op), checks_only(wo, d, op), checks_only(so, d, op));
         }
-        auto const wb = split_at(w, d);
-        auto const sb = split_at(s, d);
+        auto const wb = split_bytes(w, d);
+        auto const sb = split_bytes(s, d);
         run_on(
             w, op, [&] { reorder(wv, sv, wo, so); },
             [&](device::backend const& b, device::stream_t st) {

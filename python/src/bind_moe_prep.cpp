@@ -129,20 +129,6 @@ view3d<T> no_outer(view3d<T> v) {
   return v;
 }
 
-/// A C-contiguous array as bytes [outer, shape[d], inner * element size] (`d` in [0, rank)).
-view3d<std::uint8_t const> split_bytes(array_in const& a, index_t d) {
-  index_t outer = 1;
-  index_t inner = static_cast<index_t>(elem_size(a.type));
-  for (index_t k = 0; k < a.ndim(); ++k) {
-    if (k < d) {
-      outer *= a.dim(k);
-    } else if (k > d) {
-      inner *= a.dim(k);
-    }
-  }
-  return make_view(static_cast<std::uint8_t const*>(a.nd.data()), outer, a.dim(d), inner);
-}
-
 array_in take_any(nb::handle obj, char const* name, index_t min_rank) {
   array_in a = take(obj, name, true);
   if (a.type == elem::other) {

@@ -219,7 +219,8 @@ def test_half_swaps_on_device_equal_host(shape, dim):
     sshape = list(shape)
     sshape[-1 if dim != -1 else 0] = 3  # the scale splits along the same dimension, other sizes differ
     s = rng.integers(0, 256, size=sshape, dtype=np.uint8)
-    assert_same(on_device(qtl.swap_w13_to_w31, w), qtl.swap_w13_to_w31(w))
+    if shape[-2] % 2 == 0:
+        assert_same(on_device(qtl.swap_w13_to_w31, w), qtl.swap_w13_to_w31(w))
     got = on_device(qtl.reorder_w1w3_to_w3w1, w, s, dim=dim)
     want = qtl.reorder_w1w3_to_w3w1(w, s, dim=dim)
     assert_same(got[0], want[0])
@@ -231,7 +232,7 @@ def test_half_swaps_on_device_refuse_what_the_host_refuses():
     odd = Producer(np.zeros((2, 5, 4), np.float16))
     with pytest.raises(qtl.ShapeError, match=r"odd size 5"):
         qtl.swap_w13_to_w31(odd)
-    with pytest.raises(qtl.ShapeError, match=r"scale has size 6 along dimension -2 but weight has 4"):
+    with pytest.raises(qtl.ShapeError, match=r"scale has size 6 along dimension 0 but weight has 4"):
         qtl.reorder_w1w3_to_w3w1(Producer(np.zeros((4, 4), np.float16)), Producer(np.zeros((6, 1), np.uint8)))
     with pytest.raises(qtl.InvalidValueError, match=r"weight is on cuda:0 but scale on the host"):
         qtl.reorder_w1w3_to_w3w1(Producer(np.zeros((4, 4), np.float16)), np.zeros((4, 1), np.uint8))

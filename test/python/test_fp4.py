@@ -237,8 +237,8 @@ def test_cutedsl_mma_view_aliases_the_swizzled_scales():
     assert np.array_equal(view, swizzled.reshape(3, 2, 3, 32, 4, 4).transpose(3, 4, 1, 5, 2, 0))
     b, m, k = np.meshgrid(np.arange(3), np.arange(200), np.arange(10), indexing="ij")
     assert np.array_equal(view[m % 32, (m % 128) // 32, m // 128, k % 4, k // 4, b], linear)
-    swizzled[1, 130, 5] ^= 0xFF  # an in-place update shows through the view
-    assert view[2, 0, 1, 1, 1, 1] == swizzled[1, 130, 5]
+    view[5, 2, 1, 3, 1, 0] = 7  # a write through the view lands in the buffer: row 128 + 2 * 32 + 5, K-block 4 + 3
+    assert qtl.unswizzle_blockscale(swizzled, 200, 10)[0, 197, 7] == 7
 
 
 def test_cutedsl_mma_view_errors():
