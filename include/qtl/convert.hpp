@@ -93,6 +93,21 @@ void for_each_block(block_grid const& g, F&& f) {
   }
 }
 
+/// Where the rows of a slice of `for_each_row_slice` lie in the whole weight, so that a refusal in
+/// the slice names the element of the whole: `row` the stack row (g*N + n) of the slice's row 0,
+/// `n` the whole's N (0: the grid is the whole).
+struct slice_origin {
+  std::int64_t row = 0;
+  std::int64_t n = 0;
+};
+
+/// "(g, n, k)" of element (gi, n, k) of grid `g` in the whole weight `o` places it in.
+inline std::string element_at(block_grid const& g, slice_origin o, std::int64_t gi, std::int64_t n, std::int64_t k) {
+  std::int64_t const r = o.row + gi * g.n + n;
+  std::int64_t const whole = o.n == 0 ? g.n : o.n;
+  return "(" + std::to_string(r / whole) + ", " + std::to_string(r % whole) + ", " + std::to_string(k) + ")";
+}
+
 /// Runs `f(sub, e0, s0)` over slices of whole block rows of `g` on up to `threads` threads
 /// (`qtl::run_parts`): `sub` a one-matrix grid of the slice's rows, `e0` the offset of its first
 /// element in the [G,N,K] tensor and `s0` of its first scale in [G,nb,kb]. Every converter whose
@@ -499,8 +514,10 @@ inline void deepgemm_unpack_ue8m0(std::span<std::int32_t const> packed, std::int
 /// the nibbles of `mxfp4_nibble`; element 2i in the low nibble of byte i, scale byte e + 127.
 /// NaN elements are refused (torch would cast a NaN exponent to an undefined byte).
 /// @throws shape_error (K % 32, sizes), value_error (a NaN code or a non-finite result)
+/// (`origin`: the slices' own, for the threads.)
 inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
-                               std::span<std::uint8_t> packed, std::span<std::uint8_t> scales, int threads = 1) {
+                               std::span<std::uint8_t> packed, std::span<std::uint8_t> scales, int threads = 1,
+                               detail::slice_origin origin = {}) {
   detail::check_grid("fp8_block_to_mxfp4", g, q.size(), s.size());
   if (g.k % mxfp4_block != 0) {
     detail::fail_shape("fp8_block_to_mxfp4", "K = " + std::to_string(g.k) + " is not a multiple of 32");
@@ -512,7 +529,8 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
     return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
       auto const n = static_cast<std::size_t>(sub.elements());
       fp8_block_to_mxfp4(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub,
-                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / mxfp4_block, n / mxfp4_block));
+                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / mxfp4_block, n / mxfp4_block), 1,
+                         {static_cast<std::int64_t>(e0) / g.k, g.n});
     });
   }
   std::int64_t const nb = g.n_blocks();
@@ -548,8 +566,8 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
             std::int64_t const k = k0 + i;
             x[i] = table[static_cast<std::size_t>((k / g.block.k) * 256 + q[row + static_cast<std::size_t>(k)])];
             if (!(x[i] - x[i] == 0.0f)) {
-              throw value_error("qtl::convert::fp8_block_to_mxfp4: element (" + std::to_string(gi) + ", " +
-                                std::to_string(n) + ", " + std::to_string(k) + ") dequantizes to NaN or Inf");
+              throw value_error("qtl::convert::fp8_block_to_mxfp4: element " + detail::element_at(g, origin, gi, n, k) +
+                                " dequantizes to NaN or Inf");
             }
             amax = amax_step(amax, x[i]);
           }
@@ -661,10 +679,11 @@ inline float nvfp4_shared_global_scale(float amax) {
 /// refused (NVFP4's encoders would saturate it), by a pass over each block row's codes, unless
 /// `checked` says the caller's `fp8_block_bf16_amax` over the same codes and scales (the pass a
 /// global scale comes from, which refuses them) already ran: then that pass is not repeated.
+/// (`origin`: the slices' own, for the threads.)
 /// @throws shape_error (K % 16, sizes), value_error (non-finite dequant, bad global scale)
 inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
                                float global_scale, std::span<float4_e2m1x2_t> packed, std::span<float8_e4m3fn_t> scales,
-                               int threads = 1, bool checked = false) {
+                               int threads = 1, bool checked = false, detail::slice_origin origin = {}) {
   detail::check_grid("fp8_block_to_nvfp4", g, q.size(), s.size());
   constexpr std::int64_t nvfp4_block = qtl::nvfp4::block_size;
   if (g.k % nvfp4_block != 0) {
@@ -681,7 +700,8 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
     return detail::for_each_row_slice(g, threads, [&](block_grid const& sub, std::size_t e0, std::size_t s0) {
       auto const n = static_cast<std::size_t>(sub.elements());
       fp8_block_to_nvfp4(q.subspan(e0, n), s.subspan(s0, static_cast<std::size_t>(sub.scales())), sub, global_scale,
-                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / nvfp4_block, n / nvfp4_block), 1, checked);
+                         packed.subspan(e0 / 2, n / 2), scales.subspan(e0 / nvfp4_block, n / nvfp4_block), 1, checked,
+                         {static_cast<std::int64_t>(e0) / g.k, g.n});
     });
   }
   std::int64_t const nb = g.n_blocks();
@@ -709,9 +729,10 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
       }
       for (std::size_t i = 0; !finite && i < count; ++i) {  // name the first element that is not
         if ((bf[i].bits & 0x7F80u) == 0x7F80u) {
-          throw value_error("qtl::convert::fp8_block_to_nvfp4: element (" + std::to_string(gi) + ", " +
-                            std::to_string(n0 + static_cast<std::int64_t>(i) / g.k) + ", " +
-                            std::to_string(static_cast<std::int64_t>(i) % g.k) + ") dequantizes to NaN or Inf");
+          throw value_error("qtl::convert::fp8_block_to_nvfp4: element " +
+                            detail::element_at(g, origin, gi, n0 + static_cast<std::int64_t>(i) / g.k,
+                                               static_cast<std::int64_t>(i) % g.k) +
+                            " dequantizes to NaN or Inf");
         }
       }
       qtl::block_quantize<qtl::nvfp4, qtl::layout_linear>(

@@ -3,15 +3,15 @@
 // the layout round trip), NaN/Inf/zero blocks, amax just above and below a power of two, the
 // FP8-block -> NVFP4 definition (global scale shared, one block row at a time) and the size checks.
 
-#include <qtl/convert.hpp>
-
-#include <catch2/catch.hpp>
-
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <random>
 #include <vector>
+
+#include <catch2/catch.hpp>
+
+#include <qtl/convert.hpp>
 
 namespace cv = qtl::convert;
 using qtl::bits_to_float;
@@ -218,7 +218,8 @@ TEST_CASE("convert: E4, the DeepGEMM packed layout and its inverse", "[convert]"
                 s[static_cast<std::size_t>((gi * lt.scale_rows() + i) * kb + j)]);
     for (std::int64_t gi = 0; gi < g; ++gi)  // pad rows are zero
       for (std::int64_t pi = 0; pi < lt.packed_k(); ++pi)
-        for (std::int64_t nn = n; nn < lt.aligned_mn(); ++nn) CHECK(p[static_cast<std::size_t>(lt.word(gi, pi, nn))] == 0);
+        for (std::int64_t nn = n; nn < lt.aligned_mn(); ++nn)
+          CHECK(p[static_cast<std::size_t>(lt.word(gi, pi, nn))] == 0);
   }
 }
 
@@ -251,8 +252,8 @@ TEST_CASE("convert: E6, FP8 block to MXFP4 as sglang does it", "[convert]") {
   q7[0] = e4m3(7.0f);
   cv::fp8_block_to_mxfp4(q7, s, g, packed, scale);
   CHECK(scale[0] == 128);
-  CHECK((packed[0] & 0xF) == 0x5);   // 3.5 ties down to 3
-  CHECK((packed[0] >> 4) == 0x8);    // every zero is 0x8
+  CHECK((packed[0] & 0xF) == 0x5);  // 3.5 ties down to 3
+  CHECK((packed[0] >> 4) == 0x8);   // every zero is 0x8
   // the bf16-log2 trap: log2f(bf(amax/6)) = -9.98877 rounds to -10 in bf16
   CHECK(cv::mxfp4_exponent(0.00592041015625f) == -10);
   CHECK(cv::mxfp4_exponent(0.0f) == -127);
@@ -434,8 +435,8 @@ TEST_CASE("convert: E7, FP8 block to NVFP4 (bf16 dequant, gs = fl(1/fl(amax/2688
   CHECK(sf[0].bits == 0x7e);
   CHECK(sf[1].bits == 0x00);  // the IEEE/flashinfer shape: a zero block's scale is 0 (torchao: 0x08)
   CHECK(sf[2].bits == 0x3e);
-  std::uint8_t const want[24] = {0xc2, 0x71, 0x80, 0x56, 0x30, 0x4f, 0xe2, 0x31, 0, 0, 0, 0, 0, 0, 0, 0,
-                                 0xe7, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22};
+  std::uint8_t const want[24] = {0xc2, 0x71, 0x80, 0x56, 0x30, 0x4f, 0xe2, 0x31, 0,    0,    0,    0,
+                                 0,    0,    0,    0,    0xe7, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22, 0x22};
   for (int i = 0; i < 24; ++i) CHECK(packed[static_cast<std::size_t>(i)].bits == want[i]);
 }
 
@@ -462,7 +463,7 @@ TEST_CASE("convert: FP8 block to NVFP4 equals block_quant_dequant then block_qua
   std::vector<qtl::float8_e4m3fn_t> sf(q.size() / 16), want_s(q.size() / 16);
   cv::fp8_block_to_nvfp4(q, s, g, gs, packed, sf);
   qtl::block_quantize<qtl::nvfp4>(qtl::make_view(static_cast<qtl::bfloat16_t const*>(bf.data()), 2 * n, k),
-                                   qtl::make_view(want_p.data(), 2 * n, k / 2), std::span(want_s), gs);
+                                  qtl::make_view(want_p.data(), 2 * n, k / 2), std::span(want_s), gs);
   bool same = true;
   for (std::size_t i = 0; i < packed.size(); ++i) same = same && packed[i].bits == want_p[i].bits;
   for (std::size_t i = 0; i < sf.size(); ++i) same = same && sf[i].bits == want_s[i].bits;
@@ -486,8 +487,7 @@ TEST_CASE("convert: FP8 block to NVFP4 equals block_quant_dequant then block_qua
   std::vector<float> s8{1.0f};
   std::vector<qtl::float4_e2m1x2_t> p8(20);
   std::vector<qtl::float8_e4m3fn_t> f8(2);
-  CHECK_THROWS_AS(cv::fp8_block_to_nvfp4(q8, s8, cv::block_grid{1, 1, 40, {128, 128}}, 1.0f, p8, f8),
-                  qtl::shape_error);
+  CHECK_THROWS_AS(cv::fp8_block_to_nvfp4(q8, s8, cv::block_grid{1, 1, 40, {128, 128}}, 1.0f, p8, f8), qtl::shape_error);
 }
 
 TEST_CASE("convert: the threads parameter cuts whole block rows; the bytes do not depend on it", "[convert]") {
@@ -535,7 +535,15 @@ TEST_CASE("convert: the threads parameter cuts whole block rows; the bytes do no
     CHECK(bytes_equal(pt, p1));
     CHECK(bytes_equal(vt, v1));
   }
-  // an error in one slice reaches the caller after every thread has joined
+  // an error in one slice reaches the caller after every thread has joined, naming the element of
+  // the whole weight (not of the slice), as one thread does
   q[q.size() - 5] = 0x7F;
   CHECK_THROWS_AS(cv::fp8_block_to_mxfp4(q, s, g, mt, et, 4), qtl::value_error);
+  q[static_cast<std::size_t>((2 * g.n + 150) * g.k + 7)] = 0xFF;  // matrix 2, row 150: the first
+  for (int t : {1, 4}) {
+    CHECK_THROWS_WITH(cv::fp8_block_to_mxfp4(q, s, g, mt, et, t),
+                      "qtl::convert::fp8_block_to_mxfp4: element (2, 150, 7) dequantizes to NaN or Inf");
+    CHECK_THROWS_WITH(cv::fp8_block_to_nvfp4(q, s, g, 1000.0f, pt, vt, t),
+                      "qtl::convert::fp8_block_to_nvfp4: element (2, 150, 7) dequantizes to NaN or Inf");
+  }
 }
