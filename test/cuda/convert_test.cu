@@ -2,20 +2,21 @@
 // bf16), both requant recipes and their fixed point (NaN codes and an Inf scale under sglang), the
 // per-block cast with each rule (zero, Inf and NaN blocks), the DeepGEMM pack and its inverse,
 // FP8 block -> MXFP4 and -> NVFP4 with the shared global scale; partial blocks, stacked experts,
-// grid-stride loops past the cap (the `_capped` run), refused shapes. Skipped (77) without a GPU
-// by test/cuda/main.cu; runs on the simulated device (`--suite cuda-sim`).
-#include <qtl/convert.hpp>
-#include <qtl/cuda/convert.cuh>
-
-#include <catch2/catch.hpp>
-#include <device_buffer.hpp>
-
+// grid-stride loops past the cap (the `_capped` run), refused shapes; the index of the first
+// scale or element the host op refuses on the data. Skipped (77) without a GPU by
+// test/cuda/main.cu; runs on the simulated device (`--suite cuda-sim`).
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
+
+#include <catch2/catch.hpp>
+#include <device_buffer.hpp>
+
+#include <qtl/convert.hpp>
+#include <qtl/cuda/convert.cuh>
 
 namespace {
 
@@ -219,6 +220,81 @@ TEST_CASE("device FP8 block -> MXFP4 and -> NVFP4 equal the host", "[cuda][conve
   compare_mxfp4({1, 64, 256, {128, 128}}, 17, true);
   compare_nvfp4({1, 130, 256, {128, 128}}, 15);
   compare_nvfp4({2, 40, 48, {128, 128}}, 16);  // w1 and w3 stacked: one global scale
+}
+
+namespace {
+
+constexpr unsigned long long none = ~0ull;
+
+/// The device words a launcher reports refusals in, set to ~0.
+device_buffer<unsigned long long> first_words(std::size_t n) {
+  return device_buffer<unsigned long long>(std::vector<unsigned long long>(n, none));
+}
+
+}  // namespace
+
+TEST_CASE("device converters report the first scale or element the host op refuses", "[cuda][convert]") {
+  SECTION("DeepGEMM pack: scales that are not positive normal powers of two") {
+    auto const l = cv::deepgemm_layout(2, 300, 6);  // 2 x 3 x 6 scales
+    std::vector<float> sf(36, 0.5f);
+    std::vector<std::int32_t> hw(static_cast<std::size_t>(l.words()));
+    device_buffer<std::int32_t> dw(hw.size());
+    auto first = first_words(1);
+    device_buffer<float> good(sf);
+    REQUIRE(dc::deepgemm_pack_ue8m0(good.ptr, l, dw.ptr, first.ptr) == cudaSuccess);
+    CHECK(first.get()[0] == none);
+    sf[30] = 0.0f;
+    sf[21] = 0.75f;
+    sf[35] = -1.0f;
+    CHECK_THROWS_WITH(cv::deepgemm_pack_ue8m0(sf, l, hw), Catch::Contains("scale 21 (bits 0x3f400000)"));
+    device_buffer<float> bad(sf);
+    REQUIRE(dc::deepgemm_pack_ue8m0(bad.ptr, l, dw.ptr, first.ptr) == cudaSuccess);
+    CHECK(first.get()[0] == 21);
+  }
+  cv::block_grid const g{2, 130, 256, {128, 128}};
+  auto w = random_weight(g, 18);
+  auto const element = [&](std::int64_t gi, std::int64_t n, std::int64_t k) {
+    return static_cast<std::size_t>((gi * g.n + n) * g.k + k);
+  };
+  SECTION("FP8 block -> MXFP4: the first element whose dequant is not finite") {
+    std::vector<std::uint8_t> hp(w.q.size() / 2), hs(w.q.size() / 32);
+    device_buffer<std::uint8_t> dp(hp.size()), dsc(hs.size());
+    auto first = first_words(1);
+    device_buffer<std::uint8_t> dq(w.q);
+    device_buffer<float> ds(w.s);
+    REQUIRE(dc::fp8_block_to_mxfp4(dq.ptr, ds.ptr, g, dp.ptr, dsc.ptr, first.ptr) == cudaSuccess);
+    CHECK(first.get()[0] == none);
+    w.q[element(1, 129, 3)] = 0x7F;  // NaN
+    w.q[element(1, 2, 200)] = 0xFF;
+    w.s[g.scales() - 1] = std::numeric_limits<float>::infinity();  // block (1, 1, 1) dequantizes to Inf/NaN
+    CHECK_THROWS_WITH(cv::fp8_block_to_mxfp4(w.q, w.s, g, hp, hs), Catch::Contains("element (1, 2, 200)"));
+    device_buffer<std::uint8_t> bq(w.q);
+    device_buffer<float> bs(w.s);
+    REQUIRE(dc::fp8_block_to_mxfp4(bq.ptr, bs.ptr, g, dp.ptr, dsc.ptr, first.ptr) == cudaSuccess);
+    CHECK(first.get()[0] == element(1, 2, 200));
+  }
+  SECTION("FP8 block -> NVFP4: the first element, and the first block, whose dequant is not finite") {
+    std::vector<qtl::float4_e2m1x2_t> hp(w.q.size() / 2);
+    std::vector<qtl::float8_e4m3fn_t> hs(w.q.size() / 16);
+    device_buffer<bfloat16_t> ws(w.q.size());
+    device_buffer<float> dgs(std::vector<float>{1.0f});
+    device_buffer<qtl::float4_e2m1x2_t> dp(hp.size());
+    device_buffer<qtl::float8_e4m3fn_t> dsc(hs.size());
+    auto const device_first = [&] {
+      device_buffer<std::uint8_t> dq(w.q);
+      device_buffer<float> ds(w.s);
+      auto first = first_words(2);
+      REQUIRE(dc::fp8_block_to_nvfp4(dq.ptr, ds.ptr, g, dgs.ptr, dp.ptr, dsc.ptr, ws.ptr, first.ptr) == cudaSuccess);
+      return first.get();
+    };
+    CHECK(device_first() == std::vector<unsigned long long>{none, none});
+    w.q[element(0, 5, 200)] = 0x7F;  // block (0, 0, 1)
+    w.q[element(0, 100, 3)] = 0xFF;  // block (0, 0, 0): the first block, a later element
+    w.q[element(1, 0, 0)] = 0x7F;
+    CHECK_THROWS_WITH(cv::fp8_block_to_nvfp4(w.q, w.s, g, 1.0f, hp, hs), Catch::Contains("element (0, 5, 200)"));
+    CHECK_THROWS_WITH(cv::fp8_block_bf16_amax(w.q, w.s, g), Catch::Contains("block (0, 0, 0)"));
+    CHECK(device_first() == std::vector<unsigned long long>{element(0, 5, 200), 0});
+  }
 }
 
 TEST_CASE("device converters refuse bad shapes before enqueueing", "[cuda][convert]") {

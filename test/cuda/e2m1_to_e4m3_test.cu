@@ -1,10 +1,11 @@
 // <qtl/cuda/e2m1_to_e4m3.cuh> against the host op of <qtl/e2m1_to_e4m3.hpp>, bit for bit: the
 // golden cases 2200-2203 (recorded from sglang's cast_e2m1fn_to_e4m3fn) replayed on the device,
-// random stacks with partial blocks and scale spreads up to 2^14 in one launch each, the
-// `inexact` flag on the blocks the host op refuses, and the launcher's errors; and
+// random stacks with partial blocks and scale spreads up to 2^14 in one launch each, the index of
+// the first block the host op refuses, and the launcher's errors; and
 // <qtl/cuda/deepgemm_e8m0.cuh> (DeepGEMM's packing of the E8M0 block scales) on the golden
-// deepgemm-post-process-e8m0 cases (recorded from vLLM's function) and random layouts against the
-// host op. The shared main exits 77 (skipped) without a GPU.
+// deepgemm-post-process-e8m0 cases (recorded from vLLM's function), random layouts against the
+// host op, and the index of the first code it refuses. The shared main exits 77 (skipped) without
+// a GPU.
 
 #include <cstdint>
 #include <random>
@@ -25,18 +26,20 @@ using bytes = std::vector<std::uint8_t>;
 using qtl_test::device_buffer;
 using qtl_test::e2m1::random_mxfp4;
 
+constexpr unsigned long long none = ~0ull;
+
 struct cast_out {
   bytes q, s;
-  int inexact = 0;
+  unsigned long long first_inexact = none;
 };
 
-/// The device cast of the stack (x, sc) in one launch, and its `inexact` flag.
+/// The device cast of the stack (x, sc) in one launch, and the first block it refuses.
 cast_out device_cast(bytes const& x, bytes const& sc, cv::block_grid const& g) {
   device_buffer<std::uint8_t> const dx(x);
   device_buffer<std::uint8_t> const ds(sc);
   device_buffer<std::uint8_t> dq(static_cast<std::size_t>(g.elements()));
   device_buffer<std::uint8_t> dqs(static_cast<std::size_t>(g.scales()));
-  device_buffer<int> flag(std::vector<int>{0});
+  device_buffer<unsigned long long> flag(std::vector<unsigned long long>{none});
   REQUIRE(qtl::cuda::convert::cast_e2m1fn_to_e4m3fn(dx.ptr, ds.ptr, g, dq.ptr, dqs.ptr, flag.ptr) == cudaSuccess);
   return {dq.get(), dqs.get(), flag.get()[0]};
 }
@@ -55,7 +58,7 @@ TEST_CASE("cuda cast_e2m1fn_to_e4m3fn reproduces every golden cast-e2m1fn-to-e4m
     cast_out const got = device_cast(c.x, c.scale, c.grid);
     CHECK(got.q == c.want_q);
     CHECK(got.s == c.want_s);
-    CHECK(got.inexact == 0);
+    CHECK(got.first_inexact == none);
   }
 }
 
@@ -81,19 +84,19 @@ TEST_CASE("cuda cast_e2m1fn_to_e4m3fn equals the host op on random stacks with p
       cast_out const got = device_cast(x, sc, g);
       CHECK(got.q == want.q);
       CHECK(got.s == want.s);
-      CHECK(got.inexact == 0);
+      CHECK(got.first_inexact == none);
     }
   }
 }
 
-TEST_CASE("cuda cast_e2m1fn_to_e4m3fn flags the blocks the host op refuses", "[cuda][e2m1_to_e4m3]") {
+TEST_CASE("cuda cast_e2m1fn_to_e4m3fn names the first block the host op refuses", "[cuda][e2m1_to_e4m3]") {
   cv::block_grid const g{2, 256, 256, {128, 128}};
   std::mt19937 rng(2205);
   auto const [x0, sc0] = random_mxfp4(g, 6, rng);
   auto const flagged = [&](bytes const& x, bytes const& sc) {
     bytes q(static_cast<std::size_t>(g.elements())), s(static_cast<std::size_t>(g.scales()));
     CHECK_THROWS_AS(cv::cast_e2m1fn_to_e4m3fn(x, sc, g, q, s), qtl::value_error);
-    return device_cast(x, sc, g).inexact == 1;
+    return device_cast(x, sc, g).first_inexact;  // blocks (g, bi, bj): 2 x 2 per matrix
   };
   SECTION("a nonzero element 2^15 below its block's top") {
     bytes x = x0, sc = sc0;
@@ -101,21 +104,24 @@ TEST_CASE("cuda cast_e2m1fn_to_e4m3fn flags the blocks the host op refuses", "[c
     sc[grp] = static_cast<std::uint8_t>(106 - 15);
     sc[grp + 1] = 106;
     x[grp * 16] = 0x01;  // 0.5 at shift -9: half e4m3's least subnormal
-    CHECK(flagged(x, sc));
+    CHECK(flagged(x, sc) == 7);
+    sc[256 * 8 + 4] = 0xFF;  // and a NaN scale in block (1, 0, 1): the first now
+    CHECK_THROWS_WITH(host_cast(x, sc, g), Catch::Contains("block (0, 1) of matrix 1 (rows 0..127, columns 128..255)"));
+    CHECK(flagged(x, sc) == 5);
   }
   SECTION("a NaN scale") {
     bytes sc = sc0;
     for (std::size_t r = 0; r < 128; ++r) {
       std::fill_n(sc.begin() + static_cast<std::ptrdiff_t>(r * 8), 4, std::uint8_t{0xFF});  // block (0, 0): all NaN
     }
-    CHECK(flagged(x0, sc));
+    CHECK(flagged(x0, sc) == 0);
   }
   SECTION("a nonzero element under a top scale below 2^-121") {
     bytes x(x0.size(), 0), sc(sc0.size(), 3);
     x[4000] = 0x20;
-    CHECK(flagged(x, sc));
+    CHECK(flagged(x, sc) == 0);
   }
-  SECTION("the exact input is not flagged") { CHECK(device_cast(x0, sc0, g).inexact == 0); }
+  SECTION("the exact input is not flagged") { CHECK(device_cast(x0, sc0, g).first_inexact == none); }
 }
 
 TEST_CASE("cuda cast_e2m1fn_to_e4m3fn launcher rejects what the host op rejects", "[cuda][e2m1_to_e4m3]") {
@@ -132,10 +138,15 @@ TEST_CASE("cuda cast_e2m1fn_to_e4m3fn launcher rejects what the host op rejects"
 
 namespace {
 
-std::vector<std::int32_t> device_dg_pack(bytes const& sc, cv::dg_packed_layout const& l) {
+std::vector<std::int32_t> device_dg_pack(bytes const& sc, cv::dg_packed_layout const& l,
+                                         unsigned long long* first_unpackable = nullptr) {
   device_buffer<std::uint8_t> const ds(sc);
   device_buffer<std::int32_t> dout(std::vector<std::int32_t>(static_cast<std::size_t>(l.words()), 0x5A5A5A5A));
-  REQUIRE(qtl::cuda::convert::deepgemm_post_process_e8m0(ds.ptr, l, dout.ptr) == cudaSuccess);
+  device_buffer<unsigned long long> first(std::vector<unsigned long long>{none});
+  REQUIRE(qtl::cuda::convert::deepgemm_post_process_e8m0(ds.ptr, l, dout.ptr, first.ptr) == cudaSuccess);
+  if (first_unpackable != nullptr) {
+    *first_unpackable = first.get()[0];
+  }
   return dout.get();
 }
 
@@ -153,7 +164,16 @@ TEST_CASE("cuda deepgemm_post_process_e8m0 reproduces every golden case and the 
     for (auto& b : sc) b = static_cast<std::uint8_t>(1 + rng() % 254);
     std::vector<std::int32_t> want(static_cast<std::size_t>(l.words()));
     cv::deepgemm_post_process_e8m0(sc, l, want);
-    CHECK(device_dg_pack(sc, l) == want);
+    unsigned long long first = 0;
+    CHECK(device_dg_pack(sc, l, &first) == want);
+    CHECK(first == none);
+    // the codes the host op refuses (0 and 255 upcast to 0.0 and Inf): the first one's index
+    sc[sc.size() - 1] = 0;
+    sc[sc.size() / 2] = 255;
+    CHECK_THROWS_WITH(cv::deepgemm_post_process_e8m0(sc, l, want),
+                      Catch::Contains("scale " + std::to_string(sc.size() / 2) + " (E8M0 code 255"));
+    device_dg_pack(sc, l, &first);
+    CHECK(first == sc.size() / 2);
   }
   CHECK(qtl::cuda::convert::deepgemm_post_process_e8m0(nullptr, cv::deepgemm_layout(1, 128, 1), nullptr) ==
         cudaErrorInvalidValue);

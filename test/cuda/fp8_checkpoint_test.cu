@@ -131,3 +131,38 @@ TEST_CASE("cuda fp8_checkpoint_quantize refuses what the host op refuses", "[cud
   CHECK(qtl::cuda::fp8_checkpoint_quantize(make_view(static_cast<float const*>(dw.ptr), 2, 32), dc.view(2, 16),
                                            ds.ptr) == cudaErrorInvalidValue);
 }
+
+TEST_CASE("cuda fp8_checkpoint_quantize names the weight the host op refuses", "[cuda][fp8]") {
+  index_t const n = 300;
+  index_t const k = 200;
+  auto w = qtl_test::block_ranged_normal<float>(n, k, 22, 8);
+  auto const first = [&](qtl::fp8_checkpoint_scheme scheme) {
+    qtl::fp8_checkpoint_options opt;
+    opt.scheme = scheme;
+    device_buffer<float> const dw(w);
+    device_buffer<qtl::float8_e4m3fn_t> dc(static_cast<std::size_t>(n * k));
+    device_buffer<float> ds(static_cast<std::size_t>(qtl::fp8_checkpoint_scale_count(n, k, opt)));
+    device_buffer<unsigned long long> f(std::vector<unsigned long long>{~0ull});
+    CUDA_REQUIRE(qtl::cuda::fp8_checkpoint_quantize(make_view(static_cast<float const*>(dw.ptr), n, k), dc.view(n, k),
+                                                    ds.ptr, opt, f.ptr));
+    return f.get()[0];
+  };
+  for (auto scheme : {fp8_checkpoint_scheme::tensor, fp8_checkpoint_scheme::channel, fp8_checkpoint_scheme::block}) {
+    CHECK(first(scheme) == ~0ull);
+  }
+  // row-major, (3, 150) is first; by blocks of 128 x 128, (100, 5) in block (0, 0)
+  w[static_cast<std::size_t>(3 * k + 150)] = std::numeric_limits<float>::infinity();
+  w[static_cast<std::size_t>(100 * k + 5)] = std::nanf("");
+  w[static_cast<std::size_t>(250 * k + 0)] = -std::numeric_limits<float>::infinity();
+  for (auto scheme : {fp8_checkpoint_scheme::tensor, fp8_checkpoint_scheme::channel, fp8_checkpoint_scheme::block}) {
+    qtl::fp8_checkpoint_options opt;
+    opt.scheme = scheme;
+    bool const block = scheme == fp8_checkpoint_scheme::block;
+    std::vector<qtl::float8_e4m3fn_t> codes(static_cast<std::size_t>(n * k));
+    std::vector<float> scales(static_cast<std::size_t>(qtl::fp8_checkpoint_scale_count(n, k, opt)));
+    CHECK_THROWS_WITH(qtl::fp8_checkpoint_quantize(qtl_test::cview(w, n, k), make_view(codes.data(), n, k),
+                                                   std::span<float>(scales), opt),
+                      Catch::Contains(block ? "element [100, 5]" : "element [3, 150]"));
+    CHECK(first(scheme) == static_cast<unsigned long long>(block ? 100 * k + 5 : 3 * k + 150));
+  }
+}

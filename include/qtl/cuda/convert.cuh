@@ -12,9 +12,11 @@
 ///   per_block_cast_to_fp8   one CUDA block per weight block: the bit-max of |x|, cast_block_scale,
 ///                           then the clamped encoder (cast_element for a non-finite block)
 ///   deepgemm_pack_ue8m0     one thread per int32 word: dg_pack_word of its block row, pad rows 0
+///                           (and per scale: the least one that is not packable, when asked)
 ///   deepgemm_unpack_ue8m0   one thread per scale: ue8m0_decode(packed_byte(word of row 128 i))
 ///   fp8_block_to_mxfp4      one thread per 32 elements: bf16 dequant, mxfp4_exponent, mxfp4_nibble
-///   fp8_block_to_nvfp4      block_quant_dequant to bf16 into a workspace, then qtl/cuda/fp4.cuh's
+///   fp8_block_to_nvfp4      block_quant_dequant to bf16 into a workspace, (when asked) a thread per
+///                           element of it for the non-finite ones, then qtl/cuda/fp4.cuh's
 ///                           block_quantize<nvfp4> (the host's definition; not verified against
 ///                           flashinfer); nvfp4_shared_global_scale: fp8_amax, then
 ///                           nvfp4_shared_global_scale_of on the device
@@ -23,11 +25,15 @@
 /// `qtl::convert::block_grid` describes; element (g, n, k) at (g*N + n)*K + k, all row-major.
 /// Launchers take a `cudaStream_t`, return `cudaError_t` (`cudaErrorInvalidValue` for bad shapes
 /// or null pointers, before anything is enqueued), never throw or synchronise; pointers are device
-/// pointers. Preconditions the host versions check and the kernels cannot (they would need a pass
-/// and a synchronisation): the DeepGEMM packer's scales are positive normal powers of two (else
-/// each byte is the raw exponent field, as DeepGEMM's torch path), and the MXFP4/NVFP4 inputs
-/// dequantize to finite values. NaN payloads under the f32 recipes are out of contract (CUDA's
-/// canonical NaN is not the host's); the bf16 paths give the host's bytes for NaN codes too.
+/// pointers. What the host versions refuse on the data (the DeepGEMM packer's scales that are not
+/// positive normal powers of two, MXFP4/NVFP4 inputs that do not dequantize to finite values) a
+/// kernel cannot raise: the launchers that take `first` (a device `unsigned long long` the caller
+/// set to ~0) store there, by `atomicMin`, the least index of what the host version names, and
+/// write their outputs anyway (the DeepGEMM bytes then hold the raw exponent field, as DeepGEMM's
+/// torch path); the caller reads it back and refuses as the host does. With `first` null that
+/// the data is good is the caller's precondition. NaN payloads under the f32 recipes are out of
+/// contract (CUDA's canonical NaN is not the host's); the bf16 paths give the host's bytes for
+/// NaN codes too.
 
 #if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #  error "<qtl/cuda/convert.cuh> needs nvcc; host code includes <qtl/convert.hpp>"
@@ -36,6 +42,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+
 #include <qtl/convert.hpp>
 #include <qtl/cuda/fp4.cuh>
 #include <qtl/cuda/fp8.cuh>
@@ -125,8 +132,7 @@ QTL_KERNEL void requant_kernel(std::uint8_t const* q, float const* s, cv::block_
     for (std::int64_t e = threadIdx.x; e < blk.elements(); e += threads) {
       std::uint8_t const c = q[blk.at(grid, e)];
       std::uint32_t const m =
-          finite ? (c & 0x7Fu)
-                 : (float_to_bits(cv::dequant_element_as<Recipe::precision>(c, scale)) & 0x7FFFFFFFu);
+          finite ? (c & 0x7Fu) : (float_to_bits(cv::dequant_element_as<Recipe::precision>(c, scale)) & 0x7FFFFFFFu);
       local = m > local ? m : local;
     }
     std::uint32_t const top = block_max(local, red);
@@ -175,9 +181,17 @@ QTL_KERNEL void cast_kernel(float const* x, cv::block_grid grid, std::uint8_t* q
   }
 }
 
-/// `Scale`: float powers of two, or E8M0 codes (qtl/cuda/deepgemm_e8m0.cuh).
+/// The least `index` of every thread's candidates (~0: none) into `*first`, when it is not null.
+QTL_DEVICE void store_first(unsigned long long* first, unsigned long long index) {
+  if (first != nullptr && index != ~0ull) {
+    atomicMin(first, index);
+  }
+}
+
+/// `Scale`: float powers of two, or E8M0 codes (qtl/cuda/deepgemm_e8m0.cuh). `first`, when not
+/// null, gets the least index of a scale `is_ue8m0_packable` refuses.
 template <class Scale = float>
-QTL_KERNEL void pack_kernel(Scale const* sf, cv::dg_packed_layout l, std::int32_t* out) {
+QTL_KERNEL void pack_kernel(Scale const* sf, cv::dg_packed_layout l, std::int32_t* out, unsigned long long* first) {
   std::int64_t const A = l.aligned_mn();
   std::int64_t const P = l.packed_k();
   std::int64_t const nb = l.scale_rows();
@@ -191,6 +205,17 @@ QTL_KERNEL void pack_kernel(Scale const* sf, cv::dg_packed_layout l, std::int32_
                                          l.k_blocks, p)
                       : 0;
   }
+  if (first == nullptr) {
+    return;
+  }
+  unsigned long long bad = ~0ull;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * threads + threadIdx.x; i < l.groups * nb * l.k_blocks;
+       i += std::int64_t(gridDim.x) * threads) {
+    if (!cv::is_ue8m0_packable(sf[i]) && bad == ~0ull) {
+      bad = static_cast<unsigned long long>(i);
+    }
+  }
+  store_first(first, bad);
 }
 
 template <class = void>
@@ -207,9 +232,10 @@ QTL_KERNEL void unpack_kernel(std::int32_t const* packed, std::int64_t groups, s
   }
 }
 
+/// `first`, when not null, gets the least index of an element whose bf16 dequant is not finite.
 template <class = void>
 QTL_KERNEL void mxfp4_kernel(std::uint8_t const* q, float const* s, cv::block_grid grid, std::uint8_t* packed,
-                             std::uint8_t* scales) {
+                             std::uint8_t* scales, unsigned long long* first) {
   constexpr int B = cv::mxfp4_block;
   std::int64_t const total = grid.elements() / B;
   std::int64_t const per_row = grid.k / B;
@@ -223,11 +249,16 @@ QTL_KERNEL void mxfp4_kernel(std::uint8_t const* q, float const* s, cv::block_gr
     std::uint8_t const* in = q + row * grid.k + k0;
     float x[B];
     float amax = 0.0f;
+    unsigned long long bad = ~0ull;
     QTL_UNROLL
     for (int i = 0; i < B; ++i) {
       x[i] = cv::dequant_element_as<cv::dequant_precision::bf16>(in[i], srow[(k0 + i) / grid.block.k]);
       amax = cv::amax_step(amax, x[i]);
+      if (!is_finite(x[i]) && bad == ~0ull) {
+        bad = static_cast<unsigned long long>(row * grid.k + k0 + i);
+      }
     }
+    store_first(first, bad);
     int const e = cv::mxfp4_exponent(amax);
     std::uint8_t* out = packed + t * (B / 2);
     QTL_UNROLL
@@ -236,6 +267,29 @@ QTL_KERNEL void mxfp4_kernel(std::uint8_t const* q, float const* s, cv::block_gr
     }
     scales[t] = cv::mxfp4_scale_byte(e);
   }
+}
+
+/// One thread per element of the bf16 dequant `bf` [G, N, K]: first[0] gets the least index of a
+/// NaN or infinity, first[1] the least block (g, bi, bj order) holding one.
+template <class = void>
+QTL_KERNEL void nonfinite_bf16_kernel(bfloat16_t const* bf, cv::block_grid grid, unsigned long long* first) {
+  std::int64_t const total = grid.elements();
+  std::int64_t const nb = grid.n_blocks();
+  std::int64_t const kb = grid.k_blocks();
+  unsigned long long element = ~0ull, block = ~0ull;
+  for (std::int64_t i = std::int64_t(blockIdx.x) * threads + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * threads) {
+    if ((bf[i].bits & 0x7F80u) != 0x7F80u) {
+      continue;
+    }
+    std::int64_t const row = i / grid.k;  // g * N + n
+    auto const b = static_cast<unsigned long long>(((row / grid.n) * nb + (row % grid.n) / grid.block.n) * kb +
+                                                   (i % grid.k) / grid.block.k);
+    element = element == ~0ull ? static_cast<unsigned long long>(i) : element;
+    block = b < block ? b : block;
+  }
+  store_first(first, element);
+  store_first(first == nullptr ? nullptr : first + 1, block);
 }
 
 struct nvfp4_shared_global_scale_fn {
@@ -310,7 +364,8 @@ namespace detail {
 /// The packing launcher of both scale types: `cudaErrorInvalidValue` for a bad layout or null
 /// pointers with words to write.
 template <class Scale>
-cudaError_t deepgemm_pack(Scale const* sf, cv::dg_packed_layout const& l, std::int32_t* out, cudaStream_t stream) {
+cudaError_t deepgemm_pack(Scale const* sf, cv::dg_packed_layout const& l, std::int32_t* out, unsigned long long* first,
+                          cudaStream_t stream) {
   if (l.groups < 0 || l.mn < 1 || l.k_blocks < 1 || (l.groups > 0 && (sf == nullptr || out == nullptr))) {
     return cudaErrorInvalidValue;
   }
@@ -318,15 +373,16 @@ cudaError_t deepgemm_pack(Scale const* sf, cv::dg_packed_layout const& l, std::i
     return cudaSuccess;
   }
   unsigned const blocks = grid_stride_blocks(l.words(), threads, launch_policy::grid_stride_cap);
-  return launch(pack_kernel<Scale>, blocks, threads, 0, stream, sf, l, out);
+  return launch(pack_kernel<Scale>, blocks, threads, 0, stream, sf, l, out, first);
 }
 }  // namespace detail
 
 /// `qtl::convert::deepgemm_pack_ue8m0` on the device: sf [G, ceil(N/128), kb] -> out [G, P, A];
-/// pad rows 0. Precondition (not checked here): every scale a positive normal power of two.
+/// pad rows 0. `first_unpackable` (see the file comment) gets the index of the first scale that is
+/// not a positive normal power of two, the one the host op names; null: the caller vouches.
 inline cudaError_t deepgemm_pack_ue8m0(float const* sf, cv::dg_packed_layout const& l, std::int32_t* out,
-                                       cudaStream_t stream = nullptr) {
-  return detail::deepgemm_pack(sf, l, out, stream);
+                                       unsigned long long* first_unpackable = nullptr, cudaStream_t stream = nullptr) {
+  return detail::deepgemm_pack(sf, l, out, first_unpackable, stream);
 }
 
 /// `qtl::convert::deepgemm_unpack_ue8m0` on the device: [G, P, A] -> sf [G, ceil(A/128), kb].
@@ -346,9 +402,11 @@ inline cudaError_t deepgemm_unpack_ue8m0(std::int32_t const* packed, std::int64_
 }
 
 /// `qtl::convert::fp8_block_to_mxfp4` on the device (K % 32 == 0): packed [G,N,K/2], scales
-/// [G,N,K/32]. Precondition (not checked here): every element dequantizes to a finite value.
+/// [G,N,K/32]. `first_nonfinite` (see the file comment) gets the index (g*N + n)*K + k of the first
+/// element whose bf16 dequant is NaN or Inf, the one the host op names; null: the caller vouches.
 inline cudaError_t fp8_block_to_mxfp4(std::uint8_t const* q, float const* s, cv::block_grid const& grid,
-                                      std::uint8_t* packed, std::uint8_t* scales, cudaStream_t stream = nullptr) {
+                                      std::uint8_t* packed, std::uint8_t* scales,
+                                      unsigned long long* first_nonfinite = nullptr, cudaStream_t stream = nullptr) {
   if (!detail::grid_ok(grid) || grid.k % cv::mxfp4_block != 0 ||
       (grid.elements() > 0 && (q == nullptr || s == nullptr || packed == nullptr || scales == nullptr))) {
     return cudaErrorInvalidValue;
@@ -358,7 +416,8 @@ inline cudaError_t fp8_block_to_mxfp4(std::uint8_t const* q, float const* s, cv:
     return cudaSuccess;
   }
   unsigned const blocks = detail::grid_stride_blocks(total, detail::threads, launch_policy::grid_stride_cap);
-  return launch(detail::mxfp4_kernel<>, blocks, detail::threads, 0, stream, q, s, grid, packed, scales);
+  return launch(detail::mxfp4_kernel<>, blocks, detail::threads, 0, stream, q, s, grid, packed, scales,
+                first_nonfinite);
 }
 
 /// The global scale of `qtl::convert::nvfp4_shared_global_scale` from the bf16 dequant `bf16`
@@ -379,16 +438,30 @@ inline cudaError_t nvfp4_shared_global_scale(view2d<bfloat16_t const> bf16, floa
 /// `qtl::convert::fp8_block_to_nvfp4` on the device (K % 16 == 0): the bf16 dequant into
 /// `workspace` [G*N*K] (its result, for `nvfp4_shared_global_scale`), then NVFP4 with the device
 /// float `*global_scale` into packed [G,N,K/2] and scales [G,N,K/16] (linear). Not verified
-/// against flashinfer's quantizer (see the host version).
+/// against flashinfer's quantizer (see the host version). `first_nonfinite`, two device words set
+/// to ~0 (see the file comment), gets the index (g*N + n)*K + k of the first element whose bf16
+/// dequant is NaN or Inf (what the host op names) and the index (g*nb + bi)*kb + bj of the first
+/// block holding one (what `fp8_block_bf16_amax` names); null: the caller vouches (the host's
+/// `checked`).
 inline cudaError_t fp8_block_to_nvfp4(std::uint8_t const* q, float const* s, cv::block_grid const& grid,
                                       float const* global_scale, float4_e2m1x2_t* packed, float8_e4m3fn_t* scales,
-                                      bfloat16_t* workspace, cudaStream_t stream = nullptr) {
+                                      bfloat16_t* workspace, unsigned long long* first_nonfinite = nullptr,
+                                      cudaStream_t stream = nullptr) {
   if (!detail::grid_ok(grid) || grid.k % 16 != 0 || global_scale == nullptr ||
       (grid.elements() > 0 && (packed == nullptr || scales == nullptr || workspace == nullptr))) {
     return cudaErrorInvalidValue;
   }
   if (cudaError_t const e = block_quant_dequant<bfloat16_t>(q, s, grid, workspace, stream); e != cudaSuccess) {
     return e;
+  }
+  if (first_nonfinite != nullptr && grid.elements() > 0) {
+    unsigned const blocks =
+        detail::grid_stride_blocks(grid.elements(), detail::threads, launch_policy::grid_stride_cap);
+    if (cudaError_t const e = launch(detail::nonfinite_bf16_kernel<>, blocks, detail::threads, 0, stream,
+                                     static_cast<bfloat16_t const*>(workspace), grid, first_nonfinite);
+        e != cudaSuccess) {
+      return e;
+    }
   }
   std::int64_t const rows = grid.groups * grid.n;
   return qtl::cuda::block_quantize<qtl::nvfp4, qtl::layout_linear, bfloat16_t>(

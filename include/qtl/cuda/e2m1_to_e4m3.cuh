@@ -17,10 +17,12 @@
 ///
 /// Blocks that do not cast exactly: the host op refuses them before writing anything, which a
 /// kernel cannot do (it would need a pass and a synchronisation). Here they are written anyway
-/// (their bytes are unspecified) and, when `inexact` is not null, 1 is stored there (a device int
-/// the caller zeroed): a NaN scale (0xFF), or a nonzero element that `e2m1_to_e4m3_exact` rejects.
-/// That every block casts exactly is the launcher's documented precondition; a caller that cannot
-/// vouch for it reads the flag, and on 1 runs the host op on the input to name the block.
+/// (their bytes are unspecified) and, when `first_inexact` is not null (a device word the caller
+/// set to ~0), the least index of such a block (g, bi, bj order: the one the host op names) is
+/// stored there by `atomicMin`: a block with a NaN scale (0xFF), or with a nonzero element that
+/// `e2m1_to_e4m3_exact` rejects. That every block casts exactly is the launcher's documented
+/// precondition; a caller that cannot vouch for it reads the index back and names the block from
+/// a host copy of its rows, with the host op's check.
 /// The launcher returns `cudaErrorInvalidValue` for the shapes the host op rejects (K or BK not a
 /// multiple of 32, a block that is not positive) and for null pointers with a non-empty grid,
 /// before anything is enqueued; otherwise the launch status. It does not synchronise.
@@ -47,7 +49,7 @@ namespace detail {
 /// scale, then each group's 32 elements (see the file comment).
 template <class = void>
 QTL_KERNEL void e2m1_cast_kernel(std::uint8_t const* x, std::uint8_t const* scale, cv::block_grid grid,
-                                 std::uint8_t* out, std::uint8_t* out_scale, int* inexact) {
+                                 std::uint8_t* out, std::uint8_t* out_scale, unsigned long long* first_inexact) {
   __shared__ std::uint32_t red[threads];
   constexpr int gs = cv::e2m1_scale_group;
   std::int64_t const row_groups = grid.k / gs;
@@ -83,9 +85,7 @@ QTL_KERNEL void e2m1_cast_kernel(std::uint8_t const* x, std::uint8_t const* scal
         }
       }
     }
-    if (bad && inexact != nullptr) {
-      *inexact = 1;
-    }
+    store_first(first_inexact, bad ? static_cast<unsigned long long>(b) : ~0ull);
     if (threadIdx.x == 0) {
       out_scale[b] = bs;
     }
@@ -97,11 +97,11 @@ QTL_KERNEL void e2m1_cast_kernel(std::uint8_t const* x, std::uint8_t const* scal
 /// `qtl::convert::cast_e2m1fn_to_e4m3fn` on the device, all G matrices of the stack in one
 /// launch on `stream`: `x` [G, N, K/2] and `scale` [G, N, K/32] -> `out` [G, N, K] and `out_scale`
 /// [G, ceil(N/BN), ceil(K/BK)] (device pointers; `grid.k` the logical K). Precondition: every
-/// block casts exactly (the host op's check); `inexact`, when not null, gets 1 for a block that
-/// does not (see the file comment).
+/// block casts exactly (the host op's check); `first_inexact`, when not null, gets the index of the
+/// first block that does not (see the file comment).
 inline cudaError_t cast_e2m1fn_to_e4m3fn(std::uint8_t const* x, std::uint8_t const* scale, cv::block_grid const& grid,
-                                         std::uint8_t* out, std::uint8_t* out_scale, int* inexact = nullptr,
-                                         cudaStream_t stream = nullptr) {
+                                         std::uint8_t* out, std::uint8_t* out_scale,
+                                         unsigned long long* first_inexact = nullptr, cudaStream_t stream = nullptr) {
   if (!detail::grid_ok(grid) || grid.k % cv::e2m1_scale_group != 0 || grid.block.k % cv::e2m1_scale_group != 0 ||
       (grid.elements() > 0 && (x == nullptr || scale == nullptr || out == nullptr || out_scale == nullptr))) {
     return cudaErrorInvalidValue;
@@ -111,7 +111,7 @@ inline cudaError_t cast_e2m1fn_to_e4m3fn(std::uint8_t const* x, std::uint8_t con
   }
   unsigned const blocks = detail::grid_stride_blocks(grid.scales(), 1, launch_policy::grid_stride_cap);
   return launch(detail::e2m1_cast_kernel<>, blocks, detail::threads, 0, stream, x, scale, grid, out, out_scale,
-                inexact);
+                first_inexact);
 }
 
 }  // namespace qtl::cuda::convert

@@ -11,8 +11,12 @@
 ///            then its codes `fp8_quantize_element` under fl(1/s)
 ///
 /// A kernel cannot throw: NaN and Inf weights are quantized as the host op does with
-/// `allow_nonfinite` (the host op refuses them otherwise; a caller that must refuse runs its check
-/// first). Returns `cudaErrorInvalidValue` for the shapes the host op rejects (or a null pointer
+/// `allow_nonfinite`. The host op refuses them otherwise, naming the first in its order (row-major;
+/// for blocks, the first block's first): with `first_nonfinite` (a device word the caller set to
+/// ~0) one more launch, a thread per weight, stores there by `atomicMin` the key of each NaN or
+/// infinity in that order, and a one-thread launch turns the least into the row-major index
+/// r*K + c of the weight the host op names (~0 stays: none); the caller reads it back and refuses
+/// as the host does. Returns `cudaErrorInvalidValue` for the shapes the host op rejects (or a null pointer
 /// with a non-empty view), otherwise the launches' status; it does not synchronise.
 
 #if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
@@ -57,14 +61,50 @@ QTL_KERNEL void fp8_block_kernel(view2d<T const> w, index_t bn, index_t bk, fp8_
   });
 }
 
+/// The key of weight (r, c) in the order the host op refuses in: row-major, or for blocks (`bn` x
+/// `bk`) the block (row-major), then the weight's row and column inside it.
+QTL_HOST_DEVICE unsigned long long fp8_refusal_key(index_t r, index_t c, index_t k, bool block, index_t bn,
+                                                   index_t bk) {
+  if (!block) {
+    return static_cast<unsigned long long>(r * k + c);
+  }
+  index_t const kb = (k + bk - 1) / bk;
+  return static_cast<unsigned long long>((((r / bn) * kb + c / bk) * bn + r % bn) * bk + c % bk);
+}
+
+template <class T>
+QTL_KERNEL void fp8_nonfinite_kernel(view2d<T const> w, bool block, index_t bn, index_t bk, unsigned long long* first) {
+  grid_stride_cells(w.extent[0], w.extent[1], [&](index_t r, index_t c) {
+    if (!is_finite(to_float(w(r, c)))) {
+      atomicMin(first, fp8_refusal_key(r, c, w.extent[1], block, bn, bk));
+    }
+  });
+}
+
+/// The least block key of `fp8_nonfinite_kernel` back to the row-major index r*K + c.
+template <class = void>
+QTL_KERNEL void fp8_block_key_to_index_kernel(index_t k, index_t bn, index_t bk, unsigned long long* first) {
+  unsigned long long const key = *first;
+  if (key == ~0ull) {
+    return;
+  }
+  auto const lc = static_cast<index_t>(key % static_cast<unsigned long long>(bk));
+  auto const lr = static_cast<index_t>(key / static_cast<unsigned long long>(bk) % static_cast<unsigned long long>(bn));
+  auto const b = static_cast<index_t>(key / static_cast<unsigned long long>(bk * bn));
+  index_t const kb = (k + bk - 1) / bk;
+  *first = static_cast<unsigned long long>(((b / kb) * bn + lr) * k + (b % kb) * bk + lc);
+}
+
 }  // namespace detail
 
 /// GPU `qtl::fp8_checkpoint_quantize` of W [M, K] (device views, unit stride along K): `codes`
 /// [M, K] and `scales`, a device array of `fp8_checkpoint_scale_count(M, K, opt)` floats (row-major
-/// for blocks), on `stream`. `opt.allow_nonfinite` and `opt.first_row` are the host op's concern.
+/// for blocks), on `stream`. `opt.allow_nonfinite` and `opt.first_row` are the host op's concern;
+/// `first_nonfinite`, when not null, gets the weight the host op would refuse (the file comment).
 template <class T>
 cudaError_t fp8_checkpoint_quantize(view2d<T const> w, view2d<float8_e4m3fn_t> codes, float* scales,
-                                    fp8_checkpoint_options const& opt = {}, cudaStream_t stream = nullptr) {
+                                    fp8_checkpoint_options const& opt = {},
+                                    unsigned long long* first_nonfinite = nullptr, cudaStream_t stream = nullptr) {
   index_t const m = w.extent[0];
   index_t const k = w.extent[1];
   bool const block = opt.scheme == fp8_checkpoint_scheme::block;
@@ -75,6 +115,22 @@ cudaError_t fp8_checkpoint_quantize(view2d<T const> w, view2d<float8_e4m3fn_t> c
   }
   if (m * k == 0) {
     return cudaSuccess;
+  }
+  if (first_nonfinite != nullptr) {
+    unsigned const cells =
+        detail::grid_stride_blocks(m * k, launch_policy::threads, launch_policy::wide_grid_stride_cap);
+    if (cudaError_t const e = launch(detail::fp8_nonfinite_kernel<T>, dim3(cells), launch_policy::threads, 0, stream, w,
+                                     block, opt.block_n, opt.block_k, first_nonfinite);
+        e != cudaSuccess) {
+      return e;
+    }
+    if (block) {
+      if (cudaError_t const e = launch(detail::fp8_block_key_to_index_kernel<>, dim3(1), 1, 0, stream, k, opt.block_n,
+                                       opt.block_k, first_nonfinite);
+          e != cudaSuccess) {
+        return e;
+      }
+    }
   }
   switch (opt.scheme) {
     case fp8_checkpoint_scheme::tensor:
