@@ -102,6 +102,8 @@ def ct_pack_quantize(
     weight: Array, num_bits: int, group_size: int, symmetric: bool = True, *, allow_nonfinite: bool = False,
     threads: Optional[int] = None,
 ) -> Tuple[Array, Array, Optional[Array]]: ...
+# fp8_checkpoint_quantize on a CUDA array: a NaN or infinite weight (without allow_nonfinite)
+# raises the host path's error, naming the same weight.
 def fp8_checkpoint_quantize(
     weight: Array, scheme: str = "block", rule: str = "hf", *, allow_nonfinite: bool = False,
     threads: Optional[int] = None,
@@ -191,12 +193,17 @@ def requant_weight_ue8m0(
     weight: Array, weight_scale_inv: Array, weight_block_size: Sequence[int] = (128, 128), *, recipe: str = "sglang",
     canonical: bool = False, threads: Optional[int] = None,
 ) -> Tuple[Array, Array]: ...
+# On CUDA arrays, what the host path refuses on the data (a scale that is not a positive normal
+# power of two, an E8M0 code 0 or 255, a dequant that is NaN or Inf, a block cast_e2m1fn_to_e4m3fn
+# cannot cast losslessly) raises the host path's error, naming the same element or block.
 def deepgemm_pack_ue8m0(sf: Array, mn: int) -> Array: ...
 def deepgemm_unpack_ue8m0(sf_packed: Array, k_blocks: int) -> Array: ...
 def deepgemm_post_process_e8m0(weight: Array, scale: Array, bmm_batch_size: int = 0) -> Tuple[Array, Array]: ...
 def fp8_block_to_mxfp4(
     weight: Array, weight_scale_inv: Array, block_size: Sequence[int] = (128, 128), *, threads: Optional[int] = None,
 ) -> Tuple[Array, Array]: ...
+# The scales come back as float8_e8m0fnu (torch, ml_dtypes); from CUDA arrays of producers other
+# than torch, as their uint8 codes.
 def cast_e2m1fn_to_e4m3fn(x: Array, scale: Array, *, threads: Optional[int] = None) -> Tuple[Array, Array]: ...
 def fp8_block_to_nvfp4(
     weight: Array, weight_scale_inv: Array, block_size: Sequence[int] = (128, 128),

@@ -19,7 +19,13 @@
 //   cast_e2m1fn_to_e4m3fn(x, scale)                              -> (e4m3 [.., N, K], E8M0 [.., ceil(N/128),
 //   ceil(K/128)])
 //       DeepSeek-V4's lossless MXFP4 cast (qtl/e2m1_to_e4m3.hpp): x int8 or uint8 [.., N, K/2], scale
-//       float8_e8m0fnu or uint8 [.., N, K/32]; the scales come back as float8_e8m0fnu (torch, ml_dtypes)
+//       float8_e8m0fnu or uint8 [.., N, K/32]; the scales come back as float8_e8m0fnu (torch, ml_dtypes;
+//       device arrays of other producers: their uint8 codes)
+//
+// Device arrays: what the host ops refuse on the data (a scale DeepGEMM cannot take, a non-finite
+// dequant, a block that does not cast losslessly) the kernels report through device words
+// (run_with_first); the binding then raises the host op's error, naming the same element, and
+// returns none of the outputs.
 //
 // `threads` (None: one per core) cuts the whole-tensor converters into slices of block rows; the
 // bytes do not depend on it.
@@ -35,6 +41,44 @@
 #include "bindings.hpp"
 
 namespace qtl::py {
+
+std::vector<unsigned long long> run_with_first(
+    array_in const& lead, char const* op, std::size_t n,
+    std::function<int(device::backend const&, device::stream_t, unsigned long long*)> const& launch) {
+  array_out words(elem::i64, {static_cast<index_t>(n)}, lead);
+  std::vector<unsigned long long> h(n, ~0ull);
+  copy_to_device(lead, words.data<void>(), h.data(), n * sizeof(h[0]));
+  run_on(
+      lead, op, [] {},
+      [&](device::backend const& b, device::stream_t s) { return launch(b, s, words.data<unsigned long long>()); });
+  device::backend const& table = *device::get();
+  if (int const err = table.copy_to_host(h.data(), words.data<void>(), n * sizeof(h[0]), lead.stream); err != 0) {
+    throw qtl::error(std::string(op) + ": reading the kernel's checks failed: " + table.error_string(err));
+  }
+  return h;
+}
+
+void read_back(array_in const& a, std::size_t offset, void* dst, std::size_t bytes) {
+  device::backend const& table = *device::get();
+  if (int const err = table.copy_to_host(dst, static_cast<std::uint8_t const*>(a.nd.data()) + offset, bytes, a.stream);
+      err != 0) {
+    throw qtl::error(std::string(a.name) + ": reading it from the device failed: " + table.error_string(err));
+  }
+}
+
+void refuse_unpackable(char const* op, array_in const& s, unsigned long long index) {
+  std::string const why = [&] {
+    if (s.type == elem::u8) {
+      std::uint8_t code = 0;
+      read_back(s, index, &code, 1);
+      return qtl::convert::detail::unpackable_scale(code);
+    }
+    float v = 0.0f;
+    read_back(s, index * sizeof v, &v, sizeof v);
+    return qtl::convert::detail::unpackable_scale(v);
+  }();
+  throw qtl::value_error(std::string("qtl::convert::") + op + ": scale " + std::to_string(index) + " " + why);
+}
 
 nb::object byte_view(nb::handle obj) {
   if (!nb::hasattr(obj, "dtype") || !nb::hasattr(obj, "view")) {
@@ -89,6 +133,23 @@ struct fp8_block {
 
 /// The device table's view of a block grid.
 device::backend::block_grid device_grid(cv::block_grid const& g) { return {g.groups, g.n, g.k, g.block.n, g.block.k}; }
+
+/// The host converters' refusal (`op`) of element i = (g*N + n)*K + k whose dequant is not finite.
+[[noreturn]] void refuse_element(char const* op, cv::block_grid const& g, unsigned long long i) {
+  auto const e = static_cast<std::int64_t>(i);
+  throw qtl::value_error(std::string("qtl::convert::") + op + ": element (" + std::to_string(e / (g.n * g.k)) + ", " +
+                         std::to_string(e / g.k % g.n) + ", " + std::to_string(e % g.k) +
+                         ") dequantizes to NaN or Inf");
+}
+
+/// fp8_block_bf16_amax's refusal of block b = (g*nb + bi)*kb + bj.
+[[noreturn]] void refuse_amax_block(cv::block_grid const& g, unsigned long long b) {
+  auto const i = static_cast<std::int64_t>(b);
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  throw qtl::value_error("qtl::convert::fp8_block_bf16_amax: block (" + std::to_string(i / (nb * kb)) + ", " +
+                         std::to_string(i / kb % nb) + ", " + std::to_string(i % kb) + ") dequantizes to NaN or Inf");
+}
 
 fp8_block take_fp8_block(char const* op, nb::handle q_obj, char const* q_name, nb::handle s_obj, char const* s_name,
                          cv::block_size b, bool device_ok = false) {
@@ -225,7 +286,7 @@ nb::object requant_weight_ue8m0(nb::handle w_obj, nb::handle s_obj, block_pair b
 }
 
 nb::object deepgemm_pack_ue8m0(nb::handle s_obj, index_t mn) {
-  array_in s = take(s_obj, "sf");
+  array_in s = take(s_obj, "sf", true);
   s.check_type({elem::f32});
   if (s.ndim() != 2 && s.ndim() != 3) {
     throw qtl::shape_error("sf: expected [ceil(N/128), kb] or [E, ceil(N/128), kb], got shape " + s.shape());
@@ -244,8 +305,19 @@ nb::object deepgemm_pack_ue8m0(nb::handle s_obj, index_t mn) {
                            " block rows; mn = " + std::to_string(mn) +
                            " needs ceil(mn/128) = " + std::to_string(l.scale_rows()));
   }
-  array_out out(elem::i32, experts ? std::vector<index_t>{groups, l.packed_k(), l.aligned_mn()}
-                                   : std::vector<index_t>{l.packed_k(), l.aligned_mn()});
+  array_out out(elem::i32,
+                experts ? std::vector<index_t>{groups, l.packed_k(), l.aligned_mn()}
+                        : std::vector<index_t>{l.packed_k(), l.aligned_mn()},
+                s);
+  if (s.on_device()) {
+    auto const first = run_with_first(s, "qtl.deepgemm_pack_ue8m0", 1, [&](auto const& b, auto st, auto* f) {
+      return b.deepgemm_pack(false, s.nd.data(), groups, mn, kb, out.data<std::int32_t>(), f, st);
+    });
+    if (first[0] != ~0ull) {
+      refuse_unpackable("deepgemm_pack_ue8m0", s, first[0]);
+    }
+    return out.release(s.from);
+  }
   {
     std::span<float const> const sv(static_cast<float const*>(s.nd.data()), s.nd.size());
     nb::gil_scoped_release nogil;
@@ -298,15 +370,23 @@ std::vector<index_t> last_dim(array_in const& a, index_t last) {
 
 nb::object fp8_block_to_mxfp4(nb::handle q_obj, nb::handle s_obj, block_pair block, std::optional<int> threads) {
   char const* op = "fp8_block_to_mxfp4";
-  fp8_block const in = take_fp8_block(op, q_obj, "weight", s_obj, "weight_scale_inv", block_of(op, block));
+  fp8_block const in = take_fp8_block(op, q_obj, "weight", s_obj, "weight_scale_inv", block_of(op, block), true);
   int const t = thread_count(threads);
   if (in.grid.k % cv::mxfp4_block != 0) {
     throw qtl::shape_error("qtl.fp8_block_to_mxfp4: weight has shape " + in.q.shape() +
                            ": K = " + std::to_string(in.grid.k) + " is not a multiple of the MXFP4 block of 32");
   }
-  array_out packed(elem::u8, last_dim(in.q, in.grid.k / 2));
-  array_out scales(elem::u8, last_dim(in.q, in.grid.k / cv::mxfp4_block));
-  {
+  array_out packed(elem::u8, last_dim(in.q, in.grid.k / 2), in.q);
+  array_out scales(elem::u8, last_dim(in.q, in.grid.k / cv::mxfp4_block), in.q);
+  if (in.q.on_device()) {
+    auto const first = run_with_first(in.q, "qtl.fp8_block_to_mxfp4", 1, [&](auto const& b, auto st, auto* f) {
+      return b.fp8_block_to_mxfp4(in.codes().data(), in.scales().data(), device_grid(in.grid),
+                                  packed.data<std::uint8_t>(), scales.data<std::uint8_t>(), f, st);
+    });
+    if (first[0] != ~0ull) {
+      refuse_element(op, in.grid, first[0]);
+    }
+  } else {
     nb::gil_scoped_release nogil;
     cv::fp8_block_to_mxfp4(in.codes(), in.scales(), in.grid,
                            std::span(packed.data<std::uint8_t>(), static_cast<std::size_t>(packed.size())),
@@ -318,7 +398,7 @@ nb::object fp8_block_to_mxfp4(nb::handle q_obj, nb::handle s_obj, block_pair blo
 nb::object fp8_block_to_nvfp4(nb::handle q_obj, nb::handle s_obj, block_pair block, nb::handle gs_obj,
                               std::optional<int> threads) {
   char const* op = "fp8_block_to_nvfp4";
-  fp8_block const in = take_fp8_block(op, q_obj, "weight", s_obj, "weight_scale_inv", block_of(op, block));
+  fp8_block const in = take_fp8_block(op, q_obj, "weight", s_obj, "weight_scale_inv", block_of(op, block), true);
   int const t = thread_count(threads);
   if (in.grid.k % 16 != 0) {
     throw qtl::shape_error("qtl.fp8_block_to_nvfp4: weight has shape " + in.q.shape() +
@@ -326,10 +406,28 @@ nb::object fp8_block_to_nvfp4(nb::handle q_obj, nb::handle s_obj, block_pair blo
   }
   bool const given = !gs_obj.is_none();
   float const given_gs = given ? scalar_float(gs_obj, "global_scale") : 0.0f;
-  array_out packed(elem::u8, last_dim(in.q, in.grid.k / 2));
-  array_out scales(elem::fp8_e4m3, last_dim(in.q, in.grid.k / 16));
-  array_out global(elem::f32, {});
-  {
+  array_out packed(elem::u8, last_dim(in.q, in.grid.k / 2), in.q);
+  array_out scales(elem::fp8_e4m3, last_dim(in.q, in.grid.k / 16), in.q);
+  array_out global(elem::f32, {}, in.q);
+  if (in.q.on_device()) {
+    if (given) {  // the host op's check of the global scale (on no rows), then the value for the kernel
+      cv::fp8_block_to_nvfp4({}, {}, {0, in.grid.n, in.grid.k, in.grid.block}, given_gs, {}, {});
+      copy_to_device(in.q, global.data<void>(), &given_gs, sizeof given_gs);
+    }
+    array_out workspace(elem::bf16, {in.grid.elements()}, in.q);
+    auto const first = run_with_first(in.q, "qtl.fp8_block_to_nvfp4", 2, [&](auto const& b, auto st, auto* f) {
+      return b.fp8_block_to_nvfp4(in.codes().data(), in.scales().data(), device_grid(in.grid), !given,
+                                  global.data<float>(), packed.data<std::uint8_t>(), scales.data<std::uint8_t>(),
+                                  workspace.data<void>(), f, st);
+    });
+    // the host path's refusal: the conversion's with a given global scale, else the amax pass's
+    if (given && first[0] != ~0ull) {
+      refuse_element(op, in.grid, first[0]);
+    }
+    if (!given && first[1] != ~0ull) {
+      refuse_amax_block(in.grid, first[1]);
+    }
+  } else {
     nb::gil_scoped_release nogil;
     float const gs =
         given ? given_gs : cv::nvfp4_shared_global_scale(cv::fp8_block_bf16_amax(in.codes(), in.scales(), in.grid));
@@ -341,9 +439,44 @@ nb::object fp8_block_to_nvfp4(nb::handle q_obj, nb::handle s_obj, block_pair blo
   return nb::make_tuple(packed.release(in.q.from), scales.release(in.q.from), global.release(in.q.from));
 }
 
+/// The host op's refusal of block b = (g*nb + bi)*kb + bj of the device cast, which the kernel
+/// reported: the rows of its block row read back (into a host copy of the matrix's rows up to
+/// them), then the host op's check of the block names the element.
+[[noreturn]] void refuse_cast_block(array_in const& x, array_in const& s, cv::block_grid const& g,
+                                    unsigned long long b) {
+  auto const i = static_cast<std::int64_t>(b);
+  std::int64_t const nb = g.n_blocks();
+  std::int64_t const kb = g.k_blocks();
+  std::int64_t const gi = i / (nb * kb);
+  std::int64_t const n0 = i / kb % nb * g.block.n;
+  std::int64_t const k0 = i % kb * g.block.k;
+  std::int64_t const n1 = std::min(n0 + g.block.n, g.n);
+  std::int64_t const row_bytes = g.k / 2;
+  std::int64_t const row_groups = g.k / cv::e2m1_scale_group;
+  std::vector<std::uint8_t> xm(static_cast<std::size_t>(n1 * row_bytes));
+  std::vector<std::uint8_t> sm(static_cast<std::size_t>(n1 * row_groups));
+  read_back(x, static_cast<std::size_t>((gi * g.n + n0) * row_bytes), xm.data() + n0 * row_bytes,
+            static_cast<std::size_t>((n1 - n0) * row_bytes));
+  read_back(s, static_cast<std::size_t>((gi * g.n + n0) * row_groups), sm.data() + n0 * row_groups,
+            static_cast<std::size_t>((n1 - n0) * row_groups));
+  std::uint8_t emax = 0;  // the block's largest scale code, as the host op's block_row_scales
+  for (std::int64_t r = n0; r < n1; ++r) {
+    for (std::int64_t j = k0 / cv::e2m1_scale_group; j < std::min(k0 + g.block.k, g.k) / cv::e2m1_scale_group; ++j) {
+      emax = std::max(emax, sm[static_cast<std::size_t>(r * row_groups + j)]);
+    }
+  }
+  if (emax == 0xFF) {
+    cv::detail::refuse_block(g, gi, n0, k0, "a scale is NaN (E8M0 0xFF)");
+  }
+  cv::detail::check_block(xm.data(), sm.data(), g, gi, n0, k0, emax);
+  throw qtl::error("qtl.cast_e2m1fn_to_e4m3fn: the device flagged block " + std::to_string(b) +
+                   ", which the host check takes");
+}
+
 nb::object cast_e2m1fn_to_e4m3fn(nb::handle x_obj, nb::handle s_obj, std::optional<int> threads) {
-  array_in x = take(byte_view(x_obj), "x");
-  array_in s = take(byte_view(s_obj), "scale");
+  array_in x = take(byte_view(x_obj), "x", true);
+  array_in s = take(byte_view(s_obj), "scale", true);
+  check_same_place("qtl.cast_e2m1fn_to_e4m3fn", x, s);
   x.check_type({elem::u8});
   s.check_type({elem::u8});
   cv::block_grid g = grid_of(x, {128, 128});
@@ -355,9 +488,21 @@ nb::object cast_e2m1fn_to_e4m3fn(nb::handle x_obj, nb::handle s_obj, std::option
   }
   s.check_contiguous();
   int const t = thread_count(threads);
-  array_out q(elem::fp8_e4m3, last_dim(x, g.k));
-  array_out sf(elem::u8, scale_shape(g, x.ndim() == 3));
-  {
+  array_out q(elem::fp8_e4m3, last_dim(x, g.k), x);
+  array_out sf(elem::u8, scale_shape(g, x.ndim() == 3), x);
+  if (x.on_device()) {
+    auto const first = run_with_first(x, "qtl.cast_e2m1fn_to_e4m3fn", 1, [&](auto const& b, auto st, auto* f) {
+      return b.cast_e2m1fn_to_e4m3fn(static_cast<std::uint8_t const*>(x.nd.data()),
+                                     static_cast<std::uint8_t const*>(s.nd.data()), device_grid(g),
+                                     q.data<std::uint8_t>(), sf.data<std::uint8_t>(), f, st);
+    });
+    if (first[0] != ~0ull) {
+      refuse_cast_block(x, s, g, first[0]);
+    }
+    if (x.from != kind::torch) {  // a DLPack array has no view: the E8M0 codes as uint8
+      return nb::make_tuple(q.release(x.from), sf.release(x.from));
+    }
+  } else {
     std::span<std::uint8_t const> const xv(static_cast<std::uint8_t const*>(x.nd.data()), x.nd.size());
     std::span<std::uint8_t const> const sv(static_cast<std::uint8_t const*>(s.nd.data()), s.nd.size());
     nb::gil_scoped_release nogil;

@@ -513,7 +513,7 @@ nb::object gptq_checkpoint_quantize(nb::handle w_obj, int num_bits, index_t grou
 nb::object fp8_checkpoint_quantize(nb::handle w_obj, std::string const& scheme, std::string const& rule,
                                    bool allow_nonfinite, std::optional<int> threads) {
   int const nthreads = thread_count(threads);
-  array_in w = take(w_obj, "weight");
+  array_in w = take(w_obj, "weight", true);
   w.check_rank(2);
   qtl::fp8_checkpoint_options opt;
   if (scheme != "tensor" && scheme != "channel" && scheme != "block") {
@@ -531,9 +531,24 @@ nb::object fp8_checkpoint_quantize(nb::handle w_obj, std::string const& scheme, 
   index_t const k = w.dim(1);
   index_t const count = qtl::fp8_checkpoint_scale_count(n, k, opt);
   return with_float(w, [&]<class T>(std::type_identity<T>) -> nb::object {
-    array_out codes(elem::fp8_e4m3, {n, k});
-    array_out scales(elem::f32, {count});
-    {
+    array_out codes(elem::fp8_e4m3, {n, k}, w);
+    array_out scales(elem::f32, {count}, w);
+    if (w.on_device()) {
+      char const* const op = "qtl.fp8_checkpoint_quantize";
+      auto const first = run_with_first(w, op, 1, [&](auto const& b, auto st, auto* f) {
+        return b.fp8_checkpoint_quantize(device::float_type_of<T>(), w.nd.data(), n, k, opt, codes.data<std::uint8_t>(),
+                                         scales.data<float>(), allow_nonfinite ? nullptr : f, st);
+      });
+      if (first[0] != ~0ull) {  // the host op's refusal of that weight, in its words
+        auto const at = static_cast<index_t>(first[0]);
+        T v{};
+        read_back(w, static_cast<std::size_t>(at) * sizeof v, &v, sizeof v);
+        qtl::detail::ct::refuse_nonfinite(&v, 1, at / k, at % k,
+                                          opt.scheme == qtl::fp8_checkpoint_scheme::tensor    ? "tensor"
+                                          : opt.scheme == qtl::fp8_checkpoint_scheme::channel ? "row"
+                                                                                              : "block");
+      }
+    } else {
       auto const wv = w.v2<T const>();
       nb::gil_scoped_release nogil;
       if (opt.scheme == qtl::fp8_checkpoint_scheme::tensor) {

@@ -2,6 +2,9 @@
 /// \file
 /// The binding groups of qtl._qtl (one .cpp each) and what they share.
 
+#include <functional>
+#include <vector>
+
 #include <qtl/scalar_type.hpp>
 
 #include "arrays.hpp"
@@ -52,6 +55,18 @@ void bind_device(nb::module_& m);
 /// do not carry), else itself.
 nb::object byte_view(nb::handle obj);
 
+/// Runs `launch(table, stream, first)` on `lead`'s device with `n` device words set to ~0 first,
+/// where the kernels store (atomicMin) the index of what the host op refuses on the data, and
+/// returns them read back (~0: nothing refused).
+std::vector<unsigned long long> run_with_first(
+    array_in const& lead, char const* op, std::size_t n,
+    std::function<int(device::backend const&, device::stream_t, unsigned long long*)> const& launch);
+/// `bytes` of device array `a` from byte `offset` on, read back on its stream (to name what a
+/// kernel reported).
+void read_back(array_in const& a, std::size_t offset, void* dst, std::size_t bytes);
+/// The host packers' refusal (qtl::convert::deepgemm_pack_ue8m0, deepgemm_post_process_e8m0: `op`)
+/// of scale `index` of `s`, a device array of float32 scales or E8M0 codes, that a kernel reported.
+[[noreturn]] void refuse_unpackable(char const* op, array_in const& s, unsigned long long index);
 /// A qtl.ScalarType, vLLM's/sgl-kernel's ScalarType (by its `id`), or a type name.
 scalar_type scalar_type_of(nb::handle obj, char const* name);
 

@@ -17,6 +17,7 @@
 #include <span>
 #include <type_traits>
 
+#include <qtl/element/fp8_checkpoint.hpp>
 #include <qtl/element/moe.hpp>
 #include <qtl/element/quantize.hpp>
 #include <qtl/numeric.hpp>
@@ -211,6 +212,35 @@ struct backend {
   /// qtl::cuda::deepgemm_unpack_ue8m0.
   int (*deepgemm_unpack_ue8m0)(std::int32_t const* packed, std::int64_t groups, std::int64_t p, std::int64_t a,
                                std::int64_t k_blocks, float* sf, stream_t stream);
+  // The launchers below report what the host op refuses on the data through `first`: device words
+  // the caller set to ~0, where the kernels store (atomicMin) the least index of what the host op
+  // names (see each kernel's header).
+  /// qtl::cuda::convert::deepgemm_pack_ue8m0 of float scales, or deepgemm_post_process_e8m0 of E8M0
+  /// codes (`e8m0`), [groups, ceil(mn/128), k_blocks] into out (qtl::convert::deepgemm_layout);
+  /// `*first`: the first scale that is not a positive normal power of two.
+  int (*deepgemm_pack)(bool e8m0, void const* sf, std::int64_t groups, std::int64_t mn, std::int64_t k_blocks,
+                       std::int32_t* out, unsigned long long* first, stream_t stream);
+  /// qtl::cuda::convert::fp8_block_to_mxfp4; `*first`: the first element whose bf16 dequant is not
+  /// finite.
+  int (*fp8_block_to_mxfp4)(std::uint8_t const* q, float const* s, block_grid g, std::uint8_t* packed,
+                            std::uint8_t* scales, unsigned long long* first, stream_t stream);
+  /// qtl::cuda::convert::fp8_block_to_nvfp4 by way of `workspace` (bf16 [G*N*K]) with the device
+  /// float `*global_scale`, computed first (nvfp4_shared_global_scale of the dequant) when
+  /// `compute_global_scale`; first[0], first[1]: the first element and the first block whose bf16
+  /// dequant is not finite.
+  int (*fp8_block_to_nvfp4)(std::uint8_t const* q, float const* s, block_grid g, bool compute_global_scale,
+                            float* global_scale, std::uint8_t* packed, std::uint8_t* scales, void* workspace,
+                            unsigned long long* first, stream_t stream);
+  /// qtl::cuda::convert::cast_e2m1fn_to_e4m3fn (g.k the logical K); `*first`: the first block that
+  /// does not cast exactly.
+  int (*cast_e2m1fn_to_e4m3fn)(std::uint8_t const* x, std::uint8_t const* scale, block_grid g, std::uint8_t* out,
+                               std::uint8_t* out_scale, unsigned long long* first, stream_t stream);
+  /// qtl::cuda::fp8_checkpoint_quantize of w (m, k) of `type` by `opt` into codes (m, k) and scales;
+  /// `*first` (null: the NaN and Inf weights are quantized): the row-major index of the NaN or
+  /// infinite weight the host op names.
+  int (*fp8_checkpoint_quantize)(float_type type, void const* w, index_t m, index_t k,
+                                 fp8_checkpoint_options const& opt, std::uint8_t* codes, float* scales,
+                                 unsigned long long* first, stream_t stream);
 
   /// qtl::cuda::prepare_static_weights_for_trtllm_fp4_moe (shape: hidden, inter, experts, gated),
   /// align_fp4_moe_weights_for_fi (gated: is_act_and_mul) or align_fp4_moe_hidden_dim_for_fi, of the

@@ -9,9 +9,12 @@
 #include <qtl/cuda/blockscale.cuh>
 #include <qtl/cuda/convert.cuh>
 #include <qtl/cuda/ct_quantize.cuh>
+#include <qtl/cuda/deepgemm_e8m0.cuh>
+#include <qtl/cuda/e2m1_to_e4m3.cuh>
 #include <qtl/cuda/fnuz.cuh>
 #include <qtl/cuda/fp4.cuh>
 #include <qtl/cuda/fp8.cuh>
+#include <qtl/cuda/fp8_checkpoint.cuh>
 #include <qtl/cuda/gptq_checkpoint.cuh>
 #include <qtl/cuda/marlin.cuh>
 #include <qtl/cuda/moe.cuh>
@@ -401,6 +404,58 @@ int deepgemm_unpack_ue8m0(std::int32_t const* packed, std::int64_t groups, std::
   return static_cast<int>(qtl::cuda::convert::deepgemm_unpack_ue8m0(packed, groups, p, a, k_blocks, sf, as_stream(st)));
 }
 
+int deepgemm_pack(bool e8m0, void const* sf, std::int64_t groups, std::int64_t mn, std::int64_t k_blocks,
+                  std::int32_t* out, unsigned long long* first, stream_t st) {
+  auto const l = qtl::convert::deepgemm_layout(groups, mn, k_blocks);
+  return static_cast<int>(
+      e8m0 ? qtl::cuda::convert::deepgemm_post_process_e8m0(static_cast<std::uint8_t const*>(sf), l, out, first,
+                                                            as_stream(st))
+           : qtl::cuda::convert::deepgemm_pack_ue8m0(static_cast<float const*>(sf), l, out, first, as_stream(st)));
+}
+
+int fp8_block_to_mxfp4(std::uint8_t const* q, float const* s, backend::block_grid g, std::uint8_t* packed,
+                       std::uint8_t* scales, unsigned long long* first, stream_t st) {
+  return static_cast<int>(
+      qtl::cuda::convert::fp8_block_to_mxfp4(q, s, grid_of(g), packed, scales, first, as_stream(st)));
+}
+
+int fp8_block_to_nvfp4(std::uint8_t const* q, float const* s, backend::block_grid g, bool compute_global_scale,
+                       float* global_scale, std::uint8_t* packed, std::uint8_t* scales, void* workspace,
+                       unsigned long long* first, stream_t st) {
+  auto const stream = as_stream(st);
+  auto const grid = grid_of(g);
+  auto* const bf = static_cast<bfloat16_t*>(workspace);
+  if (compute_global_scale) {
+    if (cudaError_t const e = qtl::cuda::convert::block_quant_dequant(q, s, grid, bf, stream); e != cudaSuccess) {
+      return static_cast<int>(e);
+    }
+    auto const all = make_view(static_cast<bfloat16_t const*>(bf), grid.groups * grid.n, grid.k);
+    if (cudaError_t const e = qtl::cuda::convert::nvfp4_shared_global_scale(all, global_scale, stream);
+        e != cudaSuccess) {
+      return static_cast<int>(e);
+    }
+  }
+  return static_cast<int>(
+      qtl::cuda::convert::fp8_block_to_nvfp4(q, s, grid, global_scale, reinterpret_cast<float4_e2m1x2_t*>(packed),
+                                             reinterpret_cast<float8_e4m3fn_t*>(scales), bf, first, stream));
+}
+
+int cast_e2m1fn_to_e4m3fn(std::uint8_t const* x, std::uint8_t const* scale, backend::block_grid g, std::uint8_t* out,
+                          std::uint8_t* out_scale, unsigned long long* first, stream_t st) {
+  return static_cast<int>(
+      qtl::cuda::convert::cast_e2m1fn_to_e4m3fn(x, scale, grid_of(g), out, out_scale, first, as_stream(st)));
+}
+
+int fp8_checkpoint_quantize(float_type type, void const* w, index_t m, index_t k, fp8_checkpoint_options const& opt,
+                            std::uint8_t* codes, float* scales, unsigned long long* first, stream_t st) {
+  auto const stream = as_stream(st);
+  return with_float(type, [&]<class T>(std::type_identity<T>) {
+    return static_cast<int>(qtl::cuda::fp8_checkpoint_quantize(
+        make_view(static_cast<T const*>(w), m, k), make_view(reinterpret_cast<float8_e4m3fn_t*>(codes), m, k), scales,
+        opt, first, stream));
+  });
+}
+
 int fp4_moe(moe_op op, index_t hidden, index_t inter, index_t experts, bool gated, index_t min_alignment,
             view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out, stream_t s) {
   auto const stream = as_stream(s);
@@ -607,6 +662,11 @@ backend const* get() {
       .per_block_cast_to_fp8 = &per_block_cast_to_fp8,
       .requant_weight_ue8m0 = &requant_weight_ue8m0,
       .deepgemm_unpack_ue8m0 = &deepgemm_unpack_ue8m0,
+      .deepgemm_pack = &deepgemm_pack,
+      .fp8_block_to_mxfp4 = &fp8_block_to_mxfp4,
+      .fp8_block_to_nvfp4 = &fp8_block_to_nvfp4,
+      .cast_e2m1fn_to_e4m3fn = &cast_e2m1fn_to_e4m3fn,
+      .fp8_checkpoint_quantize = &fp8_checkpoint_quantize,
       .fp4_moe = &fp4_moe,
       .moe_rows = &moe_rows,
       .reorder_w13_to_w31 = &reorder_w13_to_w31,

@@ -346,10 +346,6 @@ HOST_ONLY = [  # docs/python.md, "No device path": (function, arguments; the fir
     (qtl.unmarlin_permute_scales, (np.zeros((1, 128), np.float16), 128, 128, -1), "s"),
     (qtl.marlin_zero_points, (np.zeros((1, 64), np.int32), 1, 64, 4), "zp"),
     (qtl.marlin_sort_g_idx, (np.zeros(8, np.int32),), "g_idx"),
-    (qtl.fp8_checkpoint_quantize, (np.zeros((8, 32), np.float32),), "weight"),
-    (qtl.deepgemm_pack_ue8m0, (np.ones((1, 1), np.float32), 8), "sf"),
-    (qtl.fp8_block_to_mxfp4, (np.zeros((8, 32), np.uint8), np.ones((1, 1), np.float32)), "weight"),
-    (qtl.cast_e2m1fn_to_e4m3fn, (np.zeros((8, 16), np.uint8), np.zeros((8, 1), np.uint8)), "x"),
     (qtl.convert_to_channelwise, (np.ones(2, np.float32), [4, 4]), "weight_scale"),
     (qtl.all_close_1d, (np.ones(4, np.float32),), "x"),
 ]
@@ -1002,3 +998,105 @@ def test_checkpoint_quantizers_on_device_refuse_what_the_host_refuses():
         qtl.gptq_checkpoint_quantize(big, 4, 32)
     with pytest.raises(qtl.InvalidValueError, match=r"GPTQ scale does not fit float16"):
         qtl.gptq_checkpoint_quantize(Producer(big), 4, 32)
+
+
+# --- refusals of the data on the device: the converters and fp8_checkpoint_quantize ---------------
+
+def raises_like_host(fn, *args, **kwargs):
+    """fn raises on device copies of the array arguments what it raises on the host: the same class
+    and message."""
+    with pytest.raises(qtl.Error) as host:
+        fn(*args, **kwargs)
+    with pytest.raises(qtl.Error) as dev:
+        fn(*[to_device(a) if isinstance(a, np.ndarray) else a for a in args], **kwargs)
+    assert type(dev.value) is type(host.value) and str(dev.value) == str(host.value)
+
+
+@needs_sim
+@pytest.mark.parametrize("groups,mn,kb", [(None, 200, 7), (3, 128, 4)])
+def test_deepgemm_pack_ue8m0_on_device_equals_host_and_refuses_as_it(groups, mn, kb):
+    rows = -(-mn // 128)
+    sf = np.exp2(rng.integers(-20, 20, size=(rows, kb) if groups is None else (groups, rows, kb))).astype(np.float32)
+    assert_same(on_device(qtl.deepgemm_pack_ue8m0, sf, mn), qtl.deepgemm_pack_ue8m0(sf, mn))
+    sf.flat[-1] = 0.0
+    sf.flat[5] = 0.75
+    raises_like_host(qtl.deepgemm_pack_ue8m0, sf, mn)
+
+
+@needs_sim
+@pytest.mark.parametrize("shape", [(256, 384), (2, 130, 128)])
+def test_deepgemm_post_process_e8m0_on_device_equals_host_and_refuses_as_it(shape):
+    w = random_bytes(*shape)  # e4m3 codes (not read)
+    s = rng.integers(1, 255, size=shape[:-2] + (-(-shape[-2] // 128), -(-shape[-1] // 128)), dtype=np.uint8)
+    host = qtl.deepgemm_post_process_e8m0(w, s)
+    dev = qtl.deepgemm_post_process_e8m0(Producer(w), Producer(s))
+    assert_same(sim.to_host(dev[1]), host[1])
+    s.flat[-1] = 0
+    s.flat[1] = 255
+    raises_like_host(qtl.deepgemm_post_process_e8m0, w, s)
+    with pytest.raises(qtl.InvalidValueError, match=r"weight is on cuda:0 but scale on the host"):
+        qtl.deepgemm_post_process_e8m0(Producer(w), s)
+
+
+@needs_sim
+@pytest.mark.parametrize("shape,block", [((200, 384), (128, 128)), ((2, 64, 96), (32, 64))])
+def test_fp8_block_to_mxfp4_on_device_equals_host_and_refuses_as_it(shape, block):
+    codes, scales = fp8_block_weight(shape, block)
+    host = qtl.fp8_block_to_mxfp4(codes, scales, block)
+    assert_all_same(qtl.fp8_block_to_mxfp4(Producer(codes), Producer(scales), block), host)
+    nan = codes.copy()
+    nan[..., -1, 5] = 0x7F
+    nan[..., 3, -1] = 0xFF  # the first in row-major order
+    raises_like_host(qtl.fp8_block_to_mxfp4, nan, scales, block)
+    inf = scales.copy()
+    inf[..., -1, -1] = np.inf
+    raises_like_host(qtl.fp8_block_to_mxfp4, codes, inf, block)
+    with pytest.raises(qtl.InvalidValueError, match=r"weight is on cuda:0 but weight_scale_inv on the host"):
+        qtl.fp8_block_to_mxfp4(Producer(codes), scales, block)
+
+
+@needs_sim
+@pytest.mark.parametrize("shape,block", [((200, 384), (128, 128)), ((2, 40, 48), (128, 128))])
+def test_fp8_block_to_nvfp4_on_device_equals_host_and_refuses_as_it(shape, block):
+    codes, scales = fp8_block_weight(shape, block)
+    for gs in [None, 1234.5]:
+        host = qtl.fp8_block_to_nvfp4(codes, scales, block, gs)
+        assert_all_same(qtl.fp8_block_to_nvfp4(Producer(codes), Producer(scales), block, gs), host)
+    nan = codes.copy()
+    nan[..., 5, -1] = 0x7F  # the first element, in a later block where there are several
+    nan[..., 30, 0] = 0xFF
+    for gs in [None, 1234.5]:  # the amax pass names the block, the conversion the element
+        raises_like_host(qtl.fp8_block_to_nvfp4, nan, scales, block, gs)
+    raises_like_host(qtl.fp8_block_to_nvfp4, codes, scales, block, -1.0)
+    with pytest.raises(qtl.InvalidValueError, match=r"weight is on cuda:0 but weight_scale_inv on the host"):
+        qtl.fp8_block_to_nvfp4(Producer(codes), scales, block)
+
+
+@needs_sim
+@pytest.mark.parametrize("shape", [(256, 128), (2, 130, 64)])
+def test_cast_e2m1fn_to_e4m3fn_on_device_equals_host_and_refuses_as_it(shape):
+    x = random_bytes(*shape)
+    s = rng.integers(100, 110, size=shape[:-1] + (shape[-1] // 16,), dtype=np.uint8)
+    assert_all_same(qtl.cast_e2m1fn_to_e4m3fn(Producer(x), Producer(s)), qtl.cast_e2m1fn_to_e4m3fn(x, s))
+    far = s.copy()
+    far[..., -1, 3] = 1  # its nonzero codes lie far below the block's largest scale
+    raises_like_host(qtl.cast_e2m1fn_to_e4m3fn, x, far)
+    nan = far.copy()
+    nan[..., 0, -1] = 0xFF  # a NaN scale in an earlier block
+    raises_like_host(qtl.cast_e2m1fn_to_e4m3fn, x, nan)
+    with pytest.raises(qtl.InvalidValueError, match=r"x is on cuda:0 but scale on the host"):
+        qtl.cast_e2m1fn_to_e4m3fn(Producer(x), s)
+
+
+@needs_sim
+@pytest.mark.parametrize("dtype", [np.float32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("scheme,rule", [("tensor", "hf"), ("channel", "hf"), ("block", "hf"), ("block", "ct")])
+def test_fp8_checkpoint_quantize_on_device_equals_host_and_refuses_as_it(dtype, scheme, rule):
+    w = float_array((130, 200), dtype)
+    w[:128, 128:] = 0  # an all-zero block
+    assert_all_same(qtl.fp8_checkpoint_quantize(to_device(w), scheme, rule), qtl.fp8_checkpoint_quantize(w, scheme, rule))
+    w[3, 150] = np.inf  # the first in row-major order
+    w[100, 5] = np.nan  # the first by blocks
+    raises_like_host(qtl.fp8_checkpoint_quantize, w, scheme, rule)
+    assert_all_same(qtl.fp8_checkpoint_quantize(to_device(w), scheme, rule, allow_nonfinite=True),
+                    qtl.fp8_checkpoint_quantize(w, scheme, rule, allow_nonfinite=True))
