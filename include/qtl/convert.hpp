@@ -513,8 +513,8 @@ inline void deepgemm_unpack_ue8m0(std::span<std::int32_t const> packed, std::int
 /// consecutive values (ModelOpt `MXFP4QuantizeUtil.quantize`) the exponent of `mxfp4_exponent` and
 /// the nibbles of `mxfp4_nibble`; element 2i in the low nibble of byte i, scale byte e + 127.
 /// NaN elements are refused (torch would cast a NaN exponent to an undefined byte).
-/// @throws shape_error (K % 32, sizes), value_error (a NaN code or a non-finite result)
 /// (`origin`: the slices' own, for the threads.)
+/// @throws shape_error (K % 32, sizes), value_error (a NaN code or a non-finite result)
 inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float const> s, block_grid const& g,
                                std::span<std::uint8_t> packed, std::span<std::uint8_t> scales, int threads = 1,
                                detail::slice_origin origin = {}) {

@@ -6,9 +6,9 @@
 /// comes from the host's `deepgemm_post_process_layout` (which names a shape vLLM's bmm view
 /// cannot take). `first_unpackable`, when not null (a device word the caller set to ~0), gets the
 /// index of the first code 0 or 255 by `atomicMin`, the one the host op names (its words are
-/// written anyway); null: the caller vouches that there is none. Returns `cudaErrorInvalidValue` for a bad layout or
-/// null pointers with words to write, before anything is enqueued; otherwise the launch status. It does not
-/// synchronise.
+/// written anyway); null: the caller vouches that there is none. Returns `cudaErrorInvalidValue`
+/// for a bad layout or null pointers with words to write, before anything is enqueued; otherwise
+/// the launch status. It does not synchronise.
 
 #if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #  error "<qtl/cuda/deepgemm_e8m0.cuh> needs nvcc; host code includes <qtl/deepgemm_e8m0.hpp>"

@@ -16,8 +16,8 @@
 /// ~0) one more launch, a thread per weight, stores there by `atomicMin` the key of each NaN or
 /// infinity in that order, and a one-thread launch turns the least into the row-major index
 /// r*K + c of the weight the host op names (~0 stays: none); the caller reads it back and refuses
-/// as the host does. Returns `cudaErrorInvalidValue` for the shapes the host op rejects (or a null pointer
-/// with a non-empty view), otherwise the launches' status; it does not synchronise.
+/// as the host does. Returns `cudaErrorInvalidValue` for the shapes the host op rejects (or a null
+/// pointer with a non-empty view), otherwise the launches' status; it does not synchronise.
 
 #if !defined(__CUDACC__) && !defined(QTL_CUDA_SIM)
 #  error "<qtl/cuda/fp8_checkpoint.cuh> needs nvcc; host code includes <qtl/fp8_checkpoint.hpp>"
@@ -63,8 +63,7 @@ QTL_KERNEL void fp8_block_kernel(view2d<T const> w, index_t bn, index_t bk, fp8_
 
 /// The key of weight (r, c) in the order the host op refuses in: row-major, or for blocks (`bn` x
 /// `bk`) the block (row-major), then the weight's row and column inside it.
-QTL_HOST_DEVICE unsigned long long fp8_refusal_key(index_t r, index_t c, index_t k, bool block, index_t bn,
-                                                   index_t bk) {
+QTL_DEVICE unsigned long long fp8_refusal_key(index_t r, index_t c, index_t k, bool block, index_t bn, index_t bk) {
   if (!block) {
     return static_cast<unsigned long long>(r * k + c);
   }
