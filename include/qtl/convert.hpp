@@ -108,6 +108,20 @@ inline std::string element_at(block_grid const& g, slice_origin o, std::int64_t 
   return "(" + std::to_string(r / whole) + ", " + std::to_string(r % whole) + ", " + std::to_string(k) + ")";
 }
 
+/// A converter's (`op`) refusal of element (gi, n, k) whose dequant is not finite, named as
+/// `element_at` names it.
+[[noreturn]] inline void refuse_nonfinite_element(char const* op, block_grid const& g, slice_origin o, std::int64_t gi,
+                                                  std::int64_t n, std::int64_t k) {
+  throw value_error(std::string("qtl::convert::") + op + ": element " + element_at(g, o, gi, n, k) +
+                    " dequantizes to NaN or Inf");
+}
+
+/// `fp8_block_bf16_amax`'s refusal of block (gi, bi, bj).
+[[noreturn]] inline void refuse_nonfinite_block(std::int64_t gi, std::int64_t bi, std::int64_t bj) {
+  throw value_error("qtl::convert::fp8_block_bf16_amax: block (" + std::to_string(gi) + ", " + std::to_string(bi) +
+                    ", " + std::to_string(bj) + ") dequantizes to NaN or Inf");
+}
+
 /// Runs `f(sub, e0, s0)` over slices of whole block rows of `g` on up to `threads` threads
 /// (`qtl::run_parts`): `sub` a one-matrix grid of the slice's rows, `e0` the offset of its first
 /// element in the [G,N,K] tensor and `s0` of its first scale in [G,nb,kb]. Every converter whose
@@ -566,8 +580,7 @@ inline void fp8_block_to_mxfp4(std::span<std::uint8_t const> q, std::span<float 
             std::int64_t const k = k0 + i;
             x[i] = table[static_cast<std::size_t>((k / g.block.k) * 256 + q[row + static_cast<std::size_t>(k)])];
             if (!(x[i] - x[i] == 0.0f)) {
-              throw value_error("qtl::convert::fp8_block_to_mxfp4: element " + detail::element_at(g, origin, gi, n, k) +
-                                " dequantizes to NaN or Inf");
+              detail::refuse_nonfinite_element("fp8_block_to_mxfp4", g, origin, gi, n, k);
             }
             amax = amax_step(amax, x[i]);
           }
@@ -642,8 +655,7 @@ inline float fp8_block_bf16_amax(std::span<std::uint8_t const> q, std::span<floa
     float const scale = s[static_cast<std::size_t>((gi * nb + bi) * kb + bj)];
     float const v = dequant_element_as<dequant_precision::bf16>(top, scale);
     if (!(v - v == 0.0f) || !(scale - scale == 0.0f)) {
-      throw value_error("qtl::convert::fp8_block_bf16_amax: block (" + std::to_string(gi) + ", " + std::to_string(bi) +
-                        ", " + std::to_string(bj) + ") dequantizes to NaN or Inf");
+      detail::refuse_nonfinite_block(gi, bi, bj);
     }
     float const a = v < 0.0f ? -v : v;
     amax = a > amax ? a : amax;
@@ -729,10 +741,8 @@ inline void fp8_block_to_nvfp4(std::span<std::uint8_t const> q, std::span<float 
       }
       for (std::size_t i = 0; !finite && i < count; ++i) {  // name the first element that is not
         if ((bf[i].bits & 0x7F80u) == 0x7F80u) {
-          throw value_error("qtl::convert::fp8_block_to_nvfp4: element " +
-                            detail::element_at(g, origin, gi, n0 + static_cast<std::int64_t>(i) / g.k,
-                                               static_cast<std::int64_t>(i) % g.k) +
-                            " dequantizes to NaN or Inf");
+          detail::refuse_nonfinite_element("fp8_block_to_nvfp4", g, origin, gi, n0 + static_cast<std::int64_t>(i) / g.k,
+                                           static_cast<std::int64_t>(i) % g.k);
         }
       }
       qtl::block_quantize<qtl::nvfp4, qtl::layout_linear>(

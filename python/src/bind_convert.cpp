@@ -137,9 +137,7 @@ device::backend::block_grid device_grid(cv::block_grid const& g) { return {g.gro
 /// The host converters' refusal (`op`) of element i = (g*N + n)*K + k whose dequant is not finite.
 [[noreturn]] void refuse_element(char const* op, cv::block_grid const& g, unsigned long long i) {
   auto const e = static_cast<std::int64_t>(i);
-  throw qtl::value_error(std::string("qtl::convert::") + op + ": element (" + std::to_string(e / (g.n * g.k)) + ", " +
-                         std::to_string(e / g.k % g.n) + ", " + std::to_string(e % g.k) +
-                         ") dequantizes to NaN or Inf");
+  cv::detail::refuse_nonfinite_element(op, g, {}, 0, e / g.k, e % g.k);
 }
 
 /// fp8_block_bf16_amax's refusal of block b = (g*nb + bi)*kb + bj.
@@ -147,8 +145,7 @@ device::backend::block_grid device_grid(cv::block_grid const& g) { return {g.gro
   auto const i = static_cast<std::int64_t>(b);
   std::int64_t const nb = g.n_blocks();
   std::int64_t const kb = g.k_blocks();
-  throw qtl::value_error("qtl::convert::fp8_block_bf16_amax: block (" + std::to_string(i / (nb * kb)) + ", " +
-                         std::to_string(i / kb % nb) + ", " + std::to_string(i % kb) + ") dequantizes to NaN or Inf");
+  cv::detail::refuse_nonfinite_block(i / (nb * kb), i / kb % nb, i % kb);
 }
 
 fp8_block take_fp8_block(char const* op, nb::handle q_obj, char const* q_name, nb::handle s_obj, char const* s_name,
