@@ -8,8 +8,10 @@
 /// `QTL_X86` is 0 or `qtl::x86::level_cap()` is `portable` (then the portable loop runs); the bytes
 /// are the same either way (test/unit/pack_nd_test.cpp).
 
+#include <array>
 #include <cstdint>
 
+#include <qtl/element/w4a8.hpp>
 #include <qtl/view.hpp>
 #include <qtl/x86/isa.hpp>
 
@@ -30,10 +32,118 @@ inline __m128i unified_encode_int4b_sse2(__m128i w) {
 }
 #endif  // ^^^ QTL_X86 ^^^
 
-/// One atom: 16 rows of 16 bytes at `rows` (`row_bytes` apart) -> the 256 bytes at `atom`, encoded.
-/// Returns false (and writes nothing) where no x86 executor runs.
+/// Whether the 4-atom AVX-512 executor runs (AVX-512 F, BW, VL with AVX2 and F16C, the attribute
+/// it shares with quantize's executor; every CPU with AVX-512BW has the rest), under the level cap.
+inline bool w4a8_avx512() {
+#if QTL_X86
+  qtl::x86::cpu_features const& c = qtl::x86::cpu();
+  return c.avx512f && c.avx512bw && c.avx512vl && c.avx2 && c.f16c && qtl::x86::level_cap() >= qtl::x86::level::avx512;
+#else
+  return false;
+#endif  // ^^^ QTL_X86 ^^^
+}
+
+#if QTL_X86
+/// `unified_encode_int4b` of 128 codes: each nibble through the table `lut` (its 16 results, in
+/// every 128-bit lane; `lut_hi` the same shifted to the high nibble), `vpshufb` by nibble.
+QTL_X86_AVX512_BW_VL_F16C inline __m512i unified_encode_int4b_avx512(__m512i w, __m512i lut, __m512i lut_hi) {
+  __m512i const nib = _mm512_set1_epi8(0x0F);
+  __m512i const lo = _mm512_and_si512(w, nib);
+  __m512i const hi = _mm512_and_si512(_mm512_srli_epi16(w, 4), nib);
+  return _mm512_or_si512(_mm512_shuffle_epi8(lut, lo), _mm512_shuffle_epi8(lut_hi, hi));
+}
+
+/// The 4 atoms of a 16-row block of 64 bytes a row (`rows`, `row_bytes` apart; column tiles j =
+/// 0..3 are bytes 16j..16j+15) -> 256 bytes each at `atoms + j * atom_stride`, encoded. The SSE2
+/// steps below in each 128-bit lane (lane j: atom j) give the atoms' 16-byte pieces of one output
+/// line in four registers, one a piece; a 4 x 4 transpose of lanes makes each atom's line whole,
+/// written with one 64-byte store (streaming with `stream`: then `atoms` and `atom_stride` are
+/// multiples of 64). `lut`: the encode of nibbles 0..15. The masked forms with every lane selected
+/// are the plain instructions; g++ 12 warns (-Wmaybe-uninitialized, PR 105593) about the undefined
+/// pass-through of the plain intrinsics.
+QTL_X86_AVX512_BW_VL_F16C inline void w4a8_reorder_block_avx512(std::uint8_t const* rows, index_t row_bytes,
+                                                                std::uint8_t* atoms, index_t atom_stride, bool stream,
+                                                                __m128i lut) {
+  __m512i const lo_lut = _mm512_maskz_broadcast_i32x4(0xFFFF, lut);
+  __m512i const hi_lut =
+      _mm512_maskz_broadcast_i32x4(0xFFFF, _mm_slli_epi16(lut, 4));  // results < 16: no carry across bytes
+  for (index_t q = 0; q < 4; ++q) {  // output line q of every atom: rows 2q, 2q + 1 and those + 8
+    __m512i v[4];
+    for (index_t h = 0; h < 2; ++h) {
+      index_t const r = 2 * q + h;
+      __m512i const a = unified_encode_int4b_avx512(_mm512_loadu_si512(rows + r * row_bytes), lo_lut, hi_lut);
+      __m512i const b = unified_encode_int4b_avx512(_mm512_loadu_si512(rows + (r + 8) * row_bytes), lo_lut, hi_lut);
+      __m512i const lo = _mm512_unpacklo_epi16(a, b);
+      __m512i const hi = _mm512_unpackhi_epi16(a, b);
+      v[2 * h] = _mm512_maskz_unpacklo_epi32(0xFFFF, lo, hi);
+      v[2 * h + 1] = _mm512_maskz_unpackhi_epi32(0xFFFF, lo, hi);
+    }
+    // v[i] lane j: piece i of atom j's line q  ->  out[j] lane i
+    __m512i const t0 = _mm512_maskz_shuffle_i64x2(0xFF, v[0], v[1], 0x44);  // v0.0 v0.1 v1.0 v1.1
+    __m512i const t1 = _mm512_maskz_shuffle_i64x2(0xFF, v[0], v[1], 0xEE);  // v0.2 v0.3 v1.2 v1.3
+    __m512i const t2 = _mm512_maskz_shuffle_i64x2(0xFF, v[2], v[3], 0x44);
+    __m512i const t3 = _mm512_maskz_shuffle_i64x2(0xFF, v[2], v[3], 0xEE);
+    __m512i const out[4] = {
+        _mm512_maskz_shuffle_i64x2(0xFF, t0, t2, 0x88), _mm512_maskz_shuffle_i64x2(0xFF, t0, t2, 0xDD),
+        _mm512_maskz_shuffle_i64x2(0xFF, t1, t3, 0x88), _mm512_maskz_shuffle_i64x2(0xFF, t1, t3, 0xDD)};
+    for (index_t j = 0; j < 4; ++j) {
+      std::uint8_t* const line = atoms + j * atom_stride + 64 * q;
+      if (stream) {
+        _mm512_stream_si512(reinterpret_cast<__m512i*>(line), out[j]);
+      } else {
+        _mm512_storeu_si512(line, out[j]);
+      }
+    }
+  }
+}
+#endif  // ^^^ QTL_X86 ^^^
+
+/// The 4 atoms of a 16-row block of a strip (`w4a8_reorder_block_avx512`) where `wide`
+/// (`w4a8_avx512()`, asked once a call); returns false (and writes nothing) where not.
+inline bool w4a8_reorder_block_x86([[maybe_unused]] bool wide, [[maybe_unused]] std::uint8_t const* rows,
+                                   [[maybe_unused]] index_t row_bytes, [[maybe_unused]] std::uint8_t* atoms,
+                                   [[maybe_unused]] index_t atom_stride, [[maybe_unused]] bool stream) {
+#if QTL_X86
+  if (wide) {
+    static constexpr auto lut = [] {  // the encode of each nibble, from the element function
+      std::array<std::uint8_t, 16> t{};
+      for (std::uint8_t q = 0; q < 16; ++q) {
+        t[q] = unified_encode_int4b_byte(q);
+      }
+      return t;
+    }();
+    w4a8_reorder_block_avx512(rows, row_bytes, atoms, atom_stride, stream,
+                              _mm_loadu_si128(reinterpret_cast<__m128i const*>(lut.data())));
+    return true;
+  }
+#endif  // ^^^ QTL_X86 ^^^
+  return false;
+}
+
+/// Asks for `bytes` of each of the 16 rows at `row`, `row_bytes` apart (a block of atom rows, read next).
+inline void prefetch_rows([[maybe_unused]] std::uint8_t const* row, [[maybe_unused]] index_t row_bytes,
+                          [[maybe_unused]] index_t bytes) {
+#if defined(__GNUC__)
+  for (index_t r = 0; r < 16; ++r) {
+    for (index_t b = 0; b < bytes; b += 64) {
+      __builtin_prefetch(row + r * row_bytes + b);
+    }
+  }
+#endif  // ^^^ __GNUC__ ^^^
+}
+
+/// Orders the executor's streaming stores before later stores (once a call).
+inline void w4a8_stream_fence() {
+#if QTL_X86
+  _mm_sfence();
+#endif  // ^^^ QTL_X86 ^^^
+}
+
+/// One atom: 16 rows of 16 bytes at `rows` (`row_bytes` apart) -> the 256 bytes at `atom`, encoded,
+/// with streaming stores where `stream` (then `atom` must be 16-byte aligned). Returns false (and
+/// writes nothing) where no x86 executor runs.
 inline bool w4a8_reorder_atom_x86([[maybe_unused]] std::uint8_t const* rows, [[maybe_unused]] index_t row_bytes,
-                                  [[maybe_unused]] std::uint8_t* atom) {
+                                  [[maybe_unused]] std::uint8_t* atom, [[maybe_unused]] bool stream = false) {
 #if QTL_X86
   if (qtl::x86::level_cap() < qtl::x86::level::sse2) {
     return false;
@@ -48,8 +158,13 @@ inline bool w4a8_reorder_atom_x86([[maybe_unused]] std::uint8_t const* rows, [[m
     __m128i* out = reinterpret_cast<__m128i*>(atom + 32 * r);
     __m128i const o0 = _mm_unpacklo_epi32(lo, hi);  // a0 b0 a4 b4 a1 b1 a5 b5
     __m128i const o1 = _mm_unpackhi_epi32(lo, hi);  // a2 b2 a6 b6 a3 b3 a7 b7
-    _mm_storeu_si128(out, o0);
-    _mm_storeu_si128(out + 1, o1);
+    if (stream) {
+      _mm_stream_si128(out, o0);
+      _mm_stream_si128(out + 1, o1);
+    } else {
+      _mm_storeu_si128(out, o0);
+      _mm_storeu_si128(out + 1, o1);
+    }
   }
   return true;
 #else
