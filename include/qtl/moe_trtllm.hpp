@@ -13,7 +13,6 @@
 #include <cstring>
 #include <string>
 #include <type_traits>
-#include <utility>
 
 #include <qtl/blockscale.hpp>
 #include <qtl/element/moe.hpp>

@@ -17,7 +17,8 @@
 /// the engines' int32 tensors hold them ([E, N, K/8] words, little-endian). The element code is
 /// `qtl/element/w4a8.hpp`'s; `qtl/cuda/w4a8.cuh` runs it on the device, one launch per call.
 /// Errors (`qtl::shape_error`, `qtl::value_error`) are thrown before anything is written. On x86
-/// the reorder runs an SSE2 executor (`qtl/x86/w4a8.hpp`), tested equal to the portable loop.
+/// the reorder runs an AVX-512 or SSE2 executor (`qtl/x86/w4a8.hpp`), tested equal to the
+/// portable loop.
 ///
 /// `convert_bf16_scales_to_fp8` takes the quantizer's rule as an argument, because vLLM hands it
 /// `QuantFP8(static=False, group_shape=PER_TOKEN)`, whose CUDA path divides (`x / s`) and whose
@@ -140,7 +141,7 @@ void reorder_int4b_expert(std::uint8_t const* src, std::uint8_t* dst, index_t n,
         reorder_atom_portable<true>(nullptr, dst + rows, row_bytes, src + atom, nullptr);
       } else if (kt + 4 <= k_tiles &&
                  w4a8_reorder_block_x86(wide, src + rows, row_bytes, dst + atom, n_atoms * w4a8_atom_bytes, stream)) {
-        kt += 3;
+        kt += 3;  // the block took 4 column tiles
       } else if (!w4a8_reorder_atom_x86(src + rows, row_bytes, dst + atom, stream)) {
         reorder_atom_portable<false>(src + rows, nullptr, row_bytes, nullptr, dst + atom);
       }

@@ -1,12 +1,15 @@
 #pragma once
 /// \file
-/// The x86 executor of the W4A8 int4 encode and reorder (`qtl/w4a8.hpp`): one reorder atom in
-/// SSE2 registers. Rows r and r + 8 of the atom (16 bytes each) are encoded as
-/// `unified_encode_int4b_word` does (the same integer steps, per byte: no carry or borrow
-/// crosses a nibble), then interleaved in 16-bit units and paired in 32-bit ones into the 32 bytes
-/// of threads 4r..4r+3. The entry point `detail::w4a8_reorder_atom_x86` returns false where
-/// `QTL_X86` is 0 or `qtl::x86::level_cap()` is `portable` (then the portable loop runs); the bytes
-/// are the same either way (test/unit/pack_nd_test.cpp).
+/// The x86 executors of the W4A8 int4 encode and reorder (`qtl/w4a8.hpp`). SSE2, one reorder
+/// atom: rows r and r + 8 of the atom (16 bytes each) are encoded as `unified_encode_int4b_word`
+/// does (the same integer steps, per byte: no carry or borrow crosses a nibble), then interleaved
+/// in 16-bit units and paired in 32-bit ones into the 32 bytes of threads 4r..4r+3. AVX-512 (BW),
+/// four atoms side by side (four column tiles of the same 16 rows): the same steps in each 128-bit
+/// lane, the encode a nibble table, then a transpose of lanes so that each atom's lines go out
+/// whole. Both write with streaming stores when asked (large outputs). The entry points
+/// `detail::w4a8_reorder_block_x86` and `detail::w4a8_reorder_atom_x86` return false where
+/// `QTL_X86` is 0 or `qtl::x86::level_cap()` is below their level (then the narrower executor or
+/// the portable loop runs); the bytes are the same either way (test/unit/pack_nd_test.cpp).
 
 #include <array>
 #include <cstdint>
@@ -98,8 +101,8 @@ QTL_X86_AVX512_BW_VL_F16C inline void w4a8_reorder_block_avx512(std::uint8_t con
 }
 #endif  // ^^^ QTL_X86 ^^^
 
-/// The 4 atoms of a 16-row block of a strip (`w4a8_reorder_block_avx512`) where `wide`
-/// (`w4a8_avx512()`, asked once a call); returns false (and writes nothing) where not.
+/// The 4 atoms of column tiles kt..kt+3 of a 16-row block (`w4a8_reorder_block_avx512`) where
+/// `wide` (`w4a8_avx512()`, asked once a call); returns false (and writes nothing) where not.
 inline bool w4a8_reorder_block_x86([[maybe_unused]] bool wide, [[maybe_unused]] std::uint8_t const* rows,
                                    [[maybe_unused]] index_t row_bytes, [[maybe_unused]] std::uint8_t* atoms,
                                    [[maybe_unused]] index_t atom_stride, [[maybe_unused]] bool stream) {
