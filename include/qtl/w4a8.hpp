@@ -17,7 +17,7 @@
 /// the engines' int32 tensors hold them ([E, N, K/8] words, little-endian). The element code is
 /// `qtl/element/w4a8.hpp`'s; `qtl/cuda/w4a8.cuh` runs it on the device, one launch per call.
 /// Errors (`qtl::shape_error`, `qtl::value_error`) are thrown before anything is written. On x86
-/// the reorder runs an AVX-512 or SSE2 executor (`qtl/x86/w4a8.hpp`), tested equal to the
+/// the reorder runs an AVX-512, AVX2 or SSE2 executor (`qtl/x86/w4a8.hpp`), tested equal to the
 /// portable loop.
 ///
 /// `convert_bf16_scales_to_fp8` takes the quantizer's rule as an argument, because vLLM hands it
@@ -120,16 +120,17 @@ inline constexpr index_t w4a8_stream_bytes = index_t{8} << 20;
 
 // One expert: row-major [n, k] bytes `src` <-> reordered `dst`, in source order: a block of 16
 // rows (contiguous) is read front to back while its atoms go out, four column tiles at a time
-// where the AVX-512 executor runs (one 64-byte store a line of each atom; the atoms of a column
-// tile follow each other, atom (nt, kt) at nt + n_atoms * kt, so each of the K/32 runs moves on
-// 256 bytes a block). With `stream` (forward only) the stores are streaming ones: the reorder
-// then moves at memcpy's pace (docs/performance.md, W4A8).
+// where the AVX-512 executor runs, two with AVX2 (each atom's lines written whole; the atoms of a
+// column tile follow each other, atom (nt, kt) at nt + n_atoms * kt, so each of the K/32 runs
+// moves on 256 bytes a block), and the next block's lines are asked for as this one's are read.
+// With `stream` (forward only) the stores are streaming ones: the reorder then moves at memcpy's
+// pace (docs/performance.md, the trtllm-gen MoE layouts and the W4A8 reorder).
 template <bool Inverse>
 void reorder_int4b_expert(std::uint8_t const* src, std::uint8_t* dst, index_t n, index_t k, bool stream = false) {
   index_t const row_bytes = k / 2;
   index_t const n_atoms = n / w4a8_atom_rows;
   index_t const k_tiles = k / w4a8_atom_cols;
-  bool const wide = !Inverse && w4a8_avx512();
+  index_t const width = Inverse ? 1 : w4a8_block_tiles();  // column tiles an executor call
   for (index_t nt = 0; nt < n_atoms; ++nt) {
     for (index_t kt = 0; kt < k_tiles; ++kt) {
       index_t const rows = nt * w4a8_atom_rows * row_bytes + kt * (w4a8_atom_cols / 2);
@@ -139,9 +140,10 @@ void reorder_int4b_expert(std::uint8_t const* src, std::uint8_t* dst, index_t n,
       }
       if constexpr (Inverse) {
         reorder_atom_portable<true>(nullptr, dst + rows, row_bytes, src + atom, nullptr);
-      } else if (kt + 4 <= k_tiles &&
-                 w4a8_reorder_block_x86(wide, src + rows, row_bytes, dst + atom, n_atoms * w4a8_atom_bytes, stream)) {
-        kt += 3;  // the block took 4 column tiles
+      } else if (width > 1 && kt + width <= k_tiles &&
+                 w4a8_reorder_block_x86(static_cast<int>(width), src + rows, row_bytes, dst + atom,
+                                        n_atoms * w4a8_atom_bytes, stream)) {
+        kt += width - 1;
       } else if (!w4a8_reorder_atom_x86(src + rows, row_bytes, dst + atom, stream)) {
         reorder_atom_portable<false>(src + rows, nullptr, row_bytes, nullptr, dst + atom);
       }

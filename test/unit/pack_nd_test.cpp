@@ -261,10 +261,11 @@ TEST_CASE("the x86 executor of the reorder equals the portable loop", "[w4a8]") 
 }
 
 TEST_CASE("the reorder's executors past the streaming-store size equal the portable loop", "[w4a8]") {
-  // The AVX-512 executor (4 atoms a call, 64-byte stores) and SSE2 (one atom, 16-byte ones) against
-  // the portable loop, each under its level cap: an odd expert count (grouped), K/32 column tiles
-  // not a multiple of 4 (the plain op: 89 tiles, the last one an atom alone), on a 64-byte aligned
-  // output (streamed) and on one 16 bytes past it (ordinary stores), out of place and in place.
+  // The AVX-512 executor (4 atoms a call, 64-byte stores), AVX2 (2 atoms, 32-byte stores) and
+  // SSE2 (one atom, 16-byte ones) against the portable loop, each under its level cap: an odd
+  // expert count (grouped), K/32 column tiles not a multiple of 4 (the plain op: 89 tiles, the last
+  // one an atom alone), on a 64-byte aligned output (streamed) and on one 16 bytes past it
+  // (ordinary stores), out of place and in place.
   using qtl::x86::level;
   std::mt19937 rng(3404);
   for (auto const [e, n, k] : {std::array<index_t, 3>{3, 2000, 2816}, {1, 6000, 2848}}) {
@@ -289,8 +290,9 @@ TEST_CASE("the reorder's executors past the streaming-store size equal the porta
       };
       auto const want = run(level::portable);
       CHECK((run(level::sse2) == want));  // bools: a failure does not print megabytes
+      CHECK((run(level::avx2) == want));
       CHECK((run(level::avx512) == want));
-      for (level const cap : {level::sse2, level::avx512}) {  // in place: streamed back over its input
+      for (level const cap : {level::sse2, level::avx2, level::avx512}) {  // in place, streamed back
         qtl::x86::scoped_level_cap const capped(cap);
         std::copy(in.begin(), in.end(), out.begin());
         qtl::encode_and_reorder_int4b_inplace(out, e, n, k, e > 1 ? 256 : 32);

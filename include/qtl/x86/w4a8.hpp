@@ -3,11 +3,11 @@
 /// The x86 executors of the W4A8 int4 encode and reorder (`qtl/w4a8.hpp`). SSE2, one reorder
 /// atom: rows r and r + 8 of the atom (16 bytes each) are encoded as `unified_encode_int4b_word`
 /// does (the same integer steps, per byte: no carry or borrow crosses a nibble), then interleaved
-/// in 16-bit units and paired in 32-bit ones into the 32 bytes of threads 4r..4r+3. AVX-512 (BW),
-/// four atoms side by side (four column tiles of the same 16 rows): the same steps in each 128-bit
-/// lane, the encode a nibble table, then a transpose of lanes so that each atom's lines go out
-/// whole. Both write with streaming stores when asked (large outputs). The entry points
-/// `detail::w4a8_reorder_block_x86` and `detail::w4a8_reorder_atom_x86` return false where
+/// in 16-bit units and paired in 32-bit ones into the 32 bytes of threads 4r..4r+3. AVX-512 (BW)
+/// and AVX2, four or two atoms side by side (column tiles of the same 16 rows): the same steps in
+/// each 128-bit lane, the encode a nibble table, then a transpose of lanes so that each atom's
+/// lines go out whole. All write with streaming stores when asked (large outputs). The entry
+/// points `detail::w4a8_reorder_block_x86` and `detail::w4a8_reorder_atom_x86` return false where
 /// `QTL_X86` is 0 or `qtl::x86::level_cap()` is below their level (then the narrower executor or
 /// the portable loop runs); the bytes are the same either way (test/unit/pack_nd_test.cpp).
 
@@ -35,14 +35,20 @@ inline __m128i unified_encode_int4b_sse2(__m128i w) {
 }
 #endif  // ^^^ QTL_X86 ^^^
 
-/// Whether the 4-atom AVX-512 executor runs (AVX-512 F, BW, VL with AVX2 and F16C, the attribute
-/// it shares with quantize's executor; every CPU with AVX-512BW has the rest), under the level cap.
-inline bool w4a8_avx512() {
+/// Column tiles (atoms side by side) the widest block executor this CPU runs moves a call: 4
+/// (AVX-512 F, BW, VL with AVX2 and F16C, the attribute it shares with quantize's executor; every
+/// CPU with AVX-512BW has the rest), 2 (AVX2), else 1 (the one-atom SSE2 executor or the portable
+/// loop), under `qtl::x86::level_cap()`.
+inline int w4a8_block_tiles() {
 #if QTL_X86
   qtl::x86::cpu_features const& c = qtl::x86::cpu();
-  return c.avx512f && c.avx512bw && c.avx512vl && c.avx2 && c.f16c && qtl::x86::level_cap() >= qtl::x86::level::avx512;
+  qtl::x86::level const cap = qtl::x86::level_cap();
+  if (c.avx512f && c.avx512bw && c.avx512vl && c.avx2 && c.f16c && cap >= qtl::x86::level::avx512) {
+    return 4;
+  }
+  return c.avx2 && cap >= qtl::x86::level::avx2 ? 2 : 1;
 #else
-  return false;
+  return 1;
 #endif  // ^^^ QTL_X86 ^^^
 }
 
@@ -99,24 +105,72 @@ QTL_X86_AVX512_BW_VL_F16C inline void w4a8_reorder_block_avx512(std::uint8_t con
     }
   }
 }
+
+/// `unified_encode_int4b` of 64 codes (`unified_encode_int4b_avx512`'s steps).
+QTL_X86_AVX2 inline __m256i unified_encode_int4b_avx2(__m256i w, __m256i lut, __m256i lut_hi) {
+  __m256i const nib = _mm256_set1_epi8(0x0F);
+  __m256i const lo = _mm256_and_si256(w, nib);
+  __m256i const hi = _mm256_and_si256(_mm256_srli_epi16(w, 4), nib);
+  return _mm256_or_si256(_mm256_shuffle_epi8(lut, lo), _mm256_shuffle_epi8(lut_hi, hi));
+}
+
+/// `w4a8_reorder_block_avx512` with 2 atoms (32 bytes a row, column tiles 0 and 1): each atom's
+/// line from the 128-bit lanes of four registers, two 32-byte stores.
+QTL_X86_AVX2 inline void w4a8_reorder_block_avx2(std::uint8_t const* rows, index_t row_bytes, std::uint8_t* atoms,
+                                                 index_t atom_stride, bool stream, __m128i lut) {
+  __m256i const lo_lut = _mm256_broadcastsi128_si256(lut);
+  __m256i const hi_lut = _mm256_broadcastsi128_si256(_mm_slli_epi16(lut, 4));
+  for (index_t q = 0; q < 4; ++q) {
+    __m256i v[4];
+    for (index_t h = 0; h < 2; ++h) {
+      index_t const r = 2 * q + h;
+      __m256i const a = unified_encode_int4b_avx2(
+          _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows + r * row_bytes)), lo_lut, hi_lut);
+      __m256i const b = unified_encode_int4b_avx2(
+          _mm256_loadu_si256(reinterpret_cast<__m256i const*>(rows + (r + 8) * row_bytes)), lo_lut, hi_lut);
+      __m256i const lo = _mm256_unpacklo_epi16(a, b);
+      __m256i const hi = _mm256_unpackhi_epi16(a, b);
+      v[2 * h] = _mm256_unpacklo_epi32(lo, hi);
+      v[2 * h + 1] = _mm256_unpackhi_epi32(lo, hi);
+    }
+    // v[i] lane j: piece i of atom j's line q; atom j's line is lanes j of v0, v1, then of v2, v3
+    __m256i const line[2][2] = {
+        {_mm256_permute2x128_si256(v[0], v[1], 0x20), _mm256_permute2x128_si256(v[2], v[3], 0x20)},
+        {_mm256_permute2x128_si256(v[0], v[1], 0x31), _mm256_permute2x128_si256(v[2], v[3], 0x31)}};
+    for (index_t j = 0; j < 2; ++j) {
+      for (index_t half = 0; half < 2; ++half) {
+        auto* const p = reinterpret_cast<__m256i*>(atoms + j * atom_stride + 64 * q + 32 * half);
+        if (stream) {
+          _mm256_stream_si256(p, line[j][half]);
+        } else {
+          _mm256_storeu_si256(p, line[j][half]);
+        }
+      }
+    }
+  }
+}
 #endif  // ^^^ QTL_X86 ^^^
 
-/// The 4 atoms of column tiles kt..kt+3 of a 16-row block (`w4a8_reorder_block_avx512`) where
-/// `wide` (`w4a8_avx512()`, asked once a call); returns false (and writes nothing) where not.
-inline bool w4a8_reorder_block_x86([[maybe_unused]] bool wide, [[maybe_unused]] std::uint8_t const* rows,
+/// The `tiles` atoms (`w4a8_block_tiles()`, asked once a call: 4 or 2) of column tiles kt.. of a
+/// 16-row block; returns false (and writes nothing) for any other width.
+inline bool w4a8_reorder_block_x86([[maybe_unused]] int tiles, [[maybe_unused]] std::uint8_t const* rows,
                                    [[maybe_unused]] index_t row_bytes, [[maybe_unused]] std::uint8_t* atoms,
                                    [[maybe_unused]] index_t atom_stride, [[maybe_unused]] bool stream) {
 #if QTL_X86
-  if (wide) {
-    static constexpr auto lut = [] {  // the encode of each nibble, from the element function
-      std::array<std::uint8_t, 16> t{};
-      for (std::uint8_t q = 0; q < 16; ++q) {
-        t[q] = unified_encode_int4b_byte(q);
-      }
-      return t;
-    }();
-    w4a8_reorder_block_avx512(rows, row_bytes, atoms, atom_stride, stream,
-                              _mm_loadu_si128(reinterpret_cast<__m128i const*>(lut.data())));
+  static constexpr auto lut = [] {  // the encode of each nibble, from the element function
+    std::array<std::uint8_t, 16> t{};
+    for (std::uint8_t q = 0; q < 16; ++q) {
+      t[q] = unified_encode_int4b_byte(q);
+    }
+    return t;
+  }();
+  __m128i const l = _mm_loadu_si128(reinterpret_cast<__m128i const*>(lut.data()));
+  if (tiles == 4) {
+    w4a8_reorder_block_avx512(rows, row_bytes, atoms, atom_stride, stream, l);
+    return true;
+  }
+  if (tiles == 2) {
+    w4a8_reorder_block_avx2(rows, row_bytes, atoms, atom_stride, stream, l);
     return true;
   }
 #endif  // ^^^ QTL_X86 ^^^
