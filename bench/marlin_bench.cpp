@@ -3,19 +3,14 @@
 // (a random permutation as sort_indices), AWQ on the same shapes, and a 64-expert MoE
 // (K = 2048, N = 1408 per expert). The W4A8 CUTLASS int4 encode and reorder (qtl/w4a8.hpp) of 16
 // experts of a down projection (N = 4096, K = 1536 int4 codes each, 48 MiB), out of place and in
-// place.
+// place, and of a 64-expert layer's w13 (N = 3072, K = 4096) and w2 (N = 4096, K = 1536).
 //
 // bytes_per_second counts every input byte read once and every output byte written once (qweight
 // in, Marlin out: the same size; sort_indices are not counted). bm_memcpy copies a buffer as large
 // as the operation's input and counts 2x its size, so the ratio of the two rates is the figure
 // that counts. Rates use CPU time (Google Benchmark's default).
 
-#include <qtl/marlin.hpp>
-#include <qtl/w4a8.hpp>
-
 #include <benchmark/benchmark.h>
-
-#include "support/memcpy_baseline.hpp"
 
 #include <algorithm>
 #include <cstdint>
@@ -23,6 +18,11 @@
 #include <random>
 #include <span>
 #include <vector>
+
+#include <qtl/marlin.hpp>
+#include <qtl/w4a8.hpp>
+
+#include "support/memcpy_baseline.hpp"
 
 namespace {
 
@@ -154,11 +154,20 @@ BENCHMARK(bm_repack_gptq4_moe)
     ->Args({64, 2048, 1408, 1})
     ->Unit(benchmark::kMillisecond);
 
-BENCHMARK(bm_memcpy_w4a8)->Arg(16LL * 4096 * 1536 / 2)->Unit(benchmark::kMillisecond);
+// W4A8: 16 experts of a down projection, and the 64-expert layer vLLM's W4A8 MoE prepares with
+// the grouped op (H 4096, I 1536: w13 N = 2I, K = H; w2 N = H, K = I), each beside the memcpy of
+// its bytes.
+BENCHMARK(bm_memcpy_w4a8)
+    ->Arg(16LL * 4096 * 1536 / 2)
+    ->Arg(64LL * 3072 * 4096 / 2)
+    ->Arg(64LL * 4096 * 1536 / 2)
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_encode_reorder_int4b)
     ->ArgNames({"E", "N", "K", "inplace"})
     ->Args({16, 4096, 1536, 0})
     ->Args({16, 4096, 1536, 1})
+    ->Args({64, 3072, 4096, 0})
+    ->Args({64, 4096, 1536, 0})
     ->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();

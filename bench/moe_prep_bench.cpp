@@ -19,6 +19,10 @@
 //                                     -> both compare with BM_memcpy_moe/fp8
 //   shuffle_mxfp8_moe_weights/gated   the same layer and its E8M0 scales (H/32, I/32 a row)
 //                                     -> compare with BM_memcpy_moe/mxfp8
+//   convert_moe_weights_to_flashinfer_trtllm_block_layout/gated  a BF16 layer w13 [E, 2I, H],
+//                                     w2 [E, H, I] (2.25 GiB): gated GEMM1 rows, BlockMajorK of
+//                                     128 bytes, out of place and /inplace (one expert of scratch)
+//                                     -> compare with BM_memcpy_moe/bf16
 // bytes_per_second counts every input byte read once and every output byte written once; the
 // memcpy benchmarks copy a buffer as large as the operation's input and count twice its size.
 // Buffers are allocated (and touched) outside the timed loop, once per benchmark.
@@ -27,6 +31,7 @@
 
 #include <cstdint>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include <qtl/moe.hpp>
@@ -221,6 +226,56 @@ BENCHMARK(bm_fp8_layout)
     ->Arg(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(bm_fp8_layout)->Name("BM_shuffle_mxfp8_moe_weights/gated")->Arg(2)->Unit(benchmark::kMillisecond);
+
+// The BF16 layer as bytes: w13 [E, 2I, 2H] then w2 [E, H, 2I]. Filled with a byte pattern
+// rather than random_bytes (2.25 GiB): the layout moves bytes without reading them as numbers.
+constexpr std::size_t bf16_weight_bytes = 2 * fp8_weight_bytes;
+
+template <class B>
+std::pair<qtl::view3d<B>, qtl::view3d<B>> bf16_views(B* p) {
+  index_t const w1 = experts * 2 * inter * 2 * hidden;
+  return {qtl::make_view(p, experts, 2 * inter, 2 * hidden), qtl::make_view(p + w1, experts, hidden, 2 * inter)};
+}
+
+std::vector<std::uint8_t> bf16_layer() {
+  std::vector<std::uint8_t> v(bf16_weight_bytes);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    v[i] = static_cast<std::uint8_t>(i * 131 + (i >> 12));
+  }
+  return v;
+}
+
+void bm_memcpy_bf16(benchmark::State& state) { qtl_bench::memcpy_baseline(state, bf16_weight_bytes); }
+BENCHMARK(bm_memcpy_bf16)->Name("BM_memcpy_moe/bf16")->Unit(benchmark::kMillisecond);
+
+// range(0): 0 out of place, 1 in place (each iteration lays out the previous one's output again:
+// the same work).
+void bm_bf16_layout(benchmark::State& state) {
+  bool const inplace = state.range(0) != 0;
+  auto in = bf16_layer();
+  std::vector<std::uint8_t> out(inplace ? 0 : in.size(), 0);
+  auto const i = bf16_views(std::as_const(in).data());
+  for (auto _ : state) {
+    if (inplace) {
+      auto const w = bf16_views(in.data());
+      qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout_inplace(w.first, w.second, true);
+    } else {
+      auto const o = bf16_views(out.data());
+      qtl::convert_moe_weights_to_flashinfer_trtllm_block_layout(i.first, i.second, true, o.first, o.second);
+    }
+    benchmark::DoNotOptimize(inplace ? in.data() : out.data());
+    benchmark::ClobberMemory();
+  }
+  count(state, in.size(), in.size());
+}
+BENCHMARK(bm_bf16_layout)
+    ->Name("BM_convert_moe_weights_to_flashinfer_trtllm_block_layout/gated")
+    ->Arg(0)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(bm_bf16_layout)
+    ->Name("BM_convert_moe_weights_to_flashinfer_trtllm_block_layout/gated/inplace")
+    ->Arg(1)
+    ->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -47,49 +47,84 @@ inline void copy_flip_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool 
   }
 }
 
+// Asks for the `n` bytes at `p` into L2 (a piece of the next tile, read after this one).
+inline void prefetch_l2(byte_t const* p, std::size_t n) {
+#if defined(__GNUC__)
+  for (std::size_t i = 0; i < n; i += 64) {
+    __builtin_prefetch(p + i, 0, 2);
+  }
+#else
+  (void)p;
+  (void)n;
+#endif  // ^^^ __GNUC__ ^^^
+}
+
+// How the forward passes write an output of `bytes` at `out`: streaming stores, as wide as the CPU
+// has (under `qtl::x86::level_cap()`), where it is large (`use_stream_stores`); the inverse passes
+// write scattered rows plainly.
+template <bool Inverse>
+row_store forward_stores(void const* out, index_t bytes) {
+  band_isa const isa = best_band_isa();
+  if (Inverse || isa == band_isa::portable || !use_stream_stores(out, bytes)) {
+    return row_store::plain;
+  }
+  return isa == band_isa::avx512 ? row_store::stream64 : row_store::stream16;
+}
+
 // Weights of every expert: bytes [k, k + bk) of row map.source(n) of `lin` <-> the prepared
 // expert's block k/bk, row n (`block_layout_offset`; bk == K: a plain row gather), XOR 0x88 with
-// `flip`. A tile of rows at a time (its source rows stay in cache while every block of K is copied;
-// the next tile's rows are asked for meanwhile), so that both sides move through memory in order;
-// large forward outputs go out with streaming stores (as memcpy writes them; plain copies read
-// every destination line first; `qtl/x86/moe.hpp`).
+// `flip`. A tile of rows at a time, so that the prepared side moves through memory in order (the
+// tile's rows of one block follow each other there) while the tile's source rows are read from
+// L2: each piece copied asks for the same piece of the next tile, so the next tile arrives while
+// this one is copied, in the order it is read (the hardware prefetchers do not follow 128 rows
+// read 128 bytes at a time; a burst of requests at the start of a tile leaves the copy waiting
+// behind them). Large forward outputs go out with streaming stores (as memcpy writes them; plain
+// copies read every destination line first; `qtl/x86/moe.hpp`).
 template <bool Inverse, class L, class B>
 void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, index_t bk, bool flip) {
   index_t const rows = lin.extent[1];
   index_t const cols = lin.extent[2];
-  // 128 rows a tile where they divide R (4 KiB and more of output per block of K), else one
-  // shuffle block: the map permutes rows only inside shuffle blocks and across the two halves.
-  index_t const tile = rows % 128 == 0 ? 128 : map.block_rows();
+  // 32 rows a tile (4 KiB of output per block of 128 bytes; this tile's rows and the next's stay
+  // in L2 with room to spare), or 16 (epilogue tile 64's shuffle block) where 32 do not divide R.
+  index_t const tile = rows % 32 == 0 ? 32 : 16;
+  index_t const per_expert = rows / tile;
+  index_t const tiles = lin.extent[0] * per_expert;  // tile i: expert i / per_expert, rows from i % per_expert * tile
+  decltype(byte_ptr(lin.data)) src[2][32];           // tile i's source rows in src[i % 2]
+  auto const look_up = [&](index_t i) {
+    for (index_t t = 0; t < tile; ++t) {
+      src[i % 2][t] = byte_ptr(&lin(i / per_expert, map.source(i % per_expert * tile + t), 0));
+    }
+  };
   auto const chunk = static_cast<std::size_t>(bk);
-  bool const stream = !Inverse && use_stream_stores(blk, lin.extent[0] * rows * cols);
-  bool const wide = best_band_isa() == band_isa::avx512;
+  row_store const how = forward_stores<Inverse>(blk, lin.extent[0] * rows * cols);
   std::uint8_t const x = flip ? 0x88 : 0;
-  decltype(byte_ptr(lin.data)) src[128];
-  for (index_t e = 0; e < lin.extent[0]; ++e) {
-    auto* const base = byte_ptr(blk) + e * rows * cols;
-    for (index_t n0 = 0; n0 < rows; n0 += tile) {
+  if (tiles > 0) {
+    look_up(0);
+  }
+  for (index_t i = 0; i < tiles; ++i) {
+    bool const ahead = i + 1 < tiles;
+    if (ahead) {
+      look_up(i + 1);
+    }
+    auto const* const row = src[i % 2];
+    auto const* const next = src[(i + 1) % 2];
+    auto* const expert = byte_ptr(blk) + i / per_expert * rows * cols;
+    for (index_t k = 0; k < cols; k += bk) {
+      auto* const b =
+          expert + block_layout_offset(i % per_expert * tile, k, rows, bk);  // the tile's rows follow each other
       for (index_t t = 0; t < tile; ++t) {
-        src[t] = byte_ptr(&lin(e, map.source(n0 + t), 0));
-      }
-      if (index_t const next = n0 + tile < rows ? n0 + tile : 0; next > 0 || e + 1 < lin.extent[0]) {
-        for (index_t n = next; n < next + tile; ++n) {
-          prefetch_bytes(byte_ptr(&lin(next > 0 ? e : e + 1, map.source(n), 0)), cols);
+        if (ahead) {
+          prefetch_l2(next[t] + k, chunk);
         }
-      }
-      for (index_t k = 0; k < cols; k += bk) {
-        auto* const b = base + block_layout_offset(n0, k, rows, bk);  // the tile's rows follow each other
-        for (index_t t = 0; t < tile; ++t) {
-          if constexpr (Inverse) {
-            copy_flip_bytes(src[t] + k, b + t * bk, chunk, flip);
-          } else if (!stream || !(wide ? moe_x86::copy_row<row_store::stream64>(b + t * bk, src[t] + k, chunk, x)
-                                       : moe_x86::copy_row<row_store::stream16>(b + t * bk, src[t] + k, chunk, x))) {
-            copy_flip_bytes(b + t * bk, src[t] + k, chunk, flip);
-          }
+        if constexpr (Inverse) {
+          copy_flip_bytes(row[t] + k, b + t * bk, chunk, flip);
+        } else if (!moe_x86::copy_row(how, b + t * bk, row[t] + k, chunk, x)) {
+          copy_flip_bytes(b + t * bk, row[t] + k, chunk, flip);
         }
       }
     }
   }
-  if (stream) {
+  if (how != row_store::plain) {
     band_stream_fence();
   }
 }
@@ -97,31 +132,57 @@ void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, ind
 // Scales of every expert: the 128x4 layout of the row-mapped scales (no padding: rows % 128 == 0,
 // cols % 4 == 0, checked by the callers), one 128-row band at a time: its 128 source rows looked up
 // once, then each word of the layout (four consecutive K-blocks of one row; `layout_128x4`'s tile
-// of 4 x 128 is 32 lines of the rows r, r + 32, r + 64, r + 96) copied.
+// of 4 x 128 is 32 lines of the rows r, r + 32, r + 64, r + 96) copied. The next band's rows are
+// asked for meanwhile (`band_prefetch`: as many lines a K-tile as the tile holds). Large forward
+// outputs: each K-tile gathered into a buffer in L1, then streamed out whole.
 template <bool Inverse, class L, class B>
 void scale_words(view3d<L> const& lin, B* blk, trtllm_row_map const& map) {
   index_t const rows = lin.extent[1];
   index_t const cols = lin.extent[2];
   constexpr auto word = 4 * sizeof(L);
-  std::vector<decltype(byte_ptr(lin.data))> src(128);
-  for (index_t e = 0; e < lin.extent[0]; ++e) {
-    for (index_t m0 = 0; m0 < rows; m0 += 128) {
-      for (index_t r = 0; r < 128; ++r) {
-        src[static_cast<std::size_t>(r)] = byte_ptr(&lin(e, map.source(m0 + r), 0));
-      }
-      auto* const band = byte_ptr(blk + (e * rows + m0) * cols);
-      for (index_t kt = 0; kt < cols / 4; ++kt) {
-        for (std::size_t line = 0; line < 128; ++line) {  // line = 4 * (row % 32) + row / 32
-          auto* const l = src[line % 4 * 32 + line / 4] + kt * static_cast<index_t>(word);
-          auto* const b = band + (kt * 128 + static_cast<index_t>(line)) * static_cast<index_t>(word);
-          if constexpr (Inverse) {
-            std::memcpy(l, b, word);
-          } else {
-            std::memcpy(b, l, word);
-          }
+  constexpr auto tile = 128 * word;  // one K-tile of a band
+  index_t const bands = lin.extent[0] * (rows / 128);
+  decltype(byte_ptr(lin.data)) src[2][128];  // band i's source rows in src[i % 2]
+  auto const look_up = [&](index_t i) {
+    for (index_t r = 0; r < 128; ++r) {
+      src[i % 2][r] = byte_ptr(&lin(i / (rows / 128), map.source(i % (rows / 128) * 128 + r), 0));
+    }
+  };
+  row_store const how = forward_stores<Inverse>(blk, lin.extent[0] * rows * cols * static_cast<index_t>(sizeof(L)));
+  bool const stream = how != row_store::plain;
+  alignas(64) byte_t stage[tile];
+  if (bands > 0) {
+    look_up(0);
+  }
+  for (index_t i = 0; i < bands; ++i) {
+    if (i + 1 < bands) {
+      look_up(i + 1);
+    }
+    band_prefetch ahead(src[(i + 1) % 2], i + 1 < bands ? 128 : 0, cols * static_cast<index_t>(sizeof(L)));
+    auto const* const row = src[i % 2];
+    auto* const band = byte_ptr(blk + i * 128 * cols);
+    for (index_t kt = 0; kt < cols / 4; ++kt) {
+      auto* const t = band + kt * static_cast<index_t>(tile);
+      auto const word_of = [&](std::size_t line) {  // line = 4 * (row % 32) + row / 32
+        return row[line % 4 * 32 + line / 4] + kt * static_cast<index_t>(word);
+      };
+      if constexpr (Inverse) {
+        for (std::size_t line = 0; line < 128; ++line) {
+          std::memcpy(word_of(line), t + line * word, word);
+        }
+      } else {
+        for (std::size_t line = 0; line < 128; ++line) {
+          std::memcpy((stream ? stage : t) + line * word, word_of(line), word);
+        }
+        if (stream && !moe_x86::copy_row(how, t, stage, tile)) {
+          std::memcpy(t, stage, tile);
         }
       }
+      ahead.lines(static_cast<int>(tile / 64));
     }
+  }
+  if (stream) {
+    band_stream_fence();
   }
 }
 

@@ -17,7 +17,8 @@
 /// the engines' int32 tensors hold them ([E, N, K/8] words, little-endian). The element code is
 /// `qtl/element/w4a8.hpp`'s; `qtl/cuda/w4a8.cuh` runs it on the device, one launch per call.
 /// Errors (`qtl::shape_error`, `qtl::value_error`) are thrown before anything is written. On x86
-/// the reorder runs an SSE2 executor (`qtl/x86/w4a8.hpp`), tested equal to the portable loop.
+/// the reorder runs an AVX-512, AVX2 or SSE2 executor (`qtl/x86/w4a8.hpp`), tested equal to the
+/// portable loop.
 ///
 /// `convert_bf16_scales_to_fp8` takes the quantizer's rule as an argument, because vLLM hands it
 /// `QuantFP8(static=False, group_shape=PER_TOKEN)`, whose CUDA path divides (`x / s`) and whose
@@ -112,24 +113,47 @@ void reorder_atom_portable(std::uint8_t const* rows_in, std::uint8_t* rows_out, 
   }
 }
 
-// One expert: row-major [n, k] bytes `src` <-> reordered `dst`, in source order (a block of 16
-// rows stays in L1 while its atoms are written, 256 contiguous bytes each; writing in destination
-// order instead, or with non-temporal stores, measured slower).
+// Outputs of at least this many bytes are written with streaming stores: they cannot stay in
+// cache, and streaming stores skip reading each destination line before writing it (as memcpy
+// does for buffers this size).
+inline constexpr index_t w4a8_stream_bytes = index_t{8} << 20;
+
+// One expert: row-major [n, k] bytes `src` <-> reordered `dst`, in source order: a block of 16
+// rows (contiguous) is read front to back while its atoms go out, four column tiles at a time
+// where the AVX-512 executor runs, two with AVX2 (each atom's lines written whole; the atoms of a
+// column tile follow each other, atom (nt, kt) at nt + n_atoms * kt, so each of the K/32 runs
+// moves on 256 bytes a block), and the next block's lines are asked for as this one's are read.
+// With `stream` (forward only) the stores are streaming ones: the reorder then moves at memcpy's
+// pace (docs/performance.md, the trtllm-gen MoE layouts and the W4A8 reorder).
 template <bool Inverse>
-void reorder_int4b_expert(std::uint8_t const* src, std::uint8_t* dst, index_t n, index_t k) {
+void reorder_int4b_expert(std::uint8_t const* src, std::uint8_t* dst, index_t n, index_t k, bool stream = false) {
   index_t const row_bytes = k / 2;
   index_t const n_atoms = n / w4a8_atom_rows;
+  index_t const k_tiles = k / w4a8_atom_cols;
+  index_t const width = Inverse ? 1 : w4a8_block_tiles();  // column tiles an executor call
   for (index_t nt = 0; nt < n_atoms; ++nt) {
-    for (index_t kt = 0; kt < k / w4a8_atom_cols; ++kt) {
+    for (index_t kt = 0; kt < k_tiles; ++kt) {
       index_t const rows = nt * w4a8_atom_rows * row_bytes + kt * (w4a8_atom_cols / 2);
       index_t const atom = (nt + n_atoms * kt) * w4a8_atom_bytes;
+      if (!Inverse && kt % 4 == 0 && nt + 1 < n_atoms) {  // the next block's lines of these 4 column tiles
+        prefetch_rows(src + rows + w4a8_atom_rows * row_bytes, row_bytes, 64);
+      }
       if constexpr (Inverse) {
         reorder_atom_portable<true>(nullptr, dst + rows, row_bytes, src + atom, nullptr);
-      } else if (!w4a8_reorder_atom_x86(src + rows, row_bytes, dst + atom)) {
+      } else if (width > 1 && kt + width <= k_tiles &&
+                 w4a8_reorder_block_x86(static_cast<int>(width), src + rows, row_bytes, dst + atom,
+                                        n_atoms * w4a8_atom_bytes, stream)) {
+        kt += width - 1;
+      } else if (!w4a8_reorder_atom_x86(src + rows, row_bytes, dst + atom, stream)) {
         reorder_atom_portable<false>(src + rows, nullptr, row_bytes, nullptr, dst + atom);
       }
     }
   }
+}
+
+// Whether the reorder of `experts` matrices into `out` streams its stores.
+inline bool w4a8_streams(std::uint8_t const* out, index_t bytes) {
+  return bytes >= w4a8_stream_bytes && reinterpret_cast<std::uintptr_t>(out) % 64 == 0;
 }
 
 template <bool Inverse>
@@ -140,8 +164,12 @@ void reorder_int4b(char const* fn, std::span<std::uint8_t const> in, index_t exp
     throw value_error(std::string(fn) + ": in and out are the same buffer (use encode_and_reorder_int4b_inplace)");
   }
   index_t const bytes = n * (k / 2);
+  bool const stream = !Inverse && w4a8_streams(out.data(), experts * bytes);
   for (index_t e = 0; e < experts; ++e) {
-    reorder_int4b_expert<Inverse>(in.data() + e * bytes, out.data() + e * bytes, n, k);
+    reorder_int4b_expert<Inverse>(in.data() + e * bytes, out.data() + e * bytes, n, k, stream);
+  }
+  if (stream) {
+    w4a8_stream_fence();
   }
 }
 
@@ -185,10 +213,14 @@ inline void encode_and_reorder_int4b_inplace(std::span<std::uint8_t> data, index
                               data.size());
   index_t const bytes = n * (k / 2);
   std::vector<std::uint8_t> scratch(static_cast<std::size_t>(bytes));
+  bool const stream = detail::w4a8_streams(data.data(), experts * bytes);
   for (index_t e = 0; e < experts; ++e) {
     std::uint8_t* const expert = data.data() + e * bytes;
     std::memcpy(scratch.data(), expert, scratch.size());
-    detail::reorder_int4b_expert<false>(scratch.data(), expert, n, k);
+    detail::reorder_int4b_expert<false>(scratch.data(), expert, n, k, stream);
+  }
+  if (stream) {
+    detail::w4a8_stream_fence();
   }
 }
 

@@ -1024,3 +1024,65 @@ TEST_CASE("trtllm_moe_shuffle_rows past the streaming-store size round-trips thr
     CHECK((back == in));
   }
 }
+
+namespace {
+
+// The 128x4 scale pass (`detail::scale_words`) of `s` [e, rows, cols] with elements of type T under
+// `cap`, into a fresh buffer.
+template <class T>
+std::vector<T> scale_words_at(qtl::x86::level cap, std::vector<T> const& s, index_t e, index_t rows, index_t cols,
+                              qtl::trtllm_row_map map) {
+  qtl::x86::scoped_level_cap const capped(cap);
+  std::vector<T> out(s.size());
+  qtl::detail::scale_words<false>(qtl::make_view(s.data(), e, rows, cols), out.data(), map);
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("the trtllm-gen layout passes past the streaming-store size equal the portable pass at each width", "[moe]") {
+  using qtl::x86::level;
+  using kind = qtl::trtllm_row_map::kind;
+  // Each pass with every streaming width the CPU has (capped to SSE2: 16-byte stores; AVX-512F:
+  // 64-byte ones) against the portable pass (plain copies), on outputs of 8 MiB and more.
+  SECTION("weights: odd expert counts, 32- and 16-row tiles, whole rows with and without 16-byte tails") {
+    struct weights {
+      index_t e, rows, cols, bk;
+      qtl::trtllm_row_map map;
+      bool flip;
+    };
+    for (weights const w : {weights{3, 1024, 2816, 128, {kind::w1w3_gated, 0, 128}, true},
+                            weights{3, 1360, 2176, 128, {kind::shuffle, 0, 64}, false},  // 1360 = 85 16-row tiles
+                            weights{5, 832, 2064, 2064, {kind::w3w1_gated, 0, 128}, false},
+                            weights{5, 800, 2104, 2104, {kind::shuffle, 0, 128}, false}}) {  // rows not streamed
+      CAPTURE(w.e, w.rows, w.cols, w.bk);
+      auto const in = random_bytes(static_cast<std::size_t>(w.e * w.rows * w.cols), 12);
+      auto const run = [&](level cap) {
+        qtl::x86::scoped_level_cap const capped(cap);
+        std::vector<std::uint8_t> out(in.size());
+        qtl::trtllm_moe_shuffle_rows(cview(in, w.e, w.rows, w.cols), mview(out, w.e, w.rows, w.cols), w.map, w.bk,
+                                     w.flip);
+        return out;
+      };
+      auto const want = run(level::portable);
+      CHECK((run(level::sse2) == want));  // bools: a failure does not print megabytes
+      CHECK((run(level::avx512) == want));
+    }
+  }
+  SECTION("scales: 4-byte words (E8M0) and 8-byte words (BF16) of three experts, and back") {
+    qtl::trtllm_row_map const map{kind::w1w3_gated, 1536, 128};
+    auto const bytes = random_bytes(static_cast<std::size_t>(3 * 1536 * 1824), 13);
+    std::vector<std::uint16_t> words(bytes.size() / 2);
+    std::memcpy(words.data(), bytes.data(), bytes.size());
+    auto const want8 = scale_words_at(level::portable, bytes, 3, 1536, 1824, map);
+    auto const want16 = scale_words_at(level::portable, words, 3, 1536, 912, map);
+    for (level const cap : {level::sse2, level::avx512}) {
+      CAPTURE(static_cast<int>(cap));
+      CHECK((scale_words_at(cap, bytes, 3, 1536, 1824, map) == want8));
+      CHECK((scale_words_at(cap, words, 3, 1536, 912, map) == want16));
+    }
+    std::vector<std::uint16_t> back(words.size());
+    qtl::detail::scale_words<true>(qtl::make_view(back.data(), 3, 1536, 912), want16.data(), map);
+    CHECK((back == words));
+  }
+}

@@ -5,10 +5,13 @@
 // conversion, sglang's interleave_scales) against their golden cases, the inverses, the in-place
 // reorder, and every refusal.
 
+#include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <limits>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -254,6 +257,48 @@ TEST_CASE("the x86 executor of the reorder equals the portable loop", "[w4a8]") 
       qtl::encode_and_reorder_int4b_inplace(slow, e, n, k, 32);
     }
     CHECK(fast == slow);
+  }
+}
+
+TEST_CASE("the reorder's executors past the streaming-store size equal the portable loop", "[w4a8]") {
+  // The AVX-512 executor (4 atoms a call, 64-byte stores), AVX2 (2 atoms, 32-byte stores) and
+  // SSE2 (one atom, 16-byte ones) against the portable loop, each under its level cap: an odd
+  // expert count (grouped), K/32 column tiles not a multiple of 4 (the plain op: 89 tiles, the last
+  // one an atom alone), on a 64-byte aligned output (streamed) and on one 16 bytes past it
+  // (ordinary stores), out of place and in place.
+  using qtl::x86::level;
+  std::mt19937 rng(3404);
+  for (auto const [e, n, k] : {std::array<index_t, 3>{3, 2000, 2816}, {1, 6000, 2848}}) {
+    INFO("experts " << e << ", n " << n << ", k " << k);
+    std::vector<std::uint8_t> in(static_cast<std::size_t>(e * n * k / 2));
+    for (auto& b : in) {
+      b = static_cast<std::uint8_t>(rng());
+    }
+    qtl::aligned_vector<std::uint8_t> buf(in.size() + 16);
+    for (std::size_t const off : {0, 16}) {
+      INFO("output " << off << " bytes past a 64-byte boundary");
+      std::span<std::uint8_t> const out(buf.data() + off, in.size());
+      auto const run = [&](level cap) {
+        qtl::x86::scoped_level_cap const capped(cap);
+        std::fill(out.begin(), out.end(), std::uint8_t{0});
+        if (e > 1) {
+          qtl::encode_and_reorder_int4b_grouped(in, e, n, k, out);
+        } else {
+          qtl::encode_and_reorder_int4b(in, n, k, out);
+        }
+        return std::vector<std::uint8_t>(out.begin(), out.end());
+      };
+      auto const want = run(level::portable);
+      CHECK((run(level::sse2) == want));  // bools: a failure does not print megabytes
+      CHECK((run(level::avx2) == want));
+      CHECK((run(level::avx512) == want));
+      for (level const cap : {level::sse2, level::avx2, level::avx512}) {  // in place, streamed back
+        qtl::x86::scoped_level_cap const capped(cap);
+        std::copy(in.begin(), in.end(), out.begin());
+        qtl::encode_and_reorder_int4b_inplace(out, e, n, k, e > 1 ? 256 : 32);
+        CHECK(std::equal(out.begin(), out.end(), want.begin()));
+      }
+    }
   }
 }
 

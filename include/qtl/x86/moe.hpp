@@ -70,6 +70,15 @@ bool copy_row([[maybe_unused]] byte_t* dst, [[maybe_unused]] byte_t const* src, 
   return false;
 }
 
+/// `copy_row` with `how` chosen at run time.
+inline bool copy_row(row_store how, byte_t* dst, byte_t const* src, std::size_t n, std::uint8_t x = 0) {
+  switch (how) {
+    case row_store::stream64: return copy_row<row_store::stream64>(dst, src, n, x);
+    case row_store::stream16: return copy_row<row_store::stream16>(dst, src, n, x);
+    default: return false;
+  }
+}
+
 /// Writes one padded row of `out_cols` bytes at `dst`: the `cols` bytes at `src` (`cols <=
 /// out_cols`; `src` may be null when `cols` is 0), then zeros, with `How`'s streaming stores (the
 /// 16 bytes that hold the row's last input bytes and its first zeros assembled in a register), where
