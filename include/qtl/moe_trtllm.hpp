@@ -464,6 +464,35 @@ void convert_moe_weights_to_flashinfer_trtllm_block_layout_inplace(view3d<T> w13
   one("w2_weight", w2_weight, detail::gemm1_row_map(false));
 }
 
+namespace detail {
+// One direction of the MXFP8 shuffle: `lin` the checkpoint-side tensors (checked as the input
+// of the forward), `blk` the shuffled ones.
+template <bool Inverse, class WL, class SL, class WB, class SB>
+void run_mxfp8(char const* fn, trtllm_fp4_moe_tensors<WL, SL> const& lin, trtllm_fp4_moe_tensors<WB, SB> const& blk,
+               bool is_gated) {
+  char const* const role = Inverse ? "output" : "input";
+  auto m1 = gemm1_row_map(is_gated);
+  auto m2 = gemm1_row_map(false);
+  m1.rows = lin.gemm1_weights.extent[1];
+  m2.rows = lin.gemm2_weights.extent[1];
+  index_t const w1[3] = {lin.gemm1_weights.extent[0], m1.rows, lin.gemm1_weights.extent[2]};
+  index_t const w2[3] = {lin.gemm1_weights.extent[0], m2.rows, lin.gemm2_weights.extent[2]};
+  index_t const s1[3] = {w1[0], m1.rows, lin.gemm1_scales.extent[2]};
+  index_t const s2[3] = {w1[0], m2.rows, lin.gemm2_scales.extent[2]};
+  check_byte_tensor(fn, role, "w2", lin.gemm2_weights, w2);
+  check_byte_tensor(fn, role, "w13_scale", lin.gemm1_scales, s1);
+  check_byte_tensor(fn, role, "w2_scale", lin.gemm2_scales, s2);
+  check_layout_pair<Inverse>(fn, "w13", lin.gemm1_weights, blk.gemm1_weights, m1, w1[2], false);
+  check_layout_pair<Inverse>(fn, "w2", lin.gemm2_weights, blk.gemm2_weights, m2, w2[2], false);
+  check_layout_pair<Inverse>(fn, "w13_scale", lin.gemm1_scales, blk.gemm1_scales, m1, 0, true);
+  check_layout_pair<Inverse>(fn, "w2_scale", lin.gemm2_scales, blk.gemm2_scales, m2, 0, true);
+  rows_to_blocks<Inverse>(lin.gemm1_weights, blk.gemm1_weights.data, m1, w1[2], false);
+  rows_to_blocks<Inverse>(lin.gemm2_weights, blk.gemm2_weights.data, m2, w2[2], false);
+  scale_words<Inverse>(lin.gemm1_scales, blk.gemm1_scales.data, m1);
+  scale_words<Inverse>(lin.gemm2_scales, blk.gemm2_scales.data, m2);
+}
+}  // namespace detail
+
 /// vLLM `_shuffle_mxfp8_moe_weights(w13, w2, w13_scale, w2_scale, is_gated)`: MXFP8 weights
 /// (`gemm1_weights` = w13 `[E, R1, H]`, `gemm2_weights` = w2 `[E, H, I]`, E4M3 bytes) and their
 /// E8M0 scales (`[E, R1, H/32]`, `[E, H, I/32]`; w13 already `[w3; w1]`): rows gathered by the gated
@@ -477,26 +506,16 @@ void convert_moe_weights_to_flashinfer_trtllm_block_layout_inplace(view3d<T> w13
 template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
 void shuffle_mxfp8_moe_weights(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
                                trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_gated) {
-  char const* const fn = "qtl::shuffle_mxfp8_moe_weights";
-  auto m1 = detail::gemm1_row_map(is_gated);
-  auto m2 = detail::gemm1_row_map(false);
-  m1.rows = in.gemm1_weights.extent[1];
-  m2.rows = in.gemm2_weights.extent[1];
-  index_t const w1[3] = {in.gemm1_weights.extent[0], m1.rows, in.gemm1_weights.extent[2]};
-  index_t const w2[3] = {in.gemm1_weights.extent[0], m2.rows, in.gemm2_weights.extent[2]};
-  index_t const s1[3] = {w1[0], m1.rows, in.gemm1_scales.extent[2]};
-  index_t const s2[3] = {w1[0], m2.rows, in.gemm2_scales.extent[2]};
-  detail::check_byte_tensor(fn, "input", "w2", in.gemm2_weights, w2);
-  detail::check_byte_tensor(fn, "input", "w13_scale", in.gemm1_scales, s1);
-  detail::check_byte_tensor(fn, "input", "w2_scale", in.gemm2_scales, s2);
-  detail::check_layout_pair<false>(fn, "w13", in.gemm1_weights, out.gemm1_weights, m1, w1[2], false);
-  detail::check_layout_pair<false>(fn, "w2", in.gemm2_weights, out.gemm2_weights, m2, w2[2], false);
-  detail::check_layout_pair<false>(fn, "w13_scale", in.gemm1_scales, out.gemm1_scales, m1, 0, true);
-  detail::check_layout_pair<false>(fn, "w2_scale", in.gemm2_scales, out.gemm2_scales, m2, 0, true);
-  detail::rows_to_blocks<false>(in.gemm1_weights, out.gemm1_weights.data, m1, w1[2], false);
-  detail::rows_to_blocks<false>(in.gemm2_weights, out.gemm2_weights.data, m2, w2[2], false);
-  detail::scale_words<false>(in.gemm1_scales, out.gemm1_scales.data, m1);
-  detail::scale_words<false>(in.gemm2_scales, out.gemm2_scales.data, m2);
+  detail::run_mxfp8<false>("qtl::shuffle_mxfp8_moe_weights", in, out, is_gated);
+}
+
+/// The inverse of `shuffle_mxfp8_moe_weights` (QTL's; the engine has none): the shuffled tensors
+/// `in` back to the checkpoint's rows and linear scales in `out` (the same shapes).
+/// @throws as the forward, with `out` checked as the forward's input.
+template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+void unshuffle_mxfp8_moe_weights(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                 trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_gated) {
+  detail::run_mxfp8<true>("qtl::unshuffle_mxfp8_moe_weights", out, in, is_gated);
 }
 
 }  // namespace qtl

@@ -103,6 +103,7 @@ from ._qtl import (  # noqa: F401
     unprepare_static_weights_for_trtllm_mxint4_moe,
     unrotate_weights_for_fi_trtllm_fp8_per_tensor_moe,
     unshuffle_deepseek_fp8_moe_weights,
+    unshuffle_mxfp8_moe_weights,
 )
 # Marlin layouts (qtl/marlin.hpp) and the load-time converters (qtl/convert.hpp).
 from ._qtl import (  # noqa: F401

@@ -285,6 +285,11 @@ def convert_moe_weights_from_flashinfer_trtllm_block_layout(
 ) -> Tuple[Array, Array]:
     """The inverse of convert_moe_weights_to_flashinfer_trtllm_block_layout: bfloat16 [E, 2K/128, R, 64]
     -> [E, R, K] (W13 back to [w1; w3] when gated)."""
+def unshuffle_mxfp8_moe_weights(
+    w13: Array, w2: Array, w13_scale: Array, w2_scale: Array, is_gated: bool,
+) -> Tuple[Array, Array, Array, Array]:
+    """The inverse of shuffle_mxfp8_moe_weights (the same is_gated): rows and 128x4 scales back to the
+    checkpoint's [w3; w1] rows and linear E8M0 scales, returned as (w13, w2, w13_scale, w2_scale)."""
 def assert_fp8_all_close(a: Array, b: Array) -> None: ...
 def update_tensor_inplace(old: Array, new: Array) -> None: ...
 def replace_parameter(mod: Any, name: str, new: Any) -> None: ...

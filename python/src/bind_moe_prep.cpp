@@ -22,7 +22,7 @@
 //   convert_moe_weights_to_flashinfer_trtllm_block_layout(cache_permute_indices, w13_weight, w2_weight,
 //       is_gated_act_gemm=True) -> (w13, w2) bfloat16 [E, 2K/128, R, 64]: new arrays (the cache is unused)
 //   shuffle_mxfp8_moe_weights(w13, w2, w13_scale, w2_scale, is_gated) -> the four   (vLLM's
-//       _shuffle_mxfp8_moe_weights)
+//       _shuffle_mxfp8_moe_weights); unshuffle_mxfp8_moe_weights, the same arguments: its inverse
 //
 // and the inverses of the trtllm-gen layouts (qtl/moe_trtllm.hpp), each the prepared arrays back to
 // its forward's inputs:
@@ -501,12 +501,16 @@ nb::object fp8_bf16_unlayout(device::trtllm_pair_op op, nb::handle a_obj, nb::ha
   return nb::make_tuple(o[0].release(x[0].from), o[1].release(x[1].from));
 }
 
-nb::object shuffle_mxfp8(nb::handle w13, nb::handle w2, nb::handle w13_scale, nb::handle w2_scale, bool is_gated) {
+/// vLLM's `_shuffle_mxfp8_moe_weights` or (`inverse`) QTL's unshuffle: (w13, w2, w13_scale,
+/// w2_scale) in, the same four out.
+nb::object mxfp8_layout(bool inverse, nb::handle w13, nb::handle w2, nb::handle w13_scale, nb::handle w2_scale,
+                        bool is_gated) {
+  char const* const op = inverse ? "qtl.unshuffle_mxfp8_moe_weights" : "qtl.shuffle_mxfp8_moe_weights";
   array_in const a[4] = {
       take_layout(w13, "w13", {elem::fp8_e4m3, elem::u8}), take_layout(w13_scale, "w13_scale", {elem::u8}),
       take_layout(w2, "w2", {elem::fp8_e4m3, elem::u8}), take_layout(w2_scale, "w2_scale", {elem::u8})};
   for (int k = 1; k < 4; ++k) {
-    check_same_place("qtl.shuffle_mxfp8_moe_weights", a[0], a[k]);
+    check_same_place(op, a[0], a[k]);
   }
   view3d<std::uint8_t const> in[4];
   array_out o[4] = {layout_out(a[0], false), layout_out(a[1], false), layout_out(a[2], false), layout_out(a[3], false)};
@@ -517,18 +521,23 @@ nb::object shuffle_mxfp8(nb::handle w13, nb::handle w2, nb::handle w13_scale, nb
   }
   using tensors_in = qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>;
   using tensors_out = qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>;
+  auto const host = [&](tensors_in const& i, tensors_out const& out) {
+    if (inverse) {
+      qtl::unshuffle_mxfp8_moe_weights(i, out, is_gated);
+    } else {
+      qtl::shuffle_mxfp8_moe_weights(i, out, is_gated);
+    }
+  };
   if (a[0].on_device()) {  // the host function's checks, on no experts
-    qtl::shuffle_mxfp8_moe_weights(tensors_in{no_outer(in[0]), no_outer(in[1]), no_outer(in[2]), no_outer(in[3])},
-                                   tensors_out{no_outer(ov[0]), no_outer(ov[1]), no_outer(ov[2]), no_outer(ov[3])},
-                                   is_gated);
+    host(tensors_in{no_outer(in[0]), no_outer(in[1]), no_outer(in[2]), no_outer(in[3])},
+         tensors_out{no_outer(ov[0]), no_outer(ov[1]), no_outer(ov[2]), no_outer(ov[3])});
   }
   run_on(
-      a[0], "qtl.shuffle_mxfp8_moe_weights",
+      a[0], op,
       [&] {
-        qtl::shuffle_mxfp8_moe_weights(tensors_in{in[0], in[1], in[2], in[3]}, tensors_out{ov[0], ov[1], ov[2], ov[3]},
-                                       is_gated);
+        host(tensors_in{in[0], in[1], in[2], in[3]}, tensors_out{ov[0], ov[1], ov[2], ov[3]});
       },
-      [&](device::backend const& t, device::stream_t s) { return t.mxfp8_moe(is_gated, in, ov, s); });
+      [&](device::backend const& t, device::stream_t s) { return t.mxfp8_moe(inverse, is_gated, in, ov, s); });
   kind const k = a[0].from;
   return nb::make_tuple(o[0].release(k), o[2].release(k), o[1].release(k), o[3].release(k));
 }
@@ -595,8 +604,18 @@ void bind_moe_prep(nb::module_& m) {
       "convert_moe_weights_from_flashinfer_trtllm_block_layout",
       [](nb::handle w13, nb::handle w2, bool gated) { return fp8_bf16_unlayout(pair::bf16_block, w13, w2, gated); },
       nb::arg("w13_weight"), nb::arg("w2_weight"), nb::arg("is_gated_act_gemm") = true);
-  m.def("shuffle_mxfp8_moe_weights", &shuffle_mxfp8, nb::arg("w13"), nb::arg("w2"), nb::arg("w13_scale"),
-        nb::arg("w2_scale"), nb::arg("is_gated"));
+  m.def(
+      "shuffle_mxfp8_moe_weights",
+      [](nb::handle w13, nb::handle w2, nb::handle w13s, nb::handle w2s, bool gated) {
+        return mxfp8_layout(false, w13, w2, w13s, w2s, gated);
+      },
+      nb::arg("w13"), nb::arg("w2"), nb::arg("w13_scale"), nb::arg("w2_scale"), nb::arg("is_gated"));
+  m.def(
+      "unshuffle_mxfp8_moe_weights",
+      [](nb::handle w13, nb::handle w2, nb::handle w13s, nb::handle w2s, bool gated) {
+        return mxfp8_layout(true, w13, w2, w13s, w2s, gated);
+      },
+      nb::arg("w13"), nb::arg("w2"), nb::arg("w13_scale"), nb::arg("w2_scale"), nb::arg("is_gated"));
   m.def("prepare_static_weights_for_trtllm_mxint4_moe", &prepare_mxint4_moe, nb::arg("gemm1_weights"),
         nb::arg("gemm1_scales"), nb::arg("gemm2_weights"), nb::arg("gemm2_scales"));
   m.def("unprepare_static_weights_for_trtllm_mxint4_moe", &unprepare_mxint4_moe, nb::arg("gemm1_weights"),

@@ -258,9 +258,10 @@ struct backend {
   /// tensors a, b [E, R, K] into the contiguous oa, ob (one launch each).
   int (*trtllm_pair)(trtllm_pair_op op, bool gated, view3d<std::uint8_t const> a, view3d<std::uint8_t const> b,
                      view3d<std::uint8_t> oa, view3d<std::uint8_t> ob, stream_t stream);
-  /// qtl::cuda::shuffle_mxfp8_moe_weights of the four byte tensors gemm1 weights, gemm1 scales,
-  /// gemm2 weights, gemm2 scales.
-  int (*mxfp8_moe)(bool gated, view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out, stream_t stream);
+  /// qtl::cuda::shuffle_mxfp8_moe_weights (or with `inverse` unshuffle_mxfp8_moe_weights) of the
+  /// four byte tensors gemm1 weights, gemm1 scales, gemm2 weights, gemm2 scales.
+  int (*mxfp8_moe)(bool inverse, bool gated, view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out,
+                   stream_t stream);
   /// qtl::cuda::prepare_static_weights_for_trtllm_mxint4_moe (hidden, inter, experts, uint4b8), or
   /// with `inverse` unprepare_static_weights_for_trtllm_mxint4_moe, of the tensors gemm1 and gemm2
   /// (weights as bytes [E, R, K/2], scales as BF16 bits [E, R, K/32]), inputs to outputs.

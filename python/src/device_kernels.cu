@@ -504,10 +504,12 @@ int trtllm_pair(trtllm_pair_op op, bool gated, view3d<std::uint8_t const> a, vie
   }
 }
 
-int mxfp8_moe(bool gated, view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out, stream_t s) {
-  return static_cast<int>(qtl::cuda::shuffle_mxfp8_moe_weights(
-      qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const>{in[0], in[1], in[2], in[3]},
-      qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t>{out[0], out[1], out[2], out[3]}, gated, as_stream(s)));
+int mxfp8_moe(bool inverse, bool gated, view3d<std::uint8_t const> const* in, view3d<std::uint8_t> const* out,
+              stream_t s) {
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t const, std::uint8_t const> const i{in[0], in[1], in[2], in[3]};
+  qtl::trtllm_fp4_moe_tensors<std::uint8_t, std::uint8_t> const o{out[0], out[1], out[2], out[3]};
+  return static_cast<int>(inverse ? qtl::cuda::unshuffle_mxfp8_moe_weights(i, o, gated, as_stream(s))
+                                  : qtl::cuda::shuffle_mxfp8_moe_weights(i, o, gated, as_stream(s)));
 }
 
 int mxint4_moe(bool inverse, index_t hidden, index_t inter, index_t experts, bool uint4b8,

@@ -416,7 +416,13 @@ TEST_CASE("device FP8, BF16 and MXFP8 trtllm-gen weight layouts equal the host f
     qtl::shuffle_mxfp8_moe_weights(hin, hout, gated);
     CUDA_REQUIRE(qtl::cuda::shuffle_mxfp8_moe_weights(din, dout, gated));
     compare();
-    CHECK(got == want);  // the scales too
+    CHECK(got == want);        // the scales too
+    device_bytes back(total);  // QTL's inverse on the device: the checkpoint's bytes again
+    CUDA_REQUIRE(qtl::cuda::unshuffle_mxfp8_moe_weights(v(static_cast<std::uint8_t const*>(out.p)), v(back.p), gated));
+    CUDA_REQUIRE(cudaDeviceSynchronize());
+    std::vector<std::uint8_t> again(total);
+    CUDA_REQUIRE(cudaMemcpy(again.data(), back.p, total, cudaMemcpyDeviceToHost));
+    CHECK(again == host);
   }
   // what the host functions refuse: 40 rows (not whole shuffle blocks), an overlapping output
   auto const odd = make_view(static_cast<std::uint8_t const*>(in.p), e, index_t{40}, k1);

@@ -838,7 +838,9 @@ def test_shuffle_mxfp8_moe_weights_on_device_equals_host(gated):
     args = (random_bytes(2, 256, 64), random_bytes(2, 128, 128), random_bytes(2, 256, 2 * 4),
             random_bytes(2, 128, 4))
     host = qtl.shuffle_mxfp8_moe_weights(*args, gated)
-    assert_all_same(qtl.shuffle_mxfp8_moe_weights(*(Producer(x) for x in args), gated), host)
+    dev = qtl.shuffle_mxfp8_moe_weights(*(Producer(x) for x in args), gated)
+    assert_all_same(dev, host)
+    assert_all_same(qtl.unshuffle_mxfp8_moe_weights(*dev, gated), args)  # the inverse, on the device
     with pytest.raises(qtl.InvalidValueError, match=r"w13 is on cuda:0 but w2_scale on the host"):
         qtl.shuffle_mxfp8_moe_weights(*(Producer(x) for x in args[:3]), args[3], gated)
     with pytest.raises(qtl.ShapeError, match=r"multiple of 128"):

@@ -165,6 +165,10 @@ def test_trtllm_layout_inverses_round_trip():
         back = qtl.convert_moe_weights_from_flashinfer_trtllm_block_layout(*c, is_gated_act_gemm=gated)
         assert back[0].dtype == ml_dtypes.bfloat16 and back[0].shape == h13.shape
         assert back[0].tobytes() == h13.tobytes() and back[1].tobytes() == h2.tobytes()
+    mx = (b(2, 256, 128), b(2, 128, 128), b(2, 256, 4), b(2, 128, 4))  # w13, w2, their E8M0 scales
+    for gated in (True, False):
+        back = qtl.unshuffle_mxfp8_moe_weights(*qtl.shuffle_mxfp8_moe_weights(*mx, gated), gated)
+        assert all(x.shape == y.shape and x.tobytes() == y.tobytes() for x, y in zip(back, mx))
     for dtype in (np.int32, np.uint8):
         layer = mxint4_layer(2, 512, 256, dtype)
         prepared = qtl.prepare_static_weights_for_trtllm_mxint4_moe(*layer)

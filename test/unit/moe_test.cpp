@@ -998,6 +998,15 @@ TEST_CASE("shuffle_mxfp8_moe_weights equals the engine's steps", "[moe]") {
     }
     CHECK(os13 == want13);
     CHECK(os2 == want2);
+    // QTL's inverse gives the checkpoint's tensors back
+    std::vector<std::uint8_t> b13(w13.size()), bs13(s13.size()), b2(w2.size()), bs2(s2.size());
+    qtl::unshuffle_mxfp8_moe_weights(
+        in_t{cview(o13, e, r1, h), cview(os13, e, r1, h / 32), cview(o2, e, h, i), cview(os2, e, h, i / 32)},
+        out_t{mview(b13, e, r1, h), mview(bs13, e, r1, h / 32), mview(b2, e, h, i), mview(bs2, e, h, i / 32)}, gated);
+    CHECK(b13 == w13);
+    CHECK(bs13 == s13);
+    CHECK(b2 == w2);
+    CHECK(bs2 == s2);
   }
   std::vector<std::uint8_t> a(2 * 64 * 128), b(a.size()), sa(2 * 64 * 4), sb(sa.size());
   CHECK_THROWS_WITH(qtl::shuffle_mxfp8_moe_weights(

@@ -350,10 +350,15 @@ struct layout_job {
     map.rows = in.extent[1];
   }
   bool ok(bool is_scale = false) const { return layout_pair_ok(in, out, map, bk, is_scale); }
+  /// `Inverse`: `out` (the shuffled side) back into `in` (the checkpoint side).
+  template <bool Inverse = false>
   cudaError_t weights(cudaStream_t stream) const {
-    return launch_rows_blocks<false>(in, out.data, map, bk, false, stream);
+    return launch_rows_blocks<Inverse>(in, out.data, map, bk, false, stream);
   }
-  cudaError_t scales(cudaStream_t stream) const { return launch_scale_words<false>(in, out.data, map, stream); }
+  template <bool Inverse = false>
+  cudaError_t scales(cudaStream_t stream) const {
+    return launch_scale_words<Inverse>(in, out.data, map, stream);
+  }
 };
 
 // Two weight tensors: both checked, then launched.
@@ -610,34 +615,51 @@ cudaError_t convert_moe_weights_to_flashinfer_trtllm_block_layout(view3d<In> w13
   return detail::run_pair(a, b, stream);
 }
 
+namespace detail {
+// One direction of the MXFP8 shuffle: `lin` the checkpoint-side tensors, `blk` the shuffled ones.
+template <bool Inverse, class WL, class SL, class WB, class SB>
+cudaError_t run_mxfp8(trtllm_fp4_moe_tensors<WL, SL> const& lin, trtllm_fp4_moe_tensors<WB, SB> const& blk,
+                      bool is_gated, cudaStream_t stream) {
+  auto const m1 = qtl::detail::gemm1_row_map(is_gated);
+  auto const m2 = qtl::detail::gemm1_row_map(false);
+  layout_job<WL, WB> const w1(lin.gemm1_weights, blk.gemm1_weights, m1, lin.gemm1_weights.extent[2]);
+  layout_job<WL, WB> const w2(lin.gemm2_weights, blk.gemm2_weights, m2, lin.gemm2_weights.extent[2]);
+  layout_job<SL, SB> const s1(lin.gemm1_scales, blk.gemm1_scales, m1, 0);
+  layout_job<SL, SB> const s2(lin.gemm2_scales, blk.gemm2_scales, m2, 0);
+  index_t const e = lin.gemm1_weights.extent[0];
+  bool const same = lin.gemm2_weights.extent[0] == e && lin.gemm1_scales.extent[0] == e &&
+                    lin.gemm2_scales.extent[0] == e && lin.gemm1_scales.extent[1] == lin.gemm1_weights.extent[1] &&
+                    lin.gemm2_scales.extent[1] == lin.gemm2_weights.extent[1];
+  if (!same || !w1.ok() || !w2.ok() || !s1.ok(true) || !s2.ok(true)) {
+    return cudaErrorInvalidValue;
+  }
+  if (cudaError_t const st = w1.template weights<Inverse>(stream); st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st = w2.template weights<Inverse>(stream); st != cudaSuccess) {
+    return st;
+  }
+  if (cudaError_t const st = s1.template scales<Inverse>(stream); st != cudaSuccess) {
+    return st;
+  }
+  return s2.template scales<Inverse>(stream);
+}
+}  // namespace detail
+
 /// Device `qtl::shuffle_mxfp8_moe_weights`: four launches over all experts, as above.
 template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
 cudaError_t shuffle_mxfp8_moe_weights(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
                                       trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_gated,
                                       cudaStream_t stream = 0) {
-  auto const m1 = qtl::detail::gemm1_row_map(is_gated);
-  auto const m2 = qtl::detail::gemm1_row_map(false);
-  detail::layout_job<WIn, WOut> const w1(in.gemm1_weights, out.gemm1_weights, m1, in.gemm1_weights.extent[2]);
-  detail::layout_job<WIn, WOut> const w2(in.gemm2_weights, out.gemm2_weights, m2, in.gemm2_weights.extent[2]);
-  detail::layout_job<SIn, SOut> const s1(in.gemm1_scales, out.gemm1_scales, m1, 0);
-  detail::layout_job<SIn, SOut> const s2(in.gemm2_scales, out.gemm2_scales, m2, 0);
-  index_t const e = in.gemm1_weights.extent[0];
-  bool const same = in.gemm2_weights.extent[0] == e && in.gemm1_scales.extent[0] == e &&
-                    in.gemm2_scales.extent[0] == e && in.gemm1_scales.extent[1] == in.gemm1_weights.extent[1] &&
-                    in.gemm2_scales.extent[1] == in.gemm2_weights.extent[1];
-  if (!same || !w1.ok() || !w2.ok() || !s1.ok(true) || !s2.ok(true)) {
-    return cudaErrorInvalidValue;
-  }
-  if (cudaError_t const st = w1.weights(stream); st != cudaSuccess) {
-    return st;
-  }
-  if (cudaError_t const st = w2.weights(stream); st != cudaSuccess) {
-    return st;
-  }
-  if (cudaError_t const st = s1.scales(stream); st != cudaSuccess) {
-    return st;
-  }
-  return s2.scales(stream);
+  return detail::run_mxfp8<false>(in, out, is_gated, stream);
+}
+
+/// Device `qtl::unshuffle_mxfp8_moe_weights`, as above.
+template <blockscale_byte WOut, blockscale_byte SOut, readable_as<WOut> WIn, readable_as<SOut> SIn>
+cudaError_t unshuffle_mxfp8_moe_weights(trtllm_fp4_moe_tensors<WIn, SIn> const& in,
+                                        trtllm_fp4_moe_tensors<WOut, SOut> const& out, bool is_gated,
+                                        cudaStream_t stream = 0) {
+  return detail::run_mxfp8<true>(out, in, is_gated, stream);
 }
 
 }  // namespace qtl::cuda
