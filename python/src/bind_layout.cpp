@@ -4,10 +4,10 @@
 //   unswizzle_blockscale(scale [.., Mp, Kp], rows, cols)              -> [.., rows, cols]
 //   swap_w13_to_w31(x [.., 2R, C])                                    -> x with the halves swapped
 //   reorder_w1w3_to_w3w1(weight, scale, dim=-2)                       -> (weight, scale) halves swapped
+//   _cutedsl_mma_view(groups, padded_rows, padded_cols)               -> (shape, strides) of the 6-D view
 //
 // The swizzles and the half swaps take CUDA arrays too (C-contiguous, 2-D and up): one launch per
 // tensor, outputs on the same device.
-//   _cutedsl_mma_view(groups, padded_rows, padded_cols)               -> (shape, strides) of the 6-D view
 
 #include <qtl/blockscale.hpp>
 #include <qtl/moe.hpp>
