@@ -409,52 +409,52 @@ QTL_X86_AVX512_VBMI inline std::int64_t translate_block_avx512(std::uint8_t cons
   return vec;
 }
 
-/// The 64 words of a step from their low bytes `l` and high bytes `h`: the unpacks interleave
-/// within 128-bit lanes (words 0-7 | 16-23 | 32-39 | 48-55 and 8-15 | ...); the two-source qword
-/// permutes put the lanes back in order.
+/// One step of the 16-bit translations: the 64 codes at `in` to the 64 words at `out` whose low
+/// bytes `lo` and high bytes `hi` give. The unpacks interleave within 128-bit lanes (words 0-7 |
+/// 16-23 | 32-39 | 48-55 and 8-15 | ...); the two-source qword permutes put the lanes back in order.
+QTL_X86_AVX512_VBMI inline void translate64_avx512(byte_lut512 const& lo, byte_lut512 const& hi, std::uint8_t const* in,
+                                                   std::uint16_t* out) {
+  __m512i const first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+  __m512i const second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+  __m512i const v = _mm512_loadu_si512(in);
+  __m512i const l = byte_lut512_lookup(lo, v);
+  __m512i const h = byte_lut512_lookup(hi, v);
+  __m512i const a = _mm512_unpacklo_epi8(l, h);
+  __m512i const b = _mm512_unpackhi_epi8(l, h);
+  _mm512_storeu_si512(out, _mm512_permutex2var_epi64(a, first, b));
+  _mm512_storeu_si512(out + 32, _mm512_permutex2var_epi64(a, second, b));
+}
+
+/// `translate_block_avx512` into 16-bit words: each code's word from the byte tables `lo_table`
+/// (low bytes) and `hi_table` (high bytes).
 QTL_X86_AVX512_VBMI inline std::int64_t translate_block16_avx512(std::uint8_t const* in, std::uint16_t* out,
                                                                  std::int64_t stride, std::int64_t rows,
                                                                  std::int64_t cols, std::uint8_t const* lo_table,
                                                                  std::uint8_t const* hi_table) {
   byte_lut512 const lo = byte_lut512_load(lo_table);
   byte_lut512 const hi = byte_lut512_load(hi_table);
-  __m512i const first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-  __m512i const second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   std::int64_t const vec = cols - cols % 64;
   for (std::int64_t r = 0; r < rows; ++r) {
     prefetch_row_ahead(in, stride, r, rows, vec);
     for (std::int64_t c = 0; c < vec; c += 64) {
-      __m512i const v = _mm512_loadu_si512(in + r * stride + c);
-      __m512i const l = byte_lut512_lookup(lo, v);
-      __m512i const h = byte_lut512_lookup(hi, v);
-      __m512i const a = _mm512_unpacklo_epi8(l, h);
-      __m512i const b = _mm512_unpackhi_epi8(l, h);
-      _mm512_storeu_si512(out + r * stride + c, _mm512_permutex2var_epi64(a, first, b));
-      _mm512_storeu_si512(out + r * stride + c + 32, _mm512_permutex2var_epi64(a, second, b));
+      translate64_avx512(lo, hi, in + r * stride + c, out + r * stride + c);
     }
   }
   return vec;
 }
+
 /// `translate_block16_avx512` of every block of a block row at once, row by row (the reason at
 /// `block_row_tops_avx2`): `rows` rows of `k` codes, blocks `bk` wide (bk a multiple of 64
 /// dividing k), block j by the byte tables at lo + 256 j and hi + 256 j.
 QTL_X86_AVX512_VBMI inline void translate_rows16_avx512(std::uint8_t const* in, std::uint16_t* out, std::int64_t rows,
                                                         std::int64_t k, std::int64_t bk, std::uint8_t const* lo,
                                                         std::uint8_t const* hi) {
-  __m512i const first = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
-  __m512i const second = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
   for (std::int64_t r = 0; r < rows; ++r) {
     for (std::int64_t j = 0; j < k / bk; ++j) {
       byte_lut512 const l = byte_lut512_load(lo + 256 * j);
       byte_lut512 const h = byte_lut512_load(hi + 256 * j);
       for (std::int64_t c = j * bk; c < (j + 1) * bk; c += 64) {
-        __m512i const v = _mm512_loadu_si512(in + r * k + c);
-        __m512i const lv = byte_lut512_lookup(l, v);
-        __m512i const hv = byte_lut512_lookup(h, v);
-        __m512i const a = _mm512_unpacklo_epi8(lv, hv);
-        __m512i const b = _mm512_unpackhi_epi8(lv, hv);
-        _mm512_storeu_si512(out + r * k + c, _mm512_permutex2var_epi64(a, first, b));
-        _mm512_storeu_si512(out + r * k + c + 32, _mm512_permutex2var_epi64(a, second, b));
+        translate64_avx512(l, h, in + r * k + c, out + r * k + c);
       }
     }
   }
