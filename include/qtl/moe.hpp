@@ -88,11 +88,13 @@ inline bool use_stream_stores(void const* out, index_t bytes) {
   return moe_x86::streams && bytes >= stream_store_bytes && reinterpret_cast<std::uintptr_t>(out) % 16 == 0;
 }
 
-// Asks for the cache lines of `n` bytes at `p` (a row that is read next).
+// Asks for the cache lines of `n` bytes at `p` (a row that is read next), into every cache level
+// (`Locality` 3) or only up to L2 (2: read after the data in hand).
+template <int Locality = 3>
 inline void prefetch_bytes(byte_t const* p, index_t n) {
 #if defined(__GNUC__)
   for (index_t i = 0; i < n; i += 64) {
-    __builtin_prefetch(p + i);
+    __builtin_prefetch(p + i, 0, Locality);
   }
 #else
   (void)p;

@@ -47,18 +47,6 @@ inline void copy_flip_bytes(byte_t* dst, byte_t const* src, std::size_t n, bool 
   }
 }
 
-// Asks for the `n` bytes at `p` into L2 (a piece of the next tile, read after this one).
-inline void prefetch_l2(byte_t const* p, std::size_t n) {
-#if defined(__GNUC__)
-  for (std::size_t i = 0; i < n; i += 64) {
-    __builtin_prefetch(p + i, 0, 2);
-  }
-#else
-  (void)p;
-  (void)n;
-#endif  // ^^^ __GNUC__ ^^^
-}
-
 // How the forward passes write an output of `bytes` at `out`: streaming stores, as wide as the CPU
 // has (under `qtl::x86::level_cap()`), where it is large (`use_stream_stores`); the inverse passes
 // write scattered rows plainly.
@@ -114,7 +102,7 @@ void rows_to_blocks(view3d<L> const& lin, B* blk, trtllm_row_map const& map, ind
           expert + block_layout_offset(i % per_expert * tile, k, rows, bk);  // the tile's rows follow each other
       for (index_t t = 0; t < tile; ++t) {
         if (ahead) {
-          prefetch_l2(next[t] + k, chunk);
+          prefetch_bytes<2>(next[t] + k, bk);  // into L2: the next tile's piece, read after this one
         }
         if constexpr (Inverse) {
           copy_flip_bytes(row[t] + k, b + t * bk, chunk, flip);
